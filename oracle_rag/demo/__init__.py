@@ -1,0 +1,1 @@
+"""The reference application: schema (sql/*/demo), ORM models and a seeded data set."""

@@ -1,0 +1,181 @@
+"""A realistic, deterministic demo data set for the reference application.
+
+Same seed, same rows: tests and benchmarks can name a task by id. Titles,
+descriptions and comment threads mix English and Spanish, as the reference
+team's tracker does, so retrieval is exercised on both.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..engines import Engine
+from ..engines._common import stmt
+
+FIRST = ["Ana", "Luis", "María", "Carlos", "Sofía", "Jorge", "Lucía", "Diego", "Elena", "Pablo", "Marta",
+         "Andrés", "Laura", "Javier", "Camila", "Tomás", "Valeria", "Miguel", "Paula", "Raúl", "Emma",
+         "Noah", "Olivia", "Liam", "Ava", "James", "Mia", "Lucas", "Grace", "Henry"]
+LAST = ["García", "Martínez", "López", "Hernández", "González", "Pérez", "Sánchez", "Ramírez", "Torres",
+        "Flores", "Rivera", "Gómez", "Díaz", "Reyes", "Morales", "Smith", "Johnson", "Brown", "Taylor",
+        "Anderson", "Thomas", "Moore", "Clark", "Lewis", "Walker"]
+PROJECTS = [
+    ("Atlas Billing", "Rebuild the invoicing and payment reconciliation platform for enterprise customers."),
+    ("Nova Mobile", "Native mobile app for field technicians with offline sync and push notifications."),
+    ("Orion Data Platform", "Central data lake, ingestion pipelines and the analytics warehouse."),
+    ("Plataforma Clientes", "Portal de autoservicio para clientes: facturas, tickets de soporte y perfil."),
+    ("Helios Search", "Search and recommendations across the product catalogue."),
+    ("Migración Nube", "Migración de los servicios internos al cloud con Kubernetes y observabilidad."),
+]
+PROJECT_STATUS = ["ACTIVE", "ACTIVE", "ACTIVE", "ON_HOLD", "ACTIVE", "PLANNING"]
+TASK_STATUS = ["TODO", "IN_PROGRESS", "IN_REVIEW", "DONE", "BLOCKED"]
+TASK_STATUS_W = [30, 25, 10, 28, 7]
+PRIORITY = ["LOW", "MEDIUM", "HIGH", "CRITICAL"]
+PRIORITY_W = [25, 45, 22, 8]
+EN_VERBS = ["Fix", "Implement", "Refactor", "Add", "Investigate", "Document", "Optimize", "Migrate",
+            "Test", "Review", "Remove", "Upgrade"]
+EN_OBJECTS = ["login timeout on the mobile app", "invoice PDF generation", "payment retry logic",
+              "CSV export of monthly reports", "password reset emails", "search ranking for product names",
+              "API rate limiting", "database connection pool leak", "dark mode in the settings page",
+              "push notification delivery", "offline sync conflicts", "audit log retention",
+              "currency rounding in invoices", "Kafka consumer lag alerts", "SSO with Azure AD",
+              "onboarding tutorial screens", "slow dashboard queries", "flaky integration tests",
+              "GDPR data deletion requests", "image upload size limit", "Kubernetes liveness probes",
+              "error messages on the checkout form", "timezone handling in due dates",
+              "caching of exchange rates", "accessibility of the navigation menu"]
+ES_VERBS = ["Corregir", "Implementar", "Refactorizar", "Añadir", "Investigar", "Documentar", "Optimizar",
+            "Migrar", "Probar", "Revisar"]
+ES_OBJECTS = ["el error de inicio de sesión en Android", "la generación de facturas en PDF",
+              "la sincronización sin conexión", "los correos de recuperación de contraseña",
+              "el rendimiento del panel de control", "la exportación de informes a Excel",
+              "las notificaciones push en iOS", "la validación del formulario de pago",
+              "los permisos de usuarios administradores", "la búsqueda de clientes por NIF",
+              "el despliegue en Kubernetes", "las alertas de monitorización",
+              "la copia de seguridad nocturna", "la traducción de la interfaz al portugués"]
+EN_DESC = ["Customers reported that {o} fails intermittently since the last release.",
+           "We need to {v} {o} before the quarterly audit.",
+           "Root cause unclear; logs point to a race condition around {o}.",
+           "Acceptance criteria: unit tests, updated docs and a demo to the product owner.",
+           "Blocked until the infrastructure team provides credentials for the staging environment.",
+           "Performance regression: p95 latency went from 200 ms to 1.4 s.",
+           "Follow-up from the incident post-mortem last week."]
+ES_DESC = ["Los usuarios reportan que {o} falla de forma intermitente desde la última versión.",
+           "Hay que {v} {o} antes de la auditoría trimestral.",
+           "Bloqueado hasta que el equipo de infraestructura nos dé acceso al entorno de pruebas.",
+           "Criterios de aceptación: pruebas unitarias, documentación actualizada y demo al cliente."]
+EN_COMMENTS = ["I can reproduce it locally, working on a fix.", "PR is up for review.",
+               "This is blocked by the API change in the billing service.", "Moved to the next sprint.",
+               "QA verified on staging, looks good.", "Can we lower the priority? Not customer facing.",
+               "Added logs, waiting for the next occurrence.", "Estimated effort looks too low to me.",
+               "Discussed with the product owner: scope reduced to the web client.",
+               "Deployed to production this morning."]
+ES_COMMENTS = ["Lo reproduzco en local, estoy con la corrección.", "El PR está listo para revisión.",
+               "Bloqueado por el cambio de API del servicio de facturación.", "Lo pasamos al siguiente sprint.",
+               "QA lo validó en preproducción.", "Desplegado en producción esta mañana."]
+SPRINT_GOALS = ["Ship the MVP of {p} to pilot customers.", "Stabilise {p}: fix critical bugs and flaky tests.",
+                "Close the security review findings for {p}.", "Cerrar las incidencias críticas de {p}.",
+                "Prepare the {p} release candidate and documentation."]
+
+
+@dataclass
+class SeedReport:
+    employees: int
+    projects: int
+    sprints: int
+    tasks: int
+    comments: int
+
+
+INSERT_EMPLOYEE = ("INSERT INTO EMPLOYEE (EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE) "
+                   "VALUES (:id, :first, :last, :role)")
+INSERT_PROJECT = ("INSERT INTO PROJECT (PROJECT_ID, NAME, STATUS, START_DATE, END_DATE, DESCRIPTION) "
+                  "VALUES (:id, :name, :status, :start, :end, :description)")
+INSERT_SPRINT = ("INSERT INTO SPRINT (SPRINT_ID, PROJECT_ID, NAME, STATUS, START_DATE, END_DATE, GOAL) "
+                 "VALUES (:id, :project, :name, :status, :start, :end, :goal)")
+INSERT_TASK = ("INSERT INTO TASK (TASK_ID, TITLE, DESCRIPTION, STATUS, PRIORITY, SPRINT_ID, PROJECT_ID, "
+               "ASSIGNEE_ID, STORY_POINTS, ESTIMATED_HOURS, DUE_DATE) VALUES (:id, :title, :description, "
+               ":status, :priority, :sprint, :project, :assignee, :points, :hours, :due)")
+INSERT_COMMENT = ("INSERT INTO TASK_COMMENT (COMMENT_ID, TASK_ID, AUTHOR_ID, BODY, CREATED_AT) "
+                  "VALUES (:id, :task, :author, :body, :created)")
+COUNT_TASKS = "SELECT COUNT(*) FROM TASK"
+DELETE_ALL = ["DELETE FROM TASK_COMMENT", "DELETE FROM TASK", "DELETE FROM SPRINT", "DELETE FROM PROJECT",
+              "DELETE FROM EMPLOYEE"]
+
+
+def generate(tasks: int = 2000, seed: int = 42) -> dict[str, list[dict[str, object]]]:
+    """The rows of the demo data set, as plain dicts (dates as ``datetime.date``)."""
+    rng = random.Random(seed)
+    base = dt.date(2026, 1, 5)
+    employees = []
+    for i in range(1, 41):
+        role = "admin" if i <= 2 else "manager" if i <= 8 else "developer"
+        employees.append({"id": i, "first": FIRST[(i * 7) % len(FIRST)], "last": LAST[(i * 11) % len(LAST)],
+                          "role": role})
+    developers = [e["id"] for e in employees if e["role"] == "developer"]
+    projects, sprints = [], []
+    sprint_id = 0
+    for p, (name, desc) in enumerate(PROJECTS, 1):
+        start = base + dt.timedelta(days=14 * (p - 1))
+        projects.append({"id": p, "name": name, "status": PROJECT_STATUS[p - 1], "start": start,
+                         "end": start + dt.timedelta(days=7 * 30), "description": desc if p != 5 else None})
+        for s in range(1, 9):
+            sprint_id += 1
+            s_start = start + dt.timedelta(days=14 * (s - 1))
+            status = "CLOSED" if s <= 4 else "ACTIVE" if s == 5 else "PLANNED"
+            sprints.append({"id": sprint_id, "project": p, "name": f"Sprint {sprint_id}", "status": status,
+                            "start": s_start, "end": s_start + dt.timedelta(days=13),
+                            "goal": rng.choice(SPRINT_GOALS).format(p=name) if s != 8 else None})
+    task_rows, comment_rows = [], []
+    comment_id = 0
+    for t in range(1, tasks + 1):
+        sprint = rng.choice(sprints)
+        spanish = rng.random() < 0.3
+        if spanish:
+            verb, obj = rng.choice(ES_VERBS), rng.choice(ES_OBJECTS)
+            desc = rng.choice(ES_DESC).format(v=verb.lower(), o=obj)
+        else:
+            verb, obj = rng.choice(EN_VERBS), rng.choice(EN_OBJECTS)
+            desc = rng.choice(EN_DESC).format(v=verb.lower(), o=obj)
+        in_backlog = rng.random() < 0.1
+        task_rows.append({
+            "id": t, "title": f"{verb} {obj}", "description": desc if rng.random() > 0.05 else None,
+            "status": rng.choices(TASK_STATUS, TASK_STATUS_W)[0],
+            "priority": rng.choices(PRIORITY, PRIORITY_W)[0],
+            "sprint": None if in_backlog else sprint["id"], "project": sprint["project"],
+            "assignee": rng.choice(developers) if rng.random() > 0.08 else None,
+            "points": rng.choice([1, 2, 3, 5, 8, 13]) if rng.random() > 0.1 else None,
+            "hours": rng.choice([1, 2, 4, 6, 8, 12, 16, 2.5]) if rng.random() > 0.15 else None,
+            "due": sprint["end"] if rng.random() > 0.1 else None,
+        })
+        for c in range(rng.choice([0, 0, 1, 1, 2, 3, 4])):
+            comment_id += 1
+            pool = ES_COMMENTS if spanish else EN_COMMENTS
+            comment_rows.append({"id": comment_id, "task": t, "author": rng.choice(developers + [3, 4, 5]),
+                                 "body": rng.choice(pool),
+                                 "created": dt.datetime.combine(sprint["start"], dt.time(9, 0))
+                                 + dt.timedelta(hours=5 * c + rng.randint(0, 4))})
+    return {"employees": employees, "projects": projects, "sprints": sprints, "tasks": task_rows,
+            "comments": comment_rows}
+
+
+def seed(engine: Engine, tasks: int = 2000, *, seed_value: int = 42, reset: bool = False,
+         progress: Callable[[str, int, int], None] | None = None) -> SeedReport | None:
+    """Insert the demo data set; ``None`` when data exists and ``reset`` is false."""
+    data = generate(tasks, seed_value)
+    with engine.begin() as conn:
+        existing = conn.execute(stmt(COUNT_TASKS)).scalar_one()
+        if existing and not reset:
+            return None
+        if existing:
+            for sql in DELETE_ALL:
+                conn.execute(stmt(sql))
+        for table, sql in (("employees", INSERT_EMPLOYEE), ("projects", INSERT_PROJECT),
+                           ("sprints", INSERT_SPRINT), ("tasks", INSERT_TASK), ("comments", INSERT_COMMENT)):
+            rows = [{k: engine.bind_value(v) for k, v in r.items()} for r in data[table]]
+            for start in range(0, len(rows), 1000):
+                conn.execute(stmt(sql), rows[start : start + 1000])
+                if progress:
+                    progress(table, min(start + 1000, len(rows)), len(rows))
+    return SeedReport(*(len(data[k]) for k in ("employees", "projects", "sprints", "tasks", "comments")))

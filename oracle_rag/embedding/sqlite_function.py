@@ -1,0 +1,107 @@
+"""``vector_embedding(text)`` as a SQLite scalar function.
+
+It mirrors Oracle's ``VECTOR_EMBEDDING(model USING text AS data)`` so that the
+SQLite engine can embed inside SQL too, e.g.::
+
+    SELECT id FROM chunks
+    ORDER BY vec_distance_cosine(embedding, vector_embedding(:q)) LIMIT 8
+
+The result is a float32 little-endian BLOB, the format sqlite-vec reads.
+
+Error messages: Python's ``sqlite3`` module (and ``sqlean``, which shares its
+code) replaces any exception raised in a user function with the fixed text
+"user-defined function raised exception", so the :class:`EmbeddingError`
+message cannot travel inside the SQLite error. It is kept per thread instead:
+wrap statements in :func:`embedding_errors` to get the ``EmbeddingError``
+itself raised (chained to the SQLite error), or call :func:`last_error`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import numpy as np
+
+from oracle_rag.errors import EmbeddingError
+
+FUNCTION_NAME = "vector_embedding"
+
+_UDF_FAILED = "user-defined function raised exception"
+_state = threading.local()
+
+
+def last_error() -> EmbeddingError | None:
+    """The last error raised by ``vector_embedding`` in this thread, if any."""
+    return getattr(_state, "error", None)
+
+
+def clear_last_error() -> None:
+    """Forget the error recorded by :func:`last_error` for this thread."""
+    _state.error = None
+
+
+@contextlib.contextmanager
+def embedding_errors() -> Iterator[None]:
+    """Turn a failed ``vector_embedding`` call into its :class:`EmbeddingError`.
+
+    Other database errors pass through unchanged.
+    """
+    clear_last_error()
+    try:
+        yield
+    except Exception as exc:
+        recorded = last_error()
+        if recorded is not None and _UDF_FAILED in str(exc):
+            clear_last_error()
+            raise recorded from exc
+        raise
+
+
+class SupportsEmbedding(Protocol):
+    """What :func:`register` needs: an :class:`EmbeddingRuntime` or a lazy proxy to one."""
+
+    def embed(self, text: str) -> np.ndarray: ...
+
+    def to_blob(self, vec: Any) -> bytes: ...
+
+
+def _make_udf(runtime: SupportsEmbedding) -> Any:
+    def vector_embedding(value: Any) -> bytes | None:
+        # SQL NULL in, NULL out, as for SQLite's built-in functions.
+        if value is None:
+            return None
+        try:
+            if isinstance(value, bytes):
+                try:
+                    value = value.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise EmbeddingError(
+                        "vector_embedding() got a BLOB that is not UTF-8 text"
+                    ) from None
+            elif not isinstance(value, str):
+                value = str(value)
+            return runtime.to_blob(runtime.embed(value))
+        except EmbeddingError as exc:
+            _state.error = exc
+            raise
+        except Exception as exc:  # never let a bare traceback escape into SQLite
+            _state.error = EmbeddingError(f"vector_embedding() failed: {type(exc).__name__}")
+            raise _state.error from exc
+
+    return vector_embedding
+
+
+def register(dbapi_connection: Any, runtime: SupportsEmbedding) -> None:
+    """Register ``vector_embedding(text) -> BLOB`` on a sqlean/sqlite3 connection.
+
+    Declared deterministic (same text, same vector), which lets SQLite use it
+    in indexes on expressions and evaluate it once per distinct argument in a
+    statement where possible. Call it from SQLAlchemy's ``connect`` event.
+    ``runtime`` is normally an :class:`~oracle_rag.embedding.EmbeddingRuntime`;
+    anything with its ``embed`` and ``to_blob`` methods works, so a proxy
+    can defer loading the model until SQL first needs it.
+    """
+    dbapi_connection.create_function(FUNCTION_NAME, 1, _make_udf(runtime), deterministic=True)

@@ -1,0 +1,96 @@
+"""Small pieces both engines share: statement building and row mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..errors import InputError
+from .base import Filters, Hit, QueueRow, Scope
+
+
+@lru_cache(maxsize=256)
+def stmt(sql: str, expanding: tuple[str, ...] = (), clobs: tuple[str, ...] = ()) -> sa.TextClause:
+    """A cached ``text()`` with expanding list binds and CLOB-typed binds."""
+    clause = sa.text(sql)
+    params = [sa.bindparam(name, expanding=True) for name in expanding]
+    params += [sa.bindparam(name, type_=sa.Text()) for name in clobs]
+    return clause.bindparams(*params) if params else clause
+
+
+def search_binds(scope: Scope, filters: Filters, **extra: Any) -> dict[str, Any]:
+    types = list(filters.source_types)
+    binds = {
+        **scope.binds(),
+        **filters.binds(),
+        "f_all_types": 0 if types else 1,
+        "f_types": types or ["-"],
+    }
+    binds.update(extra)
+    return binds
+
+
+def hits(rows: Sequence[Any]) -> list[Hit]:
+    return [
+        Hit(
+            chunk_id=int(r[0]),
+            source_type=r[1],
+            source_id=str(r[2]),
+            content=r[3] if isinstance(r[3], str) else str(r[3].read() if hasattr(r[3], "read") else r[3]),
+            score=float(r[4]),
+            owner_id=None if r[5] is None else int(r[5]),
+            project_id=None if r[6] is None else int(r[6]),
+            sprint_id=None if r[7] is None else int(r[7]),
+        )
+        for r in rows
+    ]
+
+
+def queue_rows(rows: Sequence[Any]) -> list[QueueRow]:
+    return [
+        QueueRow(
+            dirty_id=int(r[0]),
+            source_type=r[1],
+            source_id=str(r[2]),
+            action=r[3],
+            attempts=int(r[4]),
+            enqueued_at=r[5],
+            last_error=r[6],
+        )
+        for r in rows
+    ]
+
+
+def chunk_params(chunks: Sequence[Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "source_type": c.source_type,
+            "source_id": c.source_id,
+            "owner_id": c.owner_id,
+            "project_id": c.project_id,
+            "sprint_id": c.sprint_id,
+            "content": c.content,
+            "embed_text": c.embed_text,
+            "content_hash": c.content_hash,
+        }
+        for c in chunks
+    ]
+
+
+def check_action(action: str) -> str:
+    upper = str(action).upper()
+    if upper not in ("UPSERT", "DELETE"):
+        raise InputError(f"action must be UPSERT or DELETE, got {action!r}")
+    return upper
+
+
+def vector_values(value: Any) -> list[float]:
+    """A stored/returned vector as floats: SQLite gives a float32 blob, Oracle an array."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        import numpy as np
+
+        return np.frombuffer(bytes(value), dtype="<f4").astype(float).tolist()
+    return [float(v) for v in value]

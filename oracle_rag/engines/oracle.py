@@ -1,0 +1,124 @@
+"""The production engine: Oracle Database 23ai/26ai AI Vector Search.
+
+Embedding happens inside the database (``VECTOR_EMBEDDING`` over an ONNX
+model loaded with ``DBMS_VECTOR``); the queue is drained with ``FOR UPDATE
+SKIP LOCKED`` so workers scale horizontally; keyword search is Oracle Text.
+All SQL lives in :mod:`oracle_sql`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..config import Settings
+from ..errors import ConfigurationError
+from ..keywords import oracle_text_query
+from ..scripts import split_oracle_script
+from . import oracle_sql as q
+from ._common import queue_rows, stmt
+from .base import Engine, QueueRow
+
+_ORGANIZATION = {
+    "IVF": "NEIGHBOR PARTITIONS",
+    "HNSW": "INMEMORY NEIGHBOR GRAPH",
+}
+
+
+class OracleEngine(Engine):
+    name = "oracle"
+    transactional_ddl = False  # Oracle commits each DDL statement implicitly
+    q = q
+    clob_binds = ("content",)
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        if not settings.database_url:
+            raise ConfigurationError("database_url: required for the Oracle engine", key="database_url")
+        self.model = settings.embedding_model.upper()
+
+    def sql(self, template: str) -> str:
+        """A statement from :mod:`oracle_sql` with the model name filled in."""
+        return q.render(template, self.model)
+
+    def _create_sa_engine(self) -> sa.Engine:
+        import oracledb
+
+        oracledb.defaults.fetch_lobs = False  # CLOB content arrives as str
+        connect_args: dict[str, Any] = {}
+        password = self.settings.db_password()
+        if password:
+            connect_args["password"] = password
+        return sa.create_engine(
+            self.settings.database_url or "",
+            connect_args=connect_args,
+            pool_size=self.settings.pool_size,
+            max_overflow=0,
+            pool_pre_ping=True,
+            hide_parameters=True,
+        )
+
+    # -- migrations -------------------------------------------------------
+    def split_script(self, script: str) -> list[str]:
+        return split_oracle_script(script)
+
+    def history_ddl(self) -> list[str]:
+        return list(q.HISTORY_DDL)
+
+    def render_migration(self, script: str) -> str:
+        kind = self.settings.vector_index_type
+        accuracy = self.settings.vector_index_accuracy
+        if kind not in _ORGANIZATION:
+            raise ConfigurationError(
+                f"vector_index_type: {kind!r} is not one of {', '.join(_ORGANIZATION)}", key="vector_index_type"
+            )
+        if not 1 <= int(accuracy) <= 100:
+            raise ConfigurationError("vector_index_accuracy: must be in [1, 100]", key="vector_index_accuracy")
+        rendered = script.replace("{{VECTOR_INDEX_ORGANIZATION}}", _ORGANIZATION[kind])
+        rendered = rendered.replace("{{VECTOR_INDEX_ACCURACY}}", str(int(accuracy)))
+        if self.settings.vector_index_partitions and kind == "IVF":
+            rendered = rendered.replace(
+                f"WITH TARGET ACCURACY {int(accuracy)};",
+                f"WITH TARGET ACCURACY {int(accuracy)}\n  PARAMETERS (TYPE IVF, NEIGHBOR PARTITIONS "
+                f"{int(self.settings.vector_index_partitions)});",
+            )
+        leftover = re.search(r"\{\{[A-Z_]+\}\}", rendered)
+        if leftover:
+            raise ConfigurationError(f"migration placeholder {leftover.group(0)} has no value", key="migrations")
+        return rendered
+
+    # -- embedding --------------------------------------------------------
+    def model_status(self, conn: sa.Connection) -> dict[str, Any]:
+        row = conn.execute(stmt(q.MODEL_STATUS), {"model_name": self.model}).first()
+        status: dict[str, Any] = {"engine": self.name, "model": self.model, "location": "USER_MINING_MODELS",
+                                  "present": row is not None}
+        if row is None:
+            status["fix"] = (f"load it: oracle-rag model load --file all-MiniLM-L6-v2.onnx --name {self.model} "
+                             f"(or --url PAR_URL)")
+            return status
+        status["mining_function"] = row[1]
+        status["algorithm"] = row[2]
+        vec = self.embed(conn, "oracle-rag status check")
+        status["dimensions"] = len(vec)
+        status["test_norm"] = round(sum(v * v for v in vec) ** 0.5, 6)
+        return status
+
+    # -- queue and search -------------------------------------------------
+    def pick(self, conn: sa.Connection, limit: int, max_attempts: int) -> list[QueueRow]:
+        # Raw cursor so arraysize/prefetchrows can be pinned to the batch size:
+        # SKIP LOCKED locks rows as they are fetched, and a larger prefetch
+        # would lock rows this worker will not process in this batch.
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.arraysize = limit
+            cursor.prefetchrows = limit
+            cursor.execute(q.PICK, {"max_attempts": max_attempts})
+            rows = cursor.fetchmany(limit)
+        finally:
+            cursor.close()
+        return queue_rows(rows)
+
+    def keyword_query(self, text: str) -> str | None:
+        return oracle_text_query(text)

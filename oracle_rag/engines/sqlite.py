@@ -1,0 +1,151 @@
+"""The embedded engine: one SQLite file, the ONNX model in-process.
+
+Why these choices:
+- ``sqlean.py`` instead of the stdlib ``sqlite3``: many Python builds cannot
+  load extensions, and sqlite-vec is an extension. Only one SQLite binding is
+  ever loaded in a process.
+- ``vector_embedding(text)`` is registered on every connection so indexing
+  and search SQL embed in the database, exactly like Oracle's
+  ``VECTOR_EMBEDDING``.
+- WAL mode so readers (searches) never wait for the worker; queue picks use
+  ``BEGIN IMMEDIATE`` so only one writer drains at a time across processes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+import sqlean  # type: ignore[import-untyped]
+import sqlite_vec  # type: ignore[import-untyped]
+
+from ..config import Settings
+from ..errors import wrap_driver_error
+from ..keywords import fts5_match
+from ..scripts import split_sqlite_script
+from . import sqlite_sql as q
+from ._common import queue_rows, stmt
+from .base import Engine, QueueRow
+
+
+class SqliteEngine(Engine):
+    name = "sqlite"
+    transactional_ddl = True
+    q = q
+
+    def __init__(self, settings: Settings, path: Path | None = None) -> None:
+        super().__init__(settings)
+        self.path = Path(path) if path is not None else settings.sqlite_path
+        self._runtime: Any = None
+        self._runtime_lock = threading.Lock()
+
+    # -- the in-process model ---------------------------------------------
+    def runtime(self) -> Any:
+        """The ONNX runtime, created (and the model built) on first use."""
+        with self._runtime_lock:
+            if self._runtime is None:
+                from ..embedding import EmbeddingRuntime, ensure_model
+
+                model = ensure_model(self.settings.data_path)
+                threads = self.settings.embedding_threads or None
+                self._runtime = EmbeddingRuntime(model, threads=threads)
+            return self._runtime
+
+    def set_runtime(self, runtime: Any) -> None:
+        """Use a given runtime (tests instrument it to count embedding calls)."""
+        with self._runtime_lock:
+            self._runtime = runtime
+
+    def _create_sa_engine(self) -> sa.Engine:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(
+            f"sqlite:///{self.path}",
+            module=sqlean,
+            connect_args={"timeout": 60, "check_same_thread": False},
+            pool_size=max(self.settings.pool_size, 2),
+            max_overflow=10,
+        )
+        engine_ref = self
+
+        @sa.event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+            dbapi_conn.enable_load_extension(True)
+            sqlite_vec.load(dbapi_conn)
+            dbapi_conn.enable_load_extension(False)
+            from ..embedding.sqlite_function import register
+
+            register(dbapi_conn, _LazyRuntime(engine_ref))
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=60000")
+            cur.close()
+
+        @sa.event.listens_for(engine, "begin")
+        def _on_begin(conn: sa.Connection) -> None:
+            mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+            conn.exec_driver_sql(f"BEGIN {mode}")
+
+        return engine
+
+    @contextmanager
+    def begin_exclusive(self) -> Iterator[sa.Connection]:
+        try:
+            with self.sa_engine.connect() as conn:
+                conn.execution_options(sqlite_begin="IMMEDIATE")
+                with conn.begin():
+                    yield conn
+        except sa.exc.DBAPIError as exc:
+            raise wrap_driver_error(exc, "sqlite queue transaction") from None
+
+    def bind_value(self, value: Any) -> Any:
+        if isinstance(value, dt.datetime):
+            return value.strftime("%Y-%m-%dT%H:%M:%S")
+        if isinstance(value, dt.date):
+            return value.isoformat()
+        return value
+
+    # -- migrations -------------------------------------------------------
+    def split_script(self, script: str) -> list[str]:
+        return split_sqlite_script(script)
+
+    def history_ddl(self) -> list[str]:
+        return list(q.HISTORY_DDL)
+
+    # -- embedding --------------------------------------------------------
+    def model_status(self, conn: sa.Connection) -> dict[str, Any]:
+        path = self.settings.model_path
+        status: dict[str, Any] = {"engine": self.name, "model": "all-MiniLM-L6-v2 (ONNX, in-process)",
+                                  "location": str(path), "present": path.is_file()}
+        if not status["present"]:
+            status["fix"] = "run `oracle-rag model build` (it also builds on first use)"
+            return status
+        vec = self.embed(conn, "oracle-rag status check")
+        status["dimensions"] = len(vec)
+        status["test_norm"] = round(sum(v * v for v in vec) ** 0.5, 6)
+        return status
+
+    # -- queue and search -------------------------------------------------
+    def pick(self, conn: sa.Connection, limit: int, max_attempts: int) -> list[QueueRow]:
+        rows = conn.execute(stmt(q.PICK), {"limit": limit, "max_attempts": max_attempts}).fetchall()
+        return queue_rows(rows)
+
+    def keyword_query(self, text: str) -> str | None:
+        return fts5_match(text)
+
+
+class _LazyRuntime:
+    """Defers model loading until SQL first calls ``vector_embedding``."""
+
+    def __init__(self, engine: SqliteEngine) -> None:
+        self._engine = engine
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine.runtime(), name)

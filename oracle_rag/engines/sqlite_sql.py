@@ -1,0 +1,117 @@
+"""Every statement the embedded (SQLite) engine sends, in one place.
+
+Binds are ``:named``; nothing is ever formatted into these strings except the
+list of source types, which goes through SQLAlchemy's expanding bind.
+"""
+
+HISTORY_DDL = [
+    """CREATE TABLE IF NOT EXISTS RAG_SCHEMA_HISTORY (
+  MIGRATION_SET   TEXT    NOT NULL,
+  VERSION         INTEGER NOT NULL,
+  DESCRIPTION     TEXT    NOT NULL,
+  CHECKSUM        TEXT    NOT NULL,
+  STATEMENTS_DONE INTEGER NOT NULL DEFAULT 0,
+  SUCCESS         INTEGER NOT NULL DEFAULT 0,
+  APPLIED_AT      TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%f', 'now')),
+  PRIMARY KEY (MIGRATION_SET, VERSION)
+)""",
+]
+
+# The access scope, one predicate for every search statement: managers and
+# admins see everything; others see organisational chunks (no owner, not a
+# task) and the chunks they own.
+SCOPE = (
+    "(:see_all = 1 OR c.OWNER_ID = :caller_id "
+    "OR (c.OWNER_ID IS NULL AND c.SOURCE_TYPE <> 'TASK'))"
+)
+FILTERS = (
+    "(:f_project IS NULL OR c.PROJECT_ID = :f_project) "
+    "AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) "
+    "AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types)"
+)
+
+EMBED = "SELECT vector_embedding(:text) AS EMBEDDING"
+
+READ_HASHES = (
+    "SELECT SOURCE_ID, CONTENT_HASH FROM RAG_CHUNK "
+    "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID IN :ids"
+)
+
+UPSERT_CHUNK = """INSERT INTO RAG_CHUNK
+  (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CONTENT, EMBEDDING, CONTENT_HASH, UPDATED_AT)
+VALUES
+  (:source_type, :source_id, :owner_id, :project_id, :sprint_id, :content,
+   vector_embedding(:embed_text), :content_hash, strftime('%Y-%m-%dT%H:%M:%f', 'now'))
+ON CONFLICT (SOURCE_TYPE, SOURCE_ID) DO UPDATE SET
+  OWNER_ID = excluded.OWNER_ID,
+  PROJECT_ID = excluded.PROJECT_ID,
+  SPRINT_ID = excluded.SPRINT_ID,
+  CONTENT = excluded.CONTENT,
+  EMBEDDING = excluded.EMBEDDING,
+  CONTENT_HASH = excluded.CONTENT_HASH,
+  UPDATED_AT = excluded.UPDATED_AT"""
+
+CHUNK_IDS = "SELECT SOURCE_ID FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type"
+
+QUEUED_IDS = "SELECT DISTINCT SOURCE_ID FROM RAG_DIRTY WHERE SOURCE_TYPE = :source_type AND ACTION = 'UPSERT'"
+
+DELETE_CHUNK = "DELETE FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id"
+
+ENQUEUE = "INSERT INTO RAG_DIRTY (SOURCE_TYPE, SOURCE_ID, ACTION) VALUES (:source_type, :source_id, :action)"
+
+# Runs inside BEGIN IMMEDIATE: the write lock is held from the pick to the
+# commit, so two processes never work on the same rows, and a crash rolls
+# the whole batch back with the queue rows intact.
+PICK = """SELECT DIRTY_ID, SOURCE_TYPE, SOURCE_ID, ACTION, ATTEMPTS, ENQUEUED_AT, LAST_ERROR
+FROM RAG_DIRTY
+WHERE ATTEMPTS < :max_attempts
+ORDER BY ENQUEUED_AT, DIRTY_ID
+LIMIT :limit"""
+
+DELETE_QUEUE_ROW = "DELETE FROM RAG_DIRTY WHERE DIRTY_ID = :dirty_id"
+
+FAIL_QUEUE_ROW = (
+    "UPDATE RAG_DIRTY SET ATTEMPTS = ATTEMPTS + 1, LAST_ERROR = :error WHERE DIRTY_ID = :dirty_id"
+)
+
+RETRY_FAILED = "UPDATE RAG_DIRTY SET ATTEMPTS = 0 WHERE ATTEMPTS >= :max_attempts"
+
+LIST_QUEUE = """SELECT DIRTY_ID, SOURCE_TYPE, SOURCE_ID, ACTION, ATTEMPTS, ENQUEUED_AT, LAST_ERROR
+FROM RAG_DIRTY
+WHERE (:failed_only = 0 OR ATTEMPTS >= :max_attempts)
+ORDER BY ENQUEUED_AT, DIRTY_ID
+LIMIT :limit"""
+
+QUEUE_STATS = """SELECT COUNT(*) AS DEPTH,
+  MIN(ENQUEUED_AT) AS OLDEST,
+  SUM(CASE WHEN ATTEMPTS >= 3 THEN 1 ELSE 0 END) AS STALLED,
+  SUM(CASE WHEN ATTEMPTS >= :max_attempts THEN 1 ELSE 0 END) AS FAILED,
+  (julianday('now') - julianday(MIN(ENQUEUED_AT))) * 86400.0 AS OLDEST_AGE_S
+FROM RAG_DIRTY"""
+
+CHUNKS_BY_TYPE = "SELECT SOURCE_TYPE, COUNT(*) AS N FROM RAG_CHUNK GROUP BY SOURCE_TYPE ORDER BY SOURCE_TYPE"
+
+# Exact cosine scan; the query is embedded once in the CTE.
+SEMANTIC_SEARCH = f"""WITH q AS (SELECT vector_embedding(:query) AS v)
+SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
+       vec_distance_cosine(c.EMBEDDING, (SELECT v FROM q)) AS SCORE,
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
+FROM RAG_CHUNK c
+WHERE {SCOPE}
+  AND {FILTERS}
+ORDER BY SCORE, c.CHUNK_ID
+LIMIT :k"""
+
+# No approximate index on the embedded engine: exact is the only mode.
+SEMANTIC_SEARCH_EXACT = SEMANTIC_SEARCH
+
+KEYWORD_SEARCH = f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
+       -bm25(RAG_CHUNK_FTS) AS SCORE,
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
+FROM RAG_CHUNK_FTS
+JOIN RAG_CHUNK c ON c.CHUNK_ID = RAG_CHUNK_FTS.rowid
+WHERE RAG_CHUNK_FTS MATCH :match
+  AND {SCOPE}
+  AND {FILTERS}
+ORDER BY bm25(RAG_CHUNK_FTS), c.CHUNK_ID
+LIMIT :k"""

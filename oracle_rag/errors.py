@@ -1,0 +1,133 @@
+"""One error hierarchy for oracle-rag.
+
+Every error carries a stable ``code`` so that the CLI can map it to an exit
+status, the web layer to an HTTP status, and operators can grep logs for it.
+Messages never carry secrets: driver errors are wrapped with only their class
+name and vendor error code (see :func:`wrap_driver_error`), because an
+Oracle or SQLAlchemy message may echo the DSN, the user or the password.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+
+class RagError(Exception):
+    """Base class: ``code`` is stable, ``str(err)`` is safe to show."""
+
+    code = "RAG"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class ConfigurationError(RagError):
+    """Bad or missing configuration: names the key and what is allowed."""
+
+    code = "CONFIGURATION"
+
+
+class DatabaseError(RagError):
+    """The database refused or failed; carries only the driver class and code."""
+
+    code = "DATABASE"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        driver_class: str | None = None,
+        vendor_code: str | None = None,
+        **details: Any,
+    ) -> None:
+        super().__init__(message, **details)
+        self.driver_class = driver_class
+        self.vendor_code = vendor_code
+
+
+class MigrationError(RagError):
+    """A migration could not be applied, or an applied one was changed."""
+
+    code = "MIGRATION"
+
+
+class SourceLoadingError(RagError):
+    """A source could not load or render an entity or a row."""
+
+    code = "SOURCE_LOADING"
+
+
+class EmbeddingError(RagError):
+    """The embedding model is missing, broken, or returned a bad vector."""
+
+    code = "EMBEDDING"
+
+
+class AccessError(RagError):
+    """No caller, or the caller may not see what was asked for."""
+
+    code = "ACCESS"
+
+
+class NotFoundError(RagError):
+    """The thing asked for does not exist for this caller."""
+
+    code = "NOT_FOUND"
+
+
+class GuardrailError(RagError):
+    """Untrusted SQL was refused or contained by the guarded path."""
+
+    code = "GUARDRAIL"
+
+
+class LLMError(RagError):
+    """The language model endpoint failed, timed out or refused."""
+
+    code = "LLM"
+
+
+class InputError(RagError):
+    """Bad input from a caller (a query, a request body, a CLI argument)."""
+
+    code = "INPUT"
+
+
+_ORA_CODE = re.compile(r"\b((?:ORA|DPY|DPI)-\d{4,5})\b")
+
+
+def driver_error_code(exc: BaseException) -> str | None:
+    """Return the vendor error code (ORA-xxxxx, DPY-xxxx, SQLite code name) if any."""
+    orig = getattr(exc, "orig", None) or exc
+    for attr in ("full_code",):
+        value = getattr(getattr(orig, "args", [None])[0] if getattr(orig, "args", None) else None, attr, None)
+        if value:
+            return str(value)
+    match = _ORA_CODE.search(str(orig))
+    if match:
+        return match.group(1)
+    name = getattr(orig, "sqlite_errorname", None)
+    if name:
+        return str(name)
+    return None
+
+
+def wrap_driver_error(exc: BaseException, doing: str) -> DatabaseError:
+    """Turn a driver/SQLAlchemy exception into a DatabaseError without its text.
+
+    ``doing`` is our own description of the step ("connecting", "picking queue
+    rows"). The driver's message is dropped because it may contain a host,
+    user name or password; the class and ORA-/DPY- code are kept so an
+    operator can still look the failure up.
+    """
+    orig = getattr(exc, "orig", None) or exc
+    cls = type(orig).__name__
+    code = driver_error_code(exc)
+    suffix = f" [{cls}{', ' + code if code else ''}]"
+    return DatabaseError(f"{doing} failed{suffix}", driver_class=cls, vendor_code=code)

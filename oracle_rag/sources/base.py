@@ -1,0 +1,106 @@
+"""What a knowledge source is: a type of entity the index mirrors.
+
+A source knows how to load entities by id (in batches, on the worker's own
+connection so it reads the state its transaction sees), how to list every
+id (for backfill), and how to render an entity to the exact chunk text that
+gets hashed and embedded. Rendering is pure so it can be golden-tested.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..errors import ConfigurationError
+
+
+@dataclass(frozen=True)
+class Document:
+    """A rendered entity: the chunk text plus the scope columns."""
+
+    source_type: str
+    source_id: str
+    content: str
+    owner_id: int | None = None
+    project_id: int | None = None
+    sprint_id: int | None = None
+
+
+class Source(ABC):
+    """One source type (TASK, SPRINT, PROJECT, a SQL-query source, ...)."""
+
+    SOURCE_TYPE: str
+
+    @abstractmethod
+    def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:
+        """Render the entities that exist; missing ids are simply absent."""
+
+    @abstractmethod
+    def all_ids(self, conn: sa.Connection) -> list[str]:
+        """Every entity id, for backfill."""
+
+    def load(self, conn: sa.Connection, source_id: str) -> Document | None:
+        return self.load_many(conn, [str(source_id)]).get(str(source_id))
+
+
+class SourceRegistry:
+    """The sources a worker and backfill know about, by SOURCE_TYPE."""
+
+    def __init__(self, sources: Iterable[Source] = ()) -> None:
+        self._sources: dict[str, Source] = {}
+        for source in sources:
+            self.add(source)
+
+    def add(self, source: Source) -> None:
+        if source.SOURCE_TYPE in self._sources:
+            raise ConfigurationError(f"source type {source.SOURCE_TYPE!r} registered twice", key="sources")
+        self._sources[source.SOURCE_TYPE] = source
+
+    def get(self, source_type: str) -> Source | None:
+        return self._sources.get(source_type)
+
+    def types(self) -> list[str]:
+        return list(self._sources)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._sources.values())
+
+
+def fmt_date(value: Any) -> str:
+    """Dates render as YYYY-MM-DD on both engines (Oracle returns datetime, SQLite text)."""
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, dt.datetime | dt.date):
+        return value.strftime("%Y-%m-%d")
+    return str(value)[:10]
+
+
+def fmt_number(value: Any) -> str:
+    """8.0 -> '8', 2.5 -> '2.5' (Oracle NUMBER arrives as int, float or Decimal)."""
+    if isinstance(value, Decimal):
+        value = float(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def text_or_dash(value: Any) -> str:
+    if value is None:
+        return "-"
+    text = str(value).strip()
+    return text if text else "-"
+
+
+def as_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def chunked(ids: Sequence[str], size: int = 500) -> Iterable[list[str]]:
+    for start in range(0, len(ids), size):
+        yield list(ids[start : start + size])

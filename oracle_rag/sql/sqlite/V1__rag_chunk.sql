@@ -1,0 +1,34 @@
+-- V1: the chunk table and the re-index queue (embedded engine).
+-- EMBEDDING holds 384 little-endian float32 values (sqlite-vec's blob
+-- format); vector_embedding() and vec_distance_cosine() work on it. The
+-- exact scan over it plays the part of Oracle's IVF index here.
+
+CREATE TABLE RAG_CHUNK (
+  CHUNK_ID      INTEGER PRIMARY KEY AUTOINCREMENT,
+  SOURCE_TYPE   TEXT    NOT NULL,
+  SOURCE_ID     TEXT    NOT NULL,
+  OWNER_ID      INTEGER,
+  PROJECT_ID    INTEGER,
+  SPRINT_ID     INTEGER,
+  CONTENT       TEXT    NOT NULL,
+  EMBEDDING     BLOB    NOT NULL CHECK (length(EMBEDDING) = 1536),
+  CONTENT_HASH  TEXT    NOT NULL,
+  UPDATED_AT    TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%f', 'now')),
+  CONSTRAINT RAG_CHUNK_SOURCE_UK UNIQUE (SOURCE_TYPE, SOURCE_ID)
+);
+
+CREATE INDEX RAG_CHUNK_OWNER_IX ON RAG_CHUNK (OWNER_ID);
+
+CREATE INDEX RAG_CHUNK_PROJECT_IX ON RAG_CHUNK (PROJECT_ID);
+
+CREATE TABLE RAG_DIRTY (
+  DIRTY_ID      INTEGER PRIMARY KEY AUTOINCREMENT,
+  SOURCE_TYPE   TEXT    NOT NULL,
+  SOURCE_ID     TEXT    NOT NULL,
+  ACTION        TEXT    NOT NULL CHECK (ACTION IN ('UPSERT', 'DELETE')),
+  ENQUEUED_AT   TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%f', 'now')),
+  ATTEMPTS      INTEGER NOT NULL DEFAULT 0,
+  LAST_ERROR    TEXT
+);
+
+CREATE INDEX RAG_DIRTY_PICK_IX ON RAG_DIRTY (ENQUEUED_AT, DIRTY_ID);

@@ -1,0 +1,25 @@
+-- V2: keyword search (FTS5 with BM25) over RAG_CHUNK.CONTENT.
+-- An external-content FTS5 table kept in step by triggers, inside the same
+-- transaction as the chunk write (no sync step, unlike Oracle Text).
+
+CREATE VIRTUAL TABLE RAG_CHUNK_FTS USING fts5(
+  CONTENT,
+  content='RAG_CHUNK',
+  content_rowid='CHUNK_ID',
+  tokenize='unicode61 remove_diacritics 2'
+);
+
+CREATE TRIGGER RAG_CHUNK_FTS_AI AFTER INSERT ON RAG_CHUNK BEGIN
+  INSERT INTO RAG_CHUNK_FTS (rowid, CONTENT) VALUES (new.CHUNK_ID, new.CONTENT);
+END;
+
+CREATE TRIGGER RAG_CHUNK_FTS_AD AFTER DELETE ON RAG_CHUNK BEGIN
+  INSERT INTO RAG_CHUNK_FTS (RAG_CHUNK_FTS, rowid, CONTENT) VALUES ('delete', old.CHUNK_ID, old.CONTENT);
+END;
+
+CREATE TRIGGER RAG_CHUNK_FTS_AU AFTER UPDATE OF CONTENT ON RAG_CHUNK BEGIN
+  INSERT INTO RAG_CHUNK_FTS (RAG_CHUNK_FTS, rowid, CONTENT) VALUES ('delete', old.CHUNK_ID, old.CONTENT);
+  INSERT INTO RAG_CHUNK_FTS (rowid, CONTENT) VALUES (new.CHUNK_ID, new.CONTENT);
+END;
+
+INSERT INTO RAG_CHUNK_FTS (RAG_CHUNK_FTS) VALUES ('rebuild');

@@ -1,0 +1,74 @@
+"""The façade tying configuration, engine and the product's parts together."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .backfill import BackfillReport, Progress, backfill
+from .config import Settings, load_settings
+from .engines import Engine, create_engine
+from .indexer import Indexer
+from .migrations import MigrationReport, MigrationRunner
+from .sources import Source, SourceRegistry, reference_sources
+from .worker import Worker
+
+
+class RagSystem:
+    """One configured product instance: an engine plus the parts built on it."""
+
+    def __init__(self, settings: Settings, engine: Engine | None = None,
+                 sources: list[Source] | None = None) -> None:
+        self.settings = settings
+        self.engine = engine or create_engine(settings)
+        self.sources = SourceRegistry(reference_sources() if sources is None else sources)
+        self.indexer = Indexer(self.engine, self.sources)
+
+    def migrate(self, *, demo: bool = False, progress: Callable[[str], None] | None = None) -> dict[str, MigrationReport]:
+        sets = ("rag", "demo") if demo else ("rag",)
+        return {s: MigrationRunner(self.engine, s).migrate(progress) for s in sets}
+
+    def enqueue(self, conn: Any, source_type: str, source_id: Any, action: str = "UPSERT") -> None:
+        from .queue import enqueue
+
+        enqueue(conn, source_type, source_id, action)
+
+    def worker(self, **kwargs: Any) -> Worker:
+        return Worker(self.engine, self.indexer, self.settings, **kwargs)
+
+    def backfill(self, *, all_entities: bool = False, progress: Progress | None = None) -> BackfillReport:
+        return backfill(self.engine, self.sources, all_entities=all_entities, progress=progress)
+
+    def retriever(self) -> Any:
+        from .retriever import Retriever
+
+        return Retriever(self.engine, self.settings)
+
+    def status(self) -> dict[str, Any]:
+        with self.engine.connect() as conn:
+            stats = self.engine.queue_stats(conn, self.settings.max_attempts)
+        return {
+            "engine": self.engine.name,
+            "model": self.settings.embedding_model if self.engine.name == "oracle" else "all-MiniLM-L6-v2 (in-process)",
+            "queue_depth": stats.depth,
+            "oldest_age_s": stats.oldest_age_s,
+            "stalled_rows": stats.stalled,
+            "failed_rows": stats.failed,
+            "chunks": stats.chunks_by_type,
+        }
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> RagSystem:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def connect(url: str | None = None, **overrides: Any) -> RagSystem:
+    """Build a :class:`RagSystem` from configuration (``url`` overrides ORACLE_RAG_DATABASE_URL)."""
+    if url is not None:
+        overrides["database_url"] = url
+    return RagSystem(load_settings(**overrides))

@@ -1,0 +1,84 @@
+"""Refuse database URLs that carry a secret.
+
+A password in a URL ends up in shell history, process listings, logs and
+error messages, so oracle-rag takes passwords only from an environment
+variable (``ORACLE_RAG_DB_PASSWORD`` by default). The check looks at the URL
+as written and at its percent-decoded forms, because ``%3A``/``%40`` and
+``pass%77ord=`` spell the same secret.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+from .errors import ConfigurationError
+
+_SECRET_KEYS = (
+    "password",
+    "passwd",
+    "pwd",
+    "pass",
+    "token",
+    "access_token",
+    "auth_token",
+    "api_key",
+    "apikey",
+    "secret",
+    "wallet_password",
+)
+
+# scheme://user:secret@host  (a non-empty secret after the colon)
+_USERINFO_COLON = re.compile(r"^[a-z][a-z0-9+.\-]*://[^/?#@\s]*?:[^/?#@\s]+@", re.IGNORECASE)
+# Oracle EZConnect / SQL*Plus style: user/secret@host, optionally after a scheme
+_ORACLE_SLASH = re.compile(r"(?:^|://)[^/?#@:\s]+/[^@\s/]+@", re.IGNORECASE)
+# key=value pairs in a query string or a DSN keyword list
+_KEY_VALUE = re.compile(
+    r"(?:^|[?&;\s(])\s*(?:" + "|".join(_SECRET_KEYS) + r")\s*=\s*[^&;\s)]",
+    re.IGNORECASE,
+)
+
+
+def _variants(url: str) -> list[str]:
+    """The URL as written and up to three rounds of percent-decoding."""
+    out = [url]
+    current = url
+    for _ in range(3):
+        decoded = unquote(current)
+        if decoded == current:
+            break
+        out.append(decoded)
+        current = decoded
+    return out
+
+
+def url_has_secret(url: str) -> bool:
+    """True when ``url`` (or a percent-decoded form of it) carries a secret."""
+    for form in _variants(url.strip()):
+        if _USERINFO_COLON.search(form) or _ORACLE_SLASH.search(form) or _KEY_VALUE.search(form):
+            return True
+    return False
+
+
+def check_url(url: str, *, key: str, password_env: str = "ORACLE_RAG_DB_PASSWORD") -> str:
+    """Return ``url`` unchanged, or raise CONFIGURATION without echoing it.
+
+    ``key`` names the setting the URL came from so the operator knows where
+    to look; the URL itself never appears in the message.
+    """
+    if url_has_secret(url):
+        raise ConfigurationError(
+            f"{key} carries a password or token (user:secret@, user/secret@, password=, pwd= "
+            f"or token=); remove it from the URL and put the password in the environment "
+            f"variable {password_env}",
+            key=key,
+        )
+    return url
+
+
+def redact_url(url: str) -> str:
+    """A loggable form of a URL: scheme, host, port and path, never credentials or query."""
+    match = re.match(r"^([a-z][a-z0-9+.\-]*://)(?:[^@/]*@)?([^/?#]*)([^?#]*)", url, re.IGNORECASE)
+    if not match:
+        return "<unparseable url>"
+    return f"{match.group(1)}{match.group(2)}{match.group(3)}"
