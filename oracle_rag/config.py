@@ -238,9 +238,10 @@ def load_settings(
 ) -> Settings:
     """Build validated settings from overrides, environment and TOML.
 
-    Unknown keys in the TOML file (or ``ORACLE_RAG_*`` variables that look
-    like settings but are not) are errors, because a misspelt key silently
-    ignored is worse than a refusal.
+    Unknown keys in the TOML file are errors, because a misspelt key
+    silently ignored is worse than a refusal. ``ORACLE_RAG_*`` environment
+    variables that are not settings (``ORACLE_RAG_CONFIG``,
+    ``ORACLE_RAG_DB_PASSWORD``, ``ORACLE_RAG_TEST_URL``...) are not read here.
     """
     env = os.environ if env is None else env
     values: dict[str, Any] = {}

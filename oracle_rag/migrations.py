@@ -25,6 +25,7 @@ import sqlalchemy as sa
 
 from .engines import Engine
 from .errors import MigrationError, wrap_driver_error
+from .scripts import is_plsql
 
 _FILE = re.compile(r"^V(\d+)__([A-Za-z0-9_]+)\.sql$")
 MIGRATION_SETS = ("rag", "demo")
@@ -106,8 +107,14 @@ class MigrationRunner:
             start = done[1] if done else 0
             out.append(f"-- {self.migration_set} V{m.version}: {m.description}")
             for sql in self.statements(m)[start:]:
-                out.append(sql + ("\n/" if sql.rstrip().upper().endswith("END;") else ";"))
+                out.append(self._terminated(sql))
         return "\n\n".join(out) + ("\n" if out else "")
+
+    def _terminated(self, sql: str) -> str:
+        """``sql`` as it would appear in a script for this engine (SQL*Plus or sqlite3)."""
+        if self.engine.name == "oracle":
+            return sql + ("\n/" if is_plsql(sql) else ";")
+        return sql if sql.rstrip().endswith(";") else sql + ";"
 
     def _ensure_history(self) -> None:
         with self.engine.begin() as conn:

@@ -24,7 +24,7 @@ def _connection(conn: Any) -> sa.Connection:
     if isinstance(conn, sa.Connection):
         return conn
     if hasattr(conn, "connection") and callable(conn.connection):  # an ORM Session
-        return conn.connection()  # type: ignore[no-any-return]
+        return conn.connection()
     raise TypeError("enqueue() needs a SQLAlchemy Connection or Session")
 
 

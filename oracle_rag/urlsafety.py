@@ -28,8 +28,10 @@ _SECRET_KEYS = (
     "wallet_password",
 )
 
-# scheme://user:secret@host  (a non-empty secret after the colon)
-_USERINFO_COLON = re.compile(r"^[a-z][a-z0-9+.\-]*://[^/?#@\s]*?:[^/?#@\s]+@", re.IGNORECASE)
+# scheme://user:secret@host  (a non-empty secret after the colon). Read the
+# way SQLAlchemy's make_url reads it: the user stops at ':' or '/', the
+# password runs to the next '@' and may hold '/', '?', '#' or spaces.
+_USERINFO_COLON = re.compile(r"^[a-z][a-z0-9+.\-]*://[^:/]*:[^@]+@", re.IGNORECASE)
 # Oracle EZConnect / SQL*Plus style: user/secret@host, optionally after a scheme
 _ORACLE_SLASH = re.compile(r"(?:^|://)[^/?#@:\s]+/[^@\s/]+@", re.IGNORECASE)
 # key=value pairs in a query string or a DSN keyword list
@@ -78,7 +80,15 @@ def check_url(url: str, *, key: str, password_env: str = "ORACLE_RAG_DB_PASSWORD
 
 def redact_url(url: str) -> str:
     """A loggable form of a URL: scheme, host, port and path, never credentials or query."""
-    match = re.match(r"^([a-z][a-z0-9+.\-]*://)(?:[^@/]*@)?([^/?#]*)([^?#]*)", url, re.IGNORECASE)
+    decoded = _variants(url.strip())[-1]  # %3A/%40 spell the same credentials
+    match = re.match(r"^([a-z][a-z0-9+.\-]*://)(.*)$", decoded, re.IGNORECASE | re.DOTALL)
     if not match:
         return "<unparseable url>"
-    return f"{match.group(1)}{match.group(2)}{match.group(3)}"
+    scheme, rest = match.groups()
+    # user:password@ as SQLAlchemy reads it (the password may hold / ? # or @)
+    rest = re.sub(r"^[^:/]*:[^@]*@", "", rest, count=1)
+    # anything still before an '@' ahead of the query: user@, user/password@, the tail of a password
+    head = re.match(r"[^?#]*", rest).group(0)  # type: ignore[union-attr]
+    if "@" in head:
+        rest = rest[head.rindex("@") + 1 :]
+    return scheme + re.match(r"[^?#]*", rest).group(0)  # type: ignore[union-attr]

@@ -23,3 +23,81 @@ def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
             raise pytest.UsageError(f"ORACLE_RAG_TEST_MODEL={preset} does not exist")
         return path
     return build_model(tmp_path_factory.mktemp("embedding-model") / DEFAULT_MODEL_FILENAME)
+
+
+# --- engines and demo data (shared by write path, read path, web tests) ------
+def _link_model(model: Path, data_dir: Path) -> None:
+    target = data_dir / "models" / model.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists():
+        try:
+            os.link(model, target)
+        except OSError:
+            import shutil
+
+            shutil.copyfile(model, target)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, model_path: Path) -> Path:
+    """A fresh data directory that already holds the session's model file."""
+    d = tmp_path / "data"
+    _link_model(model_path, d)
+    return d
+
+
+@pytest.fixture
+def make_settings(data_dir: Path):
+    """Build validated Settings for the embedded engine in ``data_dir`` (env ignored)."""
+    from oracle_rag.config import load_settings
+
+    def make(**overrides):
+        overrides.setdefault("data_dir", str(data_dir))
+        return load_settings(env={}, **overrides)
+
+    return make
+
+
+@pytest.fixture
+def rag(make_settings):
+    """A migrated (product + reference schema) embedded RagSystem with no data."""
+    from oracle_rag.system import RagSystem
+
+    system = RagSystem(make_settings())
+    system.migrate(demo=True)
+    yield system
+    system.close()
+
+
+DEMO_TASKS = 300
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory: pytest.TempPathFactory, model_path: Path) -> Path:
+    """A SQLite file migrated, seeded with DEMO_TASKS tasks and fully indexed, built once."""
+    from oracle_rag.config import load_settings
+    from oracle_rag.demo.seed import seed
+    from oracle_rag.system import RagSystem
+
+    d = tmp_path_factory.mktemp("demo-template")
+    _link_model(model_path, d)
+    system = RagSystem(load_settings(env={}, data_dir=str(d)))
+    system.migrate(demo=True)
+    seed(system.engine, DEMO_TASKS)
+    system.backfill()
+    system.worker().drain()
+    system.close()
+    return d / "oracle-rag.db"
+
+
+@pytest.fixture
+def demo_rag(demo_template: Path, data_dir: Path, make_settings):
+    """An indexed demo RagSystem on a private copy of the template database."""
+    import shutil
+
+    from oracle_rag.system import RagSystem
+
+    shutil.copyfile(demo_template, data_dir / "oracle-rag.db")
+    system = RagSystem(make_settings())
+    yield system
+    system.close()

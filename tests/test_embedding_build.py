@@ -144,7 +144,9 @@ def test_max_length_is_configurable_and_128_would_cut_long_texts(tmp_path: Path)
     ref = np.load(FIXTURES / "embeddings.npy")
     runtime = EmbeddingRuntime(short)
     long_ids = {"a-071", "a-086", "a-098", "a-111", "a-117"}  # all > 128 tokens
-    cos = [float(runtime.embed(r["text"]) @ ref[i]) for i, r in enumerate(rows) if r["id"] in long_ids]
+    cos = [
+        float(runtime.embed(r["text"]) @ ref[i]) for i, r in enumerate(rows) if r["id"] in long_ids
+    ]
     assert max(cos) < 0.999
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ from oracle_rag.embedding.build import make_tokenizer_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "minilm-l6-reference"
 UNK = 100
+TokenIds = Callable[..., list[int]]
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +45,15 @@ def reference() -> tuple[list[dict[str, str]], np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def ours(runtime: EmbeddingRuntime, reference: tuple[list[dict[str, str]], np.ndarray]) -> np.ndarray:
+def ours(
+    runtime: EmbeddingRuntime, reference: tuple[list[dict[str, str]], np.ndarray]
+) -> np.ndarray:
     rows, _ = reference
     return runtime.embed_batch([r["text"] for r in rows])
 
 
 @pytest.fixture(scope="module")
-def token_ids():  # type: ignore[no-untyped-def]
+def token_ids() -> TokenIds:
     """Token ids from the graph's own tokenizer node (``max_length`` -1 = uncut)."""
     options = ort.SessionOptions()
     options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
@@ -69,14 +73,18 @@ def test_every_reference_row_matches(
     rows, ref = reference
     cos = (ours * ref).sum(axis=1)
     worst = int(cos.argmin())
-    print(f"min cosine {cos.min():.9f} ({rows[worst]['id']}), max abs diff {np.abs(ours - ref).max():.2e}")
+    print(
+        f"min cosine {cos.min():.9f} ({rows[worst]['id']}), max abs diff {np.abs(ours - ref).max():.2e}"
+    )
     assert cos.min() >= 0.9999, rows[worst]["id"]
     # Tighter than required: an exact pipeline stays within float32 noise.
     assert np.abs(ours - ref).max() < 1e-5
 
 
 def test_rows_longer_than_128_tokens_catch_the_tokenizer_json_trap(
-    ours: np.ndarray, reference: tuple[list[dict[str, str]], np.ndarray], token_ids  # type: ignore[no-untyped-def]
+    ours: np.ndarray,
+    reference: tuple[list[dict[str, str]], np.ndarray],
+    token_ids: TokenIds,
 ) -> None:
     rows, ref = reference
     lengths = [len(token_ids(r["text"], truncate=False)) for r in rows]
@@ -93,7 +101,12 @@ def test_rows_with_identical_tokens_have_identical_vectors(
 ) -> None:
     rows, _ = reference
     index = {r["id"]: i for i, r in enumerate(rows)}
-    for group in [("a-091", "a-104"), ("a-112", "a-113", "a-114"), ("a-116", "a-118"), ("a-119", "a-120")]:
+    for group in [
+        ("a-091", "a-104"),
+        ("a-112", "a-113", "a-114"),
+        ("a-116", "a-118"),
+        ("a-119", "a-120"),
+    ]:
         first = ours[index[group[0]]]
         for other in group[1:]:
             assert np.array_equal(first, ours[index[other]]), other
@@ -163,7 +176,7 @@ NON_LATIN1 = [
 @pytest.mark.parametrize(("text", "our_ids", "hf_ids", "cosine"), NON_LATIN1)
 def test_non_latin1_behaviour_is_pinned(
     runtime: EmbeddingRuntime,
-    token_ids,  # type: ignore[no-untyped-def]
+    token_ids: TokenIds,
     text: str,
     our_ids: list[int],
     hf_ids: list[int],
@@ -175,7 +188,7 @@ def test_non_latin1_behaviour_is_pinned(
     assert measured == pytest.approx(cosine, abs=0.005)
 
 
-def test_plain_cyrillic_and_cjk_match_hugging_face(token_ids) -> None:  # type: ignore[no-untyped-def]
+def test_plain_cyrillic_and_cjk_match_hugging_face(token_ids: TokenIds) -> None:
     """Scripts without case folding to Latin-1 or combining marks are unaffected."""
     text = "Встреча в среду в офисе"
     assert token_ids(text) == token_ids(_hf_like(text))

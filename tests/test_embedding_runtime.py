@@ -7,7 +7,9 @@ models below are real ONNX files too, made to fail in one specific way.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -286,7 +288,7 @@ def test_blob_errors() -> None:
 
 
 @pytest.fixture()
-def conn(runtime: EmbeddingRuntime):  # type: ignore[no-untyped-def]
+def conn(runtime: EmbeddingRuntime) -> Iterator[Any]:
     connection = sqlean.connect(":memory:")
     connection.enable_load_extension(True)
     sqlite_vec.load(connection)
@@ -296,7 +298,7 @@ def conn(runtime: EmbeddingRuntime):  # type: ignore[no-untyped-def]
     connection.close()
 
 
-def test_sqlite_vector_embedding_with_sqlite_vec(conn, runtime: EmbeddingRuntime) -> None:  # type: ignore[no-untyped-def]
+def test_sqlite_vector_embedding_with_sqlite_vec(conn: Any, runtime: EmbeddingRuntime) -> None:
     (dist,) = conn.execute(
         "SELECT vec_distance_cosine(vector_embedding('a'), vector_embedding('a'))"
     ).fetchone()
@@ -312,7 +314,7 @@ def test_sqlite_vector_embedding_with_sqlite_vec(conn, runtime: EmbeddingRuntime
     assert far > 0.3
 
 
-def test_sqlite_null_and_non_text_arguments(conn, runtime: EmbeddingRuntime) -> None:  # type: ignore[no-untyped-def]
+def test_sqlite_null_and_non_text_arguments(conn: Any, runtime: EmbeddingRuntime) -> None:
     assert conn.execute("SELECT vector_embedding(NULL)").fetchone() == (None,)
     (blob,) = conn.execute("SELECT vector_embedding(42)").fetchone()
     assert blob == runtime.to_blob(runtime.embed("42"))
@@ -320,7 +322,7 @@ def test_sqlite_null_and_non_text_arguments(conn, runtime: EmbeddingRuntime) -> 
     assert blob == runtime.to_blob(runtime.embed("abc"))
 
 
-def test_sqlite_function_is_deterministic(conn) -> None:  # type: ignore[no-untyped-def]
+def test_sqlite_function_is_deterministic(conn: Any) -> None:
     # SQLite only accepts deterministic functions in expression indexes.
     conn.execute("CREATE TABLE t (txt TEXT)")
     conn.execute("CREATE INDEX t_vec ON t (vector_embedding(txt))")
@@ -344,7 +346,7 @@ def test_sqlite_errors_surface_with_the_embedding_message(tmp_path: Path) -> Non
     connection.close()
 
 
-def test_sqlite_bad_blob_argument(conn) -> None:  # type: ignore[no-untyped-def]
+def test_sqlite_bad_blob_argument(conn: Any) -> None:
     with pytest.raises(EmbeddingError, match="not UTF-8"):
         with embedding_errors():
             conn.execute("SELECT vector_embedding(X'FFFE')").fetchone()

@@ -154,7 +154,7 @@ def generate(tasks: int = 2000, seed: int = 42) -> dict[str, list[dict[str, obje
             pool = ES_COMMENTS if spanish else EN_COMMENTS
             comment_rows.append({"id": comment_id, "task": t, "author": rng.choice(developers + [3, 4, 5]),
                                  "body": rng.choice(pool),
-                                 "created": dt.datetime.combine(sprint["start"], dt.time(9, 0))
+                                 "created": dt.datetime.combine(sprint["start"], dt.time(9, 0))  # type: ignore[arg-type]
                                  + dt.timedelta(hours=5 * c + rng.randint(0, 4))})
     return {"employees": employees, "projects": projects, "sprints": sprints, "tasks": task_rows,
             "comments": comment_rows}

@@ -16,7 +16,7 @@ from .base import Filters, Hit, QueueRow, Scope
 def stmt(sql: str, expanding: tuple[str, ...] = (), clobs: tuple[str, ...] = ()) -> sa.TextClause:
     """A cached ``text()`` with expanding list binds and CLOB-typed binds."""
     clause = sa.text(sql)
-    params = [sa.bindparam(name, expanding=True) for name in expanding]
+    params: list[sa.BindParameter[Any]] = [sa.bindparam(name, expanding=True) for name in expanding]
     params += [sa.bindparam(name, type_=sa.Text()) for name in clobs]
     return clause.bindparams(*params) if params else clause
 

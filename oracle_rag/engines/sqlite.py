@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-import sqlean  # type: ignore[import-untyped]
-import sqlite_vec  # type: ignore[import-untyped]
+import sqlean
+import sqlite_vec
 
 from ..config import Settings
 from ..errors import wrap_driver_error

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -68,7 +68,7 @@ class SourceRegistry:
     def types(self) -> list[str]:
         return list(self._sources)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Source]:
         return iter(self._sources.values())
 
 

@@ -1,0 +1,1 @@
+"""CLI commands for the oracle area (see commands/__init__.py)."""

@@ -1,0 +1,1 @@
+"""CLI commands for the sources area (see commands/__init__.py)."""

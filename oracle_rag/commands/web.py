@@ -1,0 +1,1 @@
+"""CLI commands for the web area (see commands/__init__.py)."""

@@ -1,0 +1,138 @@
+"""Role-scoped semantic, keyword and hybrid retrieval.
+
+The scope predicate is part of every search statement (engines/*_sql.py),
+applied before the top-k, so a developer's search returns k rows whenever
+k are visible and can never return a row they may not see, whatever the
+query or the model says. Hybrid search fuses the two legs with Reciprocal
+Rank Fusion; each leg fetches more than k so fusion has room to reorder.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .caller import Caller, require_caller
+from .config import Settings
+from .engines import Engine, Filters, Hit
+from .errors import InputError
+
+MODES = ("semantic", "keyword", "hybrid")
+MAX_K = 100
+
+
+@dataclass(frozen=True)
+class RetrievedChunk:
+    source_type: str
+    source_id: str
+    content: str
+    score: float
+    rank: int
+    legs: tuple[str, ...]
+    chunk_id: int
+    distance: float | None = None
+    keyword_score: float | None = None
+    owner_id: int | None = None
+    project_id: int | None = None
+    sprint_id: int | None = None
+
+    @property
+    def anchor(self) -> str:
+        return f"[{self.source_type} #{self.source_id}]"
+
+
+@dataclass
+class SearchStats:
+    mode: str
+    k: int
+    latency_ms: float
+    legs: dict[str, int] = field(default_factory=dict)
+
+
+def validate_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise InputError(f"k must be an integer in [1, {MAX_K}], got {k!r}")
+    return k
+
+
+def clean_query(query: Any, max_chars: int) -> str:
+    if not isinstance(query, str):
+        raise InputError("query must be a string")
+    text = query.replace("\x00", " ").strip()
+    if not text:
+        raise InputError("query is empty")
+    if len(text) > max_chars:
+        raise InputError(f"query is {len(text)} characters; the limit is {max_chars} (max_question_chars)")
+    return text
+
+
+def rrf(legs: dict[str, list[Hit]], k: int, rrf_k: int, weights: dict[str, float]) -> list[RetrievedChunk]:
+    """Reciprocal Rank Fusion: score = sum of weight / (rrf_k + rank) over the legs."""
+    scores: dict[int, float] = {}
+    best: dict[int, tuple[int, Hit]] = {}
+    found: dict[int, list[str]] = {}
+    dist: dict[int, float] = {}
+    kw: dict[int, float] = {}
+    for leg, hits in legs.items():
+        for rank, hit in enumerate(hits, 1):
+            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weights.get(leg, 1.0) / (rrf_k + rank)
+            found.setdefault(hit.chunk_id, []).append(leg)
+            if hit.chunk_id not in best or rank < best[hit.chunk_id][0]:
+                best[hit.chunk_id] = (rank, hit)
+            (dist if leg == "semantic" else kw)[hit.chunk_id] = hit.score
+    order = sorted(scores, key=lambda cid: (-scores[cid], best[cid][0], cid))[:k]
+    out = []
+    for rank, cid in enumerate(order, 1):
+        hit = best[cid][1]
+        out.append(RetrievedChunk(hit.source_type, hit.source_id, hit.content, scores[cid], rank,
+                                  tuple(found[cid]), cid, dist.get(cid), kw.get(cid), hit.owner_id,
+                                  hit.project_id, hit.sprint_id))
+    return out
+
+
+def _single(hits: list[Hit], leg: str) -> list[RetrievedChunk]:
+    return [
+        RetrievedChunk(h.source_type, h.source_id, h.content, h.score, rank, (leg,), h.chunk_id,
+                       h.score if leg == "semantic" else None, h.score if leg == "keyword" else None,
+                       h.owner_id, h.project_id, h.sprint_id)
+        for rank, h in enumerate(hits, 1)
+    ]
+
+
+class Retriever:
+    def __init__(self, engine: Engine, settings: Settings) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.last_stats: SearchStats | None = None
+
+    def search(self, query: str, top_k: int | None = None, caller: Caller | None = None,
+               mode: str = "semantic", filters: Filters | None = None, *, exact: bool = False,
+               max_chars: int | None = None) -> list[RetrievedChunk]:
+        """Top-k chunks the caller may see. Refuses a call without a caller."""
+        who = require_caller(caller)
+        k = validate_k(self.settings.top_k if top_k is None else top_k)
+        if mode not in MODES:
+            raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        text = clean_query(query, max_chars or self.settings.max_question_chars)
+        filters = filters or Filters()
+        scope = who.scope()
+        started = time.perf_counter()
+        with self.engine.connect() as conn:
+            if mode == "semantic":
+                result = _single(self.engine.semantic_search(conn, text, k, scope, filters, exact), "semantic")
+                legs = {"semantic": len(result)}
+            elif mode == "keyword":
+                result = _single(self.engine.keyword_search(conn, text, k, scope, filters), "keyword")
+                legs = {"keyword": len(result)}
+            else:
+                fetch = min(max(k * self.settings.hybrid_fetch_factor, k), 4 * MAX_K)
+                raw = {
+                    "semantic": self.engine.semantic_search(conn, text, fetch, scope, filters, exact),
+                    "keyword": self.engine.keyword_search(conn, text, fetch, scope, filters),
+                }
+                weights = {"semantic": self.settings.semantic_weight, "keyword": self.settings.keyword_weight}
+                result = rrf(raw, k, self.settings.rrf_k, weights)
+                legs = {leg: len(h) for leg, h in raw.items()}
+        self.last_stats = SearchStats(mode, k, (time.perf_counter() - started) * 1000, legs)
+        return result
