@@ -10,7 +10,7 @@ import importlib
 
 import click
 
-AREAS = ("web", "oracle", "sources", "aggregate")
+AREAS = ("web", "oracle", "sources", "aggregate", "writepath")
 
 
 def register_all(main: click.Group) -> None:

@@ -1,0 +1,1 @@
+"""CLI commands for the writepath area (see commands/__init__.py)."""
