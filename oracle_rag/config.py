@@ -72,6 +72,8 @@ _SPECS: dict[str, _Spec] = {
     "llm_max_retries": _Spec(int, 0, 10),
     "history_token_budget": _Spec(int, 0, 100_000),
     "max_question_chars": _Spec(int, 1, 100_000),
+    "aggregate_database_url": _Spec(str),
+    "aggregate_db_password_env": _Spec(str, check=lambda v: None if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v) else "an environment variable name"),
     "aggregate_timeout_s": _Spec(float, 0.1, 600.0),
     "aggregate_row_cap": _Spec(int, 1, 1_000_000),
     "aggregate_retries": _Spec(int, 0, 10),
@@ -114,6 +116,8 @@ class Settings:
     llm_max_retries: int = 2
     history_token_budget: int = 1500
     max_question_chars: int = 4000
+    aggregate_database_url: str | None = None  # Oracle: the read-only user's URL (no password)
+    aggregate_db_password_env: str = "ORACLE_RAG_RO_PASSWORD"
     aggregate_timeout_s: float = 10.0
     aggregate_row_cap: int = 1000
     aggregate_retries: int = 2
@@ -216,6 +220,9 @@ def _validated(settings: Settings, source: str) -> Settings:
                 "database_url: expected an oracle+oracledb:// URL (leave it unset for the embedded engine)",
                 key="database_url",
             )
+    if settings.aggregate_database_url:
+        check_url(settings.aggregate_database_url, key="aggregate_database_url",
+                  password_env=settings.aggregate_db_password_env)
     if settings.llm_url:
         check_url(settings.llm_url, key="llm_url", password_env="ORACLE_RAG_LLM_API_KEY")
     return settings

@@ -118,7 +118,7 @@ def split_oracle_script(script: str) -> list[str]:
 
 def split_sqlite_script(script: str) -> list[str]:
     """Split a SQLite script; trigger bodies stay whole, each statement keeps its ``;``."""
-    import sqlean  # type: ignore[import-untyped]  # never the stdlib sqlite3: one binding per process
+    import sqlean  # never the stdlib sqlite3: one SQLite binding per process
 
     text = script.replace("\r\n", "\n")
     n = len(text)

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-import onnxruntime_extensions
 import pytest
 
 from oracle_rag.embedding import EmbeddingRuntime
 from oracle_rag.embedding.build import make_tokenizer_model
+from oracle_rag.embedding.runtime import custom_ops_library_path
 
 FIXTURES = Path(__file__).parent / "fixtures" / "minilm-l6-reference"
 UNK = 100
@@ -56,7 +56,7 @@ def ours(
 def token_ids() -> TokenIds:
     """Token ids from the graph's own tokenizer node (``max_length`` -1 = uncut)."""
     options = ort.SessionOptions()
-    options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
+    options.register_custom_ops_library(custom_ops_library_path())
     cut = ort.InferenceSession(make_tokenizer_model().SerializeToString(), options)
     uncut = ort.InferenceSession(make_tokenizer_model(max_length=-1).SerializeToString(), options)
 

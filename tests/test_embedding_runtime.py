@@ -6,6 +6,8 @@ models below are real ONNX files too, made to fail in one specific way.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -151,6 +153,22 @@ def test_thread_safe_concurrent_embedding(model_path: Path) -> None:
     assert rt.calls == len(texts)
     for i, text in enumerate(texts[:3]):
         assert np.array_equal(results[i], expected[text])
+
+
+def test_runtime_never_imports_pytorch(model_path: Path) -> None:
+    """onnxruntime_extensions' package __init__ pulls in transformers and torch
+    when installed (~660 MB RSS); the runtime must only load its library."""
+    code = (
+        "import sys; from pathlib import Path; "
+        "from oracle_rag.embedding import EmbeddingRuntime; "
+        f"v = EmbeddingRuntime(Path({str(model_path)!r})).embed('x'); "
+        "print(sorted(m for m in ('torch', 'transformers', 'onnxruntime_extensions', 'onnx') "
+        "if m in sys.modules), v.shape)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == "[] (384,)"
 
 
 def test_threads_default_to_cpu_count(model_path: Path) -> None:

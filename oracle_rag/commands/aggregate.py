@@ -1,1 +1,46 @@
-"""CLI commands for the aggregate area (see commands/__init__.py)."""
+"""CLI commands for the aggregate area: `oracle-rag sql` runs SQL through the guarded path."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..cli import EXIT_INPUT, _system, handle_errors
+from ..errors import GuardrailError
+
+
+def register(main: click.Group) -> None:
+    @main.command("sql")
+    @click.argument("sql")
+    @click.option("--as", "as_id", required=True, type=int, help="Employee id whose scope the views apply.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+    @click.pass_context
+    @handle_errors
+    def sql_cmd(ctx: click.Context, sql: str, as_id: int, as_json: bool) -> None:
+        """Run SQL exactly as model-written SQL runs (guard, read-only, scoped, capped).
+
+        For operators auditing the guardrails: rows on stdout and exit 0, or the
+        refusal reason on stderr and exit 2.
+        """
+        from ..aggregate import AggregateService
+        from ..caller import load_caller
+
+        rag = _system(ctx)
+        with rag.engine.connect() as conn:
+            caller = load_caller(conn, as_id)
+        try:
+            result = AggregateService(rag.engine, rag.settings).run_sql(sql, caller)
+        except GuardrailError as exc:
+            click.echo(f"refused: {exc.message}", err=True)
+            sys.exit(EXIT_INPUT)
+        if as_json:
+            click.echo(json.dumps({"columns": result.columns, "rows": result.rows, "truncated": result.truncated,
+                                   "row_cap": result.row_cap}, default=str))
+            return
+        click.echo("\t".join(result.columns))
+        for row in result.rows:
+            click.echo("\t".join("" if v is None else str(v) for v in row))
+        if result.truncated:
+            click.echo(f"(row cap of {result.row_cap} reached: output incomplete)", err=True)

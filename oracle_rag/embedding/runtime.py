@@ -13,6 +13,9 @@ changing the float results; the loop is both exact and simple.
 
 from __future__ import annotations
 
+import functools
+import importlib.machinery
+import importlib.util
 import os
 import re
 import threading
@@ -30,6 +33,28 @@ from .vectors import to_blob as _to_blob
 from .vectors import validate_vector
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+@functools.cache
+def custom_ops_library_path() -> str:
+    """Path of onnxruntime-extensions' custom-op library (it holds BertTokenizer).
+
+    Found without importing the ``onnxruntime_extensions`` package: its
+    ``__init__`` imports ``transformers`` and therefore PyTorch whenever they
+    are installed, which costs ~660 MB of RSS and seconds of start-up for a
+    path string. Falls back to ``get_library_path()`` if the layout changes.
+    """
+    spec = importlib.util.find_spec("onnxruntime_extensions")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingError("the package onnxruntime-extensions is not installed")
+    for folder in spec.submodule_search_locations:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            candidate = Path(folder) / f"_extensions_pydll{suffix}"
+            if candidate.is_file():
+                return str(candidate)
+    import onnxruntime_extensions  # pragma: no cover - unexpected wheel layout
+
+    return str(onnxruntime_extensions.get_library_path())  # pragma: no cover
 
 
 def prepare_text(text: str) -> str:
@@ -103,10 +128,9 @@ class EmbeddingRuntime:
         if not path.is_file():
             raise EmbeddingError(f"embedding model file not found: {path}")
         import onnxruntime as ort
-        import onnxruntime_extensions
 
         options = ort.SessionOptions()
-        options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
+        options.register_custom_ops_library(custom_ops_library_path())
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # errors only; warnings would go to stderr

@@ -162,6 +162,13 @@ class Engine(ABC):
         with self.begin() as conn:
             yield conn
 
+    sql_dialect = "sqlite"  # sqlglot dialect used to classify untrusted SQL
+    sql_dialect_name = "SQLite"
+
+    @abstractmethod
+    def guarded_executor(self, views: tuple[str, ...], *, timeout_s: float, row_cap: int) -> Any:
+        """The read-only execution path for untrusted (model-written) SQL."""
+
     def bind_value(self, value: Any) -> Any:
         """A Python value as this engine stores it (SQLite keeps dates as ISO text)."""
         return value

@@ -39,6 +39,26 @@ class OracleEngine(Engine):
             raise ConfigurationError("database_url: required for the Oracle engine", key="database_url")
         self.model = settings.embedding_model.upper()
 
+    sql_dialect = "oracle"
+    sql_dialect_name = "Oracle"
+
+    def guarded_executor(self, views: tuple[str, ...], *, timeout_s: float, row_cap: int) -> Any:
+        """A pool for the least-privilege read-only user (never the schema owner)."""
+        from ..aggregate.executors import OracleExecutor
+
+        url = self.settings.aggregate_database_url
+        if not url:
+            raise ConfigurationError(
+                "aggregate_database_url: aggregate questions on Oracle need the read-only user's URL "
+                "(see local/README.md); the schema owner is never used for model-written SQL",
+                key="aggregate_database_url")
+        import os
+
+        password = os.environ.get(self.settings.aggregate_db_password_env)
+        engine = sa.create_engine(url, connect_args={"password": password} if password else {},
+                                  pool_size=2, max_overflow=0, pool_pre_ping=True, hide_parameters=True)
+        return OracleExecutor(engine, timeout_s=timeout_s, row_cap=row_cap)
+
     def sql(self, template: str) -> str:
         """A statement from :mod:`oracle_sql` with the model name filled in."""
         return q.render(template, self.model)

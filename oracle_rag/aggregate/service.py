@@ -1,0 +1,140 @@
+"""Aggregate questions answered by guarded read-only SQL.
+
+``run_sql`` is the one path untrusted SQL takes, whether a model wrote it
+or an operator typed it into ``oracle-rag sql`` to audit the guardrails:
+guard (parse and allow-list) → engine's guarded executor (read-only
+connection/user, authorizer or read-only transaction, timeout, row cap).
+``ask`` lets a model write that SQL from a question, feeding refusals and
+errors back for a bounded number of retries.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..caller import Caller, require_caller
+from ..errors import GuardrailError, InputError, LLMError, RagError
+from .catalog import REFERENCE_CATALOG, Catalog
+from .guard import check_sql
+
+Complete = Callable[[list[dict[str, str]]], str]
+
+SQL_SYSTEM_PROMPT = """You write one read-only SQL query ({dialect}) that answers the user's question.
+Rules: use only these views and columns; one SELECT (or WITH ... SELECT); no comments; no semicolon;
+no functions other than standard aggregates, CASE, CAST, COALESCE/NVL, ROUND, date and string basics.
+The views already contain only the rows this user may see: never filter by user identity.
+Reply with JSON only: {{"sql": "<the query>"}} or {{"sql": null, "reason": "<why it cannot be answered>"}}.
+
+{schema}"""
+
+
+@dataclass
+class AggregateResult:
+    question: str | None
+    sql: str | None
+    columns: list[str] = field(default_factory=list)
+    rows: list[list[Any]] = field(default_factory=list)
+    truncated: bool = False
+    row_cap: int = 0
+    timed_out: bool = False
+    attempts: int = 0
+    answer: str = ""
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_sql_reply(text: str) -> tuple[str | None, str | None]:
+    """The model's strict-JSON reply → (sql, reason). Tolerates a fenced JSON block."""
+    body = text.strip()
+    fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", body, re.DOTALL)
+    if fenced:
+        body = fenced.group(1)
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        raise LLMError("the query model did not reply with JSON") from None
+    if not isinstance(data, dict) or "sql" not in data:
+        raise LLMError('the query model\'s JSON has no "sql" key')
+    sql = data.get("sql")
+    if sql is not None and not isinstance(sql, str):
+        raise LLMError('"sql" must be a string or null')
+    reason = data.get("reason")
+    return sql, reason if isinstance(reason, str) else None
+
+
+def summarise(result: AggregateResult) -> str:
+    """A deterministic answer text from the rows (used when no model phrases it)."""
+    if not result.rows:
+        return "The query returned no rows."
+    if len(result.rows) == 1 and len(result.columns) == 1:
+        return f"{result.columns[0]}: {result.rows[0][0]}"
+    lines = [" | ".join(result.columns)] + [" | ".join("" if v is None else str(v) for v in r) for r in result.rows[:20]]
+    more = f"\n… {len(result.rows) - 20} more rows" if len(result.rows) > 20 else ""
+    cap = f"\n(row cap of {result.row_cap} reached: the result is incomplete)" if result.truncated else ""
+    return "\n".join(lines) + more + cap
+
+
+class AggregateService:
+    def __init__(self, engine: Any, settings: Any, catalog: Catalog = REFERENCE_CATALOG) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.catalog = catalog
+        self._executor: Any = None
+
+    @property
+    def executor(self) -> Any:
+        if self._executor is None:
+            self._executor = self.engine.guarded_executor(
+                self.catalog.names, timeout_s=self.settings.aggregate_timeout_s,
+                row_cap=self.settings.aggregate_row_cap)
+        return self._executor
+
+    def run_sql(self, sql: str, caller: Caller) -> AggregateResult:
+        """Guard and run untrusted SQL for ``caller``; GuardrailError when refused or contained."""
+        who = require_caller(caller)
+        checked = check_sql(sql, self.catalog.names, self.engine.sql_dialect)
+        res = self.executor.run(checked, who)
+        out = AggregateResult(None, checked.sql, res.columns, [list(r) for r in res.rows], res.truncated,
+                              res.row_cap, attempts=1)
+        out.answer = summarise(out)
+        return out
+
+    def ask(self, question: str, caller: Caller, complete: Complete) -> AggregateResult:
+        """Let the model write SQL for ``question``; retry on refusals with the reason."""
+        who = require_caller(caller)
+        if not question or not question.strip():
+            raise InputError("question is empty")
+        system = SQL_SYSTEM_PROMPT.format(dialect=self.engine.sql_dialect_name, schema=self.catalog.describe())
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+        result = AggregateResult(question, None)
+        for attempt in range(1, self.settings.aggregate_retries + 2):
+            result.attempts = attempt
+            sql, reason = parse_sql_reply(complete(messages))
+            if sql is None:
+                result.error = reason or "the model found no query for this question"
+                result.answer = f"This cannot be answered from the data I may query: {result.error}"
+                return result
+            result.sql = sql
+            try:
+                ran = self.run_sql(sql, who)
+            except GuardrailError as exc:
+                result.error = str(exc)
+                result.timed_out = "timeout" in exc.message
+                messages += [{"role": "assistant", "content": json.dumps({"sql": sql})},
+                             {"role": "user", "content": f"That query was refused or failed: {exc.message}. "
+                                                          "Write a corrected query (JSON only)."}]
+                continue
+            ran.question, ran.attempts = question, attempt
+            return ran
+        result.answer = f"I could not produce a valid query after {result.attempts} attempts: {result.error}"
+        return result
+
+
+def aggregate_error_text(exc: RagError) -> str:
+    return f"{exc.code}: {exc.message}"
