@@ -58,19 +58,24 @@ class SqliteExecutor:
         self.timeout_s = timeout_s
         self.row_cap = row_cap
 
-    def _authorizer(self, ctes: frozenset[str]) -> Any:
+    def _authorizer(self, ctes: frozenset[str], view_tables: frozenset[str]) -> Any:
         def authorize(action: int, arg1: Any, arg2: Any, _db: Any, source: Any) -> int:
-            return self._decide(action, arg1, arg2, source, ctes)
+            return self._decide(action, arg1, arg2, source, ctes, view_tables)
 
         return authorize
 
-    def _decide(self, action: int, arg1: Any, arg2: Any, source: Any, ctes: frozenset[str]) -> int:
+    def _decide(self, action: int, arg1: Any, arg2: Any, source: Any, ctes: frozenset[str],
+                view_tables: frozenset[str]) -> int:
         via_view = isinstance(source, str) and source.upper() in self.views
         if action == sqlean.SQLITE_SELECT:
             return sqlean.SQLITE_OK
         if action == sqlean.SQLITE_READ:
             table = str(arg1 or "").upper()
-            ok = table in self.views or via_view or table in ctes
+            # When SQLite flattens a view's EXISTS subquery it reports the read
+            # of the view's base table with no column and no view; that read
+            # returns no column data, and only the views' own tables qualify.
+            column_less = not arg2 and table in view_tables
+            ok = table in self.views or via_view or table in ctes or column_less
             return sqlean.SQLITE_OK if ok else sqlean.SQLITE_DENY
         if action == sqlean.SQLITE_FUNCTION:
             name = str(arg2 or "").upper()
@@ -80,6 +85,17 @@ class SqliteExecutor:
         if action == sqlean.SQLITE_RECURSIVE:
             return sqlean.SQLITE_OK
         return sqlean.SQLITE_DENY
+
+    def _view_tables(self, conn: Any) -> frozenset[str]:
+        """Base tables the allowed views read (parsed from their definitions)."""
+        import sqlglot
+        from sqlglot import exp
+
+        tables: set[str] = set()
+        for name, sql in conn.execute(q.SQLITE_VIEW_DEFINITIONS):
+            if str(name).upper() in self.views and sql:
+                tables |= {t.name.upper() for t in sqlglot.parse_one(sql, read="sqlite").find_all(exp.Table)}
+        return frozenset(tables)
 
     def run(self, checked: CheckedQuery, caller: Caller) -> QueryResult:
         if not self.db_path.is_file():
@@ -110,7 +126,7 @@ class SqliteExecutor:
             shadowing = sorted(set(checked.ctes) & objects)
             if shadowing:
                 raise GuardrailError(f"a WITH name shadows a database object: {', '.join(shadowing)}")
-            conn.set_authorizer(self._authorizer(frozenset(checked.ctes)))
+            conn.set_authorizer(self._authorizer(frozenset(checked.ctes), self._view_tables(conn)))
             conn.set_progress_handler(progress, 1000)
             cur = conn.execute(checked.sql)
             rows = cur.fetchmany(self.row_cap + 1)
@@ -133,8 +149,9 @@ class SqliteExecutor:
 class OracleExecutor:
     """The Oracle guarded path: a read-only user's pool, read-only transactions."""
 
-    def __init__(self, sa_engine: Any, *, timeout_s: float, row_cap: int) -> None:
+    def __init__(self, sa_engine: Any, *, timeout_s: float, row_cap: int, schema: str | None = None) -> None:
         self.sa_engine = sa_engine
+        self.schema = schema  # the application schema owning the views (the RO user owns nothing)
         self.timeout_s = timeout_s
         self.row_cap = row_cap
 
@@ -145,7 +162,11 @@ class OracleExecutor:
         except Exception as exc:
             raise wrap_driver_error(exc, "connecting as the read-only user") from None
         conn = pooled.driver_connection
+        own_schema = None
         try:
+            own_schema = conn.current_schema or conn.username
+            if self.schema:
+                conn.current_schema = self.schema.upper()
             conn.client_identifier = str(caller.employee_id)
             conn.call_timeout = int(self.timeout_s * 1000)
             cur = conn.cursor()
@@ -166,6 +187,8 @@ class OracleExecutor:
                 conn.rollback()
                 conn.call_timeout = 0
                 conn.client_identifier = ""
+                if self.schema and own_schema:
+                    conn.current_schema = own_schema
             finally:
                 pooled.close()
         truncated = len(rows) > self.row_cap

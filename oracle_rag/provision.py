@@ -1,0 +1,233 @@
+"""Provision an Oracle database for oracle-rag: schema and embedding model, idempotently.
+
+``oracle-rag model load`` and ``oracle-rag bootstrap`` call these functions;
+deploy scripts (``local/bootstrap.sh``, Terraform's instructions) run
+``bootstrap`` on every deploy, so every step is safe to repeat: migrations
+skip applied versions, and the model load skips a model that
+``USER_MINING_MODELS`` already lists (checked inside the PL/SQL block, see
+:mod:`oracle_rag.engines.oracle_provision_sql`).
+
+Two ways in:
+
+* :func:`load_model_file` sends a local ONNX file as a BLOB
+  (``DBMS_VECTOR.LOAD_ONNX_MODEL(model_name, model_data, metadata)``): no
+  DIRECTORY object, works against any database the client can reach.
+* :func:`load_model_url` asks the database to fetch a pre-authenticated
+  Object Storage URL (``DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD``, credential
+  NULL): nothing passes through the client. On Autonomous Database this is
+  the normal path. A PAR URL is a bearer credential, so it is never echoed:
+  outcomes, errors and logs name only its host.
+
+The embedded SQLite engine has no model to load (it runs the ONNX file
+in-process), so these functions refuse it with a ConfigurationError.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .config import Settings
+from .engines import Engine
+from .engines import oracle_provision_sql as q
+from .errors import ConfigurationError, DatabaseError, InputError, wrap_driver_error
+
+log = logging.getLogger("oracle_rag.provision")
+
+PAR_URL_ENV = "MINILM_ONNX_PAR_URL"
+"""Environment variable ``oracle-rag bootstrap`` reads the model's PAR URL from."""
+
+# DBMS_VECTOR accepts files up to 1 GB on 23ai (2 GB in the 26ai docs); refuse
+# obviously wrong inputs before sending a byte.
+MAX_MODEL_BYTES = 2 * 1024**3
+
+_IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_$#]{0,122}$")
+
+# Oracle SQL reserved words (V$RESERVED_WORDS with RESERVED = 'Y'): an
+# unquoted identifier may not be one of them.
+_RESERVED = frozenset("""
+ACCESS ADD ALL ALTER AND ANY AS ASC AUDIT BETWEEN BY CHAR CHECK CLUSTER COLUMN COMMENT
+COMPRESS CONNECT CREATE CURRENT DATE DECIMAL DEFAULT DELETE DESC DISTINCT DROP ELSE
+EXCLUSIVE EXISTS FILE FLOAT FOR FROM GRANT GROUP HAVING IDENTIFIED IMMEDIATE IN INCREMENT
+INDEX INITIAL INSERT INTEGER INTERSECT INTO IS LEVEL LIKE LOCK LONG MAXEXTENTS MINUS
+MLSLABEL MODE MODIFY NOAUDIT NOCOMPRESS NOT NOWAIT NULL NUMBER OF OFFLINE ON ONLINE OPTION
+OR ORDER PCTFREE PRIOR PUBLIC RAW RENAME RESOURCE REVOKE ROW ROWID ROWNUM ROWS SELECT
+SESSION SET SHARE SIZE SMALLINT START SUCCESSFUL SYNONYM SYSDATE TABLE THEN TO TRIGGER UID
+UNION UNIQUE UPDATE USER VALIDATE VALUES VARCHAR VARCHAR2 VIEW WHENEVER WHERE WITH
+""".split())
+
+SQLITE_REFUSAL = "the embedded engine runs the model in-process; use `oracle-rag model build`"
+
+
+def model_identifier(name: str) -> str:
+    """``name`` as Oracle stores an unquoted identifier (upper case), or InputError.
+
+    Letter first, then letters, digits, ``_``, ``$`` or ``#``; at most 123
+    characters (Oracle's limit for a model name); not a reserved word. The
+    one place a model name is checked before it reaches SQL (as a bind here,
+    as an identifier in ``VECTOR_EMBEDDING`` via ``oracle_sql.render``).
+    """
+    text = str(name).strip()
+    if not _IDENT.match(text):
+        raise InputError(
+            "model name must be an unquoted Oracle identifier: a letter, then letters, digits, "
+            "_ $ or #, at most 123 characters"
+        )
+    upper = text.upper()
+    if upper in _RESERVED:
+        raise InputError(f"model name {upper} is an Oracle reserved word")
+    return upper
+
+
+def par_url_host(url: str) -> str:
+    """The host of a pre-authenticated https URL; InputError (without the URL) otherwise."""
+    try:
+        parts = urlsplit(str(url).strip())
+        host = parts.hostname
+    except ValueError:
+        host, parts = None, None
+    if parts is None or parts.scheme.lower() != "https" or not host:
+        raise InputError("the model URL must be an https:// pre-authenticated request URL (not shown)")
+    if parts.username or parts.password:
+        raise InputError("the model URL must not carry user:password@ (a PAR URL needs none; not shown)")
+    return host
+
+
+def _require_oracle(engine: Engine) -> None:
+    if engine.name != "oracle":
+        raise ConfigurationError(SQLITE_REFUSAL, key="database_url")
+
+
+def _describe(outcome: str, name: str, source: str, *, replace: bool) -> str:
+    if outcome == "LOADED":
+        return f"loaded {name} ({source})"
+    if outcome == "REPLACED":
+        return f"replaced {name} ({source})"
+    if outcome == "CONCURRENT":
+        return f"{name} was loaded by another session meanwhile; skipped"
+    if outcome == "SKIPPED" and not replace:
+        return f"{name} already loaded; skipped (use --replace)"
+    raise DatabaseError(f"loading model {name}: unexpected outcome {outcome!r}")
+
+
+def _run_block(engine: Engine, sql: str, binds: Callable[[Any], Mapping[str, Any]], doing: str) -> str:
+    """Run one provisioning block on a raw python-oracledb cursor; return ``:outcome``.
+
+    Raw cursor because the BLOB and the OUT bind are driver objects. Driver
+    errors are wrapped without their text: an ORA- message from
+    LOAD_ONNX_MODEL_CLOUD can quote the URL.
+    """
+    import oracledb
+
+    try:
+        with engine.begin() as conn:
+            raw = conn.connection.driver_connection
+            cursor = raw.cursor()  # type: ignore[union-attr]
+            try:
+                outcome = cursor.var(str)
+                cursor.execute(sql, {**binds(raw), "outcome": outcome})
+                value = outcome.getvalue()
+            finally:
+                cursor.close()
+    except oracledb.Error as exc:
+        raise wrap_driver_error(exc, doing) from None
+    except DatabaseError as exc:  # connecting failed (already wrapped by the engine)
+        raise DatabaseError(f"{doing}: {exc.message}", driver_class=exc.driver_class,
+                            vendor_code=exc.vendor_code) from None
+    return str(value or "")
+
+
+def load_model_file(engine: Engine, path: Path, *, name: str | None = None, replace: bool = False) -> str:
+    """Load a local ONNX file into Oracle as ``name`` (default: the configured model), once.
+
+    Returns a one-line outcome such as ``loaded ALL_MINILM_L6_V2 (90.1 MB)``
+    or ``ALL_MINILM_L6_V2 already loaded; skipped (use --replace)``.
+    """
+    _require_oracle(engine)
+    model = model_identifier(name or engine.settings.embedding_model)
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"model file {path} does not exist")
+    size = path.stat().st_size
+    if size == 0 or size > MAX_MODEL_BYTES:
+        raise InputError(f"model file {path} has {size} bytes; expected 1 byte to 2 GB")
+    data = path.read_bytes()
+
+    def binds(raw: Any) -> dict[str, Any]:
+        import oracledb
+
+        return {"model_name": model, "replace": 1 if replace else 0,
+                "model_data": raw.createlob(oracledb.DB_TYPE_BLOB, data)}
+
+    log.info("loading model %s from %s (%d bytes)", model, path.name, size)
+    outcome = _run_block(engine, q.LOAD_MODEL_BLOB, binds, f"loading model {model} from {path.name}")
+    return _describe(outcome, model, f"{size / 1e6:.1f} MB", replace=replace)
+
+
+def load_model_url(engine: Engine, url: str, *, name: str | None = None, replace: bool = False) -> str:
+    """Have Oracle fetch the model from a pre-authenticated URL (``LOAD_ONNX_MODEL_CLOUD``), once.
+
+    The URL is a secret: only its host appears in the outcome, in errors and
+    in logs.
+    """
+    _require_oracle(engine)
+    host = par_url_host(url)
+    model = model_identifier(name or engine.settings.embedding_model)
+
+    def binds(_raw: Any) -> dict[str, Any]:
+        return {"model_name": model, "replace": 1 if replace else 0, "uri": str(url).strip()}
+
+    log.info("loading model %s from %s (pre-authenticated URL, not logged)", model, host)
+    outcome = _run_block(engine, q.LOAD_MODEL_CLOUD, binds, f"loading model {model} from {host}")
+    return _describe(outcome, model, f"from {host}", replace=replace)
+
+
+def model_present(engine: Engine, name: str) -> bool:
+    """True when ``USER_MINING_MODELS`` lists ``name`` (Oracle only)."""
+    from .engines import oracle_sql
+    from .engines._common import stmt
+
+    _require_oracle(engine)
+    model = model_identifier(name)
+    with engine.connect() as conn:
+        found = conn.execute(stmt(oracle_sql.MODEL_EXISTS), {"model_name": model}).scalar_one()
+    return bool(found)
+
+
+def bootstrap(engine: Engine, settings: Settings, par_url: str | None,
+              progress: Callable[[str], None] | None = None) -> list[str]:
+    """Bring a database up to date for the application; every re-run is a no-op.
+
+    Applies pending migrations, then, when ``par_url`` is given (``oracle-rag
+    bootstrap`` reads it from ``MINILM_ONNX_PAR_URL``), loads the model named
+    ``settings.embedding_model`` from it unless it is already loaded. The
+    same steps serve Oracle Database Free and Autonomous Database. On the
+    embedded engine there is no model to load: it migrates, and refuses a URL.
+    Returns one line per step.
+    """
+    from .migrations import migrate_all
+
+    par_url = (par_url or "").strip() or None
+    if par_url is not None:
+        _require_oracle(engine)
+        par_url_host(par_url)  # refuse a bad URL before changing anything
+    lines = []
+    for mset, report in migrate_all(engine, ("rag",), progress).items():
+        lines.append(f"migrations ({mset}): applied {report.applied or 'none'}, resumed "
+                     f"{report.resumed or 'none'}, already applied {report.skipped or 'none'}")
+    if engine.name != "oracle":
+        lines.append("model: the embedded engine runs it in-process (built on first use)")
+    elif par_url is not None:
+        lines.append("model: " + load_model_url(engine, par_url, name=settings.embedding_model))
+    else:
+        model = model_identifier(settings.embedding_model)
+        if model_present(engine, model):
+            lines.append(f"model: {model} present; {PAR_URL_ENV} not set, nothing to load")
+        else:
+            lines.append(f"model: {model} is NOT loaded and {PAR_URL_ENV} is not set; load it with "
+                         f"`oracle-rag model load --file FILE --name {model}` or set {PAR_URL_ENV}")
+    return lines
