@@ -44,7 +44,6 @@ _SPECS: dict[str, _Spec] = {
     "database_url": _Spec(str),
     "data_dir": _Spec(str),
     "db_password_env": _Spec(str, check=lambda v: None if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v) else "an environment variable name"),
-    "db_user": _Spec(str),
     "pool_size": _Spec(int, 1, 64),
     "embedding_model": _Spec(str, check=_identifier),
     "embedding_dim": _Spec(int, 1, 65535),
@@ -62,7 +61,6 @@ _SPECS: dict[str, _Spec] = {
     "semantic_weight": _Spec(float, 0.0, 100.0),
     "keyword_weight": _Spec(float, 0.0, 100.0),
     "hybrid_fetch_factor": _Spec(int, 1, 50),
-    "use_dbms_hybrid_vector": _Spec(bool),
     "llm_url": _Spec(str),
     "llm_model": _Spec(str),
     "llm_api_key": _Spec(str),
@@ -89,7 +87,6 @@ class Settings:
     database_url: str | None = None
     data_dir: str = ".oracle-rag"
     db_password_env: str = "ORACLE_RAG_DB_PASSWORD"
-    db_user: str | None = None
     pool_size: int = 5
     embedding_model: str = "ALL_MINILM_L12_V2"
     embedding_dim: int = 384
@@ -107,7 +104,6 @@ class Settings:
     semantic_weight: float = 1.0
     keyword_weight: float = 1.0
     hybrid_fetch_factor: int = 4
-    use_dbms_hybrid_vector: bool = False
     llm_url: str | None = None
     llm_model: str | None = None
     llm_api_key: str | None = None

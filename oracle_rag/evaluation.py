@@ -112,6 +112,15 @@ def recall_at_k(ranked: Sequence[str], judgements: Mapping[str, int], k: int) ->
     return len(relevant.intersection(top)) / len(relevant)
 
 
+def score_runs(runs: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
+    """Mean nDCG@10 and Recall@100 over the queries in ``runs`` (query id -> ranked doc ids)."""
+    if not runs:
+        raise InputError("no runs to score")
+    ndcg = sum(ndcg_at_k(ranked, qrels.get(q, {}), NDCG_AT) for q, ranked in runs.items())
+    recall = sum(recall_at_k(ranked, qrels.get(q, {}), RECALL_AT) for q, ranked in runs.items())
+    return {f"ndcg@{NDCG_AT}": ndcg / len(runs), f"recall@{RECALL_AT}": recall / len(runs)}
+
+
 # -- the dataset --------------------------------------------------------------
 @dataclass
 class Dataset:
@@ -378,16 +387,14 @@ def run_eval(settings: Settings, dataset: Path, *, max_docs: int | None = None,
         index_s = _index(rag, len(data.documents), progress)
         retriever = rag.retriever()
         for mode in MODES:
-            ndcg = recall = 0.0
+            runs: dict[str, list[str]] = {}
             started = time.perf_counter()
             for n, qid in enumerate(judged, 1):
-                ranked = _ranked(retriever, data.queries[qid], mode)
-                ndcg += ndcg_at_k(ranked, data.qrels[qid], NDCG_AT)
-                recall += recall_at_k(ranked, data.qrels[qid], RECALL_AT)
+                runs[qid] = _ranked(retriever, data.queries[qid], mode)
                 if progress:
                     progress(mode, n, len(judged))
             timings[mode] = (time.perf_counter() - started) * 1000 / len(judged)
-            scores[mode] = {f"ndcg@{NDCG_AT}": ndcg / len(judged), f"recall@{RECALL_AT}": recall / len(judged)}
+            scores[mode] = score_runs(runs, data.qrels)
     result: dict[str, Any] = dict(scores)
     result["documents"] = len(data.documents)
     result["queries"] = len(judged)
@@ -406,4 +413,4 @@ def run_eval(settings: Settings, dataset: Path, *, max_docs: int | None = None,
 
 
 __all__ = ["DOCUMENT_TYPE", "EVAL_CALLER", "Dataset", "DocumentSource", "document_text",
-           "load_dataset", "ndcg_at_k", "recall_at_k", "run_eval"]
+           "load_dataset", "ndcg_at_k", "recall_at_k", "run_eval", "score_runs"]

@@ -133,6 +133,10 @@ class EmbeddingRuntime:
         options.register_custom_ops_library(custom_ops_library_path())
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
+        # No busy-waiting between parallel sections: the runtime shares the
+        # CPU with the web server, SQLite and the worker, and spinning threads
+        # halved throughput on a busy 2-core machine (docs/embedding.md).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3  # errors only; warnings would go to stderr
         try:
             session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
