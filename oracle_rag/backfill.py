@@ -4,7 +4,8 @@ Run on start-up (``backfill_on_startup``) and as ``oracle-rag backfill``.
 It only enqueues: the worker does the embedding, so a server starting with
 an empty index serves requests immediately and fills the index behind.
 ``all_entities=True`` enqueues every entity; unchanged text then costs a
-hash comparison, not an embedding.
+hash comparison, not an embedding. Entities with an UPSERT already queued
+are skipped in both modes, so running backfill twice adds nothing.
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ def backfill(engine: Engine, sources: SourceRegistry, *, all_entities: bool = Fa
     for source in sources:
         with engine.connect() as conn:
             ids = source.all_ids(conn)
+            # An entity with an UPSERT already queued is covered either way:
+            # re-running backfill (with or without --all) never piles up rows.
+            covered = engine.queued_ids(conn, source.SOURCE_TYPE)
             if not all_entities:
-                covered = engine.chunk_ids(conn, source.SOURCE_TYPE) | engine.queued_ids(conn, source.SOURCE_TYPE)
-                ids = [i for i in ids if i not in covered]
+                covered |= engine.chunk_ids(conn, source.SOURCE_TYPE)
+            ids = [i for i in ids if i not in covered]
         done = 0
         for start in range(0, len(ids), batch):
             part = ids[start : start + batch]

@@ -361,6 +361,18 @@ def _index(rag: Any, total: int, progress: Progress | None) -> float:
     return time.perf_counter() - started
 
 
+@contextmanager
+def indexed_collection(settings: Settings, data: Dataset,
+                       progress: Progress | None = None) -> Iterator[tuple[Any, float]]:
+    """The corpus indexed through queue + worker on a scratch database: ``(RagSystem, seconds)``.
+
+    What :func:`run_eval` searches; benchmarks use it to study variants
+    (fusion parameters, fetch depth) on one index.
+    """
+    with _scratch_system(settings, data.documents) as rag:
+        yield rag, _index(rag, len(data.documents), progress)
+
+
 def _ranked(retriever: Any, text: str, mode: str) -> list[str]:
     try:
         hits = retriever.search(text, RECALL_AT, EVAL_CALLER, mode, Filters(source_types=(DOCUMENT_TYPE,)),
@@ -383,8 +395,7 @@ def run_eval(settings: Settings, dataset: Path, *, max_docs: int | None = None,
     judged = data.judged_queries
     scores: dict[str, dict[str, float]] = {}
     timings: dict[str, float] = {}
-    with _scratch_system(settings, data.documents) as rag:
-        index_s = _index(rag, len(data.documents), progress)
+    with indexed_collection(settings, data, progress) as (rag, index_s):
         retriever = rag.retriever()
         for mode in MODES:
             runs: dict[str, list[str]] = {}
@@ -413,4 +424,4 @@ def run_eval(settings: Settings, dataset: Path, *, max_docs: int | None = None,
 
 
 __all__ = ["DOCUMENT_TYPE", "EVAL_CALLER", "Dataset", "DocumentSource", "document_text",
-           "load_dataset", "ndcg_at_k", "recall_at_k", "run_eval", "score_runs"]
+           "indexed_collection", "load_dataset", "ndcg_at_k", "recall_at_k", "run_eval", "score_runs"]

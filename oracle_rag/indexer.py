@@ -66,11 +66,13 @@ class Indexer:
             result.deleted += self.engine.delete_chunks(conn, source_type, missing)
         if not docs:
             return result
-        stored = self.engine.read_hashes(conn, source_type, list(docs))
+        stored = self.engine.read_chunk_state(conn, source_type, list(docs))
         changed: list[ChunkWrite] = []
         for doc in docs.values():
             digest = content_hash(doc.content)
-            if stored.get(doc.source_id) == digest:
+            # Skip only when the text AND the scope columns are as stored: an
+            # owner change with identical text must not leave the old scope.
+            if stored.get(doc.source_id) == (digest, doc.owner_id, doc.project_id, doc.sprint_id):
                 result.unchanged += 1
                 continue
             changed.append(ChunkWrite(doc.source_type, doc.source_id, doc.content, digest,

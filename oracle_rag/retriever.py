@@ -15,7 +15,7 @@ from typing import Any
 
 from .caller import Caller, require_caller
 from .config import Settings
-from .engines import Engine, Filters, Hit
+from .engines import Engine, Filters, Hit, embed_text
 from .errors import InputError
 
 MODES = ("semantic", "keyword", "hybrid")
@@ -117,10 +117,14 @@ class Retriever:
         text = clean_query(query, max_chars or self.settings.max_question_chars)
         filters = filters or Filters()
         scope = who.scope()
+        # Oracle's VECTOR_EMBEDDING takes at most 4000 bytes, and a 4000-char
+        # question in a multi-byte script is longer; the model reads only 256
+        # wordpieces, so the cut (the one chunks get) leaves natural text's vector as is.
+        sem_text = embed_text(text)
         started = time.perf_counter()
         with self.engine.connect() as conn:
             if mode == "semantic":
-                result = _single(self.engine.semantic_search(conn, text, k, scope, filters, exact), "semantic")
+                result = _single(self.engine.semantic_search(conn, sem_text, k, scope, filters, exact), "semantic")
                 legs = {"semantic": len(result)}
             elif mode == "keyword":
                 result = _single(self.engine.keyword_search(conn, text, k, scope, filters), "keyword")
@@ -128,7 +132,7 @@ class Retriever:
             else:
                 fetch = min(max(k * self.settings.hybrid_fetch_factor, k), 4 * MAX_K)
                 raw = {
-                    "semantic": self.engine.semantic_search(conn, text, fetch, scope, filters, exact),
+                    "semantic": self.engine.semantic_search(conn, sem_text, fetch, scope, filters, exact),
                     "keyword": self.engine.keyword_search(conn, text, fetch, scope, filters),
                 }
                 weights = {"semantic": self.settings.semantic_weight, "keyword": self.settings.keyword_weight}

@@ -39,6 +39,20 @@ class RagSystem:
     def backfill(self, *, all_entities: bool = False, progress: Progress | None = None) -> BackfillReport:
         return backfill(self.engine, self.sources, all_entities=all_entities, progress=progress)
 
+    def sql_sources(self) -> Any:
+        """The SQL-query sources of ``settings.sources`` (a cached ``SourceRefresher``).
+
+        Call ``.refresh_due()`` periodically (serve, the worker loop) and
+        ``.sync()`` to read every source now; see docs/sql-sources.md.
+        """
+        refresher = getattr(self, "_sql_sources", None)
+        if refresher is None:
+            from .sources.refresh import SourceRefresher
+            from .sources.sql_query import load_sql_sources
+
+            refresher = self._sql_sources = SourceRefresher(self.engine, load_sql_sources(self.settings))
+        return refresher
+
     def retriever(self) -> Any:
         from .retriever import Retriever
 
@@ -58,6 +72,8 @@ class RagSystem:
         }
 
     def close(self) -> None:
+        if getattr(self, "_sql_sources", None) is not None:
+            self._sql_sources.close()
         self.engine.dispose()
 
     def __enter__(self) -> RagSystem:

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from .config import Settings
 from .engines import Engine, QueueRow
-from .errors import RagError
+from .errors import RagError, wrap_driver_error
 from .indexer import Indexer, IndexResult
 
 log = logging.getLogger("oracle_rag.worker")
@@ -61,9 +61,15 @@ def coalesce(rows: Sequence[QueueRow]) -> dict[tuple[str, str], tuple[str, list[
 
 
 def safe_error(exc: BaseException) -> str:
-    """A LAST_ERROR text: our own message for RagErrors, only the class otherwise."""
+    """A LAST_ERROR text: our own message for RagErrors, only the class otherwise.
+
+    Driver errors keep their class and vendor code (ORA-xxxxx, SQLITE_BUSY),
+    never their message, so an operator can still tell a lock from a bug.
+    """
     if isinstance(exc, RagError):
         return str(exc)[:1000]
+    if isinstance(exc, sa.exc.DBAPIError):
+        return str(wrap_driver_error(exc, "re-indexing"))[:1000]
     return f"{type(exc).__name__} (details withheld: driver messages may carry credentials)"
 
 

@@ -3,8 +3,9 @@
 Also a small command line for the multi-process tests: ``python
 tests/writepath_helpers.py worker ...`` runs the library's Worker loop in a
 process of its own with an instrumented runtime that appends the SHA-256 of
-every text it embeds to a log file, so a test can count work done twice
-across processes.
+every text it embeds to ``LOG.embeds`` (and one line per batch to ``LOG``),
+so a test can count work done twice across processes; ``writer ...``
+changes entities through the ORM models for a while.
 """
 
 from __future__ import annotations
@@ -218,15 +219,73 @@ def _worker_main(args: argparse.Namespace) -> None:
     settings = load_settings(env={}, data_dir=args.data_dir, batch_size=args.batch_size,
                              worker_poll_ms=args.poll_ms, worker_initial_delay_ms=0)
     rag = RagSystem(settings)
-    instrument(rag, log_path=Path(args.log))
+    log = open(args.log, "a", buffering=1)  # noqa: SIM115
+    instrument(rag, log_path=Path(args.log + ".embeds"))
     stop = threading.Event()
     install_signal_handlers(stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    w = rag.worker()
+    w = rag.worker(on_batch=lambda r: log.write(f"batch {r.picked} {r.embedded} {r.failed_rows}\n"))
     if args.once:
         w.drain()
     else:
         w.run(stop, initial_delay=False)
+    rag.close()
+
+
+def _writer_main(args: argparse.Namespace) -> None:
+    """Change entities through the ORM (hooks enqueue) for ``--seconds``; every text is new.
+
+    No change ever brings an entity back to an earlier text (titles, bodies
+    and names carry a counter), so embedding the same text twice can only
+    mean work done twice by the workers.
+    """
+    import json
+    import random
+
+    from sqlalchemy.orm import sessionmaker
+
+    from oracle_rag.config import load_settings
+    from oracle_rag.demo.models import Project, Sprint, Task, TaskComment, track_reference_models
+    from oracle_rag.system import RagSystem
+
+    rng = random.Random(args.seed)
+    rag = RagSystem(load_settings(env={}, data_dir=args.data_dir))
+    # BEGIN IMMEDIATE: a transaction that reads and then writes must take
+    # the write lock up front on SQLite (WAL), or the upgrade fails with
+    # SQLITE_BUSY instead of waiting when a worker committed in between.
+    factory = sessionmaker(rag.engine.sa_engine.execution_options(sqlite_begin="IMMEDIATE"))
+    track_reference_models(factory)
+    counts: dict[str, int] = {}
+    n = 0
+    deadline = time.monotonic() + args.seconds
+    while time.monotonic() < deadline:
+        n += 1
+        action = rng.choices(["title", "comment", "edit_comment", "delete", "insert", "sprint", "project"],
+                             [40, 20, 10, 5, 10, 3, 2])[0]
+        with factory.begin() as s:
+            task_ids = list(s.scalars(sa.select(Task.task_id)))
+            if not task_ids:
+                action = "insert"
+            if action == "title":
+                s.get(Task, rng.choice(task_ids)).title = f"Concurrent change {n}"
+            elif action == "comment":
+                s.add(TaskComment(task_id=rng.choice(task_ids), author_id=rng.randint(9, 40), body=f"note {n}"))
+            elif action == "edit_comment":
+                comment = s.scalars(sa.select(TaskComment).order_by(sa.func.random()).limit(1)).first()
+                if comment is not None:
+                    comment.body = f"edited {n}"
+            elif action == "delete":
+                s.delete(s.get(Task, rng.choice(task_ids)))
+            elif action == "insert":
+                s.add(Task(title=f"New task {n}", status="TODO", priority="LOW", project_id=rng.randint(1, 6),
+                           sprint_id=None, assignee_id=rng.randint(9, 40)))
+            elif action == "sprint":
+                s.get(Sprint, rng.randint(1, 48)).name = f"Sprint renamed {n}"
+            else:
+                s.get(Project, rng.randint(1, 6)).description = f"Description {n}"
+        counts[action] = counts.get(action, 0) + 1
+        time.sleep(rng.uniform(0, args.pause))
+    Path(args.out).write_text(json.dumps({"writes": n, "by_action": counts}))
     rag.close()
 
 
@@ -239,9 +298,17 @@ def main(argv: list[str] | None = None) -> None:
     w.add_argument("--batch-size", type=int, default=8)
     w.add_argument("--poll-ms", type=int, default=50)
     w.add_argument("--once", action="store_true")
+    wr = sub.add_parser("writer", help="change entities through the ORM for a while")
+    wr.add_argument("--data-dir", required=True)
+    wr.add_argument("--seconds", type=float, default=20)
+    wr.add_argument("--seed", type=int, default=7)
+    wr.add_argument("--pause", type=float, default=0.05)
+    wr.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     if args.cmd == "worker":
         _worker_main(args)
+    else:
+        _writer_main(args)
 
 
 if __name__ == "__main__":

@@ -190,9 +190,10 @@ def _fan_out(session: Any) -> list[tuple[str, Any, str]]:
 def track_reference_models(session_class: Any) -> Callable[[], None]:
     """Enqueue re-index rows on every flush of ``session_class`` (a Session or sessionmaker).
 
-    Returns a function that removes both listeners.
+    Returns a function that removes both listeners (calling it again does nothing).
     """
     remove_direct = install_orm_hooks(session_class, TRACKED)
+    state = {"installed": True}
 
     def after_flush(session: Any, _ctx: Any) -> None:
         items = _fan_out(session)
@@ -202,8 +203,10 @@ def track_reference_models(session_class: Any) -> Callable[[], None]:
     sa.event.listen(session_class, "after_flush", after_flush)
 
     def remove() -> None:
-        remove_direct()
-        sa.event.remove(session_class, "after_flush", after_flush)
+        if state["installed"]:
+            state["installed"] = False
+            remove_direct()
+            sa.event.remove(session_class, "after_flush", after_flush)
 
     return remove
 

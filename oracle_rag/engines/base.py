@@ -215,6 +215,21 @@ class Engine(ABC):
             out.update({str(r[0]): r[1] for r in rows})
         return out
 
+    def read_chunk_state(self, conn: sa.Connection, source_type: str,
+                         ids: Sequence[str]) -> dict[str, tuple[str, int | None, int | None, int | None]]:
+        """Stored (hash, owner, project, sprint) per source id, for the indexer's skip test."""
+        from ._common import stmt
+
+        def num(v: Any) -> int | None:
+            return None if v is None else int(v)
+
+        out: dict[str, tuple[str, int | None, int | None, int | None]] = {}
+        for start in range(0, len(ids), 500):
+            part = [str(i) for i in ids[start : start + 500]]
+            rows = conn.execute(stmt(self.q.READ_CHUNK_STATE, ("ids",)), {"source_type": source_type, "ids": part})
+            out.update({str(r[0]): (r[1], num(r[2]), num(r[3]), num(r[4])) for r in rows})
+        return out
+
     def chunk_ids(self, conn: sa.Connection, source_type: str) -> set[str]:
         from ._common import stmt
 

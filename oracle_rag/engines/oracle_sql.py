@@ -57,6 +57,14 @@ READ_HASHES = (
     "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID IN :ids"
 )
 
+# The hash plus the scope columns: a chunk whose text is unchanged but whose
+# owner/project/sprint changed (a task reassigned to a namesake) must still
+# be rewritten, or the access scope would follow the old owner.
+READ_CHUNK_STATE = (
+    "SELECT SOURCE_ID, CONTENT_HASH, OWNER_ID, PROJECT_ID, SPRINT_ID FROM RAG_CHUNK "
+    "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID IN :ids"
+)
+
 # The text is embedded inside the database by the loaded ONNX model.
 # :embed_text is the content cut to 4000 bytes (VARCHAR2); :content is a CLOB.
 UPSERT_CHUNK = """MERGE INTO RAG_CHUNK t

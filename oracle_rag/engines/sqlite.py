@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from ..keywords import fts5_match
 from ..scripts import split_sqlite_script
 from . import sqlite_sql as q
 from ._common import queue_rows, stmt
-from .base import Engine, QueueRow
+from .base import ChunkWrite, Engine, QueueRow
 
 
 class SqliteEngine(Engine):
@@ -136,6 +136,15 @@ class SqliteEngine(Engine):
         status["dimensions"] = len(vec)
         status["test_norm"] = round(sum(v * v for v in vec) ** 0.5, 6)
         return status
+
+    def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite]) -> int:
+        # SQLite replaces an exception raised in vector_embedding() with a
+        # fixed "user-defined function raised exception": re-raise the
+        # EmbeddingError itself so the worker records why (broken model...).
+        from ..embedding.sqlite_function import embedding_errors
+
+        with embedding_errors():
+            return super().upsert_chunks(conn, chunks)
 
     # -- queue and search -------------------------------------------------
     def pick(self, conn: sa.Connection, limit: int, max_attempts: int) -> list[QueueRow]:

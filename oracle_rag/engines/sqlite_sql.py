@@ -37,6 +37,14 @@ READ_HASHES = (
     "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID IN :ids"
 )
 
+# The hash plus the scope columns: a chunk whose text is unchanged but whose
+# owner/project/sprint changed (a task reassigned to a namesake) must still
+# be rewritten, or the access scope would follow the old owner.
+READ_CHUNK_STATE = (
+    "SELECT SOURCE_ID, CONTENT_HASH, OWNER_ID, PROJECT_ID, SPRINT_ID FROM RAG_CHUNK "
+    "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID IN :ids"
+)
+
 UPSERT_CHUNK = """INSERT INTO RAG_CHUNK
   (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CONTENT, EMBEDDING, CONTENT_HASH, UPDATED_AT)
 VALUES

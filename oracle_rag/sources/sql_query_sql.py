@@ -29,16 +29,25 @@ def _ts(dialect: str, name: str) -> str:
 
 
 _STATE_COLUMNS = (
-    "SOURCE_NAME, STATUS, DEFINITION_HASH, REFRESH_SEQ, LAST_ATTEMPT_AT, LAST_REFRESH_AT, LAST_FULL_AT,\n"
+    "SOURCE_NAME, STATUS, DEFINITION_HASH, REFRESH_SEQ, {LAST_ATTEMPT_AT}, {LAST_REFRESH_AT}, {LAST_FULL_AT},\n"
     "       WATERMARK, WATERMARK_KIND, DOC_COUNT, ROWS_READ, LAST_MODE, LAST_ERROR, LAST_ERROR_CODE"
 )
 
 
+def _state_columns(dialect: str) -> str:
+    """Oracle returns the times as plain UTC timestamps, so no driver time-zone rule applies on fetch."""
+    text = _STATE_COLUMNS
+    for col in ("LAST_ATTEMPT_AT", "LAST_REFRESH_AT", "LAST_FULL_AT"):
+        text = text.replace("{" + col + "}", f"SYS_EXTRACT_UTC({col}) AS {col}" if dialect == "oracle" else col)
+    return text
+
+
 def _common(dialect: str) -> dict[str, str]:
     now = _ts(dialect, "now")
+    columns = _state_columns(dialect)
     return {
-        "SOURCE_STATE": f"SELECT {_STATE_COLUMNS}\nFROM RAG_SQL_SOURCE\nWHERE SOURCE_NAME = :name",
-        "ALL_SOURCE_STATES": f"SELECT {_STATE_COLUMNS}\nFROM RAG_SQL_SOURCE\nORDER BY SOURCE_NAME",
+        "SOURCE_STATE": f"SELECT {columns}\nFROM RAG_SQL_SOURCE\nWHERE SOURCE_NAME = :name",
+        "ALL_SOURCE_STATES": f"SELECT {columns}\nFROM RAG_SQL_SOURCE\nORDER BY SOURCE_NAME",
         "DOCUMENT_HASHES": "SELECT ROW_ID, DOC_HASH FROM RAG_SQL_DOCUMENT WHERE SOURCE_NAME = :name",
         "DOCUMENT_METADATA": (
             "SELECT METADATA FROM RAG_SQL_DOCUMENT WHERE SOURCE_NAME = :name AND ROW_ID = :row_id"

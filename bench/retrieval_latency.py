@@ -1,0 +1,443 @@
+"""Search latency of the embedded engine at 10k and 100k chunks, against numpy.
+
+For each size the script fills a scratch database with synthetic chunks
+(normalised random float32 vectors written directly as blobs into RAG_CHUNK,
+random text from a Zipf-distributed vocabulary so FTS5 has real postings;
+the FTS triggers index it), then measures p50/p95 milliseconds per query:
+
+* ``semantic`` / ``keyword`` / ``hybrid`` through ``Retriever.search`` as the
+  product runs them: the query embedded inside SQL ("including embedding");
+* ``semantic`` and ``hybrid`` with a precomputed query vector bound instead
+  ("excluding embedding"): a bench-local copy of the product's semantic
+  statement with ``vector_embedding(:query)`` replaced by ``:qvec`` (derived
+  from the product text, so a change there shows up here);
+* numpy brute-force exact search (``X @ q`` + argpartition) over the same
+  vectors in the same process, and the ratio of the SQL scan to it;
+* recall@8 of the SQL top-8 against numpy's exact top-8 (manager: all rows;
+  developer: numpy restricted to the rows the scope lets them see);
+* unless ``--no-alternatives``: the same exact KNN through other layouts, to
+  put numbers on the options (a sqlite-vec ``vec0`` virtual table with the
+  scope as a metadata column, cosine and L2; the scalar scan with L2; a
+  narrow copy of the table without CONTENT; an in-process numpy matrix with
+  the scope as masks). Experiments in this file only: the product's SQL is
+  unchanged.
+
+All variants run interleaved per query (see :func:`interleaved`), because
+the machine is shared and its load drifts; ratios are more trustworthy than
+absolute milliseconds.
+
+Callers: a manager (sees every row: the like-for-like comparison with numpy)
+and a developer (scope predicate narrows the candidates in SQL).
+
+Run: ``.venv/bin/python bench/retrieval_latency.py`` (about 3-5 minutes on
+2 cores). Writes ``bench/results/retrieval_latency.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# numpy's matrix-vector product on one thread, as each SQLite query runs on
+# one thread: the like-for-like baseline, and far steadier on a shared
+# machine (at 100k rows the product is memory-bound either way).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "retrieval_latency.json"
+sys.path.insert(0, str(ROOT))
+
+from oracle_rag.caller import Caller  # noqa: E402
+from oracle_rag.config import Settings, load_settings  # noqa: E402
+from oracle_rag.engines import Filters, Hit  # noqa: E402
+from oracle_rag.engines import sqlite_sql as product_sql  # noqa: E402
+from oracle_rag.engines._common import hits, search_binds, stmt  # noqa: E402
+from oracle_rag.retriever import rrf  # noqa: E402
+from oracle_rag.system import RagSystem  # noqa: E402
+
+DIM = 384
+K = 8
+MANAGER = Caller(3, "manager", "bench manager")
+DEVELOPER = Caller(9, "developer", "bench developer")
+DEVELOPERS = list(range(9, 41))
+
+# -- bench-local statements ------------------------------------------------------
+_CTE = "WITH q AS (SELECT vector_embedding(:query) AS v)\n"
+_EMBEDDED_VECTOR = "(SELECT v FROM q)"
+if _CTE not in product_sql.SEMANTIC_SEARCH or _EMBEDDED_VECTOR not in product_sql.SEMANTIC_SEARCH:
+    raise SystemExit("the product's SEMANTIC_SEARCH changed shape; update bench/retrieval_latency.py")
+# The product statement with the query vector bound instead of embedded.
+SEMANTIC_BY_VECTOR = product_sql.SEMANTIC_SEARCH.replace(_CTE, "").replace(_EMBEDDED_VECTOR, ":qvec")
+
+INSERT_CHUNK = """INSERT INTO RAG_CHUNK
+  (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CONTENT, EMBEDDING, CONTENT_HASH)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
+
+# vec0 experiment: SCOPE_OWNER = the owner for owned rows, 0 for rows every
+# caller sees (no owner, not a task), -1 for unowned tasks (managers only).
+VEC0_DDL = """CREATE VIRTUAL TABLE RAG_CHUNK_VEC USING vec0(
+  CHUNK_ID INTEGER PRIMARY KEY,
+  EMBEDDING FLOAT[384] distance_metric=cosine,
+  SCOPE_OWNER INTEGER,
+  PROJECT_ID INTEGER,
+  SOURCE_TYPE TEXT
+)"""
+VEC0_FILL = """INSERT INTO RAG_CHUNK_VEC (CHUNK_ID, EMBEDDING, SCOPE_OWNER, PROJECT_ID, SOURCE_TYPE)
+SELECT CHUNK_ID, EMBEDDING,
+       CASE WHEN OWNER_ID IS NOT NULL THEN OWNER_ID WHEN SOURCE_TYPE <> 'TASK' THEN 0 ELSE -1 END,
+       PROJECT_ID, SOURCE_TYPE
+FROM RAG_CHUNK"""
+VEC0_KNN_ALL = """SELECT v.CHUNK_ID, v.distance
+FROM RAG_CHUNK_VEC v
+WHERE v.EMBEDDING MATCH :qvec AND k = :k
+ORDER BY v.distance"""
+# What the product would need: the KNN plus the chunk columns.
+VEC0_KNN_JOINED = """WITH knn AS (
+  SELECT v.CHUNK_ID, v.distance FROM RAG_CHUNK_VEC v
+  WHERE v.EMBEDDING MATCH :qvec AND k = :k AND v.SCOPE_OWNER IN (0, :caller_id)
+)
+SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, knn.distance AS SCORE,
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
+FROM knn JOIN RAG_CHUNK c ON c.CHUNK_ID = knn.CHUNK_ID
+ORDER BY knn.distance, c.CHUNK_ID"""
+# The product statement with L2 instead of cosine (same order for unit vectors).
+SCALAR_L2 = SEMANTIC_BY_VECTOR.replace("vec_distance_cosine(", "vec_distance_l2(").replace(
+    f"\n  AND {product_sql.FILTERS}", "")
+assert "f_types" not in SCALAR_L2 and "vec_distance_l2(" in SCALAR_L2
+# A narrow copy without CONTENT, so the scan reads 1.5 KB per row and no text;
+# CONTENT is joined for the k winners only.
+NARROW_DDL = """CREATE TABLE RAG_CHUNK_NARROW AS
+SELECT CHUNK_ID, OWNER_ID, SOURCE_TYPE, PROJECT_ID, SPRINT_ID, EMBEDDING FROM RAG_CHUNK"""
+NARROW_KNN = """WITH top AS (
+  SELECT n.CHUNK_ID, vec_distance_cosine(n.EMBEDDING, :qvec) AS SCORE
+  FROM RAG_CHUNK_NARROW n
+  WHERE (:see_all = 1 OR n.OWNER_ID = :caller_id OR (n.OWNER_ID IS NULL AND n.SOURCE_TYPE <> 'TASK'))
+  ORDER BY SCORE, n.CHUNK_ID
+  LIMIT :k
+)
+SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, top.SCORE, c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
+FROM top JOIN RAG_CHUNK c ON c.CHUNK_ID = top.CHUNK_ID
+ORDER BY top.SCORE, c.CHUNK_ID"""
+FETCH_BY_IDS = ("SELECT CHUNK_ID, SOURCE_TYPE, SOURCE_ID, CONTENT, OWNER_ID, PROJECT_ID, SPRINT_ID "
+                "FROM RAG_CHUNK WHERE CHUNK_ID IN ({marks})")
+
+
+# -- data ---------------------------------------------------------------------------
+def vocabulary(rng: np.random.Generator, size: int = 3000) -> list[str]:
+    """Pronounceable pseudo-words plus some real ones, so queries can mix both."""
+    real = ("invoice payment login timeout mobile sync kubernetes search export report dashboard "
+            "latency cache retry deploy alert backup audit error checkout token session queue worker "
+            "database index migration release sprint project customer password email upload").split()
+    cons, vows = list("bcdfghjklmnprstvz"), list("aeiou")
+    words = set(real)
+    while len(words) < size:
+        n = int(rng.integers(2, 5))
+        words.add("".join(str(rng.choice(cons)) + str(rng.choice(vows)) for _ in range(n)))
+    return sorted(words)
+
+
+def zipf_ids(rng: np.random.Generator, vocab: int, count: int) -> np.ndarray:
+    ranks = np.arange(1, vocab + 1, dtype=np.float64)
+    p = 1.0 / ranks
+    return rng.choice(vocab, size=count, p=p / p.sum())
+
+
+def synthetic_rows(n: int, rng: np.random.Generator, words: list[str]) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+    vectors = rng.standard_normal((n, DIM), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    token_ids = zipf_ids(rng, len(words), n * 24).reshape(n, 24)
+    kinds = rng.random(n)
+    rows = []
+    for i in range(n):
+        if kinds[i] < 0.85:
+            source_type = "TASK"
+            owner = None if kinds[i] < 0.05 else int(DEVELOPERS[i % len(DEVELOPERS)])
+        else:
+            source_type, owner = ("SPRINT" if kinds[i] < 0.95 else "PROJECT"), None
+        text = " ".join(words[t] for t in token_ids[i])
+        rows.append((source_type, str(i + 1), owner, int(i % 6) + 1, int(i % 48) + 1, text,
+                     vectors[i].astype("<f4").tobytes(), f"{i:064x}"))
+    return vectors, rows
+
+
+def visible(rows: list[tuple[Any, ...]], caller: Caller) -> np.ndarray:
+    """Row indexes the caller may see, computed in Python from the scope rule."""
+    if caller.sees_all:
+        return np.arange(len(rows))
+    return np.array([i for i, r in enumerate(rows)
+                     if r[2] == caller.employee_id or (r[2] is None and r[0] != "TASK")])
+
+
+# -- timing -------------------------------------------------------------------------
+def interleaved(variants: dict[str, Callable[[int], Any]], count: int, rounds: int
+                ) -> tuple[dict[str, list[float]], dict[str, list[Any]]]:
+    """Time every variant on every query, interleaved.
+
+    The machine is shared, so its load drifts during a run; running the
+    variants back to back per query (in a rotating order) exposes them all
+    to the same load, which keeps the ratios meaningful even when absolute
+    numbers move. Each variant runs once as a warm-up (statement cache, page
+    cache, model session) before timing. ``rounds`` passes over the queries.
+    """
+    for fn in variants.values():
+        fn(0)
+    names = list(variants)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    outputs: dict[str, list[Any]] = {n: [] for n in names}
+    step = 0
+    for r in range(rounds):
+        for i in range(count):
+            step += 1
+            for name in names[step % len(names):] + names[: step % len(names)]:
+                start = time.perf_counter()
+                result = variants[name](i)
+                times[name].append((time.perf_counter() - start) * 1000)
+                if r == 0:
+                    outputs[name].append(result)
+    return times, outputs
+
+
+def summary(times: list[float]) -> dict[str, float]:
+    p50, p95 = np.percentile(times, [50, 95])
+    return {"p50_ms": round(float(p50), 3), "p95_ms": round(float(p95), 3)}
+
+
+def numpy_top(matrix: np.ndarray, q: np.ndarray, k: int) -> np.ndarray:
+    scores = matrix @ q
+    part = np.argpartition(-scores, k)[:k]
+    return part[np.argsort(-scores[part], kind="stable")]
+
+
+def recall(found: list[list[int]], truth: list[list[int]]) -> float:
+    return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth, strict=True)]))
+
+
+def ids_of(result: Any) -> list[int]:
+    """CHUNK_IDs from whatever a variant returns (Hits, RetrievedChunks, rows, numpy ids)."""
+    out = []
+    for item in result:
+        if hasattr(item, "chunk_id"):
+            out.append(int(item.chunk_id))
+        elif isinstance(item, tuple | list):
+            out.append(int(item[0]))
+        else:
+            out.append(int(item) + 1)  # a numpy row index; CHUNK_ID = index + 1
+    return out
+
+
+# -- one size -----------------------------------------------------------------------
+def scratch_system(base: Settings, tmp: str) -> RagSystem:
+    model = base.model_path
+    (Path(tmp) / "models").mkdir()
+    try:
+        os.link(model, Path(tmp) / "models" / model.name)
+    except OSError:
+        import shutil
+
+        shutil.copyfile(model, Path(tmp) / "models" / model.name)
+    rag = RagSystem(base.with_overrides(data_dir=tmp))
+    rag.migrate()
+    return rag
+
+
+def load_rows(engine: Any, rows: list[tuple[Any, ...]], alternatives: bool) -> dict[str, float]:
+    """Insert the synthetic chunks (FTS triggers fire); optionally build the alternative layouts."""
+    seconds: dict[str, float] = {}
+    raw = engine.sa_engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        for label, statements in (
+            ("rag_chunk_insert_seconds", [(INSERT_CHUNK, rows)]),
+            ("vec0_cosine_build_seconds", [(VEC0_DDL, None), (VEC0_FILL, None)]),
+            ("vec0_l2_build_seconds", [(VEC0_DDL.replace("RAG_CHUNK_VEC", "RAG_CHUNK_VEC_L2")
+                                        .replace(" distance_metric=cosine", ""), None),
+                                       (VEC0_FILL.replace("RAG_CHUNK_VEC", "RAG_CHUNK_VEC_L2"), None)]),
+            ("narrow_table_build_seconds", [(NARROW_DDL, None)]),
+        ):
+            if label != "rag_chunk_insert_seconds" and not alternatives:
+                continue
+            started = time.perf_counter()
+            cur.execute("BEGIN")
+            for sql, params in statements:
+                if params is None:
+                    cur.execute(sql)
+                else:
+                    cur.executemany(sql, params)
+            cur.execute("COMMIT")
+            seconds[label] = round(time.perf_counter() - started, 2)
+        cur.execute("ANALYZE")
+    finally:
+        raw.close()
+    return seconds
+
+
+def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generator,
+             words: list[str], with_alternatives: bool, rounds: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"chunks": n, "k": K, "queries": len(queries), "rounds": rounds}
+    with tempfile.TemporaryDirectory(prefix="oracle-rag-latency-") as tmp:
+        rag = scratch_system(base, tmp)
+        engine, settings = rag.engine, rag.settings
+        vectors, rows = synthetic_rows(n, rng, words)
+        out["build"] = load_rows(engine, rows, with_alternatives)
+        runtime = engine.runtime()
+        qvecs = [np.asarray(runtime.embed(t), dtype=np.float32) for t in queries]
+        qblobs = [v.astype("<f4").tobytes() for v in qvecs]
+        dev_rows = visible(rows, DEVELOPER)
+        dev_matrix = vectors[dev_rows]
+        truth = {
+            "manager": [[int(j) + 1 for j in numpy_top(vectors, q, K)] for q in qvecs],
+            "developer": [[int(dev_rows[j]) + 1 for j in numpy_top(dev_matrix, q, K)] for q in qvecs],
+        }
+        retriever = rag.retriever()
+        fetch = min(max(K * settings.hybrid_fetch_factor, K), 400)
+        weights = {"semantic": settings.semantic_weight, "keyword": settings.keyword_weight}
+        owner = np.array([-1 if r[2] is None else r[2] for r in rows])
+        is_task = np.array([r[0] == "TASK" for r in rows])
+
+        with engine.connect() as conn:
+            raw = engine.sa_engine.raw_connection()
+            cur = raw.cursor()
+
+            def by_vector(caller: Caller, k: int) -> Callable[[int], list[Hit]]:
+                def run(i: int) -> list[Hit]:
+                    binds = search_binds(caller.scope(), Filters(), qvec=qblobs[i], k=k)
+                    return hits(conn.execute(stmt(SEMANTIC_BY_VECTOR, ("f_types",)), binds).fetchall())
+                return run
+
+            def hybrid_by_vector(caller: Caller) -> Callable[[int], Any]:
+                sem = by_vector(caller, fetch)
+
+                def run(i: int) -> Any:
+                    legs = {"semantic": sem(i),
+                            "keyword": engine.keyword_search(conn, queries[i], fetch, caller.scope(), Filters())}
+                    return rrf(legs, K, settings.rrf_k, weights)
+                return run
+
+            def raw_sql(sql: str, binds: dict[str, Any]) -> Callable[[int], Any]:
+                return lambda i: cur.execute(sql, {"qvec": qblobs[i], "k": K, **binds}).fetchall()
+
+            def in_process(caller: Caller) -> Callable[[int], Any]:
+                # An in-memory matrix the engine would keep in step with RAG_CHUNK:
+                # the scope as numpy masks, then the k rows fetched from SQLite by id.
+                mask = None if caller.sees_all else (owner == caller.employee_id) | ((owner == -1) & ~is_task)
+
+                def run(i: int) -> Any:
+                    scores = vectors @ qvecs[i]
+                    if mask is not None:
+                        scores = np.where(mask, scores, -np.inf)
+                    top = np.argpartition(-scores, K)[:K]
+                    ids = [int(j) + 1 for j in top[np.argsort(-scores[top], kind="stable")]]
+                    marks = ",".join("?" * len(ids))
+                    fetched = {r[0]: r for r in cur.execute(FETCH_BY_IDS.format(marks=marks), ids)}
+                    return [fetched[j] for j in ids]
+                return run
+
+            variants: dict[str, Callable[[int], Any]] = {
+                "embed_query_only": lambda i: runtime.embed(queries[i]),
+                "numpy_exact_manager": lambda i: numpy_top(vectors, qvecs[i], K),
+            }
+            for label, caller in (("manager", MANAGER), ("developer", DEVELOPER)):
+                variants[f"semantic_excl_embedding_{label}"] = by_vector(caller, K)
+                variants[f"semantic_incl_embedding_{label}"] = (
+                    lambda i, c=caller: retriever.search(queries[i], K, c, "semantic"))
+                variants[f"keyword_{label}"] = lambda i, c=caller: retriever.search(queries[i], K, c, "keyword")
+                variants[f"hybrid_excl_embedding_{label}"] = hybrid_by_vector(caller)
+                variants[f"hybrid_incl_embedding_{label}"] = (
+                    lambda i, c=caller: retriever.search(queries[i], K, c, "hybrid"))
+            alt: dict[str, tuple[str, Callable[[int], Any]]] = {}
+            if with_alternatives:
+                dev = {"caller_id": DEVELOPER.employee_id}
+                alt = {
+                    "scalar_l2_manager": ("manager", raw_sql(SCALAR_L2, {"see_all": 1, "caller_id": 3})),
+                    "scalar_l2_developer": ("developer", raw_sql(SCALAR_L2, {"see_all": 0, **dev})),
+                    "narrow_table_manager": ("manager", raw_sql(NARROW_KNN, {"see_all": 1, "caller_id": 3})),
+                    "narrow_table_developer": ("developer", raw_sql(NARROW_KNN, {"see_all": 0, **dev})),
+                    "vec0_cosine_manager": ("manager", raw_sql(VEC0_KNN_ALL, {})),
+                    "vec0_cosine_developer_joined": ("developer", raw_sql(VEC0_KNN_JOINED, dev)),
+                    "vec0_l2_manager": ("manager", raw_sql(VEC0_KNN_ALL.replace("RAG_CHUNK_VEC", "RAG_CHUNK_VEC_L2"), {})),
+                    "vec0_l2_developer_joined": ("developer", raw_sql(
+                        VEC0_KNN_JOINED.replace("RAG_CHUNK_VEC", "RAG_CHUNK_VEC_L2"), dev)),
+                    "numpy_in_process_manager": ("manager", in_process(MANAGER)),
+                    "numpy_in_process_developer": ("developer", in_process(DEVELOPER)),
+                }
+                variants.update({name: fn for name, (_, fn) in alt.items()})
+            try:
+                times, outputs = interleaved(variants, len(queries), rounds)
+            finally:
+                raw.close()
+
+        timings = {name: summary(t) for name, t in times.items()}
+        numpy_p50 = timings["numpy_exact_manager"]["p50_ms"]
+        for row in timings.values():
+            row["ratio_to_numpy_p50"] = round(row["p50_ms"] / numpy_p50, 2)
+        checks: dict[str, Any] = {}
+        for label in ("manager", "developer"):
+            sem = [ids_of(r) for r in outputs[f"semantic_excl_embedding_{label}"]]
+            checks[f"recall@{K}_semantic_vs_numpy_{label}"] = recall(sem, truth[label])
+            checks[f"semantic_incl_equals_excl_{label}"] = (
+                [ids_of(r) for r in outputs[f"semantic_incl_embedding_{label}"]] == sem)
+        for name, (label, _) in alt.items():
+            checks[f"recall@{K}_{name}"] = recall([ids_of(r) for r in outputs[name]], truth[label])
+        out["checks"] = checks
+        out["ratio_semantic_excl_to_numpy_p50"] = timings["semantic_excl_embedding_manager"]["ratio_to_numpy_p50"]
+        out["timings"] = timings
+        rag.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--no-alternatives", action="store_true",
+                        help="Skip the experiments with other KNN layouts (vec0, narrow table, in-process).")
+    parser.add_argument("--rounds", type=int, default=2, help="Passes over the queries per variant.")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    from oracle_rag.embedding import ensure_model
+
+    base = load_settings()
+    ensure_model(base.data_path)  # the configured model, linked into each scratch dir
+    rng = np.random.default_rng(20261130)
+    words = vocabulary(rng)
+    qrng = np.random.default_rng(7)
+    queries = [" ".join(words[int(t)] for t in zipf_ids(qrng, len(words), int(qrng.integers(2, 6))))
+               for _ in range(args.queries)]
+    results: dict[str, Any] = {
+        "environment": {
+            "python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
+            "sqlite": __import__("sqlean").sqlite_version,
+            "numpy": np.__version__, "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+            "load_average_at_start": os.getloadavg(),
+        },
+        "sizes": [],
+    }
+    for n in args.sizes:
+        print(f"{n} chunks ...", file=sys.stderr)
+        size = run_size(base, n, queries, rng, words, not args.no_alternatives, args.rounds)
+        results["sizes"].append(size)
+        print(f"  build {size['build']}; ms per query (k={K}, {len(queries)} queries x {args.rounds})")
+        print(f"  {'variant':<34} {'p50':>9} {'p95':>9} {'/numpy':>7}")
+        for name, row in size["timings"].items():
+            print(f"  {name:<34} {row['p50_ms']:>9.2f} {row['p95_ms']:>9.2f} {row['ratio_to_numpy_p50']:>6}x")
+        for name, value in size["checks"].items():
+            print(f"  {name}: {value}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

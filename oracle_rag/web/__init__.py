@@ -1,0 +1,10 @@
+"""The Flask side: ``create_app`` (a whole app) and ``init_app`` (mount into a host app).
+
+See :mod:`oracle_rag.web.app` for configuration and ``docs/chat.md`` for the API.
+"""
+
+from __future__ import annotations
+
+from .app import DemoIdentity, WebState, create_app, init_app
+
+__all__ = ["DemoIdentity", "WebState", "create_app", "init_app"]

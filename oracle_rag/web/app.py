@@ -1,0 +1,190 @@
+"""The Flask app factory, and ``init_app`` for mounting into a host application.
+
+One :class:`~oracle_rag.system.RagSystem` per app: its engine is the app's
+connection pool. A request that needs the database borrows one connection
+(:func:`get_db`), released in ``teardown_appcontext``; the chat endpoints
+give it back as soon as the caller is authenticated, because an answer can
+wait many seconds on the language model and a pooled connection held that
+long would cap concurrent chats at the pool size.
+
+Who is asking comes from a ``caller_loader(request) -> Caller | None`` that
+the host provides (its session, a verified JWT…). The built-in loader
+accepts ``Authorization: Bearer <API token>`` (:mod:`oracle_rag.auth`).
+Nothing in a request body or query string can set the caller.
+
+Configuration keys read by :func:`create_app` (all optional):
+
+- ``ORACLE_RAG_SYSTEM``: a RagSystem to serve (else one is built and owned)
+- ``ORACLE_RAG_SETTINGS``: Settings for the RagSystem built here
+- ``ORACLE_RAG_CONFIG_FILE``: a TOML file for :func:`~oracle_rag.config.load_settings`
+- ``ORACLE_RAG_CALLER_LOADER``: the caller loader (default: API tokens)
+- ``ORACLE_RAG_LLM``: an :class:`~oracle_rag.chat.LLMClient`, or None for the
+  extractive answerer (default: from settings)
+- ``ORACLE_RAG_DEMO_IDENTITIES``: demo identities for the picker (demo mode only)
+- ``MAX_CONTENT_LENGTH``: request body limit (default 64 KiB; the API applies
+  ``ORACLE_RAG_MAX_BODY``, same default, even inside a host app)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from flask import Flask, Request, current_app, g, request
+from werkzeug.exceptions import HTTPException
+
+from ..auth import bearer_token, caller_for_token
+from ..caller import Caller
+from ..chat import Chat
+from ..errors import wrap_driver_error
+from . import json_errors
+from .metrics import Metrics
+
+EXTENSION = "oracle_rag"
+DEFAULT_MAX_BODY = 64 * 1024
+
+CallerLoader = Callable[[Request], Caller | None]
+
+
+@dataclass(frozen=True)
+class DemoIdentity:
+    """An employee the demo picker offers, with the demo token that acts as them."""
+
+    employee_id: int
+    name: str
+    role: str
+    token: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"employee_id": self.employee_id, "name": self.name, "role": self.role, "token": self.token}
+
+
+@dataclass
+class WebState:
+    rag: Any
+    chat: Chat
+    caller_loader: CallerLoader
+    metrics: Metrics
+    demo_identities: list[DemoIdentity] = field(default_factory=list)
+    max_body: int = DEFAULT_MAX_BODY
+    owns_rag: bool = False
+    services: Any = None  # BackgroundServices when the server runs the worker in-process
+
+    @property
+    def demo(self) -> bool:
+        return bool(self.rag.settings.demo)
+
+    def close(self) -> None:
+        if self.owns_rag:
+            self.rag.close()
+
+
+def state() -> WebState:
+    return current_app.extensions[EXTENSION]
+
+
+# -- the per-request connection ------------------------------------------------
+def get_db() -> sa.Connection:
+    """This request's connection, checked out of the app's pool on first use."""
+    conn = g.get("oracle_rag_db")
+    if conn is None:
+        try:
+            conn = state().rag.engine.sa_engine.connect()
+        except sa.exc.DBAPIError as exc:
+            raise wrap_driver_error(exc, "database connection") from None
+        g.oracle_rag_db = conn
+    return conn
+
+
+def release_db(_exc: BaseException | None = None) -> None:
+    """Return the request's connection to the pool (teardown, or early in long requests)."""
+    conn = g.pop("oracle_rag_db", None)
+    if conn is not None:
+        conn.close()
+
+
+def token_caller_loader(req: Request) -> Caller | None:
+    """The built-in loader: ``Authorization: Bearer <token>`` → the token's employee."""
+    token = bearer_token(req.headers.get("Authorization"))
+    if token is None:
+        return None
+    try:
+        return caller_for_token(get_db(), state().rag.engine.name, token)
+    except sa.exc.DBAPIError as exc:
+        raise wrap_driver_error(exc, "verifying an API token") from None
+
+
+def _scoped_handler(prefix: str, handler: Callable[[HTTPException], Any]) -> Callable[[HTTPException], Any]:
+    """A host-app handler that answers JSON for our API paths only."""
+
+    def handle(exc: HTTPException) -> Any:
+        if request.path == prefix or request.path.startswith(prefix.rstrip("/") + "/"):
+            return handler(exc)
+        return exc
+
+    return handle
+
+
+def init_app(app: Flask, rag: Any, *, caller_loader: CallerLoader | None = None, llm: Any = ...,
+             demo_identities: Sequence[DemoIdentity] = (), api_prefix: str = "/api", pages_prefix: str = "",
+             ops_prefix: str = "", max_body: int = DEFAULT_MAX_BODY, owns_rag: bool = False,
+             json_errors_app_wide: bool = False) -> WebState:
+    """Mount the API, the chat page, ``/healthz`` and ``/metrics`` on ``app``.
+
+    In a host app, JSON errors cover everything our views raise plus
+    routing errors (404/405) under ``api_prefix``; the host's own pages keep
+    its handlers. ``create_app`` makes them app-wide.
+    """
+    from .api import api_bp
+    from .health import health_bp
+    from .metrics import metrics_bp
+    from .pages import pages_bp
+
+    if EXTENSION in app.extensions:
+        raise RuntimeError("oracle-rag is already initialised on this app")
+    metrics = Metrics(rag)
+    chat = Chat(rag, observer=metrics.observe_chat) if llm is ... else Chat(rag, llm, observer=metrics.observe_chat)
+    web_state = WebState(rag=rag, chat=chat, caller_loader=caller_loader or token_caller_loader, metrics=metrics,
+                         demo_identities=list(demo_identities), max_body=max_body, owns_rag=owns_rag)
+    app.extensions[EXTENSION] = web_state
+    app.teardown_appcontext(release_db)
+    app.register_blueprint(api_bp, url_prefix=api_prefix)
+    app.register_blueprint(health_bp, url_prefix=ops_prefix or None)
+    app.register_blueprint(metrics_bp, url_prefix=ops_prefix or None)
+    app.register_blueprint(pages_bp, url_prefix=pages_prefix or None)
+    if json_errors_app_wide:
+        json_errors.register(app)
+    else:
+        for status in (404, 405):
+            app.register_error_handler(status, _scoped_handler(api_prefix, json_errors.handle_http_error))
+    return web_state
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """A Flask app serving the chat API, the chat page, ``/healthz`` and ``/metrics``."""
+    from ..config import load_settings
+    from ..system import RagSystem
+
+    app = Flask("oracle_rag.web", static_folder=None)
+    app.config["MAX_CONTENT_LENGTH"] = DEFAULT_MAX_BODY
+    app.json.sort_keys = False  # type: ignore[attr-defined]  # keep answer fields in their documented order
+    if config:
+        app.config.update(config)
+    rag = app.config.get("ORACLE_RAG_SYSTEM")
+    owns = rag is None
+    if rag is None:
+        settings = app.config.get("ORACLE_RAG_SETTINGS") or load_settings(
+            config_file=app.config.get("ORACLE_RAG_CONFIG_FILE"))
+        rag = RagSystem(settings)
+    init_app(
+        app, rag,
+        caller_loader=app.config.get("ORACLE_RAG_CALLER_LOADER"),
+        llm=app.config["ORACLE_RAG_LLM"] if "ORACLE_RAG_LLM" in app.config else ...,
+        demo_identities=app.config.get("ORACLE_RAG_DEMO_IDENTITIES", ()),
+        max_body=int(app.config.get("ORACLE_RAG_MAX_BODY", DEFAULT_MAX_BODY)),
+        owns_rag=owns,
+        json_errors_app_wide=True,
+    )
+    return app

@@ -1,0 +1,189 @@
+"""Prometheus metrics, one CollectorRegistry per app.
+
+A registry per app (not the process-global default) lets two apps live in
+one process (tests, a host mounting two instances) without "duplicated
+timeseries" errors, and makes each app's numbers its own.
+
+Exposed at ``GET /metrics`` (text format, no authentication: bind the
+server to 127.0.0.1 or keep the path off the public proxy):
+
+- ``oracle_rag_http_requests_total{endpoint,method,status}``
+- ``oracle_rag_http_request_duration_seconds{endpoint}`` (for streams: until
+  the response starts)
+- ``oracle_rag_retrieval_duration_seconds{mode}``, ``oracle_rag_llm_duration_seconds{outcome}``
+- ``oracle_rag_chat_answers_total{answerer}`` (llm, extractive, none)
+- ``oracle_rag_embedding_duration_seconds``: each in-process embedding
+  (embedded engine only; on Oracle the embedding runs inside the search
+  statement and is part of the retrieval time)
+- read at scrape time from the queue: ``oracle_rag_queue_depth``,
+  ``oracle_rag_queue_stalled_rows``, ``oracle_rag_queue_failed_rows``,
+  ``oracle_rag_queue_oldest_age_seconds``, ``oracle_rag_chunks{source_type}``,
+  ``oracle_rag_database_up``
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from flask import Blueprint, Response, current_app
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from ..errors import RagError
+
+log = logging.getLogger("oracle_rag.web.metrics")
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_EMBED_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
+metrics_bp = Blueprint("oracle_rag_metrics", __name__)
+
+
+class _QueueCollector(Collector):
+    """Reads queue and chunk counts when Prometheus scrapes, so they are never stale."""
+
+    def __init__(self, rag: Any) -> None:
+        self.rag = rag
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        up = GaugeMetricFamily("oracle_rag_database_up", "1 when the queue statistics could be read")
+        try:
+            with self.rag.engine.connect() as conn:
+                stats = self.rag.engine.queue_stats(conn, self.rag.settings.max_attempts)
+        except RagError as exc:
+            log.warning("metrics: queue statistics unavailable: %s", exc)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        for name, doc, value in (
+            ("oracle_rag_queue_depth", "Rows waiting in RAG_DIRTY", stats.depth),
+            ("oracle_rag_queue_stalled_rows", "Queue rows with ATTEMPTS >= 3", stats.stalled),
+            ("oracle_rag_queue_failed_rows", "Queue rows parked at max_attempts", stats.failed),
+            ("oracle_rag_queue_oldest_age_seconds", "Age of the oldest queue row", stats.oldest_age_s or 0.0),
+        ):
+            family = GaugeMetricFamily(name, doc)
+            family.add_metric([], float(value))
+            yield family
+        chunks = GaugeMetricFamily("oracle_rag_chunks", "Chunks in RAG_CHUNK per source type", labels=["source_type"])
+        for source_type, count in stats.chunks_by_type.items():
+            chunks.add_metric([source_type], float(count))
+        yield chunks
+
+
+class TimedRuntime:
+    """Wraps the in-process embedding runtime to time each ``embed`` call.
+
+    Everything else is delegated, so the engine (and tests reading
+    ``runtime().calls``) see the same object behaviour.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.observers: list[Callable[[float], None]] = []
+        self._lock = threading.Lock()
+
+    def embed(self, text: str) -> Any:
+        started = time.perf_counter()
+        try:
+            return self.inner.embed(text)
+        finally:
+            elapsed = time.perf_counter() - started
+            for observe in list(self.observers):
+                observe(elapsed)
+
+    def add_observer(self, observe: Callable[[float], None]) -> None:
+        with self._lock:
+            self.observers.append(observe)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def instrument_embedding(engine: Any, observe: Callable[[float], None]) -> bool:
+    """Time in-process embeddings when the engine has a runtime (the embedded engine).
+
+    Returns False when there is nothing to instrument (Oracle embeds in the
+    database) or the model cannot be loaded yet (``/healthz`` reports that).
+    """
+    runtime_of = getattr(engine, "runtime", None)
+    set_runtime = getattr(engine, "set_runtime", None)
+    if not callable(runtime_of) or not callable(set_runtime):
+        return False
+    try:
+        runtime = runtime_of()
+    except Exception as exc:  # a missing or broken model: /healthz reports it; try again later
+        log.warning("embedding latency not measured yet: %s", exc if isinstance(exc, RagError) else type(exc).__name__)
+        return False
+    if not isinstance(runtime, TimedRuntime):
+        runtime = TimedRuntime(runtime)
+        set_runtime(runtime)
+    runtime.add_observer(observe)
+    return True
+
+
+class Metrics:
+    """The app's registry and the instruments the API and the chat report to."""
+
+    def __init__(self, rag: Any) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("oracle_rag_http_requests", "HTTP requests served",
+                                ["endpoint", "method", "status"], registry=r)
+        self.latency = Histogram("oracle_rag_http_request_duration_seconds", "Time to the response start",
+                                 ["endpoint"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.retrieval = Histogram("oracle_rag_retrieval_duration_seconds", "Retrieval time per question",
+                                   ["mode"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.llm = Histogram("oracle_rag_llm_duration_seconds", "Language model call time",
+                             ["outcome"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.answers = Counter("oracle_rag_chat_answers", "Answers given, by answerer", ["answerer"], registry=r)
+        self.embedding = Histogram("oracle_rag_embedding_duration_seconds", "In-process embedding time per text",
+                                   buckets=_EMBED_BUCKETS, registry=r)
+        r.register(_QueueCollector(rag))
+        self._rag = rag
+        self._instrumented = False
+        self._instrument_lock = threading.Lock()
+
+    def instrument_embedding(self) -> None:
+        """Hook the embedding timer in, once; called on API requests, not at app creation,
+        so creating an app never loads (or builds) the model."""
+        if self._instrumented:
+            return
+        with self._instrument_lock:
+            if not self._instrumented:
+                self._instrumented = instrument_embedding(self._rag.engine, self.embedding.observe) or \
+                    not callable(getattr(self._rag.engine, "set_runtime", None))
+
+    def observe_chat(self, what: str, seconds: float, labels: dict[str, str]) -> None:
+        """The :class:`~oracle_rag.chat.Chat` observer hook."""
+        if what == "retrieval":
+            self.retrieval.labels(labels.get("mode", "")).observe(seconds)
+        elif what == "llm":
+            self.llm.labels(labels.get("outcome", "")).observe(seconds)
+        elif what == "answer":
+            self.answers.labels(labels.get("answerer", "")).inc()
+
+    def observe_request(self, endpoint: str, method: str, status: int, seconds: float) -> None:
+        self.requests.labels(endpoint, method, str(status)).inc()
+        self.latency.labels(endpoint).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+@metrics_bp.get("/metrics")
+def metrics_view() -> Response:
+    metrics: Metrics = current_app.extensions["oracle_rag"].metrics
+    return Response(metrics.render(), content_type=CONTENT_TYPE_LATEST)

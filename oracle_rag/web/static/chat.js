@@ -1,0 +1,323 @@
+// oracle-rag chat page. Plain JavaScript, no build step, no third-party code.
+// Text from the server is only ever inserted with textContent, never as HTML.
+(function () {
+  "use strict";
+
+  const body = document.body;
+  const API = body.dataset.api || "/api";
+  const BASE = (body.dataset.base || "/").replace(/\/?$/, "/");
+  const DEMO = body.dataset.demo === "true";
+  const TOKEN_KEY = "oracle-rag-token";
+  const $ = (id) => document.getElementById(id);
+
+  let conversationId = null;
+  let busy = false;
+  let lastOpener = null;
+
+  // -- auth ---------------------------------------------------------------------
+  function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
+  function setToken(value) {
+    if (value) { sessionStorage.setItem(TOKEN_KEY, value); } else { sessionStorage.removeItem(TOKEN_KEY); }
+  }
+  function headers(json) {
+    const h = { "Accept": "application/json" };
+    if (json) { h["Content-Type"] = "application/json"; }
+    const t = token();
+    if (t) { h["Authorization"] = "Bearer " + t; }
+    return h;
+  }
+
+  async function api(path, options) {
+    const opts = Object.assign({ credentials: "same-origin" }, options || {});
+    opts.headers = headers(Boolean(opts.body));
+    const res = await fetch(API + path, opts);
+    let data = null;
+    try { data = await res.json(); } catch (e) { data = null; }
+    if (!res.ok) {
+      const err = new Error((data && data.error) || ("HTTP " + res.status));
+      err.status = res.status;
+      err.code = data && data.code;
+      throw err;
+    }
+    return data;
+  }
+
+  function setStatus(message) { $("status").textContent = message || ""; }
+
+  async function loadMe() {
+    try {
+      const me = await api("/me");
+      const who = (me.name || "employee") + " (#" + me.employee_id + ", " + me.role + ")";
+      $("identity").textContent = "Signed in as " + who;
+      $("token-box").hidden = true;
+      return true;
+    } catch (e) {
+      $("identity").textContent = "Not signed in";
+      if (e.status === 401) {
+        if (!DEMO) { $("token-box").hidden = false; }
+      } else {
+        setStatus(e.message);
+      }
+      return false;
+    }
+  }
+
+  async function initDemo() {
+    const select = $("demo-employee");
+    if (!select) { return; }
+    const data = await api("/demo/identities");
+    for (const who of data.identities) {
+      const option = document.createElement("option");
+      option.value = who.token;
+      option.textContent = who.name + " \u2014 " + who.role + " (#" + who.employee_id + ")";
+      select.appendChild(option);
+    }
+    const current = token();
+    if (current && Array.from(select.options).some((o) => o.value === current)) {
+      select.value = current;
+    } else {
+      setToken(select.value);
+    }
+    select.addEventListener("change", async () => {
+      setToken(select.value);
+      newConversation();
+      await refresh();
+    });
+  }
+
+  async function refresh() {
+    if (await loadMe()) { await loadConversations(); }
+  }
+
+  // -- conversations ------------------------------------------------------------
+  async function loadConversations() {
+    const list = $("conversation-list");
+    let data;
+    try { data = await api("/conversations"); } catch (e) { list.replaceChildren(); return; }
+    list.replaceChildren();
+    for (const c of data.conversations) {
+      const li = document.createElement("li");
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "link";
+      button.textContent = c.title;
+      if (c.id === conversationId) { button.setAttribute("aria-current", "true"); }
+      button.addEventListener("click", () => openConversation(c.id));
+      li.appendChild(button);
+      list.appendChild(li);
+    }
+  }
+
+  async function openConversation(id) {
+    try {
+      const data = await api("/conversations/" + encodeURIComponent(id));
+      conversationId = id;
+      $("messages").replaceChildren();
+      for (const m of data.messages) { addMessage(m.role, m.content, m.citations); }
+      await loadConversations();
+      $("question").focus();
+    } catch (e) {
+      setStatus(e.message);
+    }
+  }
+
+  function newConversation() {
+    conversationId = null;
+    $("messages").replaceChildren();
+    $("live").textContent = "";
+    setStatus("");
+  }
+
+  // -- messages and citations ------------------------------------------------------
+  function chunkHref(type, id) {
+    return BASE + "chunk/" + encodeURIComponent(type) + "/" + encodeURIComponent(id);
+  }
+
+  function renderCitations(citations) {
+    const wrap = document.createElement("div");
+    wrap.className = "citations";
+    const heading = document.createElement("h3");
+    heading.textContent = citations.length ? "Sources" : "No records cited";
+    wrap.appendChild(heading);
+    if (!citations.length) { return wrap; }
+    const list = document.createElement("ul");
+    for (const c of citations) {
+      const li = document.createElement("li");
+      const link = document.createElement("a");
+      link.className = "citation";
+      link.href = chunkHref(c.source_type, c.source_id);
+      link.textContent = "[" + c.source_type + " #" + c.source_id + "]";
+      link.addEventListener("click", (event) => {
+        if (event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey || event.altKey) { return; }
+        event.preventDefault();
+        openChunk(c.source_type, c.source_id, link);
+      });
+      const snippet = document.createElement("span");
+      snippet.className = "snippet";
+      snippet.textContent = " " + c.snippet;
+      li.append(link, snippet);
+      list.appendChild(li);
+    }
+    wrap.appendChild(list);
+    return wrap;
+  }
+
+  function addMessage(role, text, citations, isError) {
+    const li = document.createElement("li");
+    li.className = "message " + role + (isError ? " error" : "");
+    const who = document.createElement("p");
+    who.className = "who";
+    who.textContent = role === "user" ? "You" : "Assistant";
+    const content = document.createElement("div");
+    content.className = "content";
+    content.textContent = text;
+    li.append(who, content);
+    if (role === "assistant" && !isError) { li.appendChild(renderCitations(citations || [])); }
+    $("messages").appendChild(li);
+    li.scrollIntoView({ block: "end" });
+    return li;
+  }
+
+  // -- asking (server-sent events over a fetch body) ----------------------------------
+  function parseEvent(raw) {
+    let event = "message";
+    const data = [];
+    for (const line of raw.split("\n")) {
+      if (line.startsWith("event:")) { event = line.slice(6).trim(); }
+      else if (line.startsWith("data:")) { data.push(line.slice(5).replace(/^ /, "")); }
+    }
+    return { event: event, data: data.length ? JSON.parse(data.join("\n")) : null };
+  }
+
+  async function ask(question, mode) {
+    busy = true;
+    $("ask-button").disabled = true;
+    setStatus("Searching\u2026");
+    addMessage("user", question);
+    const live = $("live");
+    live.textContent = "";
+    live.setAttribute("aria-busy", "true");
+    let final = null;
+    let failure = null;
+    let text = "";
+    try {
+      const payload = { question: question, mode: mode };
+      if (conversationId) { payload.conversation_id = conversationId; }
+      const res = await fetch(API + "/chat/stream", {
+        method: "POST", headers: headers(true), body: JSON.stringify(payload), credentials: "same-origin",
+      });
+      if (!res.ok) {
+        let data = null;
+        try { data = await res.json(); } catch (e) { data = null; }
+        failure = (data && data.error) || ("HTTP " + res.status);
+        if (res.status === 401) { await loadMe(); }
+      } else {
+        setStatus("Answering\u2026");
+        const reader = res.body.getReader();
+        const decoder = new TextDecoder();
+        let buffer = "";
+        for (;;) {
+          const chunk = await reader.read();
+          if (chunk.done) { break; }
+          buffer += decoder.decode(chunk.value, { stream: true });
+          let cut;
+          while ((cut = buffer.indexOf("\n\n")) >= 0) {
+            const message = parseEvent(buffer.slice(0, cut));
+            buffer = buffer.slice(cut + 2);
+            if (message.event === "meta" && message.data.conversation_id) {
+              conversationId = message.data.conversation_id;
+            } else if (message.event === "token") {
+              text += message.data.text;
+              live.textContent = text;
+            } else if (message.event === "done") {
+              final = message.data;
+            } else if (message.event === "error") {
+              failure = message.data.error;
+            }
+          }
+        }
+      }
+    } catch (e) {
+      failure = "network error: " + e.message;
+    }
+    live.setAttribute("aria-busy", "false");
+    if (final) {
+      live.textContent = "";
+      addMessage("assistant", final.answer, final.citations);
+      conversationId = final.conversation_id || conversationId;
+      setStatus("Answered (" + final.answerer + ", " + final.citations.length + " citation" +
+                (final.citations.length === 1 ? "" : "s") + ").");
+      await loadConversations();
+    } else {
+      live.textContent = "";
+      addMessage("assistant", "Error: " + (failure || "the answer was interrupted"), [], true);
+      setStatus("Error: " + (failure || "the answer was interrupted"));
+    }
+    busy = false;
+    $("ask-button").disabled = false;
+    $("question").focus();
+  }
+
+  // -- record detail ------------------------------------------------------------------
+  async function openChunk(type, id, opener) {
+    const panel = $("detail");
+    const title = $("detail-title");
+    const content = $("detail-content");
+    try {
+      const d = await api("/chunks/" + encodeURIComponent(type) + "/" + encodeURIComponent(id));
+      title.textContent = d.anchor;
+      content.textContent = d.content;
+    } catch (e) {
+      title.textContent = "[" + type + " #" + id + "]";
+      content.textContent = e.status === 404 ? "This record does not exist, or you may not see it." : e.message;
+    }
+    lastOpener = opener || null;
+    panel.hidden = false;
+    title.focus();
+  }
+
+  function closeChunk() {
+    $("detail").hidden = true;
+    if (lastOpener) { lastOpener.focus(); } else { $("question").focus(); }
+  }
+
+  // -- wiring ---------------------------------------------------------------------------
+  function wire() {
+    $("ask-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const question = $("question").value.trim();
+      if (!question || busy) { return; }
+      $("question").value = "";
+      ask(question, $("mode").value);
+    });
+    $("question").addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        $("ask-form").requestSubmit();
+      }
+    });
+    $("token-form").addEventListener("submit", async (event) => {
+      event.preventDefault();
+      setToken($("token").value.trim());
+      $("token").value = "";
+      await refresh();
+    });
+    $("new-conversation").addEventListener("click", () => { newConversation(); loadConversations(); $("question").focus(); });
+    $("detail-close").addEventListener("click", closeChunk);
+    document.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && !$("detail").hidden) { closeChunk(); }
+    });
+  }
+
+  async function start() {
+    wire();
+    if (DEMO) {
+      try { await initDemo(); } catch (e) { setStatus("Demo identities unavailable: " + e.message); }
+    }
+    await refresh();
+    if (body.dataset.chunkType) { await openChunk(body.dataset.chunkType, body.dataset.chunkId, null); }
+    body.dataset.ready = "true";
+  }
+
+  start();
+})();

@@ -1,0 +1,292 @@
+"""Find every statement oracle-rag can send to Oracle, for the golden and parse tests.
+
+Discovery is automatic, so a new statement is pinned (and parsed) without
+editing the tests:
+
+* every public upper-case ``str`` (or list of ``str``) constant of
+  ``oracle_rag/engines/oracle_sql.py``, ``{model}`` rendered with
+  ``oracle_sql.render(t, DEFAULT_MODEL)``;
+* the ``ORACLE_STATEMENTS`` dict of every module under ``oracle_rag/`` (the
+  ``*_sql.py`` modules, and any other module that declares one);
+* in a ``*_sql.py`` module without ``ORACLE_STATEMENTS`` (a portable one,
+  such as ``sources/reference_sql.py``), its public upper-case ``str``
+  constants; a ``*_sql.py`` module with ``SQLITE_STATEMENTS`` but no
+  ``ORACLE_STATEMENTS`` is reported as a problem;
+* SQL-looking module-level constants (``str``, ``sqlalchemy.text()``, list
+  of ``str``) of the other modules that declare no ``ORACLE_STATEMENTS``
+  (``migrations.py``'s history statements, ``caller.py``, ``demo/seed.py``),
+  except names prefixed with another dialect (``SQLITE_``, ``POSTGRESQL_``,
+  ``MYSQL_``...) and modules named for SQLite;
+* every Oracle migration (``sql/oracle/V*.sql`` and ``sql/oracle/demo/V*.sql``)
+  rendered with default settings and split as the runner splits it, except
+  the versions ``tests/test_migrations.py`` already pins under
+  ``tests/golden/oracle/``.
+
+A statement whose text equals one already found is listed once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+import oracle_rag
+from oracle_rag.engines import oracle_sql
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "oracle_rag"
+DEFAULT_MODEL = "ALL_MINILM_L12_V2"
+MIGRATIONS_PINNED_ELSEWHERE = ROOT / "tests" / "golden" / "oracle"
+ORACLE_URL = "oracle+oracledb://golden@127.0.0.1:1/?service_name=FREEPDB1"
+
+OTHER_DIALECT_PREFIXES = ("SQLITE_", "POSTGRESQL_", "POSTGRES_", "MYSQL_", "MARIADB_", "MSSQL_", "DUCKDB_")
+SQL_START = re.compile(
+    r"^\s*(SELECT|WITH|INSERT|UPDATE|DELETE|MERGE|CREATE|ALTER|DROP|TRUNCATE|GRANT|REVOKE|COMMENT"
+    r"|BEGIN|DECLARE|EXPLAIN|LOCK|SET\s+TRANSACTION|COMMIT|ROLLBACK)\s+\S"
+)
+
+
+@dataclass(frozen=True)
+class Statement:
+    key: str  # golden file stem: <module path under oracle_rag>.<NAME>
+    name: str  # NAME: the constant, ORACLE_STATEMENTS key or migration file stem
+    sql: str  # the exact text sent (statements) or the rendered script (migrations)
+    origin: str
+    parts: tuple[str, ...] = ()  # a migration's split statements
+
+    @property
+    def is_script(self) -> bool:
+        return bool(self.parts)
+
+    @property
+    def is_fragment(self) -> bool:
+        """A piece composed into statements (SCOPE, FILTERS), not a statement itself."""
+        return not self.is_script and not SQL_START.match(self.sql)
+
+
+@dataclass
+class Discovery:
+    statements: dict[str, Statement] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    pinned_elsewhere: list[str] = field(default_factory=list)
+    _texts: dict[str, str] = field(default_factory=dict)
+
+    def add(self, prefix: str, name: str, sql: str, origin: str, parts: tuple[str, ...] = ()) -> None:
+        key = f"{prefix}.{name}"
+        if key in self.statements:
+            if self.statements[key].sql != sql:
+                self.problems.append(f"{key}: two different statements under one name ({origin})")
+            return
+        if not parts and sql in self._texts:
+            return  # the same text, already pinned under its first name
+        self._texts.setdefault(sql, key)
+        self.statements[key] = Statement(key, name.split(".")[0], sql, origin, parts)
+
+
+def _render(sql: str) -> str:
+    return oracle_sql.render(sql, DEFAULT_MODEL) if "{model}" in sql else sql
+
+
+def _module_key(module_name: str) -> str:
+    return module_name.removeprefix("oracle_rag.")
+
+
+def _is_sqlite_module(module_name: str) -> bool:
+    return any(part.startswith("sqlite") for part in module_name.split("."))
+
+
+def _constants(module: Any, *, public_only: bool) -> list[tuple[str, str]]:
+    """(name, sql) for SQL-looking module-level constants."""
+    out: list[tuple[str, str]] = []
+    for name, value in vars(module).items():
+        if name.startswith("__") or not name.lstrip("_").isupper():
+            continue
+        if public_only and name.startswith("_"):
+            continue
+        if name.lstrip("_").startswith(OTHER_DIALECT_PREFIXES):
+            continue
+        if isinstance(value, sa.TextClause):
+            value = value.text
+        if isinstance(value, str):
+            out.append((name, value))
+        elif isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+            out.extend((f"{name}.{i}", v) for i, v in enumerate(value))
+    return out
+
+
+def _oracle_migrations(found: Discovery, include_pinned_elsewhere: bool) -> None:
+    from oracle_rag.config import load_settings
+    from oracle_rag.engines.oracle import OracleEngine
+    from oracle_rag.migrations import MIGRATION_SETS, discover
+
+    engine = OracleEngine(load_settings(env={}, config_file=_empty_toml(), database_url=ORACLE_URL))
+    for mset in MIGRATION_SETS:
+        directory = engine.migrations_dir(mset)
+        for m in discover(directory):
+            stem = m.path.stem
+            if mset == "rag" and (MIGRATIONS_PINNED_ELSEWHERE / f"{stem}.IVF-90.sql").is_file():
+                found.pinned_elsewhere.append(f"{mset}/{m.path.name}")
+                if not include_pinned_elsewhere:
+                    continue
+            parts = tuple(engine.split_script(engine.render_migration(m.text)))
+            rel = m.path.relative_to(PACKAGE).with_suffix("")
+            found.add(".".join(rel.parts[:-1]), stem, script_text(parts),
+                      f"migration {m.path.relative_to(PACKAGE)} (default settings)", parts)
+
+
+_EMPTY_TOML: Path | None = None
+
+
+def _empty_toml() -> Path:
+    """An empty config file, so a developer's ./oracle-rag.toml cannot change the render."""
+    global _EMPTY_TOML
+    if _EMPTY_TOML is None:
+        import tempfile
+
+        import atexit
+
+        handle = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+        handle.close()
+        _EMPTY_TOML = Path(handle.name)
+        atexit.register(_EMPTY_TOML.unlink, missing_ok=True)
+    return _EMPTY_TOML
+
+
+def script_text(parts: tuple[str, ...] | list[str]) -> str:
+    """Statements as a SQL*Plus script: ``;`` after SQL, ``/`` after PL/SQL."""
+    from oracle_rag.scripts import is_plsql
+
+    return "\n\n".join(p + ("\n/" if is_plsql(p) else ";") for p in parts)
+
+
+def discover(*, include_pinned_elsewhere: bool = False) -> Discovery:
+    """Every Oracle statement; with ``include_pinned_elsewhere`` also the migrations
+    ``tests/test_migrations.py`` pins (the parse test checks those too)."""
+    found = Discovery()
+    # 1. oracle_sql.py: every public upper-case constant.
+    for name, sql in _constants(oracle_sql, public_only=True):
+        found.add("engines.oracle_sql", name, _render(sql), "oracle_rag/engines/oracle_sql.py constant")
+    # 2.-4. every other module of the package.
+    modules: dict[str, Any] = {}
+    for module_name in sorted(m.name for m in pkgutil.walk_packages(oracle_rag.__path__, "oracle_rag.")):
+        if module_name.endswith("__main__"):
+            continue
+        try:
+            modules[module_name] = importlib.import_module(module_name)
+        except Exception as exc:  # a half-written module must not hide the others
+            found.problems.append(f"{module_name}: import failed ({type(exc).__name__}: {exc})")
+    # A module that imports another's ORACLE_STATEMENTS does not own it: the *_sql module does.
+    owner: dict[int, str] = {}
+    for module_name, module in modules.items():
+        declared = vars(module).get("ORACLE_STATEMENTS")
+        if declared is not None and (id(declared) not in owner or module_name.endswith("_sql")):
+            owner[id(declared)] = module_name
+    sweep: list[tuple[str, Any]] = []
+    for module_name, module in modules.items():
+        key = _module_key(module_name)
+        statements = vars(module).get("ORACLE_STATEMENTS")
+        if statements is not None and owner[id(statements)] != module_name:
+            statements = None  # imported from its owner, which pins it
+        if statements is not None:
+            if not isinstance(statements, dict) or not all(isinstance(v, str) for v in statements.values()):
+                found.problems.append(f"{module_name}.ORACLE_STATEMENTS must be a dict[str, str]")
+                continue
+            for name, sql in statements.items():
+                found.add(key, name, _render(sql), f"{module_name}.ORACLE_STATEMENTS")
+            continue
+        if _is_sqlite_module(module_name) or module is oracle_sql:
+            continue
+        if module_name.endswith("_sql"):
+            if hasattr(module, "SQLITE_STATEMENTS"):
+                found.problems.append(f"{module_name} has SQLITE_STATEMENTS but no ORACLE_STATEMENTS")
+                continue
+            for name, sql in _constants(module, public_only=True):
+                found.add(key, name, _render(sql), f"{module_name} (portable) constant")
+            continue
+        sweep.append((key, module))
+    for key, module in sweep:  # after the declared ones, so their names win
+        for name, sql in _constants(module, public_only=False):
+            if SQL_START.match(sql):
+                found.add(key, name, _render(sql), f"{module.__name__} module constant")
+    # 5. migrations.
+    _oracle_migrations(found, include_pinned_elsewhere)
+    return found
+
+
+# --- binds ---------------------------------------------------------------------------
+
+_LITERAL_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|--[^\n]*|/\*.*?\*/", re.DOTALL)
+_BIND = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+_EXPANDING = re.compile(r"\bIN\s+:([A-Za-z_]\w*)", re.IGNORECASE)
+
+
+def _code(sql: str) -> str:
+    """``sql`` with quoted text and comments blanked out (same length)."""
+    return _LITERAL_OR_COMMENT.sub(lambda m: " " * len(m.group(0)), sql)
+
+
+def bind_names(sql: str) -> list[str]:
+    """``:named`` binds in order of first appearance, outside literals and comments."""
+    names: list[str] = []
+    for m in _BIND.finditer(_code(sql)):
+        if m.group(1).upper() in ("OLD", "NEW"):  # trigger pseudo-records, not binds
+            continue
+        if m.group(1) not in names:
+            names.append(m.group(1))
+    return names
+
+
+def expanding_binds(sql: str) -> list[str]:
+    """Binds used as ``IN :name``: SQLAlchemy expands them into ``IN (:name_1, ...)``."""
+    return [m.group(1) for m in _EXPANDING.finditer(_code(sql))]
+
+
+# Representative values, by bind name. Unknown names get a value by shape so a
+# new statement needs no edit here; the header of its golden file shows it.
+BIND_EXAMPLES: dict[str, Any] = {
+    "source_type": "TASK", "source_id": "42", "ids": ["1", "2", "3"], "action": "UPSERT",
+    "owner_id": 17, "project_id": 3, "sprint_id": 12, "content": "[TASK #42] Fix login timeout",
+    "embed_text": "[TASK #42] Fix login timeout", "content_hash": "9f86d081884c7d65...",
+    "max_attempts": 5, "dirty_id": 1001, "error": "SOURCE_LOADING: task 42 not found",
+    "failed_only": 0, "limit": 50, "text": "login timeout on the mobile app",
+    "query": "login timeout on the mobile app", "match": '"login" OR "timeout"', "k": 8,
+    "see_all": 0, "caller_id": 17, "f_project": None, "f_sprint": None, "f_all_types": 0,
+    "f_types": ["TASK", "SPRINT"], "model_name": DEFAULT_MODEL, "statement_id": "rag-plan-1",
+    "replace": 0, "model_data": "<BLOB: the ONNX file's bytes>", "uri": "<pre-authenticated URL, secret>",
+    "outcome": "<OUT VARCHAR2: LOADED|REPLACED|SKIPPED|CONCURRENT>", "id": 42, "names": ["RAG_TASK_ENQUEUE"],
+    "mset": "rag", "version": 3, "description": "chat", "checksum": "3a7bd3e2360a3d29...",
+    "done": 4, "success": 1,
+}
+
+
+def bind_example(name: str) -> Any:
+    if name in BIND_EXAMPLES:
+        return BIND_EXAMPLES[name]
+    if name.endswith(("_id", "_seq")) or name in ("seq", "n", "count"):
+        return 7
+    return f"<{name}>"
+
+
+def compiled(sql: str) -> str:
+    """The text SQLAlchemy (oracle dialect) sends with the representative binds.
+
+    Differs from ``sql`` only where a bind is expanding (``IN :ids`` becomes
+    ``IN (:ids_1, :ids_2, :ids_3)``); everything else is passed through.
+    """
+    from sqlalchemy.dialects import oracle
+
+    expanding = set(expanding_binds(sql))
+    params = []
+    for name in bind_names(sql):
+        value = bind_example(name)
+        if name in expanding and not isinstance(value, list):
+            value = [value, value]
+        params.append(sa.bindparam(name, value=value, expanding=name in expanding))
+    clause = sa.text(sql).bindparams(*params) if params else sa.text(sql)
+    return str(clause.compile(dialect=oracle.oracledb.dialect(), compile_kwargs={"render_postcompile": True}))

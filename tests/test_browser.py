@@ -1,0 +1,121 @@
+"""The chat page in Debian's Chromium (headless, driven by Playwright) against a real server.
+
+The server is waitress on 127.0.0.1 over the indexed demo database, in demo
+mode with demo tokens; the language model is the scripted HTTP server,
+streaming its answer piece by piece. The page's picker chooses a developer,
+a question is typed and sent with Enter, the answer is watched arriving in
+the live region, the citation is opened in the detail panel, and a
+screenshot is saved to ``test-artifacts/chat.png``.
+
+Without /usr/bin/chromium the test fails in CI (``CI=true``) and is skipped
+with the reason elsewhere (``apt-get install -y chromium``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from chat_helpers import DEV_A, MANAGER, issue_tokens, task_chunks_of
+from llm_server import Reply, ScriptedLLM
+
+from oracle_rag.chat import LLMClient
+from oracle_rag.web import DemoIdentity, create_app
+from oracle_rag.web.server import make_server, serve_until
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-sync", "--disable-quic"]
+
+pytestmark = pytest.mark.browser
+
+
+def _require_chromium() -> None:
+    if CHROMIUM.is_file():
+        return
+    message = f"{CHROMIUM} is missing (install Debian's chromium: apt-get install -y chromium)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message + "; the browser test must run in CI")
+    pytest.skip(message)
+
+
+@pytest.fixture
+def site(demo_rag, make_settings) -> Iterator[dict]:
+    from oracle_rag.system import RagSystem
+
+    rag = RagSystem(make_settings(demo=True), engine=demo_rag.engine)
+    tokens = issue_tokens(rag, (MANAGER, DEV_A))
+    identities = [DemoIdentity(MANAGER, "Manager Three", "manager", tokens[MANAGER]),
+                  DemoIdentity(DEV_A, "Developer Nine", "developer", tokens[DEV_A])]
+    own = task_chunks_of(rag, DEV_A)[0]
+    with ScriptedLLM() as llm:
+        settings = rag.settings.with_overrides(llm_url=llm.url, llm_model="m", llm_timeout_s=20.0)
+        app = create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": LLMClient(settings),
+                          "ORACLE_RAG_DEMO_IDENTITIES": identities})
+        server = make_server(app, "127.0.0.1", 0, threads=4)
+        stop = threading.Event()
+        thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
+        thread.start()
+        try:
+            yield {"url": f"http://127.0.0.1:{server.effective_port}/", "llm": llm, "task": own}
+        finally:
+            stop.set()
+            thread.join(10)
+
+
+def test_chat_page_streams_an_answer_and_opens_its_citation(site) -> None:
+    _require_chromium()
+    from playwright.sync_api import expect, sync_playwright
+
+    task = site["task"]
+    answer = f"The work is tracked in [TASK #{task.task_id}], which matches your question."
+    site["llm"].push(Reply(text=answer, piece_delay_s=0.05))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+            page.goto(site["url"])
+            expect(page.locator("body[data-ready='true']")).to_be_attached()
+            expect(page.get_by_role("heading", name="Demo mode")).to_be_visible()
+            page.get_by_label("Act as").select_option(label="Developer Nine \u2014 developer (#9)")
+            expect(page.locator("#identity")).to_contain_text("#9, developer")
+            # record every text the live region shows, to see the answer arrive in pieces
+            page.evaluate("""() => {
+                window.liveTexts = [];
+                new MutationObserver(() => window.liveTexts.push(document.getElementById('live').textContent))
+                    .observe(document.getElementById('live'), {childList: true, characterData: true, subtree: true});
+            }""")
+            assert page.locator("#live").get_attribute("aria-live") == "polite"
+            question = page.get_by_label("Your question")
+            question.fill(task.title)
+            question.press("Enter")
+            reply = page.locator("#messages .message.assistant").last
+            expect(reply.locator(".content")).to_have_text(answer, timeout=60_000)
+            partial = [t for t in page.evaluate("window.liveTexts") if t and t != answer]
+            assert len(partial) >= 3 and all(answer.startswith(t) for t in partial), partial
+            citation = reply.get_by_role("link", name=f"[TASK #{task.task_id}]")
+            expect(citation).to_be_visible()
+            expect(page.locator("#conversation-list li")).to_have_count(1)
+            citation.click()
+            detail = page.get_by_role("complementary")
+            expect(detail).to_be_visible()
+            expect(page.locator("#detail-content")).to_contain_text(task.title)
+            expect(page.locator("#detail-title")).to_be_focused()
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "chat.png"), full_page=True)
+            page.keyboard.press("Escape")
+            expect(detail).to_be_hidden()
+            expect(citation).to_be_focused()
+            assert errors == []
+        finally:
+            browser.close()
+    prompt = site["llm"].requests[0]
+    assert f'<chunk id="TASK #{task.task_id}">' in prompt.last_user
+    assert (ARTIFACTS / "chat.png").stat().st_size > 10_000

@@ -1,0 +1,155 @@
+"""Several worker processes on one embedded database: every row once, no work twice.
+
+On SQLite a batch runs inside ``BEGIN IMMEDIATE``: the pick, the
+re-index and the delete of the picked rows are one write transaction, so
+two processes can never take the same row, and an entity whose text was
+embedded by one process is a hash match for the other.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from writepath_helpers import (
+    CLI,
+    REPO,
+    cli_env,
+    delete_task,
+    embedding_matches_content,
+    index_mismatches,
+    queue,
+    queue_depth,
+    run_cli,
+    set_title,
+    wait_until,
+)
+
+from oracle_rag.queue import enqueue_many
+
+HELPER = Path(__file__).with_name("writepath_helpers.py")
+RESULTS = REPO / "bench" / "results" / "concurrency.json"
+_SUMMARY = re.compile(r"picked (\d+), embedded (\d+), unchanged (\d+), deleted (\d+), failed rows (\d+)")
+
+
+def test_two_worker_processes_drain_2000_rows_exactly_once(demo_rag, data_dir, tmp_path):
+    """2000 rows over the 354 indexed entities: 60 changed, 20 deleted, the rest unchanged.
+
+    Cheap on purpose: only the 60 changed tasks need an embedding, so the
+    test measures the queue, not the model.
+    """
+    rng = random.Random(2000)
+    changed = set(rng.sample(range(1, 281), 60))
+    deleted = set(range(281, 301))
+    with demo_rag.engine.begin() as conn:
+        for t in changed:
+            set_title(conn, t, f"Two workers {t}", enqueue=False)
+        for t in deleted:
+            delete_task(conn, t, enqueue=False)
+    keys = [("TASK", t) for t in range(1, 301)] + [("SPRINT", s) for s in range(1, 49)] + \
+           [("PROJECT", p) for p in range(1, 7)]
+    rows = [(t, i, "DELETE" if t == "TASK" and i in deleted and rng.random() < 0.5 else "UPSERT")
+            for t, i in (rng.choice(keys) for _ in range(2000 - len(changed) - len(deleted)))]
+    rows += [("TASK", t, "UPSERT") for t in changed] + [("TASK", t, "DELETE") for t in deleted]
+    rng.shuffle(rows)
+    with demo_rag.engine.begin() as conn:
+        enqueue_many(conn, rows)
+    assert queue_depth(demo_rag) == 2000
+
+    env = cli_env(data_dir, batch_size=16, embedding_threads=1)
+    procs = [subprocess.Popen(CLI + ["worker", "--once"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    summaries = []
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err
+        summaries.append([int(x) for x in _SUMMARY.search(out).groups()])
+    picked = [s[0] for s in summaries]
+    embedded = [s[1] for s in summaries]
+    duplicates = sum(embedded) - len(changed)
+    print(f"\ntwo workers: picked {picked}, embedded {embedded}, duplicate embeddings {duplicates}")
+    assert sum(picked) == 2000  # every row taken exactly once across both processes
+    assert all(p > 0 for p in picked), "one process did all the work: no concurrency was exercised"
+    assert duplicates == 0
+    assert sum(s[3] for s in summaries) == len(deleted)
+    assert sum(s[4] for s in summaries) == 0
+    assert queue(demo_rag) == []
+    assert index_mismatches(demo_rag) == []
+
+
+@pytest.mark.slow
+def test_three_workers_and_a_writer_for_20_seconds(demo_rag, data_dir, tmp_path):
+    """Issue 10 item 2: the index ends in step and no embedding is done twice."""
+    with demo_rag.engine.connect() as conn:
+        seq_start = conn.execute(sa.text("SELECT seq FROM sqlite_sequence WHERE name = 'RAG_DIRTY'")).scalar() or 0
+    env = cli_env(data_dir)
+    workers = []
+    for n in range(3):
+        log = tmp_path / f"worker{n}.log"
+        workers.append((log, subprocess.Popen(
+            [sys.executable, str(HELPER), "worker", "--data-dir", str(data_dir), "--log", str(log),
+             "--batch-size", "8", "--poll-ms", "50"], env=env, cwd=tmp_path,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    writer_out = tmp_path / "writer.json"
+    started = time.monotonic()
+    writer = subprocess.run([sys.executable, str(HELPER), "writer", "--data-dir", str(data_dir), "--seconds", "20",
+                             "--out", str(writer_out)], env=env, cwd=tmp_path, capture_output=True, text=True,
+                            timeout=600)
+    assert writer.returncode == 0, writer.stderr
+    wait_until(lambda: queue_depth(demo_rag) == 0, "the workers to drain the queue")
+    elapsed = time.monotonic() - started
+    for _log, proc in workers:
+        proc.send_signal(signal.SIGTERM)
+    for _log, proc in workers:
+        _out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err
+
+    final = run_cli(["worker", "--once"], env, cwd=tmp_path)
+    assert final.returncode == 0, final.stderr
+    assert "picked 0," in final.stdout
+
+    with demo_rag.engine.connect() as conn:
+        seq_end = conn.execute(sa.text("SELECT seq FROM sqlite_sequence WHERE name = 'RAG_DIRTY'")).scalar()
+    rows_enqueued = seq_end - seq_start
+    per_worker = []
+    all_embeds: list[str] = []
+    for log, _proc in workers:
+        batches = [line.split() for line in log.read_text().splitlines()]
+        embeds = Path(str(log) + ".embeds").read_text().split() if Path(str(log) + ".embeds").exists() else []
+        all_embeds += embeds
+        per_worker.append({"batches": len(batches), "rows": sum(int(b[1]) for b in batches),
+                           "embeddings": len(embeds), "failed_rows": sum(int(b[3]) for b in batches)})
+    duplicates = sum(c - 1 for c in Counter(all_embeds).values())
+    writes = json.loads(writer_out.read_text())
+    result = {
+        "workers": 3, "writer_seconds": 20, "elapsed_s": round(elapsed, 1), "writes": writes["writes"],
+        "writes_by_action": writes["by_action"], "queue_rows_enqueued": rows_enqueued,
+        "queue_rows_processed": sum(w["rows"] for w in per_worker), "embeddings": len(all_embeds),
+        "distinct_texts_embedded": len(set(all_embeds)), "duplicate_embeddings": duplicates,
+        "per_worker": per_worker, "engine": "sqlite",
+    }
+    print("\nconcurrency:", json.dumps(result))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+
+    assert writes["writes"] > 50
+    assert all(w["rows"] > 0 for w in per_worker), per_worker
+    assert result["queue_rows_processed"] == rows_enqueued  # every row exactly once
+    assert sum(w["failed_rows"] for w in per_worker) == 0
+    assert queue(demo_rag) == []
+    assert index_mismatches(demo_rag) == []
+    assert duplicates == 0
+    with demo_rag.engine.connect() as conn:
+        recent = [(r[0], str(r[1])) for r in conn.execute(sa.text(
+            "SELECT SOURCE_TYPE, SOURCE_ID FROM RAG_CHUNK ORDER BY UPDATED_AT DESC LIMIT 15"))]
+    assert embedding_matches_content(demo_rag, recent) == []

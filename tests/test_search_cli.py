@@ -1,0 +1,101 @@
+"""`oracle-rag search`: prints the caller's scoped results; bad input exits 2."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from oracle_rag.cli import main
+
+ANCHOR = re.compile(r"^\s*(\d+)\. \[(TASK|SPRINT|PROJECT) #(\d+)\]\s+score=(-?[\d.]+) legs=([a-z,]+)", re.MULTILINE)
+
+
+@pytest.fixture
+def cli(demo_rag, data_dir, tmp_path, monkeypatch):
+    """Run the CLI against the indexed demo database in ``data_dir`` (no config file, env pinned)."""
+    monkeypatch.chdir(tmp_path)
+    env = {"ORACLE_RAG_DATA_DIR": str(data_dir), "ORACLE_RAG_DATABASE_URL": "", "ORACLE_RAG_CONFIG": ""}
+
+    def run(*args: str):
+        return CliRunner().invoke(main, ["search", *args], env=env)
+
+    return run
+
+
+def _assignee(demo_rag, task_id: int):
+    with demo_rag.engine.connect() as conn:
+        return conn.execute(sa.text("SELECT ASSIGNEE_ID FROM TASK WHERE TASK_ID = :t"), {"t": task_id}).scalar_one()
+
+
+def _own_tasks(demo_rag, employee: int) -> list[int]:
+    with demo_rag.engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT TASK_ID FROM TASK WHERE ASSIGNEE_ID = :e ORDER BY TASK_ID"), {"e": employee})
+        return [int(r[0]) for r in rows]
+
+
+def test_developer_search_lists_exactly_their_tasks(cli, demo_rag):
+    result = cli("login timeout", "--as", "9", "--k", "100", "--type", "task")
+    assert result.exit_code == 0, result.output
+    rows = ANCHOR.findall(result.output)
+    assert [int(r[0]) for r in rows] == list(range(1, len(rows) + 1))
+    assert {r[1] for r in rows} == {"TASK"}
+    assert sorted(int(r[2]) for r in rows) == _own_tasks(demo_rag, 9)
+
+
+@pytest.mark.parametrize("mode", ["semantic", "keyword", "hybrid"])
+def test_modes_print_ranked_scoped_rows(cli, demo_rag, mode):
+    result = cli("invoice PDF generation", "--as", "12", "--mode", mode, "--k", "20")
+    assert result.exit_code == 0, result.output
+    rows = ANCHOR.findall(result.output)
+    assert 0 < len(rows) <= 20
+    for _, kind, ident, _, legs in rows:
+        if kind == "TASK":
+            assert _assignee(demo_rag, int(ident)) == 12
+        assert set(legs.split(",")) <= ({"semantic", "keyword"} if mode == "hybrid" else {mode})
+    if mode == "semantic":
+        assert len(rows) == 20  # more than 20 chunks are visible to a developer
+
+
+def test_project_and_type_filters(cli, demo_rag):
+    result = cli("sprint goal", "--as", "3", "--project", "2", "--type", "SPRINT", "--k", "50")
+    assert result.exit_code == 0, result.output
+    rows = ANCHOR.findall(result.output)
+    assert sorted(int(r[2]) for r in rows) == list(range(9, 17))  # project 2 owns sprints 9-16
+
+
+def test_default_k_is_top_k(cli):
+    result = cli("invoice", "--as", "3")
+    assert result.exit_code == 0
+    assert len(ANCHOR.findall(result.output)) == 8
+
+
+def test_query_syntax_is_plain_text(cli):
+    result = cli('invoic* NEAR "payment OR ABOUT(x) {y} %_\\', "--as", "3", "--mode", "keyword")
+    assert result.exit_code == 0, result.output
+    assert "DATABASE" not in result.output
+
+
+def test_no_results_says_so(cli):
+    result = cli("zzqxv", "--as", "9", "--mode", "keyword")
+    assert result.exit_code == 0
+    assert "(no results visible to this caller)" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["invoice", "--as", "9", "--k", "0"], 2, "k must be an integer in [1, 100]"),
+        (["invoice", "--as", "9", "--k", "101"], 2, "k must be an integer in [1, 100]"),
+        (["   ", "--as", "9"], 2, "query is empty"),
+        (["invoice", "--as", "999"], 1, "employee 999 not found"),
+        (["invoice", "--as", "9", "--mode", "vector"], 2, "Invalid value for '--mode'"),
+        (["invoice"], 2, "Missing option '--as'"),
+    ],
+)
+def test_bad_input_exits_with_a_clear_message(cli, args, code, message):
+    result = cli(*args)
+    assert result.exit_code == code, result.output
+    assert message in result.output

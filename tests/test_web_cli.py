@@ -1,0 +1,173 @@
+"""`oracle-rag serve` (a real process), `oracle-rag ask`, and `oracle-rag demo` (run_demo)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from chat_helpers import DEV_A, DEV_B, bearer, issue_tokens, task_chunks_of
+from click.testing import CliRunner
+
+from oracle_rag.cli import main
+from oracle_rag.errors import ConfigurationError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _config(tmp_path: Path, data_dir: Path, extra: str = "") -> Path:
+    cfg = tmp_path / "oracle-rag.toml"
+    cfg.write_text(f'data_dir = "{data_dir}"\n{extra}')
+    return cfg
+
+
+def _lines(stream, out: queue.Queue) -> None:
+    for line in iter(stream.readline, ""):
+        out.put(line)
+    out.put(None)
+
+
+def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (a local URL)
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+def _post(url: str, payload: dict, headers: dict[str, str]) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 (a local URL)
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+def test_serve_runs_api_and_worker_and_stops_on_sigterm(demo_rag, tmp_path: Path) -> None:
+    tokens = issue_tokens(demo_rag, (DEV_A,))
+    cfg = _config(tmp_path, demo_rag.settings.data_path, "worker_initial_delay_ms = 0\nworker_poll_ms = 100\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORACLE_RAG_")}
+    proc = subprocess.Popen([sys.executable, "-m", "oracle_rag.cli", "--config", str(cfg), "serve", "--port", "0"],
+                            cwd=tmp_path, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
+    try:
+        url = None
+        seen = []
+        while url is None:
+            line = lines.get(timeout=120)
+            assert line is not None, f"serve exited early: {''.join(seen)}"
+            seen.append(line)
+            if line.startswith("serving on "):
+                url = line.split()[2]
+        assert url.startswith("http://127.0.0.1:")  # loopback by default
+        status, health = _get(url + "healthz")
+        assert status == 200 and health["worker"]["in_process"] is True
+        status, answer = _post(url + "api/chat", {"question": "login timeout"}, bearer(tokens[DEV_A]))
+        assert status == 200 and answer["citations"]
+        # the worker thread inside `serve` indexes a change made by the host application
+        task = task_chunks_of(demo_rag, DEV_A)[0]
+        with demo_rag.engine.begin() as conn:
+            conn.execute(sa.text("UPDATE TASK SET TITLE = 'Indexed by serve' WHERE TASK_ID = :i"), {"i": task.task_id})
+            demo_rag.enqueue(conn, "TASK", task.task_id)
+        stop_waiting = threading.Event()
+        for _ in range(600):
+            with demo_rag.engine.connect() as conn:
+                content = conn.execute(sa.text("SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' "
+                                               "AND SOURCE_ID = :i"), {"i": str(task.task_id)}).scalar_one()
+            if "Indexed by serve" in content:
+                break
+            stop_waiting.wait(0.1)
+        assert "Indexed by serve" in content
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    rest = []
+    while (line := lines.get(timeout=10)) is not None:
+        rest.append(line)
+    assert proc.returncode == 0, "".join(rest)
+    assert "stopped" in "".join(rest)
+
+
+def test_ask_prints_answer_and_citations(demo_rag, tmp_path: Path) -> None:
+    cfg = _config(tmp_path, demo_rag.settings.data_path)
+    runner = CliRunner()
+    own = task_chunks_of(demo_rag, DEV_A)[0]
+    result = runner.invoke(main, ["--config", str(cfg), "ask", own.title, "--as", str(DEV_A), "--mode", "keyword"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("No language model is configured")
+    assert "Citations:\n" in result.stdout and f"[TASK #{own.task_id}]" in result.stdout
+    saved = runner.invoke(main, ["--config", str(cfg), "ask", "invoices", "--as", str(DEV_A), "--save", "--json"])
+    body = json.loads(saved.stdout)
+    assert set(body) == {"answer", "citations", "conversation_id", "retrieval", "answerer"}
+    follow = runner.invoke(main, ["--config", str(cfg), "ask", "and payments?", "--as", str(DEV_A),
+                                  "--conversation", body["conversation_id"], "--json"])
+    assert follow.exit_code == 0 and json.loads(follow.stdout)["conversation_id"] == body["conversation_id"]
+    foreign = runner.invoke(main, ["--config", str(cfg), "ask", "more", "--as", str(DEV_B),
+                                   "--conversation", body["conversation_id"]])
+    assert foreign.exit_code == 1 and "conversation not found" in foreign.stderr
+    empty = runner.invoke(main, ["--config", str(cfg), "ask", "  ", "--as", str(DEV_A)])
+    assert empty.exit_code == 2
+
+
+def test_demo_refuses_a_database_url(tmp_path: Path) -> None:
+    from oracle_rag.demo.run import run_demo
+
+    cfg = _config(tmp_path, tmp_path / "d", 'database_url = "oracle+oracledb://app@127.0.0.1:1521/?service_name=X"\n')
+    with pytest.raises(ConfigurationError, match="embedded engine only"):
+        run_demo(str(cfg), 0, 10, install_signals=False)
+
+
+def test_demo_prepares_and_serves(data_dir: Path, tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+    from oracle_rag.demo.run import DEMO_EMPLOYEES, run_demo
+
+    cfg = _config(tmp_path, data_dir, "worker_initial_delay_ms = 0\n")
+    ready: queue.Queue = queue.Queue()
+
+    def run_once() -> dict:
+        stop = threading.Event()
+        thread = threading.Thread(target=run_demo, args=(str(cfg), 0, 12),
+                                  kwargs={"stop": stop, "on_ready": ready.put, "install_signals": False}, daemon=True)
+        thread.start()
+        url = ready.get(timeout=300)
+        try:
+            status, listed = _get(url + "api/demo/identities")
+            assert status == 200 and listed["demo"] is True
+            idents = listed["identities"]
+            assert [i["employee_id"] for i in idents] == list(DEMO_EMPLOYEES)
+            assert {i["role"] for i in idents} == {"admin", "manager", "developer"}
+            dev = next(i for i in idents if i["role"] == "developer")
+            status, answer = _post(url + "api/chat", {"question": "sprint goal"}, bearer(dev["token"]))
+            assert status == 200 and answer["citations"]
+            with urllib.request.urlopen(url, timeout=30) as page:  # noqa: S310 (a local URL)
+                assert "Demo mode" in page.read().decode()
+            return {i["employee_id"]: i["token"] for i in idents}
+        finally:
+            stop.set()
+            thread.join(60)
+            assert not thread.is_alive()
+
+    first = run_once()
+    err = capfd.readouterr().err
+    assert "seeded 40 employees" in err and "indexing" in err and "demo tokens" in err
+    assert all(token in err for token in first.values())  # printed for the user
+    second = run_once()  # re-runnable: data kept, tokens re-issued, the old ones revoked
+    assert "demo data already present" in capfd.readouterr().err
+    from oracle_rag.auth import verify_token
+    from oracle_rag.config import load_settings
+    from oracle_rag.system import RagSystem
+
+    with RagSystem(load_settings(env={}, config_file=cfg)) as rag, rag.engine.connect() as conn:
+        assert all(verify_token(conn, "sqlite", t) is None for t in first.values())
+        assert all(verify_token(conn, "sqlite", t) == e for e, t in second.items())
