@@ -16,7 +16,8 @@ the FTS triggers index it), then measures p50/p95 milliseconds per query:
 * recall@8 of the SQL top-8 against numpy's exact top-8 (manager: all rows;
   developer: numpy restricted to the rows the scope lets them see);
 * unless ``--no-alternatives``: the same exact KNN through other layouts, to
-  put numbers on the options (a sqlite-vec ``vec0`` virtual table with the
+  put numbers on the options (the product statement on a connection with
+  ``PRAGMA mmap_size`` = 1 GiB; a sqlite-vec ``vec0`` virtual table with the
   scope as a metadata column, cosine and L2; the scalar scan with L2; a
   narrow copy of the table without CONTENT; an in-process numpy matrix with
   the scope as masks). Experiments in this file only: the product's SQL is
@@ -111,6 +112,11 @@ SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, knn.distance AS SCORE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
 FROM knn JOIN RAG_CHUNK c ON c.CHUNK_ID = knn.CHUNK_ID
 ORDER BY knn.distance, c.CHUNK_ID"""
+# The product statement without the source-type list (a plain DBAPI connection
+# has no expanding binds); with no type filter the two are the same plan.
+SEMANTIC_BY_VECTOR_NO_TYPES = SEMANTIC_BY_VECTOR.replace(" \nAND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types)", "")
+SEMANTIC_BY_VECTOR_NO_TYPES = SEMANTIC_BY_VECTOR_NO_TYPES.replace(" AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types)", "")
+assert "f_types" not in SEMANTIC_BY_VECTOR_NO_TYPES
 # The product statement with L2 instead of cosine (same order for unit vectors).
 SCALAR_L2 = SEMANTIC_BY_VECTOR.replace("vec_distance_cosine(", "vec_distance_l2(").replace(
     f"\n  AND {product_sql.FILTERS}", "")
@@ -236,6 +242,19 @@ def ids_of(result: Any) -> list[int]:
     return out
 
 
+def _own_connection(path: Path, pragmas: list[str]) -> Any:
+    import sqlean
+    import sqlite_vec
+
+    conn = sqlean.connect(str(path))
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    conn.enable_load_extension(False)
+    for pragma in pragmas:
+        conn.execute(pragma).fetchall()
+    return conn
+
+
 # -- one size -----------------------------------------------------------------------
 def scratch_system(base: Settings, tmp: str) -> RagSystem:
     model = base.model_path
@@ -308,6 +327,8 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
         with engine.connect() as conn:
             raw = engine.sa_engine.raw_connection()
             cur = raw.cursor()
+            # Outside the pool, so the pragma cannot leak into the product's connections.
+            mapped = _own_connection(engine.path, ["PRAGMA mmap_size=1073741824"]) if with_alternatives else None
 
             def by_vector(caller: Caller, k: int) -> Callable[[int], list[Hit]]:
                 def run(i: int) -> list[Hit]:
@@ -359,6 +380,9 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
             if with_alternatives:
                 dev = {"caller_id": DEVELOPER.employee_id}
                 alt = {
+                    "product_sql_mmap_manager": ("manager", lambda i: mapped.execute(  # type: ignore[union-attr]
+                        SEMANTIC_BY_VECTOR_NO_TYPES, {"qvec": qblobs[i], "k": K, "see_all": 1, "caller_id": 3,
+                                                      "f_project": None, "f_sprint": None}).fetchall()),
                     "scalar_l2_manager": ("manager", raw_sql(SCALAR_L2, {"see_all": 1, "caller_id": 3})),
                     "scalar_l2_developer": ("developer", raw_sql(SCALAR_L2, {"see_all": 0, **dev})),
                     "narrow_table_manager": ("manager", raw_sql(NARROW_KNN, {"see_all": 1, "caller_id": 3})),
@@ -376,6 +400,8 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
                 times, outputs = interleaved(variants, len(queries), rounds)
             finally:
                 raw.close()
+                if mapped is not None:
+                    mapped.close()
 
         timings = {name: summary(t) for name, t in times.items()}
         numpy_p50 = timings["numpy_exact_manager"]["p50_ms"]

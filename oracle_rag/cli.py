@@ -129,17 +129,29 @@ def model_build(ctx: click.Context, out: Path | None, force: bool) -> None:
 @model.command("load")
 @click.option("--file", "file_", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Local ONNX file, loaded as a BLOB (no directory object needed).")
-@click.option("--url", help="Pre-authenticated object storage URL (DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD).")
+@click.option("--url", help="Pre-authenticated object storage URL (DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD). "
+              "Prefer --url-env: a URL on the command line is visible in process listings.")
+@click.option("--url-env", default=None, metavar="VAR",
+              help="Read the pre-authenticated URL from this environment variable (e.g. MINILM_ONNX_PAR_URL).")
 @click.option("--name", default=None, help="Model name in the database (default: configured embedding_model).")
 @click.option("--replace", is_flag=True, help="Drop and reload when the model exists.")
 @click.pass_context
 @handle_errors
-def model_load(ctx: click.Context, file_: Path | None, url: str | None, name: str | None, replace: bool) -> None:
+def model_load(ctx: click.Context, file_: Path | None, url: str | None, url_env: str | None, name: str | None,
+               replace: bool) -> None:
     """Load the ONNX model into Oracle, once (skips when USER_MINING_MODELS has it)."""
+    import os
+
     from . import provision
 
+    if url_env:
+        if url:
+            raise InputError("give --url or --url-env, not both")
+        url = os.environ.get(url_env)
+        if not url:
+            raise InputError(f"environment variable {url_env} is not set")
     if bool(file_) == bool(url):
-        raise InputError("give exactly one of --file or --url")
+        raise InputError("give exactly one of --file, --url or --url-env")
     rag = _system(ctx)
     if file_:
         outcome = provision.load_model_file(rag.engine, file_, name=name, replace=replace)

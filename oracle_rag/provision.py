@@ -128,7 +128,7 @@ def _run_block(engine: Engine, sql: str, binds: Callable[[Any], Mapping[str, Any
             raw = conn.connection.driver_connection
             cursor = raw.cursor()  # type: ignore[union-attr]
             try:
-                outcome = cursor.var(str)
+                outcome = cursor.var(oracledb.DB_TYPE_VARCHAR, 32)  # LOADED, REPLACED, SKIPPED, CONCURRENT
                 cursor.execute(sql, {**binds(raw), "outcome": outcome})
                 value = outcome.getvalue()
             finally:

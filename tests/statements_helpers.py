@@ -147,9 +147,8 @@ def _empty_toml() -> Path:
     """An empty config file, so a developer's ./oracle-rag.toml cannot change the render."""
     global _EMPTY_TOML
     if _EMPTY_TOML is None:
-        import tempfile
-
         import atexit
+        import tempfile
 
         handle = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
         handle.close()
@@ -260,7 +259,7 @@ BIND_EXAMPLES: dict[str, Any] = {
     "f_types": ["TASK", "SPRINT"], "model_name": DEFAULT_MODEL, "statement_id": "rag-plan-1",
     "replace": 0, "model_data": "<BLOB: the ONNX file's bytes>", "uri": "<pre-authenticated URL, secret>",
     "outcome": "<OUT VARCHAR2: LOADED|REPLACED|SKIPPED|CONCURRENT>", "id": 42, "names": ["RAG_TASK_ENQUEUE"],
-    "mset": "rag", "version": 3, "description": "chat", "checksum": "3a7bd3e2360a3d29...",
+    "mset": "rag", "version": 3, "checksum": "3a7bd3e2360a3d29...",
     "done": 4, "success": 1,
 }
 
