@@ -25,7 +25,9 @@ there, and deletes the ones it added when it finishes.
 Metrics follow trec_eval (``ndcg_cut.10``, ``recall.100``): gain = the
 graded judgement, discount 1/log2(rank + 1), the ideal ranking built from all
 positive judgements of the query (retrieved or not); only queries with at
-least one positive judgement are scored, and the mean is over those.
+least one positive judgement are scored, and the mean is over those. A query
+the retriever refuses (empty text) counts as retrieving nothing and scores 0,
+as with ``trec_eval -c``; it is listed in ``details.queries_refused``.
 """
 
 from __future__ import annotations
@@ -373,12 +375,13 @@ def indexed_collection(settings: Settings, data: Dataset,
         yield rag, _index(rag, len(data.documents), progress)
 
 
-def _ranked(retriever: Any, text: str, mode: str) -> list[str]:
+def _ranked(retriever: Any, text: str, mode: str) -> list[str] | None:
+    """The ranked document ids, or None when the retriever refuses the text (empty, too long)."""
     try:
         hits = retriever.search(text, RECALL_AT, EVAL_CALLER, mode, Filters(source_types=(DOCUMENT_TYPE,)),
                                 max_chars=100_000)
     except InputError:
-        return []  # an empty query text retrieves nothing (and scores 0), as in trec_eval
+        return None
     return [h.source_id for h in hits]
 
 
@@ -395,13 +398,17 @@ def run_eval(settings: Settings, dataset: Path, *, max_docs: int | None = None,
     judged = data.judged_queries
     scores: dict[str, dict[str, float]] = {}
     timings: dict[str, float] = {}
+    refused: set[str] = set()
     with indexed_collection(settings, data, progress) as (rag, index_s):
         retriever = rag.retriever()
         for mode in MODES:
             runs: dict[str, list[str]] = {}
             started = time.perf_counter()
             for n, qid in enumerate(judged, 1):
-                runs[qid] = _ranked(retriever, data.queries[qid], mode)
+                ranked = _ranked(retriever, data.queries[qid], mode)
+                if ranked is None:  # scored as retrieving nothing, like trec_eval -c
+                    refused.add(qid)
+                runs[qid] = ranked or []
                 if progress:
                     progress(mode, n, len(judged))
             timings[mode] = (time.perf_counter() - started) * 1000 / len(judged)
@@ -414,6 +421,7 @@ def run_eval(settings: Settings, dataset: Path, *, max_docs: int | None = None,
         "index_seconds": round(index_s, 3),
         "ms_per_query": {m: round(t, 3) for m, t in timings.items()},
         "queries_without_judgements": len(data.queries) - len(judged),
+        "queries_refused": sorted(refused),
         "unknown_qrels": data.unknown_qrels,
         "warnings": data.warnings,
         "rrf_k": settings.rrf_k,

@@ -87,13 +87,15 @@ def test_history_keeps_the_newest_whole_pairs_within_budget() -> None:
 
 
 def test_parse_anchors_variants() -> None:
-    text = "See [TASK #42] and [Task # 7, SPRINT #3]; also [PROJECT#1] [TASK #42] [not an anchor] [TASK]"
-    assert parse_anchors(text) == [("TASK", "42"), ("TASK", "7"), ("SPRINT", "3"), ("PROJECT", "1")]
+    text = ("See [TASK #42] and [Task # 7, SPRINT #3]; also [PROJECT#1] [TASK #42] [not an anchor] [TASK] "
+            "[TASK #5 and TASK #6] TASK #8 outside brackets")
+    assert parse_anchors(text) == [("TASK", "42"), ("TASK", "7"), ("SPRINT", "3"), ("PROJECT", "1"),
+                                   ("TASK", "5"), ("TASK", "6")]
 
 
 def test_citations_keep_only_retrieved_chunks_in_mention_order() -> None:
     retrieved = [FakeChunk("TASK", "1", "[TASK #1] one"), FakeChunk("SPRINT", "2", "[SPRINT #2] two")]
-    answer = "Per [SPRINT #2] and [TASK #999] (invented) and [TASK #1]."
+    answer = "Per [SPRINT #2] and [TASK #999] (invented) and [TASK #1.] and again [TASK #1]."
     cited = select_citations(answer, retrieved)
     assert [(c.source_type, c.source_id) for c in cited] == [("SPRINT", "2"), ("TASK", "1")]
     assert cited[1].snippet == "[TASK #1] one"  # the snippet comes from the chunk, not from the model

@@ -72,7 +72,7 @@ def test_triggers_install_status_uninstall(rag, data_dir):
     assert invoke(data_dir, "triggers", "uninstall").stdout.strip() == "removed 0 trigger(s)"
 
 
-def test_triggers_install_before_migrate_is_a_clean_error(make_settings, tmp_path):
+def test_triggers_install_before_migrate_is_a_clean_error(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     result = CliRunner().invoke(main, ["triggers", "install"], env=cli_settings_env(empty))

@@ -238,12 +238,12 @@ TINY_QUERIES = [
 ]
 
 
-def _tiny_dataset(folder: Path) -> Path:
+def _tiny_dataset(folder: Path, queries: list[tuple[str, str, dict[str, int]]] = TINY_QUERIES) -> Path:
     corpus = [{"_id": str(i), "title": t, "text": x} for i, (t, x) in enumerate(TINY_TOPICS, 1)]
-    queries = [{"_id": q, "text": text} for q, text, _ in TINY_QUERIES]
+    query_rows = [{"_id": q, "text": text} for q, text, _ in queries]
     qrels = "query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\t{d}\t{g}\n" for q, _, judged in TINY_QUERIES for d, g in judged.items())
-    return _write(folder, corpus, queries, qrels)
+        f"{q}\t{d}\t{g}\n" for q, _, judged in queries for d, g in judged.items())
+    return _write(folder, corpus, query_rows, qrels)
 
 
 def _cli_env(data_dir: Path) -> dict[str, str]:
@@ -279,17 +279,20 @@ def test_eval_cli_end_to_end(tmp_path, data_dir, monkeypatch):
     assert sorted(p.name for p in data_dir.iterdir()) == ["models"]
 
 
-def test_run_eval_library_with_limits(tmp_path, make_settings):
-    dataset = _tiny_dataset(tmp_path / "tiny")
+def test_run_eval_library_with_limits_and_an_empty_query(tmp_path, make_settings):
+    queries = TINY_QUERIES[:3] + [("qe", "   ", {"3": 1})] + TINY_QUERIES[3:]
+    dataset = _tiny_dataset(tmp_path / "tiny", queries)
     seen: list[tuple[str, int, int]] = []
-    report = run_eval(make_settings(), dataset, max_docs=10, max_queries=3,
+    report = run_eval(make_settings(), dataset, max_docs=10, max_queries=4,
                       progress=lambda what, done, total: seen.append((what, done, total)))
-    # q1, q2, q3 are judged on documents 1, 2 and 5, all within the first 10.
-    assert (report["documents"], report["queries"]) == (10, 3)
-    assert report["details"]["unknown_qrels"] == 3  # q4 and q5 judgements (3 pairs) were cut
-    assert report["semantic"]["recall@100"] == 1.0
+    # q1, q2, q3 and qe are judged on documents 1, 2, 5 and 3, all within the first 10.
+    assert (report["documents"], report["queries"]) == (10, 4)
+    assert report["details"]["unknown_qrels"] == 3  # the q4 and q5 judgements (3 pairs) were cut
+    # The empty query is refused by the retriever: it scores 0 (trec_eval -c) and is listed.
+    assert report["details"]["queries_refused"] == ["qe"]
+    assert report["semantic"]["recall@100"] == pytest.approx(3 / 4)
     assert ("index", 10, 10) in seen
-    assert [s for s in seen if s[0] == "hybrid"][-1] == ("hybrid", 3, 3)
+    assert [s for s in seen if s[0] == "hybrid"][-1] == ("hybrid", 4, 4)
 
 
 def test_eval_cli_reports_a_malformed_dataset(tmp_path, data_dir, monkeypatch):

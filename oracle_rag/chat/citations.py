@@ -22,7 +22,8 @@ from typing import Any
 SNIPPET_CHARS = 240
 
 _BRACKETS = re.compile(r"\[([^\[\]\n]{1,300})\]")
-_ANCHOR = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*#\s*(\S(?:.*\S)?)\s*$")
+# TYPE #id inside a bracket; several may share one ("[TASK #1, TASK #2]", "[TASK #1 and SPRINT #3]").
+_ANCHOR = re.compile(r"\b([A-Za-z][A-Za-z0-9_]*)\s*#\s*([^\s,;\[\]]+)")
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,7 @@ def parse_anchors(text: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     seen: set[tuple[str, str]] = set()
     for group in _BRACKETS.finditer(text):
-        for part in re.split(r"[,;]", group.group(1)):
-            match = _ANCHOR.match(part)
-            if not match:
-                continue
+        for match in _ANCHOR.finditer(group.group(1)):
             key = (match.group(1).upper(), match.group(2))
             if key not in seen:
                 seen.add(key)
@@ -70,4 +68,13 @@ def citation_for(chunk: Any) -> Citation:
 def select_citations(answer: str, retrieved: Sequence[Any]) -> list[Citation]:
     """Citations for the anchors in ``answer`` that name a retrieved chunk, in order of mention."""
     by_key = {(c.source_type.upper(), str(c.source_id)): c for c in retrieved}
-    return [citation_for(by_key[key]) for key in parse_anchors(answer) if key in by_key]
+    out: list[Citation] = []
+    used: set[tuple[str, str]] = set()
+    for source_type, source_id in parse_anchors(answer):
+        # "[TASK #42.]": try the id as written, then without trailing punctuation
+        for key in ((source_type, source_id), (source_type, source_id.rstrip(".:)!?"))):
+            if key in by_key and key not in used:
+                used.add(key)
+                out.append(citation_for(by_key[key]))
+                break
+    return out

@@ -32,7 +32,8 @@ def register(main: click.Group) -> None:
 
         rag = _system(ctx)
         stop = threading.Event()
-        install_signal_handlers(stop)
+        if not debug:  # Flask's development server stops on Ctrl-C by itself
+            install_signal_handlers(stop)
         try:
             run_server(rag, host, port, worker=not no_worker, debug=debug, threads=threads, stop=stop,
                        on_ready=lambda url: click.echo(f"serving on {url} (Ctrl-C to stop)", err=True))

@@ -61,8 +61,9 @@ class _QueueCollector(Collector):
         try:
             with self.rag.engine.connect() as conn:
                 stats = self.rag.engine.queue_stats(conn, self.rag.settings.max_attempts)
-        except RagError as exc:
-            log.warning("metrics: queue statistics unavailable: %s", exc)
+        except Exception as exc:  # a scrape must not fail: report the database as down instead
+            log.warning("metrics: queue statistics unavailable: %s",
+                        exc if isinstance(exc, RagError) else type(exc).__name__)
             up.add_metric([], 0)
             yield up
             return
