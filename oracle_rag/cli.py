@@ -237,6 +237,7 @@ def queue() -> None:
 @click.pass_context
 @handle_errors
 def queue_list(ctx: click.Context, failed: bool, limit: int) -> None:
+    """List queue rows (id, type, id, action, attempts, last error)."""
     rag = _system(ctx)
     with rag.engine.connect() as conn:
         rows = rag.engine.list_queue(conn, failed_only=failed, max_attempts=rag.settings.max_attempts, limit=limit)
