@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from oracle_rag.chat.router import ROUTER_MARKER
+
 
 @dataclass
 class Reply:
@@ -61,6 +63,17 @@ class ScriptedLLM:
     replies: queue.Queue[Reply] = field(default_factory=queue.Queue)
     requests: list[RecordedRequest] = field(default_factory=list)
     model: str = "scripted-model"
+    # The chat's router asks the model to route every question first. Those
+    # requests are answered from `routes` (default: retrieval only) and kept
+    # apart in `route_requests`, so tests that script answers see only theirs.
+    routes: queue.Queue[str] = field(default_factory=queue.Queue)
+    route_requests: list[RecordedRequest] = field(default_factory=list)
+    default_route: str = '{"retrieval": true, "aggregation": false}'
+
+    def push_route(self, *routes: str) -> ScriptedLLM:
+        for r in routes:
+            self.routes.put(r)
+        return self
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -97,8 +110,18 @@ class ScriptedLLM:
                     body = json.loads(raw or b"{}")
                 except json.JSONDecodeError:
                     body = {"_invalid": raw.decode("utf-8", "replace")}
+                recorded = RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                if ROUTER_MARKER in recorded.system:
+                    with llm._lock:
+                        llm.route_requests.append(recorded)
+                    try:
+                        text = llm.routes.get_nowait()
+                    except queue.Empty:
+                        text = llm.default_route
+                    self._json(200, _completion(text, body.get("model", llm.model)))
+                    return
                 with llm._lock:
-                    llm.requests.append(RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                    llm.requests.append(recorded)
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
                     return

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..aggregate import AggregateResult, AggregateService
 from ..caller import Caller, require_caller
 from ..errors import InputError, LLMError, RagError
 from ..retriever import MODES, RetrievedChunk, Retriever, clean_query
@@ -36,6 +37,7 @@ from .citations import Citation, citation_for, select_citations, snippet
 from .conversations import ConversationStore, new_conversation_id
 from .llm import LLMClient
 from .prompt import Turn, build_messages, select_history
+from .router import AGGREGATION_UNAVAILABLE, Route, looks_aggregate, route
 
 DEFAULT_MODE = "hybrid"
 EXTRACTIVE_HEADER = "No language model is configured; here are the most relevant records:"
@@ -64,7 +66,9 @@ class ChatAnswer:
     citations: list[Citation]
     conversation_id: str | None
     retrieval: RetrievalInfo
-    answerer: str  # "llm" | "extractive" | "none" (no visible chunk matched)
+    answerer: str  # "llm" | "extractive" | "aggregate" | "none" (no visible chunk matched)
+    route: str = "retrieval"  # "retrieval" | "aggregation" | "both"
+    aggregate: AggregateResult | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,7 +77,18 @@ class ChatAnswer:
             "conversation_id": self.conversation_id,
             "retrieval": self.retrieval.to_dict(),
             "answerer": self.answerer,
+            "route": self.route,
+            "aggregate": aggregate_dict(self.aggregate),
         }
+
+
+def aggregate_dict(result: AggregateResult | None) -> dict[str, Any] | None:
+    """What the API shows of an aggregate: the executed SQL, rows, cap and timeout flags."""
+    if result is None:
+        return None
+    return {"sql": result.sql, "columns": result.columns, "rows": result.rows, "truncated": result.truncated,
+            "row_cap": result.row_cap, "timed_out": result.timed_out, "error": result.error,
+            "attempts": result.attempts}
 
 
 @dataclass(frozen=True)
@@ -110,6 +125,8 @@ class _Prepared:
     chunks: list[RetrievedChunk]
     retrieval: RetrievalInfo
     history: list[Turn] = field(default_factory=list)
+    route: Route | None = None
+    aggregate: AggregateResult | None = None
 
 
 class Chat:
@@ -123,6 +140,7 @@ class Chat:
         self.settings = settings or rag.settings
         self.llm: LLMClient | None = LLMClient.from_settings(self.settings) if llm is _UNSET else llm
         self.store = ConversationStore(rag.engine)
+        self.aggregates = AggregateService(rag.engine, self.settings)
         self.observer = observer
 
     def _observe(self, what: str, seconds: float, **labels: str) -> None:
@@ -143,25 +161,55 @@ class Chat:
             history = select_history(turns, self.settings.history_token_budget)
         elif store:
             conversation_id = new_conversation_id()
-        retriever = Retriever(self.rag.engine, self.settings)
-        chunks = retriever.search(text, None, who, mode)
-        stats = retriever.last_stats
-        assert stats is not None  # set by every search
-        info = RetrievalInfo(mode, stats.k, stats.latency_ms, len(chunks))
-        self._observe("retrieval", stats.latency_ms / 1000, mode=mode)
-        return _Prepared(who, text, mode, conversation_id, new, store or not new, chunks, info, history)
+        chosen = route(text, self.llm)
+        chunks: list[RetrievedChunk] = []
+        info = RetrievalInfo(mode, 0, 0.0, 0)
+        if chosen.retrieval:
+            retriever = Retriever(self.rag.engine, self.settings)
+            chunks = retriever.search(text, None, who, mode)
+            stats = retriever.last_stats
+            assert stats is not None  # set by every search
+            info = RetrievalInfo(mode, stats.k, stats.latency_ms, len(chunks))
+            self._observe("retrieval", stats.latency_ms / 1000, mode=mode)
+        aggregate = None
+        if chosen.aggregation and self.llm is not None:
+            started = time.monotonic()
+            aggregate = self.aggregates.ask(text, who, self.llm.complete)
+            self._observe("aggregate", time.monotonic() - started, outcome="error" if aggregate.error else "ok")
+        return _Prepared(who, text, mode, conversation_id, new, store or not new, chunks, info, history,
+                         chosen, aggregate)
 
     def _finish(self, prep: _Prepared, text: str, citations: list[Citation], answerer: str) -> ChatAnswer:
         if prep.store and prep.conversation_id is not None:
             self.store.append_turn(prep.conversation_id, prep.caller.employee_id, prep.question, text, citations,
                                    new=prep.new_conversation)
         self._observe("answer", 0.0, answerer=answerer)
-        return ChatAnswer(text, citations, prep.conversation_id if prep.store else None, prep.retrieval, answerer)
+        return ChatAnswer(text, citations, prep.conversation_id if prep.store else None, prep.retrieval, answerer,
+                          prep.route.name if prep.route else "retrieval", prep.aggregate)
 
     def _answerer(self, prep: _Prepared) -> str:
-        if not prep.chunks:
+        agg = prep.aggregate
+        if agg is not None and agg.error and not prep.chunks:
+            return "aggregate"  # the query failed and there is nothing else: explain the failure
+        if not prep.chunks and agg is None:
             return "none"
         return "llm" if self.llm is not None else "extractive"
+
+    def _direct_text(self, prep: _Prepared, answerer: str) -> tuple[str, list[Citation]]:
+        """The answer when no model call is needed (no records, extractive, failed aggregate)."""
+        if answerer == "none":
+            return NOTHING_FOUND, []
+        if answerer == "aggregate":
+            assert prep.aggregate is not None
+            return prep.aggregate.answer, []
+        text, citations = extractive_answer(prep.chunks)
+        if looks_aggregate(prep.question):
+            text = f"{AGGREGATION_UNAVAILABLE}\n\n{text}"
+        return text, citations
+
+    def _messages(self, prep: _Prepared) -> list[dict[str, str]]:
+        usable = prep.aggregate if prep.aggregate is not None and not prep.aggregate.error else None
+        return build_messages(prep.question, prep.chunks, prep.history, usable)
 
     # -- public ----------------------------------------------------------
     def answer(self, question: str, caller: Caller, conversation_id: str | None = None,
@@ -169,15 +217,12 @@ class Chat:
         """Answer in one piece. ``store=False`` keeps a first question out of the history."""
         prep = self._prepare(question, caller, conversation_id, mode, store)
         answerer = self._answerer(prep)
-        if answerer == "none":
-            return self._finish(prep, NOTHING_FOUND, [], answerer)
-        if answerer == "extractive":
-            text, citations = extractive_answer(prep.chunks)
-            return self._finish(prep, text, citations, answerer)
+        if answerer != "llm":
+            return self._finish(prep, *self._direct_text(prep, answerer), answerer)
         assert self.llm is not None
         started = time.monotonic()
         try:
-            text = self.llm.complete(build_messages(prep.question, prep.chunks, prep.history))
+            text = self.llm.complete(self._messages(prep))
         except LLMError:
             self._observe("llm", time.monotonic() - started, outcome="error")
             raise
@@ -191,15 +236,13 @@ class Chat:
         answerer = self._answerer(prep)
         started = time.monotonic()
         pieces: Iterator[str]
-        if answerer == "none":
-            pieces = iter([NOTHING_FOUND])
-        elif answerer == "extractive":
-            text, _ = extractive_answer(prep.chunks)
+        if answerer != "llm":
+            text, _ = self._direct_text(prep, answerer)
             pieces = iter([line + "\n" for line in text.split("\n")[:-1]] + [text.split("\n")[-1]])
         else:
             assert self.llm is not None
             try:
-                pieces = self.llm.stream(build_messages(prep.question, prep.chunks, prep.history))
+                pieces = self.llm.stream(self._messages(prep))
             except LLMError:
                 self._observe("llm", time.monotonic() - started, outcome="error")
                 raise
@@ -238,10 +281,8 @@ class ChatStream:
                                                             http_status=502))
                     return
                 citations = select_citations(text, self._prep.chunks)
-            elif self.answerer == "extractive":
-                citations = extractive_answer(self._prep.chunks)[1]
             else:
-                citations = []
+                citations = self._chat._direct_text(self._prep, self.answerer)[1]
             try:
                 self.answer = self._chat._finish(self._prep, text, citations, self.answerer)
             except RagError as exc:

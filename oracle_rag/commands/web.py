@@ -112,10 +112,11 @@ def register(main: click.Group) -> None:
                   help="Continue this conversation of the employee (stored).")
     @click.option("--save", is_flag=True, help="Store the question and answer as a new conversation.")
     @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
+    @click.option("--show-sql", is_flag=True, help="Also print the SQL an aggregate question ran, and its rows.")
     @click.pass_context
     @handle_errors
     def ask(ctx: click.Context, question: str, as_id: int, mode: str | None, conversation_id: str | None,
-            save: bool, as_json: bool) -> None:
+            save: bool, as_json: bool, show_sql: bool) -> None:
         """Answer QUESTION as EMPLOYEE_ID, with citations (LLM if configured, else extractive)."""
         from ..caller import load_caller
         from ..chat import Chat
@@ -138,5 +139,19 @@ def register(main: click.Group) -> None:
                 click.echo(f"  {c.anchor} {c.snippet}")
         else:
             click.echo("Citations: none")
+        if show_sql:
+            agg = answer.aggregate
+            if agg is None:
+                click.echo(f"SQL: none (route: {answer.route})")
+            else:
+                click.echo(f"SQL ({agg.attempts} attempt(s)): {agg.sql or '-'}")
+                if agg.error:
+                    click.echo(f"refused or failed: {agg.error}")
+                if agg.columns:
+                    click.echo("\t".join(agg.columns))
+                    for row in agg.rows[:50]:
+                        click.echo("\t".join("" if v is None else str(v) for v in row))
+                if agg.truncated:
+                    click.echo(f"(row cap of {agg.row_cap} reached: rows incomplete)")
         if answer.conversation_id:
             click.echo(f"conversation {answer.conversation_id}", err=True)
