@@ -118,6 +118,29 @@ def driver_error_code(exc: BaseException) -> str | None:
     return None
 
 
+# What an operator should read into an embedded-engine error code. The
+# driver's message is dropped (it may quote SQL and binds), so these fixed
+# texts are how a read-only file system or a full disk is named in the
+# one-line error. Matched by prefix (SQLITE_IOERR_WRITE, SQLITE_READONLY_DBMOVED...).
+_SQLITE_HINTS = (
+    ("SQLITE_CANTOPEN", "cannot open the database file: missing, not permitted, or on a read-only file system"),
+    ("SQLITE_READONLY", "the database is read-only"),
+    ("SQLITE_FULL", "the disk is full"),
+    ("SQLITE_IOERR", "disk I/O error (a full or failing disk)"),
+    ("SQLITE_BUSY", "the database is locked by another writer"),
+    ("SQLITE_CORRUPT", "the database file is corrupt"),
+    ("SQLITE_NOTADB", "the file is not a SQLite database"),
+)
+
+
+def driver_error_hint(code: str | None) -> str | None:
+    """A fixed, safe explanation of a vendor code, when we have one."""
+    for prefix, hint in _SQLITE_HINTS:
+        if code and code.startswith(prefix):
+            return hint
+    return None
+
+
 def wrap_driver_error(exc: BaseException, doing: str) -> DatabaseError:
     """Turn a driver/SQLAlchemy exception into a DatabaseError without its text.
 
@@ -130,4 +153,7 @@ def wrap_driver_error(exc: BaseException, doing: str) -> DatabaseError:
     cls = type(orig).__name__
     code = driver_error_code(exc)
     suffix = f" [{cls}{', ' + code if code else ''}]"
+    hint = driver_error_hint(code)
+    if hint:
+        suffix += f": {hint}"
     return DatabaseError(f"{doing} failed{suffix}", driver_class=cls, vendor_code=code)

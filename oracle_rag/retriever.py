@@ -9,6 +9,7 @@ Rank Fusion; each leg fetches more than k so fusion has room to reorder.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,9 @@ class SearchStats:
     legs: dict[str, int] = field(default_factory=dict)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def validate_k(k: Any) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise InputError(f"k must be an integer in [1, {MAX_K}], got {k!r}")
@@ -60,6 +64,8 @@ def clean_query(query: Any, max_chars: int) -> str:
     if not isinstance(query, str):
         raise InputError("query must be a string")
     text = query.replace("\x00", " ").strip()
+    if _SURROGATE.search(text):  # cannot be stored or embedded as UTF-8 (JSON "\\ud800", surrogateescape argv)
+        raise InputError("query is not valid Unicode text (it holds a lone surrogate)")
     if not text:
         raise InputError("query is empty")
     if len(text) > max_chars:

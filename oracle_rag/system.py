@@ -61,6 +61,9 @@ class RagSystem:
     def status(self) -> dict[str, Any]:
         with self.engine.connect() as conn:
             stats = self.engine.queue_stats(conn, self.settings.max_attempts)
+            # The error of the oldest failing row: the cause an operator fixes first.
+            head = self.engine.list_queue(conn, failed_only=False, max_attempts=self.settings.max_attempts,
+                                          limit=100) if stats.depth else []
         return {
             "engine": self.engine.name,
             "model": self.settings.embedding_model if self.engine.name == "oracle" else "all-MiniLM-L6-v2 (in-process)",
@@ -68,6 +71,7 @@ class RagSystem:
             "oldest_age_s": stats.oldest_age_s,
             "stalled_rows": stats.stalled,
             "failed_rows": stats.failed,
+            "last_error": next((r.last_error for r in head if r.last_error), None),
             "chunks": stats.chunks_by_type,
         }
 

@@ -13,13 +13,12 @@ import json
 
 import pytest
 import sqlalchemy as sa
+from llm_server import ScriptedLLM
 
 from oracle_rag.caller import Caller
 from oracle_rag.chat import Chat
-from oracle_rag.chat.router import AGGREGATION_UNAVAILABLE, ROUTER_MARKER, parse_route
 from oracle_rag.chat.llm import LLMClient
-
-from llm_server import ScriptedLLM
+from oracle_rag.chat.router import AGGREGATION_UNAVAILABLE, ROUTER_MARKER, parse_route
 
 DEV = Caller(20, "developer")
 ADMIN = Caller(1, "admin")

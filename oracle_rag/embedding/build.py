@@ -548,7 +548,11 @@ def ensure_model(data_dir: Path, progress: ProgressCallback | None = None) -> Pa
     path = model_path_for(data_dir)
     if path.is_file() and path.stat().st_size > 0:
         return path
-    with _build_lock(path.with_name(path.name + ".lock")):
-        if path.is_file() and path.stat().st_size > 0:
-            return path
-        return build_model(path, progress=progress)
+    try:
+        with _build_lock(path.with_name(path.name + ".lock")):
+            if path.is_file() and path.stat().st_size > 0:
+                return path
+            return build_model(path, progress=progress)
+    except OSError as exc:  # a read-only or full volume: name the cause instead of a bare OSError
+        raise EmbeddingError(f"embedding model {path} is missing and could not be built there "
+                             f"({type(exc).__name__}: {exc.strerror or 'no detail'})", path=str(path)) from None

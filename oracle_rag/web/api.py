@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from flask import Blueprint, Response, g, jsonify, request, stream_with_context
-from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
+from werkzeug.exceptions import BadRequest, RequestEntityTooLarge, UnsupportedMediaType
 
 from ..caller import Caller
 from ..chat.chunks import chunk_detail
 from ..chat.conversations import ConversationStore
-from ..errors import AccessError, InputError, NotFoundError, RagError
+from ..errors import AccessError, InputError, LLMError, NotFoundError, RagError
 from . import json_errors
 from .app import get_db, release_db, state
 
@@ -65,7 +65,12 @@ def current_caller() -> Caller:
 def _json_object(allowed: set[str]) -> dict[str, Any]:
     if not request.is_json:
         raise UnsupportedMediaType()
-    body = request.get_json()  # BadRequest (400) on invalid JSON, 413 past the body limit
+    try:
+        body = request.get_json()  # 413 past the body limit
+    except RecursionError:  # json's decoder gives up on deep nesting ("[[[[..."): a bad request, not a 500
+        raise BadRequest("the request body is not valid JSON (nested too deeply)") from None
+    except BadRequest:  # invalid JSON or invalid UTF-8; Flask's own text is generic outside debug
+        raise BadRequest("the request body is not valid JSON") from None
     if not isinstance(body, dict):
         raise InputError("the request body must be a JSON object")
     unknown = sorted(set(body) - allowed)
@@ -95,7 +100,13 @@ def chat() -> Response:
     question, conversation_id, mode = _chat_request()
     state().metrics.instrument_embedding()  # once, after authentication (it may load the model)
     release_db()  # the answer may wait on the model: do not hold a pooled connection meanwhile
-    answer = state().chat.answer(question, caller, conversation_id, mode)
+    try:
+        answer = state().chat.answer(question, caller, conversation_id, mode)
+    except LLMError as exc:
+        state().llm_health.failed(exc)  # /healthz lists the model under "degraded"
+        raise
+    if answer.answerer == "llm":
+        state().llm_health.ok()
     return jsonify(answer.to_dict())
 
 
@@ -110,7 +121,12 @@ def chat_stream() -> Response:
     question, conversation_id, mode = _chat_request()
     state().metrics.instrument_embedding()
     release_db()
-    stream = state().chat.stream(question, caller, conversation_id, mode)  # errors here are plain JSON
+    llm_health = state().llm_health
+    try:
+        stream = state().chat.stream(question, caller, conversation_id, mode)  # errors here are plain JSON
+    except LLMError as exc:
+        llm_health.failed(exc)
+        raise
 
     def events() -> Iterator[str]:
         yield sse("meta", {"conversation_id": stream.conversation_id, "retrieval": stream.retrieval.to_dict(),
@@ -120,8 +136,12 @@ def chat_stream() -> Response:
                 if event.kind == "token":
                     yield sse("token", {"text": event.text})
                 elif event.kind == "done" and event.answer is not None:
+                    if event.answer.answerer == "llm":
+                        llm_health.ok()
                     yield sse("done", event.answer.to_dict())
                 elif event.kind == "error" and event.error is not None:
+                    if isinstance(event.error, LLMError):
+                        llm_health.failed(event.error)
                     yield sse("error", _error_body(event.error))
         except RagError as exc:
             yield sse("error", _error_body(exc))

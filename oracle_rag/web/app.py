@@ -71,6 +71,7 @@ class WebState:
     max_body: int = DEFAULT_MAX_BODY
     owns_rag: bool = False
     services: Any = None  # BackgroundServices when the server runs the worker in-process
+    llm_health: Any = None  # health.LLMHealth: the model's last outcome, for /healthz
 
     @property
     def demo(self) -> bool:
@@ -138,7 +139,7 @@ def init_app(app: Flask, rag: Any, *, caller_loader: CallerLoader | None = None,
     its handlers. ``create_app`` makes them app-wide.
     """
     from .api import api_bp
-    from .health import health_bp
+    from .health import LLMHealth, health_bp
     from .metrics import metrics_bp
     from .pages import pages_bp
 
@@ -147,7 +148,8 @@ def init_app(app: Flask, rag: Any, *, caller_loader: CallerLoader | None = None,
     metrics = Metrics(rag)
     chat = Chat(rag, observer=metrics.observe_chat) if llm is ... else Chat(rag, llm, observer=metrics.observe_chat)
     web_state = WebState(rag=rag, chat=chat, caller_loader=caller_loader or token_caller_loader, metrics=metrics,
-                         demo_identities=list(demo_identities), max_body=max_body, owns_rag=owns_rag)
+                         demo_identities=list(demo_identities), max_body=max_body, owns_rag=owns_rag,
+                         llm_health=LLMHealth())
     app.extensions[EXTENSION] = web_state
     app.teardown_appcontext(release_db)
     app.register_blueprint(api_bp, url_prefix=api_prefix)

@@ -6,12 +6,16 @@ out. Queue figures (depth, stalled rows with ATTEMPTS >= 3, rows parked at
 ``max_attempts``) and the in-process worker's state are reported for
 operators but do not fail the check: a stuck queue row makes answers
 staler, not impossible, and pulling every instance out of rotation for it
-would turn a data problem into an outage. No authentication; the body
-holds no data, only counts and error codes.
+would turn a data problem into an outage; they are listed under
+``degraded`` (with the worker's last error and a failing language model)
+for operators and alerts. No authentication; the body holds no data, only
+counts and error codes.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from flask import Blueprint, Response, jsonify
@@ -20,6 +24,37 @@ from ..errors import RagError
 from .app import state
 
 health_bp = Blueprint("oracle_rag_health", __name__)
+
+
+class LLMHealth:
+    """The language model's last outcome as this app saw it.
+
+    There is no probe (a model call costs time and money, and every
+    instance shares the endpoint, so a 503 for it would take them all out):
+    the chat views report each call's outcome here, and ``/healthz`` lists a
+    failing model under ``degraded`` until a call succeeds again.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.last_error: str | None = None
+        self.last_error_at: float | None = None
+        self.last_ok_at: float | None = None
+
+    def ok(self) -> None:
+        with self._lock:
+            self.last_ok_at = time.time()
+            self.last_error = None
+
+    def failed(self, exc: RagError) -> None:
+        with self._lock:
+            self.last_error, self.last_error_at = str(exc), time.time()
+
+    def report(self, configured: bool) -> dict[str, Any]:
+        with self._lock:
+            age = None if self.last_error_at is None else round(time.time() - self.last_error_at, 1)
+            return {"configured": configured, "ok": None if not configured else self.last_error is None,
+                    "last_error": self.last_error, "last_error_age_s": age if self.last_error else None}
 
 
 def health_report() -> tuple[bool, dict[str, Any]]:
@@ -49,9 +84,39 @@ def health_report() -> tuple[bool, dict[str, Any]]:
             report["model"] = {"ok": False, "error": "UNKNOWN", "message": "database unreachable"}
     if web.services is not None:
         report["worker"] = web.services.status()
+    llm_health = getattr(web, "llm_health", None)
+    if llm_health is not None:
+        report["llm"] = llm_health.report(web.chat.llm is not None)
     healthy = db_ok and model_ok
     report["status"] = "ok" if healthy else "unavailable"
+    report["degraded"] = degraded_reasons(report)
     return healthy, report
+
+
+def degraded_reasons(report: dict[str, Any]) -> list[str]:
+    """What makes answers worse without making them impossible (the check stays 200).
+
+    A failing worker (its last batch's error), a worker thread that died,
+    stalled or parked queue rows, a failed start-up backfill, and a language
+    model whose last call failed. Empty when nothing is wrong.
+    """
+    out: list[str] = []
+    worker = report.get("worker") or {}
+    if worker.get("in_process") and worker.get("running") is False:
+        out.append("worker: the in-process worker thread is not running")
+    if worker.get("last_error"):
+        out.append(f"worker: last batch failed: {worker['last_error']}")
+    if worker.get("backfill_error"):
+        out.append(f"backfill: {worker['backfill_error']}")
+    queue = report.get("queue") or {}
+    if queue.get("stalled_rows"):
+        out.append(f"queue: {queue['stalled_rows']} stalled row(s) (ATTEMPTS >= 3)")
+    if queue.get("failed_rows"):
+        out.append(f"queue: {queue['failed_rows']} row(s) parked at max_attempts; see `oracle-rag queue list --failed`")
+    llm = report.get("llm") or {}
+    if llm.get("last_error"):
+        out.append(f"llm: last call failed: {llm['last_error']}")
+    return out
 
 
 @health_bp.get("/healthz")
