@@ -14,12 +14,10 @@ optional expiry), so every server agrees on when a token stops working.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Any
 
 import sqlalchemy as sa
 
@@ -27,6 +25,7 @@ from .caller import Caller, load_caller
 from .chat.chat_sql import query
 from .engines import Engine
 from .errors import InputError, NotFoundError
+from .sources.base import iso_or_none
 
 TOKEN_PREFIX = "orag_"
 _TOKEN_SHAPE = re.compile(r"^orag_[A-Za-z0-9_-]{43}$")
@@ -67,14 +66,6 @@ def new_token() -> str:
 def looks_like_token(value: str) -> bool:
     """Cheap shape check before any database lookup."""
     return bool(_TOKEN_SHAPE.match(value))
-
-
-def _iso(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, dt.datetime | dt.date):
-        return value.isoformat()
-    return str(value)
 
 
 def _check_expiry(expires_days: float | None) -> float | None:
@@ -145,7 +136,7 @@ def list_tokens(engine: Engine, employee_id: int | None = None) -> list[TokenInf
     with engine.connect() as conn:
         rows = conn.execute(query(engine.name, "LIST_TOKENS"),
                             {"employee_id": None if employee_id is None else int(employee_id)}).fetchall()
-    return [TokenInfo(int(r[0]), int(r[1]), r[2], _iso(r[3]) or "", _iso(r[4]), bool(r[5])) for r in rows]
+    return [TokenInfo(int(r[0]), int(r[1]), r[2], iso_or_none(r[3]) or "", iso_or_none(r[4]), bool(r[5])) for r in rows]
 
 
 def bearer_token(header: str | None) -> str | None:

@@ -10,7 +10,6 @@ lock upgrade.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 import uuid
@@ -22,6 +21,7 @@ import sqlalchemy as sa
 
 from ..engines import Engine
 from ..errors import NotFoundError
+from ..sources.base import iso_or_none
 from .chat_sql import query
 from .citations import Citation
 from .prompt import Turn
@@ -30,14 +30,6 @@ TITLE_CHARS = 80
 MAX_LIST = 100
 HISTORY_MESSAGES = 20  # read at most this many recent messages; the token budget trims further
 _ID = re.compile(r"^[0-9a-f]{32}$")
-
-
-def _iso(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, dt.datetime | dt.date):
-        return value.isoformat()
-    return str(value)
 
 
 def _text(value: Any) -> str:
@@ -100,7 +92,7 @@ class ConversationStore:
                            {"conversation_id": conversation_id, "employee_id": int(employee_id)}).first()
         if row is None:
             raise NotFoundError("conversation not found")
-        return ConversationSummary(str(row[0]), str(row[2]), _iso(row[3]), _iso(row[4]))
+        return ConversationSummary(str(row[0]), str(row[2]), iso_or_none(row[3]), iso_or_none(row[4]))
 
     def require(self, conversation_id: Any, employee_id: int) -> ConversationSummary:
         with self.engine.connect() as conn:
@@ -109,7 +101,7 @@ class ConversationStore:
     def list_for(self, conn: sa.Connection, employee_id: int, limit: int = MAX_LIST) -> list[ConversationSummary]:
         rows = conn.execute(self._q("LIST_CONVERSATIONS"),
                             {"employee_id": int(employee_id), "limit": int(limit)}).fetchall()
-        return [ConversationSummary(str(r[0]), str(r[1]), _iso(r[2]), _iso(r[3])) for r in rows]
+        return [ConversationSummary(str(r[0]), str(r[1]), iso_or_none(r[2]), iso_or_none(r[3])) for r in rows]
 
     def messages(self, conn: sa.Connection, conversation_id: str, employee_id: int) -> list[Message]:
         self.get(conn, conversation_id, employee_id)
@@ -117,7 +109,7 @@ class ConversationStore:
         out = []
         for r in rows:
             raw = _text(r[3]) if r[3] is not None else ""
-            out.append(Message(str(r[1]), _text(r[2]), json.loads(raw) if raw else [], _iso(r[4])))
+            out.append(Message(str(r[1]), _text(r[2]), json.loads(raw) if raw else [], iso_or_none(r[4])))
         return out
 
     def recent_turns(self, conversation_id: str, employee_id: int,

@@ -81,6 +81,15 @@ def fmt_date(value: Any) -> str:
     return str(value)[:10]
 
 
+def iso_or_none(value: Any) -> str | None:
+    """A stored timestamp as ISO-8601 text: Oracle returns datetime, SQLite text."""
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    return str(value)
+
+
 def fmt_number(value: Any) -> str:
     """8.0 -> '8', 2.5 -> '2.5' (Oracle NUMBER arrives as int, float or Decimal)."""
     if isinstance(value, Decimal):
