@@ -7,10 +7,16 @@ the FTS triggers index it), then measures p50/p95 milliseconds per query:
 
 * ``semantic`` / ``keyword`` / ``hybrid`` through ``Retriever.search`` as the
   product runs them: the query embedded inside SQL ("including embedding");
-* ``semantic`` and ``hybrid`` with a precomputed query vector bound instead
-  ("excluding embedding"): a bench-local copy of the product's semantic
-  statement with ``vector_embedding(:query)`` replaced by ``:qvec`` (derived
-  from the product text, so a change there shows up here);
+* ``semantic`` and ``hybrid`` with a precomputed query vector ("excluding
+  embedding"): ``SqliteEngine.semantic_search_by_vector``, the product's
+  cached path (in-process vector index, candidates re-checked in SQL) minus
+  the query embedding;
+* the SQL scan the cache replaced (``semantic_scan_*``): including embedding
+  through a second RagSystem on the same file with
+  ``embedded_vector_cache=False``, excluding embedding as a bench-local copy
+  of the product's scan statement with ``vector_embedding(:query)`` replaced
+  by ``:qvec`` (derived from the product text, so a change there shows up);
+* the cache's first full load (seconds) and its size (MB);
 * numpy brute-force exact search (``X @ q`` + argpartition) over the same
   vectors in the same process, and the ratio of the SQL scan to it;
 * recall@8 of the SQL top-8 against numpy's exact top-8 (manager: all rows;
@@ -319,6 +325,13 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
             "developer": [[int(dev_rows[j]) + 1 for j in numpy_top(dev_matrix, q, K)] for q in qvecs],
         }
         retriever = rag.retriever()
+        # The same file with the cache off: the SQL scan the cache replaces.
+        scan_rag = RagSystem(settings.with_overrides(embedded_vector_cache=False))
+        scan_retriever = scan_rag.retriever()
+        started = time.perf_counter()
+        engine.vector_cache().sync()  # the first search's full load, timed on its own
+        out["build"]["vector_cache_load_seconds"] = round(time.perf_counter() - started, 2)
+        out["build"]["vector_cache_mb"] = round(engine.vector_cache().nbytes / 1e6, 1)
         fetch = min(max(K * settings.hybrid_fetch_factor, K), 400)
         weights = {"semantic": settings.semantic_weight, "keyword": settings.keyword_weight}
         owner = np.array([-1 if r[2] is None else r[2] for r in rows])
@@ -337,7 +350,7 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
                 return run
 
             def hybrid_by_vector(caller: Caller) -> Callable[[int], Any]:
-                sem = by_vector(caller, fetch)
+                sem = cached_by_vector(caller, fetch)
 
                 def run(i: int) -> Any:
                     legs = {"semantic": sem(i),
@@ -364,14 +377,22 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
                     return [fetched[j] for j in ids]
                 return run
 
+            def cached_by_vector(caller: Caller, k: int) -> Callable[[int], list[Hit]]:
+                # The product path minus the query embedding: cache sync, masks,
+                # top-k in numpy, the candidates re-checked in SQL.
+                return lambda i: engine.semantic_search_by_vector(conn, qblobs[i], k, caller.scope(), Filters())
+
             variants: dict[str, Callable[[int], Any]] = {
                 "embed_query_only": lambda i: runtime.embed(queries[i]),
                 "numpy_exact_manager": lambda i: numpy_top(vectors, qvecs[i], K),
             }
             for label, caller in (("manager", MANAGER), ("developer", DEVELOPER)):
-                variants[f"semantic_excl_embedding_{label}"] = by_vector(caller, K)
+                variants[f"semantic_excl_embedding_{label}"] = cached_by_vector(caller, K)
                 variants[f"semantic_incl_embedding_{label}"] = (
                     lambda i, c=caller: retriever.search(queries[i], K, c, "semantic"))
+                variants[f"semantic_scan_excl_embedding_{label}"] = by_vector(caller, K)
+                variants[f"semantic_scan_incl_embedding_{label}"] = (
+                    lambda i, c=caller: scan_retriever.search(queries[i], K, c, "semantic"))
                 variants[f"keyword_{label}"] = lambda i, c=caller: retriever.search(queries[i], K, c, "keyword")
                 variants[f"hybrid_excl_embedding_{label}"] = hybrid_by_vector(caller)
                 variants[f"hybrid_incl_embedding_{label}"] = (
@@ -410,14 +431,24 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
         checks: dict[str, Any] = {}
         for label in ("manager", "developer"):
             sem = [ids_of(r) for r in outputs[f"semantic_excl_embedding_{label}"]]
+            scan = [ids_of(r) for r in outputs[f"semantic_scan_excl_embedding_{label}"]]
             checks[f"recall@{K}_semantic_vs_numpy_{label}"] = recall(sem, truth[label])
+            checks[f"recall@{K}_semantic_incl_embedding_vs_numpy_{label}"] = recall(
+                [ids_of(r) for r in outputs[f"semantic_incl_embedding_{label}"]], truth[label])
+            checks[f"recall@{K}_semantic_scan_vs_numpy_{label}"] = recall(scan, truth[label])
             checks[f"semantic_incl_equals_excl_{label}"] = (
                 [ids_of(r) for r in outputs[f"semantic_incl_embedding_{label}"]] == sem)
+            checks[f"semantic_cache_equals_scan_{label}"] = sem == scan
+        checks["cache_fallbacks"] = engine.cache_fallbacks
+        checks["cache_full_loads"] = engine.vector_cache().full_loads
         for name, (label, _) in alt.items():
             checks[f"recall@{K}_{name}"] = recall([ids_of(r) for r in outputs[name]], truth[label])
         out["checks"] = checks
         out["ratio_semantic_excl_to_numpy_p50"] = timings["semantic_excl_embedding_manager"]["ratio_to_numpy_p50"]
+        out["ratio_semantic_scan_excl_to_numpy_p50"] = (
+            timings["semantic_scan_excl_embedding_manager"]["ratio_to_numpy_p50"])
         out["timings"] = timings
+        scan_rag.close()
         rag.close()
     return out
 

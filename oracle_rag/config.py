@@ -61,6 +61,7 @@ _SPECS: dict[str, _Spec] = {
     "semantic_weight": _Spec(float, 0.0, 100.0),
     "keyword_weight": _Spec(float, 0.0, 100.0),
     "hybrid_fetch_factor": _Spec(int, 1, 50),
+    "embedded_vector_cache": _Spec(bool),
     "llm_url": _Spec(str),
     "llm_model": _Spec(str),
     "llm_api_key": _Spec(str),
@@ -104,6 +105,7 @@ class Settings:
     semantic_weight: float = 1.0
     keyword_weight: float = 1.0
     hybrid_fetch_factor: int = 4
+    embedded_vector_cache: bool = True  # embedded engine: in-process vector index (engines/vector_cache.py)
     llm_url: str | None = None
     llm_model: str | None = None
     llm_api_key: str | None = None

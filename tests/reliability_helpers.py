@@ -257,23 +257,14 @@ def readonly_bind(path: Path) -> Iterator[Path]:
 
 
 def fill_disk(directory: Path, name: str = "filler") -> Path:
-    """Write zeros into ``directory/name`` until the file system says ENOSPC."""
+    """Write zeros into ``directory/name`` until the file system says ENOSPC (to the last byte)."""
     target = directory / name
-    block = b"\0" * 65536
-    with open(target, "wb") as handle:
-        try:
-            while True:
-                handle.write(block)
-                handle.flush()
-        except OSError:
-            pass
-    # the last partial block may still fit: top up byte-wise so the disk is really full
-    with open(target, "ab") as handle:
-        for size in (4096, 512, 1):
+    with open(target, "wb", buffering=0) as handle:
+        for size in (1 << 20, 65536, 4096, 512, 1):
+            block = b"\0" * size
             try:
                 while True:
-                    handle.write(b"\0" * size)
-                    handle.flush()
+                    handle.write(block)
             except OSError:
                 continue
     return target

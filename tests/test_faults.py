@@ -21,6 +21,7 @@ without losing a change.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -45,6 +46,7 @@ from reliability_helpers import (
 )
 
 from oracle_rag.chat import LLMClient
+from oracle_rag.config import load_settings
 from oracle_rag.system import RagSystem
 from oracle_rag.web import create_app
 
@@ -159,16 +161,16 @@ def test_corrupt_model_fails_clearly_keeps_the_queue_and_recovers(demo_rag, mode
     cfg = write_config(tmp_path / "cli.toml", rag.settings.data_path)
     status = run_cli(["status", "--json"], config=cfg)
     assert status.returncode == 0, status.stderr
-    info = __import__("json").loads(status.stdout)
+    info = json.loads(status.stdout)
     assert info["queue_depth"] == 3 and info["last_error"].startswith("EMBEDDING: cannot load embedding model")
     assert_cli_error(run_cli(["model", "status"], config=cfg), 1, "EMBEDDING", "cannot load embedding model")
     assert_cli_error(run_cli(["ask", "login timeout", "--as", str(DEV_A)], config=cfg), 1, "EMBEDDING")
     drained = run_cli(["worker", "--once"], config=cfg)
-    assert drained.returncode == 1 and "failed rows 3" in drained.stdout
+    assert drained.returncode == 1 and "embedded 0" in drained.stdout
     assert "failed: EMBEDDING: cannot load embedding model" in drained.stderr  # the worker's log line
     parked = queue_rows(rag.engine.path)
     assert [r[1] for r in parked] == [rag.settings.max_attempts] * 3  # parked, not lost
-    status = __import__("json").loads(run_cli(["status", "--json"], config=cfg).stdout)
+    status = json.loads(run_cli(["status", "--json"], config=cfg).stdout)
     assert status["failed_rows"] == 3 and status["stalled_rows"] == 3
     assert "queue: 3 row(s) parked" in " ".join(client.get("/healthz").get_json()["degraded"])
 
@@ -192,8 +194,7 @@ def test_missing_model_that_cannot_be_built_names_the_cause(demo_template, model
     data = copy_data_dir(demo_template, model_path, tmp_path / "data")
     models = data / "models"
     (models / model_path.name).unlink()
-    rag = RagSystem(__import__("oracle_rag.config", fromlist=["load_settings"]).load_settings(
-        env={}, data_dir=str(data)))
+    rag = RagSystem(load_settings(env={}, data_dir=str(data)))
     try:
         tokens = issue_tokens(rag, (DEV_A,))
         own = [t.task_id for t in task_chunks_of(rag, DEV_A)[:2]]
@@ -229,12 +230,9 @@ def test_missing_model_that_cannot_be_built_names_the_cause(demo_template, model
 
 
 # -- the database ---------------------------------------------------------------------------
-@pytest.mark.slow
 def test_read_only_database(demo_template, model_path, tmp_path) -> None:
     """The data directory mounted read-only: everything fails with the cause named; the fix needs no restart."""
     require_mounts(tmp_path)
-    from oracle_rag.config import load_settings
-
     data = copy_data_dir(demo_template, model_path, tmp_path / "data")
     db = data / "oracle-rag.db"
     with RagSystem(load_settings(env={}, data_dir=str(data))) as rag:
@@ -249,14 +247,6 @@ def test_read_only_database(demo_template, model_path, tmp_path) -> None:
         # the CLI: one line naming the cause, exit 1
         assert_cli_error(run_cli(["status"], config=cfg), 1, "DATABASE", "SQLITE_CANTOPEN", hint)
         assert_cli_error(run_cli(["worker", "--once"], config=cfg), 1, "DATABASE", hint)
-        server = ServeProcess(cfg, clean_env(), tmp_path).start()
-    try:
-        # (the mount is gone from the outside again? no: readonly_bind has already been lifted here;
-        # so re-apply it for the server's phase)
-        pass
-    finally:
-        server.stop()
-    with readonly_bind(data):
         server = ServeProcess(cfg, clean_env(), tmp_path).start()
         try:
             health = server.get("/healthz")
@@ -283,12 +273,9 @@ def test_read_only_database(demo_template, model_path, tmp_path) -> None:
     assert TRACEBACK not in server.log()
 
 
-@pytest.mark.slow
 def test_disk_full(demo_template, model_path, tmp_path) -> None:
     """The database on a full tmpfs: reads work, writes fail with SQLITE_FULL named; freeing space heals."""
     require_mounts(tmp_path)
-    from oracle_rag.config import load_settings
-
     size = demo_template.stat().st_size + 3 * 1024 * 1024
     with tmpfs(tmp_path / "small-disk", size) as disk:
         data = copy_data_dir(demo_template, model_path, disk / "data", link_models=True)
@@ -392,7 +379,7 @@ def test_llm_down_then_slow_then_back(demo_rag, llm_port, tmp_path, caplog) -> N
 
     with ScriptedLLM() as llm:
         # slow: the answer comes after the budget
-        llm.push(Reply("late [TASK #1]", delay_s=5.0), Reply("late again", delay_s=5.0))
+        llm.push(Reply("late [TASK #1]", delay_s=5.0))  # the budget allows no retry after 1 s
         assert_api_error(client.post("/api/chat", json=question, headers=who), 504, "LLM",
                          "did not answer within 1 s (llm_timeout_s)")
         assert "did not answer within 1 s" in client.get("/healthz").get_json()["llm"]["last_error"]

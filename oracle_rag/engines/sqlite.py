@@ -9,6 +9,9 @@ Why these choices:
   ``VECTOR_EMBEDDING``.
 - WAL mode so readers (searches) never wait for the worker; queue picks use
   ``BEGIN IMMEDIATE`` so only one writer drains at a time across processes.
+- Semantic search through an in-process exact vector index
+  (``vector_cache.py``), kept in step with every process's writes by the
+  RAG_CHUNK_LOG triggers (migration V5); SQL re-checks scope on every row.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 import sqlean
 import sqlite_vec
@@ -29,20 +33,27 @@ from ..errors import wrap_driver_error
 from ..keywords import fts5_match
 from ..scripts import split_sqlite_script
 from . import sqlite_sql as q
-from ._common import queue_rows, stmt
+from ._common import hits, queue_rows, search_binds, stmt
 from .base import ChunkWrite, Engine, Filters, Hit, QueueRow, Scope
+from .vector_cache import DISTANCE_TOLERANCE, VectorCache
 
 
 class SqliteEngine(Engine):
     name = "sqlite"
     transactional_ddl = True
     q = q
+    # RAG_CHUNK_LOG rows kept (migration V5): a cache lagging further reloads.
+    chunk_log_keep = 50_000
 
     def __init__(self, settings: Settings, path: Path | None = None) -> None:
         super().__init__(settings)
         self.path = Path(path) if path is not None else settings.sqlite_path
         self._runtime: Any = None
         self._runtime_lock = threading.Lock()
+        self._vector_cache: VectorCache | None = None
+        self._cache_lock = threading.Lock()
+        self._chunk_log_exists = False
+        self.cache_fallbacks = 0  # searches the cache could not answer alone (tests, status)
 
     # -- the in-process model ---------------------------------------------
     def runtime(self) -> Any:
@@ -138,15 +149,6 @@ class SqliteEngine(Engine):
         status["test_norm"] = round(sum(v * v for v in vec) ** 0.5, 6)
         return status
 
-    def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite]) -> int:
-        # SQLite replaces an exception raised in vector_embedding() with a
-        # fixed "user-defined function raised exception": re-raise the
-        # EmbeddingError itself so the worker records why (broken model...).
-        from ..embedding.sqlite_function import embedding_errors
-
-        with embedding_errors():
-            return super().upsert_chunks(conn, chunks)
-
     def embed(self, conn: sa.Connection, text: str) -> list[float]:
         from ..embedding.sqlite_function import embedding_errors
 
@@ -155,10 +157,95 @@ class SqliteEngine(Engine):
 
     def semantic_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
                         exact: bool = False) -> list[Hit]:
+        """Exact top-k by cosine distance, scope and filters applied before the top-k.
+
+        With ``embedded_vector_cache`` (the default) the in-process matrix
+        proposes the candidates and SQL re-checks them (``_cached_search``);
+        otherwise, or when the cache cannot answer, the full SQL scan. Both
+        are exact, so ``exact`` changes nothing here.
+        """
         from ..embedding.sqlite_function import embedding_errors
 
         with embedding_errors():
-            return super().semantic_search(conn, query, k, scope, filters, exact)
+            if not self.settings.embedded_vector_cache:
+                return super().semantic_search(conn, query, k, scope, filters, exact)
+            return self._cached_search(conn, query, k, scope, filters)
+
+    # -- the in-process vector cache ----------------------------------------
+    def vector_cache(self) -> VectorCache:
+        """This engine's cache (empty until the first semantic search loads it)."""
+        with self._cache_lock:
+            if self._vector_cache is None:
+                self._vector_cache = VectorCache(q, self.path)
+            return self._vector_cache
+
+    def _cached_search(self, conn: sa.Connection, query: str, k: int, scope: Scope,
+                       filters: Filters) -> list[Hit]:
+        # The query is embedded in the database, like every chunk.
+        qblob = conn.execute(stmt(q.EMBED), {"text": query}).scalar_one()
+        return self.semantic_search_by_vector(conn, bytes(qblob), k, scope, filters)
+
+    def semantic_search_by_vector(self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope,
+                                  filters: Filters) -> list[Hit]:
+        """The cached search for an already embedded query (a float32 blob); benches time this."""
+        cache = self.vector_cache()
+        try:
+            cache.sync()
+        except sqlean.Error as exc:
+            raise wrap_driver_error(exc, "vector cache sync") from None
+        found = cache.candidates(np.frombuffer(qblob, dtype="<f4"), k, scope, filters)
+        if found is not None and not found.ids:
+            return []
+        if found is not None:
+            binds = search_binds(scope, filters, qvec=qblob, ids=found.ids)
+            rows = conn.execute(stmt(q.SEMANTIC_CANDIDATES, ("f_types", "ids")), binds).fetchall()
+            if len(rows) == len(found.ids) and all(
+                    abs(float(r[4]) - found.distances[int(r[0])]) <= DISTANCE_TOLERANCE for r in rows):
+                return hits(rows[:k])
+            # SQL dropped a candidate (scope, filters or a concurrent delete)
+            # or disagrees on a distance: repair those entries, scan this time.
+            self.cache_fallbacks += 1
+            try:
+                cache.refresh(found.ids)
+            except sqlean.Error as exc:
+                raise wrap_driver_error(exc, "vector cache refresh") from None
+        binds = search_binds(scope, filters, qvec=qblob, k=k)
+        return hits(conn.execute(stmt(q.SEMANTIC_SEARCH_BY_VECTOR, ("f_types",)), binds).fetchall())
+
+    def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite]) -> int:
+        # SQLite replaces an exception raised in vector_embedding() with a
+        # fixed "user-defined function raised exception": re-raise the
+        # EmbeddingError itself so the worker records why (broken model...).
+        from ..embedding.sqlite_function import embedding_errors
+
+        with embedding_errors():
+            count = super().upsert_chunks(conn, chunks)
+        self._prune_chunk_log(conn)
+        return count
+
+    def delete_chunks(self, conn: sa.Connection, source_type: str, ids: Sequence[str]) -> int:
+        count = super().delete_chunks(conn, source_type, ids)
+        self._prune_chunk_log(conn)
+        return count
+
+    def _prune_chunk_log(self, conn: sa.Connection) -> None:
+        """Keep the newest ``chunk_log_keep`` rows of RAG_CHUNK_LOG, in the writer's transaction.
+
+        A prefix delete on the primary key, normally a handful of rows. A
+        process whose cache lags further than that reloads in full (it sees
+        the gap); a database not yet migrated to V5 has no log to prune.
+        """
+        if not self._chunk_log_exists:
+            self._chunk_log_exists = bool(conn.execute(stmt(q.CHUNK_LOG_EXISTS)).scalar())
+            if not self._chunk_log_exists:
+                return
+        conn.execute(stmt(q.PRUNE_CHUNK_LOG), {"keep": self.chunk_log_keep})
+
+    def dispose(self) -> None:
+        super().dispose()
+        with self._cache_lock:
+            if self._vector_cache is not None:
+                self._vector_cache.reset()
 
     # -- queue and search -------------------------------------------------
     def pick(self, conn: sa.Connection, limit: int, max_attempts: int) -> list[QueueRow]:

@@ -113,6 +113,52 @@ LIMIT :k"""
 # No approximate index on the embedded engine: exact is the only mode.
 SEMANTIC_SEARCH_EXACT = SEMANTIC_SEARCH
 
+# -- the in-process vector cache (engines/vector_cache.py) -----------------------
+# The same scan with the query vector bound (a blob from EMBED): the fallback
+# when the cache's candidates do not survive the SQL re-check, so the query
+# is not embedded twice.
+SEMANTIC_SEARCH_BY_VECTOR = f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
+       vec_distance_cosine(c.EMBEDDING, :qvec) AS SCORE,
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
+FROM RAG_CHUNK c
+WHERE {SCOPE}
+  AND {FILTERS}
+ORDER BY SCORE, c.CHUNK_ID
+LIMIT :k"""
+
+# The cache's candidates, re-checked: the same scope and filters, the
+# distance recomputed in SQL from the stored vector. No LIMIT: the caller
+# compares the row count with the candidate count (a row the SQL drops means
+# the cache was wrong about it) and keeps the first k.
+SEMANTIC_CANDIDATES = f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
+       vec_distance_cosine(c.EMBEDDING, :qvec) AS SCORE,
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
+FROM RAG_CHUNK c
+WHERE c.CHUNK_ID IN :ids
+  AND {SCOPE}
+  AND {FILTERS}
+ORDER BY SCORE, c.CHUNK_ID"""
+
+# What the cache holds per chunk: the scope and filter columns and the vector.
+# The cache reads on its own plain DBAPI connection (no expanding binds):
+# :ids is a JSON array of integers.
+VECTOR_ROWS = "SELECT CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, EMBEDDING FROM RAG_CHUNK"
+VECTOR_ROWS_BY_ID = VECTOR_ROWS + " WHERE CHUNK_ID IN (SELECT value FROM json_each(:ids))"
+
+# Where the change log stands in this snapshot: the oldest retained row and
+# the highest SEQ ever assigned (sqlite_sequence survives pruning, so an
+# emptied log still tells a lagging reader that it missed changes).
+CHUNK_LOG_STATE = """SELECT (SELECT MIN(SEQ) FROM RAG_CHUNK_LOG) AS OLDEST,
+       (SELECT seq FROM sqlite_sequence WHERE name = 'RAG_CHUNK_LOG') AS NEWEST"""
+
+CHUNK_LOG_CHANGES = "SELECT DISTINCT CHUNK_ID FROM RAG_CHUNK_LOG WHERE SEQ > :after AND SEQ <= :upto"
+
+# Keep the newest :keep rows; always deletes a prefix, so the rows left are a
+# contiguous suffix and a reader detects a gap from MIN(SEQ) alone.
+PRUNE_CHUNK_LOG = "DELETE FROM RAG_CHUNK_LOG WHERE SEQ <= (SELECT MAX(SEQ) FROM RAG_CHUNK_LOG) - :keep"
+
+CHUNK_LOG_EXISTS = "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'RAG_CHUNK_LOG'"
+
 KEYWORD_SEARCH = f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
        -bm25(RAG_CHUNK_FTS) AS SCORE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID

@@ -186,6 +186,15 @@ def chunk(source_type: str, source_id: str) -> Response:
     return jsonify(detail.to_dict())
 
 
+# -- the API's own description -----------------------------------------------------------
+@api_bp.get("/openapi.json")
+def openapi() -> Response:
+    """OpenAPI 3.0 (:mod:`oracle_rag.web.openapi`); no authentication, no data."""
+    from .openapi import spec_response
+
+    return spec_response()
+
+
 # -- who am I, demo picker ------------------------------------------------------------
 @api_bp.get("/me")
 def me() -> Response:

@@ -26,6 +26,7 @@ log = logging.getLogger("oracle_rag.web.server")
 DEFAULT_THREADS = 8
 LOOP_TIMEOUT_S = 0.25  # how often the serving loop checks the stop event
 SHUTDOWN_GRACE_S = 5.0
+MAX_REQUEST_BODY = 1024 * 1024  # waitress refuses larger bodies itself (413); the API's limit is lower
 
 
 class BackgroundServices:
@@ -91,8 +92,11 @@ def make_server(app: Flask, host: str = "127.0.0.1", port: int = 8000, *, thread
     """A waitress server bound now (``port=0`` picks a free port: see ``.effective_port``)."""
     from waitress.server import create_server
 
+    # waitress buffers a whole request body before the app sees it (up to 1 GiB by default, spilling
+    # to temporary files): cap it, so a client cannot make it read far past the API's own limit.
     return create_server(app, host=host, port=port, threads=threads, ident="oracle-rag",
-                         clear_untrusted_proxy_headers=True, channel_timeout=120)
+                         clear_untrusted_proxy_headers=True, channel_timeout=120,
+                         max_request_body_size=MAX_REQUEST_BODY)
 
 
 def serve_until(server: Any, stop: threading.Event) -> None:
