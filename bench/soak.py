@@ -120,6 +120,7 @@ def writer(rag: Any, shared: Shared, interval: float, seed: int) -> None:
     import sqlalchemy as sa
 
     rng = random.Random(seed)
+    run = os.urandom(4).hex()  # markers unique across runs: a re-used data directory holds older ones
     with rag.engine.connect() as conn:
         task_ids = [int(r[0]) for r in conn.execute(sa.text("SELECT TASK_ID FROM TASK"))]
         authors = [int(r[0]) for r in conn.execute(sa.text("SELECT EMPLOYEE_ID FROM EMPLOYEE"))]
@@ -127,7 +128,7 @@ def writer(rag: Any, shared: Shared, interval: float, seed: int) -> None:
     n = 0
     while not shared.stop.is_set():
         task_id = task_ids[n % len(task_ids)]
-        marker = f"soak{n:06d}x{rng.randrange(16**6):06x}"
+        marker = f"soak{run}n{n:06d}"
         kind = rng.choices(["title", "description", "comment"], weights=[7, 2, 1])[0]
         try:
             with rag.engine.begin() as conn:

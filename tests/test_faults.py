@@ -394,3 +394,34 @@ def test_llm_down_then_slow_then_back(demo_rag, llm_port, tmp_path, caplog) -> N
         llm.push("And the CLI answers too.")
         asked = run_cli(["ask", "login timeout", "--as", str(DEV_A)], config=cfg)
         assert asked.returncode == 0 and asked.stdout.startswith("And the CLI answers too."), asked.stderr
+
+
+# -- docs/operations.md names only real signals -------------------------------------------------------
+def test_operations_doc_names_real_signals(demo_rag) -> None:
+    """Every metric, /healthz field and status field docs/operations.md tells operators to watch exists."""
+    import re
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "operations.md").read_text()
+    tokens = issue_tokens(demo_rag, (DEV_A,))
+    app = create_app({"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None})
+    client = app.test_client()
+    assert client.post("/api/chat", json={"question": "login"}, headers=bearer(tokens[DEV_A])).status_code == 200
+    exposed = client.get("/metrics").get_data(as_text=True)
+    named = {re.sub(r"_(count|bucket|sum)$", "", m) for m in re.findall(r"\boracle_rag_[a-z_]+[a-z]", doc)}
+    assert len(named) >= 7
+    missing = [m for m in named if not re.search(rf"^(# TYPE )?{m}(_total|_count|_bucket|_sum)?[{{ ]", exposed, re.M)]
+    # the LLM histogram has samples only after a model call: its TYPE line is enough
+    assert not missing, f"metrics named in docs/operations.md but not exposed: {missing}"
+    health = client.get("/healthz").get_json()
+    for field in ("status", "database", "model", "queue", "degraded", "llm"):
+        assert field in health and f"`{field}`" in doc
+    for field in ("stalled_rows", "failed_rows", "oldest_age_s", "depth"):
+        assert field in health["queue"] and f"`{field}`" in doc
+    status = demo_rag.status()
+    for field in ("queue_depth", "oldest_age_s", "stalled_rows", "failed_rows", "last_error"):
+        assert field in status and f"`{field}`" in doc
+    for line in ("worker batch failed: ", "language model attempt ", "re-index of ", "queue row(s) reached max attempts",
+                 "metrics: queue statistics unavailable"):
+        assert line in doc
+        assert any(line.split(":")[0].strip() in p.read_text()
+                   for p in (Path(__file__).resolve().parent.parent / "oracle_rag").rglob("*.py"))
