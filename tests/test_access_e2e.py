@@ -114,14 +114,10 @@ def strings(value: Any) -> Iterator[str]:
             yield from strings(v)
 
 
-def assert_only_allowed(world: SimpleNamespace, caller: int, payload: Any, *, skip_answer_text: bool = False,
-                        where: str = "") -> None:
-    """No task id outside the caller's allowed set anywhere in ``payload`` (citations always checked)."""
+def assert_only_allowed(world: SimpleNamespace, caller: int, payload: Any, *, where: str = "") -> None:
+    """No task id outside the caller's allowed set anywhere in ``payload``, answer text and citations included."""
     allowed = world.allowed[caller]
-    check = dict(payload) if isinstance(payload, dict) else payload
-    if skip_answer_text and isinstance(check, dict):
-        check.pop("answer", None)
-    for text in strings(check):
+    for text in strings(payload):
         for match in TASK_REF.finditer(text):
             assert int(match.group(1)) in allowed, f"{where}: caller {caller} got TASK #{match.group(1)}: {text[:200]}"
     for citation in citations_in(payload):
@@ -273,7 +269,7 @@ def test_chat_aggregation_answers_are_scoped(world, data) -> None:
         assert ids <= world.allowed[caller] and len(ids) == scoped_count(world, caller, status)
     else:
         assert body["aggregate"]["rows"] == [[scoped_count(world, caller, status)]]
-    assert_only_allowed(world, caller, body, skip_answer_text=True, where="aggregate chat")
+    assert_only_allowed(world, caller, body, where="aggregate chat")
 
 
 # -- a model that names forbidden tasks ------------------------------------------------------------
@@ -302,10 +298,10 @@ def test_model_anchors_of_forbidden_tasks_are_never_cited(world, data) -> None:
     assert body["answerer"] == "llm"
     cited = {int(c["source_id"]) for c in body["citations"] if c["source_type"] == "TASK"}
     assert cited and cited <= world.allowed[caller] and not cited & set(bad)
-    # everything but the model's own text obeys the strict rule; the text keeps what the model wrote
-    # (docs/chat.md: clients link only anchors listed in citations); nothing else is added to it
-    assert_only_allowed(world, caller, body, skip_answer_text=True, where="llm")
-    assert body["answer"] == text
+    # the strict rule holds for the answer text too: forbidden ids the model wrote are replaced
+    assert_only_allowed(world, caller, body, where="llm")
+    assert all(f"TASK #{b}]" not in body["answer"] for b in bad)
+    assert body["answer"].count("[reference removed]") == len(bad)
     stored = world.client.get(f"/api/conversations/{body['conversation_id']}", headers=headers).get_json()
     assert {int(c["source_id"]) for c in stored["messages"][-1]["citations"]} == cited
 

@@ -324,3 +324,30 @@ def test_unmigrated_database_gets_a_hint(make_settings) -> None:
 
     with RagSystem(make_settings()) as rag, pytest.raises(DatabaseError, match="run `oracle-rag migrate`"):
         rag.sql_sources().states()
+
+
+def test_serve_background_services_refresh_configured_sources(rag, bound, make_settings):
+    """`oracle-rag serve` runs the refresh thread: configured sources reach the index unattended."""
+    import time
+
+    from oracle_rag.system import RagSystem
+    from oracle_rag.web.server import BackgroundServices
+
+    settings = make_settings(sources={"crm": {"query": QUERY, "connection": "crm", "refresh": "1s"}},
+                             worker_initial_delay_ms=0, worker_poll_ms=100)
+    system = RagSystem(settings, engine=rag.engine)
+    services = BackgroundServices(system, worker=True, backfill=False)
+    services.start()
+    try:
+        deadline = time.monotonic() + 120  # a bound on waiting, not a performance assertion
+        count = 0
+        while time.monotonic() < deadline:
+            with rag.engine.connect() as conn:
+                count = conn.execute(sa.text("SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'crm'")).scalar_one()
+            if count == len(ROWS):
+                break
+            time.sleep(0.2)
+        assert count == len(ROWS)
+        assert services.status()["sources_refresh"] == "running"
+    finally:
+        assert services.stop()

@@ -254,7 +254,9 @@ def test_stream_with_llm_filters_citations(web_llm, llm: ScriptedLLM) -> None:
     llm.push(Reply(text="", pieces=pieces))
     response = web_llm.client.post("/api/chat/stream", headers=web_llm.as_(DEV_A), json={"question": own.title})
     events = parse_sse(response.get_data(as_text=True))
-    assert [d["text"] for e, d in events if e == "token"] == pieces
+    # the foreign id is replaced in the streamed text itself
+    assert [d["text"] for e, d in events if e == "token"] == pieces[:2] + [" and [reference removed]."]
+    assert str(foreign.task_id) not in "".join(d["text"] for e, d in events if e == "token")
     done = events[-1][1]
     assert events[-1][0] == "done" and done["answerer"] == "llm"
     assert [(c["source_type"], c["source_id"]) for c in done["citations"]] == [("TASK", str(own.task_id))]

@@ -36,6 +36,7 @@ from ..retriever import MODES, RetrievedChunk, Retriever, clean_query
 from .citations import Citation, citation_for, select_citations, snippet
 from .conversations import ConversationStore, new_conversation_id
 from .llm import LLMClient
+from .mentions import redact, redact_stream
 from .prompt import Turn, build_messages, select_history
 from .router import AGGREGATION_UNAVAILABLE, Route, looks_aggregate, route
 
@@ -207,6 +208,18 @@ class Chat:
             text = f"{AGGREGATION_UNAVAILABLE}\n\n{text}"
         return text, citations
 
+    def visible_tasks(self, caller: Caller) -> Callable[[set[str]], set[str]]:
+        """A scope check for task ids mentioned in an answer, run in SQL."""
+        from .chat_sql import query
+
+        def check(ids: set[str]) -> set[str]:
+            with self.rag.engine.connect() as conn:
+                rows = conn.execute(query(self.rag.engine.name, "VISIBLE_TASKS"),
+                                    {"ids": sorted(ids), **caller.scope().binds()})
+                return {str(r[0]) for r in rows}
+
+        return check
+
     def _messages(self, prep: _Prepared) -> list[dict[str, str]]:
         usable = prep.aggregate if prep.aggregate is not None and not prep.aggregate.error else None
         return build_messages(prep.question, prep.chunks, prep.history, usable)
@@ -227,7 +240,8 @@ class Chat:
             self._observe("llm", time.monotonic() - started, outcome="error")
             raise
         self._observe("llm", time.monotonic() - started, outcome="ok")
-        return self._finish(prep, text, select_citations(text, prep.chunks), answerer)
+        return self._finish(prep, redact(text, self.visible_tasks(prep.caller)),
+                            select_citations(text, prep.chunks), answerer)
 
     def stream(self, question: str, caller: Caller, conversation_id: str | None = None,
                mode: str | None = None, *, store: bool = True) -> ChatStream:
@@ -242,7 +256,7 @@ class Chat:
         else:
             assert self.llm is not None
             try:
-                pieces = self.llm.stream(self._messages(prep))
+                pieces = redact_stream(self.llm.stream(self._messages(prep)), self.visible_tasks(prep.caller))
             except LLMError:
                 self._observe("llm", time.monotonic() - started, outcome="error")
                 raise

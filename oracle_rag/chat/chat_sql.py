@@ -83,6 +83,15 @@ WHERE c.SOURCE_TYPE = :source_type
 SQLITE_GET_CHUNK = _GET_CHUNK_HEAD + sqlite_sql.SCOPE
 ORACLE_GET_CHUNK = _GET_CHUNK_HEAD + oracle_sql.SCOPE
 
+# Which of the task ids an answer mentions the caller may see (same scope predicate).
+_VISIBLE_TASKS_HEAD = """SELECT c.SOURCE_ID
+FROM RAG_CHUNK c
+WHERE c.SOURCE_TYPE = 'TASK'
+  AND c.SOURCE_ID IN :ids
+  AND """
+SQLITE_VISIBLE_TASKS = _VISIBLE_TASKS_HEAD + sqlite_sql.SCOPE
+ORACLE_VISIBLE_TASKS = _VISIBLE_TASKS_HEAD + oracle_sql.SCOPE
+
 # -- API tokens -------------------------------------------------------------------
 
 SQLITE_INSERT_TOKEN = """INSERT INTO RAG_API_TOKEN (TOKEN_HASH, EMPLOYEE_ID, LABEL, EXPIRES_AT)
@@ -138,6 +147,7 @@ ORACLE_STATEMENTS: dict[str, str] = {
     "LIST_CONVERSATIONS": ORACLE_LIST_CONVERSATIONS,
     "RECENT_MESSAGES": ORACLE_RECENT_MESSAGES,
     "GET_CHUNK": ORACLE_GET_CHUNK,
+    "VISIBLE_TASKS": ORACLE_VISIBLE_TASKS,
     "INSERT_TOKEN": ORACLE_INSERT_TOKEN,
     "VERIFY_TOKEN": ORACLE_VERIFY_TOKEN,
 }
@@ -148,6 +158,7 @@ SQLITE_STATEMENTS: dict[str, str] = {
     "LIST_CONVERSATIONS": SQLITE_LIST_CONVERSATIONS,
     "RECENT_MESSAGES": SQLITE_RECENT_MESSAGES,
     "GET_CHUNK": SQLITE_GET_CHUNK,
+    "VISIBLE_TASKS": SQLITE_VISIBLE_TASKS,
     "INSERT_TOKEN": SQLITE_INSERT_TOKEN,
     "VERIFY_TOKEN": SQLITE_VERIFY_TOKEN,
 }
@@ -166,6 +177,10 @@ def statements(engine_name: str) -> dict[str, str]:
     raise ValueError(f"no chat statements for engine {engine_name!r}")
 
 
+EXPANDING_BINDS: dict[str, tuple[str, ...]] = {"VISIBLE_TASKS": ("ids",)}
+
+
 def query(engine_name: str, name: str) -> sa.TextClause:
     """The named statement for an engine as a cached, executable ``text()`` clause."""
-    return stmt(statements(engine_name)[name], clobs=CLOB_BINDS.get(name, ()) if engine_name == "oracle" else ())
+    return stmt(statements(engine_name)[name], EXPANDING_BINDS.get(name, ()),
+                clobs=CLOB_BINDS.get(name, ()) if engine_name == "oracle" else ())

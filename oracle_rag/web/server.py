@@ -30,7 +30,8 @@ MAX_REQUEST_BODY = 1024 * 1024  # waitress refuses larger bodies itself (413); t
 
 
 class BackgroundServices:
-    """The in-process worker thread and the start-up backfill thread."""
+    """The in-process worker thread, the start-up backfill thread and, when SQL-query
+    sources are configured, the thread that refreshes them on their ``refresh`` interval."""
 
     def __init__(self, rag: Any, *, worker: bool = True, backfill: bool | None = None) -> None:
         self.rag = rag
@@ -47,6 +48,8 @@ class BackgroundServices:
             self._spawn("oracle-rag-backfill", self._backfill)
         if self.worker is not None:
             self._spawn("oracle-rag-worker", lambda: self.worker.run(self.stop_event))
+            if self.rag.settings.sources:
+                self._spawn("oracle-rag-sources", self._refresh_sources)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -70,6 +73,16 @@ class BackgroundServices:
         self.backfill_state = "done"
         log.info("start-up backfill enqueued %d entities", report.total)
 
+    def _refresh_sources(self) -> None:
+        """Refresh due SQL-query sources until stopped; a failing source is reported, never fatal."""
+        try:
+            self.rag.sql_sources().run(self.stop_event)
+        except Exception as exc:  # a configuration error: reported on /healthz, the server stays up
+            self.sources_error = str(exc) if hasattr(exc, "code") else type(exc).__name__
+            log.error("SQL-source refresh stopped: %s", self.sources_error)
+
+    sources_error: str | None = None
+
     def stop(self, timeout: float = 30.0) -> bool:
         """Signal the threads and wait; True when all have finished."""
         self.stop_event.set()
@@ -85,6 +98,10 @@ class BackgroundServices:
             out["last_error"] = self.worker.last_error
         if self.backfill_error:
             out["backfill_error"] = self.backfill_error
+        if self.rag.settings.sources:
+            out["sources_refresh"] = "stopped" if self.sources_error else "running"
+            if self.sources_error:
+                out["sources_error"] = self.sources_error
         return out
 
 
