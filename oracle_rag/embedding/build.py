@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import tempfile
 import threading
@@ -87,6 +88,8 @@ _LAYER_NORM_EPS = 1e-12
 _MAX_POSITIONS = 512
 
 ProgressCallback = Callable[[str, float], None]
+
+log = logging.getLogger("oracle_rag.embedding")
 
 
 # --------------------------------------------------------------------------- #
@@ -286,17 +289,8 @@ def _encoder_layer(
     return _layer_norm(g, out, w, f"{p}.output.LayerNorm", f"{p}/output")
 
 
-def build_model_proto(
-    weights: dict[str, np.ndarray],
-    vocab: str,
-    *,
-    max_length: int = DEFAULT_MAX_LENGTH,
-    metadata: dict[str, str] | None = None,
-) -> Any:
-    """Return the augmented model as an ``onnx.ModelProto`` (not yet written)."""
-    from onnx import TensorProto, helper
-
-    g = _GraphBuilder()
+def _add_constants(g: _GraphBuilder) -> None:
+    """The small constants the encoder and pooling nodes refer to by name."""
     g.const("const/axes0", np.array([0], dtype=np.int64))
     g.const("const/zero_start", np.array([0], dtype=np.int64))
     g.const("const/axes1", np.array([1], dtype=np.int64))
@@ -312,10 +306,24 @@ def build_model_proto(
     g.const("const/count_eps", np.array(1e-9, dtype=np.float32))
     g.const("const/norm_eps", np.array(1e-12, dtype=np.float32))
 
-    ids1, types1, mask1 = _tokenizer_node(g, vocab, max_length)
-    ids = g.node("Unsqueeze", [ids1, "const/axes0"], "input_ids")  # [1, n]
-    types = g.node("Unsqueeze", [types1, "const/axes0"], "token_type_ids")
-    mask = g.node("Unsqueeze", [mask1, "const/axes0"], "attention_mask")
+
+def _encoder_pooling(
+    g: _GraphBuilder,
+    ids: str,
+    types: str,
+    mask: str,
+    weights: dict[str, np.ndarray],
+    out: str,
+) -> str:
+    """BERT encoder, mean pooling and L2 normalisation on int64 ``[batch, n]`` inputs.
+
+    Shared by the augmented graph (batch 1, fed by the tokenizer op) and the
+    batched encoder (:mod:`.batch_model`), so both run the very same nodes on
+    the very same weights. Padded positions (mask 0) are excluded exactly:
+    their attention scores get float32.min (softmax weight 0) and pooling
+    multiplies them by 0. Returns ``out``, float32 ``[batch, 384]``.
+    """
+    from onnx import TensorProto
 
     # Embeddings: word + position + token type, then LayerNorm.
     word_table = g.const(
@@ -328,7 +336,7 @@ def build_model_proto(
         "embeddings.token_type_embeddings.weight",
         weights["embeddings.token_type_embeddings.weight"],
     )
-    word = g.node("Gather", [word_table, ids], "emb/word", axis=0)  # [1, n, 384]
+    word = g.node("Gather", [word_table, ids], "emb/word", axis=0)  # [b, n, 384]
     seq_len = g.node("Shape", [ids], "emb/seq_len", start=1, end=2)  # [n]
     pos = g.node("Slice", [pos_table, "const/zero_start", seq_len, "const/axes0"], "emb/position")
     ttype = g.node("Gather", [type_table, types], "emb/type", axis=0)
@@ -336,9 +344,9 @@ def build_model_proto(
     emb = g.node("Add", [emb, ttype], "emb/sum")
     h = _layer_norm(g, emb, weights, "embeddings.LayerNorm", "emb/output")
 
-    # Additive attention mask [1, 1, 1, n]: 0 where attended, float32 min
-    # where padded. With one string there is no padding, but the encoder is
-    # then correct for any caller that feeds padded ids.
+    # Additive attention mask [b, 1, 1, n]: 0 where attended, float32 min
+    # where padded. With one string there is no padding; the batched encoder
+    # pads to the longest text of its batch.
     mask_f = g.node("Cast", [mask], "mask/float", to=TensorProto.FLOAT)
     inverted = g.node("Sub", ["const/one", mask_f], "mask/inverted")
     bias = g.node("Mul", [inverted, "const/mask_min"], "mask/bias")
@@ -348,10 +356,10 @@ def build_model_proto(
         h = _encoder_layer(g, h, bias, weights, i)
 
     # Mean pooling over the attention mask (sentence-transformers Pooling).
-    mask_e = g.node("Unsqueeze", [mask_f, "const/axes2"], "pool/mask3d")  # [1, n, 1]
+    mask_e = g.node("Unsqueeze", [mask_f, "const/axes2"], "pool/mask3d")  # [b, n, 1]
     masked = g.node("Mul", [h, mask_e], "pool/masked")
-    summed = g.node("ReduceSum", [masked, "const/axes1"], "pool/sum", keepdims=0)  # [1, 384]
-    count = g.node("ReduceSum", [mask_f, "const/axes1"], "pool/count", keepdims=1)  # [1, 1]
+    summed = g.node("ReduceSum", [masked, "const/axes1"], "pool/sum", keepdims=0)  # [b, 384]
+    count = g.node("ReduceSum", [mask_f, "const/axes1"], "pool/count", keepdims=1)  # [b, 1]
     count = g.node("Max", [count, "const/count_eps"], "pool/count_safe")
     mean = g.node("Div", [summed, count], "pool/mean")
 
@@ -360,7 +368,26 @@ def build_model_proto(
     sumsq = g.node("ReduceSum", [squared, "const/axes1"], "norm/sumsq", keepdims=1)
     norm = g.node("Sqrt", [sumsq], "norm/l2")
     norm = g.node("Max", [norm, "const/norm_eps"], "norm/l2_safe")
-    normed = g.node("Div", [mean, norm], "norm/normalised")  # [1, 384]
+    return g.node("Div", [mean, norm], out)  # [b, 384]
+
+
+def build_model_proto(
+    weights: dict[str, np.ndarray],
+    vocab: str,
+    *,
+    max_length: int = DEFAULT_MAX_LENGTH,
+    metadata: dict[str, str] | None = None,
+) -> Any:
+    """Return the augmented model as an ``onnx.ModelProto`` (not yet written)."""
+    from onnx import TensorProto, helper
+
+    g = _GraphBuilder()
+    _add_constants(g)
+    ids1, types1, mask1 = _tokenizer_node(g, vocab, max_length)
+    ids = g.node("Unsqueeze", [ids1, "const/axes0"], "input_ids")  # [1, n]
+    types = g.node("Unsqueeze", [types1, "const/axes0"], "token_type_ids")
+    mask = g.node("Unsqueeze", [mask1, "const/axes0"], "attention_mask")
+    normed = _encoder_pooling(g, ids, types, mask, weights, "norm/normalised")  # [1, 384]
     g.node("Squeeze", [normed, "const/axes0"], OUTPUT_NAME)  # [384]
 
     graph = helper.make_graph(
@@ -541,18 +568,45 @@ def model_path_for(data_dir: Path) -> Path:
 def ensure_model(data_dir: Path, progress: ProgressCallback | None = None) -> Path:
     """Return the cached model path, building the model first when it is missing.
 
+    Also makes sure the batched-embedding companions (``<stem>.tokenizer.onnx``
+    and ``<stem>.batch.onnx``, see :mod:`.batch_model`) sit next to it,
+    deriving them from the augmented file when a cache predates them. They
+    are an optimisation: if they cannot be written (read-only volume, a
+    foreign model file), a warning is logged and the runtime embeds one text
+    per call.
+
     Concurrent callers (threads or processes) wait on a lock file next to the
     model; the first one builds, the others find the finished file. A present
     file is trusted: it can only have been put there by an atomic replace.
     """
+    from .batch_model import batch_models_present
+
     path = model_path_for(data_dir)
-    if path.is_file() and path.stat().st_size > 0:
+    if _present(path) and batch_models_present(path):
         return path
     try:
         with _build_lock(path.with_name(path.name + ".lock")):
-            if path.is_file() and path.stat().st_size > 0:
-                return path
-            return build_model(path, progress=progress)
+            if not _present(path):
+                build_model(path, progress=progress)
+            if not batch_models_present(path):
+                _build_batch_models_or_warn(path)
+            return path
     except OSError as exc:  # a read-only or full volume: name the cause instead of a bare OSError
+        if _present(path):
+            return path
         raise EmbeddingError(f"embedding model {path} is missing and could not be built there "
                              f"({type(exc).__name__}: {exc.strerror or 'no detail'})", path=str(path)) from None
+
+
+def _present(path: Path) -> bool:
+    return path.is_file() and path.stat().st_size > 0
+
+
+def _build_batch_models_or_warn(path: Path) -> None:
+    from .batch_model import build_batch_models
+
+    try:
+        build_batch_models(path)
+    except (EmbeddingError, OSError) as exc:
+        log.warning("batched embedding disabled: companions of %s not built (%s)", path.name,
+                    exc if isinstance(exc, EmbeddingError) else type(exc).__name__)

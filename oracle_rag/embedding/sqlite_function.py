@@ -8,6 +8,15 @@ SQLite engine can embed inside SQL too, e.g.::
 
 The result is a float32 little-endian BLOB, the format sqlite-vec reads.
 
+Batched writes: the function embeds one text per call, as SQL evaluates it
+row by row. It goes through ``runtime.embed``, which first consults the
+runtime's primed memo (exact match on the prepared text, see
+:meth:`~oracle_rag.embedding.EmbeddingRuntime.prime`): the SQLite engine
+primes it with a whole write batch, embedded by the batched encoder, just
+before executing the upsert, so the statement stays the same as Oracle's
+while the model runs once per batch. Going through ``embed`` (rather than
+reading the memo here) keeps wrappers that count or time ``embed`` correct.
+
 Error messages: Python's ``sqlite3`` module (and ``sqlean``, which shares its
 code) replaces any exception raised in a user function with the fixed text
 "user-defined function raised exception", so the :class:`EmbeddingError`

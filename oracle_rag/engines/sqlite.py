@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -218,7 +218,10 @@ class SqliteEngine(Engine):
         # EmbeddingError itself so the worker records why (broken model...).
         from ..embedding.sqlite_function import embedding_errors
 
-        with embedding_errors():
+        # Embed the batch's texts in one batched run first; vector_embedding()
+        # in the statement then takes each vector from the runtime's memo.
+        primed = getattr(self.runtime(), "primed", None) if chunks else None
+        with embedding_errors(), (primed([c.embed_text for c in chunks]) if primed else nullcontext()):
             count = super().upsert_chunks(conn, chunks)
         self._prune_chunk_log(conn)
         return count
