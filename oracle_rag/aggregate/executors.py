@@ -49,6 +49,12 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _result(columns: list[str], rows: list[Any], row_cap: int, started: float) -> QueryResult:
+    """Rows fetched as ``row_cap + 1`` become at most ``row_cap`` rows and a truncation flag."""
+    return QueryResult(columns, [tuple(_jsonable(v) for v in r) for r in rows[:row_cap]], len(rows) > row_cap,
+                       row_cap, (time.monotonic() - started) * 1000)
+
+
 class SqliteExecutor:
     """The embedded engine's guarded, read-only execution path."""
 
@@ -140,10 +146,7 @@ class SqliteExecutor:
             raise GuardrailError(f"the query failed: {type(exc).__name__}: {str(exc)[:200]}") from None
         finally:
             conn.close()
-        truncated = len(rows) > self.row_cap
-        rows = rows[: self.row_cap]
-        return QueryResult(columns, [tuple(_jsonable(v) for v in r) for r in rows], truncated, self.row_cap,
-                           (time.monotonic() - started) * 1000)
+        return _result(columns, rows, self.row_cap, started)
 
 
 class OracleExecutor:
@@ -191,7 +194,4 @@ class OracleExecutor:
                     conn.current_schema = own_schema
             finally:
                 pooled.close()
-        truncated = len(rows) > self.row_cap
-        rows = rows[: self.row_cap]
-        return QueryResult(columns, [tuple(_jsonable(v) for v in r) for r in rows], truncated, self.row_cap,
-                           (time.monotonic() - started) * 1000)
+        return _result(columns, rows, self.row_cap, started)
