@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .engines import oracle_sql, sqlite_sql
-from .engines._common import check_action, stmt
+from .engines._common import enqueue_params, stmt
 
 _ENQUEUE = {"oracle": oracle_sql.ENQUEUE, "sqlite": sqlite_sql.ENQUEUE}
 
@@ -38,7 +38,7 @@ def enqueue_many(conn: Any, items: Iterable[tuple[str, Any, str]]) -> int:
     sql = _ENQUEUE.get(connection.dialect.name)
     if sql is None:
         raise TypeError(f"enqueue() supports Oracle and SQLite, not {connection.dialect.name}")
-    rows = [{"source_type": t, "source_id": str(i), "action": check_action(a)} for t, i, a in items]
+    rows = enqueue_params(items)
     if rows:
         connection.execute(stmt(sql), rows)
     return len(rows)

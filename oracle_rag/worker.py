@@ -144,10 +144,6 @@ class Worker:
             for name in ("picked", "keys", "embedded", "unchanged", "deleted", "failed_rows"):
                 setattr(total, name, getattr(total, name) + getattr(res, name))
             total.errors.extend(res.errors)
-            if res.failed_rows and res.failed_rows == res.picked:
-                # Every row failed: they stay in the queue with ATTEMPTS+1; keep
-                # going only while some rows are still below max_attempts.
-                continue
         return total
 
     def run(self, stop: threading.Event, *, initial_delay: bool = True) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -78,6 +78,11 @@ def chunk_params(chunks: Sequence[Any]) -> list[dict[str, Any]]:
         }
         for c in chunks
     ]
+
+
+def enqueue_params(items: Iterable[tuple[str, Any, str]]) -> list[dict[str, Any]]:
+    """Queue rows as binds for the ENQUEUE statement; the action is validated."""
+    return [{"source_type": t, "source_id": str(i), "action": check_action(a)} for t, i, a in items]
 
 
 def check_action(action: str) -> str:

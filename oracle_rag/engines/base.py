@@ -205,16 +205,6 @@ class Engine(ABC):
         """Fill engine-specific parts of a statement (Oracle: the model name)."""
         return template
 
-    def read_hashes(self, conn: sa.Connection, source_type: str, ids: Sequence[str]) -> dict[str, str]:
-        from ._common import stmt
-
-        out: dict[str, str] = {}
-        for start in range(0, len(ids), 500):  # far below Oracle's 1000-element IN limit
-            part = [str(i) for i in ids[start : start + 500]]
-            rows = conn.execute(stmt(self.q.READ_HASHES, ("ids",)), {"source_type": source_type, "ids": part})
-            out.update({str(r[0]): r[1] for r in rows})
-        return out
-
     def read_chunk_state(self, conn: sa.Connection, source_type: str,
                          ids: Sequence[str]) -> dict[str, tuple[str, int | None, int | None, int | None]]:
         """Stored (hash, owner, project, sprint) per source id, for the indexer's skip test."""
@@ -263,9 +253,9 @@ class Engine(ABC):
         self.enqueue_many(conn, [(source_type, source_id, action)])
 
     def enqueue_many(self, conn: sa.Connection, items: Sequence[tuple[str, str, str]]) -> int:
-        from ._common import check_action, stmt
+        from ._common import enqueue_params, stmt
 
-        rows = [{"source_type": t, "source_id": str(i), "action": check_action(a)} for t, i, a in items]
+        rows = enqueue_params(items)
         if rows:
             conn.execute(stmt(self.q.ENQUEUE), rows)
         return len(rows)

@@ -32,11 +32,6 @@ FILTERS = (
 
 EMBED = "SELECT vector_embedding(:text) AS EMBEDDING"
 
-READ_HASHES = (
-    "SELECT SOURCE_ID, CONTENT_HASH FROM RAG_CHUNK "
-    "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID IN :ids"
-)
-
 # The hash plus the scope columns: a chunk whose text is unchanged but whose
 # owner/project/sprint changed (a task reassigned to a namesake) must still
 # be rewritten, or the access scope would follow the old owner.

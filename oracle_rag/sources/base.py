@@ -13,11 +13,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
 from ..errors import ConfigurationError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,6 @@ def as_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def chunked(ids: Sequence[str], size: int = 500) -> Iterable[list[str]]:
+def chunked(ids: Sequence[T], size: int = 500) -> Iterable[list[T]]:
     for start in range(0, len(ids), size):
         yield list(ids[start : start + size])

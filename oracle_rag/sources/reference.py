@@ -74,8 +74,8 @@ def render_project(row: Mapping[str, Any]) -> str:
 
 def _rows(conn: sa.Connection, sql: str, ids: list[int]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for part in chunked([str(i) for i in ids]):
-        result = conn.execute(stmt(sql, ("ids",)), {"ids": [int(i) for i in part]})
+    for part in chunked(ids):
+        result = conn.execute(stmt(sql, ("ids",)), {"ids": part})
         out.extend({k.upper(): v for k, v in row.items()} for row in result.mappings())
     return out
 
