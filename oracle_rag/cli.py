@@ -19,14 +19,17 @@ from typing import Any
 import click
 
 from .config import load_settings
-from .errors import ConfigurationError, GuardrailError, InputError, RagError
+from .errors import ConfigurationError, GuardrailError, InputError, NotFoundError, RagError
 
 EXIT_INPUT = 2
 EXIT_ERROR = 1
 
 
 def _exit_code(exc: RagError) -> int:
-    return EXIT_INPUT if isinstance(exc, InputError | ConfigurationError | GuardrailError) else EXIT_ERROR
+    # An id given on the command line that does not exist (--as 9999, a token
+    # id, a conversation) is bad input too.
+    bad_input = InputError | ConfigurationError | GuardrailError | NotFoundError
+    return EXIT_INPUT if isinstance(exc, bad_input) else EXIT_ERROR
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -274,17 +277,22 @@ def queue_retry(ctx: click.Context) -> None:
 def search(ctx: click.Context, question: str, as_id: int, mode: str, k: int | None, project: int | None,
            sprint: int | None, types: tuple[str, ...], exact: bool) -> None:
     """Print the ranked chunks EMPLOYEE_ID may see for QUESTION."""
+    from . import search_output
     from .caller import load_caller
     from .engines import Filters
 
     rag = _system(ctx)
     with rag.engine.connect() as conn:
         caller = load_caller(conn, as_id)
-    results = rag.retriever().search(question, k, caller, mode,
-                                     Filters(project, sprint, tuple(t.upper() for t in types)), exact=exact)
-    for r in results:
-        first = r.content.splitlines()[0] if r.content else ""
-        click.echo(f"{r.rank:>3}. {r.anchor:<16} score={r.score:.4f} legs={','.join(r.legs)}  {first[:90]}")
+        if types:
+            known = {*rag.sources.types(), *rag.settings.sources,
+                     *rag.engine.queue_stats(conn, rag.settings.max_attempts).chunks_by_type}
+            types = search_output.resolve_types(types, known)
+    results = rag.retriever().search(question, k, caller, mode, Filters(project, sprint, types), exact=exact)
+    who = f"employee {caller.employee_id} ({caller.name}, {caller.role})"
+    click.echo(search_output.header(mode, who, len(results)))
+    for line in search_output.lines(results, mode):
+        click.echo(line)
     if not results:
         click.echo("(no results visible to this caller)", err=True)
 

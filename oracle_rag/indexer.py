@@ -41,10 +41,15 @@ class Indexer:
         """Re-index ``upserts`` and drop the chunks of ``deletes`` (keys are (type, id))."""
         result = IndexResult()
         by_type: dict[str, list[str]] = {}
+        # Types are matched ignoring case (queue rows from other applications):
+        # chunks are always stored and looked up under the registered spelling.
         for source_type, source_id in upserts:
-            by_type.setdefault(source_type, []).append(str(source_id))
+            ids = by_type.setdefault(self.sources.canonical(source_type), [])
+            if str(source_id) not in ids:
+                ids.append(str(source_id))
         for source_type, source_id in deletes:
-            result.deleted += self.engine.delete_chunks(conn, source_type, [str(source_id)])
+            result.deleted += self.engine.delete_chunks(conn, self.sources.canonical(source_type),
+                                                        [str(source_id)])
         for source_type, ids in by_type.items():
             result.add(self._reindex_type(conn, source_type, ids))
         return result

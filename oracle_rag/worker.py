@@ -46,11 +46,17 @@ class BatchResult:
 
 
 def coalesce(rows: Sequence[QueueRow]) -> dict[tuple[str, str], tuple[str, list[int]]]:
-    """Group rows by entity; the row with the highest DIRTY_ID decides the action."""
+    """Group rows by entity; the row with the highest DIRTY_ID decides the action.
+
+    ``'task'`` and ``'TASK'`` are one entity (another application may write
+    lower case); the first spelling seen names the group, and the indexer maps
+    it to the registered one.
+    """
     out: dict[tuple[str, str], tuple[str, list[int]]] = {}
     latest: dict[tuple[str, str], int] = {}
+    spelling: dict[tuple[str, str], tuple[str, str]] = {}
     for row in rows:
-        key = (row.source_type, row.source_id)
+        key = spelling.setdefault((row.source_type.casefold(), row.source_id), (row.source_type, row.source_id))
         action, ids = out.get(key, (row.action, []))
         ids.append(row.dirty_id)
         if row.dirty_id >= latest.get(key, -1):

@@ -131,6 +131,6 @@ def test_cli_prints_the_token_once(people, tmp_path: Path) -> None:
     revoked = runner.invoke(main, ["--config", str(cfg), "token", "revoke", str(token_id)])
     assert revoked.exit_code == 0 and _verify(people, token) is None
     again = runner.invoke(main, ["--config", str(cfg), "token", "revoke", str(token_id)])
-    assert again.exit_code == 1 and "no active token" in again.stderr
+    assert again.exit_code == 2 and "no active token" in again.stderr
     unknown = runner.invoke(main, ["--config", str(cfg), "token", "create", "--employee", "4242"])
-    assert unknown.exit_code == 1 and "not found" in unknown.stderr
+    assert unknown.exit_code == 2 and "not found" in unknown.stderr

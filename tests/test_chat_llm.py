@@ -163,3 +163,17 @@ def test_configuration_is_checked() -> None:
     with pytest.raises(ConfigurationError, match="llm_model"):
         LLMClient(load_settings(env={}, llm_url="http://127.0.0.1:9/v1"))
     assert LLMClient.from_settings(load_settings(env={})) is None
+
+
+def test_describe_names_the_active_answerer(llm: ScriptedLLM) -> None:
+    """Issue 18: `serve`/`demo` say which answerer runs; the endpoint as host:port, no path, no key."""
+    assert LLMClient.describe(load_settings(env={})).startswith(
+        "answerer: extractive (no language model configured; set ORACLE_RAG_LLM_URL and ORACLE_RAG_LLM_MODEL")
+    settings = load_settings(env={}, llm_url=llm.url, llm_model="m1", llm_api_key_env="TEST_LLM_KEY")
+    line = LLMClient.describe(settings)
+    port = llm.url.split(":")[2].split("/")[0]
+    assert line == f"answerer: llm (model m1 at 127.0.0.1:{port})"
+    assert KEY not in line and "/v1" not in line
+    c = client(llm)  # the line describes a client that really answers
+    llm.push("pong")
+    assert c.complete(MESSAGES) == "pong"

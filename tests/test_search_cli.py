@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from oracle_rag.cli import main
 
-ANCHOR = re.compile(r"^\s*(\d+)\. \[(TASK|SPRINT|PROJECT) #(\d+)\]\s+score=(-?[\d.]+) legs=([a-z,]+)", re.MULTILINE)
+ANCHOR = re.compile(r"^\s*(\d+)\. \[(TASK|SPRINT|PROJECT) #(\d+)\]\s+(?:distance|relevance|rrf)=(-?[\d.]+) "
+                    r"status=\S+ legs=([a-z,]+)", re.MULTILINE)
 
 
 @pytest.fixture
@@ -90,7 +91,9 @@ def test_no_results_says_so(cli):
         (["invoice", "--as", "9", "--k", "0"], 2, "k must be an integer in [1, 100]"),
         (["invoice", "--as", "9", "--k", "101"], 2, "k must be an integer in [1, 100]"),
         (["   ", "--as", "9"], 2, "query is empty"),
-        (["invoice", "--as", "999"], 1, "employee 999 not found"),
+        (["invoice", "--as", "9999"], 2, "employee 9999 not found"),
+        (["invoice", "--as", "9", "--type", "BUG"], 2, "unknown source type 'BUG' for --type; valid types: "
+                                                        "PROJECT, SPRINT, TASK"),
         (["invoice", "--as", "9", "--mode", "vector"], 2, "Invalid value for '--mode'"),
         (["invoice"], 2, "Missing option '--as'"),
     ],
@@ -99,3 +102,31 @@ def test_bad_input_exits_with_a_clear_message(cli, args, code, message):
     result = cli(*args)
     assert result.exit_code == code, result.output
     assert message in result.output
+
+
+@pytest.mark.parametrize(("mode", "name", "better"), [
+    ("semantic", "distance", "lower is closer"), ("keyword", "relevance", "higher is better"),
+    ("hybrid", "rrf", "higher is better")])
+def test_each_line_names_the_modes_score_and_the_records_status(cli, demo_rag, mode, name, better):
+    """Issue 18: the score's meaning changes by mode, so it is named; the status is shown."""
+    result = cli("blocked payment tasks", "--as", "3", "--mode", mode, "--k", "8")
+    assert result.exit_code == 0, result.output
+    head, *rows = result.stdout.splitlines()
+    assert head.startswith(f"{mode} search as employee 3 (") and f"{name} = " in head and better in head
+    assert len(rows) == 8 and all(f" {name}=" in r for r in rows)
+    scores = [float(re.search(rf" {name}=(-?[\d.]+)", r).group(1)) for r in rows]
+    assert scores == (sorted(scores) if mode == "semantic" else sorted(scores, reverse=True))
+    with demo_rag.engine.connect() as conn:
+        status = dict(conn.execute(sa.text("SELECT TASK_ID, STATUS FROM TASK")).fetchall())
+    for kind, ident, shown in re.findall(r"\[(TASK|SPRINT|PROJECT) #(\d+)\]\s+\S+ status=(\S+)", result.stdout):
+        if kind == "TASK":
+            assert shown == status[int(ident)]
+        else:
+            assert shown != "-"
+
+
+def test_type_filter_ignores_case_and_accepts_indexed_types(cli):
+    lower = cli("sprint goal", "--as", "3", "--type", "sprint", "--k", "5")
+    upper = cli("sprint goal", "--as", "3", "--type", "SPRINT", "--k", "5")
+    assert lower.exit_code == upper.exit_code == 0
+    assert lower.stdout == upper.stdout and "[SPRINT #" in lower.stdout

@@ -241,8 +241,7 @@ def test_repr_names_keys_never_values() -> None:
     assert str(src) == shown
 
 
-def test_url_options_need_a_named_connection() -> None:
-    _refused("other than 'rag'", "crm", QUERY, url="sqlite:///x.db")
+def test_url_options_need_a_connection_other_than_rag() -> None:
     _refused("other than 'rag'", "crm", QUERY, connection="rag", url="sqlite:///x.db")
     _refused("without url", "crm", QUERY, connection="crm", user="reader")
     _refused("not a SQLAlchemy URL", "crm", QUERY, connection="crm", url="no scheme here")
@@ -315,6 +314,24 @@ def test_url_engines_use_sqlean_and_the_password_env(tmp_path: Path, monkeypatch
     monkeypatch.delenv("PG_TEST_PASSWORD_UNSET", raising=False)
     with pytest.raises(ConfigurationError, match="PG_TEST_PASSWORD_UNSET is not set"):
         ConnectionResolver().engine_for(secret.name, secret.connection, secret.url_options)
+
+
+def test_url_without_connection_reads_through_a_connection_named_after_the_source(tmp_path: Path) -> None:
+    """Issue 18: `url` alone is enough; the connection takes the source's name."""
+    db = tmp_path / "crm.db"
+    with sa.create_engine(f"sqlite:///{db}", module=sqlean).begin() as conn:
+        conn.execute(sa.text("CREATE TABLE accounts (account_id INTEGER, notes TEXT, account_name TEXT, owner_id INT)"))
+        conn.execute(sa.text("INSERT INTO accounts VALUES (7, 'renewal due', 'Acme', 3)"))
+    settings = load_settings(env={}, sources={"crm": {"query": QUERY, "url": f"sqlite:///{db}"}})
+    (src,) = load_sql_sources(settings)
+    assert src.connection == "crm"
+    resolver = ConnectionResolver()
+    try:
+        engine = resolver.engine_for(src.name, src.connection, src.url_options)
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT account_name FROM accounts")).scalar_one() == "Acme"
+    finally:
+        resolver.close()
 
 
 def test_rag_connection_is_the_products_own_engine(sqlite_engine) -> None:

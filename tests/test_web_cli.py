@@ -72,6 +72,9 @@ def test_serve_runs_api_and_worker_and_stops_on_sigterm(demo_rag, tmp_path: Path
             if line.startswith("serving on "):
                 url = line.split()[2]
         assert url.startswith("http://127.0.0.1:")  # loopback by default
+        # issue 18: a new user learns the answers are extractive, and how to change that
+        assert any(line.startswith("answerer: extractive (no language model configured; set ORACLE_RAG_LLM_URL")
+                   for line in seen), seen
         status, health = _get(url + "healthz")
         assert status == 200 and health["worker"]["in_process"] is True
         status, answer = _post(url + "api/chat", {"question": "login timeout"}, bearer(tokens[DEV_A]))
@@ -116,7 +119,7 @@ def test_ask_prints_answer_and_citations(demo_rag, tmp_path: Path) -> None:
     assert follow.exit_code == 0 and json.loads(follow.stdout)["conversation_id"] == body["conversation_id"]
     foreign = runner.invoke(main, ["--config", str(cfg), "ask", "more", "--as", str(DEV_B),
                                    "--conversation", body["conversation_id"]])
-    assert foreign.exit_code == 1 and "conversation not found" in foreign.stderr
+    assert foreign.exit_code == 2 and "conversation not found" in foreign.stderr
     empty = runner.invoke(main, ["--config", str(cfg), "ask", "  ", "--as", str(DEV_A)])
     assert empty.exit_code == 2
 

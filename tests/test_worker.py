@@ -51,6 +51,27 @@ def test_coalesce_latest_row_decides():
                       ("TASK", "3"): ("UPSERT", [6]), ("SPRINT", "3"): ("UPSERT", [7])}
 
 
+def test_coalesce_folds_the_case_of_types():
+    groups = coalesce([row(1, "5", "UPSERT", "task"), row(2, "5", "DELETE", "TASK")])
+    assert groups == {("task", "5"): ("DELETE", [1, 2])}
+
+
+def test_lower_case_types_from_another_application_are_indexed(demo_rag):
+    """Issue 18: the reference Java service writes 'task'; such rows index, never park."""
+    rt = instrument(demo_rag)
+    with demo_rag.engine.begin() as conn:
+        set_title(conn, 12, "Renamed by the Java service", enqueue=False)
+        conn.execute(sa.text("INSERT INTO RAG_DIRTY (SOURCE_TYPE, SOURCE_ID, ACTION) VALUES "
+                             "('task', '12', 'UPSERT'), ('Sprint', '4', 'DELETE')"))
+    res = demo_rag.worker().run_once()
+    assert (res.failed_rows, res.embedded, res.deleted) == (0, 1, 1), res.errors
+    assert rt.calls == 1
+    assert chunk_content(demo_rag, "TASK", 12).startswith("[TASK #12] Renamed by the Java service\n")
+    assert chunk_content(demo_rag, "SPRINT", 4) is None
+    assert not [k for k in stored_chunks(demo_rag) if k[0] != k[0].upper()]  # no lower-case copies
+    assert queue(demo_rag) == []
+
+
 # --- coalescing end to end -------------------------------------------------------
 def test_upsert_then_delete_resolves_to_delete(demo_rag):
     rt = instrument(demo_rag)

@@ -98,6 +98,24 @@ class LLMClient:
         """A client when ``llm_url`` is configured, else None (the extractive answerer is used)."""
         return cls(settings) if settings.llm_url else None
 
+    @staticmethod
+    def describe(settings: Settings) -> str:
+        """One start-up line naming the active answerer, for `serve` and `demo`.
+
+        Without it a new user cannot tell that answers are extractive because
+        no model is configured. Shows the model and the endpoint's host:port
+        only (never a path, a query or the key).
+        """
+        if not settings.llm_url:
+            return ("answerer: extractive (no language model configured; set ORACLE_RAG_LLM_URL and "
+                    "ORACLE_RAG_LLM_MODEL for an OpenAI-compatible endpoint, see README)")
+        from urllib.parse import urlsplit
+
+        where = urlsplit(settings.llm_url)
+        host = where.hostname or "?"
+        endpoint = f"{host}:{where.port}" if where.port else host
+        return f"answerer: llm (model {settings.llm_model} at {endpoint})"
+
     def __repr__(self) -> str:  # never shows the key or the URL
         return f"LLMClient(model={self.model!r})"
 

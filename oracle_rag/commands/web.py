@@ -30,7 +30,10 @@ def register(main: click.Group) -> None:
         from ..web.server import run_server
         from ..worker import install_signal_handlers
 
+        from ..chat.llm import LLMClient
+
         rag = _system(ctx)
+        click.echo(LLMClient.describe(rag.settings), err=True)
         stop = threading.Event()
         if not debug:  # Flask's development server stops on Ctrl-C by itself
             install_signal_handlers(stop)

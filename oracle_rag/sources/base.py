@@ -60,12 +60,27 @@ class SourceRegistry:
             self.add(source)
 
     def add(self, source: Source) -> None:
-        if source.SOURCE_TYPE in self._sources:
+        if source.SOURCE_TYPE.casefold() in {t.casefold() for t in self._sources}:
             raise ConfigurationError(f"source type {source.SOURCE_TYPE!r} registered twice", key="sources")
         self._sources[source.SOURCE_TYPE] = source
 
     def get(self, source_type: str) -> Source | None:
-        return self._sources.get(source_type)
+        """The source of a type, matched ignoring case.
+
+        Queue rows are written by other applications too (the reference Java
+        service writes ``'task'``); types differ from one another by more than
+        case (``add`` refuses that), so folding case cannot pick the wrong one.
+        """
+        found = self._sources.get(source_type)
+        if found is None:
+            folded = source_type.casefold()
+            found = next((s for t, s in self._sources.items() if t.casefold() == folded), None)
+        return found
+
+    def canonical(self, source_type: str) -> str:
+        """The registered spelling of ``source_type`` (itself when unknown)."""
+        source = self.get(source_type)
+        return source.SOURCE_TYPE if source is not None else source_type
 
     def types(self) -> list[str]:
         return list(self._sources)

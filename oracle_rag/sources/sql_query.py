@@ -162,9 +162,13 @@ class SqlSource:
                     f"{prefix}: unknown option {key!r}; accepted: {', '.join(OPTION_KEYS)}", key=f"{prefix}.{key}")
         self.option_keys = tuple(sorted({"query", *options} | ({"connection"} if connection is not None else set())))
         self.query = check_query(query, key=f"{prefix}.query")
+        self.url_options: UrlOptions | None = check_url_options(name, options)
+        if connection is None and self.url_options is not None:
+            # A url says "another database": name its connection after the source
+            # rather than make the user invent a name that nothing else refers to.
+            connection = self.name
         self.connection = RAG_CONNECTION if connection is None else check_connection_name(
             connection, key=f"{prefix}.connection")
-        self.url_options: UrlOptions | None = check_url_options(name, options)
         if self.url_options is not None and self.connection == RAG_CONNECTION:
             raise ConfigurationError(
                 f"{prefix}: url/user/password_env need a connection name other than {RAG_CONNECTION!r} "
