@@ -27,10 +27,9 @@ def register(main: click.Group) -> None:
     @handle_errors
     def serve(ctx: click.Context, host: str, port: int, no_worker: bool, debug: bool, threads: int) -> None:
         """Serve the chat API and page (waitress), with the worker as a background thread."""
+        from ..chat.llm import LLMClient
         from ..web.server import run_server
         from ..worker import install_signal_handlers
-
-        from ..chat.llm import LLMClient
 
         rag = _system(ctx)
         click.echo(LLMClient.describe(rag.settings), err=True)
