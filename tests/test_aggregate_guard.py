@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from attack_lists import BYPASS_ATTACKS, ORACLE_ATTACKS, SQLITE_ATTACKS, TEXT_ONLY_ATTACKS
 
 from oracle_rag.aggregate import REFERENCE_CATALOG, AggregateService, check_sql
 from oracle_rag.caller import Caller
@@ -21,107 +22,77 @@ VIEWS = REFERENCE_CATALOG.names
 DEV = Caller(20, "developer")
 ADMIN = Caller(1, "admin")
 
-# (name, sql) — each must raise GuardrailError on the embedded engine.
-SQLITE_ATTACKS = [
-    ("two statements", "SELECT 1 FROM RAG_V_TASK; DELETE FROM TASK"),
-    ("two statements, comment hides", "SELECT 1 FROM RAG_V_TASK /* x */; DROP TABLE TASK -- y"),
-    ("insert", "INSERT INTO TASK (TASK_ID) VALUES (99999)"),
-    ("update", "UPDATE TASK SET STATUS = 'DONE'"),
-    ("delete", "DELETE FROM RAG_CHUNK"),
-    ("drop", "DROP TABLE TASK"),
-    ("create table", "CREATE TABLE X (A INT)"),
-    ("create temp table as", "CREATE TEMP TABLE X AS SELECT * FROM TASK"),
-    ("attach", "ATTACH DATABASE '/tmp/evil.db' AS evil"),
-    ("detach", "DETACH DATABASE main"),
-    ("pragma", "PRAGMA writable_schema = 1"),
-    ("pragma table_info", "PRAGMA table_info(TASK)"),
-    ("vacuum into", "VACUUM INTO '/tmp/copy.db'"),
-    ("copy", "COPY TASK TO '/tmp/x.csv'"),
-    ("install", "INSTALL httpfs"),
-    ("load", "LOAD 'ext'"),
-    ("set", "SET search_path = x"),
-    ("load_extension", "SELECT load_extension('/tmp/evil.so')"),
-    ("readfile", "SELECT readfile('/etc/passwd')"),
-    ("writefile", "SELECT writefile('/tmp/x', 'y')"),
-    ("fts3_tokenizer", "SELECT fts3_tokenizer('simple')"),
-    ("unknown function", "SELECT sqlite_version()"),
-    ("randomblob dos", "SELECT randomblob(1000000000)"),
-    ("base table", "SELECT * FROM TASK"),
-    ("rag chunk", "SELECT CONTENT FROM RAG_CHUNK"),
-    ("fts shadow", "SELECT * FROM RAG_CHUNK_FTS"),
-    ("auth tables", "SELECT * FROM RAG_API_TOKEN"),
-    ("schema table", "SELECT sql FROM sqlite_schema"),
-    ("schema-qualified", "SELECT * FROM main.RAG_V_TASK"),
-    ("subquery to base table", "SELECT COUNT(*) FROM RAG_V_TASK WHERE TASK_ID IN (SELECT TASK_ID FROM TASK)"),
-    ("cte shadowing a table", "WITH TASK AS (SELECT * FROM TASK) SELECT COUNT(*) FROM TASK"),
-    ("caller function directly", "SELECT rag_caller_id() FROM RAG_V_TASK"),
-    ("for update", "SELECT * FROM RAG_V_TASK FOR UPDATE"),
-    ("select into", "SELECT * INTO X FROM RAG_V_TASK"),
-    ("pl/sql block", "BEGIN DELETE FROM TASK; END;"),
-    ("call", "CALL evil()"),
-    ("fullwidth homoglyph", "ＳＥＬＥＣＴ 1 FROM RAG_V_TASK"),
-    ("cyrillic homoglyph", "SELECT COUNT(*) FROM RAG_V_TАSK"),
-    ("hint comment trick", "SELECT /*+*/ 1 FROM RAG_V_TASK; DELETE FROM TASK"),
-    ("case trick", "dElEtE FROM TASK"),
-    ("runaway recursive cte", "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT COUNT(*) FROM r"),
-    ("nul byte", "SELECT 1 FROM RAG_V_TASK\x00; DROP TABLE TASK"),
-    ("empty", "   "),
-    ("garbage", "SELEC * FRM"),
-]
-
-# Oracle-dialect attacks: refused by the guard before any database sees them.
-ORACLE_ATTACKS = [
-    ("plsql anonymous block", "BEGIN EXECUTE IMMEDIATE 'DROP TABLE TASK'; END;"),
-    ("declare block", "DECLARE x NUMBER; BEGIN NULL; END;"),
-    ("call procedure", "CALL DBMS_SESSION.SET_IDENTIFIER('1')"),
-    ("dbms package function", "SELECT DBMS_RANDOM.VALUE FROM dual"),
-    ("dbms_session in select", "SELECT DBMS_SESSION.SET_IDENTIFIER('1') FROM dual"),
-    ("utl_file", "SELECT UTL_FILE.FOPEN('D', 'f', 'w') FROM dual"),
-    ("utl_http", "SELECT UTL_HTTP.REQUEST('http://attacker') FROM dual"),
-    ("autonomous-transaction function", "SELECT evil_autonomous_fn() FROM RAG_V_TASK"),
-    ("schema function", "SELECT app.evil_fn(1) FROM RAG_V_TASK"),
-    ("dblink", "SELECT * FROM RAG_V_TASK@remote_db"),
-    ("for update", "SELECT * FROM RAG_V_TASK FOR UPDATE SKIP LOCKED"),
-    ("merge", "MERGE INTO TASK t USING dual ON (1=1) WHEN MATCHED THEN UPDATE SET STATUS = 'X'"),
-    ("set transaction", "SET TRANSACTION READ WRITE"),
-    ("alter session", "ALTER SESSION SET CURRENT_SCHEMA = SYS"),
-    ("lock table", "LOCK TABLE TASK IN EXCLUSIVE MODE"),
-    ("sys views", "SELECT * FROM SYS.USER$"),
-    ("all_users", "SELECT USERNAME FROM ALL_USERS"),
-    ("vector aux table", "SELECT * FROM \"VECTOR$RAG_CHUNK_VEC_IX$1_IVF_FLAT_CENTROIDS\""),
-    ("two statements", "SELECT 1 FROM dual; DROP TABLE TASK"),
-    ("comment trick", "SELECT 1 FROM RAG_V_TASK --\n; DELETE FROM TASK"),
-]
-
-
 @pytest.fixture
 def service(demo_rag):
     demo_rag.migrate(demo=True)  # adds the aggregate views to the template DB
     return AggregateService(demo_rag.engine, demo_rag.settings.with_overrides(aggregate_timeout_s=1.0))
 
 
-@pytest.mark.parametrize(("name", "sql"), SQLITE_ATTACKS, ids=[a[0] for a in SQLITE_ATTACKS])
-def test_sqlite_attack_is_refused_or_contained(service, name, sql):
-    with pytest.raises(GuardrailError):
-        service.run_sql(sql, DEV)
+ALL_SQLITE = SQLITE_ATTACKS + BYPASS_ATTACKS
+TEXT_CHECK = [pytest.param(True, id="text-check"), pytest.param(False, id="database-alone")]
 
 
-def test_attacks_leave_the_database_unchanged(service, demo_rag):
+@pytest.fixture(params=TEXT_CHECK)
+def text_check(request, monkeypatch):
+    """Run a test with the text check on, and again with it off (the database decides alone)."""
+    monkeypatch.setattr(AggregateService, "text_check", request.param)
+    return request.param
+
+
+def _snapshot(demo_rag):
     import sqlalchemy as sa
 
-    def snapshot():
-        with demo_rag.engine.connect() as conn:
-            return [conn.execute(sa.text(f"SELECT COUNT(*) FROM {t}")).scalar_one()
-                    for t in ("TASK", "RAG_CHUNK", "EMPLOYEE", "RAG_DIRTY")]
+    with demo_rag.engine.connect() as conn:
+        tables = [r[0] for r in conn.execute(sa.text("SELECT name FROM sqlite_schema WHERE type = 'table' "
+                                                      "AND name NOT LIKE 'sqlite_%' ORDER BY name"))]
+        counts = {t: conn.execute(sa.text(f'SELECT COUNT(*) FROM "{t}"')).scalar_one() for t in tables}
+        schema = conn.execute(sa.text("SELECT group_concat(sql, ';') FROM sqlite_schema")).scalar_one()
+    return counts, schema, demo_rag.settings.sqlite_path.stat().st_size
 
-    before = snapshot()
-    for _, sql in SQLITE_ATTACKS:
+
+@pytest.mark.parametrize(("name", "sql"), ALL_SQLITE, ids=[a[0] for a in ALL_SQLITE])
+def test_sqlite_attack_is_refused(service, text_check, name, sql):
+    with pytest.raises(GuardrailError) as refused:
+        service.run_sql(sql, DEV)
+    assert refused.value.message.strip()  # every refusal says why
+
+
+@pytest.mark.parametrize(("name", "sql", "same_as"), TEXT_ONLY_ATTACKS, ids=[a[0] for a in TEXT_ONLY_ATTACKS])
+def test_depth_attack_is_refused_by_the_text_check_and_contained_without(service, text_check, name, sql, same_as):
+    if text_check:
+        with pytest.raises(GuardrailError, match="depth"):
+            service.run_sql(sql, DEV)
+        return
+    assert service.run_sql(sql, DEV).rows == service.run_sql(same_as, DEV).rows
+
+
+def test_attacks_leave_the_database_unchanged(service, demo_rag, text_check, tmp_path):
+    before = _snapshot(demo_rag)
+    contained = 0
+    for _, sql in ALL_SQLITE:
         with pytest.raises(GuardrailError):
             service.run_sql(sql, DEV)
-    assert snapshot() == before
+        contained += 1
+    assert _snapshot(demo_rag) == before
+    assert not __import__("pathlib").Path("/tmp/oracle-rag-copy.db").exists()
+    print(json.dumps({"text_check": text_check, "sqlite_attacks_contained": contained, "of": len(ALL_SQLITE)}))
 
 
-@pytest.mark.parametrize(("name", "sql"), ORACLE_ATTACKS, ids=[a[0] for a in ORACLE_ATTACKS])
+def test_without_the_text_check_a_refusal_comes_from_the_database(service, monkeypatch):
+    """The switch really removes the text check: the reason is the database's."""
+    monkeypatch.setattr(AggregateService, "text_check", False)
+    with pytest.raises(GuardrailError, match="database refused the query: reading TASK"):
+        service.run_sql("WITH RAG_V_TASK AS (SELECT * FROM TASK) SELECT * FROM RAG_V_TASK", DEV)
+    monkeypatch.setattr(AggregateService, "text_check", True)
+    with pytest.raises(GuardrailError) as by_text:
+        service.run_sql("WITH RAG_V_TASK AS (SELECT * FROM TASK) SELECT * FROM RAG_V_TASK", DEV)
+    assert "database refused" not in by_text.value.message
+
+
+ALL_ORACLE = ORACLE_ATTACKS
+
+
+@pytest.mark.parametrize(("name", "sql"), ALL_ORACLE, ids=[a[0] for a in ALL_ORACLE])
 def test_oracle_attack_is_refused_by_the_guard(name, sql):
     with pytest.raises(GuardrailError):
         check_sql(sql, VIEWS, "oracle")
@@ -130,13 +101,13 @@ def test_oracle_attack_is_refused_by_the_guard(name, sql):
 def test_attack_counts_are_reported(capsys):
     """Prints the attack counts quoted in the closing note (all must be contained)."""
     contained_oracle = 0
-    for _, sql in ORACLE_ATTACKS:
+    for _, sql in ALL_ORACLE:
         try:
             check_sql(sql, VIEWS, "oracle")
         except GuardrailError:
             contained_oracle += 1
-    assert contained_oracle == len(ORACLE_ATTACKS)
-    print(json.dumps({"sqlite_attacks": len(SQLITE_ATTACKS), "oracle_guard_attacks": len(ORACLE_ATTACKS)}))
+    assert contained_oracle == len(ALL_ORACLE)
+    print(json.dumps({"sqlite_attacks": len(ALL_SQLITE), "oracle_guard_attacks": len(ALL_ORACLE)}))
 
 
 @pytest.mark.parametrize("sql", [
@@ -147,8 +118,24 @@ def test_attack_counts_are_reported(capsys):
     "SELECT s.NAME, COUNT(t.TASK_ID) FROM RAG_V_SPRINT s LEFT JOIN RAG_V_TASK t ON t.SPRINT_ID = s.SPRINT_ID "
     "GROUP BY s.NAME ORDER BY 2 DESC",
     "SELECT 'a;b' AS x, COUNT(*) FROM RAG_V_TASK",
+    "SELECT '/* not a comment */' AS x, '-- nor this' AS y, COUNT(*) FROM RAG_V_TASK",
+    "SELECT COUNT(*) FROM RAG_V_TASK t WHERE EXISTS (SELECT 1 FROM RAG_V_EMPLOYEE e WHERE e.EMPLOYEE_ID = t.ASSIGNEE_ID)",
+    "SELECT COUNT(*) FROM RAG_V_TASK WHERE SPRINT_ID IN (SELECT SPRINT_ID FROM RAG_V_SPRINT WHERE STATUS = 'ACTIVE')",
+    "SELECT COUNT(*) FROM RAG_V_TASK WHERE NOT EXISTS (SELECT 1 FROM RAG_V_SPRINT s WHERE s.SPRINT_ID = RAG_V_TASK.SPRINT_ID)",
+    "SELECT TASK_ID, ROW_NUMBER() OVER (PARTITION BY STATUS ORDER BY TASK_ID) AS RN FROM RAG_V_TASK",
+    "SELECT STATUS, RANK() OVER (ORDER BY COUNT(*) DESC) FROM RAG_V_TASK GROUP BY STATUS",
+    "SELECT CASE WHEN STORY_POINTS > 3 THEN 'big' ELSE 'small' END AS SIZE, COUNT(*) FROM RAG_V_TASK GROUP BY 1",
+    "SELECT e.FIRST_NAME, p.NAME, COUNT(*) FROM RAG_V_TASK t JOIN RAG_V_EMPLOYEE e ON e.EMPLOYEE_ID = t.ASSIGNEE_ID "
+    "JOIN RAG_V_PROJECT p ON p.PROJECT_ID = t.PROJECT_ID GROUP BY 1, 2",
+    "SELECT (SELECT COUNT(*) FROM RAG_V_TASK) AS TASKS, (SELECT COUNT(*) FROM RAG_V_SPRINT) AS SPRINTS",
+    "SELECT COUNT(*) FROM RAG_V_TASK WHERE TITLE LIKE '%invoice%'",
+    "WITH a AS (SELECT * FROM RAG_V_TASK), b AS (SELECT * FROM a WHERE STATUS = 'DONE') SELECT COUNT(*) FROM b",
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5) SELECT COUNT(*) FROM n",
+    'SELECT "t"."STATUS", COUNT(*) FROM "RAG_V_TASK" AS "t" GROUP BY 1',
+    "SELECT COUNT(*) FROM RAG_V_EMPLOYEE",
+    "SELECT 1 FROM RAG_V_PROJECT LIMIT 1",
 ])
-def test_legitimate_queries_run(service, sql):
+def test_legitimate_queries_run(service, text_check, sql):
     result = service.run_sql(sql, ADMIN)
     assert result.columns and result.rows is not None
 

@@ -42,7 +42,7 @@ ALLOWED_FUNCTIONS = frozenset(
     LAST_VALUE LASTVALUE COUNTIF COUNT_IF ANYVALUE ANY_VALUE
     TIME_TO_STR TS_OR_DS_TO_TIMESTAMP TS_OR_DS_TO_DATE STR_TO_TIME STR_TO_DATE UNIX_TO_TIME
     DATE_TRUNC TIMESTAMP_TRUNC
-    AND OR XOR""".split()
+    LIKE GLOB EXISTS AND OR XOR""".split()
 )
 
 _STRING = re.compile(r"'(?:[^']|'')*'")
@@ -114,6 +114,8 @@ def check_sql(sql: str, allowed_views: Iterable[str], dialect: str) -> CheckedQu
         parsed = sqlglot.parse(sql, read=dialect)
     except sqlglot.errors.SqlglotError:
         raise GuardrailError("the SQL could not be parsed as a single query; refused") from None
+    except RecursionError:
+        raise GuardrailError("depth limit: the SQL is nested too deeply") from None
     statements = [p for p in parsed if p is not None]
     if len(statements) != 1:
         raise GuardrailError(f"exactly one statement is allowed, got {len(statements)}")
