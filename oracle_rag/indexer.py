@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from .engines import ChunkWrite, Engine, content_hash
+from .engines import ChunkWrite, Engine, content_hash, facets_json
 from .errors import SourceLoadingError
 from .sources import SourceRegistry
 
@@ -75,12 +75,13 @@ class Indexer:
         changed: list[ChunkWrite] = []
         for doc in docs.values():
             digest = content_hash(doc.content)
-            # Skip only when the text AND the scope columns are as stored: an
-            # owner change with identical text must not leave the old scope.
-            if stored.get(doc.source_id) == (digest, doc.owner_id, doc.project_id, doc.sprint_id):
+            facets = facets_json(doc.facets)
+            # Skip only when the text, the scope columns AND the facets are as
+            # stored: an owner change with identical text must not leave the old scope.
+            if stored.get(doc.source_id) == (digest, doc.owner_id, doc.project_id, doc.sprint_id, facets):
                 result.unchanged += 1
                 continue
             changed.append(ChunkWrite(doc.source_type, doc.source_id, doc.content, digest,
-                                      doc.owner_id, doc.project_id, doc.sprint_id))
+                                      doc.owner_id, doc.project_id, doc.sprint_id, facets=facets))
         result.embedded += self.engine.upsert_chunks(conn, changed)
         return result

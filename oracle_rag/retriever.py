@@ -16,7 +16,7 @@ from typing import Any
 
 from .caller import Caller, require_caller
 from .config import Settings
-from .engines import Engine, Filters, Hit, embed_text
+from .engines import Engine, Filters, Hit, Where, embed_text
 from .errors import InputError
 
 MODES = ("semantic", "keyword", "hybrid")
@@ -37,6 +37,8 @@ class RetrievedChunk:
     owner_id: int | None = None
     project_id: int | None = None
     sprint_id: int | None = None
+    chunk_no: int = 0
+    facets: dict[str, Any] = field(default_factory=dict)
 
     @property
     def anchor(self) -> str:
@@ -93,7 +95,7 @@ def rrf(legs: dict[str, list[Hit]], k: int, rrf_k: int, weights: dict[str, float
         hit = best[cid][1]
         out.append(RetrievedChunk(hit.source_type, hit.source_id, hit.content, scores[cid], rank,
                                   tuple(found[cid]), cid, dist.get(cid), kw.get(cid), hit.owner_id,
-                                  hit.project_id, hit.sprint_id))
+                                  hit.project_id, hit.sprint_id, hit.chunk_no, hit.facets))
     return out
 
 
@@ -101,7 +103,7 @@ def _single(hits: list[Hit], leg: str) -> list[RetrievedChunk]:
     return [
         RetrievedChunk(h.source_type, h.source_id, h.content, h.score, rank, (leg,), h.chunk_id,
                        h.score if leg == "semantic" else None, h.score if leg == "keyword" else None,
-                       h.owner_id, h.project_id, h.sprint_id)
+                       h.owner_id, h.project_id, h.sprint_id, h.chunk_no, h.facets)
         for rank, h in enumerate(hits, 1)
     ]
 
@@ -114,8 +116,13 @@ class Retriever:
 
     def search(self, query: str, top_k: int | None = None, caller: Caller | None = None,
                mode: str = "semantic", filters: Filters | None = None, *, exact: bool = False,
-               max_chars: int | None = None) -> list[RetrievedChunk]:
-        """Top-k chunks the caller may see. Refuses a call without a caller."""
+               max_chars: int | None = None, where: Where | None = None) -> list[RetrievedChunk]:
+        """Top-k chunks the caller may see. Refuses a call without a caller.
+
+        ``where`` (see :class:`~oracle_rag.engines.Where`) is an extra SQL
+        predicate built by product code (facets, ids, dates), applied inside
+        every leg's statement next to the scope predicate, before the top-k.
+        """
         who = require_caller(caller)
         k = validate_k(self.settings.top_k if top_k is None else top_k)
         if mode not in MODES:
@@ -130,16 +137,17 @@ class Retriever:
         started = time.perf_counter()
         with self.engine.connect() as conn:
             if mode == "semantic":
-                result = _single(self.engine.semantic_search(conn, sem_text, k, scope, filters, exact), "semantic")
+                result = _single(self.engine.semantic_search(conn, sem_text, k, scope, filters, exact, where),
+                                 "semantic")
                 legs = {"semantic": len(result)}
             elif mode == "keyword":
-                result = _single(self.engine.keyword_search(conn, text, k, scope, filters), "keyword")
+                result = _single(self.engine.keyword_search(conn, text, k, scope, filters, where), "keyword")
                 legs = {"keyword": len(result)}
             else:
                 fetch = min(max(k * self.settings.hybrid_fetch_factor, k), 4 * MAX_K)
                 raw = {
-                    "semantic": self.engine.semantic_search(conn, sem_text, fetch, scope, filters, exact),
-                    "keyword": self.engine.keyword_search(conn, text, fetch, scope, filters),
+                    "semantic": self.engine.semantic_search(conn, sem_text, fetch, scope, filters, exact, where),
+                    "keyword": self.engine.keyword_search(conn, text, fetch, scope, filters, where),
                 }
                 weights = {"semantic": self.settings.semantic_weight, "keyword": self.settings.keyword_weight}
                 result = rrf(raw, k, self.settings.rrf_k, weights)

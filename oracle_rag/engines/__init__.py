@@ -11,12 +11,15 @@ from .base import (
     QueueRow,
     QueueStats,
     Scope,
+    Where,
     content_hash,
     embed_text,
+    facets_json,
+    facets_value,
 )
 
-__all__ = ["ChunkWrite", "Engine", "Filters", "Hit", "QueueRow", "QueueStats", "Scope", "content_hash",
-           "create_engine", "embed_text"]
+__all__ = ["ChunkWrite", "Engine", "Filters", "Hit", "QueueRow", "QueueStats", "Scope", "Where", "content_hash",
+           "create_engine", "embed_text", "facets_json", "facets_value"]
 
 
 def create_engine(settings: Settings) -> Engine:

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..errors import InputError
-from .base import Filters, Hit, QueueRow, Scope
+from .base import Filters, Hit, QueueRow, Scope, Where, facets_value
 
 
 @lru_cache(maxsize=256)
@@ -21,9 +21,10 @@ def stmt(sql: str, expanding: tuple[str, ...] = (), clobs: tuple[str, ...] = ())
     return clause.bindparams(*params) if params else clause
 
 
-def search_binds(scope: Scope, filters: Filters, **extra: Any) -> dict[str, Any]:
+def search_binds(scope: Scope, filters: Filters, where: Where | None = None, **extra: Any) -> dict[str, Any]:
     types = list(filters.source_types)
     binds = {
+        **(dict(where.binds) if where is not None else {}),
         **scope.binds(),
         **filters.binds(),
         "f_all_types": 0 if types else 1,
@@ -44,6 +45,8 @@ def hits(rows: Sequence[Any]) -> list[Hit]:
             owner_id=None if r[5] is None else int(r[5]),
             project_id=None if r[6] is None else int(r[6]),
             sprint_id=None if r[7] is None else int(r[7]),
+            chunk_no=int(r[8]),
+            facets=facets_value(r[9]),
         )
         for r in rows
     ]
@@ -72,6 +75,8 @@ def chunk_params(chunks: Sequence[Any]) -> list[dict[str, Any]]:
             "owner_id": c.owner_id,
             "project_id": c.project_id,
             "sprint_id": c.sprint_id,
+            "chunk_no": c.chunk_no,
+            "facets": c.facets,
             "content": c.content,
             "embed_text": c.embed_text,
             "content_hash": c.content_hash,

@@ -10,17 +10,20 @@ one file, and the golden tests pin them.
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
 from ..config import Settings
-from ..errors import wrap_driver_error
+from ..errors import InputError, wrap_driver_error
 
 ACTIONS = ("UPSERT", "DELETE")
 SQL_ROOT = Path(__file__).resolve().parent.parent / "sql"
@@ -39,9 +42,48 @@ class QueueRow:
     last_error: str | None = None
 
 
+def facets_json(facets: Mapping[str, Any] | None) -> str:
+    """A record's facets as the canonical JSON text both engines store (sorted keys, compact).
+
+    Facets are a flat object: each value a string, number, boolean or null
+    (a date goes in as ISO text). Canonical text makes "facets unchanged"
+    a plain string comparison for the indexer's skip test.
+    """
+    if not facets:
+        return "{}"
+    out: dict[str, Any] = {}
+    for key, value in facets.items():
+        if not isinstance(key, str) or not key:
+            raise InputError(f"facet names must be non-empty strings, got {key!r}")
+        if value is not None and not isinstance(value, str | int | float | bool):
+            raise InputError(f"facet {key!r}: a flat value (text, number, boolean, null) is needed, "
+                             f"got {type(value).__name__}")
+        out[key] = value
+    return json.dumps(out, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def facets_value(raw: Any) -> dict[str, Any]:
+    """FACETS as read back: SQLite gives JSON text, Oracle a dict (native JSON); NULL reads as {}."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        if hasattr(raw, "read"):
+            raw = raw.read()
+        raw = json.loads(raw if isinstance(raw, str) else bytes(raw).decode("utf-8"))
+        if not isinstance(raw, dict):
+            return {}
+    # Oracle's JSON numbers may arrive as Decimal: back to int/float, as they were written.
+    return {k: (int(v) if v == int(v) else float(v)) if isinstance(v, Decimal) else v for k, v in raw.items()}
+
+
 @dataclass(frozen=True)
 class ChunkWrite:
-    """A chunk to store: the indexer fills it, the engine embeds and upserts it."""
+    """A chunk to store: the indexer fills it, the engine embeds and upserts it.
+
+    ``chunk_no`` is the chunk's position in its record (0-based); every chunk
+    of a record carries the record's scope columns and ``facets`` (canonical
+    JSON text, see :func:`facets_json`).
+    """
 
     source_type: str
     source_id: str
@@ -50,6 +92,8 @@ class ChunkWrite:
     owner_id: int | None = None
     project_id: int | None = None
     sprint_id: int | None = None
+    chunk_no: int = 0
+    facets: str = "{}"
 
     @property
     def embed_text(self) -> str:
@@ -79,6 +123,43 @@ class Filters:
         return {"f_project": self.project_id, "f_sprint": self.sprint_id}
 
 
+_WHERE_BIND = re.compile(r"^w_[a-z0-9_]{1,28}$")
+WHERE_MARKER = "/* where */ 1 = 1"
+
+
+@dataclass(frozen=True)
+class Where:
+    """An extra SQL predicate over the chunk row ``c``, applied with the scope before the top-k.
+
+    Built by trusted product code (the answers module turns facet values,
+    ids and dates into it), never from user text: ``sql`` is a fragment such
+    as ``JSON_VALUE(c.FACETS, '$.status') = :w_status`` and ``binds`` its
+    values. Bind names must match ``w_[a-z0-9_]+`` so they cannot collide
+    with the statements' own binds. Each search statement carries the
+    marker :data:`WHERE_MARKER` where the fragment goes (``AND (fragment)``).
+    """
+
+    sql: str
+    binds: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sql, str) or not self.sql.strip() or ";" in self.sql:
+            raise InputError("a where fragment must be one non-empty SQL predicate (no ';')")
+        for name in self.binds:
+            if not _WHERE_BIND.match(name):
+                raise InputError(f"where bind {name!r} must match w_[a-z0-9_]+")
+
+    def apply(self, sql: str) -> str:
+        if WHERE_MARKER not in sql:
+            raise InputError("this statement takes no where fragment")
+        return sql.replace(WHERE_MARKER, "(" + self.sql + ")")
+
+
+def with_where(sql: str, where: Where | None) -> str:
+    """``sql`` with the caller's where fragment in place of the marker (unchanged without one)."""
+    return sql if where is None else where.apply(sql)
+
+
 @dataclass(frozen=True)
 class Hit:
     """One row from a search leg; ``score`` is a distance (semantic) or a relevance (keyword)."""
@@ -91,6 +172,8 @@ class Hit:
     owner_id: int | None = None
     project_id: int | None = None
     sprint_id: int | None = None
+    chunk_no: int = 0
+    facets: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -206,18 +289,19 @@ class Engine(ABC):
         return template
 
     def read_chunk_state(self, conn: sa.Connection, source_type: str,
-                         ids: Sequence[str]) -> dict[str, tuple[str, int | None, int | None, int | None]]:
-        """Stored (hash, owner, project, sprint) per source id, for the indexer's skip test."""
+                         ids: Sequence[str]) -> dict[str, tuple[str, int | None, int | None, int | None, str]]:
+        """Stored (hash, owner, project, sprint, facets JSON) per record, for the indexer's skip test."""
         from ._common import stmt
 
         def num(v: Any) -> int | None:
             return None if v is None else int(v)
 
-        out: dict[str, tuple[str, int | None, int | None, int | None]] = {}
+        out: dict[str, tuple[str, int | None, int | None, int | None, str]] = {}
         for start in range(0, len(ids), 500):
             part = [str(i) for i in ids[start : start + 500]]
             rows = conn.execute(stmt(self.q.READ_CHUNK_STATE, ("ids",)), {"source_type": source_type, "ids": part})
-            out.update({str(r[0]): (r[1], num(r[2]), num(r[3]), num(r[4])) for r in rows})
+            out.update({str(r[0]): (r[1], num(r[2]), num(r[3]), num(r[4]), facets_json(facets_value(r[5])))
+                        for r in rows})
         return out
 
     def chunk_ids(self, conn: sa.Connection, source_type: str) -> set[str]:
@@ -241,12 +325,22 @@ class Engine(ABC):
     clob_binds: tuple[str, ...] = ()
 
     def delete_chunks(self, conn: sa.Connection, source_type: str, ids: Sequence[str]) -> int:
+        """Delete every chunk of the given records; returns the number of chunks deleted."""
         from ._common import stmt
 
         if not ids:
             return 0
         params = [{"source_type": source_type, "source_id": str(i)} for i in ids]
         return int(conn.execute(stmt(self.q.DELETE_CHUNK), params).rowcount or 0)
+
+    def trim_chunks(self, conn: sa.Connection, counts: Sequence[tuple[str, str, int]]) -> int:
+        """Drop the chunks a record no longer has: ``counts`` is (type, id, new chunk count)."""
+        from ._common import stmt
+
+        if not counts:
+            return 0
+        params = [{"source_type": t, "source_id": str(i), "chunk_count": int(n)} for t, i, n in counts]
+        return int(conn.execute(stmt(self.q.DELETE_EXTRA_CHUNKS), params).rowcount or 0)
 
     # -- queue -----------------------------------------------------------
     def enqueue(self, conn: sa.Connection, source_type: str, source_id: str, action: str) -> None:
@@ -305,21 +399,25 @@ class Engine(ABC):
 
     # -- search ----------------------------------------------------------
     def semantic_search(
-        self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters, exact: bool = False
+        self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters, exact: bool = False,
+        where: Where | None = None,
     ) -> list[Hit]:
         from ._common import hits, search_binds, stmt
 
         template = self.q.SEMANTIC_SEARCH_EXACT if exact else self.q.SEMANTIC_SEARCH
-        rows = conn.execute(stmt(self.sql(template), ("f_types",)), search_binds(scope, filters, query=query, k=k))
+        rows = conn.execute(stmt(with_where(self.sql(template), where), ("f_types",)),
+                            search_binds(scope, filters, where, query=query, k=k))
         return hits(rows.fetchall())
 
-    def keyword_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters) -> list[Hit]:
+    def keyword_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
+                       where: Where | None = None) -> list[Hit]:
         from ._common import hits, search_binds, stmt
 
         match = self.keyword_query(query)
         if match is None:
             return []
-        rows = conn.execute(stmt(self.q.KEYWORD_SEARCH, ("f_types",)), search_binds(scope, filters, match=match, k=k))
+        rows = conn.execute(stmt(with_where(self.q.KEYWORD_SEARCH, where), ("f_types",)),
+                            search_binds(scope, filters, where, match=match, k=k))
         return hits(rows.fetchall())
 
     @abstractmethod

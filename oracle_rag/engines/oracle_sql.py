@@ -41,7 +41,8 @@ SCOPE = (
 FILTERS = (
     "(:f_project IS NULL OR c.PROJECT_ID = :f_project) "
     "AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) "
-    "AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types)"
+    "AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) "
+    "AND /* where */ 1 = 1"
 )
 
 EMBED = "SELECT VECTOR_EMBEDDING({model} USING :text AS data) AS EMBEDDING FROM dual"
@@ -55,35 +56,46 @@ MODEL_EXISTS = "SELECT COUNT(*) FROM USER_MINING_MODELS WHERE MODEL_NAME = :mode
 # The hash plus the scope columns: a chunk whose text is unchanged but whose
 # owner/project/sprint changed (a task reassigned to a namesake) must still
 # be rewritten, or the access scope would follow the old owner.
+# Per record: chunk 0 carries the record's hash, scope and facets (every
+# chunk of a record has the same ones).
 READ_CHUNK_STATE = (
-    "SELECT SOURCE_ID, CONTENT_HASH, OWNER_ID, PROJECT_ID, SPRINT_ID FROM RAG_CHUNK "
-    "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID IN :ids"
+    "SELECT SOURCE_ID, CONTENT_HASH, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS FROM RAG_CHUNK "
+    "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID IN :ids AND CHUNK_NO = 0"
 )
 
 # The text is embedded inside the database by the loaded ONNX model.
 # :embed_text is the content cut to 4000 bytes (VARCHAR2); :content is a CLOB.
 UPSERT_CHUNK = """MERGE INTO RAG_CHUNK t
-USING (SELECT :source_type AS SOURCE_TYPE, :source_id AS SOURCE_ID FROM dual) s
-ON (t.SOURCE_TYPE = s.SOURCE_TYPE AND t.SOURCE_ID = s.SOURCE_ID)
+USING (SELECT :source_type AS SOURCE_TYPE, :source_id AS SOURCE_ID, :chunk_no AS CHUNK_NO FROM dual) s
+ON (t.SOURCE_TYPE = s.SOURCE_TYPE AND t.SOURCE_ID = s.SOURCE_ID AND t.CHUNK_NO = s.CHUNK_NO)
 WHEN MATCHED THEN UPDATE SET
   t.OWNER_ID = :owner_id,
   t.PROJECT_ID = :project_id,
   t.SPRINT_ID = :sprint_id,
+  t.FACETS = JSON(:facets),
   t.CONTENT = :content,
   t.EMBEDDING = VECTOR_EMBEDDING({model} USING :embed_text AS data),
   t.CONTENT_HASH = :content_hash,
   t.UPDATED_AT = SYSTIMESTAMP
 WHEN NOT MATCHED THEN INSERT
-  (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CONTENT, EMBEDDING, CONTENT_HASH, UPDATED_AT)
+  (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS, CONTENT, EMBEDDING,
+   CONTENT_HASH, UPDATED_AT)
 VALUES
-  (s.SOURCE_TYPE, s.SOURCE_ID, :owner_id, :project_id, :sprint_id, :content,
+  (s.SOURCE_TYPE, s.SOURCE_ID, s.CHUNK_NO, :owner_id, :project_id, :sprint_id, JSON(:facets), :content,
    VECTOR_EMBEDDING({model} USING :embed_text AS data), :content_hash, SYSTIMESTAMP)"""
 
-CHUNK_IDS = "SELECT SOURCE_ID FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type"
+CHUNK_IDS = "SELECT DISTINCT SOURCE_ID FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type"
 
 QUEUED_IDS = "SELECT DISTINCT SOURCE_ID FROM RAG_DIRTY WHERE SOURCE_TYPE = :source_type AND ACTION = 'UPSERT'"
 
+# A record's chunks go together (hash-skip and delete work per record).
 DELETE_CHUNK = "DELETE FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id"
+
+# After a record is rewritten with :chunk_count chunks: drop the chunks it no longer has.
+DELETE_EXTRA_CHUNKS = (
+    "DELETE FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id "
+    "AND CHUNK_NO >= :chunk_count"
+)
 
 ENQUEUE = "INSERT INTO RAG_DIRTY (SOURCE_TYPE, SOURCE_ID, ACTION) VALUES (:source_type, :source_id, :action)"
 
@@ -129,7 +141,7 @@ CHUNKS_BY_TYPE = "SELECT SOURCE_TYPE, COUNT(*) AS N FROM RAG_CHUNK GROUP BY SOUR
 # an approximate top-k needs the vector distance as the only sort key.
 SEMANTIC_SEARCH = f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
        VECTOR_DISTANCE(c.EMBEDDING, VECTOR_EMBEDDING({{model}} USING :query AS data), COSINE) AS SCORE,
-       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 FROM RAG_CHUNK c
 WHERE {SCOPE}
   AND {FILTERS}
@@ -141,7 +153,7 @@ SEMANTIC_SEARCH_EXACT = SEMANTIC_SEARCH.replace("FETCH APPROX FIRST", "FETCH EXA
 
 KEYWORD_SEARCH = f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
        SCORE(1) AS SCORE,
-       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 FROM RAG_CHUNK c
 WHERE CONTAINS(c.CONTENT, :match, 1) > 0
   AND {SCOPE}

@@ -34,7 +34,7 @@ from ..keywords import fts5_match
 from ..scripts import split_sqlite_script
 from . import sqlite_sql as q
 from ._common import hits, queue_rows, search_binds, stmt
-from .base import ChunkWrite, Engine, Filters, Hit, QueueRow, Scope
+from .base import ChunkWrite, Engine, Filters, Hit, QueueRow, Scope, Where, with_where
 from .vector_cache import DISTANCE_TOLERANCE, VectorCache
 
 
@@ -156,7 +156,7 @@ class SqliteEngine(Engine):
             return super().embed(conn, text)
 
     def semantic_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
-                        exact: bool = False) -> list[Hit]:
+                        exact: bool = False, where: Where | None = None) -> list[Hit]:
         """Exact top-k by cosine distance, scope and filters applied before the top-k.
 
         With ``embedded_vector_cache`` (the default) the in-process matrix
@@ -168,8 +168,8 @@ class SqliteEngine(Engine):
 
         with embedding_errors():
             if not self.settings.embedded_vector_cache:
-                return super().semantic_search(conn, query, k, scope, filters, exact)
-            return self._cached_search(conn, query, k, scope, filters)
+                return super().semantic_search(conn, query, k, scope, filters, exact, where)
+            return self._cached_search(conn, query, k, scope, filters, where)
 
     # -- the in-process vector cache ----------------------------------------
     def vector_cache(self) -> VectorCache:
@@ -180,14 +180,21 @@ class SqliteEngine(Engine):
             return self._vector_cache
 
     def _cached_search(self, conn: sa.Connection, query: str, k: int, scope: Scope,
-                       filters: Filters) -> list[Hit]:
+                       filters: Filters, where: Where | None = None) -> list[Hit]:
         # The query is embedded in the database, like every chunk.
         qblob = conn.execute(stmt(q.EMBED), {"text": query}).scalar_one()
-        return self.semantic_search_by_vector(conn, bytes(qblob), k, scope, filters)
+        return self.semantic_search_by_vector(conn, bytes(qblob), k, scope, filters, where)
 
     def semantic_search_by_vector(self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope,
-                                  filters: Filters) -> list[Hit]:
-        """The cached search for an already embedded query (a float32 blob); benches time this."""
+                                  filters: Filters, where: Where | None = None) -> list[Hit]:
+        """The cached search for an already embedded query (a float32 blob); benches time this.
+
+        A ``where`` fragment cannot be evaluated in numpy: the exact SQL scan answers then.
+        """
+        if where is not None:
+            binds = search_binds(scope, filters, where, qvec=qblob, k=k)
+            sql = with_where(q.SEMANTIC_SEARCH_BY_VECTOR, where)
+            return hits(conn.execute(stmt(sql, ("f_types",)), binds).fetchall())
         cache = self.vector_cache()
         try:
             cache.sync()

@@ -27,7 +27,8 @@ SCOPE = (
 FILTERS = (
     "(:f_project IS NULL OR c.PROJECT_ID = :f_project) "
     "AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) "
-    "AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types)"
+    "AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) "
+    "AND /* where */ 1 = 1"
 )
 
 EMBED = "SELECT vector_embedding(:text) AS EMBEDDING"
@@ -35,30 +36,41 @@ EMBED = "SELECT vector_embedding(:text) AS EMBEDDING"
 # The hash plus the scope columns: a chunk whose text is unchanged but whose
 # owner/project/sprint changed (a task reassigned to a namesake) must still
 # be rewritten, or the access scope would follow the old owner.
+# Per record: chunk 0 carries the record's hash, scope and facets (every
+# chunk of a record has the same ones).
 READ_CHUNK_STATE = (
-    "SELECT SOURCE_ID, CONTENT_HASH, OWNER_ID, PROJECT_ID, SPRINT_ID FROM RAG_CHUNK "
-    "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID IN :ids"
+    "SELECT SOURCE_ID, CONTENT_HASH, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS FROM RAG_CHUNK "
+    "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID IN :ids AND CHUNK_NO = 0"
 )
 
 UPSERT_CHUNK = """INSERT INTO RAG_CHUNK
-  (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CONTENT, EMBEDDING, CONTENT_HASH, UPDATED_AT)
+  (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS, CONTENT, EMBEDDING,
+   CONTENT_HASH, UPDATED_AT)
 VALUES
-  (:source_type, :source_id, :owner_id, :project_id, :sprint_id, :content,
+  (:source_type, :source_id, :chunk_no, :owner_id, :project_id, :sprint_id, :facets, :content,
    vector_embedding(:embed_text), :content_hash, strftime('%Y-%m-%dT%H:%M:%f', 'now'))
-ON CONFLICT (SOURCE_TYPE, SOURCE_ID) DO UPDATE SET
+ON CONFLICT (SOURCE_TYPE, SOURCE_ID, CHUNK_NO) DO UPDATE SET
   OWNER_ID = excluded.OWNER_ID,
   PROJECT_ID = excluded.PROJECT_ID,
   SPRINT_ID = excluded.SPRINT_ID,
+  FACETS = excluded.FACETS,
   CONTENT = excluded.CONTENT,
   EMBEDDING = excluded.EMBEDDING,
   CONTENT_HASH = excluded.CONTENT_HASH,
   UPDATED_AT = excluded.UPDATED_AT"""
 
-CHUNK_IDS = "SELECT SOURCE_ID FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type"
+CHUNK_IDS = "SELECT DISTINCT SOURCE_ID FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type"
 
 QUEUED_IDS = "SELECT DISTINCT SOURCE_ID FROM RAG_DIRTY WHERE SOURCE_TYPE = :source_type AND ACTION = 'UPSERT'"
 
+# A record's chunks go together (hash-skip and delete work per record).
 DELETE_CHUNK = "DELETE FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id"
+
+# After a record is rewritten with :chunk_count chunks: drop the chunks it no longer has.
+DELETE_EXTRA_CHUNKS = (
+    "DELETE FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id "
+    "AND CHUNK_NO >= :chunk_count"
+)
 
 ENQUEUE = "INSERT INTO RAG_DIRTY (SOURCE_TYPE, SOURCE_ID, ACTION) VALUES (:source_type, :source_id, :action)"
 
@@ -98,7 +110,7 @@ CHUNKS_BY_TYPE = "SELECT SOURCE_TYPE, COUNT(*) AS N FROM RAG_CHUNK GROUP BY SOUR
 SEMANTIC_SEARCH = f"""WITH q AS (SELECT vector_embedding(:query) AS v)
 SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
        vec_distance_cosine(c.EMBEDDING, (SELECT v FROM q)) AS SCORE,
-       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 FROM RAG_CHUNK c
 WHERE {SCOPE}
   AND {FILTERS}
@@ -114,7 +126,7 @@ SEMANTIC_SEARCH_EXACT = SEMANTIC_SEARCH
 # is not embedded twice.
 SEMANTIC_SEARCH_BY_VECTOR = f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
        vec_distance_cosine(c.EMBEDDING, :qvec) AS SCORE,
-       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 FROM RAG_CHUNK c
 WHERE {SCOPE}
   AND {FILTERS}
@@ -127,7 +139,7 @@ LIMIT :k"""
 # the cache was wrong about it) and keeps the first k.
 SEMANTIC_CANDIDATES = f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
        vec_distance_cosine(c.EMBEDDING, :qvec) AS SCORE,
-       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 FROM RAG_CHUNK c
 WHERE c.CHUNK_ID IN :ids
   AND {SCOPE}
@@ -156,7 +168,7 @@ CHUNK_LOG_EXISTS = "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND 
 
 KEYWORD_SEARCH = f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
        -bm25(RAG_CHUNK_FTS) AS SCORE,
-       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 FROM RAG_CHUNK_FTS
 JOIN RAG_CHUNK c ON c.CHUNK_ID = RAG_CHUNK_FTS.rowid
 WHERE RAG_CHUNK_FTS MATCH :match

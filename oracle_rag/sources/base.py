@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -24,7 +24,11 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Document:
-    """A rendered entity: the chunk text plus the scope columns."""
+    """A rendered entity: its text, its scope columns and its facet values.
+
+    ``facets`` is a flat mapping (name -> text, number, boolean or None) the
+    indexer writes to FACETS on every chunk of the record, in the same upsert.
+    """
 
     source_type: str
     source_id: str
@@ -32,6 +36,7 @@ class Document:
     owner_id: int | None = None
     project_id: int | None = None
     sprint_id: int | None = None
+    facets: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Source(ABC):

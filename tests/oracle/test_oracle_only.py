@@ -275,3 +275,28 @@ def test_read_only_user_cannot_write(oracle_system, oracle_target: OracleTarget)
     finally:
         ro.dispose()
     assert _scalar(oracle_system, "SELECT COUNT(*) FROM RAG_DIRTY") == 0
+
+
+# -- chunks per record and facets (migration V5) ------------------------------------------------
+
+
+def test_record_chunks_and_native_json_facets_round_trip(oracle_system) -> None:  # type: ignore[no-untyped-def]
+    from oracle_rag.engines import facets_json
+
+    engine = oracle_system.engine
+    manager = Scope(3, True)
+    facets = facets_json({"status": "open", "points": 3, "urgent": True, "due": None})
+    writes = [ChunkWrite("PROJECT", "9002", f"[PROJECT #9002] window {n} quillwhistle", content_hash("whole"),
+                         chunk_no=n, facets=facets) for n in range(3)]
+    with engine.begin() as conn:
+        engine.upsert_chunks(conn, writes)
+        state = engine.read_chunk_state(conn, "PROJECT", ["9002"])
+    assert state["9002"][4] == facets  # JSON read back as the same canonical text
+    with engine.connect() as conn:
+        hits = engine.semantic_search(conn, "quillwhistle", 10, manager, Filters(source_types=("PROJECT",)), True)
+    mine = [h for h in hits if h.source_id == "9002"]
+    assert sorted(h.chunk_no for h in mine) == [0, 1, 2]
+    assert all(h.facets == {"status": "open", "points": 3, "urgent": True, "due": None} for h in mine)
+    with engine.begin() as conn:
+        assert engine.trim_chunks(conn, [("PROJECT", "9002", 1)]) == 2
+        assert engine.delete_chunks(conn, "PROJECT", ["9002"]) == 1

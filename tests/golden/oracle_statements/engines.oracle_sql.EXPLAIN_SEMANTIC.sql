@@ -6,19 +6,19 @@
 
 EXPLAIN PLAN FOR SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
        VECTOR_DISTANCE(c.EMBEDDING, VECTOR_EMBEDDING(ALL_MINILM_L12_V2 USING :query AS data), COSINE) AS SCORE,
-       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 FROM RAG_CHUNK c
 WHERE (:see_all = 1 OR c.OWNER_ID = :caller_id OR (c.OWNER_ID IS NULL AND c.SOURCE_TYPE <> 'TASK'))
-  AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types)
+  AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) AND /* where */ 1 = 1
 ORDER BY VECTOR_DISTANCE(c.EMBEDDING, VECTOR_EMBEDDING(ALL_MINILM_L12_V2 USING :query AS data), COSINE)
 FETCH APPROX FIRST :k ROWS ONLY
 
 -- as sent by SQLAlchemy (oracle dialect) with these binds:
 -- EXPLAIN PLAN FOR SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
 --        VECTOR_DISTANCE(c.EMBEDDING, VECTOR_EMBEDDING(ALL_MINILM_L12_V2 USING :query AS data), COSINE) AS SCORE,
---        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
+--        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 -- FROM RAG_CHUNK c
 -- WHERE (:see_all = 1 OR c.OWNER_ID = :caller_id OR (c.OWNER_ID IS NULL AND c.SOURCE_TYPE <> 'TASK'))
---   AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN (:f_types_1, :f_types_2))
+--   AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN (:f_types_1, :f_types_2)) AND /* where */ 1 = 1
 -- ORDER BY VECTOR_DISTANCE(c.EMBEDDING, VECTOR_EMBEDDING(ALL_MINILM_L12_V2 USING :query AS data), COSINE)
 -- FETCH APPROX FIRST :k ROWS ONLY
