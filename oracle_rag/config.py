@@ -78,6 +78,7 @@ _SPECS: dict[str, _Spec] = {
     "aggregate_row_cap": _Spec(int, 1, 1_000_000),
     "aggregate_retries": _Spec(int, 0, 10),
     "demo": _Spec(bool),
+    "mcp_token_env": _Spec(str, check=lambda v: None if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v) else "an environment variable name"),
 }
 
 
@@ -122,6 +123,7 @@ class Settings:
     aggregate_row_cap: int = 1000
     aggregate_retries: int = 2
     demo: bool = False
+    mcp_token_env: str = "ORACLE_RAG_MCP_TOKEN"  # stdio MCP: the variable holding the caller's API token
     sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property

@@ -10,7 +10,7 @@ import importlib
 
 import click
 
-AREAS = ("web", "oracle", "sources", "aggregate", "writepath")
+AREAS = ("web", "oracle", "sources", "aggregate", "writepath", "integrations")
 
 
 def register_all(main: click.Group) -> None:
