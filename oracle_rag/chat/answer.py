@@ -25,7 +25,7 @@ endpoint raise there (and become an HTTP status) before any byte is sent.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,13 +149,14 @@ class Chat:
             self.observer(what, seconds, labels)
 
     # -- the shared first half -------------------------------------------
-    def _prepare(self, question: Any, caller: Any, conversation_id: Any, mode: Any, store: bool) -> _Prepared:
+    def _prepare(self, question: Any, caller: Any, conversation_id: Any, mode: Any, store: bool,
+                 given_history: Sequence[Turn] = ()) -> _Prepared:
         who = require_caller(caller)
         text = clean_query(question, self.settings.max_question_chars)
         mode = DEFAULT_MODE if mode is None else mode
         if mode not in MODES:
             raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        history: list[Turn] = []
+        history = select_history(list(given_history), self.settings.history_token_budget)
         new = conversation_id is None
         if not new:
             turns = self.store.recent_turns(conversation_id, who.employee_id)  # NotFoundError if not theirs
@@ -226,9 +227,10 @@ class Chat:
 
     # -- public ----------------------------------------------------------
     def answer(self, question: str, caller: Caller, conversation_id: str | None = None,
-               mode: str | None = None, *, store: bool = True) -> ChatAnswer:
-        """Answer in one piece. ``store=False`` keeps a first question out of the history."""
-        prep = self._prepare(question, caller, conversation_id, mode, store)
+               mode: str | None = None, *, store: bool = True, history: Sequence[Turn] = ()) -> ChatAnswer:
+        """Answer in one piece. ``store=False`` keeps a first question out of the history;
+        ``history`` is a conversation the client keeps (the OpenAI protocol), used without one."""
+        prep = self._prepare(question, caller, conversation_id, mode, store, history)
         answerer = self._answerer(prep)
         if answerer != "llm":
             return self._finish(prep, *self._direct_text(prep, answerer), answerer)
@@ -244,9 +246,9 @@ class Chat:
                             select_citations(text, prep.chunks), answerer)
 
     def stream(self, question: str, caller: Caller, conversation_id: str | None = None,
-               mode: str | None = None, *, store: bool = True) -> ChatStream:
+               mode: str | None = None, *, store: bool = True, history: Sequence[Turn] = ()) -> ChatStream:
         """Prepare and open the answer; iterate the result for ``ChatEvent``s."""
-        prep = self._prepare(question, caller, conversation_id, mode, store)
+        prep = self._prepare(question, caller, conversation_id, mode, store, history)
         answerer = self._answerer(prep)
         started = time.monotonic()
         pieces: Iterator[str]

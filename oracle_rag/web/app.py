@@ -131,12 +131,13 @@ def _scoped_handler(prefix: str, handler: Callable[[HTTPException], Any]) -> Cal
 def init_app(app: Flask, rag: Any, *, caller_loader: CallerLoader | None = None, llm: Any = ...,
              demo_identities: Sequence[DemoIdentity] = (), api_prefix: str = "/api", pages_prefix: str = "",
              ops_prefix: str = "", max_body: int = DEFAULT_MAX_BODY, owns_rag: bool = False,
-             json_errors_app_wide: bool = False) -> WebState:
+             json_errors_app_wide: bool = False, openai_prefix: str | None = "/v1") -> WebState:
     """Mount the API, the chat page, ``/healthz`` and ``/metrics`` on ``app``.
 
     In a host app, JSON errors cover everything our views raise plus
     routing errors (404/405) under ``api_prefix``; the host's own pages keep
-    its handlers. ``create_app`` makes them app-wide.
+    its handlers. ``create_app`` makes them app-wide. ``openai_prefix`` mounts the
+    OpenAI-compatible chat protocol (:mod:`oracle_rag.integrations.openai_api`); None leaves it out.
     """
     from .api import api_bp
     from .health import LLMHealth, health_bp
@@ -156,6 +157,10 @@ def init_app(app: Flask, rag: Any, *, caller_loader: CallerLoader | None = None,
     app.register_blueprint(health_bp, url_prefix=ops_prefix or None)
     app.register_blueprint(metrics_bp, url_prefix=ops_prefix or None)
     app.register_blueprint(pages_bp, url_prefix=pages_prefix or None)
+    if openai_prefix is not None:
+        from ..integrations.openai_api import openai_bp
+
+        app.register_blueprint(openai_bp, url_prefix=openai_prefix)
     if json_errors_app_wide:
         json_errors.register(app)
     else:
