@@ -186,6 +186,14 @@ def load_model_url(engine: Engine, url: str, *, name: str | None = None, replace
     return _describe(outcome, model, f"from {host}", replace=replace)
 
 
+def drop_model(engine: Engine, name: str) -> bool:
+    """Drop model ``name`` if ``USER_MINING_MODELS`` lists it; True when something was dropped."""
+    _require_oracle(engine)
+    model = model_identifier(name)
+    outcome = _run_block(engine, q.DROP_MODEL, lambda _raw: {"model_name": model}, f"dropping model {model}")
+    return outcome == "DROPPED"
+
+
 def model_present(engine: Engine, name: str) -> bool:
     """True when ``USER_MINING_MODELS`` lists ``name`` (Oracle only)."""
     from .engines import oracle_sql

@@ -197,7 +197,8 @@ def _start_container(request: pytest.FixtureRequest) -> OracleTarget:
         # The image's APP_USER has DB_DEVELOPER_ROLE, USERS tablespace, unlimited quota. The explicit
         # grants mirror local/init/01_users.sh; some may already be implied, so failures are ignored.
         for sql in (f"GRANT CREATE MINING MODEL TO {APP_USER}", f"GRANT CTXAPP TO {APP_USER}",
-                    f"GRANT EXECUTE ON CTXSYS.CTX_DDL TO {APP_USER}", f"GRANT EXECUTE ON SYS.DBMS_VECTOR TO {APP_USER}"):
+                    f"GRANT EXECUTE ON CTXSYS.CTX_DDL TO {APP_USER}", f"GRANT EXECUTE ON SYS.DBMS_VECTOR TO {APP_USER}",
+                    f"GRANT EXECUTE ON SYS.DBMS_LOCK TO {APP_USER}"):
             try:
                 cur.execute(sql)
             except oracledb.DatabaseError:
@@ -234,11 +235,11 @@ def load_model(target: OracleTarget, model_path: Path, name: str, *, replace: bo
 
 
 def drop_model(engine: Any, name: str) -> None:
-    """Drop a model if it exists (test clean-up; force => TRUE ignores a missing one)."""
-    with engine.begin() as conn:
-        cur = conn.connection.driver_connection.cursor()
-        cur.execute("BEGIN DBMS_VECTOR.DROP_ONNX_MODEL(model_name => :name, force => TRUE); END;", name=name)
-        cur.close()
+    """Drop a model if it exists (test clean-up), with the product's DROP_MODEL block: a missing
+    model is not an error (force => TRUE alone raises ORA-40284 for one)."""
+    from oracle_rag import provision
+
+    provision.drop_model(engine, name)
 
 
 def reset_schema(engine: Any) -> None:

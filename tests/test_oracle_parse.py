@@ -89,13 +89,16 @@ EXCEPTIONS: tuple[ParserException, ...] = (
     ParserException(
         "FETCH APPROX / FETCH EXACT",
         re.compile(
-            r"(ORDER\s+BY\s+VECTOR_DISTANCE\([^;]*?\)\s+)FETCH\s+(?:APPROX|APPROXIMATE|EXACT)\s+FIRST\s+"
+            r"((?:ORDER\s+BY\s+VECTOR_DISTANCE\([^;]*?\)"
+            r"|VECTOR_DISTANCE\([^;]*?\)\s+AS\s+DISTANCE\b[^;]*?ORDER\s+BY\s+DISTANCE)\s+)"
+            r"FETCH\s+(?:APPROX|APPROXIMATE|EXACT)\s+FIRST\s+"
             r"(:[a-z_]\w*|[1-9][0-9]*)\s+ROWS\s+ONLY(?:\s+WITH\s+TARGET\s+ACCURACY\s+[1-9][0-9]?)?",
             _FLAGS,
         ),
         r"\1FETCH FIRST \2 ROWS ONLY",
         "sqlfluff (and sqlglot) know FETCH FIRST but not the approximate/exact similarity-search "
-        "row limit; the regex also requires VECTOR_DISTANCE as the only ORDER BY key.",
+        "row limit; the regex also requires VECTOR_DISTANCE as the only ORDER BY key, written out or as "
+        "the select-list alias DISTANCE of a VECTOR_DISTANCE (langchain-oracledb's form).",
     ),
     ParserException(
         "VECTOR_EMBEDDING(model USING expr AS data)",
@@ -125,7 +128,7 @@ EXCEPTIONS: tuple[ParserException, ...] = (
     ),
     ParserException(
         "PL/SQL named argument force =>",
-        re.compile(rf"(DBMS_VECTOR\.DROP_ONNX_MODEL\(\s*model_name\s*=>\s*{_IDENT},\s*)force(\s*=>\s*TRUE\s*\))", _FLAGS),
+        re.compile(rf"(DBMS_VECTOR\.DROP_ONNX_MODEL\(\s*model_name\s*=>\s*(?:{_IDENT}|:[a-z_]\w*),\s*)force(\s*=>\s*TRUE\s*\))", _FLAGS),
         r"\1p_force\2",
         "FORCE is a keyword to sqlfluff, so a named argument called force does not parse.",
     ),
@@ -361,6 +364,7 @@ def test_vector_index_regex_is_precise(sql: str, documented: bool) -> None:
     "sql",
     [
         "SELECT 1 FROM RAG_CHUNK c ORDER BY c.CHUNK_ID FETCH APPROX FIRST :k ROWS ONLY",  # not by distance
+        "SELECT c.CHUNK_ID AS DISTANCE FROM RAG_CHUNK c ORDER BY DISTANCE FETCH APPROX FIRST :k ROWS ONLY",
         "SELECT VECTOR_EMBEDDING(M USING :q) FROM dual",  # AS data missing
         "SELECT 1 FROM RAG_CHUNK c ORDER BY VECTOR_DISTANCE(c.E, :v, COSINE) FETCH APROX FIRST 5 ROWS ONLY",
     ],

@@ -230,8 +230,9 @@ _BIND = re.compile(r"(?<![:\w]):([a-z_]\w*)")
     (q.LOAD_MODEL_CLOUD, "DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD(", {"model_name", "replace", "uri", "outcome"}),
 ])
 def test_load_blocks(block: str, load: str, binds: set[str]) -> None:
-    """One PL/SQL unit: existence check, then (only if missing or replacing) drop and load,
-    a concurrent load counted as success; every value a bind."""
+    """One PL/SQL unit: the model's user lock, existence check, then (only if missing or replacing)
+    drop and load, a concurrent load counted as success, the lock released on every path; every
+    value a bind."""
     assert is_plsql(block)
     assert split_oracle_script(block + "\n/\n") == [block]
     code = re.sub(r"'(?:[^']|'')*'|--[^\n]*", "''", block)
@@ -239,15 +240,37 @@ def test_load_blocks(block: str, load: str, binds: set[str]) -> None:
     check = block.index("SELECT COUNT(*) INTO l_found FROM USER_MINING_MODELS WHERE MODEL_NAME = c_name")
     skip = block.index("IF l_found > 0 AND NOT c_replace THEN\n    l_outcome := 'SKIPPED';\n  ELSE")
     drop = block.index("DBMS_VECTOR.DROP_ONNX_MODEL(model_name => c_name, force => TRUE)")
-    assert check < skip < drop < block.index(load)
+    lock = block.index("DBMS_LOCK.REQUEST(id => c_lock, lockmode => DBMS_LOCK.X_MODE")
+    assert lock < check < skip < drop < block.index(load)
+    assert "DBMS_UTILITY.GET_HASH_VALUE('ORACLE_RAG.MODEL.' || c_name, 0, 1073741824)" in block
+    assert "release_on_commit => FALSE" in block and "IF l_locked NOT IN (0, 4) THEN" in block
     assert "credential => NULL" in block if "CLOUD" in load else "model_data => :model_data" in block
     handler = block[block.index("EXCEPTION"):]
     assert "USER_MINING_MODELS" in handler and "RAISE;" in handler and "'CONCURRENT'" in handler
-    assert block.rstrip().endswith(":outcome := l_outcome;\nEND;")
+    assert block.count("DBMS_LOCK.RELEASE(id => c_lock)") == 2  # success path, and before a re-raise
+    assert block.rstrip().endswith(":outcome := l_outcome;\nEXCEPTION\n  WHEN OTHERS THEN\n"
+                                   "    l_locked := DBMS_LOCK.RELEASE(id => c_lock);\n    RAISE;\nEND;")
     assert set(re.findall(r"'([A-Z]+)'", code.replace("''", ""))) <= set(q.OUTCOMES)
     assert f"JSON('{q.METADATA}')" in block
     assert json.loads(q.METADATA) == {"function": "embedding", "embeddingOutput": "embedding",
                                       "input": {"input": ["DATA"]}}
+
+
+def test_drop_model_checks_before_dropping() -> None:
+    """force => TRUE drops an invalid model, not a missing one (ORA-40284): look it up first."""
+    block = q.DROP_MODEL
+    check = block.index("SELECT COUNT(*) INTO l_found FROM USER_MINING_MODELS WHERE MODEL_NAME = c_name")
+    guard = block.index("IF l_found > 0 THEN\n    DBMS_VECTOR.DROP_ONNX_MODEL(model_name => c_name, force => TRUE);")
+    assert check < guard and is_plsql(block)
+    code = re.sub(r"'(?:[^']|'')*'|--[^\n]*", "''", block)
+    assert set(_BIND.findall(code)) == {"model_name", "outcome"}
+
+
+def test_drop_model_refuses_sqlite_and_bad_names(sqlite_engine: SqliteEngine, closed_oracle: OracleEngine) -> None:
+    with pytest.raises(ConfigurationError):
+        provision.drop_model(sqlite_engine, "ALL_MINILM_L6_V2")
+    with pytest.raises(InputError):
+        provision.drop_model(closed_oracle, "x; drop table t")
 
 
 def test_blocks_are_pinned_by_golden_files() -> None:

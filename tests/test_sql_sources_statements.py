@@ -103,6 +103,16 @@ GOLDEN = {
         '{query}\n'
         ') src'
     ),
+    'DELTA_TZ_TEMPLATE': (
+        'SELECT * FROM (\n'
+        '{query}\n'
+        ') src WHERE src.{updated_at} >= TO_TIMESTAMP_TZ(:watermark, \'YYYY-MM-DD"T"HH24:MI:SS.FF6TZH:TZM\')'
+    ),
+    'DELTA_NAIVE_TEMPLATE': (
+        'SELECT * FROM (\n'
+        '{query}\n'
+        ') src WHERE src.{updated_at} >= TO_TIMESTAMP(:watermark, \'YYYY-MM-DD"T"HH24:MI:SS.FF6\')'
+    ),
 }
 
 BINDS = {
@@ -121,6 +131,8 @@ BINDS = {
     "UPSERT_DOCUMENT": {"name", "row_id", "doc_hash", "metadata", "now"},
     "READ_ONLY": set(),
     "DELTA_TEMPLATE": {"watermark"},
+    "DELTA_TZ_TEMPLATE": {"watermark"},
+    "DELTA_NAIVE_TEMPLATE": {"watermark"},
     "IDS_TEMPLATE": set(),
 }
 _BIND = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
@@ -145,11 +157,12 @@ def test_binds_are_named_and_listed(name: str) -> None:
 
 
 def test_sqlite_twins_cover_every_state_statement() -> None:
-    templates = {"READ_ONLY", "DELTA_TEMPLATE", "IDS_TEMPLATE"}
+    templates = {"READ_ONLY", "DELTA_TEMPLATE", "DELTA_TZ_TEMPLATE", "DELTA_NAIVE_TEMPLATE", "IDS_TEMPLATE"}
     assert set(q.SQLITE_STATEMENTS) == set(GOLDEN) - templates
 
 
 KINDS = {"Select": ("SOURCE_STATE", "ALL_SOURCE_STATES", "DOCUMENT_HASHES", "DOCUMENT_METADATA", "DELTA_TEMPLATE",
+                    "DELTA_TZ_TEMPLATE", "DELTA_NAIVE_TEMPLATE",
                     "IDS_TEMPLATE"),
          "Update": ("CLAIM", "RECORD_SUCCESS", "RECORD_FAILURE"),
          "Delete": ("DELETE_DOCUMENT", "DELETE_DOCUMENTS", "DELETE_SOURCE"),
@@ -196,3 +209,19 @@ def test_v4_migration_shape() -> None:
     for statement in oracle:
         assert not statement.endswith(";")
         assert type(sqlglot.parse_one(statement.replace("IS JSON", "IS NOT NULL"), read="oracle")).__name__ == "Create"
+
+
+def test_oracle_watermark_binds_utc_text_with_microseconds() -> None:
+    """An aware watermark reaches Oracle as UTC text (python-oracledb would send the wall clock as UTC,
+    issue #374) and a naive one as naive text; neither goes through DB_TYPE_DATE (no fractions)."""
+    import datetime as dt
+
+    from oracle_rag.sources.sql_query import Watermark
+
+    aware = Watermark.of(dt.datetime(2026, 3, 29, 3, 30, 0, 123456, tzinfo=dt.timezone(dt.timedelta(hours=2))))
+    assert aware.oracle_bind() == (q.ORACLE_DELTA_TZ_TEMPLATE, "2026-03-29T01:30:00.123456+00:00")
+    naive = Watermark.of(dt.datetime(2026, 3, 29, 3, 30, 0, 5))
+    assert naive.oracle_bind() == (q.ORACLE_DELTA_NAIVE_TEMPLATE, "2026-03-29T03:30:00.000005")
+    day = Watermark.of(dt.date(2026, 3, 29))
+    assert day.oracle_bind() == (q.ORACLE_DELTA_NAIVE_TEMPLATE, "2026-03-29T00:00:00.000000")
+    assert Watermark("text", "2026-03-29 03:30").oracle_bind() == (q.DELTA_TEMPLATE, "2026-03-29 03:30")

@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..caller import Caller, require_caller
+from ..engines._common import lob_text
 from ..errors import NotFoundError
 from .chat_sql import query
 
@@ -52,7 +53,7 @@ def chunk_detail(conn: sa.Connection, engine_name: str, caller: Caller, source_t
                         **who.scope().binds()}).first()
     if row is None:
         raise NotFoundError("record not found")
-    content = row[2] if isinstance(row[2], str) else str(row[2].read() if hasattr(row[2], "read") else row[2])
+    content = lob_text(row[2])
     updated = row[6].isoformat() if isinstance(row[6], dt.datetime) else (None if row[6] is None else str(row[6]))
     return ChunkDetail(str(row[0]), str(row[1]), content, None if row[4] is None else int(row[4]),
                        None if row[5] is None else int(row[5]), updated)

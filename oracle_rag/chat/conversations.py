@@ -20,6 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..engines import Engine
+from ..engines._common import lob_text
 from ..errors import NotFoundError
 from ..sources.base import iso_or_none
 from .chat_sql import query
@@ -33,11 +34,7 @@ _ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if hasattr(value, "read"):  # an Oracle LOB when fetch_lobs is on
-        return str(value.read())
-    return str(value)
+    return lob_text(value)
 
 
 def new_conversation_id() -> str:

@@ -12,13 +12,55 @@ from ..errors import InputError
 from .base import Filters, Hit, QueueRow, Scope, Where, facets_value
 
 
+class ClobBind(sa.types.UserDefinedType[str]):
+    """A bind sent as ``DB_TYPE_CLOB`` (python-oracledb makes a temporary LOB of the str).
+
+    ``sa.Text()`` is not enough: SQLAlchemy's oracledb dialect maps it to
+    ``DB_TYPE_NVARCHAR`` (``_OracleText.get_dbapi_type``), and python-oracledb
+    sends a string longer than the server's VARCHAR2 limit as LONG, which
+    Oracle accepts into a LOB column for INSERT ... VALUES and UPDATE ... SET
+    but not through MERGE (ORA-01461, python-oracledb issue #467 uses the same
+    ``DB_TYPE_CLOB`` cure). ``DB_TYPE_CLOB`` is in the dialect's
+    ``include_set_input_sizes``, so it reaches ``cursor.setinputsizes``;
+    ``tests/test_oracle_lobs.py`` checks that. Other drivers ignore it
+    (SQLite gets the str as is).
+    """
+
+    cache_ok = True
+
+    def get_col_spec(self, **_kw: Any) -> str:
+        return "CLOB"
+
+    def get_dbapi_type(self, dbapi: Any) -> Any:
+        return getattr(dbapi, "DB_TYPE_CLOB", None)
+
+
 @lru_cache(maxsize=256)
 def stmt(sql: str, expanding: tuple[str, ...] = (), clobs: tuple[str, ...] = ()) -> sa.TextClause:
     """A cached ``text()`` with expanding list binds and CLOB-typed binds."""
     clause = sa.text(sql)
     params: list[sa.BindParameter[Any]] = [sa.bindparam(name, expanding=True) for name in expanding]
-    params += [sa.bindparam(name, type_=sa.Text()) for name in clobs]
+    params += [sa.bindparam(name, type_=ClobBind()) for name in clobs]
     return clause.bindparams(*params) if params else clause
+
+
+def read_lob(value: Any) -> Any:
+    """The one LOB reader: a LOB object's content, anything else unchanged.
+
+    The Oracle engine's connections fetch CLOB/BLOB as str/bytes (see
+    :func:`oracle_rag.engines.oracle.output_type_handler`), so this matters
+    only for a connection someone else configured (a host application's
+    engine passed to a SQL source, ``auto_convert_lobs=False``).
+    """
+    if value is not None and not isinstance(value, str | bytes) and callable(getattr(value, "read", None)):
+        return value.read()
+    return value
+
+
+def lob_text(value: Any) -> str:
+    """A CLOB column as text (``""`` for NULL)."""
+    value = read_lob(value)
+    return "" if value is None else str(value)
 
 
 def search_binds(scope: Scope, filters: Filters, where: Where | None = None, **extra: Any) -> dict[str, Any]:
@@ -40,7 +82,7 @@ def hits(rows: Sequence[Any]) -> list[Hit]:
             chunk_id=int(r[0]),
             source_type=r[1],
             source_id=str(r[2]),
-            content=r[3] if isinstance(r[3], str) else str(r[3].read() if hasattr(r[3], "read") else r[3]),
+            content=lob_text(r[3]),
             score=float(r[4]),
             owner_id=None if r[5] is None else int(r[5]),
             project_id=None if r[6] is None else int(r[6]),

@@ -19,7 +19,54 @@ from ..keywords import oracle_text_query
 from ..scripts import split_oracle_script
 from . import oracle_sql as q
 from ._common import queue_rows, stmt
-from .base import Engine, QueueRow
+from .base import Engine, Filters, Hit, QueueRow, Scope, Where
+
+
+def output_type_handler(previous: Any) -> Any:
+    """A connection's output type handler: LOBs as str/bytes, VECTOR as a list, the rest to ``previous``.
+
+    Per connection, never ``oracledb.defaults.fetch_lobs``: that is process-wide
+    and would change the driver of a host application that embeds oracle-rag.
+    The LOB mapping is python-oracledb's own recipe (user guide, "Fetching LOBs
+    as Strings and Bytes": ``cursor.var(DB_TYPE_LONG, arraysize=cursor.arraysize)``).
+    Everything else goes to the handler that was there before (SQLAlchemy's
+    dialect installs one for NUMBER), in the signature it was written for: a
+    connection has one handler, so they must be chained.
+    """
+    import inspect
+
+    import oracledb
+
+    lobs = {oracledb.DB_TYPE_CLOB: oracledb.DB_TYPE_LONG, oracledb.DB_TYPE_NCLOB: oracledb.DB_TYPE_LONG_NVARCHAR,
+            oracledb.DB_TYPE_BLOB: oracledb.DB_TYPE_LONG_RAW}
+    legacy = previous is not None and len(inspect.signature(previous).parameters) == 6
+
+    def handler(cursor: Any, metadata: Any) -> Any:
+        code = metadata.type_code
+        if code in lobs:
+            return cursor.var(lobs[code], arraysize=cursor.arraysize)
+        if code is oracledb.DB_TYPE_VECTOR:
+            return cursor.var(code, arraysize=cursor.arraysize, outconverter=list)
+        if previous is None:
+            return None
+        if legacy:  # (cursor, name, default_type, size, precision, scale), as SQLAlchemy 2.0 writes it
+            return previous(cursor, metadata.name, code, metadata.internal_size, metadata.precision, metadata.scale)
+        return previous(cursor, metadata)
+
+    return handler
+
+
+def install_type_handlers(engine: sa.Engine) -> None:
+    """Chain :func:`output_type_handler` onto every new DBAPI connection of ``engine``.
+
+    Registered after ``create_engine``, so it runs after the dialect's own
+    on-connect hook and wraps the handler that hook set.
+    """
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.outputtypehandler = output_type_handler(dbapi_conn.outputtypehandler)
+
 
 _ORGANIZATION = {
     "IVF": "NEIGHBOR PARTITIONS",
@@ -57,6 +104,7 @@ class OracleEngine(Engine):
         password = os.environ.get(self.settings.aggregate_db_password_env)
         engine = sa.create_engine(url, connect_args={"password": password} if password else {},
                                   pool_size=2, max_overflow=0, pool_pre_ping=True, hide_parameters=True)
+        install_type_handlers(engine)
         schema = self.settings.aggregate_schema or sa.engine.make_url(self.settings.database_url or "").username
         return OracleExecutor(engine, timeout_s=timeout_s, row_cap=row_cap, schema=schema)
 
@@ -65,14 +113,11 @@ class OracleEngine(Engine):
         return q.render(template, self.model)
 
     def _create_sa_engine(self) -> sa.Engine:
-        import oracledb
-
-        oracledb.defaults.fetch_lobs = False  # CLOB content arrives as str
         connect_args: dict[str, Any] = {}
         password = self.settings.db_password()
         if password:
             connect_args["password"] = password
-        return sa.create_engine(
+        engine = sa.create_engine(
             self.settings.database_url or "",
             connect_args=connect_args,
             pool_size=self.settings.pool_size,
@@ -80,6 +125,8 @@ class OracleEngine(Engine):
             pool_pre_ping=True,
             hide_parameters=True,
         )
+        install_type_handlers(engine)
+        return engine
 
     # -- migrations -------------------------------------------------------
     def split_script(self, script: str) -> list[str]:
@@ -140,6 +187,22 @@ class OracleEngine(Engine):
         finally:
             cursor.close()
         return queue_rows(rows)
+
+    def semantic_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
+                        exact: bool = False, where: Where | None = None) -> list[Hit]:
+        """APPROX top-k, re-run EXACT when it comes back with fewer than ``k`` rows.
+
+        With a selective scope (a developer's own tasks) the optimizer may pick
+        an IVF post-filter plan: it probes the nearest partitions, then drops
+        the rows the caller may not see, and can return fewer than ``k`` while
+        ``k`` are visible. The EXACT form scans every visible row, so "k
+        visible => k returned" holds; it costs a second query only when the
+        first was short (a small visible set, cheap to scan exactly).
+        """
+        found = super().semantic_search(conn, query, k, scope, filters, exact, where)
+        if exact or len(found) >= k:
+            return found
+        return super().semantic_search(conn, query, k, scope, filters, True, where)
 
     def keyword_query(self, text: str) -> str | None:
         return oracle_text_query(text)

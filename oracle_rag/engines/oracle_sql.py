@@ -125,30 +125,45 @@ WHERE (:failed_only = 0 OR ATTEMPTS >= :max_attempts)
 ORDER BY ENQUEUED_AT, DIRTY_ID
 FETCH FIRST :limit ROWS ONLY"""
 
-QUEUE_STATS = """SELECT COUNT(*) AS DEPTH,
-  MIN(ENQUEUED_AT) AS OLDEST,
-  SUM(CASE WHEN ATTEMPTS >= 3 THEN 1 ELSE 0 END) AS STALLED,
-  SUM(CASE WHEN ATTEMPTS >= :max_attempts THEN 1 ELSE 0 END) AS FAILED,
-  (CAST(SYSTIMESTAMP AS DATE) - CAST(MIN(ENQUEUED_AT) AS DATE)) * 86400 AS OLDEST_AGE_S
-FROM RAG_DIRTY"""
+# The oldest row's age from the interval SYSTIMESTAMP - ENQUEUED_AT. Both are
+# TIMESTAMP WITH TIME ZONE, and Oracle does datetime arithmetic on them in UTC
+# (SQL Language Reference, "Datetime and Interval Arithmetic"), so the age is
+# right across a DST change; CAST(... AS DATE) would drop the offsets and be
+# an hour off when the row was enqueued under the other one.
+QUEUE_STATS = """SELECT DEPTH, OLDEST, STALLED, FAILED,
+  EXTRACT(DAY FROM AGE) * 86400 + EXTRACT(HOUR FROM AGE) * 3600
+    + EXTRACT(MINUTE FROM AGE) * 60 + EXTRACT(SECOND FROM AGE) AS OLDEST_AGE_S
+FROM (
+  SELECT COUNT(*) AS DEPTH,
+    MIN(ENQUEUED_AT) AS OLDEST,
+    SUM(CASE WHEN ATTEMPTS >= 3 THEN 1 ELSE 0 END) AS STALLED,
+    SUM(CASE WHEN ATTEMPTS >= :max_attempts THEN 1 ELSE 0 END) AS FAILED,
+    SYSTIMESTAMP - MIN(ENQUEUED_AT) AS AGE
+  FROM RAG_DIRTY
+)"""
 
 CHUNKS_BY_TYPE = "SELECT SOURCE_TYPE, COUNT(*) AS N FROM RAG_CHUNK GROUP BY SOURCE_TYPE ORDER BY SOURCE_TYPE"
 
 # The scope predicate sits inside the statement, before the top-k, so a
 # scoped query still returns k rows when k are visible. With the IVF index
-# the optimizer chooses a pre-filter or post-filter plan (see the plan test).
-# ORDER BY repeats the distance expression alone (no tie-breaker column):
-# an approximate top-k needs the vector distance as the only sort key.
+# the optimizer chooses a pre-filter or post-filter plan (see the plan test);
+# a post-filter plan can still come back short, so the engine re-runs the
+# EXACT form when the APPROX one returns fewer than k (OracleEngine.semantic_search).
+# The query is embedded once: ORDER BY names the select-list alias (as
+# langchain-oracledb's OracleVS does: "vector_distance(...) as distance ...
+# ORDER BY distance FETCH APPROX FIRST k ROWS ONLY"), so VECTOR_EMBEDDING
+# appears a single time and the distance stays the only sort key an
+# approximate top-k accepts.
 SEMANTIC_SEARCH = f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
-       VECTOR_DISTANCE(c.EMBEDDING, VECTOR_EMBEDDING({{model}} USING :query AS data), COSINE) AS SCORE,
+       VECTOR_DISTANCE(c.EMBEDDING, VECTOR_EMBEDDING({{model}} USING :query AS data), COSINE) AS DISTANCE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 FROM RAG_CHUNK c
 WHERE {SCOPE}
   AND {FILTERS}
-ORDER BY VECTOR_DISTANCE(c.EMBEDDING, VECTOR_EMBEDDING({{model}} USING :query AS data), COSINE)
+ORDER BY DISTANCE
 FETCH APPROX FIRST :k ROWS ONLY"""
 
-# EXACT: guaranteed full scan, used to measure the index's recall.
+# EXACT: guaranteed full scan: the recall reference, and the fallback of a short APPROX result.
 SEMANTIC_SEARCH_EXACT = SEMANTIC_SEARCH.replace("FETCH APPROX FIRST", "FETCH EXACT FIRST")
 
 KEYWORD_SEARCH = f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,

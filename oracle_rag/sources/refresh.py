@@ -43,7 +43,7 @@ import sqlalchemy as sa
 
 from .. import errors
 from ..engines import ChunkWrite, Engine, content_hash
-from ..engines._common import stmt
+from ..engines._common import read_lob, stmt
 from ..errors import (
     ConfigurationError,
     DatabaseError,
@@ -247,7 +247,7 @@ class SourceRefresher:
             value = conn.execute(stmt(self.q["DOCUMENT_METADATA"]), {"name": name, "row_id": str(row_id)}).scalar()
         if value is None:
             return None
-        text = value.read() if hasattr(value, "read") else value
+        text = read_lob(value)
         parsed: dict[str, Any] = json.loads(text)
         return parsed
 

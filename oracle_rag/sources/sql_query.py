@@ -37,6 +37,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..engines._common import read_lob
 from ..errors import ConfigurationError, SourceLoadingError
 from ..scripts import _skip_gap, _skip_literal
 from . import sql_query_sql as q
@@ -245,11 +246,11 @@ class SqlSource:
     def full_sql(self) -> str:
         return self.query
 
-    def delta_sql(self) -> str:
+    def delta_sql(self, template: str = q.DELTA_TEMPLATE) -> str:
         col = self.updated_at_column
         if col is None:
             raise ConfigurationError(f"sources.{self.name}: no updated_at_column", key=f"sources.{self.name}")
-        return q.wrap(q.DELTA_TEMPLATE, self.query, updated_at=col)
+        return q.wrap(template, self.query, updated_at=col)
 
     def ids_sql(self) -> str:
         return q.wrap(q.IDS_TEMPLATE, self.query, id=self.columns["id"])
@@ -259,6 +260,9 @@ class SqlSource:
         """Rows to documents: the full query, or the rows at/after ``watermark``."""
         if watermark is None:
             sql, binds = self.full_sql(), {}
+        elif conn.dialect.name == "oracle":
+            template, value = watermark.oracle_bind()
+            sql, binds = self.delta_sql(template), {"watermark": value}
         else:
             sql, binds = self.delta_sql(), {"watermark": watermark.bind_value()}
         result = ReadResult()
@@ -418,13 +422,13 @@ class _Plan:
         name = source.name
         row_id = _row_id(source, row[self.roles["id"]], number)
         document_id = source.document_id(row_id)
-        content_value = _read_lob(row[self.roles["content"]])
+        content_value = read_lob(row[self.roles["content"]])
         if content_value is None:
             raise SourceLoadingError(f"source {name!r}: row {number} has a NULL content")
         content = _text(content_value, source, number, "content")
         title = None
         if "title" in self.roles:
-            raw_title = _read_lob(row[self.roles["title"]])
+            raw_title = read_lob(row[self.roles["title"]])
             if raw_title is not None:
                 title = " ".join(_text(raw_title, source, number, "title").split()) or None
         owner = _owner(source, row[self.roles["owner"]], number) if "owner" in self.roles else None
@@ -438,19 +442,12 @@ class _Plan:
             updated_at = _timestamp(source, row[self.roles["updated_at"]], number)
             metadata["updated_at"] = updated_at.isoformat() if not isinstance(updated_at, str) else updated_at
         for index, label in self.metadata:
-            value = _read_lob(row[index])
+            value = read_lob(row[index])
             if value is not None:
                 metadata[label] = _jsonable(value, source, number, label)
         digest = hashlib.sha256(json.dumps({"content": content, "metadata": metadata}, sort_keys=True,
                                            ensure_ascii=False).encode("utf-8")).hexdigest()
         return SqlDocument(row_id, document_id, title, content, owner, metadata, digest, updated_at)
-
-
-def _read_lob(value: Any) -> Any:
-    """Oracle LOBs arrive as objects with ``read()`` unless fetch_lobs is off."""
-    if value is not None and not isinstance(value, str | bytes) and callable(getattr(value, "read", None)):
-        return value.read()
-    return value
 
 
 def _text(value: Any, source: SqlSource, number: int, what: str) -> str:
@@ -462,7 +459,7 @@ def _text(value: Any, source: SqlSource, number: int, what: str) -> str:
 
 
 def _row_id(source: SqlSource, value: Any, number: int) -> str:
-    value = _read_lob(value)
+    value = read_lob(value)
     if value is None:
         raise SourceLoadingError(f"source {source.name!r}: row {number} has a NULL id")
     if isinstance(value, bool) or isinstance(value, bytes | bytearray | memoryview):
@@ -562,6 +559,16 @@ class Watermark:
         if self.kind == "date":
             return dt.date.fromisoformat(self.text)
         return self.text
+
+    def oracle_bind(self) -> tuple[str, Any]:
+        """(delta template, bind value) for an Oracle source: timestamps as text, aware ones in UTC."""
+        if self.kind == "text":
+            return q.DELTA_TEMPLATE, self.text
+        moment = self.moment()
+        if moment.tzinfo is not None:
+            utc = moment.astimezone(dt.UTC)
+            return q.ORACLE_DELTA_TZ_TEMPLATE, utc.isoformat(timespec="microseconds")
+        return q.ORACLE_DELTA_NAIVE_TEMPLATE, moment.isoformat(timespec="microseconds")
 
     def later(self, other: Watermark, source: str, number: int) -> Watermark:
         try:

@@ -151,8 +151,22 @@ READ_SESSION: dict[str, tuple[str, ...]] = {
 DELTA_TEMPLATE = "SELECT * FROM (\n{query}\n) src WHERE src.{updated_at} >= :watermark"
 IDS_TEMPLATE = "SELECT src.{id} FROM (\n{query}\n) src"
 
+# Oracle: a datetime watermark travels as ISO text and becomes a timestamp in
+# SQL. Bound as a Python datetime it would go through SQLAlchemy's DateTime ->
+# setinputsizes(DATETIME) = DB_TYPE_DATE (no fractional seconds, no zone), and
+# python-oracledb sends an aware datetime's wall clock labelled UTC whatever
+# its offset (python-oracledb issue #374). An aware watermark is converted to
+# UTC first (Watermark.oracle_bind), so the TIMESTAMP WITH TIME ZONE
+# comparison with the column is made in UTC; a naive one stays naive
+# (TO_TIMESTAMP), so no session time zone enters a naive comparison.
+ORACLE_DELTA_TZ_TEMPLATE = DELTA_TEMPLATE.replace(":watermark", _TS_ORACLE.replace("{name}", "watermark"))
+ORACLE_DELTA_NAIVE_TEMPLATE = DELTA_TEMPLATE.replace(
+    ":watermark", "TO_TIMESTAMP(:watermark, 'YYYY-MM-DD\"T\"HH24:MI:SS.FF6')")
+
 ORACLE_STATEMENTS["READ_ONLY"] = ORACLE_READ_ONLY
 ORACLE_STATEMENTS["DELTA_TEMPLATE"] = DELTA_TEMPLATE
+ORACLE_STATEMENTS["DELTA_TZ_TEMPLATE"] = ORACLE_DELTA_TZ_TEMPLATE
+ORACLE_STATEMENTS["DELTA_NAIVE_TEMPLATE"] = ORACLE_DELTA_NAIVE_TEMPLATE
 ORACLE_STATEMENTS["IDS_TEMPLATE"] = IDS_TEMPLATE
 
 _PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")

@@ -6,9 +6,17 @@
 DECLARE
   c_name    CONSTANT VARCHAR2(128) := :model_name;
   c_replace CONSTANT BOOLEAN := (:replace = 1);
+  c_lock    CONSTANT INTEGER := DBMS_UTILITY.GET_HASH_VALUE('ORACLE_RAG.MODEL.' || c_name, 0, 1073741824);
+  l_locked  INTEGER;
   l_found   PLS_INTEGER;
   l_outcome VARCHAR2(16);
 BEGIN
+  l_locked := DBMS_LOCK.REQUEST(id => c_lock, lockmode => DBMS_LOCK.X_MODE, timeout => 900,
+                                release_on_commit => FALSE);
+  IF l_locked NOT IN (0, 4) THEN
+    RAISE_APPLICATION_ERROR(-20011, 'waiting for another session loading model ' || c_name
+                                    || ': DBMS_LOCK.REQUEST returned ' || l_locked);
+  END IF;
   SELECT COUNT(*) INTO l_found FROM USER_MINING_MODELS WHERE MODEL_NAME = c_name;
   IF l_found > 0 AND NOT c_replace THEN
     l_outcome := 'SKIPPED';
@@ -24,7 +32,7 @@ BEGIN
       l_outcome := CASE WHEN l_found > 0 THEN 'REPLACED' ELSE 'LOADED' END;
     EXCEPTION
       WHEN OTHERS THEN
-        -- Another deploy may have loaded it since our check: then it is there, and that is success.
+        -- A session that took no lock may have loaded it since our check: then it is there (success).
         SELECT COUNT(*) INTO l_found FROM USER_MINING_MODELS WHERE MODEL_NAME = c_name;
         IF l_found = 0 THEN
           RAISE;
@@ -32,5 +40,10 @@ BEGIN
         l_outcome := 'CONCURRENT';
     END;
   END IF;
+  l_locked := DBMS_LOCK.RELEASE(id => c_lock);
   :outcome := l_outcome;
+EXCEPTION
+  WHEN OTHERS THEN
+    l_locked := DBMS_LOCK.RELEASE(id => c_lock);
+    RAISE;
 END;
