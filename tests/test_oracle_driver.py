@@ -195,7 +195,7 @@ class _Conn:
         kind = "APPROX" if "FETCH APPROX FIRST" in sql else "EXACT"
         self.sent.append(kind)
         n = min(self.counts[kind], binds["k"])
-        return _Result([(i, "TASK", str(i), "text", 0.1 * i, 17, None, None) for i in range(1, n + 1)])
+        return _Result([(i, "TASK", str(i), "text", 0.1 * i, 17, None, None, 0, None) for i in range(1, n + 1)])
 
 
 @pytest.mark.parametrize(("approx", "exact", "sent", "returned"), [

@@ -67,8 +67,9 @@ def facets_value(raw: Any) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        if hasattr(raw, "read"):
-            raw = raw.read()
+        from ._common import read_lob
+
+        raw = read_lob(raw)
         raw = json.loads(raw if isinstance(raw, str) else bytes(raw).decode("utf-8"))
         if not isinstance(raw, dict):
             return {}
