@@ -9,9 +9,9 @@
 -- READ rather than SELECT: READ allows queries only, while SELECT also allows
 -- SELECT ... FOR UPDATE and LOCK TABLE, which a read-only caller has no use for.
 -- Views only, never the RAG_ tables, the queue or the models: guarded SQL sees exactly what
--- these views expose. The read-only user sees them under the owner's schema: qualify them
--- (RAG_APP.RAG_V_TASK) or set the session's current schema (python-oracledb:
--- connection.current_schema = "RAG_APP").
+-- these views expose. The read-only user names them without a schema through private
+-- synonyms a DBA creates once (local/readonly_synonyms.sql; the local container's init
+-- script does it).
 --
 -- If you renamed the read-only user (RAG_RO_USER), replace RAG_RO below.
 

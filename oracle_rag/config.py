@@ -73,7 +73,6 @@ _SPECS: dict[str, _Spec] = {
     "max_question_chars": _Spec(int, 1, 100_000),
     "aggregate_database_url": _Spec(str),
     "aggregate_db_password_env": _Spec(str, check=lambda v: None if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v) else "an environment variable name"),
-    "aggregate_schema": _Spec(str, check=_identifier),
     "aggregate_timeout_s": _Spec(float, 0.1, 600.0),
     "aggregate_row_cap": _Spec(int, 1, 1_000_000),
     "aggregate_retries": _Spec(int, 0, 10),
@@ -118,7 +117,6 @@ class Settings:
     max_question_chars: int = 4000
     aggregate_database_url: str | None = None  # Oracle: the read-only user's URL (no password)
     aggregate_db_password_env: str = "ORACLE_RAG_RO_PASSWORD"
-    aggregate_schema: str | None = None  # Oracle: owner of the RAG_V_* views (default: the app user)
     aggregate_timeout_s: float = 10.0
     aggregate_row_cap: int = 1000
     aggregate_retries: int = 2

@@ -42,6 +42,7 @@ PASSWORD_ENV = "ORACLE_RAG_TEST_PASSWORD"
 RO_PASSWORD_ENV = "ORACLE_RAG_TEST_RO_PASSWORD"
 DEFAULT_MODEL_NAME = "ALL_MINILM_L6_V2"
 DEMO_TABLES = ("TASK_COMMENT", "TASK", "SPRINT", "PROJECT", "EMPLOYEE")
+RO_VIEWS = ("RAG_V_TASK", "RAG_V_SPRINT", "RAG_V_PROJECT", "RAG_V_EMPLOYEE")
 
 
 @dataclass
@@ -206,6 +207,8 @@ def _start_container(request: pytest.FixtureRequest) -> OracleTarget:
         cur.execute(f'CREATE USER {RO_USER} IDENTIFIED BY "{ro_pw}" DEFAULT TABLESPACE USERS QUOTA 0 ON USERS')
         cur.execute(f"GRANT CREATE SESSION TO {RO_USER}")
         cur.execute(f"ALTER USER {RO_USER} READ ONLY")
+        for view in RO_VIEWS:  # local/readonly_synonyms.sql, as SYSTEM (CREATE ANY SYNONYM)
+            cur.execute(f"CREATE OR REPLACE SYNONYM {RO_USER}.{view} FOR {APP_USER}.{view}")
     os.environ[PASSWORD_ENV] = app_pw
     os.environ[RO_PASSWORD_ENV] = ro_pw
     base = f"oracle+oracledb://{{user}}@{host}:{port}/?service_name=FREEPDB1"

@@ -696,6 +696,21 @@ def test_grant_readonly_sql() -> None:
     assert not re.search(r"\bANY\b|\bALL\b|WITH GRANT OPTION|\bSELECT\b", code, re.IGNORECASE)
 
 
+def test_readonly_synonyms_sql() -> None:
+    """Private synonyms (never PUBLIC) for exactly the allowed views, in the read-only user's schema,
+    pointing at the application user's: the guarded path then switches no session schema."""
+    sql = (LOCAL_DIR / "readonly_synonyms.sql").read_text()
+    code = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+    synonyms = re.findall(r"^CREATE OR REPLACE SYNONYM (\w+)\.(\w+) FOR (\w+)\.(\w+);$", code, re.MULTILINE)
+    assert sorted(name for _, name, _, _ in synonyms) == sorted(ALLOWED_VIEWS)
+    assert {(ro, owner) for ro, _, owner, _ in synonyms} == {("RAG_RO", "RAG_APP")}
+    assert all(name == target for _, name, _, target in synonyms)
+    assert "PUBLIC" not in code.upper() and "GRANT" not in code.upper()
+    init = (LOCAL_DIR / "init" / "01_users.sh").read_text()
+    assert "CREATE OR REPLACE SYNONYM ' || c_ro || '.' || v.name || ' FOR ' || c_app" in init
+    assert all(f"'{view}'" in init for view in ALLOWED_VIEWS)
+
+
 def test_bootstrap_never_prints_the_par_url(tmp_path: Path) -> None:
     bindir = _fake_bin(
         tmp_path,

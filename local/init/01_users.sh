@@ -26,7 +26,8 @@
 #   * directory object ONNX_MODELS -> /opt/oracle/models (where compose.dev.yml mounts the
 #     ONNX file), READ granted to the application user, for server-side model loads.
 #   * the read-only user (RAG_RO_USER, default RAG_RO) for guarded, LLM-written queries:
-#     CREATE SESSION only, no quota, and ALTER USER ... READ ONLY (23ai and later). SELECT on
+#     CREATE SESSION only, no quota, ALTER USER ... READ ONLY (23ai and later), and private
+#     synonyms RAG_RO.RAG_V_* -> APP_USER.RAG_V_* (local/readonly_synonyms.sql). READ on
 #     the allow-listed views is granted later by the application user with
 #     local/grant_readonly.sql, because those views only exist after `oracle-rag migrate`.
 #
@@ -125,6 +126,12 @@ BEGIN
     DBMS_OUTPUT.PUT_LINE('created user ' || c_ro);
   END IF;
   run('GRANT CREATE SESSION TO ' || c_ro);
+  -- Private synonyms for the allow-listed views (local/readonly_synonyms.sql): the guarded
+  -- path then needs no ALTER SESSION SET CURRENT_SCHEMA. A synonym may precede its view.
+  FOR v IN (SELECT column_value AS name FROM TABLE(sys.odcivarchar2list(
+              'RAG_V_TASK', 'RAG_V_SPRINT', 'RAG_V_PROJECT', 'RAG_V_EMPLOYEE'))) LOOP
+    run('CREATE OR REPLACE SYNONYM ' || c_ro || '.' || v.name || ' FOR ' || c_app || '.' || v.name);
+  END LOOP;
   BEGIN
     run('ALTER USER ' || c_ro || ' READ ONLY');
     DBMS_OUTPUT.PUT_LINE(c_ro || ' is a READ ONLY user');

@@ -3,10 +3,12 @@
 Embedded: ``sqlite_executor.SqliteExecutor`` (sealed views, an authorizer
 that decides alone, value/row/byte caps, timeout).
 
-Oracle: a separate least-privilege read-only user (SELECT on the views
-only), ``SET TRANSACTION READ ONLY``, ``call_timeout``, the caller's id in
-``CLIENT_IDENTIFIER`` (read by the views), rows capped at fetch, and the
-connection rolled back and reset before it returns to the pool.
+Oracle: a separate least-privilege READ ONLY user (READ on the views only,
+reached through private synonyms), ``SET TRANSACTION READ ONLY`` for a user
+that is not READ ONLY (ORA-28194 from one that is is tolerated),
+``call_timeout``, the caller's id in ``CLIENT_IDENTIFIER`` (read by the
+views), rows capped at fetch, and the connection rolled back and reset before
+it returns to the pool (or discarded when that fails).
 """
 
 from __future__ import annotations
@@ -24,14 +26,29 @@ from .sqlite_executor import SqliteExecutor
 __all__ = ["OracleExecutor", "QueryResult", "SqliteExecutor"]
 
 
-class OracleExecutor:
-    """The Oracle guarded path: a read-only user's pool, read-only transactions."""
+# python-oracledb's codes for "the call ran out of time": thin DPY-4024 (call timeout of N ms
+# exceeded), thick DPI-1067; ORA-03156 is the server's own "OCI call timed out".
+TIMEOUT_CODES = ("DPY-4024", "DPI-1067", "ORA-03156")
+# A READ ONLY user (ALTER USER ... READ ONLY, 23ai) may be refused transaction control with
+# ORA-28194; SET TRANSACTION READ ONLY is redundant for it, so exactly that error is tolerated.
+READ_ONLY_USER_REFUSAL = "ORA-28194"
 
-    def __init__(self, sa_engine: Any, *, timeout_s: float, row_cap: int, schema: str | None = None,
-                 byte_cap: int = 1_000_000) -> None:
+
+class OracleExecutor:
+    """The Oracle guarded path: a read-only user's pool, read-only transactions.
+
+    The views live in the application schema. The read-only user reaches them
+    through *private synonyms* a DBA creates in its schema
+    (``local/readonly_synonyms.sql``: ``CREATE SYNONYM RAG_RO.RAG_V_TASK FOR
+    RAG_APP.RAG_V_TASK``), not by switching ``current_schema``: that is an
+    ``ALTER SESSION`` a READ ONLY user is not documented to be allowed, and a
+    session setting a pooled connection could keep. With synonyms the
+    model's unqualified ``FROM RAG_V_TASK`` resolves in the user's own schema.
+    """
+
+    def __init__(self, sa_engine: Any, *, timeout_s: float, row_cap: int, byte_cap: int = 1_000_000) -> None:
         self.sa_engine = sa_engine
         self.byte_cap = byte_cap
-        self.schema = schema  # the application schema owning the views (the RO user owns nothing)
         self.timeout_s = timeout_s
         self.row_cap = row_cap
 
@@ -42,34 +59,55 @@ class OracleExecutor:
         except Exception as exc:
             raise wrap_driver_error(exc, "connecting as the read-only user") from None
         conn = pooled.driver_connection
-        own_schema = None
+        failure: GuardrailError | None = None
         try:
-            own_schema = conn.current_schema or conn.username
-            if self.schema:
-                conn.current_schema = self.schema.upper()
             conn.client_identifier = str(caller.employee_id)
             conn.call_timeout = int(self.timeout_s * 1000)
             cur = conn.cursor()
-            cur.execute(q.ORACLE_SET_READ_ONLY)
+            try:
+                cur.execute(q.ORACLE_SET_READ_ONLY)
+            except Exception as exc:  # a READ ONLY user: the user itself is the read-only guarantee
+                if wrap_driver_error(exc, "").vendor_code != READ_ONLY_USER_REFUSAL:
+                    raise
             cur.arraysize = min(self.row_cap + 1, 1000)
             cur.execute(checked.sql)
             columns = [d[0] for d in cur.description or []]
             rows, cap = fetch_capped(cur, self.row_cap, self.byte_cap)
             cur.close()
         except Exception as exc:
-            wrapped: DatabaseError = wrap_driver_error(exc, "running the guarded query")
-            if wrapped.vendor_code in ("DPI-1067", "ORA-03156", "DPY-4024"):
-                raise GuardrailError(f"query stopped at the {self.timeout_s:g} s timeout") from None
-            raise GuardrailError(f"the database refused or failed the query [{wrapped.driver_class}"
-                                 f"{', ' + wrapped.vendor_code if wrapped.vendor_code else ''}]") from None
+            failure = self._guardrail_error(exc)
         finally:
-            try:
-                conn.rollback()
-                conn.call_timeout = 0
-                conn.client_identifier = ""
-                if self.schema and own_schema:
-                    conn.current_schema = own_schema
-            finally:
-                pooled.close()
+            self._release(pooled, conn)
+        if failure is not None:
+            raise failure from None
         return QueryResult(columns, rows, cap is not None, self.row_cap, (time.monotonic() - started) * 1000,
                            cap=cap, byte_cap=self.byte_cap)
+
+    def _guardrail_error(self, exc: BaseException) -> GuardrailError:
+        wrapped: DatabaseError = wrap_driver_error(exc, "running the guarded query")
+        if wrapped.vendor_code in TIMEOUT_CODES:
+            return GuardrailError(f"query stopped at the {self.timeout_s:g} s timeout")
+        hint = ""
+        if wrapped.vendor_code == "ORA-00942":
+            hint = (": a view the query names is not visible to the read-only user (is it allowed, and does "
+                    "the user have its private synonym? local/readonly_synonyms.sql)")
+        return GuardrailError(f"the database refused or failed the query [{wrapped.driver_class}"
+                              f"{', ' + wrapped.vendor_code if wrapped.vendor_code else ''}]{hint}")
+
+    @staticmethod
+    def _release(pooled: Any, conn: Any) -> None:
+        """Roll back and reset the session, then return it; a broken one is discarded instead.
+
+        After a call timeout python-oracledb may have closed the connection
+        (DPY-4011), so the clean-up itself can fail: that failure must not
+        replace the GuardrailError the caller is about to see, and the
+        connection must not go back to the pool.
+        """
+        try:
+            conn.rollback()
+            conn.call_timeout = 0
+            conn.client_identifier = ""
+        except Exception:
+            pooled.invalidate()
+        finally:
+            pooled.close()

@@ -105,8 +105,7 @@ class OracleEngine(Engine):
         engine = sa.create_engine(url, connect_args={"password": password} if password else {},
                                   pool_size=2, max_overflow=0, pool_pre_ping=True, hide_parameters=True)
         install_type_handlers(engine)
-        schema = self.settings.aggregate_schema or sa.engine.make_url(self.settings.database_url or "").username
-        return OracleExecutor(engine, timeout_s=timeout_s, row_cap=row_cap, schema=schema)
+        return OracleExecutor(engine, timeout_s=timeout_s, row_cap=row_cap)
 
     def sql(self, template: str) -> str:
         """A statement from :mod:`oracle_sql` with the model name filled in."""
