@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -33,14 +34,29 @@ FOLDER = "triggers"
 INSTALL_SCRIPT = "enqueue_triggers.sql"
 UNINSTALL_SCRIPT = "drop_enqueue_triggers.sql"
 
-# Which of our triggers exist (names from the install script, upper case).
-ORACLE_LIST_TRIGGERS = (
-    "SELECT TRIGGER_NAME FROM USER_TRIGGERS WHERE TRIGGER_NAME IN :names ORDER BY TRIGGER_NAME"
-)
+# Which of our triggers exist, and whether each compiled (USER_OBJECTS.STATUS VALID) and
+# fires (USER_TRIGGERS.STATUS ENABLED). A trigger that exists but is INVALID makes every
+# write to its table fail with ORA-04098, so only VALID and ENABLED counts as installed.
+ORACLE_LIST_TRIGGERS = """SELECT t.TRIGGER_NAME, o.STATUS AS OBJECT_STATUS, t.STATUS AS TRIGGER_STATUS
+FROM USER_TRIGGERS t
+JOIN USER_OBJECTS o ON o.OBJECT_NAME = t.TRIGGER_NAME AND o.OBJECT_TYPE = 'TRIGGER'
+WHERE t.TRIGGER_NAME IN :names
+ORDER BY t.TRIGGER_NAME"""
 SQLITE_LIST_TRIGGERS = (
-    "SELECT UPPER(name) FROM sqlite_master WHERE type = 'trigger' AND UPPER(name) IN :names ORDER BY 1"
+    "SELECT UPPER(name), 'VALID', 'ENABLED' FROM sqlite_master WHERE type = 'trigger' AND UPPER(name) IN :names "
+    "ORDER BY 1"
 )
 _LIST = {"oracle": ORACLE_LIST_TRIGGERS, "sqlite": SQLITE_LIST_TRIGGERS}
+
+# python-oracledb raises nothing when CREATE TRIGGER compiles with errors: the trigger is
+# created INVALID and the cursor carries a DPY-7000 warning ("creation succeeded with
+# compilation errors"); the errors are in USER_ERRORS (python-oracledb user guide,
+# "PL/SQL Compilation Warnings"). Each CREATE is checked both ways.
+ORACLE_TRIGGER_ERRORS = """SELECT LINE, POSITION, TEXT
+FROM USER_ERRORS
+WHERE TYPE = 'TRIGGER' AND NAME = :name AND ATTRIBUTE = 'ERROR'
+ORDER BY SEQUENCE"""
+COMPILE_WARNING = "DPY-7000"
 
 _CREATE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?TRIGGER\s+([A-Za-z][A-Za-z0-9_$#]*)", re.I | re.M)
 _DROP = re.compile(r"^\s*DROP\s+TRIGGER\s+(?:IF\s+EXISTS\s+)?([A-Za-z][A-Za-z0-9_$#]*)", re.I)
@@ -71,11 +87,34 @@ def trigger_names(engine: Engine) -> list[str]:
     return [m.group(1).upper() for m in _CREATE.finditer(_script(engine, INSTALL_SCRIPT))]
 
 
-def installed(engine: Engine) -> list[str]:
-    """Which of our triggers exist now (sorted)."""
+def states(engine: Engine) -> dict[str, tuple[str, str]]:
+    """Each of our triggers that exists: (object status VALID|INVALID, ENABLED|DISABLED)."""
     with engine.connect() as conn:
         rows = conn.execute(stmt(_LIST[engine.name], ("names",)), {"names": trigger_names(engine)})
-        return [str(r[0]).upper() for r in rows]
+        return {str(r[0]).upper(): (str(r[1]).upper(), str(r[2]).upper()) for r in rows}
+
+
+def installed(engine: Engine) -> list[str]:
+    """Our triggers that exist, compiled and fire (VALID and ENABLED), sorted."""
+    return sorted(name for name, state in states(engine).items() if state == ("VALID", "ENABLED"))
+
+
+def broken(engine: Engine) -> dict[str, tuple[str, str]]:
+    """Our triggers that exist but are INVALID or DISABLED (an INVALID one blocks writes: ORA-04098)."""
+    return {name: state for name, state in states(engine).items() if state != ("VALID", "ENABLED")}
+
+
+def compile_failure(name: str, warning_code: str | None, errors: list[tuple[Any, Any, Any]]) -> str | None:
+    """Why ``CREATE TRIGGER name`` did not compile, or None when it did.
+
+    ``warning_code`` is the cursor's warning (``DPY-7000`` for compilation
+    errors), ``errors`` the USER_ERRORS rows (line, position, text). Either one
+    is enough: the warning is what the driver reports, the rows say where.
+    """
+    if warning_code != COMPILE_WARNING and not errors:
+        return None
+    where = "; ".join(f"line {line}, position {pos}: {' '.join(str(text).split())}" for line, pos, text in errors[:3])
+    return f"trigger {name} did not compile ({where or warning_code})"
 
 
 def install(engine: Engine) -> list[str]:
@@ -97,15 +136,48 @@ def _run(engine: Engine, statements: list[str], doing: str, hint: str) -> None:
     with engine.begin() as conn:
         for i, sql in enumerate(statements, 1):
             try:
-                conn.exec_driver_sql(sql)
-            except sa.exc.DBAPIError as exc:
+                if engine.name == "oracle":
+                    _run_oracle_ddl(conn, sql)
+                else:
+                    conn.exec_driver_sql(sql)
+            except DatabaseError as exc:
+                raise DatabaseError(f"{doing} (statement {i} of {len(statements)}): {exc.message}",
+                                    driver_class=exc.driver_class, vendor_code=exc.vendor_code) from None
+            except Exception as exc:  # the driver's error (raw cursor) or SQLAlchemy's wrapper of it
+                if not isinstance(exc, sa.exc.DBAPIError) and type(exc).__module__.split(".")[0] != "oracledb":
+                    raise
                 wrapped = wrap_driver_error(exc, f"{doing} (statement {i} of {len(statements)})")
                 raise DatabaseError(wrapped.message + hint, driver_class=wrapped.driver_class,
                                     vendor_code=wrapped.vendor_code) from None
 
 
+def _run_oracle_ddl(conn: sa.Connection, sql: str) -> None:
+    """One DDL statement on a raw cursor; a CREATE TRIGGER that did not compile is dropped and raised.
+
+    A raw cursor, because only it exposes ``cursor.warning``. An INVALID
+    trigger must not stay: every write to its table would fail (ORA-04098).
+    """
+    created = _CREATE.match(sql)
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(sql)
+        if created is None:
+            return
+        name = created.group(1).upper()
+        warning = getattr(cursor, "warning", None)
+        cursor.execute(ORACLE_TRIGGER_ERRORS, {"name": name})
+        problem = compile_failure(name, getattr(warning, "full_code", None), list(cursor.fetchall()))
+        if problem is None:
+            return
+        cursor.execute(ORACLE_STATEMENTS[f"DROP_{name}"])  # the uninstall script's own DROP TRIGGER IF EXISTS
+    finally:
+        cursor.close()
+    raise DatabaseError(f"{problem}; dropped it, since an invalid trigger makes every write to its table fail "
+                        f"(ORA-04098)", vendor_code=COMPILE_WARNING)
+
+
 def _oracle_statements() -> dict[str, str]:
-    out = {"LIST_TRIGGERS": ORACLE_LIST_TRIGGERS}
+    out = {"LIST_TRIGGERS": ORACLE_LIST_TRIGGERS, "TRIGGER_ERRORS": ORACLE_TRIGGER_ERRORS}
     for script, pattern, prefix in ((INSTALL_SCRIPT, _CREATE, "CREATE"), (UNINSTALL_SCRIPT, _DROP, "DROP")):
         for sql in split_oracle_script(script_path("oracle", script).read_text("utf-8")):
             match = pattern.match(sql)

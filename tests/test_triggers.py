@@ -216,3 +216,40 @@ def test_sqlite_scripts_cover_every_table_and_event(seeded):
             assert f"RAG_{table}_{suffix}" in names
     drops = triggers.uninstall_statements(seeded.engine)
     assert [re.match(r"DROP TRIGGER IF EXISTS (\w+);$", s).group(1) for s in drops] == names
+
+
+# -- issue 17, item 6: a trigger that did not compile is not "installed" ------------------------
+
+
+def test_compile_failure_reads_the_warning_or_user_errors() -> None:
+    """python-oracledb raises nothing for CREATE TRIGGER with errors: DPY-7000 on the cursor and
+    rows in USER_ERRORS are the signals; either is enough, and the message says where."""
+    assert triggers.compile_failure("RAG_TASK_ENQUEUE", None, []) is None
+    rows = [(3, 5, "PL/SQL: ORA-00942: table or view\n does not exist"), (3, 5, "PL/SQL: SQL Statement ignored")]
+    assert triggers.compile_failure("RAG_TASK_ENQUEUE", "DPY-7000", rows) == (
+        "trigger RAG_TASK_ENQUEUE did not compile (line 3, position 5: PL/SQL: ORA-00942: table or view does not "
+        "exist; line 3, position 5: PL/SQL: SQL Statement ignored)")
+    assert triggers.compile_failure("T", "DPY-7000", []) == "trigger T did not compile (DPY-7000)"
+    assert triggers.compile_failure("T", None, rows[:1]) is not None  # USER_ERRORS alone
+
+
+def test_oracle_status_needs_valid_and_enabled() -> None:
+    sql = triggers.ORACLE_LIST_TRIGGERS
+    assert "USER_OBJECTS" in sql and "o.OBJECT_TYPE = 'TRIGGER'" in sql and "t.STATUS AS TRIGGER_STATUS" in sql
+    assert "ATTRIBUTE = 'ERROR'" in triggers.ORACLE_TRIGGER_ERRORS
+    # the drop after a failed compile is the uninstall script's own statement for that trigger
+    for name in triggers.trigger_names(type("E", (), {"name": "oracle"})()):  # type: ignore[arg-type]
+        assert triggers.ORACLE_STATEMENTS[f"DROP_{name}"] == f"DROP TRIGGER IF EXISTS {name}"
+
+
+def test_status_lists_installed_and_exits_0(seeded, tmp_path):  # type: ignore[no-untyped-def]
+    from click.testing import CliRunner
+
+    from oracle_rag.cli import main
+
+    triggers.install(seeded.engine)
+    env = {"ORACLE_RAG_DATA_DIR": str(seeded.settings.data_dir)}
+    res = CliRunner().invoke(main, ["triggers", "status"], env=env)
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith(f"{len(triggers.trigger_names(seeded.engine))} of ")
+    assert triggers.broken(seeded.engine) == {}

@@ -40,7 +40,11 @@ def register(main: click.Group) -> None:
     @click.pass_context
     @handle_errors
     def triggers_status(ctx: click.Context) -> None:
-        """List which enqueue triggers are installed."""
+        """List which enqueue triggers are installed (compiled and enabled); exit 1 if one is broken.
+
+        A trigger that exists but is INVALID or DISABLED is listed as broken: an
+        invalid one makes every write to its table fail (ORA-04098).
+        """
         from .. import triggers as lib
 
         engine = _system(ctx).engine
@@ -48,3 +52,8 @@ def register(main: click.Group) -> None:
         expected = lib.trigger_names(engine)
         click.echo(f"{len(names)} of {len(expected)} enqueue trigger(s) installed"
                    + (f": {', '.join(names)}" if names else ""))
+        bad = lib.broken(engine)
+        if bad:
+            click.echo("broken: " + ", ".join(f"{n} ({'/'.join(s)})" for n, s in sorted(bad.items()))
+                       + "; run `oracle-rag triggers install` again, or uninstall", err=True)
+            ctx.exit(1)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import oracledb
+import pytest
 import sqlalchemy as sa
 from oracle_helpers import OracleTarget, drop_model, load_model, new_system
 
@@ -223,3 +224,31 @@ def test_chat_and_sql_sources_see_text_not_lobs(oracle_system) -> None:  # type:
     with engine.connect() as conn:
         detail = chunk_detail(conn, "oracle", Caller(employee_id=3, role="manager"), "PROJECT", "78")
     assert detail.content == "[PROJECT #78] Apollo"
+
+
+# -- 6. a trigger that does not compile is dropped and reported, never "installed" ---------------
+
+
+def test_a_trigger_that_does_not_compile_is_dropped_and_raised(oracle_system) -> None:  # type: ignore[no-untyped-def]
+    from oracle_rag import triggers
+    from oracle_rag.errors import DatabaseError
+
+    engine = oracle_system.engine
+    with engine.begin() as conn:  # the triggers insert into RAG_DIRTY: without it they cannot compile
+        conn.exec_driver_sql("ALTER TABLE RAG_DIRTY RENAME TO RAG_DIRTY_AWAY")
+    try:
+        with pytest.raises(DatabaseError) as err:
+            triggers.install(engine)
+        assert "did not compile" in err.value.message and "ORA-04098" in err.value.message
+        assert triggers.states(engine) == {}  # dropped: no INVALID trigger left to block writes
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE RAG_DIRTY_AWAY RENAME TO RAG_DIRTY")
+    assert triggers.install(engine) == sorted(triggers.trigger_names(engine))
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TRIGGER RAG_TASK_ENQUEUE DISABLE")
+        assert "RAG_TASK_ENQUEUE" not in triggers.installed(engine)
+        assert triggers.broken(engine) == {"RAG_TASK_ENQUEUE": ("VALID", "DISABLED")}
+    finally:
+        triggers.uninstall(engine)
