@@ -252,3 +252,21 @@ def test_a_trigger_that_does_not_compile_is_dropped_and_raised(oracle_system) ->
         assert triggers.broken(engine) == {"RAG_TASK_ENQUEUE": ("VALID", "DISABLED")}
     finally:
         triggers.uninstall(engine)
+
+
+# -- 7. accents: the text index folds them as the query does --------------------------------------
+
+
+@pytest.mark.parametrize("query", ["energia", "energía", "ENERGÍA", "sincronizacion"])
+def test_accented_terms_match_either_way(oracle_system, query: str) -> None:  # type: ignore[no-untyped-def]
+    engine = oracle_system.engine
+    text = "[PROJECT #9002] Ahorro de energía y sincronización sin conexión"
+    with engine.begin() as conn:
+        engine.upsert_chunks(conn, [ChunkWrite("PROJECT", "9002", text, content_hash(text))])
+    with engine.connect() as conn:
+        found = engine.keyword_search(conn, query, 5, Scope(3, True), Filters())
+        lexer = conn.execute(sa.text("SELECT IXV_VALUE FROM CTX_USER_INDEX_VALUES WHERE IXV_INDEX_NAME = "
+                                     "'RAG_CHUNK_TEXT_IX' AND IXV_CLASS = 'LEXER' AND IXV_ATTRIBUTE = "
+                                     "'BASE_LETTER'")).scalar()
+    assert [(h.source_type, h.source_id) for h in found] == [("PROJECT", "9002")], query
+    assert lexer == "YES"
