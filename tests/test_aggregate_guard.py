@@ -12,7 +12,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from attack_lists import BYPASS_ATTACKS, ORACLE_ATTACKS, SQLITE_ATTACKS, TEXT_ONLY_ATTACKS
+from attack_lists import (
+    BYPASS_ATTACKS,
+    ORACLE_ATTACKS,
+    ORACLE_BYPASS_ATTACKS,
+    SQLITE_ATTACKS,
+    TEXT_ONLY_ATTACKS,
+)
 
 from oracle_rag.aggregate import REFERENCE_CATALOG, AggregateService, check_sql
 from oracle_rag.caller import Caller
@@ -89,7 +95,7 @@ def test_without_the_text_check_a_refusal_comes_from_the_database(service, monke
     assert "database refused" not in by_text.value.message
 
 
-ALL_ORACLE = ORACLE_ATTACKS
+ALL_ORACLE = ORACLE_ATTACKS + ORACLE_BYPASS_ATTACKS
 
 
 @pytest.mark.parametrize(("name", "sql"), ALL_ORACLE, ids=[a[0] for a in ALL_ORACLE])
@@ -173,3 +179,75 @@ def test_no_caller_is_refused(service):
 
     with pytest.raises(AccessError):
         service.run_sql("SELECT COUNT(*) FROM RAG_V_TASK", None)  # type: ignore[arg-type]
+
+
+PATHOLOGICAL = {
+    "and chain": "SELECT COUNT(*) FROM RAG_V_TASK WHERE " + " AND ".join(["1=1"] * 1200),
+    "not chain": "SELECT COUNT(*) FROM RAG_V_TASK WHERE " + "NOT " * 2400 + "1",
+    "minus chain": "SELECT " + "- " * 4900 + "1 FROM RAG_V_TASK",
+    "tilde chain": "SELECT " + "~" * 9000 + "1 FROM RAG_V_TASK",
+    "union chain": " UNION ALL ".join(["SELECT 1 FROM RAG_V_TASK"] * 350),
+    "cte chain": "WITH " + ", ".join(f"c{i} AS (SELECT * FROM {'c' + str(i - 1) if i else 'RAG_V_TASK'})"
+                                     for i in range(200)) + " SELECT COUNT(*) FROM c199",
+    "parentheses": "SELECT " + "(" * 3000 + "1" + ")" * 3000,
+    "case": "SELECT " + "CASE WHEN 1 THEN " * 500 + "1" + " END" * 500,
+    "too long": "SELECT 1 FROM RAG_V_TASK WHERE 1 = 1" + " " * 10_000,
+}
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "oracle"])
+@pytest.mark.parametrize("name", list(PATHOLOGICAL))
+def test_pathological_sql_is_a_guardrail_refusal_or_accepted_never_a_crash(dialect, name):
+    try:
+        check_sql(PATHOLOGICAL[name], VIEWS, dialect)
+    except GuardrailError as exc:
+        assert exc.message
+    if name in ("parentheses", "case", "not chain", "too long"):
+        with pytest.raises(GuardrailError, match="depth|size"):
+            check_sql(PATHOLOGICAL[name], VIEWS, dialect)
+
+
+@pytest.mark.parametrize("sql", list(PATHOLOGICAL.values()), ids=list(PATHOLOGICAL))
+def test_pathological_sql_through_the_database_alone_is_refused_or_scoped(service, monkeypatch, sql):
+    monkeypatch.setattr(AggregateService, "text_check", False)
+    try:
+        result = service.run_sql(sql, DEV)
+    except GuardrailError as exc:
+        assert exc.message
+        return
+    assert len(result.rows) <= result.row_cap
+
+
+@pytest.mark.parametrize(("sql", "ok"), [
+    ("WITH a AS (SELECT * FROM RAG_V_TASK) SELECT * FROM a", True),
+    ("WITH a AS (SELECT * FROM RAG_V_TASK), b AS (SELECT * FROM a) SELECT * FROM b", True),
+    ("WITH a AS (SELECT * FROM b), b AS (SELECT * FROM RAG_V_TASK) SELECT * FROM a", False),  # not yet visible
+    ("SELECT * FROM (WITH a AS (SELECT * FROM RAG_V_TASK) SELECT * FROM a) x, a", False),    # out of scope
+    ("WITH a AS (SELECT * FROM RAG_V_TASK) SELECT * FROM (SELECT * FROM a) x", True),        # inherited
+    ("WITH TASK AS (SELECT * FROM TASK) SELECT * FROM TASK", False),                        # not recursive
+    ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r", True),
+    ("WITH RECURSIVE r(n) AS (SELECT * FROM r UNION ALL SELECT 1) SELECT * FROM r", False),  # anchor names itself
+    ("WITH r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r", False),  # no RECURSIVE
+    ('WITH "a" AS (SELECT * FROM RAG_V_TASK) SELECT * FROM A', True),                      # SQLite: case-insensitive
+])
+def test_cte_names_are_resolved_by_scope_sqlite(sql, ok):
+    if ok:
+        check_sql(sql, VIEWS, "sqlite")
+    else:
+        with pytest.raises(GuardrailError, match="not in the allow-list"):
+            check_sql(sql, VIEWS, "sqlite")
+
+
+@pytest.mark.parametrize(("sql", "ok"), [
+    ('WITH "a" AS (SELECT * FROM RAG_V_TASK) SELECT * FROM "a"', True),
+    ('WITH "a" AS (SELECT * FROM RAG_V_TASK) SELECT * FROM a', False),   # Oracle: unquoted a is A
+    ("WITH r (n) AS (SELECT 1 FROM dual UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r", True),
+    ("WITH r AS (SELECT 1 AS n FROM dual UNION ALL SELECT n + 1 FROM r) SELECT * FROM r", False),  # no column list
+    ("SELECT COUNT(*) FROM RAG_V_TASK t JOIN RAG_V_SPRINT s ON s.SPRINT_ID = t.SPRINT_ID", True),
+])
+def test_cte_names_are_resolved_by_scope_oracle(sql, ok):
+    if ok:
+        check_sql(sql, VIEWS, "oracle")
+    else:
+        with pytest.raises(GuardrailError, match="not in the allow-list"):
+            check_sql(sql, VIEWS, "oracle")

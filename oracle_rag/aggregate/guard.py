@@ -1,14 +1,37 @@
-"""The first line of defence for untrusted SQL: parse, classify, refuse.
+"""The text check for untrusted SQL: lex, parse, resolve names by scope, refuse.
 
 SQL written by a model can be wrong or steered by prompt injection, so
-nothing here trusts it. This module accepts exactly one read-only query
+nothing here trusts it. The check accepts exactly one read-only query
 (SELECT, WITH ... SELECT, or set operations of those) that reads only the
-allow-listed views and calls only allow-listed functions, and refuses
-everything else with a GuardrailError that says why. It never rewrites the
-SQL (sqlglot can classify Oracle SQL but not regenerate it faithfully); the
-text that passes is the text that runs. The database-level defences (a
-read-only user or connection, an authorizer, timeouts, row caps) still
-apply after this, in the executors.
+allow-listed views and the query's own visible WITH names, and calls only
+allow-listed functions; everything else is a GuardrailError that says why.
+
+How, in order:
+
+1. ``lexer.tokenize`` splits the text the way the engine does (strings,
+   quoted identifiers and comments in one pass; Oracle ``q'[...]'``), so a
+   string holding ``/*`` or a comment holding ``'`` hides nothing.
+2. Token checks: one statement (one trailing ``;`` tolerated), no bind
+   parameters, no database links (``@``), no non-ASCII outside literals
+   (look-alike letters), no forbidden keyword or package, no
+   ``package.function(...)``, nesting of parentheses and CASE at most
+   ``MAX_DEPTH``.
+3. sqlglot parses the *lexed* text (comments dropped, literal contents made
+   inert) in the engine's dialect, so sqlglot and the database agree on
+   what is code. sqlglot is used to classify, never to rewrite: the text
+   that passes is the text that runs.
+4. Names are resolved by scope after normalising identifiers as the engine
+   does (Oracle: unquoted upper case, quoted exact; SQLite: case-insensitive):
+   a table reference is a WITH name only where that CTE is visible (its
+   WITH clause or an enclosing one, CTEs defined earlier in the same
+   clause, and itself only in the recursive arm of a recursive CTE). Every
+   other reference must be an allow-listed view (or Oracle's DUAL);
+   dictionary views, base tables, ``sqlite_*`` and table functions are
+   refused.
+
+On SQLite this is the second line: the executor's authorizer decides alone
+(see ``sqlite_executor``). On Oracle it is the line that refuses dictionary
+views every user can read; the read-only user's grants are the other.
 """
 
 from __future__ import annotations
@@ -17,13 +40,29 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from ..errors import GuardrailError
+from .lexer import (
+    COMMENT,
+    NUMBER,
+    PARAM,
+    PUNCT,
+    QUOTED,
+    SPACE,
+    STRING,
+    WORD,
+    LexError,
+    Token,
+    tokenize,
+)
 
 MAX_SQL_CHARS = 10_000
+MAX_DEPTH = 32  # parentheses and CASE ... END, nested
 
 # Functions a reporting query needs (sqlglot also reports AND/OR as functions). Anything else (DBMS_*, UTL_*, user
 # functions that might be autonomous transactions, load_extension, readfile,
@@ -45,17 +84,20 @@ ALLOWED_FUNCTIONS = frozenset(
     LIKE GLOB EXISTS AND OR XOR""".split()
 )
 
-_STRING = re.compile(r"'(?:[^']|'')*'")
-_LINE_COMMENT = re.compile(r"--[^\n]*")
-_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
-_FORBIDDEN_WORDS = re.compile(
-    r"\b(DBMS_\w*|UTL_\w*|SYS\.\w+|INSERT|UPDATE|DELETE|MERGE|DROP|CREATE|ALTER|TRUNCATE|GRANT|REVOKE|"
-    r"ATTACH|DETACH|PRAGMA|VACUUM|REINDEX|ANALYZE|COPY|INSTALL|LOAD|CALL|EXEC|EXECUTE|BEGIN|DECLARE|"
-    r"COMMIT|ROLLBACK|SAVEPOINT|LOCK|SET|REPLACE\s+INTO|LOAD_EXTENSION|READFILE|WRITEFILE|EDIT|"
-    r"FTS3_TOKENIZER|SQLITE_\w+)\b",
+_FORBIDDEN_WORD = re.compile(
+    r"(DBMS_\w*|UTL_\w*|SQLITE_\w+|INSERT|UPDATE|DELETE|MERGE|UPSERT|DROP|CREATE|ALTER|TRUNCATE|GRANT|REVOKE|"
+    r"ATTACH|DETACH|PRAGMA|VACUUM|REINDEX|ANALYZE|EXPLAIN|COPY|INSTALL|LOAD|CALL|EXEC|EXECUTE|BEGIN|DECLARE|"
+    r"COMMIT|ROLLBACK|SAVEPOINT|RELEASE|LOCK|SET|LOAD_EXTENSION|READFILE|WRITEFILE|EDIT|FTS3_TOKENIZER)",
     re.IGNORECASE,
 )
-_DOTTED_CALL = re.compile(r"\b\w+\s*\.\s*\w+\s*\(")
+# Oracle pseudo-columns that tell who and where the session is (not data of the views).
+_ORACLE_SESSION_COLUMNS = frozenset({"USER", "UID", "SESSIONTIMEZONE", "DBTIMEZONE", "ORA_ROWSCN"})
+_SAFE_LITERAL = re.compile(r"[A-Za-z0-9 _%:.,+\-]")
+_FORBIDDEN_NODES: tuple[type, ...] = (
+    exp.DML, exp.DDL, exp.Command, exp.Pragma, exp.Set, exp.Transaction, exp.Commit, exp.Rollback, exp.Into,
+    exp.Lock, exp.Copy, exp.Describe, exp.Attach, exp.Detach, exp.Analyze, exp.Version,
+)
+_QUERY = (exp.Select, exp.SetOperation)
 
 
 @dataclass(frozen=True)
@@ -67,20 +109,155 @@ class CheckedQuery:
     ctes: tuple[str, ...] = ()
 
 
-def _code_only(sql: str) -> str:
-    """The SQL with string literals blanked and comments removed (for textual checks)."""
-    text = _BLOCK_COMMENT.sub(" ", sql)
-    text = _LINE_COMMENT.sub(" ", text)
-    return _STRING.sub("''", text)
+def _lex(sql: str, dialect: str) -> list[Token]:
+    try:
+        return tokenize(sql, dialect)
+    except LexError as exc:
+        raise GuardrailError(f"the SQL could not be read: {exc}") from None
 
 
-def _strip_trailing_semicolon(sql: str) -> str:
-    code = _code_only(sql).rstrip()
-    if code.endswith(";"):
-        # remove the last ';' of the original text (it is outside strings/comments)
-        idx = sql.rstrip().rfind(";")
-        sql = sql[:idx] + sql[idx + 1 :]
-    return sql.strip()
+def _strip_trailing_semicolon(sql: str, tokens: list[Token]) -> tuple[str, list[Token]]:
+    code = [i for i, t in enumerate(tokens) if t.kind not in (COMMENT, SPACE)]
+    if code and tokens[code[-1]].text == ";":
+        last = tokens[code[-1]]
+        return sql[:last.start], tokens[:code[-1]]
+    return sql, tokens
+
+
+def _check_tokens(tokens: list[Token]) -> None:
+    depth = 0
+    code = [t for t in tokens if t.kind not in (COMMENT, SPACE)]
+    for i, tok in enumerate(code):
+        if tok.kind == WORD and not tok.text.isascii():
+            odd = next(ch for ch in tok.text if not ch.isascii())
+            raise GuardrailError(f"non-ASCII character {unicodedata.name(odd, hex(ord(odd)))} outside a string "
+                                 "literal (look-alike characters are refused)")
+        if tok.kind == PARAM:
+            raise GuardrailError(f"bind parameters are not allowed ({tok.text[:20]})")
+        if tok.text == ";":
+            raise GuardrailError("more than one statement (';' inside the SQL)")
+        if tok.text == "@":
+            raise GuardrailError("database links ('@') are not allowed")
+        if tok.kind == WORD and _FORBIDDEN_WORD.fullmatch(tok.text):
+            raise GuardrailError(f"forbidden keyword or package: {tok.upper}")
+        if (tok.text == "." and 0 < i < len(code) - 2 and code[i + 2].text == "("
+                and code[i - 1].kind in (WORD, QUOTED) and code[i + 1].kind in (WORD, QUOTED)):
+            raise GuardrailError("qualified function calls (package.function) are not allowed")
+        if tok.text == "(" or tok.upper == "CASE":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise GuardrailError(f"depth limit: parentheses or CASE nested deeper than {MAX_DEPTH} levels")
+        elif tok.text == ")" or tok.upper == "END":
+            depth -= 1
+
+
+def _inert(tok: Token, dialect: str) -> str:
+    """The token as sqlglot should see it: literals without quotes or markers inside, no comments."""
+    if tok.kind in (COMMENT, SPACE):
+        return " "
+    if tok.kind == STRING:
+        body = tok.text[tok.text.index("'") + 1:-1]
+        if tok.text[:1] in "qQnN" and dialect == "oracle" and tok.text.lstrip("nN")[:1] in "qQ":
+            body = body[1:-1]  # the q-quote delimiters
+        body = "".join(ch if _SAFE_LITERAL.match(ch) else "x" for ch in body.replace("''", "'"))
+        return ("X'" if tok.text[:1] in "xX" else "'") + body + "'"
+    if tok.kind == QUOTED:
+        name = tok.identifier()
+        if '"' in name or not name.isprintable() or not name.isascii():
+            raise GuardrailError("a quoted identifier holds a quote, a control or a non-ASCII character")
+        return f'"{name}"'
+    return tok.text
+
+
+def _parse(tokens: list[Token], dialect: str) -> Any:
+    text = " ".join(_inert(t, dialect) for t in tokens if t.kind in (WORD, QUOTED, STRING, NUMBER, PUNCT))
+    try:
+        parsed = [p for p in sqlglot.parse(text, read=dialect) if p is not None]
+    except sqlglot.errors.SqlglotError:
+        raise GuardrailError("the SQL could not be parsed as a single query; refused") from None
+    except RecursionError:
+        raise GuardrailError("depth limit: the SQL is nested too deeply") from None
+    if len(parsed) != 1:
+        raise GuardrailError(f"exactly one statement is allowed, got {len(parsed)}")
+    return parsed[0]
+
+
+def _check_structure(tree: exp.Expression, dialect: str) -> None:
+    if not isinstance(tree, _QUERY):
+        raise GuardrailError(f"only SELECT queries are allowed, got {type(tree).__name__.upper()}")
+    for node in tree.walk():
+        if isinstance(node, exp.Select) and node.args.get("locks"):
+            raise GuardrailError("SELECT ... FOR UPDATE is not allowed")
+        if isinstance(node, _FORBIDDEN_NODES):
+            raise GuardrailError(f"{type(node).__name__.upper()} is not allowed in a query")
+        if isinstance(node, exp.In) and node.args.get("field") is not None:
+            raise GuardrailError("IN <table name> is not allowed; use IN (SELECT ...)")
+        if isinstance(node, exp.Table):
+            if not isinstance(node.this, exp.Identifier):
+                raise GuardrailError(f"table functions are not allowed ({node.this.sql(dialect=dialect)[:60]})")
+            if node.args.get("db") or node.args.get("catalog"):
+                raise GuardrailError(f"schema-qualified tables are not allowed ({node.sql(dialect=dialect)[:60]})")
+        if (dialect == "oracle" and isinstance(node, exp.Column) and not node.table
+                and node.name.upper() in _ORACLE_SESSION_COLUMNS and not node.this.quoted):
+            raise GuardrailError(f"session pseudo-column {node.name.upper()} is not allowed")
+        if isinstance(node, exp.Func):
+            name = node.name.upper() if isinstance(node, exp.Anonymous) else node.sql_name().upper()
+            if name not in ALLOWED_FUNCTIONS:
+                raise GuardrailError(f"function {name} is not in the allow-list")
+
+
+def _self_visible(cte: exp.CTE, recursive: bool, dialect: str) -> bool:
+    """May ``cte``'s recursive arm name the CTE itself (as the engine would resolve it)?"""
+    if not isinstance(cte.this, exp.Union):
+        return False
+    if dialect == "oracle":  # recursive subquery factoring needs a column alias list
+        alias = cte.args.get("alias")
+        return bool(alias is not None and alias.columns)
+    return recursive
+
+
+def _resolve_tables(tree: exp.Expression, allowed: set[str], dialect: str) -> tuple[list[str], set[str]]:
+    """Every table reference → a visible CTE or an allowed view; returns (views read, CTE names)."""
+    views: list[str] = []
+    ctes: set[str] = set()
+    stack: list[tuple[exp.Expression, frozenset[str]]] = [(tree, frozenset())]
+    while stack:
+        node, visible = stack.pop()
+        with_ = node.args.get("with_") if isinstance(node, exp.Expression) else None
+        if isinstance(with_, exp.With):
+            names = visible
+            recursive = bool(with_.args.get("recursive"))
+            for cte in with_.expressions:
+                name = cte.alias
+                ctes.add(name)
+                if _self_visible(cte, recursive, dialect):
+                    union = cte.this
+                    stack.append((union.this, names))
+                    for key, child in union.args.items():
+                        if key != "this":
+                            for c in child if isinstance(child, list) else [child]:
+                                if isinstance(c, exp.Expression):
+                                    stack.append((c, names | {name}))
+                else:
+                    stack.append((cte.this, names))
+                names = names | {name}
+            visible = names
+        if isinstance(node, exp.Table):
+            name = node.name
+            if name in visible:
+                continue
+            upper = name.upper() if dialect == "sqlite" else name
+            if upper in allowed or (dialect == "oracle" and name == "DUAL"):
+                views.append(upper)
+                continue
+            raise GuardrailError(f"table or view {upper} is not in the allow-list ({', '.join(sorted(allowed))})")
+        for key, child in node.args.items():
+            if key == "with_":
+                continue
+            for c in child if isinstance(child, list) else [child]:
+                if isinstance(c, exp.Expression):
+                    stack.append((c, visible))
+    return views, ctes
 
 
 def check_sql(sql: str, allowed_views: Iterable[str], dialect: str) -> CheckedQuery:
@@ -88,62 +265,19 @@ def check_sql(sql: str, allowed_views: Iterable[str], dialect: str) -> CheckedQu
     if not isinstance(sql, str) or not sql.strip():
         raise GuardrailError("empty SQL")
     if len(sql) > MAX_SQL_CHARS:
-        raise GuardrailError(f"SQL longer than {MAX_SQL_CHARS} characters")
+        raise GuardrailError(f"size limit: SQL longer than {MAX_SQL_CHARS} characters")
     if "\x00" in sql:
         raise GuardrailError("SQL contains a NUL character")
+    if dialect not in ("sqlite", "oracle"):
+        raise GuardrailError(f"unknown SQL dialect {dialect}")
     allowed = {v.upper() for v in allowed_views}
-    sql = _strip_trailing_semicolon(sql)
-    code = _code_only(sql)
-    if any(ord(ch) > 127 for ch in code):
-        odd = next(ch for ch in code if ord(ch) > 127)
-        raise GuardrailError(
-            f"non-ASCII character {unicodedata.name(odd, hex(ord(odd)))} outside a string literal "
-            "(look-alike characters are refused)"
-        )
-    if ";" in code:
-        raise GuardrailError("more than one statement (';' inside the SQL)")
-    if "@" in code:
-        raise GuardrailError("database links ('@') are not allowed")
-    match = _FORBIDDEN_WORDS.search(code)
-    if match:
-        raise GuardrailError(f"forbidden keyword or package: {match.group(1).upper()}")
-    dotted = _DOTTED_CALL.search(code)
-    if dotted:
-        raise GuardrailError("qualified function calls (package.function) are not allowed")
+    sql, tokens = _strip_trailing_semicolon(sql.strip(), _lex(sql.strip(), dialect))
+    _check_tokens(tokens)
+    tree = _parse(tokens, dialect)
     try:
-        parsed = sqlglot.parse(sql, read=dialect)
-    except sqlglot.errors.SqlglotError:
-        raise GuardrailError("the SQL could not be parsed as a single query; refused") from None
+        _check_structure(tree, dialect)
+        tree = normalize_identifiers(tree, dialect=dialect)
+        views, ctes = _resolve_tables(tree, allowed, dialect)
     except RecursionError:
         raise GuardrailError("depth limit: the SQL is nested too deeply") from None
-    statements = [p for p in parsed if p is not None]
-    if len(statements) != 1:
-        raise GuardrailError(f"exactly one statement is allowed, got {len(statements)}")
-    tree = statements[0]
-    if not isinstance(tree, exp.Select | exp.Union | exp.Intersect | exp.Except):
-        raise GuardrailError(f"only SELECT queries are allowed, got {type(tree).__name__.upper()}")
-    for node in tree.walk():
-        if isinstance(node, exp.Select) and node.args.get("locks"):
-            raise GuardrailError("SELECT ... FOR UPDATE is not allowed")
-        if isinstance(node, exp.Into):
-            raise GuardrailError("SELECT ... INTO is not allowed")
-        if isinstance(node, exp.Command):
-            raise GuardrailError("commands are not allowed")
-    ctes = {c.alias_or_name.upper() for c in tree.find_all(exp.CTE)}
-    views: list[str] = []
-    for table in tree.find_all(exp.Table):
-        name = table.name.upper()
-        if table.args.get("db") or table.args.get("catalog"):
-            raise GuardrailError(f"schema-qualified tables are not allowed ({table.sql(dialect=dialect)})")
-        if name in ctes:
-            continue
-        if name == "DUAL" and dialect == "oracle":
-            continue
-        if name not in allowed:
-            raise GuardrailError(f"table or view {name} is not in the allow-list ({', '.join(sorted(allowed))})")
-        views.append(name)
-    for func in tree.find_all(exp.Func):
-        name = func.name.upper() if isinstance(func, exp.Anonymous) else func.sql_name().upper()
-        if name not in ALLOWED_FUNCTIONS:
-            raise GuardrailError(f"function {name} is not in the allow-list")
-    return CheckedQuery(sql, tuple(sorted(set(views))), tuple(sorted(ctes)))
+    return CheckedQuery(sql.strip(), tuple(sorted(set(views) - {"DUAL"})), tuple(sorted(ctes)))
