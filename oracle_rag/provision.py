@@ -213,9 +213,13 @@ def bootstrap(engine: Engine, settings: Settings, par_url: str | None,
     Applies pending migrations, then, when ``par_url`` is given (``oracle-rag
     bootstrap`` reads it from ``MINILM_ONNX_PAR_URL``), loads the model named
     ``settings.embedding_model`` from it unless it is already loaded. The
-    same steps serve Oracle Database Free and Autonomous Database. On the
-    embedded engine there is no model to load: it migrates, and refuses a URL.
-    Returns one line per step.
+    same steps serve Oracle Database Free and Autonomous Database. Last, on
+    Oracle, the vector index is rebuilt when chunks exist and it was never
+    rebuilt with chunks, or the table has doubled since
+    (:func:`oracle_rag.index_maintenance.rebuild_if_due`): V1 builds the IVF
+    index on an empty table, and its centroids are fixed at build time. On
+    the embedded engine there is no model to load: it migrates, and refuses a
+    URL. Returns one line per step.
     """
     from .migrations import migrate_all
 
@@ -229,6 +233,7 @@ def bootstrap(engine: Engine, settings: Settings, par_url: str | None,
                      f"{report.resumed or 'none'}, already applied {report.skipped or 'none'}")
     if engine.name != "oracle":
         lines.append("model: the embedded engine runs it in-process (built on first use)")
+        return lines
     elif par_url is not None:
         lines.append("model: " + load_model_url(engine, par_url, name=settings.embedding_model))
     else:
@@ -238,4 +243,7 @@ def bootstrap(engine: Engine, settings: Settings, par_url: str | None,
         else:
             lines.append(f"model: {model} is NOT loaded and {PAR_URL_ENV} is not set; load it with "
                          f"`oracle-rag model load --file FILE --name {model}` or set {PAR_URL_ENV}")
+    from .index_maintenance import rebuild_if_due
+
+    lines.append(rebuild_if_due(engine))  # IVF centroids from real data: once after the first backfill
     return lines

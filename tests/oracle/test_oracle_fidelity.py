@@ -270,3 +270,49 @@ def test_accented_terms_match_either_way(oracle_system, query: str) -> None:  # 
                                      "'BASE_LETTER'")).scalar()
     assert [(h.source_type, h.source_id) for h in found] == [("PROJECT", "9002")], query
     assert lexer == "YES"
+
+
+# -- 4 and 13. the vector index is rebuilt on data; accuracy measured; text index optimised -------
+
+
+def test_bootstrap_rebuilds_the_vector_index_once_after_the_first_backfill(oracle_system) -> None:  # type: ignore[no-untyped-def]
+    from oracle_rag import index_maintenance
+
+    engine, settings = oracle_system.engine, oracle_system.settings
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM RAG_MAINTENANCE")
+    lines = provision.bootstrap(engine, settings, None)
+    assert lines[-1] == "vector index: no chunks yet; the first bootstrap after a backfill rebuilds it"
+    oracle_system.backfill()
+    assert oracle_system.worker().drain().failed_rows == 0
+    first = provision.bootstrap(engine, settings, None)[-1]
+    assert first.startswith("vector index: rebuilt RAG_CHUNK_VEC_IX on "), first
+    assert provision.bootstrap(engine, settings, None)[-1].endswith("; not due")
+    with engine.connect() as conn:
+        row = conn.execute(sa.text("SELECT STATUS FROM USER_INDEXES WHERE INDEX_NAME = 'RAG_CHUNK_VEC_IX'")).one()
+    assert row[0] == "VALID"
+    status = index_maintenance.status(engine, probes=10, top_k=5)
+    assert status.probes == 10 and status.last_rebuild is not None
+    assert all(0 <= a <= 100 for a in status.accuracy) and status.mean_accuracy is not None
+    assert status.mean_accuracy >= 50, status.reports  # an IVF index on 94 chunks finds most of the top-5
+    # search still works after the rebuild (the index was replaced, not dropped)
+    with engine.connect() as conn:
+        assert len(engine.semantic_search(conn, "login timeout", 5, Scope(3, True), Filters())) == 5
+
+
+def test_index_rebuild_and_optimize_commands(oracle_system, oracle_target: OracleTarget, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from click.testing import CliRunner
+
+    from oracle_rag.cli import main
+
+    oracle_system.backfill()
+    assert oracle_system.worker().drain().failed_rows == 0
+    env = {"ORACLE_RAG_DATABASE_URL": oracle_target.url, "ORACLE_RAG_DB_PASSWORD_ENV": oracle_target.password_env,
+           "ORACLE_RAG_EMBEDDING_MODEL": oracle_target.model_name, "ORACLE_RAG_DATA_DIR": str(tmp_path / "cli")}
+    runner = CliRunner()
+    res = runner.invoke(main, ["index", "rebuild"], env=env)
+    assert res.exit_code == 0 and res.output.startswith("rebuilt RAG_CHUNK_VEC_IX on "), res.output
+    res = runner.invoke(main, ["index", "optimize", "--maxtime", "5"], env=env)
+    assert res.exit_code == 0 and "CTX_DDL.OPTIMIZE_INDEX FULL" in res.output, res.output
+    res = runner.invoke(main, ["index", "status", "--probes", "3"], env=env)
+    assert res.exit_code == 0 and "RAG_CHUNK_TEXT_IX: DOMAIN" in res.output and "accuracy (" in res.output, res.output

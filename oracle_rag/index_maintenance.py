@@ -1,0 +1,220 @@
+"""Maintenance of the search indexes: ``oracle-rag index rebuild | status | optimize``.
+
+Why it exists (Oracle): V1 creates the IVF vector index before any row
+exists, and an IVF index's centroids are fixed when it is built, so until a
+rebuild the partitions describe an empty table and approximate search
+loses recall as data arrives and drifts. ``rebuild`` recomputes them from
+the current chunks, ``status`` measures what the index achieves with
+``DBMS_VECTOR.INDEX_ACCURACY_QUERY`` on stored vectors, and ``optimize``
+compacts the Oracle Text index that ``SYNC (ON COMMIT)`` fragments. The
+statements and their sources are in :mod:`oracle_rag.engines.oracle_index_sql`.
+
+``bootstrap`` calls :func:`rebuild_if_due`: the first deploy after the first
+backfill rebuilds once (nothing recorded with chunks in RAG_MAINTENANCE),
+and later deploys rebuild again when the table has doubled since.
+Operators run ``oracle-rag index rebuild`` after large loads or
+periodically, and ``index optimize`` daily or weekly
+(``docs/operations-oracle.md``).
+
+The embedded engine keeps an exact in-process index: nothing to rebuild or
+optimise, and its accuracy is 100% by construction.
+"""
+
+from __future__ import annotations
+
+import array
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .engines import Engine
+from .engines import oracle_index_sql as q
+from .errors import DatabaseError, InputError, wrap_driver_error
+
+VECTOR_REBUILD = "VECTOR_REBUILD"
+TEXT_OPTIMIZE = "TEXT_OPTIMIZE"
+GROWTH_FACTOR = 2.0
+"""``bootstrap`` rebuilds again once the table holds this many times the chunks of the last rebuild."""
+
+_ACHIEVED = re.compile(r"Accuracy achieved \((\d+(?:\.\d+)?)%\)")
+EMBEDDED = "the embedded engine searches exactly (in-process index): nothing to maintain"
+
+
+@dataclass
+class IndexStatus:
+    engine: str
+    indexes: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    chunks: int = 0
+    last_rebuild: dict[str, Any] | None = None
+    target_accuracy: int | None = None
+    top_k: int = 10
+    probes: int = 0
+    accuracy: list[float] = field(default_factory=list)
+    reports: list[str] = field(default_factory=list)
+
+    @property
+    def mean_accuracy(self) -> float | None:
+        return round(sum(self.accuracy) / len(self.accuracy), 1) if self.accuracy else None
+
+    def lines(self) -> list[str]:
+        if self.engine != "oracle":
+            return [EMBEDDED]
+        out = []
+        for name, info in sorted(self.indexes.items()):
+            subtype = f" {info['subtype']}" if info.get("subtype") else ""
+            out.append(f"{name}: {info['type']}{subtype}, {info['status']}")
+        out.append(f"chunks: {self.chunks}")
+        if self.last_rebuild:
+            out.append(f"last vector rebuild: {self.last_rebuild['done_at']} on {self.last_rebuild['chunks']} chunks")
+        else:
+            out.append("last vector rebuild: never (IVF centroids are those of the empty table: "
+                       "run `oracle-rag index rebuild`)")
+        if self.probes:
+            out.append(f"accuracy (DBMS_VECTOR.INDEX_ACCURACY_QUERY, top-{self.top_k} over {self.probes} stored "
+                       f"vectors, target {self.target_accuracy}%): mean {self.mean_accuracy}%, "
+                       f"min {min(self.accuracy):g}%")
+        elif self.chunks:
+            out.append("accuracy: not measured")
+        return out
+
+
+def server_version(conn: Any) -> tuple[int, ...]:
+    """The server's version from python-oracledb (``connection.version``, e.g. ``23.26.0.0.0``)."""
+    raw = conn.connection.driver_connection.version
+    return tuple(int(p) for p in str(raw).split(".") if p.isdigit())
+
+
+def rebuild_statement(version: tuple[int, ...], index_subtype: str | None) -> str:
+    """``ALTER INDEX ... REBUILD ONLINE`` for IVF on 26ai (23.26+), else ``DBMS_VECTOR.REBUILD_INDEX``."""
+    is_ivf = "HNSW" not in str(index_subtype or "").upper()
+    if is_ivf and version[:2] >= (23, 26):
+        return q.REBUILD_ONLINE
+    return q.REBUILD_PACKAGE
+
+
+def _oracle(engine: Engine) -> bool:
+    return engine.name == "oracle"
+
+
+def _info(conn: Any) -> dict[str, dict[str, str | None]]:
+    from .engines._common import stmt
+
+    rows = conn.execute(stmt(q.INDEX_INFO)).fetchall()
+    return {str(r[0]): {"type": r[1], "subtype": r[2], "status": r[3]} for r in rows}
+
+
+def _last(conn: Any, task: str) -> dict[str, Any] | None:
+    from .engines._common import stmt
+
+    row = conn.execute(stmt(q.LAST_MAINTENANCE), {"task": task}).first()
+    return None if row is None else {"done_at": row[0].isoformat() if hasattr(row[0], "isoformat") else row[0],
+                                     "chunks": int(row[1])}
+
+
+def _record(conn: Any, task: str, chunks: int) -> None:
+    from .engines._common import stmt
+
+    conn.execute(stmt(q.RECORD_MAINTENANCE), {"task": task, "chunks": chunks})
+
+
+def _chunks(conn: Any) -> int:
+    from .engines._common import stmt
+
+    return int(conn.execute(stmt(q.CHUNK_COUNT)).scalar_one())
+
+
+def rebuild(engine: Engine) -> str:
+    """Rebuild the vector index from the current chunks; one line saying how."""
+    if not _oracle(engine):
+        return EMBEDDED
+    try:
+        with engine.begin() as conn:
+            info = _info(conn).get(q.VECTOR_INDEX)
+            if info is None:
+                raise DatabaseError(f"{q.VECTOR_INDEX} does not exist: run `oracle-rag migrate` first")
+            sql = rebuild_statement(server_version(conn), info.get("subtype"))
+            chunks = _chunks(conn)
+            conn.exec_driver_sql(sql)  # DDL / PL/SQL: commits on its own
+            _record(conn, VECTOR_REBUILD, chunks)
+    except DatabaseError:
+        raise
+    except Exception as exc:
+        raise wrap_driver_error(exc, f"rebuilding {q.VECTOR_INDEX}") from None
+    how = "ALTER INDEX ... REBUILD ONLINE" if sql == q.REBUILD_ONLINE else "DBMS_VECTOR.REBUILD_INDEX"
+    return f"rebuilt {q.VECTOR_INDEX} on {chunks} chunks ({how})"
+
+
+def rebuild_if_due(engine: Engine) -> str:
+    """``bootstrap``'s step: rebuild when chunks exist and none were there at the last rebuild, or doubled."""
+    if not _oracle(engine):
+        return EMBEDDED
+    with engine.connect() as conn:
+        chunks = _chunks(conn)
+        last = _last(conn, VECTOR_REBUILD)
+    if chunks == 0:
+        return "vector index: no chunks yet; the first bootstrap after a backfill rebuilds it"
+    if last is not None and last["chunks"] > 0 and chunks < GROWTH_FACTOR * last["chunks"]:
+        return f"vector index: rebuilt on {last['chunks']} chunks, now {chunks}; not due"
+    return "vector index: " + rebuild(engine)
+
+
+def status(engine: Engine, *, probes: int = 20, top_k: int = 10) -> IndexStatus:
+    """What the indexes are and, for the vector index, the accuracy it achieves on stored vectors."""
+    if not 0 <= probes <= 1000 or not 1 <= top_k <= 100:
+        raise InputError("probes must be in [0, 1000] and top_k in [1, 100]")
+    out = IndexStatus(engine.name, top_k=top_k)
+    if not _oracle(engine):
+        return out
+    import oracledb
+
+    target = int(engine.settings.vector_index_accuracy)
+    out.target_accuracy = target
+    try:
+        with engine.connect() as conn:
+            out.indexes = _info(conn)
+            out.chunks = _chunks(conn)
+            out.last_rebuild = _last(conn, VECTOR_REBUILD)
+            if probes == 0 or out.chunks == 0 or q.VECTOR_INDEX not in out.indexes:
+                return out
+            from .engines._common import stmt
+
+            step = max(1, out.chunks // probes)
+            vectors = [r[0] for r in conn.execute(stmt(q.ACCURACY_PROBES), {"step": step, "n": probes})]
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            try:
+                report = cursor.var(oracledb.DB_TYPE_VARCHAR, 400)
+                for vector in vectors:
+                    cursor.execute(q.ACCURACY_QUERY, {"report": report, "qv": array.array("f", vector),
+                                                      "k": top_k, "target": target})
+                    text = str(report.getvalue() or "")
+                    out.reports.append(text)
+                    match = _ACHIEVED.search(text)
+                    if match:
+                        out.accuracy.append(float(match.group(1)))
+            finally:
+                cursor.close()
+            out.probes = len(out.accuracy)
+    except Exception as exc:
+        raise wrap_driver_error(exc, "reading the index status") from None
+    return out
+
+
+def optimize_text(engine: Engine, *, maxtime_min: int | None = None) -> str:
+    """Compact the Oracle Text index (``CTX_DDL.OPTIMIZE_INDEX`` FULL, at most ``maxtime_min`` minutes)."""
+    if not _oracle(engine):
+        return EMBEDDED
+    if maxtime_min is not None and not 1 <= maxtime_min <= 1440:
+        raise InputError("maxtime must be 1 to 1440 minutes")
+    try:
+        with engine.begin() as conn:
+            chunks = _chunks(conn)
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            try:
+                cursor.execute(q.TEXT_OPTIMIZE, {"maxtime": maxtime_min})
+            finally:
+                cursor.close()
+            _record(conn, TEXT_OPTIMIZE, chunks)
+    except Exception as exc:
+        raise wrap_driver_error(exc, f"optimising {q.TEXT_INDEX}") from None
+    limit = f", at most {maxtime_min} min" if maxtime_min else ""
+    return f"optimised {q.TEXT_INDEX} (CTX_DDL.OPTIMIZE_INDEX FULL{limit})"

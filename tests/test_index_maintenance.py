@@ -1,0 +1,59 @@
+"""``oracle-rag index rebuild|status|optimize`` without Oracle (issue 17, items 4 and 13).
+
+What can be decided here is decided here: which rebuild statement a server version and
+index type get, how an INDEX_ACCURACY_QUERY report is read, what the status says, and that
+the embedded engine (exact, in-process) has nothing to maintain. The Oracle runs are in
+tests/oracle/test_oracle_fidelity.py.
+"""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from oracle_rag import index_maintenance as im
+from oracle_rag.cli import main
+from oracle_rag.engines import oracle_index_sql as q
+
+
+def test_26ai_rebuilds_ivf_online_and_23ai_through_the_package() -> None:
+    assert im.rebuild_statement((23, 26, 0, 0, 0), "IVF_FLAT") == "ALTER INDEX RAG_CHUNK_VEC_IX REBUILD ONLINE"
+    assert im.rebuild_statement((23, 26, 3), None) == q.REBUILD_ONLINE
+    assert im.rebuild_statement((23, 9, 0), "IVF_FLAT") == q.REBUILD_PACKAGE
+    assert im.rebuild_statement((23, 4), None) == q.REBUILD_PACKAGE
+    # HNSW: the online reorganisation is documented for IVF only
+    assert im.rebuild_statement((23, 26, 1), "INMEMORY_NEIGHBOR_GRAPH_HNSW") == q.REBUILD_PACKAGE
+    assert q.REBUILD_PACKAGE == "BEGIN DBMS_VECTOR.REBUILD_INDEX(idx_name => 'RAG_CHUNK_VEC_IX'); END;"
+
+
+def test_accuracy_report_is_read_from_oracles_sentence() -> None:
+    status = im.IndexStatus("oracle", chunks=120, target_accuracy=90, top_k=10)
+    for text in ("Accuracy achieved (100%) is 10% higher than the Target Accuracy requested (90%)",
+                 "Accuracy achieved (80%) is 10% lower than the Target Accuracy requested (90%)"):
+        match = im._ACHIEVED.search(text)  # noqa: SLF001
+        assert match is not None
+        status.accuracy.append(float(match.group(1)))
+    status.probes = 2
+    status.indexes = {"RAG_CHUNK_VEC_IX": {"type": "VECTOR", "subtype": "IVF_FLAT", "status": "VALID"}}
+    lines = status.lines()
+    assert lines[0] == "RAG_CHUNK_VEC_IX: VECTOR IVF_FLAT, VALID"
+    assert "never" in lines[2] and "oracle-rag index rebuild" in lines[2]
+    assert lines[3] == ("accuracy (DBMS_VECTOR.INDEX_ACCURACY_QUERY, top-10 over 2 stored vectors, target 90%): "
+                        "mean 90.0%, min 80%")
+
+
+def test_statements_bind_every_value() -> None:
+    assert ":qv" in q.ACCURACY_QUERY and ":k" in q.ACCURACY_QUERY and ":target" in q.ACCURACY_QUERY
+    assert "owner_name      => USER" in q.ACCURACY_QUERY
+    assert "optlevel => 'FULL', maxtime => :maxtime" in q.TEXT_OPTIMIZE
+    assert "FOR UPDATE" not in q.ACCURACY_PROBES
+
+
+def test_the_embedded_engine_has_nothing_to_maintain(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    env = {"ORACLE_RAG_DATA_DIR": str(tmp_path / "data")}
+    runner = CliRunner()
+    assert runner.invoke(main, ["migrate"], env=env).exit_code == 0
+    for args in (["index", "rebuild"], ["index", "status"], ["index", "optimize"]):
+        res = runner.invoke(main, args, env=env)
+        assert res.exit_code == 0 and res.output.strip() == im.EMBEDDED, (args, res.output)
+    res = runner.invoke(main, ["index", "status", "--probes", "5000"], env=env)
+    assert res.exit_code == 2
