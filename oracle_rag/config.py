@@ -78,6 +78,10 @@ _SPECS: dict[str, _Spec] = {
     "aggregate_retries": _Spec(int, 0, 10),
     "demo": _Spec(bool),
     "mcp_token_env": _Spec(str, check=lambda v: None if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v) else "an environment variable name"),
+    "tracing_exporter": _Spec(str, choices=("NONE", "CONSOLE", "OTLP")),
+    "tracing_otlp_endpoint": _Spec(str),
+    "tracing_service_name": _Spec(str),
+    "tracing_capture_content": _Spec(bool),
 }
 
 
@@ -122,6 +126,10 @@ class Settings:
     aggregate_retries: int = 2
     demo: bool = False
     mcp_token_env: str = "ORACLE_RAG_MCP_TOKEN"  # stdio MCP: the variable holding the caller's API token
+    tracing_exporter: str = "NONE"  # OpenTelemetry traces: NONE, CONSOLE or OTLP (oracle_rag/tracing.py)
+    tracing_otlp_endpoint: str | None = None  # OTLP/HTTP collector; unset: the OTEL_EXPORTER_OTLP_* variables
+    tracing_service_name: str = "oracle-rag"
+    tracing_capture_content: bool = False  # put questions, prompts, answers and SQL text in spans
     sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
@@ -225,6 +233,9 @@ def _validated(settings: Settings, source: str) -> Settings:
                   password_env=settings.aggregate_db_password_env)
     if settings.llm_url:
         check_url(settings.llm_url, key="llm_url", password_env="ORACLE_RAG_LLM_API_KEY")
+    if settings.tracing_otlp_endpoint:
+        check_url(settings.tracing_otlp_endpoint, key="tracing_otlp_endpoint",
+                  password_env="OTEL_EXPORTER_OTLP_HEADERS")
     return settings
 
 

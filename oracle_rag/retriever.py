@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import tracing
 from .caller import Caller, require_caller
 from .config import Settings
 from .engines import Engine, Filters, Hit, Where, embed_text
@@ -99,6 +100,11 @@ def rrf(legs: dict[str, list[Hit]], k: int, rrf_k: int, weights: dict[str, float
     return out
 
 
+def _leg(leg: str, k: int) -> Any:
+    """The span of one search leg (the query's embedding, where it runs here, is its child)."""
+    return tracing.span(f"search {leg}", {"oracle_rag.search.leg": leg, "oracle_rag.search.k": k})
+
+
 def _single(hits: list[Hit], leg: str) -> list[RetrievedChunk]:
     return [
         RetrievedChunk(h.source_type, h.source_id, h.content, h.score, rank, (leg,), h.chunk_id,
@@ -137,20 +143,29 @@ class Retriever:
         started = time.perf_counter()
         with self.engine.connect() as conn:
             if mode == "semantic":
-                result = _single(self.engine.semantic_search(conn, sem_text, k, scope, filters, exact, where),
-                                 "semantic")
+                with _leg("semantic", k) as leg:
+                    result = _single(self.engine.semantic_search(conn, sem_text, k, scope, filters, exact, where),
+                                     "semantic")
+                    leg.set_attribute("oracle_rag.search.hits", len(result))
                 legs = {"semantic": len(result)}
             elif mode == "keyword":
-                result = _single(self.engine.keyword_search(conn, text, k, scope, filters, where), "keyword")
+                with _leg("keyword", k) as leg:
+                    result = _single(self.engine.keyword_search(conn, text, k, scope, filters, where), "keyword")
+                    leg.set_attribute("oracle_rag.search.hits", len(result))
                 legs = {"keyword": len(result)}
             else:
                 fetch = min(max(k * self.settings.hybrid_fetch_factor, k), 4 * MAX_K)
-                raw = {
-                    "semantic": self.engine.semantic_search(conn, sem_text, fetch, scope, filters, exact, where),
-                    "keyword": self.engine.keyword_search(conn, text, fetch, scope, filters, where),
-                }
+                raw = {}
+                with _leg("semantic", fetch) as leg:
+                    raw["semantic"] = self.engine.semantic_search(conn, sem_text, fetch, scope, filters, exact, where)
+                    leg.set_attribute("oracle_rag.search.hits", len(raw["semantic"]))
+                with _leg("keyword", fetch) as leg:
+                    raw["keyword"] = self.engine.keyword_search(conn, text, fetch, scope, filters, where)
+                    leg.set_attribute("oracle_rag.search.hits", len(raw["keyword"]))
                 weights = {"semantic": self.settings.semantic_weight, "keyword": self.settings.keyword_weight}
-                result = rrf(raw, k, self.settings.rrf_k, weights)
+                with tracing.span("fusion", {"oracle_rag.fusion.method": "rrf", "oracle_rag.fusion.k": k}) as fused:
+                    result = rrf(raw, k, self.settings.rrf_k, weights)
+                    fused.set_attribute("oracle_rag.search.hits", len(result))
                 legs = {leg: len(h) for leg, h in raw.items()}
         self.last_stats = SearchStats(mode, k, (time.perf_counter() - started) * 1000, legs)
         return result

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .. import tracing
 from ..caller import Caller, require_caller
 from ..errors import GuardrailError, InputError, LLMError, RagError
 from .catalog import REFERENCE_CATALOG, Catalog
@@ -103,11 +104,21 @@ class AggregateService:
     def run_sql(self, sql: str, caller: Caller) -> AggregateResult:
         """Guard and run untrusted SQL for ``caller``; GuardrailError when refused or contained."""
         who = require_caller(caller)
-        if self.text_check:
-            checked = check_sql(sql, self.catalog.names, self.engine.sql_dialect)
-        else:
-            checked = CheckedQuery(sql if isinstance(sql, str) else "", ())
-        res = self.executor.run(checked, who)
+        with tracing.span("guard") as guard:
+            try:
+                if self.text_check:
+                    checked = check_sql(sql, self.catalog.names, self.engine.sql_dialect)
+                else:
+                    checked = CheckedQuery(sql if isinstance(sql, str) else "", ())
+            except GuardrailError as exc:
+                guard.set_attributes({"oracle_rag.guard.decision": "refused", "oracle_rag.guard.code": exc.code})
+                raise
+            guard.set_attributes({"oracle_rag.guard.decision": "allowed", "oracle_rag.guard.text_check": self.text_check})
+        with tracing.span("guarded sql", {"db.system.name": self.engine.sql_dialect, "db.operation.name": "SELECT",
+                                          "db.query.text": checked.sql if tracing.capture_content() else None},
+                          kind="client") as ran:
+            res = self.executor.run(checked, who)
+            ran.set_attributes({"db.response.returned_rows": len(res.rows), "oracle_rag.sql.truncated": res.truncated})
         out = AggregateResult(None, checked.sql, res.columns, [list(r) for r in res.rows], res.truncated,
                               res.row_cap, attempts=1)
         out.answer = summarise(out)

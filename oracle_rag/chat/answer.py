@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import tracing
 from ..aggregate import AggregateResult, AggregateService
 from ..caller import Caller, require_caller
 from ..errors import InputError, LLMError, RagError
@@ -163,12 +164,17 @@ class Chat:
             history = select_history(turns, self.settings.history_token_budget)
         elif store:
             conversation_id = new_conversation_id()
-        chosen = route(text, self.llm)
+        with tracing.span("query understanding") as understood:
+            chosen = route(text, self.llm)
+            understood.set_attributes({"oracle_rag.route": chosen.name, "oracle_rag.route.retrieval": chosen.retrieval,
+                                       "oracle_rag.route.aggregation": chosen.aggregation})
         chunks: list[RetrievedChunk] = []
         info = RetrievalInfo(mode, 0, 0.0, 0)
         if chosen.retrieval:
-            retriever = Retriever(self.rag.engine, self.settings)
-            chunks = retriever.search(text, None, who, mode)
+            with tracing.span("retrieval", {"oracle_rag.search.mode": mode, "enduser.id": str(who.employee_id)}) as found:
+                retriever = Retriever(self.rag.engine, self.settings)
+                chunks = retriever.search(text, None, who, mode)
+                found.set_attribute("oracle_rag.search.hits", len(chunks))
             stats = retriever.last_stats
             assert stats is not None  # set by every search
             info = RetrievalInfo(mode, stats.k, stats.latency_ms, len(chunks))
@@ -176,7 +182,10 @@ class Chat:
         aggregate = None
         if chosen.aggregation and self.llm is not None:
             started = time.monotonic()
-            aggregate = self.aggregates.ask(text, who, self.llm.complete)
+            with tracing.span("aggregate", {"enduser.id": str(who.employee_id)}) as counted:
+                aggregate = self.aggregates.ask(text, who, self.llm.complete)
+                counted.set_attributes({"oracle_rag.sql.attempts": aggregate.attempts,
+                                        "oracle_rag.sql.outcome": "error" if aggregate.error else "ok"})
             self._observe("aggregate", time.monotonic() - started, outcome="error" if aggregate.error else "ok")
         return _Prepared(who, text, mode, conversation_id, new, store or not new, chunks, info, history,
                          chosen, aggregate)

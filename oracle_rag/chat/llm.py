@@ -23,7 +23,9 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
+from .. import tracing
 from ..config import Settings
 from ..errors import ConfigurationError, LLMError
 
@@ -86,6 +88,8 @@ class LLMClient:
 
         self.model = settings.llm_model
         self.max_tokens = settings.llm_max_tokens
+        endpoint = urlsplit(settings.llm_url)
+        self._span_attributes = tracing.llm_attributes(self.model, self.max_tokens, endpoint.hostname, endpoint.port)
         self.max_retries = settings.llm_max_retries
         self.budget_s = settings.llm_timeout_s
         self._sleep = sleep
@@ -123,18 +127,23 @@ class LLMClient:
     def complete(self, messages: list[dict[str, str]]) -> str:
         """The whole answer text."""
 
-        def call(timeout: float) -> str:
-            response = self._client.chat.completions.create(
-                model=self.model, messages=messages, max_tokens=self.max_tokens, timeout=timeout,  # type: ignore[arg-type]
-            )
-            if not response.choices:
-                raise LLMError("the language model returned no choices", http_status=502)
-            return response.choices[0].message.content or ""
+        with tracing.span(f"chat {self.model}", self._span_attributes, kind="client") as current:
+            tracing.record_messages(current, messages)
 
-        text = self._with_retries(call)
-        if not text.strip():
-            raise LLMError("the language model returned an empty answer", http_status=502)
-        return text
+            def call(timeout: float) -> str:
+                response = self._client.chat.completions.create(
+                    model=self.model, messages=messages, max_tokens=self.max_tokens, timeout=timeout,  # type: ignore[arg-type]
+                )
+                tracing.record_llm_response(current, response)
+                if not response.choices:
+                    raise LLMError("the language model returned no choices", http_status=502)
+                return response.choices[0].message.content or ""
+
+            text = self._with_retries(call)
+            tracing.record_messages(current, output=text)
+            if not text.strip():
+                raise LLMError("the language model returned an empty answer", http_status=502)
+            return text
 
     def stream(self, messages: list[dict[str, str]]) -> Iterator[str]:
         """Open a streamed completion (retrying until the response starts) and yield text pieces.
@@ -153,26 +162,41 @@ class LLMClient:
                 stream=True,
             )
 
-        opened = self._with_retries(call)
-        return self._pieces(opened)
+        current = tracing.start_span(f"chat {self.model}", {**self._span_attributes, "gen_ai.request.stream": True})
+        tracing.record_messages(current, messages)
+        try:
+            opened = self._with_retries(call)
+        except BaseException as exc:
+            tracing.end_span(current, exc)
+            raise
+        return self._pieces(opened, current)
 
-    def _pieces(self, stream: Any) -> Iterator[str]:
+    def _pieces(self, stream: Any, current: Any = tracing.NO_SPAN) -> Iterator[str]:
+        """The streamed text; the model call's span ends with the stream (it was opened by ``stream``)."""
+        error: BaseException | None = None
+        parts: list[str] = []
         try:
             for chunk in stream:
+                tracing.record_llm_response(current, chunk)
                 if not chunk.choices:
                     continue
                 piece = chunk.choices[0].delta.content
                 if piece:
+                    parts.append(piece)
                     yield piece
-        except LLMError:
+        except LLMError as exc:
+            error = exc
             raise
         except Exception as exc:
             failure = _classify(exc)
-            raise LLMError(f"{failure} while streaming the answer", http_status=failure.status) from None
+            error = LLMError(f"{failure} while streaming the answer", http_status=failure.status)
+            raise error from None
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
+            tracing.record_messages(current, output="".join(parts))
+            tracing.end_span(current, error)
 
     def _with_retries(self, call: Callable[[float], T]) -> T:
         deadline = time.monotonic() + self.budget_s

@@ -35,8 +35,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from oracle_rag.errors import EmbeddingError
+from oracle_rag.tracing import child_span
 
 FUNCTION_NAME = "vector_embedding"
+# A query's embedding inside a traced request (GenAI semantic conventions); indexing runs untraced.
+EMBED_SPAN = "embeddings all-MiniLM-L6-v2"
+EMBED_ATTRIBUTES = {"gen_ai.operation.name": "embeddings", "gen_ai.request.model": "all-MiniLM-L6-v2",
+                    "gen_ai.provider.name": "onnxruntime"}
 
 _UDF_FAILED = "user-defined function raised exception"
 _state = threading.local()
@@ -92,7 +97,8 @@ def _make_udf(runtime: SupportsEmbedding) -> Any:
                     ) from None
             elif not isinstance(value, str):
                 value = str(value)
-            return runtime.to_blob(runtime.embed(value))
+            with child_span(EMBED_SPAN, EMBED_ATTRIBUTES):
+                return runtime.to_blob(runtime.embed(value))
         except EmbeddingError as exc:
             _state.error = exc
             raise

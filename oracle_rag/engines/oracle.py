@@ -17,6 +17,7 @@ from ..config import Settings
 from ..errors import ConfigurationError
 from ..keywords import oracle_text_query
 from ..scripts import split_oracle_script
+from ..tracing import tag_oracle_sessions
 from . import oracle_sql as q
 from ._common import queue_rows, stmt
 from .base import Engine, Filters, Hit, QueueRow, Scope, Where
@@ -105,6 +106,7 @@ class OracleEngine(Engine):
         engine = sa.create_engine(url, connect_args={"password": password} if password else {},
                                   pool_size=2, max_overflow=0, pool_pre_ping=True, hide_parameters=True)
         install_type_handlers(engine)
+        tag_oracle_sessions(engine)  # MODULE/ACTION/CLIENT_INFO join V$SESSION to the trace
         return OracleExecutor(engine, timeout_s=timeout_s, row_cap=row_cap)
 
     def sql(self, template: str) -> str:
@@ -125,6 +127,7 @@ class OracleEngine(Engine):
             hide_parameters=True,
         )
         install_type_handlers(engine)
+        tag_oracle_sessions(engine)  # MODULE/ACTION/CLIENT_INFO join V$SESSION to the trace
         return engine
 
     # -- migrations -------------------------------------------------------

@@ -44,6 +44,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
+from .. import tracing
 from ..auth import caller_for_token, hash_token
 from ..caller import Caller
 from ..chat import Chat
@@ -295,6 +296,7 @@ def stdio_server(rag: Any, *, environ: Any = None, chat: Chat | None = None) -> 
 
 def run_stdio(rag: Any) -> None:
     """Serve MCP on stdin/stdout until the client closes the pipe."""
+    tracing.configure(rag.settings)
     server = stdio_server(rag)
     try:
         StdioIdentity(rag, rag.settings.mcp_token_env).resolve()
@@ -367,6 +369,7 @@ def run_http(rag: Any, host: str = "127.0.0.1", port: int = 8001, *,
 
     import uvicorn
 
+    tracing.configure(rag.settings)
     if host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("listening on %s: MCP is reachable from other machines; put TLS in front of it", host)
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)

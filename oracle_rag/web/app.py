@@ -39,6 +39,7 @@ from ..auth import bearer_token, caller_for_token
 from ..caller import Caller
 from ..chat import Chat
 from ..errors import wrap_driver_error
+from ..tracing import instrument_flask
 from . import json_errors
 from .metrics import Metrics
 
@@ -194,4 +195,5 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         owns_rag=owns,
         json_errors_app_wide=True,
     )
+    instrument_flask(app)  # one span per request (a no-op until tracing is configured)
     return app

@@ -135,8 +135,10 @@ def run_server(rag: Any, host: str = "127.0.0.1", port: int = 8000, *, worker: b
                threads: int = DEFAULT_THREADS, stop: threading.Event | None = None,
                on_ready: Callable[[str], None] | None = None, app_config: dict[str, Any] | None = None) -> None:
     """Serve ``rag`` until ``stop`` is set (or forever); background services start and stop with it."""
+    from ..tracing import configure
     from .app import create_app
 
+    configure(rag.settings)
     app = create_app({"ORACLE_RAG_SYSTEM": rag, **(app_config or {})})
     services = BackgroundServices(rag, worker=worker)
     app.extensions["oracle_rag"].services = services
