@@ -221,3 +221,35 @@ def test_concurrent_processes_build_one_intact_file(tmp_path: Path, model_path: 
         assert _sha256(models / DEFAULT_MODEL_FILENAME) == _sha256(model_path)
     vec = EmbeddingRuntime(models / DEFAULT_MODEL_FILENAME).embed("intact")
     assert vec.shape == (MODEL_DIM,)
+
+
+def test_graph_ops_truncate_on_their_own_like_the_tokenizer_attribute(tmp_path: Path, model_path: Path) -> None:
+    """Issue 17, item 9: Oracle's runtime may ignore the BertTokenizer op's max_length, so the graph cuts
+    again after it. A model whose tokenizer op does *not* truncate must give the same vectors, also for a
+    4000-byte text (far over 512 word pieces, which would overflow the position table)."""
+    from onnx import helper
+
+    from oracle_rag.embedding.build import _load_weights, build_model_proto
+    from oracle_rag.engines.base import embed_text
+
+    vocab = read_vocab(weights_dir() / "vocab.txt")
+    proto = build_model_proto(_load_weights(weights_dir()), vocab, tokenizer_truncates=False)
+    (node,) = [n for n in proto.graph.node if n.op_type == "BertTokenizer"]
+    assert "max_length" not in {a.name for a in node.attribute}
+    ops = [n.op_type for n in proto.graph.node]
+    first_encoder_op = ops.index("Gather")
+    assert ops[: first_encoder_op].count("Slice") == 6 and "Concat" in ops[:first_encoder_op]
+    path = tmp_path / "graph-cut.onnx"
+    path.write_bytes(proto.SerializeToString())
+    graph_cut, standard = EmbeddingRuntime(path), EmbeddingRuntime(model_path)
+    long_text = embed_text("sincronización, " * 400)
+    assert 3900 < len(long_text.encode("utf-8")) <= 4000
+    for text in ("Fix login timeout on the mobile app", "deadline " * 2000, long_text, "a"):
+        assert np.array_equal(graph_cut.embed(text), standard.embed(text)), text[:40]
+    # and the shipped graph carries both cuts, with the explicit ones right after the tokenizer
+    shipped = onnx.load(str(model_path))
+    assert _tokenizer_attrs(shipped)["max_length"] == 256
+    names = [n.output[0] for n in shipped.graph.node]
+    assert names.index("trunc/input_ids") < names.index("input_ids")
+    assert helper.get_attribute_value(
+        next(n for n in shipped.graph.node if n.output[0] == "trunc/input_ids").attribute[0]) == 0

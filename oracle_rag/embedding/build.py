@@ -25,9 +25,11 @@ Traps handled here (see ``docs/embedding.md`` for the measurements):
 
 * ``strip_accents=1`` on the tokenizer op. Its default is 0, and with 0
   "Hélène" becomes ``[UNK]`` instead of ``helene`` as in Hugging Face.
-* ``max_length`` on the tokenizer op (256, like sentence-transformers).
-  Without it a text of more than 512 tokens overflows the position
-  embeddings and onnxruntime fails with a broadcast error.
+* ``max_length`` on the tokenizer op (256, like sentence-transformers), and
+  the same cut again with standard graph ops after it (Shape, Min, Slice,
+  Concat: ``_truncate_tokens``), because Oracle's in-database runtime is not
+  documented to honour the op's attribute. Without a cut a text of more than
+  512 tokens overflows the position embeddings and the encoder fails.
 * The vocabulary comes from ``vocab.txt``. ``tokenizer.json`` in the same
   folder carries truncation *and padding* at 128, which would silently cut
   long texts at 128 tokens if someone loaded it instead.
@@ -75,7 +77,7 @@ package version."""
 CUSTOM_DOMAIN = "ai.onnx.contrib"
 """Domain of the onnxruntime-extensions operators (the tokenizer)."""
 
-BUILD_FORMAT = "oracle-rag-minilm-1"
+BUILD_FORMAT = "oracle-rag-minilm-2"
 """Bumped whenever the graph layout changes, so cached files can be told apart."""
 
 INPUT_NAME = "input"
@@ -231,8 +233,17 @@ class _GraphBuilder:
         return outputs
 
 
-def _tokenizer_node(g: _GraphBuilder, vocab: str, max_length: int) -> tuple[str, str, str]:
-    """Add the BertTokenizer op; returns 1-D (input_ids, token_type_ids, attention_mask)."""
+def _tokenizer_node(g: _GraphBuilder, vocab: str, max_length: int | None) -> tuple[str, str, str]:
+    """Add the BertTokenizer op; returns 1-D (input_ids, token_type_ids, attention_mask).
+
+    ``max_length=None`` leaves the op's own truncation off (tests use it to
+    show that the graph ops of :func:`_truncate_tokens` cut on their own).
+    """
+    cut: dict[str, Any] = {}
+    if max_length is not None:
+        # Counts [CLS] and [SEP]: the op keeps max_length - 2 word pieces,
+        # cut from the right, exactly like sentence-transformers.
+        cut = {"max_length": max_length, "truncation_strategy_name": "longest_first"}
     ids, types, mask = g.node_multi(
         "BertTokenizer",
         [INPUT_NAME],
@@ -246,12 +257,42 @@ def _tokenizer_node(g: _GraphBuilder, vocab: str, max_length: int) -> tuple[str,
         # while Hugging Face (strip_accents=None follows lowercase) strips them.
         strip_accents=1,
         tokenize_chinese_chars=1,
-        # Counts [CLS] and [SEP]: the op keeps max_length - 2 word pieces,
-        # cut from the right, exactly like sentence-transformers.
-        max_length=max_length,
-        truncation_strategy_name="longest_first",
+        **cut,
     )
     return ids, types, mask
+
+
+def _truncate_tokens(g: _GraphBuilder, tensors: tuple[str, str, str], max_length: int) -> tuple[str, str, str]:
+    """Cut 1-D token tensors to ``max_length`` with standard ops: the first ``max_length - 1``, then the last.
+
+    The tokenizer op's ``max_length`` attribute already truncates under
+    onnxruntime-extensions, but Oracle's embedded ONNX runtime is not
+    documented to honour it, and a 4000-byte text is well over 512 word
+    pieces: past the position table the encoder fails. So the graph cuts
+    again with Shape/Min/Slice/Concat, which every runtime runs (onnx2oracle
+    slices its tokenizer outputs the same way before the transformer). The
+    last position is kept because it is [SEP]: ``[CLS] p1 .. p(max-2) [SEP]``
+    is what sentence-transformers feeds. For a text within the limit the ops
+    return their input unchanged (head ``[0, n-1)`` + tail ``[n-1, n)``), so
+    every vector is bit-identical to before (tests/test_embedding_parity.py).
+    Token types (all 0) and the mask (all 1) are cut the same way.
+    """
+    n = g.node("Shape", [tensors[0]], "trunc/n")  # [n]
+    n_minus_1 = g.node("Sub", [n, "const/trunc_one"], "trunc/n_minus_1")
+    keep = g.node("Min", [n_minus_1, "const/trunc_head"], "trunc/keep")  # min(n - 1, max_length - 1)
+    out = []
+    for tensor, label in zip(tensors, ("input_ids", "token_type_ids", "attention_mask"), strict=True):
+        head = g.node("Slice", [tensor, "const/zero_start", keep, "const/axes0"], f"trunc/{label}_head")
+        tail = g.node("Slice", [tensor, "const/trunc_last", "const/trunc_end", "const/axes0"], f"trunc/{label}_tail")
+        out.append(g.node("Concat", [head, tail], f"trunc/{label}", axis=0))
+    return out[0], out[1], out[2]
+
+
+def _add_truncation_constants(g: _GraphBuilder, max_length: int) -> None:
+    g.const("const/trunc_one", np.array([1], dtype=np.int64))
+    g.const("const/trunc_head", np.array([max_length - 1], dtype=np.int64))
+    g.const("const/trunc_last", np.array([-1], dtype=np.int64))
+    g.const("const/trunc_end", np.array([np.iinfo(np.int64).max], dtype=np.int64))
 
 
 def _linear(g: _GraphBuilder, x: str, w: dict[str, np.ndarray], prefix: str, out: str) -> str:
@@ -393,13 +434,23 @@ def build_model_proto(
     *,
     max_length: int = DEFAULT_MAX_LENGTH,
     metadata: dict[str, str] | None = None,
+    tokenizer_truncates: bool = True,
 ) -> Any:
-    """Return the augmented model as an ``onnx.ModelProto`` (not yet written)."""
+    """Return the augmented model as an ``onnx.ModelProto`` (not yet written).
+
+    Truncation happens twice: in the tokenizer op (its ``max_length``) and in
+    explicit graph ops after it (:func:`_truncate_tokens`), so a runtime that
+    ignores the op's attribute still never overflows 512 positions.
+    ``tokenizer_truncates=False`` drops the first, for the test that shows
+    the second alone gives the same vectors.
+    """
     from onnx import TensorProto, helper
 
     g = _GraphBuilder()
     _add_constants(g)
-    ids1, types1, mask1 = _tokenizer_node(g, vocab, max_length)
+    _add_truncation_constants(g, max_length)
+    tokens = _tokenizer_node(g, vocab, max_length if tokenizer_truncates else None)
+    ids1, types1, mask1 = _truncate_tokens(g, tokens, max_length)
     ids = g.node("Unsqueeze", [ids1, "const/axes0"], "input_ids")  # [1, n]
     types = g.node("Unsqueeze", [types1, "const/axes0"], "token_type_ids")
     mask = g.node("Unsqueeze", [mask1, "const/axes0"], "attention_mask")
