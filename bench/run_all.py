@@ -39,6 +39,7 @@ QUICK: dict[str, list[str]] = {
     "sources": ["--rows", "5000", "--full-sample", "500"],
     "chat_load": ["--clients", "4", "--duration", "5", "--tasks", "200"],
     "soak": ["--seconds", "20", "--tasks", "200", "--clients", "2", "--drain-seconds", "30"],
+    "aggregate_cost": ["--tasks", "300", "--timeout", "2"],
 }
 
 

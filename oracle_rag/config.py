@@ -75,6 +75,8 @@ _SPECS: dict[str, _Spec] = {
     "aggregate_db_password_env": _Spec(str, check=lambda v: None if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v) else "an environment variable name"),
     "aggregate_timeout_s": _Spec(float, 0.1, 600.0),
     "aggregate_row_cap": _Spec(int, 1, 1_000_000),
+    "aggregate_byte_cap": _Spec(int, 1_024, 100_000_000),
+    "aggregate_prompt_chars": _Spec(int, 200, 1_000_000),
     "aggregate_retries": _Spec(int, 0, 10),
     "demo": _Spec(bool),
     "mcp_token_env": _Spec(str, check=lambda v: None if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v) else "an environment variable name"),
@@ -123,6 +125,8 @@ class Settings:
     aggregate_db_password_env: str = "ORACLE_RAG_RO_PASSWORD"
     aggregate_timeout_s: float = 10.0
     aggregate_row_cap: int = 1000
+    aggregate_byte_cap: int = 1_000_000  # bytes of a guarded result fetched at most (the cap is reported)
+    aggregate_prompt_chars: int = 8_000  # characters of a query result placed in the model's prompt
     aggregate_retries: int = 2
     demo: bool = False
     mcp_token_env: str = "ORACLE_RAG_MCP_TOKEN"  # stdio MCP: the variable holding the caller's API token

@@ -251,3 +251,40 @@ def test_cte_names_are_resolved_by_scope_oracle(sql, ok):
     else:
         with pytest.raises(GuardrailError, match="not in the allow-list"):
             check_sql(sql, VIEWS, "oracle")
+
+
+def test_large_values_stop_at_the_byte_cap_and_say_so(demo_rag):
+    demo_rag.migrate(demo=True)
+    svc = AggregateService(demo_rag.engine, demo_rag.settings.with_overrides(aggregate_byte_cap=2_000))
+    result = svc.run_sql("SELECT TITLE FROM RAG_V_TASK", ADMIN)
+    fetched = sum(len(r[0].encode()) for r in result.rows)
+    assert result.truncated and result.cap == "bytes" and result.byte_cap == 2_000
+    assert fetched <= 2_000 and len(result.rows) < 300
+    assert "byte cap of 2,000 bytes reached" in result.answer
+
+
+def test_a_value_over_the_length_limit_fails_fast_with_the_reason(service):
+    with pytest.raises(GuardrailError, match="size limit: a value or row exceeded 1,000,000 bytes"):
+        service.run_sql("WITH RECURSIVE r(s) AS (SELECT 'x' UNION ALL SELECT s || s FROM r) "
+                        "SELECT max(length(s)) FROM r", ADMIN)
+
+
+def test_concurrent_runaway_queries_each_stop_at_the_timeout(demo_rag):
+    """Four hostile queries at once: every one is stopped (by the progress handler or the watchdog)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    demo_rag.migrate(demo=True)
+    svc = AggregateService(demo_rag.engine, demo_rag.settings.with_overrides(aggregate_timeout_s=0.5))
+    hostile = ["SELECT COUNT(*) FROM RAG_V_TASK a, RAG_V_TASK b, RAG_V_TASK c, RAG_V_TASK d, RAG_V_TASK e, "
+               "RAG_V_TASK f", "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT COUNT(*) FROM r"]
+
+    def run(sql):
+        try:
+            svc.run_sql(sql, ADMIN)
+        except GuardrailError as exc:
+            return exc.message
+        return "completed"
+
+    with ThreadPoolExecutor(4) as pool:
+        outcomes = list(pool.map(run, hostile * 2))
+    assert all("timeout" in o for o in outcomes), outcomes

@@ -114,3 +114,14 @@ def test_extractive_answer_is_labelled_and_cites_what_it_shows() -> None:
     assert text.startswith(EXTRACTIVE_HEADER)
     assert "1. [TASK #0] title 0" in text and "3. [TASK #2] title 2" in text and "[TASK #3]" not in text
     assert [c.source_id for c in citations] == ["0", "1", "2"]
+
+
+def test_query_result_in_the_prompt_is_capped_and_the_cut_said():
+    from oracle_rag.aggregate.service import AggregateResult
+    from oracle_rag.chat.prompt import QUERY_VALUE_CHARS, render_query_result
+
+    result = AggregateResult("q", "SELECT TITLE FROM RAG_V_TASK", ["TITLE"], [["x" * 5000]] * 40, truncated=True,
+                             row_cap=40, cap="bytes", byte_cap=200_000)
+    block = render_query_result(result, 2_000)
+    assert len(block) <= 2_200 and "x" * (QUERY_VALUE_CHARS + 1) not in block
+    assert "the prompt cap of 2000 characters" in block and "byte cap of 200,000 bytes reached" in block

@@ -41,6 +41,8 @@ class AggregateResult:
     rows: list[list[Any]] = field(default_factory=list)
     truncated: bool = False
     row_cap: int = 0
+    cap: str | None = None  # which cap cut the rows: "rows" or "bytes"
+    byte_cap: int = 0
     timed_out: bool = False
     attempts: int = 0
     answer: str = ""
@@ -77,8 +79,15 @@ def summarise(result: AggregateResult) -> str:
         return f"{result.columns[0]}: {result.rows[0][0]}"
     lines = [" | ".join(result.columns)] + [" | ".join("" if v is None else str(v) for v in r) for r in result.rows[:20]]
     more = f"\n… {len(result.rows) - 20} more rows" if len(result.rows) > 20 else ""
-    cap = f"\n(row cap of {result.row_cap} reached: the result is incomplete)" if result.truncated else ""
+    cap = f"\n({cap_text(result)}: the result is incomplete)" if result.truncated else ""
     return "\n".join(lines) + more + cap
+
+
+def cap_text(result: Any) -> str:
+    """Which cap cut a result, in words ("row cap of 1000 reached" / "byte cap of 1,000,000 bytes reached")."""
+    if getattr(result, "cap", None) == "bytes":
+        return f"byte cap of {result.byte_cap:,} bytes reached"
+    return f"row cap of {result.row_cap} reached"
 
 
 class AggregateService:
@@ -98,7 +107,7 @@ class AggregateService:
         if self._executor is None:
             self._executor = self.engine.guarded_executor(
                 self.catalog.names, timeout_s=self.settings.aggregate_timeout_s,
-                row_cap=self.settings.aggregate_row_cap)
+                row_cap=self.settings.aggregate_row_cap, byte_cap=self.settings.aggregate_byte_cap)
         return self._executor
 
     def run_sql(self, sql: str, caller: Caller) -> AggregateResult:
@@ -120,7 +129,7 @@ class AggregateService:
             res = self.executor.run(checked, who)
             ran.set_attributes({"db.response.returned_rows": len(res.rows), "oracle_rag.sql.truncated": res.truncated})
         out = AggregateResult(None, checked.sql, res.columns, [list(r) for r in res.rows], res.truncated,
-                              res.row_cap, attempts=1)
+                              res.row_cap, cap=res.cap, byte_cap=res.byte_cap, attempts=1)
         out.answer = summarise(out)
         return out
 

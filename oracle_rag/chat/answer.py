@@ -89,8 +89,8 @@ def aggregate_dict(result: AggregateResult | None) -> dict[str, Any] | None:
     if result is None:
         return None
     return {"sql": result.sql, "columns": result.columns, "rows": result.rows, "truncated": result.truncated,
-            "row_cap": result.row_cap, "timed_out": result.timed_out, "error": result.error,
-            "attempts": result.attempts}
+            "row_cap": result.row_cap, "cap": result.cap, "byte_cap": result.byte_cap,
+            "timed_out": result.timed_out, "error": result.error, "attempts": result.attempts}
 
 
 @dataclass(frozen=True)
@@ -232,7 +232,8 @@ class Chat:
 
     def _messages(self, prep: _Prepared) -> list[dict[str, str]]:
         usable = prep.aggregate if prep.aggregate is not None and not prep.aggregate.error else None
-        return build_messages(prep.question, prep.chunks, prep.history, usable)
+        return build_messages(prep.question, prep.chunks, prep.history, usable,
+                              query_chars=self.settings.aggregate_prompt_chars)
 
     # -- public ----------------------------------------------------------
     def answer(self, question: str, caller: Caller, conversation_id: str | None = None,

@@ -107,29 +107,54 @@ def select_history(turns: Sequence[Turn], budget: int) -> list[Turn]:
     return [t for pair in reversed(chosen) for t in pair]
 
 
-def render_query_result(result: Any) -> str:
-    """The ``<query_result>`` block: the SQL that ran and its (capped) rows, neutralised."""
-    lines = ["<query_result>", f"SQL: {neutralise(result.sql or '')}"]
-    lines.append(" | ".join(neutralise(str(c)) for c in result.columns))
+QUERY_RESULT_CHARS = 8_000
+QUERY_VALUE_CHARS = 500
+
+
+def render_query_result(result: Any, max_chars: int = QUERY_RESULT_CHARS) -> str:
+    """The ``<query_result>`` block: the SQL that ran and its (capped) rows, neutralised.
+
+    At most 50 rows, each value cut to ``QUERY_VALUE_CHARS`` and the whole
+    block to ``max_chars`` characters (``aggregate_prompt_chars``): a result
+    of large values cannot crowd the question out of the model's context.
+    Every cut is said in the block.
+    """
+    def cell(v: Any) -> str:
+        text = "NULL" if v is None else neutralise(str(v))
+        return text if len(text) <= QUERY_VALUE_CHARS else text[:QUERY_VALUE_CHARS] + "…"
+
+    head = ["<query_result>", f"SQL: {neutralise(result.sql or '')[:QUERY_VALUE_CHARS * 4]}",
+            " | ".join(cell(c) for c in result.columns)]
+    body: list[str] = []
+    used = sum(len(x) + 1 for x in head)
+    shown = 0
     for row in result.rows[:50]:
-        lines.append(" | ".join("NULL" if v is None else neutralise(str(v)) for v in row))
-    if len(result.rows) > 50:
-        lines.append(f"... {len(result.rows) - 50} more rows")
+        line = " | ".join(cell(v) for v in row)
+        if used + len(line) + 1 > max_chars:
+            break
+        body.append(line)
+        used += len(line) + 1
+        shown += 1
+    tail = []
+    if shown < len(result.rows):
+        why = "" if shown == min(len(result.rows), 50) else f", the prompt cap of {max_chars} characters"
+        tail.append(f"... {len(result.rows) - shown} more rows not shown{why}")
     if result.truncated:
-        lines.append(f"(incomplete: the row cap of {result.row_cap} was reached)")
-    lines.append("</query_result>")
-    return "\n".join(lines)
+        from ..aggregate.service import cap_text
+
+        tail.append(f"(incomplete: the {cap_text(result)})")
+    return "\n".join(head + body + tail + ["</query_result>"])
 
 
 def build_messages(question: str, chunks: Sequence[Any], history: Sequence[Turn] = (),
-                   query_result: Any = None) -> list[dict[str, str]]:
+                   query_result: Any = None, *, query_chars: int = QUERY_RESULT_CHARS) -> list[dict[str, str]]:
     """OpenAI chat messages: system rules, earlier turns, then context (+ query result) + question."""
     messages = [{"role": "system", "content": SYSTEM_PROMPT}]
     for turn in history:
         messages.append({"role": turn.role, "content": neutralise(turn.content)})
     context = render_context(chunks)
     if query_result is not None:
-        context += "\n" + render_query_result(query_result)
+        context += "\n" + render_query_result(query_result, query_chars)
     user = f"{context}\n\nQuestion: {neutralise(question)}"
     messages.append({"role": "user", "content": user})
     return messages

@@ -25,6 +25,7 @@ def register(main: click.Group) -> None:
         refusal reason on stderr and exit 2.
         """
         from ..aggregate import AggregateService
+        from ..aggregate.service import cap_text
         from ..caller import load_caller
 
         rag = _system(ctx)
@@ -37,10 +38,10 @@ def register(main: click.Group) -> None:
             sys.exit(EXIT_INPUT)
         if as_json:
             click.echo(json.dumps({"columns": result.columns, "rows": result.rows, "truncated": result.truncated,
-                                   "row_cap": result.row_cap}, default=str))
+                                   "row_cap": result.row_cap, "cap": result.cap, "byte_cap": result.byte_cap}, default=str))
             return
         click.echo("\t".join(result.columns))
         for row in result.rows:
             click.echo("\t".join("" if v is None else str(v) for v in row))
         if result.truncated:
-            click.echo(f"(row cap of {result.row_cap} reached: output incomplete)", err=True)
+            click.echo(f"({cap_text(result)}: output incomplete)", err=True)

@@ -154,6 +154,8 @@ def register(main: click.Group) -> None:
                     for row in agg.rows[:50]:
                         click.echo("\t".join("" if v is None else str(v) for v in row))
                 if agg.truncated:
-                    click.echo(f"(row cap of {agg.row_cap} reached: rows incomplete)")
+                    from ..aggregate.service import cap_text
+
+                    click.echo(f"({cap_text(agg)}: rows incomplete)")
         if answer.conversation_id:
             click.echo(f"conversation {answer.conversation_id}", err=True)

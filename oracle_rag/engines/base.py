@@ -250,7 +250,8 @@ class Engine(ABC):
     sql_dialect_name = "SQLite"
 
     @abstractmethod
-    def guarded_executor(self, views: tuple[str, ...], *, timeout_s: float, row_cap: int) -> Any:
+    def guarded_executor(self, views: tuple[str, ...], *, timeout_s: float, row_cap: int,
+                         byte_cap: int = 1_000_000) -> Any:
         """The read-only execution path for untrusted (model-written) SQL."""
 
     def bind_value(self, value: Any) -> Any:

@@ -90,7 +90,8 @@ class OracleEngine(Engine):
     sql_dialect = "oracle"
     sql_dialect_name = "Oracle"
 
-    def guarded_executor(self, views: tuple[str, ...], *, timeout_s: float, row_cap: int) -> Any:
+    def guarded_executor(self, views: tuple[str, ...], *, timeout_s: float, row_cap: int,
+                         byte_cap: int = 1_000_000) -> Any:
         """A pool for the least-privilege read-only user (never the schema owner)."""
         from ..aggregate.executors import OracleExecutor
 
@@ -107,7 +108,7 @@ class OracleEngine(Engine):
                                   pool_size=2, max_overflow=0, pool_pre_ping=True, hide_parameters=True)
         install_type_handlers(engine)
         tag_oracle_sessions(engine)  # MODULE/ACTION/CLIENT_INFO join V$SESSION to the trace
-        return OracleExecutor(engine, timeout_s=timeout_s, row_cap=row_cap)
+        return OracleExecutor(engine, timeout_s=timeout_s, row_cap=row_cap, byte_cap=byte_cap)
 
     def sql(self, template: str) -> str:
         """A statement from :mod:`oracle_sql` with the model name filled in."""

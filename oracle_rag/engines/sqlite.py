@@ -117,10 +117,11 @@ class SqliteEngine(Engine):
         except sa.exc.DBAPIError as exc:
             raise wrap_driver_error(exc, "sqlite queue transaction") from None
 
-    def guarded_executor(self, views: tuple[str, ...], *, timeout_s: float, row_cap: int) -> Any:
+    def guarded_executor(self, views: tuple[str, ...], *, timeout_s: float, row_cap: int,
+                         byte_cap: int = 1_000_000) -> Any:
         from ..aggregate.executors import SqliteExecutor
 
-        return SqliteExecutor(self.path, views, timeout_s=timeout_s, row_cap=row_cap)
+        return SqliteExecutor(self.path, views, timeout_s=timeout_s, row_cap=row_cap, byte_cap=byte_cap)
 
     def bind_value(self, value: Any) -> Any:
         if isinstance(value, dt.datetime):

@@ -66,7 +66,8 @@ def _schemas(max_question_chars: int) -> dict[str, Any]:
         "sql": _nullable(_STR),
         "columns": {"type": "array", "items": _STR},
         "rows": {"type": "array", "items": {"type": "array", "items": {}}},
-        "truncated": _BOOL, "row_cap": _INT, "timed_out": _BOOL,
+        "truncated": _BOOL, "row_cap": _INT, "cap": _nullable({"type": "string", "enum": ["rows", "bytes"]}),
+        "byte_cap": _INT, "timed_out": _BOOL,
         "error": _nullable(_STR), "attempts": _INT,
     }))
     summary = {"id": _STR, "title": _STR, "created_at": _STR, "updated_at": _STR}

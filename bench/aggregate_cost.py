@@ -1,0 +1,220 @@
+"""Bounded cost of hostile aggregates: server RSS and stop time under 4 parallel attacks.
+
+Setup (not measured): a data directory with the demo data set (2,000 tasks by
+default; no index is needed, aggregates read the RAG_V_* views), an admin
+token (the admin's views show every row, so cross joins are as large as they
+get), and the scripted OpenAI-protocol model of the test suite
+(``tests/llm_server.py``) on 127.0.0.1. ``oracle-rag serve`` runs as a
+subprocess with ``--no-worker``, ``aggregate_retries = 0`` and
+``aggregate_timeout_s`` = ``--timeout``.
+
+Baseline, measured in the same run: the server's RSS while idle after one
+legitimate aggregate (warm-up). Then ``--parallel`` chat requests at once
+(default 4), each routed to aggregation, whose "model" returns one hostile
+query (cycling through ``HOSTILE``: a doubling string CTE, a 6-way cross
+join, a doubling ``replace`` CTE, a sorted 3-way cross join). RSS is sampled
+every 20 ms from ``/proc/<pid>/status``.
+
+Reported: peak RSS minus idle RSS (goal: within +300 MB), each request's
+wall time over the timeout (goal: every one within 1.5x), the refusal each
+got, and that the server answered a legitimate request afterwards.
+
+Run: ``.venv/bin/python bench/aggregate_cost.py`` (``--data-dir DIR`` keeps
+the prepared database). Writes ``bench/results/aggregate_cost.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "aggregate_cost.json"
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+AGG_ONLY = '{"retrieval": false, "aggregation": true}'
+LEGIT = "SELECT STATUS, COUNT(*) AS N FROM RAG_V_TASK GROUP BY STATUS"
+HOSTILE = {
+    "doubling string cte": "WITH RECURSIVE r(s) AS (SELECT 'x' UNION ALL SELECT s || s FROM r) "
+                           "SELECT max(length(s)) FROM r",
+    "6-way cross join": "SELECT COUNT(*) FROM RAG_V_TASK a, RAG_V_TASK b, RAG_V_TASK c, RAG_V_TASK d, "
+                        "RAG_V_TASK e, RAG_V_TASK f",
+    "doubling replace cte": "WITH RECURSIVE r(s, n) AS (SELECT 'ab', 0 UNION ALL SELECT replace(s, 'a', s), n + 1 "
+                            "FROM r WHERE n < 60) SELECT max(length(s)) FROM r",
+    "sorted 3-way cross join": "SELECT a.TITLE || b.TITLE || c.TITLE AS T FROM RAG_V_TASK a, RAG_V_TASK b, "
+                               "RAG_V_TASK c ORDER BY T DESC",
+}
+ADMIN = 1
+
+
+def prepare(data_dir: Path, tasks: int) -> str:
+    from oracle_rag.auth import create_token
+    from oracle_rag.config import load_settings
+    from oracle_rag.demo.seed import seed
+    from oracle_rag.system import RagSystem
+
+    with RagSystem(load_settings(env={}, data_dir=str(data_dir))) as rag:
+        rag.migrate(demo=True)
+        if seed(rag.engine, tasks) is not None:
+            print(f"seeded {tasks} tasks", file=sys.stderr)
+        return create_token(rag.engine, ADMIN, expires_days=1, label="bench").token
+
+
+def start_server(data_dir: Path, llm_url: str, timeout_s: float) -> tuple[subprocess.Popen[str], str]:
+    cfg = data_dir / "bench-aggregate.toml"
+    cfg.write_text(f'data_dir = "{data_dir}"\nllm_url = "{llm_url}"\nllm_model = "m"\nllm_api_key = "k"\n'
+                   f"llm_max_retries = 0\naggregate_retries = 0\naggregate_timeout_s = {timeout_s}\n"
+                   "backfill_on_startup = false\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORACLE_RAG_")}
+    proc = subprocess.Popen([sys.executable, "-m", "oracle_rag.cli", "--config", str(cfg), "serve", "--port", "0",
+                             "--no-worker"], cwd=data_dir, env=env, stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in iter(proc.stderr.readline, ""):
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    while True:
+        line = lines.get(timeout=180)
+        if line is None:
+            raise SystemExit("the server exited during start-up")
+        if line.startswith("serving on "):
+            return proc, line.split()[2].split("//", 1)[1].rstrip("/")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Sampler(threading.Thread):
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.stop_event = pid, 0.0, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            self.peak = max(self.peak, rss_mb(self.pid))
+            time.sleep(0.02)
+
+
+def ask(address: str, token: str) -> tuple[float, int, dict[str, Any]]:
+    host, port = address.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=300)
+    started = time.perf_counter()
+    conn.request("POST", "/api/chat", body=json.dumps({"question": "how many tasks are there in total?"}),
+                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+    response = conn.getresponse()
+    body = json.loads(response.read() or b"{}")
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return elapsed, response.status, body
+
+
+def main() -> None:
+    from llm_server import ScriptedLLM
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=2000)
+    parser.add_argument("--timeout", type=float, default=5.0, help="aggregate_timeout_s of the server")
+    parser.add_argument("--parallel", type=int, default=4)
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="oracle-rag-aggregate-cost-"))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token = prepare(data_dir, args.tasks)
+    names = [list(HOSTILE)[i % len(HOSTILE)] for i in range(args.parallel)]
+    with ScriptedLLM().start() as llm:
+        proc, address = start_server(data_dir, llm.url, args.timeout)
+        try:
+            llm.push_route(AGG_ONLY)
+            llm.push(json.dumps({"sql": LEGIT}), "Counts per status.")
+            warm_s, warm_status, _ = ask(address, token)
+            time.sleep(1.0)
+            idle = max(rss_mb(proc.pid) for _ in range(10) if time.sleep(0.05) is None)
+            for name in names:
+                llm.push_route(AGG_ONLY)
+                llm.push(json.dumps({"sql": HOSTILE[name]}))
+            sampler = Sampler(proc.pid)
+            sampler.start()
+            outcomes: list[Any] = [None] * len(names)
+
+            def one(i: int) -> None:
+                outcomes[i] = ask(address, token)
+
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(len(names))]
+            started = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            wall = time.perf_counter() - started
+            sampler.stop_event.set()
+            sampler.join()
+            llm.push_route(AGG_ONLY)
+            llm.push(json.dumps({"sql": LEGIT}), "Still here.")
+            after_s, after_status, after_body = ask(address, token)
+            load_avg = os.getloadavg()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    queries = []
+    by_sql = {sql: name for name, sql in HOSTILE.items()}
+    for elapsed, status, body in outcomes:
+        agg = body.get("aggregate") or {}  # the concurrent requests take the scripted replies in any order
+        queries.append({"query": by_sql.get(agg.get("sql") or "", "?"), "http_status": status, "wall_s": round(elapsed, 3),
+                        "wall_over_timeout": round(elapsed / args.timeout, 3), "refusal": agg.get("error"),
+                        "timed_out": agg.get("timed_out")})
+    worst = max(q["wall_over_timeout"] for q in queries)
+    report: dict[str, Any] = {
+        "benchmark": "aggregate_cost",
+        "tasks": args.tasks,
+        "parallel": args.parallel,
+        "timeout_s": args.timeout,
+        "idle_rss_mb": round(idle, 1),
+        "peak_rss_mb": round(sampler.peak, 1),
+        "peak_over_idle_mb": round(sampler.peak - idle, 1),
+        "peak_over_idle_ratio": round(sampler.peak / idle, 3),
+        "worst_wall_over_timeout": worst,
+        "all_requests_wall_s": round(wall, 3),
+        "queries": queries,
+        "warm_up": {"status": warm_status, "wall_s": round(warm_s, 3)},
+        "after": {"status": after_status, "wall_s": round(after_s, 3),
+                  "rows": (after_body.get("aggregate") or {}).get("rows")},
+        "goal_met": sampler.peak - idle <= 300 and worst <= 1.5 and after_status == 200
+        and all(q["http_status"] == 200 and q["refusal"] for q in queries),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "load_avg_after": [round(x, 2) for x in load_avg]},
+    }
+    print(json.dumps(report, indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
