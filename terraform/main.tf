@@ -30,7 +30,14 @@ resource "oci_database_autonomous_database" "rag" {
   db_version     = var.db_version
   is_free_tier   = var.is_free_tier
   compute_model  = "ECPU"
-  # Always Free takes exactly 2 ECPUs and fixed storage, and no license change.
+  # Checked against the provider's schema (database_autonomous_database_resource.go, oci-go-sdk
+  # v65): compute_model, compute_count (float), data_storage_size_in_tbs, license_model,
+  # is_free_tier, is_mtls_connection_required and whitelisted_ips are all optional arguments;
+  # cpu_core_count/ocpu_count belong to the OCPU model and are not set. Always Free on the
+  # ECPU model is at most 2 ECPUs and about 20 GB of storage, not scalable (Autonomous
+  # Database docs, "Always Free Autonomous Database"): so 2 ECPUs, no storage size and no
+  # license model are sent for it. A tenancy without the ECPU model offers Always Free as
+  # 1 OCPU only; this configuration does not cover that case.
   compute_count            = var.is_free_tier ? 2 : var.compute_count
   data_storage_size_in_tbs = var.is_free_tier ? null : var.data_storage_size_in_tbs
   license_model            = var.is_free_tier ? null : var.license_model
@@ -108,10 +115,13 @@ resource "time_offset" "par_expiry" {
   }
 }
 
+# object_name, not object: the provider marks `object` deprecated in favour of `object_name`
+# (internal/service/objectstorage/objectstorage_preauthrequest_resource.go:
+# FieldDeprecatedForAnother("object", "object_name"); the two conflict).
 resource "oci_objectstorage_preauthrequest" "model_read" {
   namespace    = local.namespace
   bucket       = oci_objectstorage_bucket.models.name
-  object       = oci_objectstorage_object.model.object
+  object_name  = oci_objectstorage_object.model.object
   name         = "${var.bucket_name}-model-read"
   access_type  = "ObjectRead"
   time_expires = time_offset.par_expiry.rfc3339

@@ -8,7 +8,7 @@ Where the database comes from, in order:
    cannot live in the SYSTEM tablespace, ORA-51963). Optional:
    ``ORACLE_RAG_TEST_RO_URL`` + ``ORACLE_RAG_TEST_RO_PASSWORD`` for a read-only user.
 2. Otherwise, when a Docker engine answers, testcontainers starts
-   ``gvenzl/oracle-free:23.26.0-faststart`` (the regular flavour: Oracle Text
+   ``gvenzl/oracle-free:23.26.3-faststart`` (the regular flavour: Oracle Text
    is in it, the ``-slim`` images remove it) with an application user
    ``RAG_TEST`` and a read-only user ``RAG_TEST_RO``, once per test session.
 3. Otherwise every Oracle test is skipped with one line saying why. With
@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-IMAGE = "gvenzl/oracle-free:23.26.0-faststart"
+IMAGE = "gvenzl/oracle-free:23.26.3-faststart"
 APP_USER = "RAG_TEST"
 RO_USER = "RAG_TEST_RO"
 PASSWORD_ENV = "ORACLE_RAG_TEST_PASSWORD"

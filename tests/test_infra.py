@@ -359,7 +359,8 @@ def test_bucket_object_and_par(tf: dict[str, Any]) -> None:
 
     par = resource(tf, "oci_objectstorage_preauthrequest", "model_read")
     assert attr(tf, par, "access_type") == "ObjectRead"
-    assert "oci_objectstorage_object.model" in str(attr(tf, par, "object"))
+    assert "oci_objectstorage_object.model" in str(attr(tf, par, "object_name"))
+    assert "object" not in par, "`object` is deprecated on the PAR resource in favour of `object_name`"
     expires = str(attr(tf, par, "time_expires"))
     assert "time_offset.par_expiry" in expires, "expiry must be pinned at creation, not per plan"
     assert "timestamp()" not in expires
@@ -501,7 +502,7 @@ def test_compose_resolved_facts() -> None:
 
     image, tag = svc["image"].rsplit(":", 1)
     assert image == "gvenzl/oracle-free"
-    assert tag == "23.26.0-faststart", (
+    assert tag == "23.26.3-faststart", (
         "regular (non-slim) faststart: the slim images remove Oracle Text"
     )
     assert "slim" not in tag

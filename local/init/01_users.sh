@@ -93,7 +93,7 @@ BEGIN
   -- The -slim images uninstall Oracle Text; keyword and hybrid search need it.
   IF NOT user_exists('CTXSYS') THEN
     RAISE_APPLICATION_ERROR(-20001,
-      'Oracle Text (CTXSYS) is missing: use a non-slim image such as gvenzl/oracle-free:23.26.0-faststart');
+      'Oracle Text (CTXSYS) is missing: use a non-slim image such as gvenzl/oracle-free:23.26.3-faststart');
   END IF;
 
   -- Application user. The image normally created it already (APP_USER).

@@ -1,7 +1,7 @@
 """Fixtures for the Oracle-only integration tests (everything here is marked ``oracle``).
 
 ``oracle_url`` comes from ``ORACLE_RAG_TEST_URL`` (+ ``ORACLE_RAG_TEST_PASSWORD``)
-or a testcontainers ``gvenzl/oracle-free:23.26.0-faststart`` with an
+or a testcontainers ``gvenzl/oracle-free:23.26.3-faststart`` with an
 application user; without either, every test here is skipped with one line
 (see ``tests/oracle_helpers.py`` and ``docs/oracle-testing.md``). The session
 fixture also builds our ONNX model and loads it with the product's
