@@ -10,6 +10,8 @@ inside the worker.
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 import re
 import tomllib
@@ -253,6 +255,38 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigurationError(f"config file {path} is not valid TOML: {exc}", key="ORACLE_RAG_CONFIG") from None
 
 
+# ORACLE_RAG_* variables that are read, but are not settings: the config file,
+# the local/ scripts' own knobs, and the test suite's (ORACLE_RAG_TEST_*).
+# Password variables are named by the *_env settings and added per call.
+OTHER_ENV = ("ORACLE_RAG_CONFIG", "ORACLE_RAG_BIN", "ORACLE_RAG_MODEL_FILE")
+_TEST_ENV_PREFIX = "ORACLE_RAG_TEST_"
+_warned_env: set[str] = set()
+log = logging.getLogger("oracle_rag.config")
+
+
+def _warn_unknown_env(env: Mapping[str, str], values: Mapping[str, Any]) -> None:
+    """Warn (once per process) about an ORACLE_RAG_* variable that nothing reads.
+
+    Unlike a TOML key, an environment variable may belong to someone else, so
+    it is a warning, not an error; but ``ORACLE_RAG_TOPK`` silently ignored
+    costs an afternoon, so the warning names the closest valid variable.
+    """
+    settings_env = [ENV_PREFIX + key.upper() for key in _SPECS]
+    known = {*settings_env, *OTHER_ENV}
+    for key in ("db_password_env", "aggregate_db_password_env", "llm_api_key_env"):
+        known.add(str(values.get(key) or getattr(Settings, key, "") or ""))
+    for name in env:
+        if not name.startswith(ENV_PREFIX) or name in known or name.startswith(_TEST_ENV_PREFIX):
+            continue
+        if name in _warned_env:
+            continue
+        _warned_env.add(name)
+        # compare what follows the prefix: the shared prefix would make anything look close
+        close = difflib.get_close_matches(name[len(ENV_PREFIX):], [k.upper() for k in _SPECS], n=1, cutoff=0.7)
+        hint = f"; did you mean {ENV_PREFIX}{close[0]}?" if close else "; see docs/configuration.md"
+        log.warning("environment variable %s is not an oracle-rag setting and is ignored%s", name, hint)
+
+
 def load_settings(
     env: Mapping[str, str] | None = None,
     config_file: str | os.PathLike[str] | None = None,
@@ -293,6 +327,7 @@ def load_settings(
         env_key = ENV_PREFIX + key.upper()
         if env_key in env and env[env_key] != "":
             values[key] = _coerce(env_key, env[env_key], spec, "environment")
+    _warn_unknown_env(env, values)
     values.update({k: v for k, v in overrides.items() if v is not None})
     unknown = set(values) - {f.name for f in fields(Settings)}
     if unknown:

@@ -309,3 +309,72 @@ def test_db_password_from_named_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_DB_PW", "pw")
     s = load_settings(env={"ORACLE_RAG_DB_PASSWORD_ENV": "MY_DB_PW"})
     assert s.db_password() == "pw"
+
+
+# -- issue 18: a newcomer's configuration mistakes, each one line naming the fix ----------
+@pytest.fixture
+def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    import oracle_rag.config as config
+
+    monkeypatch.setattr(config, "_warned_env", set())
+
+
+def test_unknown_env_variable_warns_with_the_closest_key(fresh_warnings, caplog) -> None:
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="oracle_rag.config"):
+        settings = load_settings(env={"ORACLE_RAG_TOPK": "3", "ORACLE_RAG_ZZZ_QQQ": "1"})
+        load_settings(env={"ORACLE_RAG_TOPK": "3"})  # once per process, not once per call
+    assert settings.top_k == 8  # ignored, as the warning says
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == [
+        "environment variable ORACLE_RAG_TOPK is not an oracle-rag setting and is ignored; "
+        "did you mean ORACLE_RAG_TOP_K?",
+        "environment variable ORACLE_RAG_ZZZ_QQQ is not an oracle-rag setting and is ignored; "
+        "see docs/configuration.md",
+    ]
+
+
+def test_variables_that_are_read_do_not_warn(fresh_warnings, caplog) -> None:
+    import logging
+
+    env = {"ORACLE_RAG_TOP_K": "3", "ORACLE_RAG_CONFIG": "", "ORACLE_RAG_DB_PASSWORD": "pw",
+           "ORACLE_RAG_RO_PASSWORD": "pw", "ORACLE_RAG_TEST_URL": "x", "ORACLE_RAG_MY_KEY": "k",
+           "ORACLE_RAG_LLM_API_KEY_ENV": "ORACLE_RAG_MY_KEY", "ORACLE_RAG_BIN": "b", "OTHER_TOPK": "1"}
+    with caplog.at_level(logging.WARNING, logger="oracle_rag.config"):
+        assert load_settings(env=env).top_k == 3
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+
+
+def _cli(args: list[str], env: dict[str, str], cwd: Path):
+    import os
+    import subprocess
+    import sys
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ORACLE_RAG_")}
+    return subprocess.run([sys.executable, "-m", "oracle_rag.cli", *args], capture_output=True, text=True,
+                          env={**base, **env}, cwd=cwd, timeout=300)
+
+
+@pytest.mark.parametrize("kind", ["file", "missing parent", "proc"])
+def test_bad_data_dir_is_one_line_and_exit_2(tmp_path: Path, kind: str) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    target = {"file": a_file, "missing parent": tmp_path / "no" / "such" / "data",
+              "proc": Path("/proc/oracle-rag-data")}[kind]
+    res = _cli(["migrate"], {"ORACLE_RAG_DATA_DIR": str(target)}, tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith(f"error: CONFIGURATION: data_dir {target}") and "ORACLE_RAG_DATA_DIR" in line
+    assert {"file": "is a file", "missing parent": "mkdir -p", "proc": "cannot be created"}[kind] in line
+    assert not (tmp_path / "no").exists()
+
+
+def test_oracle_user_without_password_variable_names_it(tmp_path: Path) -> None:
+    env = {"ORACLE_RAG_DATABASE_URL": "oracle+oracledb://rag_app@127.0.0.1:9/?service_name=FREEPDB1",
+           "ORACLE_RAG_DB_PASSWORD_ENV": "MY_RAG_PW"}
+    res = _cli(["status"], env, tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and "DPY-4001" not in res.stderr
+    assert "environment variable MY_RAG_PW (db_password_env) is not set" in res.stderr

@@ -646,8 +646,10 @@ def ensure_model(data_dir: Path, progress: ProgressCallback | None = None) -> Pa
     model; the first one builds, the others find the finished file. A present
     file is trusted: it can only have been put there by an atomic replace.
     """
+    from ..data_dir import prepare_data_dir
     from .batch_model import batch_models_present
 
+    prepare_data_dir(data_dir)
     path = model_path_for(data_dir)
     if _present(path) and batch_models_present(path):
         return path

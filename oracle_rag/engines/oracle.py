@@ -119,6 +119,13 @@ class OracleEngine(Engine):
         password = self.settings.db_password()
         if password:
             connect_args["password"] = password
+        elif sa.engine.make_url(self.settings.database_url or "oracle+oracledb://").username:
+            # A user without a password fails in the driver as a bare DPY-4001;
+            # name the variable instead (a wallet or external login has no user in the URL).
+            raise ConfigurationError(
+                f"database_url names a user but the environment variable {self.settings.db_password_env} "
+                f"(db_password_env) is not set: export {self.settings.db_password_env}=... with that "
+                f"user's password", key="db_password_env")
         engine = sa.create_engine(
             self.settings.database_url or "",
             connect_args=connect_args,

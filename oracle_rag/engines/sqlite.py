@@ -73,7 +73,9 @@ class SqliteEngine(Engine):
             self._runtime = runtime
 
     def _create_sa_engine(self) -> sa.Engine:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        from ..data_dir import prepare_data_dir
+
+        prepare_data_dir(self.path.parent)
         engine = sa.create_engine(
             f"sqlite:///{self.path}",
             module=sqlean,
