@@ -122,10 +122,9 @@ def model_build(ctx: click.Context, out: Path | None, force: bool) -> None:
         click.echo(f"{target} exists (use --force to rebuild)")
         return
 
-    def progress(step: str, fraction: float) -> None:
-        click.echo(f"\r[{int(fraction * 100):3d}%] {step:<40}", err=True, nl=fraction >= 1.0)
+    from .progress import step_progress
 
-    path = build_model(target, progress=progress)
+    path = build_model(target, progress=step_progress("model build"))
     click.echo(str(path))
 
 
@@ -191,16 +190,28 @@ def worker(ctx: click.Context, once: bool) -> None:
     from .worker import install_signal_handlers
 
     rag = _system(ctx)
-    w = rag.worker()
     if once:
-        res = w.drain()
+        from .progress import Progress, step_progress
+
+        if rag.engine.name == "sqlite" and not rag.settings.model_path.is_file():
+            from .embedding import ensure_model  # else built silently inside the first batch
+
+            ensure_model(rag.settings.data_path, progress=step_progress("model build"))
+        with rag.engine.connect() as conn:
+            depth = rag.engine.queue_stats(conn, rag.settings.max_attempts).depth
+        bar = Progress("worker", depth, unit="queue rows")
+        w = rag.worker(on_batch=lambda batch: bar.advance(batch.picked))
+        try:
+            res = w.drain()
+        finally:
+            bar.finish()
         click.echo(f"picked {res.picked}, embedded {res.embedded}, unchanged {res.unchanged}, "
                    f"deleted {res.deleted}, failed rows {res.failed_rows}")
         sys.exit(EXIT_ERROR if res.failed_rows else 0)
     stop = threading.Event()
     install_signal_handlers(stop)
     click.echo("worker running; Ctrl-C to stop", err=True)
-    w.run(stop)
+    rag.worker().run(stop)
 
 
 @main.command()

@@ -98,14 +98,42 @@ def test_citations_keep_only_retrieved_chunks_in_mention_order() -> None:
     answer = "Per [SPRINT #2] and [TASK #999] (invented) and [TASK #1.] and again [TASK #1]."
     cited = select_citations(answer, retrieved)
     assert [(c.source_type, c.source_id) for c in cited] == [("SPRINT", "2"), ("TASK", "1")]
-    assert cited[1].snippet == "[TASK #1] one"  # the snippet comes from the chunk, not from the model
+    assert cited[1].snippet == "one"  # from the chunk, not from the model; its anchor is the link beside it
     assert select_citations("no anchors at all", retrieved) == []
 
 
 def test_snippet_is_one_line_and_bounded() -> None:
     assert snippet("a\n\n b   c") == "a b c"
     long = snippet("word " * 200, limit=50)
-    assert len(long) == 50 and long.endswith("\u2026")
+    assert len(long) <= 50 and long.endswith("\u2026")
+
+
+TASK_TEXT = ("[TASK #887] Payment retries\nStatus: BLOCKED | Priority: HIGH | Sprint: 11\nProject: Billing\n"
+             "Assignee: Dana Ito\nStory points: 5\nDue: 2026-12-04\nDescription: " + "Routine context. " * 20
+             + "The invoice PDF renderer times out on large statements and the retry loop never backs off. "
+             + "More routine context. " * 10)
+
+
+def test_snippet_drops_the_leading_anchor_and_centres_on_the_question() -> None:
+    """Issue 18: Sources lines repeated the anchor and were cut before the part that matched."""
+    cut = snippet(TASK_TEXT, 120, query="why does the invoice PDF renderer time out?", anchor="[TASK #887]")
+    assert "[TASK #887]" not in cut
+    assert "invoice PDF renderer times out" in cut
+    assert cut.startswith("\u2026") and cut.endswith("\u2026") and len(cut) <= 120
+    assert cut.index("invoice") < len(cut) // 2  # the match sits early in the window, context after it
+    # no query word in the text: the record's start (its title), as before
+    head = snippet(TASK_TEXT, 120, query="zzqx", anchor="[TASK #887]")
+    assert head.startswith("Payment retries Status: BLOCKED") and head.endswith("\u2026")
+    # the window holding most distinct words wins over an earlier single hit
+    text = "renderer " + "filler " * 60 + "the renderer and the invoice and the timeout " + "tail " * 60
+    best = snippet(text, 80, query="renderer invoice timeout")
+    assert "invoice" in best and "timeout" in best
+
+
+def test_citation_snippet_follows_the_question() -> None:
+    chunk = FakeChunk("TASK", "887", TASK_TEXT)
+    (cited,) = select_citations("See [TASK #887].", [chunk], "invoice renderer timeout")
+    assert "invoice PDF renderer" in cited.snippet and not cited.snippet.startswith("[TASK")
 
 
 def test_extractive_answer_is_labelled_and_cites_what_it_shows() -> None:

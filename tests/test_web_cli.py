@@ -135,16 +135,27 @@ def test_demo_refuses_a_database_url(tmp_path: Path) -> None:
 def test_demo_prepares_and_serves(data_dir: Path, tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
     from oracle_rag.demo.run import DEMO_EMPLOYEES, run_demo
 
-    cfg = _config(tmp_path, data_dir, "worker_initial_delay_ms = 0\n")
+    # the worker thread waits 3 s, so the server is seen answering before anything is indexed
+    cfg = _config(tmp_path, data_dir, "worker_initial_delay_ms = 3000\n")
     ready: queue.Queue = queue.Queue()
 
-    def run_once() -> dict:
+    def run_once(first: bool) -> dict:
         stop = threading.Event()
         thread = threading.Thread(target=run_demo, args=(str(cfg), 0, 12),
                                   kwargs={"stop": stop, "on_ready": ready.put, "install_signals": False}, daemon=True)
         thread.start()
         url = ready.get(timeout=300)
         try:
+            status, health = _get(url + "healthz")
+            assert status == 200
+            if first:  # issue 18: serving at once, with the indexing progress reported
+                assert health["indexing"]["pending"] > 0 and health["indexing"]["done"] is False, health
+            for _ in range(600):
+                if health["indexing"]["done"]:
+                    break
+                threading.Event().wait(0.2)
+                health = _get(url + "healthz")[1]
+            assert health["indexing"]["done"] and health["indexing"]["indexed"] > 12, health
             status, listed = _get(url + "api/demo/identities")
             assert status == 200 and listed["demo"] is True
             idents = listed["identities"]
@@ -161,12 +172,17 @@ def test_demo_prepares_and_serves(data_dir: Path, tmp_path: Path, capfd: pytest.
             thread.join(60)
             assert not thread.is_alive()
 
-    first = run_once()
+    first = run_once(True)
     err = capfd.readouterr().err
-    assert "seeded 40 employees" in err and "indexing" in err and "demo tokens" in err
+    assert "seeded 40 employees" in err and "demo tokens" in err
+    assert "queued entities in the background; the page shows the progress" in err
+    assert "\nindex: " in err and " queue rows in " in err  # the terminal's progress, as plain lines here
+    assert err.index("oracle-rag demo is running") < err.index(" queue rows in ")  # served before indexed
+    assert "answerer: extractive (no language model configured" in err
     assert all(token in err for token in first.values())  # printed for the user
-    second = run_once()  # re-runnable: data kept, tokens re-issued, the old ones revoked
-    assert "demo data already present" in capfd.readouterr().err
+    second = run_once(False)  # re-runnable: data kept, tokens re-issued, the old ones revoked
+    err = capfd.readouterr().err
+    assert "demo data already present" in err and "in the background" not in err
     from oracle_rag.auth import verify_token
     from oracle_rag.config import load_settings
     from oracle_rag.system import RagSystem

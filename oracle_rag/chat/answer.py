@@ -103,8 +103,11 @@ class ChatEvent:
     error: RagError | None = None
 
 
-def extractive_answer(chunks: list[RetrievedChunk]) -> tuple[str, list[Citation]]:
-    """The labelled no-model answer: the top records, each with its anchor and a snippet."""
+def extractive_answer(chunks: list[RetrievedChunk], question: str = "") -> tuple[str, list[Citation]]:
+    """The labelled no-model answer: the top records, each with its anchor and a snippet.
+
+    Snippets are centred on the words of ``question``, so the line shown is
+    the one that matched rather than the record's first lines."""
     top = chunks[:EXTRACTIVE_COUNT]
     lines = [EXTRACTIVE_HEADER, ""]
     for i, c in enumerate(top, 1):
@@ -112,8 +115,8 @@ def extractive_answer(chunks: list[RetrievedChunk]) -> tuple[str, list[Citation]
         head = first if first.startswith(c.anchor) else f"{c.anchor} {first}"
         lines.append(f"{i}. {head}")
         if rest.strip():
-            lines.append(f"   {snippet(rest, 200)}")
-    return "\n".join(lines), [citation_for(c) for c in top]
+            lines.append(f"   {snippet(rest, 200, query=question)}")
+    return "\n".join(lines), [citation_for(c, question) for c in top]
 
 
 @dataclass
@@ -213,7 +216,7 @@ class Chat:
         if answerer == "aggregate":
             assert prep.aggregate is not None
             return prep.aggregate.answer, []
-        text, citations = extractive_answer(prep.chunks)
+        text, citations = extractive_answer(prep.chunks, prep.question)
         if looks_aggregate(prep.question):
             text = f"{AGGREGATION_UNAVAILABLE}\n\n{text}"
         return text, citations
@@ -253,7 +256,7 @@ class Chat:
             raise
         self._observe("llm", time.monotonic() - started, outcome="ok")
         return self._finish(prep, redact(text, self.visible_tasks(prep.caller)),
-                            select_citations(text, prep.chunks), answerer)
+                            select_citations(text, prep.chunks, prep.question), answerer)
 
     def stream(self, question: str, caller: Caller, conversation_id: str | None = None,
                mode: str | None = None, *, store: bool = True, history: Sequence[Turn] = ()) -> ChatStream:
@@ -306,7 +309,7 @@ class ChatStream:
                     yield ChatEvent("error", error=LLMError("the language model returned an empty answer",
                                                             http_status=502))
                     return
-                citations = select_citations(text, self._prep.chunks)
+                citations = select_citations(text, self._prep.chunks, self._prep.question)
             else:
                 citations = self._chat._direct_text(self._prep, self.answerer)[1]
             try:

@@ -53,20 +53,77 @@ def parse_anchors(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def snippet(content: str, limit: int = SNIPPET_CHARS) -> str:
-    """The chunk text on one line, cut at ``limit`` characters."""
+_WORD = re.compile(r"\w{3,}", re.UNICODE)
+# Words too common in questions to say where a record matches.
+_STOPWORDS = frozenset(
+    "the and for are was were with what which who whom whose when where why how this that these those "
+    "from into onto have has had not but all any can could should would will about there their them they "
+    "you your our its it's show list tell give me my".split()
+)
+
+
+def _terms(query: str) -> list[str]:
+    return [w for w in dict.fromkeys(m.group(0).casefold() for m in _WORD.finditer(query))
+            if w not in _STOPWORDS]
+
+
+def snippet(content: str, limit: int = SNIPPET_CHARS, query: str = "", anchor: str = "") -> str:
+    """The chunk text on one line, at most ``limit`` characters, around the part matching ``query``.
+
+    A cut from the start often stops before the line that matched (a task's
+    description comes after six header lines), so the window is placed where
+    the most distinct query words fall, a third of it before the first of
+    them. A leading ``anchor`` is dropped: clients show it as the link next
+    to the snippet, and repeating it wastes the space. Elided ends are
+    marked with an ellipsis.
+    """
     flat = " ".join(content.split())
+    if anchor and flat.startswith(anchor):
+        flat = flat[len(anchor):].lstrip()
     if len(flat) <= limit:
         return flat
-    return flat[: limit - 1].rstrip() + "\u2026"
+    start = _best_window(flat, limit, _terms(query))
+    left = start > 0
+    room = limit - (1 if left else 0)
+    piece = flat[start:start + room]
+    right = start + room < len(flat)
+    if right:  # end on a word boundary, leaving room for the ellipsis
+        piece = piece[: room - 1]
+        cut = piece.rfind(" ")
+        piece = (piece[:cut] if cut > room // 2 else piece).rstrip()
+    return ("\u2026" if left else "") + piece + ("\u2026" if right else "")
 
 
-def citation_for(chunk: Any) -> Citation:
-    return Citation(chunk.source_type, chunk.source_id, snippet(chunk.content))
+def _best_window(flat: str, limit: int, terms: list[str]) -> int:
+    """Start of the ``limit``-wide window holding the most distinct ``terms`` (0 when none match)."""
+    if not terms:
+        return 0
+    low = flat.casefold()
+    # at word starts: "out" must not match inside "routine"; "time" still matches "times"
+    hits = sorted((m.start(), term) for term in terms for m in re.finditer(rf"\b{re.escape(term)}", low))
+    if not hits:
+        return 0
+    best_start, best_count = 0, -1
+    for pos, _ in hits:
+        start = max(0, min(pos - limit // 3, len(flat) - limit))
+        count = len({t for p, t in hits if start <= p and p + len(t) <= start + limit})
+        if count > best_count:
+            best_start, best_count = start, count
+    if best_start > 0:  # begin on a word
+        space = flat.rfind(" ", 0, best_start + 1)
+        best_start = space + 1 if space >= 0 and best_start - space < 20 else best_start
+    return best_start
 
 
-def select_citations(answer: str, retrieved: Sequence[Any]) -> list[Citation]:
-    """Citations for the anchors in ``answer`` that name a retrieved chunk, in order of mention."""
+def citation_for(chunk: Any, query: str = "") -> Citation:
+    anchor = f"[{chunk.source_type} #{chunk.source_id}]"
+    return Citation(chunk.source_type, chunk.source_id, snippet(chunk.content, query=query, anchor=anchor))
+
+
+def select_citations(answer: str, retrieved: Sequence[Any], query: str = "") -> list[Citation]:
+    """Citations for the anchors in ``answer`` that name a retrieved chunk, in order of mention.
+
+    Snippets are centred on ``query`` (the question), when given."""
     by_key = {(c.source_type.upper(), str(c.source_id)): c for c in retrieved}
     out: list[Citation] = []
     used: set[tuple[str, str]] = set()
@@ -75,6 +132,6 @@ def select_citations(answer: str, retrieved: Sequence[Any]) -> list[Citation]:
         for key in ((source_type, source_id), (source_type, source_id.rstrip(".:)!?"))):
             if key in by_key and key not in used:
                 used.add(key)
-                out.append(citation_for(by_key[key]))
+                out.append(citation_for(by_key[key], query))
                 break
     return out

@@ -4,9 +4,12 @@ Embedded engine only (a configured database URL is refused: the demo
 seeds and rewrites data, which must never happen to a real database).
 Steps, each showing progress: build the embedding model if missing,
 migrate (product + reference schema), seed the demo data if absent,
-backfill and index everything, then issue one demo token per role for a
+enqueue everything not indexed yet, issue one demo token per role for a
 few demo employees (earlier demo tokens are revoked), switch on demo mode
-(the page's identity picker) and serve with the worker thread on.
+(the page's identity picker), then serve at once with the worker thread
+indexing behind it: the terminal shows a progress bar, the page and
+``/healthz`` the indexing progress, and answers come from what is indexed
+so far (a first run indexes ~2,000 entities, minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -36,54 +39,60 @@ def _echo(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _bar(label: str, done: int, total: int) -> None:
-    width = 30
-    filled = int(width * done / total) if total else width
-    end = "\n" if done >= total else ""
-    print(f"\r{label:<10} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end=end, file=sys.stderr,
-          flush=True)
+def _pending(rag: Any) -> int:
+    """Queue rows still to index (parked ones excluded)."""
+    with rag.engine.connect() as conn:
+        stats = rag.engine.queue_stats(conn, rag.settings.max_attempts)
+    return max(stats.depth - stats.failed, 0)
 
 
-def prepare_demo(rag: Any, tasks: int, *, echo: Callable[[str], None] = _echo) -> DemoReport:
-    """Everything before serving: model, schema, data, index, demo tokens. Re-runnable."""
+def prepare_demo(rag: Any, tasks: int, *, echo: Callable[[str], None] = _echo, index: bool = True) -> DemoReport:
+    """Everything before serving: model, schema, data, demo tokens, and the index unless
+    ``index=False`` (then the rows stay queued for the server's worker thread). Re-runnable."""
     from ..auth import create_token, revoke_label
     from ..caller import load_caller
     from ..embedding import ensure_model
+    from ..progress import Progress, step_progress
     from ..web import DemoIdentity
     from .seed import seed
 
     settings = rag.settings
     if not settings.model_path.is_file():
         echo("building the embedding model (all-MiniLM-L6-v2, once)")
-        ensure_model(settings.data_path, progress=lambda step, f: _bar("model", int(f * 100), 100))
+        ensure_model(settings.data_path, progress=step_progress("model build"))
     echo(f"database: {settings.sqlite_path}")
     rag.migrate(demo=True, progress=echo)
-    report = seed(rag.engine, tasks, progress=lambda what, d, t: _bar(what, d, t))
+    bars: dict[str, Progress] = {}
+
+    def seeding(what: str, done: int, total: int) -> None:
+        bar = bars.get(what) or bars.setdefault(what, Progress(f"seed {what}", total, unit="rows"))
+        bar.update(done, total)
+        if done >= total:
+            bar.finish()
+
+    report = seed(rag.engine, tasks, progress=seeding)
     if report is None:
         echo("demo data already present")
     else:
         echo(f"seeded {report.employees} employees, {report.projects} projects, {report.sprints} sprints, "
              f"{report.tasks} tasks, {report.comments} comments")
     backfill = rag.backfill()
-    worker = rag.worker()
-    with rag.engine.connect() as conn:
-        total = rag.engine.queue_stats(conn, settings.max_attempts).depth
-    embedded = done = 0
-    if total:
+    embedded = 0
+    total = _pending(rag)
+    if total and index:
         echo(f"indexing {total} queued entities (embedding in-process)")
-        _bar("index", 0, total)
+        bar = Progress("index", total, unit="queue rows")
+        worker = rag.worker()
         while True:
             batch = worker.run_once()
             if batch.idle:
                 break
-            done += batch.picked
             embedded += batch.embedded
-            _bar("index", min(done, total), total)
+            bar.advance(batch.picked)
             if batch.failed_rows and batch.failed_rows == batch.picked:
                 echo(f"indexing stopped: {batch.errors[-1] if batch.errors else 'every row failed'}")
                 break
-        if done < total:
-            _bar("index", total, total)
+        bar.finish()
     revoke_label(rag.engine, DEMO_TOKEN_LABEL)
     identities = []
     for employee_id in DEMO_EMPLOYEES:
@@ -109,18 +118,24 @@ def run_demo(config_file: str | None, port: int, tasks: int, *, host: str = "127
             "the demo runs on the embedded engine only (it seeds and rewrites data); unset "
             "ORACLE_RAG_DATABASE_URL / database_url, or use `oracle-rag serve` for a real database",
             key="database_url")
-    settings = settings.with_overrides(demo=True)
+    # Serve at once and index behind it: the worker thread starts without its
+    # usual delay (unless one is configured) and there is nothing left to backfill.
+    from ..config import Settings
+
+    quick = {"worker_initial_delay_ms": 0} if settings.worker_initial_delay_ms == Settings.worker_initial_delay_ms else {}
+    settings = settings.with_overrides(demo=True, backfill_on_startup=False, **quick)
     stop = stop or threading.Event()
     if install_signals:
         from ..worker import install_signal_handlers
 
         install_signal_handlers(stop)
     with RagSystem(settings) as rag:
-        report = prepare_demo(rag, tasks)
+        report = prepare_demo(rag, tasks, index=False)
         _echo("")
         _echo("demo tokens (Authorization: Bearer <token>; the page's picker uses them):")
         for ident in report.identities:
             _echo(f"  {ident.role:<9} #{ident.employee_id:<3} {ident.name:<24} {ident.token}")
+        watcher: list[threading.Thread] = []
 
         def ready(url: str) -> None:
             from ..chat.llm import LLMClient
@@ -128,9 +143,37 @@ def run_demo(config_file: str | None, port: int, tasks: int, *, host: str = "127
             _echo("")
             _echo(LLMClient.describe(settings))
             _echo(f"oracle-rag demo is running: open {url}  (Ctrl-C to stop)")
+            pending = _pending(rag)
+            if pending:
+                _echo(f"indexing {pending} queued entities in the background; the page shows the progress "
+                      f"and answers from what is indexed so far")
+                thread = threading.Thread(target=_watch_indexing, args=(rag, pending, stop), daemon=True,
+                                          name="oracle-rag-demo-progress")
+                thread.start()
+                watcher.append(thread)
             if on_ready:
                 on_ready(url)
 
         run_server(rag, host, port, worker=True, stop=stop, on_ready=ready,
                    app_config={"ORACLE_RAG_DEMO_IDENTITIES": report.identities})
+        for thread in watcher:
+            thread.join(5)
     _echo("demo stopped")
+
+
+def _watch_indexing(rag: Any, total: int, stop: threading.Event, every_s: float = 1.0) -> None:
+    """Draw the server's indexing progress on the terminal until the queue is empty or ``stop``."""
+    from ..progress import Progress
+
+    bar = Progress("index", total, unit="queue rows")
+    try:
+        while not stop.wait(every_s):
+            try:
+                pending = _pending(rag)
+            except Exception:  # the server reports database faults; the bar just waits
+                continue
+            bar.update(max(total - pending, 0))
+            if pending == 0:
+                break
+    finally:
+        bar.finish()

@@ -69,6 +69,7 @@ def health_report() -> tuple[bool, dict[str, Any]]:
             report["database"] = {"ok": True}
             report["queue"] = {"depth": stats.depth, "stalled_rows": stats.stalled, "failed_rows": stats.failed,
                                "oldest_age_s": stats.oldest_age_s}
+            report["indexing"] = indexing_report(stats)
             model = rag.engine.model_status(conn)
             model_ok = bool(model.get("present")) and int(model.get("dimensions") or 0) > 0
             report["model"] = {"ok": model_ok, "name": model.get("model"), "dimensions": model.get("dimensions")}
@@ -91,6 +92,18 @@ def health_report() -> tuple[bool, dict[str, Any]]:
     report["status"] = "ok" if healthy else "unavailable"
     report["degraded"] = degraded_reasons(report)
     return healthy, report
+
+
+def indexing_report(stats: Any) -> dict[str, Any]:
+    """How far the index is: chunks stored, queue rows still to do (parked ones excluded).
+
+    The demo serves while it indexes (and ``serve`` after a backfill), so the
+    page shows this as a progress line and answers from what is indexed so far.
+    ``pending`` counts queue rows, several of which may be one entity.
+    """
+    indexed = sum(stats.chunks_by_type.values())
+    pending = max(stats.depth - stats.failed, 0)
+    return {"indexed": indexed, "pending": pending, "done": pending == 0}
 
 
 def degraded_reasons(report: dict[str, Any]) -> list[str]:

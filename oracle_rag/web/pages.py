@@ -35,7 +35,8 @@ def _headers(response: Response) -> Response:
 def _render(chunk_type: str = "", chunk_id: str = "") -> str:
     api_base = url_for("oracle_rag_api.me").rsplit("/me", 1)[0]
     return render_template("oracle_rag_chat.html", api_base=api_base, demo=state().demo,
-                           page_base=url_for("oracle_rag_pages.index"), chunk_type=chunk_type, chunk_id=chunk_id)
+                           page_base=url_for("oracle_rag_pages.index"), chunk_type=chunk_type, chunk_id=chunk_id,
+                           health_url=url_for("oracle_rag_health.healthz"))
 
 
 @pages_bp.get("/")

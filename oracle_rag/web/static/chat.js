@@ -44,15 +44,22 @@
 
   function setStatus(message) { $("status").textContent = message || ""; }
 
+  // Who the page acts as, and what that identity may see, stay on screen: in
+  // demo mode the picker can make anyone a manager, and answers differ by scope.
+  function scopeText(me) {
+    return me.sees_all ? "sees every record" : "sees their own tasks and the shared sprints and projects";
+  }
+
   async function loadMe() {
     try {
       const me = await api("/me");
-      const who = (me.name || "employee") + " (#" + me.employee_id + ", " + me.role + ")";
-      $("identity").textContent = "Signed in as " + who;
+      const who = document.createElement("strong");
+      who.textContent = (me.name || "employee") + " (#" + me.employee_id + ", " + me.role + ")";
+      $("identity").replaceChildren("Signed in as ", who, " \u2014 " + scopeText(me));
       $("token-box").hidden = true;
       return true;
     } catch (e) {
-      $("identity").textContent = "Not signed in";
+      $("identity").textContent = DEMO ? "Not signed in: choose whom to act as in the demo box" : "Not signed in";
       if (e.status === 401) {
         if (!DEMO) { $("token-box").hidden = false; }
       } else {
@@ -72,11 +79,14 @@
       option.textContent = who.name + " \u2014 " + who.role + " (#" + who.employee_id + ")";
       select.appendChild(option);
     }
+    // No identity until one is chosen (the first option is a placeholder): signing
+    // in silently as the first demo employee, an admin, would show everything.
     const current = token();
     if (current && Array.from(select.options).some((o) => o.value === current)) {
       select.value = current;
     } else {
-      setToken(select.value);
+      select.value = "";
+      setToken("");
     }
     select.addEventListener("change", async () => {
       setToken(select.value);
@@ -143,15 +153,7 @@
     const list = document.createElement("ul");
     for (const c of citations) {
       const li = document.createElement("li");
-      const link = document.createElement("a");
-      link.className = "citation";
-      link.href = chunkHref(c.source_type, c.source_id);
-      link.textContent = "[" + c.source_type + " #" + c.source_id + "]";
-      link.addEventListener("click", (event) => {
-        if (event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey || event.altKey) { return; }
-        event.preventDefault();
-        openChunk(c.source_type, c.source_id, link);
-      });
+      const link = citationLink(c.source_type, c.source_id, "[" + c.source_type + " #" + c.source_id + "]");
       const snippet = document.createElement("span");
       snippet.className = "snippet";
       snippet.textContent = " " + c.snippet;
@@ -162,6 +164,34 @@
     return wrap;
   }
 
+  // "[TASK #42]" in an answer's text: a link to the record, like the Sources list.
+  const ANCHOR = /\[([A-Za-z][A-Za-z0-9_]*) #([^\s,;\[\]]+)\]/g;
+
+  function citationLink(type, id, label) {
+    const link = document.createElement("a");
+    link.className = "citation";
+    link.href = chunkHref(type, id);
+    link.textContent = label;
+    link.addEventListener("click", (event) => {
+      if (event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey || event.altKey) { return; }
+      event.preventDefault();
+      openChunk(type, id, link);
+    });
+    return link;
+  }
+
+  function linkAnchors(text) {
+    const nodes = [];
+    let last = 0;
+    for (const m of text.matchAll(ANCHOR)) {
+      if (m.index > last) { nodes.push(document.createTextNode(text.slice(last, m.index))); }
+      nodes.push(citationLink(m[1].toUpperCase(), m[2].replace(/[.:)!?]+$/, ""), m[0]));
+      last = m.index + m[0].length;
+    }
+    if (last < text.length) { nodes.push(document.createTextNode(text.slice(last))); }
+    return nodes;
+  }
+
   function addMessage(role, text, citations, isError) {
     const li = document.createElement("li");
     li.className = "message " + role + (isError ? " error" : "");
@@ -170,7 +200,8 @@
     who.textContent = role === "user" ? "You" : "Assistant";
     const content = document.createElement("div");
     content.className = "content";
-    content.textContent = text;
+    if (role === "assistant" && !isError) { content.replaceChildren(...linkAnchors(text)); }
+    else { content.textContent = text; }
     li.append(who, content);
     if (role === "assistant" && !isError) { li.appendChild(renderCitations(citations || [])); }
     $("messages").appendChild(li);
@@ -300,7 +331,17 @@
       event.preventDefault();
       setToken($("token").value.trim());
       $("token").value = "";
-      await refresh();
+      const error = $("token-error");
+      error.hidden = true;
+      if (!(await loadMe())) {
+        setToken("");
+        error.textContent = "That token was not accepted: it is unknown, revoked or expired. " +
+          "Check it, or create a new one.";
+        error.hidden = false;
+        $("token").focus();
+        return;
+      }
+      await loadConversations();
     });
     $("new-conversation").addEventListener("click", () => { newConversation(); loadConversations(); $("question").focus(); });
     $("detail-close").addEventListener("click", closeChunk);
@@ -309,8 +350,29 @@
     });
   }
 
+  // -- indexing progress (the demo serves while it indexes) -----------------------------
+  async function watchIndexing() {
+    const line = $("indexing");
+    const url = body.dataset.health;
+    if (!line || !url) { return; }
+    let report = null;
+    try {
+      const res = await fetch(url, { headers: { "Accept": "application/json" }, credentials: "same-origin" });
+      report = await res.json();
+    } catch (e) { report = null; }
+    const ix = report && report.indexing;
+    if (!ix || ix.done) { line.hidden = true; return; }
+    const total = ix.indexed + ix.pending;
+    const pct = total ? Math.floor((100 * ix.indexed) / total) : 0;
+    line.textContent = "Indexing: " + ix.indexed.toLocaleString() + " records indexed, " +
+      ix.pending.toLocaleString() + " to go (" + pct + "%). Answers use what is indexed so far.";
+    line.hidden = false;
+    setTimeout(watchIndexing, 2000);
+  }
+
   async function start() {
     wire();
+    watchIndexing();
     if (DEMO) {
       try { await initDemo(); } catch (e) { setStatus("Demo identities unavailable: " + e.message); }
     }

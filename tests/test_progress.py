@@ -1,0 +1,127 @@
+"""Progress of long steps: a bar with rate and ETA on a terminal, periodic lines elsewhere (issue 18).
+
+The unit tests drive :class:`Progress` with a hand-advanced clock (the only
+way to check "one line per interval" without sleeping); the CLI tests run
+``worker --once`` and ``model build`` as processes, once with stderr a pipe
+and once on a real pseudo-terminal.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pty
+import re
+import select
+import subprocess
+from pathlib import Path
+
+import sqlalchemy as sa
+from writepath_helpers import CLI, cli_env, run_cli, set_title
+
+from oracle_rag.progress import Progress, step_progress
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_log_lines_start_every_interval_and_finish() -> None:
+    out, clock = io.StringIO(), Clock()
+    p = Progress("index", 200, unit="queue rows", stream=out, tty=False, interval=10.0, clock=clock)
+    for _ in range(20):  # 20 updates over 19 s: a line at the start, one after 10 s, and the end
+        clock.now += 1.0
+        p.advance(10)
+    p.finish()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "index: 0/200 queue rows (0%)"
+    assert lines[1] == "index: 100/200 queue rows (50%), 10.0/s, ETA 10s"
+    assert lines[2] == "index: 200/200 queue rows (100%), 10.0/s"
+    assert lines[3] == "index: 200 queue rows in 20s (10.0/s)"
+    assert len(lines) == 4 and "\r" not in out.getvalue()
+
+
+def test_terminal_bar_redraws_one_line_with_rate_and_eta() -> None:
+    out, clock = io.StringIO(), Clock()
+    p = Progress("index", 2054, unit="queue rows", stream=out, tty=True, clock=clock)
+    clock.now += 28.0
+    p.update(512)
+    frame = out.getvalue().split("\r")[-1]
+    assert frame.startswith("index [#######.......................] 512/2054 queue rows (24%), 18.3/s, ETA 1m24s")
+    p.finish()
+    assert out.getvalue().endswith("\nindex: 512 queue rows in 28s (18.3/s)\n")
+    assert out.getvalue().count("\n") == 2
+
+
+def test_step_progress_prints_each_step_in_a_log() -> None:
+    out = io.StringIO()
+    report = step_progress("model build", stream=out)
+    for step, fraction in (("reading weights", 0.0), ("building graph", 0.5), ("done", 1.0)):
+        report(step, fraction)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "model build: 0%: reading weights"
+    assert lines[1].startswith("model build: 50%") and lines[1].endswith(": building graph")
+    assert lines[-1].startswith("model build: done in ")
+
+
+def _queue_tasks(demo_rag, n: int) -> None:
+    with demo_rag.engine.begin() as conn:
+        for t in range(60, 60 + n):
+            set_title(conn, t, f"Progress {t}")
+
+
+def test_worker_once_reports_progress_in_a_log(demo_rag, data_dir: Path, tmp_path: Path) -> None:
+    _queue_tasks(demo_rag, 40)
+    res = run_cli(["worker", "--once"], cli_env(data_dir, batch_size=8), tmp_path)
+    assert res.returncode == 0, res.stderr
+    lines = res.stderr.splitlines()
+    assert "worker: 0/40 queue rows (0%)" in lines
+    assert re.search(r"^worker: 40 queue rows in \d+s \(\d+\.\d/s\)$", res.stderr, re.M), res.stderr
+    assert "picked 40, embedded 40" in res.stdout
+
+
+def _run_on_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
+    """Run with stdout and stderr on a pseudo-terminal; return the exit code and everything it drew."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(CLI + args, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+    os.close(slave)
+    chunks: list[bytes] = []
+    while True:
+        ready, _, _ = select.select([master], [], [], 600)
+        if not ready:
+            proc.kill()
+            raise AssertionError("no output for 600 s")
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return proc.wait(timeout=60), b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_worker_once_draws_a_bar_on_a_terminal(demo_rag, data_dir: Path, tmp_path: Path) -> None:
+    _queue_tasks(demo_rag, 24)
+    code, screen = _run_on_terminal(["worker", "--once"], cli_env(data_dir, batch_size=8), tmp_path)
+    assert code == 0, screen
+    frames = [f for f in screen.split("\r") if f.startswith("worker [")]
+    assert frames, screen
+    assert re.search(r"worker \[#{30}\] 24/24 queue rows \(100%\), \d+\.\d/s", screen), screen
+    assert any(re.search(r"\] (8|16)/24 queue rows \(\d+%\), \d+\.\d/s, ETA \d+s", f) for f in frames), frames
+    with demo_rag.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT COUNT(*) FROM RAG_DIRTY")).scalar_one() == 0
+
+
+def test_model_build_reports_its_steps(tmp_path: Path) -> None:
+    out = tmp_path / "m.onnx"
+    res = run_cli(["model", "build", "--out", str(out)], cli_env(tmp_path / "data"), tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "model build: 0%: reading weights" in res.stderr.splitlines()
+    assert re.search(r"^model build: done in \d+s$", res.stderr, re.M), res.stderr
+    assert out.is_file()
