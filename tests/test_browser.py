@@ -61,7 +61,7 @@ def site(demo_rag, make_settings) -> Iterator[dict]:
         thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
         thread.start()
         try:
-            yield {"url": f"http://127.0.0.1:{server.effective_port}/", "llm": llm, "task": own}
+            yield {"url": f"http://127.0.0.1:{server.effective_port}/", "llm": llm, "task": own, "rag": rag}
         finally:
             stop.set()
             thread.join(10)
@@ -84,8 +84,11 @@ def test_chat_page_streams_an_answer_and_opens_its_citation(site) -> None:
             page.goto(site["url"])
             expect(page.locator("body[data-ready='true']")).to_be_attached()
             expect(page.get_by_role("heading", name="Demo mode")).to_be_visible()
+            # issue 18: nobody is signed in until an identity is chosen
+            expect(page.locator("#identity")).to_have_text("Not signed in: choose whom to act as in the demo box")
             page.get_by_label("Act as").select_option(label="Developer Nine \u2014 developer (#9)")
             expect(page.locator("#identity")).to_contain_text("#9, developer")
+            expect(page.locator("#identity")).to_contain_text("sees their own tasks and the shared sprints")
             # record every text the live region shows, to see the answer arrive in pieces
             page.evaluate("""() => {
                 window.liveTexts = [];
@@ -100,8 +103,14 @@ def test_chat_page_streams_an_answer_and_opens_its_citation(site) -> None:
             expect(reply.locator(".content")).to_have_text(answer, timeout=60_000)
             partial = [t for t in page.evaluate("window.liveTexts") if t and t != answer]
             assert len(partial) >= 3 and all(answer.startswith(t) for t in partial), partial
-            citation = reply.get_by_role("link", name=f"[TASK #{task.task_id}]")
+            citation = reply.locator(".citations").get_by_role("link", name=f"[TASK #{task.task_id}]")
             expect(citation).to_be_visible()
+            # issue 18: the anchor inside the answer text is a link too, and a Sources line names it once
+            inline = reply.locator(".content").get_by_role("link", name=f"[TASK #{task.task_id}]")
+            expect(inline).to_have_attribute("href", f"/chunk/TASK/{task.task_id}")
+            source_line = reply.locator(".citations li").first
+            expect(source_line).to_contain_text(task.title)
+            assert source_line.inner_text().count(f"[TASK #{task.task_id}]") == 1, source_line.inner_text()
             expect(page.locator("#conversation-list li")).to_have_count(1)
             citation.click()
             detail = page.get_by_role("complementary")
@@ -117,5 +126,88 @@ def test_chat_page_streams_an_answer_and_opens_its_citation(site) -> None:
         finally:
             browser.close()
     prompt = site["llm"].requests[0]
+    assert len(site["llm"].requests) == 1
     assert f'<chunk id="TASK #{task.task_id}">' in prompt.last_user
     assert (ARTIFACTS / "chat.png").stat().st_size > 10_000
+
+
+def _serve(app) -> tuple[str, threading.Event, threading.Thread]:
+    server = make_server(app, "127.0.0.1", 0, threads=4)
+    stop = threading.Event()
+    thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
+    thread.start()
+    return f"http://127.0.0.1:{server.effective_port}/", stop, thread
+
+
+def test_inline_anchor_opens_the_record_and_indexing_progress_shows(site) -> None:
+    """Issue 18: an anchor in the answer's text opens the record; queued rows show an indexing line."""
+    _require_chromium()
+    from playwright.sync_api import expect, sync_playwright
+
+    task = site["task"]
+    rag = site["rag"]
+    with rag.engine.begin() as conn:  # work for the index, with no worker running yet
+        for source_id in range(1, 6):
+            rag.enqueue(conn, "SPRINT", source_id)
+    site["llm"].push(Reply(text=f"Start with [TASK #{task.task_id}]."))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.goto(site["url"])
+            expect(page.locator("body[data-ready='true']")).to_be_attached()
+            indexing = page.locator("#indexing")
+            expect(indexing).to_be_visible()
+            expect(indexing).to_contain_text("5 to go")
+            expect(indexing).to_contain_text("Answers use what is indexed so far.")
+            page.get_by_label("Act as").select_option(label="Manager Three \u2014 manager (#3)")
+            expect(page.locator("#identity")).to_contain_text("(#3, manager) \u2014 sees every record")
+            question = page.get_by_label("Your question")
+            question.fill("where do I start?")
+            question.press("Enter")
+            inline = page.locator("#messages .message.assistant .content").get_by_role(
+                "link", name=f"[TASK #{task.task_id}]")
+            expect(inline).to_be_visible(timeout=60_000)
+            inline.click()
+            expect(page.locator("#detail-content")).to_contain_text(task.title)
+            rag.worker().drain()  # the index catches up: the line goes away by itself
+            expect(indexing).to_be_hidden(timeout=30_000)
+        finally:
+            browser.close()
+
+
+def test_wrong_token_says_so(demo_rag, make_settings) -> None:
+    """Issue 18: a token that is not accepted shows a message instead of clearing the field silently."""
+    _require_chromium()
+    from playwright.sync_api import expect, sync_playwright
+
+    from oracle_rag.system import RagSystem
+
+    rag = RagSystem(make_settings(), engine=demo_rag.engine)
+    good = issue_tokens(rag, (DEV_A,))[DEV_A]
+    url, stop, thread = _serve(create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": None}))
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page()
+                page.goto(url)
+                expect(page.locator("body[data-ready='true']")).to_be_attached()
+                token = page.get_by_label("API token")
+                token.fill("orag_not-a-real-token")
+                page.get_by_role("button", name="Use token").click()
+                error = page.get_by_role("alert")
+                expect(error).to_have_text("That token was not accepted: it is unknown, revoked or expired. "
+                                           "Check it, or create a new one.")
+                expect(page.locator("#identity")).to_have_text("Not signed in")
+                expect(token).to_be_focused()
+                token.fill(good)
+                page.get_by_role("button", name="Use token").click()
+                expect(page.locator("#identity")).to_contain_text("#9, developer")
+                expect(error).to_be_hidden()
+                expect(page.locator("#token-box")).to_be_hidden()
+            finally:
+                browser.close()
+    finally:
+        stop.set()
+        thread.join(10)

@@ -96,6 +96,11 @@
   }
 
   async function refresh() {
+    if (DEMO && !token()) {  // nobody chosen yet: nothing to ask the server
+      $("identity").textContent = "Not signed in: choose whom to act as in the demo box";
+      $("conversation-list").replaceChildren();
+      return;
+    }
     if (await loadMe()) { await loadConversations(); }
   }
 
