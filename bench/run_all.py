@@ -1,8 +1,9 @@
 """Run every benchmark in bench/, one subprocess each, and summarise.
 
 ``make bench`` runs this. By default each benchmark runs at a reduced size
-(``QUICK`` below: minutes in all on 2 cores, the same code paths and the same
-in-run baselines, smaller counts); ``--full`` runs each with its own defaults
+(``QUICK`` below: the same code paths and the same in-run baselines, smaller
+counts; about 15 minutes on 2 busy cores, most of it retrieval_quality, which
+keeps the whole Cranfield collection so its baselines still apply); ``--full`` runs each with its own defaults
 (the sizes the docs quote: an hour or more, the soak alone 10 minutes).
 ``--only NAME`` (repeatable) picks benchmarks; ``--list`` prints the plan.
 

@@ -119,13 +119,6 @@ class OracleEngine(Engine):
         password = self.settings.db_password()
         if password:
             connect_args["password"] = password
-        elif sa.engine.make_url(self.settings.database_url or "oracle+oracledb://").username:
-            # A user without a password fails in the driver as a bare DPY-4001;
-            # name the variable instead (a wallet or external login has no user in the URL).
-            raise ConfigurationError(
-                f"database_url names a user but the environment variable {self.settings.db_password_env} "
-                f"(db_password_env) is not set: export {self.settings.db_password_env}=... with that "
-                f"user's password", key="db_password_env")
         engine = sa.create_engine(
             self.settings.database_url or "",
             connect_args=connect_args,
@@ -136,7 +129,26 @@ class OracleEngine(Engine):
         )
         install_type_handlers(engine)
         tag_oracle_sessions(engine)  # MODULE/ACTION/CLIENT_INFO join V$SESSION to the trace
+        if not password and sa.engine.make_url(self.settings.database_url or "oracle+oracledb://").username:
+            self._refuse_connecting_without_password(engine)
         return engine
+
+    def _refuse_connecting_without_password(self, engine: sa.Engine) -> None:
+        """A user without a password fails in the driver as a bare DPY-4001: name the variable instead.
+
+        Checked when a connection is opened, not when the engine is made (statements
+        are rendered without a database); a wallet or external login has no user in the URL.
+        """
+        variable = self.settings.db_password_env
+        message = (f"database_url names a user but the environment variable {variable} (db_password_env) "
+                   f"is not set: export {variable}=... with that user's password")
+
+        @sa.event.listens_for(engine, "do_connect")
+        def _no_password(*_args: Any) -> None:
+            import os
+
+            if not os.environ.get(variable):
+                raise ConfigurationError(message, key="db_password_env")
 
     # -- migrations -------------------------------------------------------
     def split_script(self, script: str) -> list[str]:
