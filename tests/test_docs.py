@@ -32,3 +32,28 @@ def test_every_cli_command_is_documented():
     text = (ROOT / "docs" / "cli.md").read_text()
     missing = [c for c in _commands(main) if f"oracle-rag {c}" not in text]
     assert not missing, f"commands missing from docs/cli.md: {missing}"
+
+
+def test_oracle_reference_names_code_that_exists():
+    """docs/oracle-reference.md ties each Oracle fact to the code that relies on it: those names must exist."""
+    import importlib
+
+    text = (ROOT / "docs" / "oracle-reference.md").read_text()
+    cited = {
+        "oracle_sql.QUEUE_STATS": ("oracle_rag.engines.oracle_sql", "QUEUE_STATS"),
+        "oracle_sql.PICK": ("oracle_rag.engines.oracle_sql", "PICK"),
+        "oracle_provision_sql.DROP_MODEL": ("oracle_rag.engines.oracle_provision_sql", "DROP_MODEL"),
+        "engines/_common.ClobBind": ("oracle_rag.engines._common", "ClobBind"),
+        "engines/_common.read_lob": ("oracle_rag.engines._common", "read_lob"),
+        "engines/oracle.output_type_handler": ("oracle_rag.engines.oracle", "output_type_handler"),
+        "sql_query_sql.ORACLE_DELTA_TZ_TEMPLATE": ("oracle_rag.sources.sql_query_sql", "ORACLE_DELTA_TZ_TEMPLATE"),
+        "build._truncate_tokens": ("oracle_rag.embedding.build", "_truncate_tokens"),
+        "triggers._run_oracle_ddl": ("oracle_rag.triggers", "_run_oracle_ddl"),
+        "index_maintenance.rebuild": ("oracle_rag.index_maintenance", "rebuild"),
+        "aggregate_sql.ORACLE_SET_READ_ONLY": ("oracle_rag.aggregate.aggregate_sql", "ORACLE_SET_READ_ONLY"),
+    }
+    for name, (module, attr) in cited.items():
+        assert f"`{name}" in text, f"{name} is no longer cited in docs/oracle-reference.md"
+        assert hasattr(importlib.import_module(module), attr), f"docs/oracle-reference.md cites {name}, which is gone"
+    for path in ("local/readonly_synonyms.sql", "local/grant_readonly.sql", "local/init/01_users.sh"):
+        assert path in text and (ROOT / path).is_file(), path
