@@ -310,6 +310,10 @@ def test_load_model_sql_is_guarded_and_quiet() -> None:
     assert code.count(f"JSON('{q.METADATA}')") == 2
     assert "'loaded ' || c_name || ' from the pre-authenticated URL'" in code  # never the URL itself
     assert "PUT_LINE(c_uri" not in code and "|| c_uri" not in code
+    # the same named lock as the product's load blocks, released on every path
+    assert code.index("DBMS_LOCK.REQUEST(id => c_lock") < check
+    assert "DBMS_UTILITY.GET_HASH_VALUE('ORACLE_RAG.MODEL.' || c_name, 0, 1073741824)" in code
+    assert code.count("DBMS_LOCK.RELEASE(id => c_lock)") == 2
     assert text.rstrip().endswith("END;\n/")
 
 

@@ -42,8 +42,18 @@ DECLARE
   c_uri  CONSTANT VARCHAR2(4000) := TRIM('&par_url');
   c_dir  CONSTANT VARCHAR2(128)  := UPPER(TRIM('&onnx_dir'));
   c_file CONSTANT VARCHAR2(400)  := TRIM('&onnx_file');
+  -- The same user lock as `oracle-rag model load` (oracle_provision_sql.py): deploys that run
+  -- at once load the model one after the other. Needs EXECUTE ON DBMS_LOCK.
+  c_lock CONSTANT INTEGER := DBMS_UTILITY.GET_HASH_VALUE('ORACLE_RAG.MODEL.' || c_name, 0, 1073741824);
+  l_locked INTEGER;
   l_found PLS_INTEGER;
 BEGIN
+  l_locked := DBMS_LOCK.REQUEST(id => c_lock, lockmode => DBMS_LOCK.X_MODE, timeout => 900,
+                                release_on_commit => FALSE);
+  IF l_locked NOT IN (0, 4) THEN
+    RAISE_APPLICATION_ERROR(-20011, 'waiting for another session loading model ' || c_name
+                                    || ': DBMS_LOCK.REQUEST returned ' || l_locked);
+  END IF;
   SELECT COUNT(*) INTO l_found FROM USER_MINING_MODELS WHERE MODEL_NAME = c_name;
   IF l_found > 0 THEN
     DBMS_OUTPUT.PUT_LINE(c_name || ' already loaded; skipped');
@@ -80,5 +90,10 @@ BEGIN
         DBMS_OUTPUT.PUT_LINE(c_name || ' was loaded by another session meanwhile; skipped');
     END;
   END IF;
+  l_locked := DBMS_LOCK.RELEASE(id => c_lock);
+EXCEPTION
+  WHEN OTHERS THEN
+    l_locked := DBMS_LOCK.RELEASE(id => c_lock);
+    RAISE;
 END;
 /
