@@ -36,6 +36,12 @@ class _Spec:
     check: Callable[[Any], str | None] | None = None
 
 
+def _allowed_hosts_problem(value: str) -> str | None:
+    from .web.hosts import allowed_hosts_problem
+
+    return allowed_hosts_problem(value)
+
+
 def _identifier(value: Any) -> str | None:
     if not _IDENTIFIER.match(str(value)):
         return "an unquoted SQL identifier (letter first, then letters, digits, _ $ #; <= 123 chars)"
@@ -81,6 +87,7 @@ _SPECS: dict[str, _Spec] = {
     "aggregate_prompt_chars": _Spec(int, 200, 1_000_000),
     "aggregate_retries": _Spec(int, 0, 10),
     "demo": _Spec(bool),
+    "allowed_hosts": _Spec(str, check=lambda v: _allowed_hosts_problem(v)),
     "mcp_token_env": _Spec(str, check=lambda v: None if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v) else "an environment variable name"),
     "tracing_exporter": _Spec(str, choices=("NONE", "CONSOLE", "OTLP")),
     "tracing_otlp_endpoint": _Spec(str),
@@ -131,6 +138,7 @@ class Settings:
     aggregate_prompt_chars: int = 8_000  # characters of a query result placed in the model's prompt
     aggregate_retries: int = 2
     demo: bool = False
+    allowed_hosts: str = "localhost,127.0.0.1,::1"  # Host names the web server answers (DNS rebinding)
     mcp_token_env: str = "ORACLE_RAG_MCP_TOKEN"  # stdio MCP: the variable holding the caller's API token
     tracing_exporter: str = "NONE"  # OpenTelemetry traces: NONE, CONSOLE or OTLP (oracle_rag/tracing.py)
     tracing_otlp_endpoint: str | None = None  # OTLP/HTTP collector; unset: the OTEL_EXPORTER_OTLP_* variables

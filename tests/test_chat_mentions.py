@@ -39,3 +39,41 @@ def test_stream_equals_whole_text_redaction_for_any_split(tokens, size):
     text = "".join(tokens)
     pieces = [text[i:i + size] for i in range(0, len(text), size)]
     assert "".join(redact_stream(pieces, visible)) == redact(text, visible)
+
+
+HIDDEN = [
+    "TASK ＃7", "ＴＡＳＫ #7", "TASK #７", "_TASK #7_", "__TASK #7__", "**TASK #7**", "**TASK** #7", "*TASK* *#7*",
+    "~~TASK #7~~", "`TASK #7`", "TASK #0000000000000000000000000007", "TASK #007", "TASK" + " " * 500 + "#7",
+    "TASK\n\n\t #7", "TASK\u00a0#7", "TA\u200bSK #7", "TASK\u00ad #7", "task#7", "Task no. 7", "task number 7",
+    "TASK-7", "TASK: 7", "tasks 7", "tasks #21, #7", "TASKS #21 and #7", "[ TASK #7 ]", "ⓉⒶⓈⓀ #7",
+]
+
+
+def test_every_spelling_of_an_invisible_mention_is_removed():
+    for text in HIDDEN:
+        out = redact(f"See {text} now.", visible)
+        assert REMOVED in out, text
+        rest = out.replace("#21", "")
+        assert "7" not in rest and "７" not in rest, (text, out)
+
+
+def test_visible_mentions_and_ordinary_words_are_kept():
+    kept = "TASK #21, task #0005, multitask 7, SPRINT #7, 7TASK #7, TASK #21 and 2 others, the task is done"
+    assert redact(kept, visible) == kept
+
+
+def test_an_id_longer_than_any_real_id_is_removed_without_a_query():
+    asked = []
+    out = redact("TASK #1234567890123456789012", lambda ids: asked.append(ids) or ids)
+    assert out == REMOVED and asked == []
+
+
+@given(st.lists(st.sampled_from(["TASK", "ＴＡＳＫ", " #", "＃", "7", "0", "21", "_", "**", " ", " " * 60, "\u200b",
+                                 "[", "]", ", #", " and ", "t", "text"]), max_size=40),
+       st.integers(min_value=1, max_value=9))
+@settings(max_examples=400, deadline=None)
+def test_stream_equals_whole_text_redaction_for_normalised_spellings(tokens, size):
+    text = "".join(tokens)
+    pieces = [text[i:i + size] for i in range(0, len(text), size)]
+    streamed = "".join(redact_stream(pieces, visible))
+    assert streamed == redact(text, visible)

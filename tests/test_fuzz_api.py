@@ -326,7 +326,7 @@ def test_waitress_refuses_hostile_bodies(served, web) -> None:
     auth = web.auth["Authorization"]
 
     def post(body: bytes, extra: str = "", *, length: int | None = None) -> tuple[int, dict]:
-        headers = (f"POST /api/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        headers = (f"POST /api/chat HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                    f"Authorization: {auth}\r\nConnection: close\r\n{extra}")
         if length is not None:
             headers += f"Content-Length: {length}\r\n"
@@ -342,7 +342,7 @@ def test_waitress_refuses_hostile_bodies(served, web) -> None:
     status, body = post(chunked + b"0\r\n\r\n", "Transfer-Encoding: chunked\r\n")
     assert status == 413 and body["code"] == "PAYLOAD_TOO_LARGE"
     # a Content-Length far beyond the limit is refused by waitress itself, before reading the body
-    head = raw_exchange(served, (f"POST /api/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head = raw_exchange(served, (f"POST /api/chat HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                                  f"Content-Length: {50 * 1024 * 1024}\r\n\r\n{{}}").encode())
     assert head.split(b"\r\n", 1)[0].split(b" ")[1] == b"413"
     # garbage instead of HTTP: the server answers 400 and stays up

@@ -207,12 +207,15 @@ def me() -> Response:
 def demo_identities() -> Response:
     """Demo mode only: the demo employees and their demo tokens, for the page's picker.
 
-    Outside demo mode (or without identities) this route does not exist (404).
+    Outside demo mode (or without identities), or unless both the Host and the peer are loopback
+    (a rebound name must not read the admin token), this route does not exist (404).
     The picker only chooses which Bearer token the page sends; there is no
     other way in.
     """
+    from .hosts import is_loopback_request
+
     web = state()
-    if not web.demo or not web.demo_identities:
+    if not web.demo or not web.demo_identities or not is_loopback_request(request):
         raise NotFoundError("no such resource")
     return jsonify({"demo": True,
                     "notice": "Demo mode: these tokens act as demo employees. Never enable demo mode in production.",

@@ -73,6 +73,7 @@ class WebState:
     owns_rag: bool = False
     services: Any = None  # BackgroundServices when the server runs the worker in-process
     llm_health: Any = None  # health.LLMHealth: the model's last outcome, for /healthz
+    allowed_hosts: frozenset[str] | None = None  # parsed ``allowed_hosts``, on first request
 
     @property
     def demo(self) -> bool:
@@ -129,6 +130,25 @@ def _scoped_handler(prefix: str, handler: Callable[[HTTPException], Any]) -> Cal
     return handle
 
 
+# Our blueprints whose requests must name an allowed Host (/healthz is exempt: see web/hosts.py).
+_HOST_CHECKED = frozenset({"oracle_rag_api", "oracle_rag_metrics", "oracle_rag_pages", "oracle_rag_openai"})
+
+
+def _check_host() -> Any:
+    """Refuse a request to our endpoints whose Host is not in ``allowed_hosts`` (DNS rebinding)."""
+    from .hosts import host_allowed, parse_allowed_hosts
+
+    if request.blueprint not in _HOST_CHECKED:
+        return None
+    web = state()
+    if web.allowed_hosts is None:
+        web.allowed_hosts = parse_allowed_hosts(web.rag.settings.allowed_hosts)
+    if host_allowed(request, web.allowed_hosts):
+        return None
+    return json_errors.error_response(400, "HOST_NOT_ALLOWED",
+                                      "this server does not answer for the requested Host (see allowed_hosts)")
+
+
 def init_app(app: Flask, rag: Any, *, caller_loader: CallerLoader | None = None, llm: Any = ...,
              demo_identities: Sequence[DemoIdentity] = (), api_prefix: str = "/api", pages_prefix: str = "",
              ops_prefix: str = "", max_body: int = DEFAULT_MAX_BODY, owns_rag: bool = False,
@@ -162,6 +182,7 @@ def init_app(app: Flask, rag: Any, *, caller_loader: CallerLoader | None = None,
         from ..integrations.openai_api import openai_bp
 
         app.register_blueprint(openai_bp, url_prefix=openai_prefix)
+    app.before_request(_check_host)
     if json_errors_app_wide:
         json_errors.register(app)
     else:
