@@ -294,3 +294,30 @@ def test_cli_mcp_is_documented_with_a_client_configuration() -> None:
     server = config["mcpServers"]["oracle-rag"]
     assert server["command"] == "oracle-rag" and server["args"] == ["mcp"]
     assert "ORACLE_RAG_MCP_TOKEN" in server["env"]
+
+
+def test_cli_serves_streamable_http_on_loopback(demo_rag, tokens) -> None:
+    """``oracle-rag mcp --http --port 0`` as an operator runs it: URL on stderr, 401 without a token."""
+    import subprocess
+
+    own = task_chunks_of(demo_rag, DEV_A)[0]
+    command, *args = CLI
+    proc = subprocess.Popen([command, *args, "mcp", "--http", "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=clean_env(ORACLE_RAG_DATA_DIR=demo_rag.settings.data_dir))
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("MCP on http://127.0.0.1:") and line.rstrip().endswith("/mcp (Ctrl-C to stop)"), line
+        url = line.split()[2].removesuffix(MCP_PATH)
+        assert httpx2.post(url + MCP_PATH, json={}).status_code == 401
+
+        async def main() -> None:
+            async with http_client(url, tokens[DEV_A]) as client:
+                record = await client.call_tool("get_record", {"type": "TASK", "id": str(own.task_id)})
+                assert record.structured_content["content"] == own.content
+
+        run(main)
+    finally:
+        proc.terminate()
+        proc.wait(30)

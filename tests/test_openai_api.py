@@ -143,6 +143,12 @@ def test_streaming_matches_the_plain_answer_and_ends_with_citations(web_llm) -> 
     assert extra(last, "citations") == extra(plain, "citations")
     assert all(extra(c, "citations") is None for c in chunks[:-1])
 
+    web_llm.llm.push(Reply(reply))
+    counted = list(web_llm.client().chat.completions.create(model=MODEL_ID, messages=messages, stream=True,
+                                                            stream_options={"include_usage": True}))
+    assert counted[-1].choices == [] and counted[-1].usage.total_tokens > 0
+    assert extra(counted[-2], "citations") == extra(plain, "citations")
+
 
 def test_stream_failure_of_the_model_is_an_api_error(web_llm) -> None:
     own = task_chunks_of(web_llm.rag, DEV_A)[0]

@@ -148,6 +148,9 @@ def _text(content: Any, index: int) -> str:
 
 def parse_request(body: Any) -> tuple[str, list[Turn], bool]:
     """(question, earlier turns, stream) from a chat-completions body, or InputError naming the field."""
+    options = body.get("stream_options") if isinstance(body, dict) else None
+    if options is not None and (not isinstance(options, dict) or not isinstance(options.get("include_usage", False), bool)):
+        raise InputError("stream_options must be an object with a boolean include_usage", param="stream_options")
     if not isinstance(body, dict):
         raise InputError("the request body must be a JSON object")
     model = body.get("model")
@@ -235,7 +238,8 @@ def chat_completions() -> Response:
     release_db()  # the answer may wait on the model: do not hold a pooled connection meanwhile
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     if stream:
-        return _stream(completion_id, question, caller, history)
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return _stream(completion_id, question, caller, history, usage)
     try:
         answer = web.chat.answer(question, caller, None, None, store=False, history=history)
     except LLMError as exc:
@@ -251,7 +255,7 @@ def chat_completions() -> Response:
                     "usage": _usage(question, text), **extras(answer)})
 
 
-def _stream(completion_id: str, question: str, caller: Caller, history: list[Turn]) -> Response:
+def _stream(completion_id: str, question: str, caller: Caller, history: list[Turn], usage: bool) -> Response:
     web = state()
     try:
         stream = web.chat.stream(question, caller, None, None, store=False, history=history)
@@ -273,6 +277,11 @@ def _stream(completion_id: str, question: str, caller: Caller, history: list[Tur
                     if footer:
                         yield _chunk(completion_id, {"content": footer})
                     yield _chunk(completion_id, {}, "stop", **extras(event.answer))
+                    if usage:  # stream_options.include_usage: one more chunk, no choices, the usage
+                        data = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()),
+                                "model": MODEL_ID, "choices": [],
+                                "usage": _usage(question, event.answer.answer + footer)}
+                        yield f"data: {json.dumps(data)}\n\n"
                 elif event.kind == "error" and event.error is not None:
                     if isinstance(event.error, LLMError):
                         llm_health.failed(event.error)
