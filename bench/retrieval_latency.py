@@ -67,9 +67,11 @@ sys.path.insert(0, str(ROOT))
 
 from oracle_rag.caller import Caller  # noqa: E402
 from oracle_rag.config import Settings, load_settings  # noqa: E402
-from oracle_rag.engines import Filters, Hit  # noqa: E402
-from oracle_rag.engines import sqlite_sql as product_sql  # noqa: E402
-from oracle_rag.engines._common import hits, search_binds, stmt  # noqa: E402
+from oracle_rag.engines import Filters, Hit, engine_sql  # noqa: E402
+from oracle_rag.engines.records import hits, search_binds  # noqa: E402
+from oracle_rag.engines.statements import stmt  # noqa: E402
+
+_PRODUCT_SEMANTIC = engine_sql.SEMANTIC_SEARCH.sqlite or ""
 from oracle_rag.retriever import rrf  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402
 
@@ -82,10 +84,10 @@ DEVELOPERS = list(range(9, 41))
 # -- bench-local statements ------------------------------------------------------
 _CTE = "WITH q AS (SELECT vector_embedding(:query) AS v)\n"
 _EMBEDDED_VECTOR = "(SELECT v FROM q)"
-if _CTE not in product_sql.SEMANTIC_SEARCH or _EMBEDDED_VECTOR not in product_sql.SEMANTIC_SEARCH:
+if _CTE not in _PRODUCT_SEMANTIC or _EMBEDDED_VECTOR not in _PRODUCT_SEMANTIC:
     raise SystemExit("the product's SEMANTIC_SEARCH changed shape; update bench/retrieval_latency.py")
 # The product statement with the query vector bound instead of embedded.
-SEMANTIC_BY_VECTOR = product_sql.SEMANTIC_SEARCH.replace(_CTE, "").replace(_EMBEDDED_VECTOR, ":qvec")
+SEMANTIC_BY_VECTOR = _PRODUCT_SEMANTIC.replace(_CTE, "").replace(_EMBEDDED_VECTOR, ":qvec")
 
 INSERT_CHUNK = """INSERT INTO RAG_CHUNK
   (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CONTENT, EMBEDDING, CONTENT_HASH)
@@ -125,7 +127,7 @@ SEMANTIC_BY_VECTOR_NO_TYPES = SEMANTIC_BY_VECTOR_NO_TYPES.replace(" AND (:f_all_
 assert "f_types" not in SEMANTIC_BY_VECTOR_NO_TYPES
 # The product statement with L2 instead of cosine (same order for unit vectors).
 SCALAR_L2 = SEMANTIC_BY_VECTOR.replace("vec_distance_cosine(", "vec_distance_l2(").replace(
-    f"\n  AND {product_sql.FILTERS}", "")
+    f"\n  AND {engine_sql.FILTERS}", "")
 assert "f_types" not in SCALAR_L2 and "vec_distance_l2(" in SCALAR_L2
 # A narrow copy without CONTENT, so the scan reads 1.5 KB per row and no text;
 # CONTENT is joined for the k winners only.

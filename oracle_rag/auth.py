@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from .caller import Caller, load_caller
-from .chat.chat_sql import query
+from .chat import chat_sql as q
 from .engines import Engine
 from .errors import InputError, NotFoundError
 from .sources.base import iso_or_none
@@ -94,24 +94,24 @@ def create_token(engine: Engine, employee_id: int, *, expires_days: float | None
     with engine.begin_exclusive() as conn:
         if check_employee:
             load_caller(conn, int(employee_id))  # NotFoundError for an unknown employee
-        conn.execute(query(engine.name, "INSERT_TOKEN"),
+        conn.execute(engine.statement(q.INSERT_TOKEN),
                      {"token_hash": digest, "employee_id": int(employee_id), "label": label,
                       "expires_days": days})
-        token_id = conn.execute(query(engine.name, "TOKEN_BY_HASH"), {"token_hash": digest}).one()[0]
+        token_id = conn.execute(engine.statement(q.TOKEN_BY_HASH), {"token_hash": digest}).one()[0]
     return IssuedToken(int(token_id), int(employee_id), token, days, label)
 
 
-def verify_token(conn: sa.Connection, engine_name: str, token: str) -> int | None:
+def verify_token(conn: sa.Connection, engine: Engine, token: str) -> int | None:
     """The employee id a valid token belongs to, or None (unknown, revoked, expired, malformed)."""
     if not isinstance(token, str) or not looks_like_token(token):
         return None
-    row = conn.execute(query(engine_name, "VERIFY_TOKEN"), {"token_hash": hash_token(token)}).first()
+    row = conn.execute(engine.statement(q.VERIFY_TOKEN), {"token_hash": hash_token(token)}).first()
     return None if row is None else int(row[1])
 
 
-def caller_for_token(conn: sa.Connection, engine_name: str, token: str) -> Caller | None:
+def caller_for_token(conn: sa.Connection, engine: Engine, token: str) -> Caller | None:
     """The Caller behind a token: verified, then resolved in EMPLOYEE (None if either fails)."""
-    employee_id = verify_token(conn, engine_name, token)
+    employee_id = verify_token(conn, engine, token)
     if employee_id is None:
         return None
     try:
@@ -123,18 +123,18 @@ def caller_for_token(conn: sa.Connection, engine_name: str, token: str) -> Calle
 def revoke_token(engine: Engine, token_id: int) -> bool:
     """Revoke one token by id; False when no active token has that id."""
     with engine.begin_exclusive() as conn:
-        return bool(conn.execute(query(engine.name, "REVOKE_TOKEN"), {"token_id": int(token_id)}).rowcount)
+        return bool(conn.execute(engine.statement(q.REVOKE_TOKEN), {"token_id": int(token_id)}).rowcount)
 
 
 def revoke_label(engine: Engine, label: str) -> int:
     """Revoke every active token carrying ``label`` (the demo re-issues its tokens this way)."""
     with engine.begin_exclusive() as conn:
-        return int(conn.execute(query(engine.name, "REVOKE_LABEL"), {"label": label}).rowcount or 0)
+        return int(conn.execute(engine.statement(q.REVOKE_LABEL), {"label": label}).rowcount or 0)
 
 
 def list_tokens(engine: Engine, employee_id: int | None = None) -> list[TokenInfo]:
     with engine.connect() as conn:
-        rows = conn.execute(query(engine.name, "LIST_TOKENS"),
+        rows = conn.execute(engine.statement(q.LIST_TOKENS),
                             {"employee_id": None if employee_id is None else int(employee_id)}).fetchall()
     return [TokenInfo(int(r[0]), int(r[1]), r[2], iso_or_none(r[3]) or "", iso_or_none(r[4]), bool(r[5])) for r in rows]
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from .engines import Scope
-from .engines._common import stmt
+from .engines.statements import Sql, for_connection
 from .errors import AccessError, NotFoundError
 
 ROLES = ("developer", "manager", "admin")
-_LOAD_EMPLOYEE = "SELECT EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE FROM EMPLOYEE WHERE EMPLOYEE_ID = :id"
+_LOAD_EMPLOYEE = Sql.both("SELECT EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE FROM EMPLOYEE WHERE EMPLOYEE_ID = :id")
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def require_caller(caller: object) -> Caller:
 
 def load_caller(conn: sa.Connection, employee_id: int) -> Caller:
     """The reference application's employee as a Caller (role from EMPLOYEE.ROLE)."""
-    row = conn.execute(stmt(_LOAD_EMPLOYEE), {"id": int(employee_id)}).first()
+    row = conn.execute(for_connection(conn, _LOAD_EMPLOYEE), {"id": int(employee_id)}).first()
     if row is None:
         raise NotFoundError(f"employee {int(employee_id)} not found")
     return Caller(int(row[0]), str(row[3]), f"{row[1]} {row[2]}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigurationError
+from .hosts import allowed_hosts_problem
 from .urlsafety import check_url
 
 ENV_PREFIX = "ORACLE_RAG_"
@@ -37,8 +38,6 @@ class _Spec:
 
 
 def _allowed_hosts_problem(value: str) -> str | None:
-    from .web.hosts import allowed_hosts_problem
-
     return allowed_hosts_problem(value)
 
 

@@ -49,9 +49,12 @@ import sqlalchemy as sa
 
 from .caller import Caller
 from .config import Settings
+from .embedding import ensure_model
 from .engines import Filters
 from .errors import EmbeddingError, InputError
 from .sources import Document, Source
+from .system import RagSystem
+from .worker import BatchResult
 
 log = logging.getLogger("oracle_rag.evaluation")
 
@@ -306,10 +309,8 @@ class DocumentSource(Source):
 @contextmanager
 def _scratch_system(settings: Settings, documents: Mapping[str, str]) -> Iterator[Any]:
     """A migrated RagSystem whose only source is the corpus, on a scratch database."""
-    from .system import RagSystem
-
     source = DocumentSource(documents)
-    if settings.engine_kind != "sqlite":
+    if settings.database_url:  # a server database: the configured (scratch) schema; else a scratch file
         rag = RagSystem(settings, sources=[source])
         try:
             rag.migrate()
@@ -325,8 +326,6 @@ def _scratch_system(settings: Settings, documents: Mapping[str, str]) -> Iterato
             finally:
                 rag.close()
         return
-    from .embedding import ensure_model
-
     model = ensure_model(settings.data_path)  # the configured one; built only if it never was
     with tempfile.TemporaryDirectory(prefix="oracle-rag-eval-") as tmp:
         target = Path(tmp) / "models" / model.name
@@ -344,8 +343,6 @@ def _scratch_system(settings: Settings, documents: Mapping[str, str]) -> Iterato
 
 
 def _index(rag: Any, total: int, progress: Progress | None) -> float:
-    from .worker import BatchResult
-
     started = time.perf_counter()
     rag.backfill()  # enqueues every document id (the scratch index is empty)
     done = 0

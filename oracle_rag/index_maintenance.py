@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import array
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .engines import Engine
 from .engines import oracle_index_sql as q
+from .engines.statements import Sql
 from .errors import DatabaseError, InputError, wrap_driver_error
 
 VECTOR_REBUILD = "VECTOR_REBUILD"
@@ -51,13 +52,20 @@ class IndexStatus:
     probes: int = 0
     accuracy: list[float] = field(default_factory=list)
     reports: list[str] = field(default_factory=list)
+    maintained: bool = True  # the engine has indexes to maintain (Engine.maintains_indexes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON of ``oracle-rag index status --json`` (``maintained`` is implied by ``engine``)."""
+        out = asdict(self)
+        del out["maintained"]
+        return {**out, "mean_accuracy": self.mean_accuracy}
 
     @property
     def mean_accuracy(self) -> float | None:
         return round(sum(self.accuracy) / len(self.accuracy), 1) if self.accuracy else None
 
     def lines(self) -> list[str]:
-        if self.engine != "oracle":
+        if not self.maintained:
             return [EMBEDDED]
         out = []
         for name, info in sorted(self.indexes.items()):
@@ -85,6 +93,11 @@ def server_version(conn: Any) -> tuple[int, ...]:
 
 
 def rebuild_statement(version: tuple[int, ...], index_subtype: str | None) -> str:
+    """The Oracle text of :func:`_rebuild_sql`."""
+    return _rebuild_sql(version, index_subtype).oracle or ""
+
+
+def _rebuild_sql(version: tuple[int, ...], index_subtype: str | None) -> Sql:
     """``ALTER INDEX ... REBUILD ONLINE`` for IVF on 26ai (23.26+), else ``DBMS_VECTOR.REBUILD_INDEX``."""
     is_ivf = "HNSW" not in str(index_subtype or "").upper()
     if is_ivf and version[:2] >= (23, 26):
@@ -92,65 +105,53 @@ def rebuild_statement(version: tuple[int, ...], index_subtype: str | None) -> st
     return q.REBUILD_PACKAGE
 
 
-def _oracle(engine: Engine) -> bool:
-    return engine.name == "oracle"
-
-
-def _info(conn: Any) -> dict[str, dict[str, str | None]]:
-    from .engines._common import stmt
-
-    rows = conn.execute(stmt(q.INDEX_INFO)).fetchall()
+def _info(engine: Engine, conn: Any) -> dict[str, dict[str, str | None]]:
+    rows = conn.execute(engine.statement(q.INDEX_INFO)).fetchall()
     return {str(r[0]): {"type": r[1], "subtype": r[2], "status": r[3]} for r in rows}
 
 
-def _last(conn: Any, task: str) -> dict[str, Any] | None:
-    from .engines._common import stmt
-
-    row = conn.execute(stmt(q.LAST_MAINTENANCE), {"task": task}).first()
+def _last(engine: Engine, conn: Any, task: str) -> dict[str, Any] | None:
+    row = conn.execute(engine.statement(q.LAST_MAINTENANCE), {"task": task}).first()
     return None if row is None else {"done_at": row[0].isoformat() if hasattr(row[0], "isoformat") else row[0],
                                      "chunks": int(row[1])}
 
 
-def _record(conn: Any, task: str, chunks: int) -> None:
-    from .engines._common import stmt
-
-    conn.execute(stmt(q.RECORD_MAINTENANCE), {"task": task, "chunks": chunks})
+def _record(engine: Engine, conn: Any, task: str, chunks: int) -> None:
+    conn.execute(engine.statement(q.RECORD_MAINTENANCE), {"task": task, "chunks": chunks})
 
 
-def _chunks(conn: Any) -> int:
-    from .engines._common import stmt
-
-    return int(conn.execute(stmt(q.CHUNK_COUNT)).scalar_one())
+def _chunks(engine: Engine, conn: Any) -> int:
+    return int(conn.execute(engine.statement(q.CHUNK_COUNT)).scalar_one())
 
 
 def rebuild(engine: Engine) -> str:
     """Rebuild the vector index from the current chunks; one line saying how."""
-    if not _oracle(engine):
+    if not engine.maintains_indexes:
         return EMBEDDED
     try:
         with engine.begin() as conn:
-            info = _info(conn).get(q.VECTOR_INDEX)
+            info = _info(engine, conn).get(q.VECTOR_INDEX)
             if info is None:
                 raise DatabaseError(f"{q.VECTOR_INDEX} does not exist: run `oracle-rag migrate` first")
-            sql = rebuild_statement(server_version(conn), info.get("subtype"))
-            chunks = _chunks(conn)
-            conn.exec_driver_sql(sql)  # DDL / PL/SQL: commits on its own
-            _record(conn, VECTOR_REBUILD, chunks)
+            sql = _rebuild_sql(server_version(conn), info.get("subtype"))
+            chunks = _chunks(engine, conn)
+            conn.exec_driver_sql(engine.text(sql))  # DDL / PL/SQL: commits on its own
+            _record(engine, conn, VECTOR_REBUILD, chunks)
     except DatabaseError:
         raise
     except Exception as exc:
         raise wrap_driver_error(exc, f"rebuilding {q.VECTOR_INDEX}") from None
-    how = "ALTER INDEX ... REBUILD ONLINE" if sql == q.REBUILD_ONLINE else "DBMS_VECTOR.REBUILD_INDEX"
+    how = "ALTER INDEX ... REBUILD ONLINE" if sql is q.REBUILD_ONLINE else "DBMS_VECTOR.REBUILD_INDEX"
     return f"rebuilt {q.VECTOR_INDEX} on {chunks} chunks ({how})"
 
 
 def rebuild_if_due(engine: Engine) -> str:
     """``bootstrap``'s step: rebuild when chunks exist and none were there at the last rebuild, or doubled."""
-    if not _oracle(engine):
+    if not engine.maintains_indexes:
         return EMBEDDED
     with engine.connect() as conn:
-        chunks = _chunks(conn)
-        last = _last(conn, VECTOR_REBUILD)
+        chunks = _chunks(engine, conn)
+        last = _last(engine, conn, VECTOR_REBUILD)
     if chunks == 0:
         return "vector index: no chunks yet; the first bootstrap after a backfill rebuilds it"
     if last is not None and last["chunks"] > 0 and chunks < GROWTH_FACTOR * last["chunks"]:
@@ -162,8 +163,8 @@ def status(engine: Engine, *, probes: int = 20, top_k: int = 10) -> IndexStatus:
     """What the indexes are and, for the vector index, the accuracy it achieves on stored vectors."""
     if not 0 <= probes <= 1000 or not 1 <= top_k <= 100:
         raise InputError("probes must be in [0, 1000] and top_k in [1, 100]")
-    out = IndexStatus(engine.name, top_k=top_k)
-    if not _oracle(engine):
+    out = IndexStatus(engine=engine.name, top_k=top_k, maintained=engine.maintains_indexes)
+    if not engine.maintains_indexes:
         return out
     import oracledb
 
@@ -171,21 +172,21 @@ def status(engine: Engine, *, probes: int = 20, top_k: int = 10) -> IndexStatus:
     out.target_accuracy = target
     try:
         with engine.connect() as conn:
-            out.indexes = _info(conn)
-            out.chunks = _chunks(conn)
-            out.last_rebuild = _last(conn, VECTOR_REBUILD)
+            out.indexes = _info(engine, conn)
+            out.chunks = _chunks(engine, conn)
+            out.last_rebuild = _last(engine, conn, VECTOR_REBUILD)
             if probes == 0 or out.chunks == 0 or q.VECTOR_INDEX not in out.indexes:
                 return out
-            from .engines._common import stmt
 
             step = max(1, out.chunks // probes)
-            vectors = [r[0] for r in conn.execute(stmt(q.ACCURACY_PROBES), {"step": step, "n": probes})]
+            probe_binds = {"step": step, "n": probes}
+            vectors = [r[0] for r in conn.execute(engine.statement(q.ACCURACY_PROBES), probe_binds)]
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
             try:
                 report = cursor.var(oracledb.DB_TYPE_VARCHAR, 400)
                 for vector in vectors:
-                    cursor.execute(q.ACCURACY_QUERY, {"report": report, "qv": array.array("f", vector),
-                                                      "k": top_k, "target": target})
+                    cursor.execute(engine.text(q.ACCURACY_QUERY), {"report": report, "qv": array.array("f", vector),
+                                                                   "k": top_k, "target": target})
                     text = str(report.getvalue() or "")
                     out.reports.append(text)
                     match = _ACHIEVED.search(text)
@@ -201,19 +202,19 @@ def status(engine: Engine, *, probes: int = 20, top_k: int = 10) -> IndexStatus:
 
 def optimize_text(engine: Engine, *, maxtime_min: int | None = None) -> str:
     """Compact the Oracle Text index (``CTX_DDL.OPTIMIZE_INDEX`` FULL, at most ``maxtime_min`` minutes)."""
-    if not _oracle(engine):
+    if not engine.maintains_indexes:
         return EMBEDDED
     if maxtime_min is not None and not 1 <= maxtime_min <= 1440:
         raise InputError("maxtime must be 1 to 1440 minutes")
     try:
         with engine.begin() as conn:
-            chunks = _chunks(conn)
+            chunks = _chunks(engine, conn)
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
             try:
-                cursor.execute(q.TEXT_OPTIMIZE, {"maxtime": maxtime_min})
+                cursor.execute(engine.text(q.TEXT_OPTIMIZE), {"maxtime": maxtime_min})
             finally:
                 cursor.close()
-            _record(conn, TEXT_OPTIMIZE, chunks)
+            _record(engine, conn, TEXT_OPTIMIZE, chunks)
     except Exception as exc:
         raise wrap_driver_error(exc, f"optimising {q.TEXT_INDEX}") from None
     limit = f", at most {maxtime_min} min" if maxtime_min else ""

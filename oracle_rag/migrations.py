@@ -23,21 +23,20 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from .engines import Engine
+from .engines import Engine, Sql
 from .errors import MigrationError, wrap_driver_error
-from .scripts import is_plsql
 
 _FILE = re.compile(r"^V(\d+)__([A-Za-z0-9_]+)\.sql$")
 MIGRATION_SETS = ("rag", "demo")
 
-_SELECT_HISTORY = sa.text(
+_SELECT_HISTORY = Sql.both(
     "SELECT VERSION, CHECKSUM, STATEMENTS_DONE, SUCCESS FROM RAG_SCHEMA_HISTORY WHERE MIGRATION_SET = :mset"
 )
-_INSERT_HISTORY = sa.text(
+_INSERT_HISTORY = Sql.both(
     "INSERT INTO RAG_SCHEMA_HISTORY (MIGRATION_SET, VERSION, DESCRIPTION, CHECKSUM, STATEMENTS_DONE, SUCCESS) "
     "VALUES (:mset, :version, :description, :checksum, 0, 0)"
 )
-_PROGRESS = sa.text(
+_PROGRESS = Sql.both(
     "UPDATE RAG_SCHEMA_HISTORY SET STATEMENTS_DONE = :done, SUCCESS = :success "
     "WHERE MIGRATION_SET = :mset AND VERSION = :version"
 )
@@ -89,6 +88,8 @@ class MigrationRunner:
         self.engine = engine
         self.migration_set = migration_set
         self.migrations = discover(engine.migrations_dir(migration_set))
+        self._insert_history = engine.statement(_INSERT_HISTORY)
+        self._progress = engine.statement(_PROGRESS)
 
     def statements(self, migration: Migration) -> list[str]:
         return self.engine.split_script(self.engine.render_migration(migration.text))
@@ -112,9 +113,7 @@ class MigrationRunner:
 
     def _terminated(self, sql: str) -> str:
         """``sql`` as it would appear in a script for this engine (SQL*Plus or sqlite3)."""
-        if self.engine.name == "oracle":
-            return sql + ("\n/" if is_plsql(sql) else ";")
-        return sql if sql.rstrip().endswith(";") else sql + ";"
+        return self.engine.script_statement(sql)
 
     def _ensure_history(self) -> None:
         with self.engine.begin() as conn:
@@ -124,7 +123,7 @@ class MigrationRunner:
     def _history(self) -> dict[int, tuple[str, int, bool]]:
         try:
             with self.engine.connect() as conn:
-                rows = conn.execute(_SELECT_HISTORY, {"mset": self.migration_set}).fetchall()
+                rows = conn.execute(self.engine.statement(_SELECT_HISTORY), {"mset": self.migration_set}).fetchall()
         except Exception as exc:  # table missing or DB unreachable
             raise MigrationError("cannot read RAG_SCHEMA_HISTORY") from exc
         return {int(r[0]): (r[1], int(r[2]), bool(r[3])) for r in rows}
@@ -170,21 +169,21 @@ class MigrationRunner:
         if self.engine.transactional_ddl:
             with self.engine.begin() as conn:
                 if new:
-                    conn.execute(_INSERT_HISTORY, {**keys, "description": m.description, "checksum": m.checksum})
+                    conn.execute(self._insert_history, {**keys, "description": m.description, "checksum": m.checksum})
                 for i, sql in enumerate(statements, 1):
                     self._run(conn, m, i, sql)
-                conn.execute(_PROGRESS, {**keys, "done": len(statements), "success": 1})
+                conn.execute(self._progress, {**keys, "done": len(statements), "success": 1})
             return
         if new:
             with self.engine.begin() as conn:
-                conn.execute(_INSERT_HISTORY, {**keys, "description": m.description, "checksum": m.checksum})
+                conn.execute(self._insert_history, {**keys, "description": m.description, "checksum": m.checksum})
         for i, sql in enumerate(statements[start:], start + 1):
             with self.engine.begin() as conn:
                 self._run(conn, m, i, sql)
             with self.engine.begin() as conn:
-                conn.execute(_PROGRESS, {**keys, "done": i, "success": 0})
+                conn.execute(self._progress, {**keys, "done": i, "success": 0})
         with self.engine.begin() as conn:
-            conn.execute(_PROGRESS, {**keys, "done": len(statements), "success": 1})
+            conn.execute(self._progress, {**keys, "done": len(statements), "success": 1})
 
     def _run(self, conn: sa.Connection, m: Migration, index: int, sql: str) -> None:
         try:

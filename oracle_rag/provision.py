@@ -32,9 +32,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .config import Settings
-from .engines import Engine
+from .engines import Engine, engine_sql
 from .engines import oracle_provision_sql as q
+from .engines.statements import Sql
 from .errors import ConfigurationError, DatabaseError, InputError, wrap_driver_error
+from .index_maintenance import rebuild_if_due
+from .migrations import migrate_all
 
 log = logging.getLogger("oracle_rag.provision")
 
@@ -69,7 +72,7 @@ def model_identifier(name: str) -> str:
     Letter first, then letters, digits, ``_``, ``$`` or ``#``; at most 123
     characters (Oracle's limit for a model name); not a reserved word. The
     one place a model name is checked before it reaches SQL (as a bind here,
-    as an identifier in ``VECTOR_EMBEDDING`` via ``oracle_sql.render``).
+    as an identifier in ``VECTOR_EMBEDDING`` via ``engine_sql.render``).
     """
     text = str(name).strip()
     if not _IDENT.match(text):
@@ -98,7 +101,7 @@ def par_url_host(url: str) -> str:
 
 
 def _require_oracle(engine: Engine) -> None:
-    if engine.name != "oracle":
+    if not engine.loads_models:
         raise ConfigurationError(SQLITE_REFUSAL, key="database_url")
 
 
@@ -114,7 +117,7 @@ def _describe(outcome: str, name: str, source: str, *, replace: bool) -> str:
     raise DatabaseError(f"loading model {name}: unexpected outcome {outcome!r}")
 
 
-def _run_block(engine: Engine, sql: str, binds: Callable[[Any], Mapping[str, Any]], doing: str) -> str:
+def _run_block(engine: Engine, sql: Sql, binds: Callable[[Any], Mapping[str, Any]], doing: str) -> str:
     """Run one provisioning block on a raw python-oracledb cursor; return ``:outcome``.
 
     Raw cursor because the BLOB and the OUT bind are driver objects. Driver
@@ -129,7 +132,7 @@ def _run_block(engine: Engine, sql: str, binds: Callable[[Any], Mapping[str, Any
             cursor = raw.cursor()  # type: ignore[union-attr]
             try:
                 outcome = cursor.var(oracledb.DB_TYPE_VARCHAR, 32)  # LOADED, REPLACED, SKIPPED, CONCURRENT
-                cursor.execute(sql, {**binds(raw), "outcome": outcome})
+                cursor.execute(engine.text(sql), {**binds(raw), "outcome": outcome})
                 value = outcome.getvalue()
             finally:
                 cursor.close()
@@ -196,13 +199,10 @@ def drop_model(engine: Engine, name: str) -> bool:
 
 def model_present(engine: Engine, name: str) -> bool:
     """True when ``USER_MINING_MODELS`` lists ``name`` (Oracle only)."""
-    from .engines import oracle_sql
-    from .engines._common import stmt
-
     _require_oracle(engine)
     model = model_identifier(name)
     with engine.connect() as conn:
-        found = conn.execute(stmt(oracle_sql.MODEL_EXISTS), {"model_name": model}).scalar_one()
+        found = conn.execute(engine.statement(engine_sql.MODEL_EXISTS), {"model_name": model}).scalar_one()
     return bool(found)
 
 
@@ -221,8 +221,6 @@ def bootstrap(engine: Engine, settings: Settings, par_url: str | None,
     the embedded engine there is no model to load: it migrates, and refuses a
     URL. Returns one line per step.
     """
-    from .migrations import migrate_all
-
     par_url = (par_url or "").strip() or None
     if par_url is not None:
         _require_oracle(engine)
@@ -231,7 +229,7 @@ def bootstrap(engine: Engine, settings: Settings, par_url: str | None,
     for mset, report in migrate_all(engine, ("rag",), progress).items():
         lines.append(f"migrations ({mset}): applied {report.applied or 'none'}, resumed "
                      f"{report.resumed or 'none'}, already applied {report.skipped or 'none'}")
-    if engine.name != "oracle":
+    if not engine.loads_models:
         lines.append("model: the embedded engine runs it in-process (built on first use)")
         return lines
     elif par_url is not None:
@@ -243,7 +241,5 @@ def bootstrap(engine: Engine, settings: Settings, par_url: str | None,
         else:
             lines.append(f"model: {model} is NOT loaded and {PAR_URL_ENV} is not set; load it with "
                          f"`oracle-rag model load --file FILE --name {model}` or set {PAR_URL_ENV}")
-    from .index_maintenance import rebuild_if_due
-
     lines.append(rebuild_if_due(engine))  # IVF centroids from real data: once after the first backfill
     return lines

@@ -14,10 +14,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .engines import oracle_sql, sqlite_sql
-from .engines._common import enqueue_params, stmt
-
-_ENQUEUE = {"oracle": oracle_sql.ENQUEUE, "sqlite": sqlite_sql.ENQUEUE}
+from .engines.engine_sql import ENQUEUE
+from .engines.records import enqueue_params
+from .engines.statements import for_connection
 
 
 def _connection(conn: Any) -> sa.Connection:
@@ -35,12 +34,10 @@ def enqueue(conn: Any, source_type: str, source_id: Any, action: str = "UPSERT")
 
 def enqueue_many(conn: Any, items: Iterable[tuple[str, Any, str]]) -> int:
     connection = _connection(conn)
-    sql = _ENQUEUE.get(connection.dialect.name)
-    if sql is None:
-        raise TypeError(f"enqueue() supports Oracle and SQLite, not {connection.dialect.name}")
+    sql = for_connection(connection, ENQUEUE)  # TypeError for a database we do not run on
     rows = enqueue_params(items)
     if rows:
-        connection.execute(stmt(sql), rows)
+        connection.execute(sql, rows)
     return len(rows)
 
 

@@ -10,7 +10,11 @@ from .config import Settings, load_settings
 from .engines import Engine, create_engine
 from .indexer import Indexer
 from .migrations import MigrationReport, MigrationRunner
+from .queue import enqueue
+from .retriever import Retriever
 from .sources import Source, SourceRegistry, reference_sources
+from .sources.refresh import SourceRefresher
+from .sources.sql_query import load_sql_sources
 from .worker import Worker
 
 
@@ -29,8 +33,6 @@ class RagSystem:
         return {s: MigrationRunner(self.engine, s).migrate(progress) for s in sets}
 
     def enqueue(self, conn: Any, source_type: str, source_id: Any, action: str = "UPSERT") -> None:
-        from .queue import enqueue
-
         enqueue(conn, source_type, source_id, action)
 
     def worker(self, **kwargs: Any) -> Worker:
@@ -47,15 +49,11 @@ class RagSystem:
         """
         refresher = getattr(self, "_sql_sources", None)
         if refresher is None:
-            from .sources.refresh import SourceRefresher
-            from .sources.sql_query import load_sql_sources
 
             refresher = self._sql_sources = SourceRefresher(self.engine, load_sql_sources(self.settings))
         return refresher
 
     def retriever(self) -> Any:
-        from .retriever import Retriever
-
         return Retriever(self.engine, self.settings)
 
     def status(self) -> dict[str, Any]:
@@ -66,7 +64,7 @@ class RagSystem:
                                           limit=100) if stats.depth else []
         return {
             "engine": self.engine.name,
-            "model": self.settings.embedding_model if self.engine.name == "oracle" else "all-MiniLM-L6-v2 (in-process)",
+            "model": self.engine.model_label,
             "queue_depth": stats.depth,
             "oldest_age_s": stats.oldest_age_s,
             "stalled_rows": stats.stalled,

@@ -36,6 +36,8 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from .errors import ConfigurationError
+
 log = logging.getLogger("oracle_rag.tracing")
 
 TRACER_NAME = "oracle_rag"
@@ -66,8 +68,6 @@ def configure(settings: Any) -> bool:
     kind = (settings.tracing_exporter or "none").lower()
     if kind == "none" or _configured:
         return _configured
-    from .errors import ConfigurationError
-
     if trace is None:
         raise ConfigurationError("tracing_exporter: the OpenTelemetry API is not installed "
                                  "(pip install 'oracle-rag[tracing]')", key="tracing_exporter")

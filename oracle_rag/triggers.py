@@ -19,14 +19,13 @@ with trigger bodies kept whole). Both scripts are idempotent.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
 from .engines import Engine
-from .engines._common import stmt
 from .engines.base import SQL_ROOT
+from .engines.statements import Sql
 from .errors import DatabaseError, wrap_driver_error
 from .scripts import split_oracle_script
 
@@ -37,25 +36,27 @@ UNINSTALL_SCRIPT = "drop_enqueue_triggers.sql"
 # Which of our triggers exist, and whether each compiled (USER_OBJECTS.STATUS VALID) and
 # fires (USER_TRIGGERS.STATUS ENABLED). A trigger that exists but is INVALID makes every
 # write to its table fail with ORA-04098, so only VALID and ENABLED counts as installed.
-ORACLE_LIST_TRIGGERS = """SELECT t.TRIGGER_NAME, o.STATUS AS OBJECT_STATUS, t.STATUS AS TRIGGER_STATUS
+LIST_TRIGGERS = Sql(
+    oracle="""SELECT t.TRIGGER_NAME, o.STATUS AS OBJECT_STATUS, t.STATUS AS TRIGGER_STATUS
 FROM USER_TRIGGERS t
 JOIN USER_OBJECTS o ON o.OBJECT_NAME = t.TRIGGER_NAME AND o.OBJECT_TYPE = 'TRIGGER'
 WHERE t.TRIGGER_NAME IN :names
-ORDER BY t.TRIGGER_NAME"""
-SQLITE_LIST_TRIGGERS = (
-    "SELECT UPPER(name), 'VALID', 'ENABLED' FROM sqlite_master WHERE type = 'trigger' AND UPPER(name) IN :names "
-    "ORDER BY 1"
+ORDER BY t.TRIGGER_NAME""",
+    sqlite=(
+        "SELECT UPPER(name), 'VALID', 'ENABLED' FROM sqlite_master WHERE type = 'trigger' AND UPPER(name) IN :names "
+        "ORDER BY 1"
+    ),
+    expanding=("names",),
 )
-_LIST = {"oracle": ORACLE_LIST_TRIGGERS, "sqlite": SQLITE_LIST_TRIGGERS}
 
 # python-oracledb raises nothing when CREATE TRIGGER compiles with errors: the trigger is
 # created INVALID and the cursor carries a DPY-7000 warning ("creation succeeded with
 # compilation errors"); the errors are in USER_ERRORS (python-oracledb user guide,
 # "PL/SQL Compilation Warnings"). Each CREATE is checked both ways.
-ORACLE_TRIGGER_ERRORS = """SELECT LINE, POSITION, TEXT
+TRIGGER_ERRORS = Sql(oracle="""SELECT LINE, POSITION, TEXT
 FROM USER_ERRORS
 WHERE TYPE = 'TRIGGER' AND NAME = :name AND ATTRIBUTE = 'ERROR'
-ORDER BY SEQUENCE"""
+ORDER BY SEQUENCE""")
 COMPILE_WARNING = "DPY-7000"
 
 _CREATE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?TRIGGER\s+([A-Za-z][A-Za-z0-9_$#]*)", re.I | re.M)
@@ -65,12 +66,8 @@ _INSTALL_HINT = ("; the RAG tables and the reference application's tables must e
                  "(`oracle-rag migrate --demo`), and on Oracle the user needs CREATE TRIGGER")
 
 
-def script_path(engine_name: str, script: str) -> Path:
-    return SQL_ROOT / engine_name / FOLDER / script
-
-
 def _script(engine: Engine, script: str) -> str:
-    return script_path(engine.name, script).read_text("utf-8")
+    return (engine.trigger_scripts_dir() / script).read_text("utf-8")
 
 
 def install_statements(engine: Engine) -> list[str]:
@@ -90,7 +87,7 @@ def trigger_names(engine: Engine) -> list[str]:
 def states(engine: Engine) -> dict[str, tuple[str, str]]:
     """Each of our triggers that exists: (object status VALID|INVALID, ENABLED|DISABLED)."""
     with engine.connect() as conn:
-        rows = conn.execute(stmt(_LIST[engine.name], ("names",)), {"names": trigger_names(engine)})
+        rows = conn.execute(engine.statement(LIST_TRIGGERS), {"names": trigger_names(engine)})
         return {str(r[0]).upper(): (str(r[1]).upper(), str(r[2]).upper()) for r in rows}
 
 
@@ -136,8 +133,8 @@ def _run(engine: Engine, statements: list[str], doing: str, hint: str) -> None:
     with engine.begin() as conn:
         for i, sql in enumerate(statements, 1):
             try:
-                if engine.name == "oracle":
-                    _run_oracle_ddl(conn, sql)
+                if engine.ddl_compile_warnings:
+                    _run_oracle_ddl(engine, conn, sql)
                 else:
                     conn.exec_driver_sql(sql)
             except DatabaseError as exc:
@@ -151,7 +148,7 @@ def _run(engine: Engine, statements: list[str], doing: str, hint: str) -> None:
                                     vendor_code=wrapped.vendor_code) from None
 
 
-def _run_oracle_ddl(conn: sa.Connection, sql: str) -> None:
+def _run_oracle_ddl(engine: Engine, conn: sa.Connection, sql: str) -> None:
     """One DDL statement on a raw cursor; a CREATE TRIGGER that did not compile is dropped and raised.
 
     A raw cursor, because only it exposes ``cursor.warning``. An INVALID
@@ -165,27 +162,27 @@ def _run_oracle_ddl(conn: sa.Connection, sql: str) -> None:
             return
         name = created.group(1).upper()
         warning = getattr(cursor, "warning", None)
-        cursor.execute(ORACLE_TRIGGER_ERRORS, {"name": name})
+        cursor.execute(engine.text(TRIGGER_ERRORS), {"name": name})
         problem = compile_failure(name, getattr(warning, "full_code", None), list(cursor.fetchall()))
         if problem is None:
             return
-        cursor.execute(ORACLE_STATEMENTS[f"DROP_{name}"])  # the uninstall script's own DROP TRIGGER IF EXISTS
+        cursor.execute(engine.text(SCRIPT_STATEMENTS[f"DROP_{name}"]))  # the uninstall script's own DROP TRIGGER IF EXISTS
     finally:
         cursor.close()
     raise DatabaseError(f"{problem}; dropped it, since an invalid trigger makes every write to its table fail "
                         f"(ORA-04098)", vendor_code=COMPILE_WARNING)
 
 
-def _oracle_statements() -> dict[str, str]:
-    out = {"LIST_TRIGGERS": ORACLE_LIST_TRIGGERS, "TRIGGER_ERRORS": ORACLE_TRIGGER_ERRORS}
+def _oracle_script_statements() -> dict[str, Sql]:
+    out: dict[str, Sql] = {}
     for script, pattern, prefix in ((INSTALL_SCRIPT, _CREATE, "CREATE"), (UNINSTALL_SCRIPT, _DROP, "DROP")):
-        for sql in split_oracle_script(script_path("oracle", script).read_text("utf-8")):
+        for sql in split_oracle_script((SQL_ROOT / "oracle" / FOLDER / script).read_text("utf-8")):
             match = pattern.match(sql)
             if match is None:  # pragma: no cover - guarded by tests/test_triggers.py
                 raise ValueError(f"unexpected statement in oracle/{FOLDER}/{script}: {sql[:40]!r}")
-            out[f"{prefix}_{match.group(1).upper()}"] = sql
+            out[f"{prefix}_{match.group(1).upper()}"] = Sql(oracle=sql)
     return out
 
 
-# Every statement sent to Oracle by this module (pinned by the golden tests).
-ORACLE_STATEMENTS: dict[str, str] = _oracle_statements()
+# The Oracle scripts' statements, each as the runner sends it (pinned by the golden tests).
+SCRIPT_STATEMENTS: dict[str, Sql] = _oracle_script_statements()

@@ -1,22 +1,19 @@
 """Find every statement oracle-rag can send to Oracle, for the golden and parse tests.
 
 Discovery is automatic, so a new statement is pinned (and parsed) without
-editing the tests:
+editing the tests. There is one statement mechanism
+(``oracle_rag/engines/statements.py``), so there are two rules:
 
-* every public upper-case ``str`` (or list of ``str``) constant of
-  ``oracle_rag/engines/oracle_sql.py``, ``{model}`` rendered with
-  ``oracle_sql.render(t, DEFAULT_MODEL)``;
-* the ``ORACLE_STATEMENTS`` dict of every module under ``oracle_rag/`` (the
-  ``*_sql.py`` modules, and any other module that declares one);
-* in a ``*_sql.py`` module without ``ORACLE_STATEMENTS`` (a portable one,
-  such as ``sources/reference_sql.py``), its public upper-case ``str``
-  constants; a ``*_sql.py`` module with ``SQLITE_STATEMENTS`` but no
-  ``ORACLE_STATEMENTS`` is reported as a problem;
-* SQL-looking module-level constants (``str``, ``sqlalchemy.text()``, list
-  of ``str``) of the other modules that declare no ``ORACLE_STATEMENTS``
-  (``migrations.py``'s history statements, ``caller.py``, ``demo/seed.py``),
-  except names prefixed with another dialect (``SQLITE_``, ``POSTGRESQL_``,
-  ``MYSQL_``...) and modules named for SQLite;
+* every :class:`oracle_rag.engines.Sql` with Oracle text in any module under
+  ``oracle_rag/``: a module-level constant (``<module>.<NAME>``), an item of
+  a module-level list (``<module>.<NAME>.<i>``) or a value of a module-level
+  dict (``<module>.<key>``); ``{model}`` rendered with
+  ``engine_sql.render(t, DEFAULT_MODEL)``. The fragments and templates that
+  ``*_sql.py`` modules compose statements from (public upper-case ``str``
+  constants that start like SQL or hold a ``:bind``, such as ``SCOPE``) are
+  pinned too, except names prefixed with
+  another dialect (``SQLITE_``, ``POSTGRESQL_``...: statements for a SQL
+  source's own database);
 * every Oracle migration (``sql/oracle/V*.sql`` and ``sql/oracle/demo/V*.sql``)
   rendered with default settings and split as the runner splits it, except
   the versions ``tests/test_migrations.py`` already pins under
@@ -27,6 +24,7 @@ A statement whose text equals one already found is listed once.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 import re
@@ -37,7 +35,7 @@ from typing import Any
 import sqlalchemy as sa
 
 import oracle_rag
-from oracle_rag.engines import oracle_sql
+from oracle_rag.engines import Sql, engine_sql
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "oracle_rag"
@@ -90,33 +88,45 @@ class Discovery:
 
 
 def _render(sql: str) -> str:
-    return oracle_sql.render(sql, DEFAULT_MODEL) if "{model}" in sql else sql
+    return engine_sql.render(sql, DEFAULT_MODEL) if "{model}" in sql else sql
 
 
 def _module_key(module_name: str) -> str:
     return module_name.removeprefix("oracle_rag.")
 
 
-def _is_sqlite_module(module_name: str) -> bool:
-    return any(part.startswith("sqlite") for part in module_name.split("."))
+def _assigned(module: Any) -> set[str]:
+    """Names the module itself assigns at top level (not those it imports)."""
+    tree = ast.parse(Path(module.__file__).read_text("utf-8"))
+    names: set[str] = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
 
 
-def _constants(module: Any, *, public_only: bool) -> list[tuple[str, str]]:
-    """(name, sql) for SQL-looking module-level constants."""
+def _statements(module: Any) -> list[tuple[str, str]]:
+    """(name, Oracle text) for the module's own ``Sql`` objects and, in ``*_sql`` modules, its fragments."""
     out: list[tuple[str, str]] = []
+    is_sql_module = module.__name__.endswith("_sql")
+    own = _assigned(module)
     for name, value in vars(module).items():
-        if name.startswith("__") or not name.lstrip("_").isupper():
+        if name not in own or not name.lstrip("_").isupper():
             continue
-        if public_only and name.startswith("_"):
-            continue
-        if name.lstrip("_").startswith(OTHER_DIALECT_PREFIXES):
-            continue
-        if isinstance(value, sa.TextClause):
-            value = value.text
-        if isinstance(value, str):
+        if isinstance(value, Sql):
+            items = [(name, value)]
+        elif isinstance(value, list | tuple):
+            items = [(f"{name}.{i}", v) for i, v in enumerate(value) if isinstance(v, Sql)]
+        elif isinstance(value, dict):
+            items = [(str(k), v) for k, v in value.items() if isinstance(v, Sql)]
+        elif (is_sql_module and isinstance(value, str) and not name.startswith("_")
+              and not name.startswith(OTHER_DIALECT_PREFIXES) and (SQL_START.match(value) or bind_names(value))):
             out.append((name, value))
-        elif isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
-            out.extend((f"{name}.{i}", v) for i, v in enumerate(value))
+            continue
+        else:
+            continue
+        out.extend((key, sql.oracle) for key, sql in items if sql.oracle is not None)
     return out
 
 
@@ -168,52 +178,16 @@ def discover(*, include_pinned_elsewhere: bool = False) -> Discovery:
     """Every Oracle statement; with ``include_pinned_elsewhere`` also the migrations
     ``tests/test_migrations.py`` pins (the parse test checks those too)."""
     found = Discovery()
-    # 1. oracle_sql.py: every public upper-case constant.
-    for name, sql in _constants(oracle_sql, public_only=True):
-        found.add("engines.oracle_sql", name, _render(sql), "oracle_rag/engines/oracle_sql.py constant")
-    # 2.-4. every other module of the package.
-    modules: dict[str, Any] = {}
     for module_name in sorted(m.name for m in pkgutil.walk_packages(oracle_rag.__path__, "oracle_rag.")):
         if module_name.endswith("__main__"):
             continue
         try:
-            modules[module_name] = importlib.import_module(module_name)
+            module = importlib.import_module(module_name)
         except Exception as exc:  # a half-written module must not hide the others
             found.problems.append(f"{module_name}: import failed ({type(exc).__name__}: {exc})")
-    # A module that imports another's ORACLE_STATEMENTS does not own it: the *_sql module does.
-    owner: dict[int, str] = {}
-    for module_name, module in modules.items():
-        declared = vars(module).get("ORACLE_STATEMENTS")
-        if declared is not None and (id(declared) not in owner or module_name.endswith("_sql")):
-            owner[id(declared)] = module_name
-    sweep: list[tuple[str, Any]] = []
-    for module_name, module in modules.items():
-        key = _module_key(module_name)
-        statements = vars(module).get("ORACLE_STATEMENTS")
-        if statements is not None and owner[id(statements)] != module_name:
-            statements = None  # imported from its owner, which pins it
-        if statements is not None:
-            if not isinstance(statements, dict) or not all(isinstance(v, str) for v in statements.values()):
-                found.problems.append(f"{module_name}.ORACLE_STATEMENTS must be a dict[str, str]")
-                continue
-            for name, sql in statements.items():
-                found.add(key, name, _render(sql), f"{module_name}.ORACLE_STATEMENTS")
             continue
-        if _is_sqlite_module(module_name) or module is oracle_sql:
-            continue
-        if module_name.endswith("_sql"):
-            if hasattr(module, "SQLITE_STATEMENTS"):
-                found.problems.append(f"{module_name} has SQLITE_STATEMENTS but no ORACLE_STATEMENTS")
-                continue
-            for name, sql in _constants(module, public_only=True):
-                found.add(key, name, _render(sql), f"{module_name} (portable) constant")
-            continue
-        sweep.append((key, module))
-    for key, module in sweep:  # after the declared ones, so their names win
-        for name, sql in _constants(module, public_only=False):
-            if SQL_START.match(sql):
-                found.add(key, name, _render(sql), f"{module.__name__} module constant")
-    # 5. migrations.
+        for name, sql in _statements(module):
+            found.add(_module_key(module_name), name, _render(sql), f"{module_name}.{name.split('.')[0]}")
     _oracle_migrations(found, include_pinned_elsewhere)
     return found
 

@@ -92,22 +92,22 @@ def _run(errors: dict[str, BaseException], rollback_error: BaseException | None 
     executor = OracleExecutor(_Engine(pooled), timeout_s=2, row_cap=10)
     checked = CheckedQuery(sql=SQL, views=("RAG_V_TASK",), ctes=())  # type: ignore[call-arg]
     try:
-        return executor.run(checked, Caller(employee_id=17, role="developer")), pooled
+        return executor.run(checked, Caller(employee_id=17, role="developer").employee_id), pooled
     except GuardrailError as exc:
         return exc, pooled
 
 
 def test_a_read_only_users_ora_28194_is_tolerated() -> None:
-    result, pooled = _run({q.ORACLE_SET_READ_ONLY: oracledb.DatabaseError("ORA-28194: Can perform read operations only")})
+    result, pooled = _run({q.SET_READ_ONLY.oracle: oracledb.DatabaseError("ORA-28194: Can perform read operations only")})
     assert not isinstance(result, GuardrailError), result
     assert result.rows == [(7,)]
     conn = pooled.driver_connection
-    assert conn.sent == [q.ORACLE_SET_READ_ONLY, SQL, "ROLLBACK"]
+    assert conn.sent == [q.SET_READ_ONLY.oracle, SQL, "ROLLBACK"]
     assert pooled.events == ["close"]
 
 
 def test_any_other_refusal_of_set_transaction_stops_the_query() -> None:
-    result, pooled = _run({q.ORACLE_SET_READ_ONLY: oracledb.DatabaseError("ORA-01031: insufficient privileges")})
+    result, pooled = _run({q.SET_READ_ONLY.oracle: oracledb.DatabaseError("ORA-01031: insufficient privileges")})
     assert isinstance(result, GuardrailError) and "ORA-01031" in str(result)
     assert SQL not in pooled.driver_connection.sent
 

@@ -35,7 +35,7 @@ def people(rag):
 
 def _verify(rag, token: str) -> int | None:
     with rag.engine.connect() as conn:
-        return verify_token(conn, rag.engine.name, token)
+        return verify_token(conn, rag.engine, token)
 
 
 def test_token_shape_and_storage(people) -> None:
@@ -54,7 +54,7 @@ def test_verify_resolves_the_caller(people) -> None:
     token = create_token(people.engine, MANAGER).token
     assert _verify(people, token) == MANAGER
     with people.engine.connect() as conn:
-        caller = caller_for_token(conn, "sqlite", token)
+        caller = caller_for_token(conn, people.engine, token)
     assert caller is not None and (caller.employee_id, caller.role, caller.name) == (MANAGER, "manager", "Mia Moore")
 
 
@@ -102,7 +102,7 @@ def test_deleted_employee_token_no_longer_authenticates(people) -> None:
     token = create_token(people.engine, 11).token
     with people.engine.begin() as conn:
         conn.execute(sa.text("DELETE FROM EMPLOYEE WHERE EMPLOYEE_ID = 11"))
-        assert caller_for_token(conn, "sqlite", token) is None
+        assert caller_for_token(conn, people.engine, token) is None
 
 
 def test_bearer_header_parsing() -> None:

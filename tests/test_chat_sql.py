@@ -1,7 +1,7 @@
 """The chat statements and the V3 migration, checked without an Oracle database.
 
-Every Oracle statement is exposed in ``ORACLE_STATEMENTS`` (for the golden
-test module), has a SQLite twin with the same binds, uses only ``:named``
+Every statement is an ``Sql`` with Oracle text (what the golden test module
+discovers), has a SQLite twin with the same binds, uses only ``:named``
 binds, and the chunk-detail statement carries the engines' own scope
 predicate. The Oracle V3 script splits into the statements we expect.
 """
@@ -15,11 +15,13 @@ import sqlalchemy as sa
 import sqlglot
 
 from oracle_rag.chat import chat_sql
-from oracle_rag.engines import oracle_sql, sqlite_sql
+from oracle_rag.engines import Sql, engine_sql
 from oracle_rag.scripts import split_oracle_script
 
 SQL_DIR = Path(chat_sql.__file__).resolve().parent.parent / "sql"
 _BIND = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+ORACLE_STATEMENTS = {n: v.oracle for n, v in vars(chat_sql).items() if isinstance(v, Sql)}
+SQLITE_STATEMENTS = {n: v.sqlite for n, v in vars(chat_sql).items() if isinstance(v, Sql)}
 
 
 def _binds(sql: str) -> set[str]:
@@ -27,29 +29,30 @@ def _binds(sql: str) -> set[str]:
 
 
 def test_every_oracle_constant_is_exposed() -> None:
-    exposed = set(chat_sql.ORACLE_STATEMENTS.values())
     for name, value in vars(chat_sql).items():
-        if name.isupper() and isinstance(value, str) and not name.startswith(("SQLITE_", "_")):
-            assert value in exposed, f"{name} is missing from ORACLE_STATEMENTS"
+        if name.isupper() and not name.startswith("_") and name != "SCOPE":
+            assert isinstance(value, Sql) and value.oracle, f"{name} is not an Sql with Oracle text"
 
 
 def test_both_engines_have_the_same_statements_and_binds() -> None:
-    assert set(chat_sql.ORACLE_STATEMENTS) == set(chat_sql.SQLITE_STATEMENTS)
-    for name, oracle in chat_sql.ORACLE_STATEMENTS.items():
-        sqlite = chat_sql.SQLITE_STATEMENTS[name]
+    assert set(ORACLE_STATEMENTS) == set(SQLITE_STATEMENTS)
+    for name, oracle in ORACLE_STATEMENTS.items():
+        sqlite = SQLITE_STATEMENTS[name]
+        assert oracle is not None and sqlite is not None, name
         assert _binds(oracle) == _binds(sqlite), name
         assert "?" not in oracle and "%s" not in oracle and "{" not in oracle, name
         assert not oracle.rstrip().endswith(";"), name  # python-oracledb refuses a trailing semicolon
 
 
 def test_chunk_detail_uses_the_search_scope_predicate() -> None:
-    assert chat_sql.ORACLE_GET_CHUNK.endswith(oracle_sql.SCOPE)
-    assert chat_sql.SQLITE_GET_CHUNK.endswith(sqlite_sql.SCOPE)
-    assert {"see_all", "caller_id", "source_type", "source_id"} == _binds(chat_sql.ORACLE_GET_CHUNK)
+    assert chat_sql.GET_CHUNK.oracle and chat_sql.GET_CHUNK.oracle.endswith(engine_sql.SCOPE)
+    assert chat_sql.GET_CHUNK.sqlite and chat_sql.GET_CHUNK.sqlite.endswith(engine_sql.SCOPE)
+    assert {"see_all", "caller_id", "source_type", "source_id"} == _binds(chat_sql.GET_CHUNK.oracle)
 
 
 def test_oracle_statements_parse_as_their_kind() -> None:
-    for name, sql in chat_sql.ORACLE_STATEMENTS.items():
+    for name, sql in ORACLE_STATEMENTS.items():
+        assert sql is not None
         tree = sqlglot.parse_one(sql, read="oracle")
         kind = sql.split(None, 1)[0].upper()
         assert type(tree).__name__.upper() == kind, (name, type(tree).__name__)
@@ -67,22 +70,23 @@ def test_oracle_v3_script_splits_into_its_statements() -> None:
 
 
 def test_sqlite_v3_applies_and_enforces_its_constraints(rag) -> None:
+    query = rag.engine.statement
     with rag.engine.begin() as conn:
         tables = {r[0] for r in conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"RAG_CONVERSATION", "RAG_MESSAGE", "RAG_API_TOKEN"} <= tables
-        conn.execute(chat_sql.query("sqlite", "INSERT_CONVERSATION"),
+        conn.execute(query(chat_sql.INSERT_CONVERSATION),
                      {"conversation_id": "a" * 32, "employee_id": 9, "title": "t"})
         for bad in ({"role": "system", "citations": None}, {"role": "user", "citations": "{not json"}):
             try:
                 with conn.begin_nested():
-                    conn.execute(chat_sql.query("sqlite", "INSERT_MESSAGE"),
+                    conn.execute(query(chat_sql.INSERT_MESSAGE),
                                  {"conversation_id": "a" * 32, "content": "x", **bad})
             except sa.exc.IntegrityError:
                 continue
             raise AssertionError(f"accepted {bad}")
         try:
             with conn.begin_nested():
-                conn.execute(chat_sql.query("sqlite", "INSERT_MESSAGE"),
+                conn.execute(query(chat_sql.INSERT_MESSAGE),
                              {"conversation_id": "b" * 32, "role": "user", "content": "x", "citations": None})
         except sa.exc.IntegrityError:
             pass

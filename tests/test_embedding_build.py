@@ -230,7 +230,7 @@ def test_graph_ops_truncate_on_their_own_like_the_tokenizer_attribute(tmp_path: 
     from onnx import helper
 
     from oracle_rag.embedding.build import _load_weights, build_model_proto
-    from oracle_rag.engines.base import embed_text
+    from oracle_rag.engines import embed_text
 
     vocab = read_vocab(weights_dir() / "vocab.txt")
     proto = build_model_proto(_load_weights(weights_dir()), vocab, tokenizer_truncates=False)

@@ -17,12 +17,12 @@ from oracle_rag.engines import oracle_index_sql as q
 
 def test_26ai_rebuilds_ivf_online_and_23ai_through_the_package() -> None:
     assert im.rebuild_statement((23, 26, 0, 0, 0), "IVF_FLAT") == "ALTER INDEX RAG_CHUNK_VEC_IX REBUILD ONLINE"
-    assert im.rebuild_statement((23, 26, 3), None) == q.REBUILD_ONLINE
-    assert im.rebuild_statement((23, 9, 0), "IVF_FLAT") == q.REBUILD_PACKAGE
-    assert im.rebuild_statement((23, 4), None) == q.REBUILD_PACKAGE
+    assert im.rebuild_statement((23, 26, 3), None) == q.REBUILD_ONLINE.oracle
+    assert im.rebuild_statement((23, 9, 0), "IVF_FLAT") == q.REBUILD_PACKAGE.oracle
+    assert im.rebuild_statement((23, 4), None) == q.REBUILD_PACKAGE.oracle
     # HNSW: the online reorganisation is documented for IVF only
-    assert im.rebuild_statement((23, 26, 1), "INMEMORY_NEIGHBOR_GRAPH_HNSW") == q.REBUILD_PACKAGE
-    assert q.REBUILD_PACKAGE == "BEGIN DBMS_VECTOR.REBUILD_INDEX(idx_name => 'RAG_CHUNK_VEC_IX'); END;"
+    assert im.rebuild_statement((23, 26, 1), "INMEMORY_NEIGHBOR_GRAPH_HNSW") == q.REBUILD_PACKAGE.oracle
+    assert q.REBUILD_PACKAGE.oracle == "BEGIN DBMS_VECTOR.REBUILD_INDEX(idx_name => 'RAG_CHUNK_VEC_IX'); END;"
 
 
 def test_accuracy_report_is_read_from_oracles_sentence() -> None:
@@ -42,10 +42,10 @@ def test_accuracy_report_is_read_from_oracles_sentence() -> None:
 
 
 def test_statements_bind_every_value() -> None:
-    assert ":qv" in q.ACCURACY_QUERY and ":k" in q.ACCURACY_QUERY and ":target" in q.ACCURACY_QUERY
-    assert "owner_name      => USER" in q.ACCURACY_QUERY
-    assert "optlevel => 'FULL', maxtime => :maxtime" in q.TEXT_OPTIMIZE
-    assert "FOR UPDATE" not in q.ACCURACY_PROBES
+    assert ":qv" in q.ACCURACY_QUERY.oracle and ":k" in q.ACCURACY_QUERY.oracle and ":target" in q.ACCURACY_QUERY.oracle
+    assert "owner_name      => USER" in q.ACCURACY_QUERY.oracle
+    assert "optlevel => 'FULL', maxtime => :maxtime" in q.TEXT_OPTIMIZE.oracle
+    assert "FOR UPDATE" not in q.ACCURACY_PROBES.oracle
 
 
 def test_the_embedded_engine_has_nothing_to_maintain(tmp_path) -> None:  # type: ignore[no-untyped-def]

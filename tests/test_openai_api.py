@@ -22,8 +22,8 @@ from chat_helpers import DEV_A, DEV_B, MANAGER, issue_tokens, task_chunks_of, vi
 from llm_server import Reply, ScriptedLLM
 
 from oracle_rag.chat import LLMClient
-from oracle_rag.integrations.openai_api import MODEL_ID
 from oracle_rag.web import create_app
+from oracle_rag.web.openai_api import MODEL_ID
 from oracle_rag.web.server import make_server, serve_until
 
 

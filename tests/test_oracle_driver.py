@@ -27,11 +27,12 @@ import pytest
 import sqlalchemy as sa
 from statements_helpers import ORACLE_URL
 
-from oracle_rag.chat.chat_sql import query as chat_query
+from oracle_rag.chat import chat_sql
 from oracle_rag.config import load_settings
-from oracle_rag.engines import Filters, Scope, oracle_sql
-from oracle_rag.engines._common import ClobBind, lob_text, read_lob, stmt
+from oracle_rag.engines import Filters, Scope, engine_sql
 from oracle_rag.engines.oracle import OracleEngine, install_type_handlers, output_type_handler
+from oracle_rag.engines.records import lob_text, read_lob
+from oracle_rag.engines.statements import ClobBind
 from oracle_rag.sources import sql_query_sql
 
 
@@ -57,10 +58,9 @@ def test_text_alone_would_bind_nvarchar(engine: OracleEngine) -> None:
 
 
 @pytest.mark.parametrize(("name", "clause", "clobs"), [
-    ("UPSERT_CHUNK", lambda e: stmt(e.sql(oracle_sql.UPSERT_CHUNK), clobs=e.clob_binds), {"content"}),
-    ("INSERT_MESSAGE", lambda e: chat_query("oracle", "INSERT_MESSAGE"), {"content", "citations"}),
-    ("UPSERT_DOCUMENT", lambda e: stmt(sql_query_sql.ORACLE_STATEMENTS["UPSERT_DOCUMENT"], clobs=("metadata",)),
-     {"metadata"}),
+    ("UPSERT_CHUNK", lambda e: e.statement(engine_sql.UPSERT_CHUNK), {"content"}),
+    ("INSERT_MESSAGE", lambda e: e.statement(chat_sql.INSERT_MESSAGE), {"content", "citations"}),
+    ("UPSERT_DOCUMENT", lambda e: e.statement(sql_query_sql.UPSERT_DOCUMENT), {"metadata"}),
 ])
 def test_clob_columns_are_bound_as_db_type_clob(engine: OracleEngine, name: str, clause: Any,
                                                 clobs: set[str]) -> None:
@@ -73,7 +73,7 @@ def test_clob_columns_are_bound_as_db_type_clob(engine: OracleEngine, name: str,
 def test_the_upsert_is_sent_the_long_text_and_the_4000_byte_cut() -> None:
     """:content carries the whole chunk (CLOB); only :embed_text (VARCHAR2 for VECTOR_EMBEDDING) is cut."""
     from oracle_rag.engines import ChunkWrite, content_hash
-    from oracle_rag.engines._common import chunk_params
+    from oracle_rag.engines.records import chunk_params
 
     text = "é" * 20_000  # 40,000 bytes
     params = chunk_params([ChunkWrite("TASK", "1", text, content_hash(text))])[0]
@@ -169,7 +169,7 @@ def test_one_lob_reader() -> None:
     assert lob_text(None) == "" and lob_text(Lob()) == "from a LOB"
     root = Path(__file__).resolve().parent.parent / "oracle_rag"
     readers = [str(p.relative_to(root)) for p in root.rglob("*.py") if '"read"' in p.read_text("utf-8")]
-    assert readers == ["engines/_common.py"], readers
+    assert readers == ["engines/records.py"], readers
 
 
 # -- item 5: a short APPROX result falls back to EXACT -------------------------------------------
@@ -221,6 +221,6 @@ def test_exact_request_is_never_doubled(engine: OracleEngine) -> None:
 
 @pytest.mark.parametrize("name", ["SEMANTIC_SEARCH", "SEMANTIC_SEARCH_EXACT", "EXPLAIN_SEMANTIC"])
 def test_query_is_embedded_once(name: str) -> None:
-    sql = getattr(oracle_sql, name)
+    sql = getattr(engine_sql, name).oracle
     assert sql.count("VECTOR_EMBEDDING(") == 1
     assert "AS DISTANCE" in sql and "ORDER BY DISTANCE\n" in sql

@@ -2,12 +2,11 @@
 
 There is no Oracle database here, so a change to any Oracle statement must
 show up as a reviewed diff. Statements are discovered automatically (see
-``tests/statements_helpers.py``): the constants of ``engines/oracle_sql.py``
-(``{model}`` rendered as ALL_MINILM_L12_V2), the ``ORACLE_STATEMENTS`` dict
-of every module, portable ``*_sql.py`` constants, stray SQL constants of
-other modules, and the Oracle migrations rendered with default settings
-(except the versions ``tests/test_migrations.py`` pins in
-``tests/golden/oracle/``).
+``tests/statements_helpers.py``): the Oracle text of every ``Sql`` object
+under ``oracle_rag/`` (``{model}`` rendered as ALL_MINILM_L12_V2), the
+fragments ``*_sql.py`` modules compose them from, and the Oracle migrations
+rendered with default settings (except the versions
+``tests/test_migrations.py`` pins in ``tests/golden/oracle/``).
 
 Each statement has ``tests/golden/oracle_statements/<module>.<NAME>.sql``:
 a header with its origin and representative binds, the exact text, and,
@@ -40,7 +39,7 @@ from statements_helpers import (
 )
 
 from oracle_rag.config import load_settings
-from oracle_rag.engines import oracle_sql
+from oracle_rag.engines import engine_sql
 from oracle_rag.engines.oracle import OracleEngine
 from oracle_rag.scripts import is_plsql, split_oracle_script
 
@@ -50,6 +49,7 @@ REGENERATE = "UPDATE_GOLDEN=1 pytest tests/test_oracle_golden.py"
 
 FOUND = discover()
 STATEMENTS = FOUND.statements
+ORACLE_PICK = engine_sql.PICK.oracle
 
 
 def _sql_value(value: Any) -> str:
@@ -86,7 +86,7 @@ def golden_text(st: Statement) -> str:
 def test_discovery_found_the_statements() -> None:
     assert not FOUND.problems, "statement discovery problems:\n" + "\n".join(FOUND.problems)
     # the engine's own module and the provisioning blocks are always there
-    for key in ("engines.oracle_sql.PICK", "engines.oracle_sql.UPSERT_CHUNK", "engines.oracle_sql.SEMANTIC_SEARCH",
+    for key in ("engines.engine_sql.PICK", "engines.engine_sql.UPSERT_CHUNK", "engines.engine_sql.SEMANTIC_SEARCH",
                 "engines.oracle_provision_sql.LOAD_MODEL_BLOB", "engines.oracle_provision_sql.LOAD_MODEL_CLOUD",
                 "migrations._INSERT_HISTORY", "sql.oracle.demo.V1__reference_app"):
         assert key in STATEMENTS, key
@@ -163,9 +163,9 @@ def test_pick_has_no_row_limit_next_to_for_update() -> None:
     """FETCH FIRST + FOR UPDATE raises ORA-02014; ROWNUM / ROWID-subquery limits apply before
     SKIP LOCKED and return short batches while unlocked rows wait. The batch size is applied
     by the fetch instead (next test)."""
-    assert "FOR UPDATE SKIP LOCKED" in oracle_sql.PICK
-    assert not _LIMIT_CLAUSE.search(oracle_sql.PICK)
-    assert ":limit" not in oracle_sql.PICK
+    assert "FOR UPDATE SKIP LOCKED" in ORACLE_PICK
+    assert not _LIMIT_CLAUSE.search(ORACLE_PICK)
+    assert ":limit" not in ORACLE_PICK
 
 
 @pytest.mark.parametrize("key", sorted(k for k, s in STATEMENTS.items() if re.search(r"\bFOR\s+UPDATE\b", s.sql, re.I)))
@@ -234,7 +234,7 @@ def test_pick_fetches_exactly_the_batch(tmp_path: Path) -> None:
     assert cursor.at_execute == {"arraysize": 7, "prefetchrows": 7}
     kinds = [e[0] for e in cursor.events]
     assert kinds.index("arraysize") < kinds.index("execute") and kinds.index("prefetchrows") < kinds.index("execute")
-    assert ("execute", (oracle_sql.PICK, {"max_attempts": 5})) in cursor.events
+    assert ("execute", (ORACLE_PICK, {"max_attempts": 5})) in cursor.events
     assert ("fetchmany", 7) in cursor.events and "fetchall" not in kinds
     assert kinds[-1] == "close"
     assert [r.dirty_id for r in picked] == [1, 2, 3, 4, 5, 6, 7]

@@ -28,6 +28,9 @@ from oracle_rag.errors import ConfigurationError, DatabaseError, InputError
 from oracle_rag.migrations import MigrationRunner, discover
 from oracle_rag.scripts import is_plsql, split_oracle_script
 
+ORACLE_STATEMENTS = {"LOAD_MODEL_BLOB": q.LOAD_MODEL_BLOB.oracle or "",
+                     "LOAD_MODEL_CLOUD": q.LOAD_MODEL_CLOUD.oracle or "", "DROP_MODEL": q.DROP_MODEL.oracle or ""}
+
 ROOT = Path(__file__).resolve().parent.parent
 LOAD_MODEL_SQL = ROOT / "oracle_rag" / "sql" / "oracle" / "load_model.sql"
 TOKEN = "Zx9SECRETparTOKEN-4f1c2b"
@@ -226,8 +229,8 @@ _BIND = re.compile(r"(?<![:\w]):([a-z_]\w*)")
 
 
 @pytest.mark.parametrize(("block", "load", "binds"), [
-    (q.LOAD_MODEL_BLOB, "DBMS_VECTOR.LOAD_ONNX_MODEL(", {"model_name", "replace", "model_data", "outcome"}),
-    (q.LOAD_MODEL_CLOUD, "DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD(", {"model_name", "replace", "uri", "outcome"}),
+    (q.LOAD_MODEL_BLOB.oracle, "DBMS_VECTOR.LOAD_ONNX_MODEL(", {"model_name", "replace", "model_data", "outcome"}),
+    (q.LOAD_MODEL_CLOUD.oracle, "DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD(", {"model_name", "replace", "uri", "outcome"}),
 ])
 def test_load_blocks(block: str, load: str, binds: set[str]) -> None:
     """One PL/SQL unit: the model's user lock, existence check, then (only if missing or replacing)
@@ -258,7 +261,7 @@ def test_load_blocks(block: str, load: str, binds: set[str]) -> None:
 
 def test_drop_model_checks_before_dropping() -> None:
     """force => TRUE drops an invalid model, not a missing one (ORA-40284): look it up first."""
-    block = q.DROP_MODEL
+    block = q.DROP_MODEL.oracle or ""
     check = block.index("SELECT COUNT(*) INTO l_found FROM USER_MINING_MODELS WHERE MODEL_NAME = c_name")
     guard = block.index("IF l_found > 0 THEN\n    DBMS_VECTOR.DROP_ONNX_MODEL(model_name => c_name, force => TRUE);")
     assert check < guard and is_plsql(block)
@@ -276,13 +279,13 @@ def test_drop_model_refuses_sqlite_and_bad_names(sqlite_engine: SqliteEngine, cl
 def test_blocks_are_pinned_by_golden_files() -> None:
     """The exact PL/SQL is reviewed text: tests/test_oracle_golden.py regenerates these files."""
     golden = ROOT / "tests" / "golden" / "oracle_statements"
-    for name, block in q.ORACLE_STATEMENTS.items():
+    for name, block in ORACLE_STATEMENTS.items():
         text = (golden / f"engines.oracle_provision_sql.{name}.sql").read_text("utf-8")
         assert text.split("\n\n", 1)[1] == block + "\n"
 
 
 def test_model_name_is_bound_never_formatted() -> None:
-    for block in q.ORACLE_STATEMENTS.values():
+    for block in ORACLE_STATEMENTS.values():
         assert "ALL_MINILM" not in block and "{" not in block.replace(q.METADATA, "")
         assert block.count(":model_name") == 1  # bound once, into a constant
 

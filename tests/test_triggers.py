@@ -199,7 +199,8 @@ def test_oracle_uninstall_drops_what_install_creates():
 
 
 def test_oracle_statements_are_exposed_for_the_golden_tests():
-    stmts = triggers.ORACLE_STATEMENTS
+    stmts = {"LIST_TRIGGERS": triggers.LIST_TRIGGERS.oracle or "",
+             **{k: v.oracle or "" for k, v in triggers.SCRIPT_STATEMENTS.items()}}
     oracle_text = (SQL_ROOT / "oracle" / "triggers" / triggers.INSTALL_SCRIPT).read_text()
     assert {k for k in stmts if k.startswith("CREATE_")} == {f"CREATE_{n}" for n in
                                                              ["RAG_TASK_ENQUEUE", "RAG_TASK_COMMENT_ENQUEUE",
@@ -234,12 +235,12 @@ def test_compile_failure_reads_the_warning_or_user_errors() -> None:
 
 
 def test_oracle_status_needs_valid_and_enabled() -> None:
-    sql = triggers.ORACLE_LIST_TRIGGERS
+    sql = triggers.LIST_TRIGGERS.oracle or ""
     assert "USER_OBJECTS" in sql and "o.OBJECT_TYPE = 'TRIGGER'" in sql and "t.STATUS AS TRIGGER_STATUS" in sql
-    assert "ATTRIBUTE = 'ERROR'" in triggers.ORACLE_TRIGGER_ERRORS
+    assert "ATTRIBUTE = 'ERROR'" in (triggers.TRIGGER_ERRORS.oracle or "")
     # the drop after a failed compile is the uninstall script's own statement for that trigger
-    for name in triggers.trigger_names(type("E", (), {"name": "oracle"})()):  # type: ignore[arg-type]
-        assert triggers.ORACLE_STATEMENTS[f"DROP_{name}"] == f"DROP TRIGGER IF EXISTS {name}"
+    for name in triggers.trigger_names(oracle_engine()):
+        assert triggers.SCRIPT_STATEMENTS[f"DROP_{name}"].oracle == f"DROP TRIGGER IF EXISTS {name}"
 
 
 def test_status_lists_installed_and_exits_0(seeded, tmp_path):  # type: ignore[no-untyped-def]

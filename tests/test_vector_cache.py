@@ -210,9 +210,10 @@ def test_pruned_log_gap_forces_a_full_reload(fresh):
     # Another process moves every task of developer 12 to 14 and prunes the
     # log past our position (keep 1 row), as a long-lagging reader would find it.
     run_other_process(d, """
+        from oracle_rag.engines import engine_sql
         with rag.engine.begin() as conn:
             conn.execute(sa.text("UPDATE RAG_CHUNK SET OWNER_ID = 14 WHERE OWNER_ID = 12"))
-            conn.execute(sa.text(rag.engine.q.PRUNE_CHUNK_LOG), {"keep": 1})
+            conn.execute(rag.engine.statement(engine_sql.PRUNE_CHUNK_LOG), {"keep": 1})
             assert conn.execute(sa.text("SELECT COUNT(*) FROM RAG_CHUNK_LOG")).scalar() == 1
     """)
     got = search(cached, "login timeout", 8, dev)

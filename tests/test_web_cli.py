@@ -188,5 +188,5 @@ def test_demo_prepares_and_serves(data_dir: Path, tmp_path: Path, capfd: pytest.
     from oracle_rag.system import RagSystem
 
     with RagSystem(load_settings(env={}, config_file=cfg)) as rag, rag.engine.connect() as conn:
-        assert all(verify_token(conn, "sqlite", t) is None for t in first.values())
-        assert all(verify_token(conn, "sqlite", t) == e for e, t in second.items())
+        assert all(verify_token(conn, rag.engine, t) is None for t in first.values())
+        assert all(verify_token(conn, rag.engine, t) == e for e, t in second.items())

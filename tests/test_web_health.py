@@ -155,7 +155,7 @@ def test_waitress_serves_json_and_streams_sse(served) -> None:
 def test_background_worker_indexes_while_serving(demo_rag) -> None:
     from chat_helpers import task_chunks_of
 
-    from oracle_rag.engines._common import stmt
+    from oracle_rag.engines.statements import stmt
 
     task = task_chunks_of(demo_rag, DEV_A)[0]
     with demo_rag.engine.begin() as conn:

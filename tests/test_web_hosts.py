@@ -10,8 +10,8 @@ from chat_helpers import bearer, issue_tokens
 from werkzeug.serving import make_server
 
 from oracle_rag.errors import ConfigurationError
+from oracle_rag.hosts import host_name
 from oracle_rag.web import DemoIdentity, create_app
-from oracle_rag.web.hosts import host_name
 
 DEV = 20
 

@@ -119,7 +119,7 @@ def embedding_matches_content(rag: Any, keys: list[tuple[str, str]]) -> list[str
     """Check the stored vectors of ``keys`` equal a fresh embedding of their CONTENT."""
     import numpy as np
 
-    from oracle_rag.engines.base import embed_text
+    from oracle_rag.engines import embed_text
 
     rt = rag.engine.runtime()
     problems = []

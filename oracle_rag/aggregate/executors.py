@@ -16,14 +16,27 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..caller import Caller
+from ..engines import Engine
+from ..engines.records import ReadOnlyFile, ReadOnlyUser
 from ..errors import DatabaseError, GuardrailError, wrap_driver_error
 from . import aggregate_sql as q
 from .guard import CheckedQuery
-from .results import QueryResult, fetch_capped
+from .results import GuardedExecutor, QueryResult, fetch_capped
 from .sqlite_executor import SqliteExecutor
 
-__all__ = ["OracleExecutor", "QueryResult", "SqliteExecutor"]
+__all__ = ["OracleExecutor", "QueryResult", "SqliteExecutor", "guarded_executor"]
+
+
+
+def guarded_executor(engine: Engine, views: tuple[str, ...], *, timeout_s: float, row_cap: int,
+                     byte_cap: int = 1_000_000) -> GuardedExecutor:
+    """The executor for ``engine``'s read-only access (``Engine.guarded_access``)."""
+    access = engine.guarded_access()
+    if isinstance(access, ReadOnlyFile):
+        return SqliteExecutor(access.path, views, timeout_s=timeout_s, row_cap=row_cap, byte_cap=byte_cap)
+    if isinstance(access, ReadOnlyUser):
+        return OracleExecutor(access.sa_engine, timeout_s=timeout_s, row_cap=row_cap, byte_cap=byte_cap)
+    raise TypeError(f"no guarded executor for {type(access).__name__}")
 
 
 # python-oracledb's codes for "the call ran out of time": thin DPY-4024 (call timeout of N ms
@@ -52,7 +65,7 @@ class OracleExecutor:
         self.timeout_s = timeout_s
         self.row_cap = row_cap
 
-    def run(self, checked: CheckedQuery, caller: Caller) -> QueryResult:
+    def run(self, checked: CheckedQuery, caller_id: int) -> QueryResult:
         started = time.monotonic()
         try:
             pooled = self.sa_engine.raw_connection()
@@ -61,11 +74,11 @@ class OracleExecutor:
         conn = pooled.driver_connection
         failure: GuardrailError | None = None
         try:
-            conn.client_identifier = str(caller.employee_id)
+            conn.client_identifier = str(caller_id)
             conn.call_timeout = int(self.timeout_s * 1000)
             cur = conn.cursor()
             try:
-                cur.execute(q.ORACLE_SET_READ_ONLY)
+                cur.execute(q.SET_READ_ONLY.oracle)
             except Exception as exc:  # a READ ONLY user: the user itself is the read-only guarantee
                 if wrap_driver_error(exc, "").vendor_code != READ_ONLY_USER_REFUSAL:
                     raise

@@ -10,7 +10,9 @@ result is incomplete.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+from .guard import CheckedQuery
 
 
 @dataclass
@@ -22,6 +24,12 @@ class QueryResult:
     elapsed_ms: float
     cap: str | None = None  # "rows" or "bytes" when truncated
     byte_cap: int = 0
+
+
+class GuardedExecutor(Protocol):
+    """The read-only path for untrusted SQL on an engine (``executors.guarded_executor``)."""
+
+    def run(self, checked: CheckedQuery, caller_id: int) -> QueryResult: ...
 
 
 def _jsonable(value: Any) -> Any:

@@ -18,9 +18,13 @@ from typing import Any
 
 from .. import tracing
 from ..caller import Caller, require_caller
+from ..config import Settings
+from ..engines import Engine
 from ..errors import GuardrailError, InputError, LLMError, RagError
 from .catalog import REFERENCE_CATALOG, Catalog
+from .executors import guarded_executor
 from .guard import CheckedQuery, check_sql
+from .results import GuardedExecutor
 
 Complete = Callable[[list[dict[str, str]]], str]
 
@@ -96,17 +100,17 @@ class AggregateService:
     # not a setting and no command or endpoint can change it.
     text_check: bool = True
 
-    def __init__(self, engine: Any, settings: Any, catalog: Catalog = REFERENCE_CATALOG) -> None:
+    def __init__(self, engine: Engine, settings: Settings, catalog: Catalog = REFERENCE_CATALOG) -> None:
         self.engine = engine
         self.settings = settings
         self.catalog = catalog
-        self._executor: Any = None
+        self._executor: GuardedExecutor | None = None
 
     @property
-    def executor(self) -> Any:
+    def executor(self) -> GuardedExecutor:
         if self._executor is None:
-            self._executor = self.engine.guarded_executor(
-                self.catalog.names, timeout_s=self.settings.aggregate_timeout_s,
+            self._executor = guarded_executor(
+                self.engine, self.catalog.names, timeout_s=self.settings.aggregate_timeout_s,
                 row_cap=self.settings.aggregate_row_cap, byte_cap=self.settings.aggregate_byte_cap)
         return self._executor
 
@@ -126,7 +130,7 @@ class AggregateService:
         with tracing.span("guarded sql", {"db.system.name": self.engine.sql_dialect, "db.operation.name": "SELECT",
                                           "db.query.text": checked.sql if tracing.capture_content() else None},
                           kind="client") as ran:
-            res = self.executor.run(checked, who)
+            res = self.executor.run(checked, who.employee_id)
             ran.set_attributes({"db.response.returned_rows": len(res.rows), "oracle_rag.sql.truncated": res.truncated})
         out = AggregateResult(None, checked.sql, res.columns, [list(r) for r in res.rows], res.truncated,
                               res.row_cap, cap=res.cap, byte_cap=res.byte_cap, attempts=1)

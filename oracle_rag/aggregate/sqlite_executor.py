@@ -46,7 +46,6 @@ from urllib.parse import quote
 
 import sqlean
 
-from ..caller import Caller
 from ..errors import ConfigurationError, GuardrailError, wrap_driver_error
 from . import aggregate_sql as q
 from .guard import ALLOWED_FUNCTIONS, CheckedQuery
@@ -203,8 +202,8 @@ class SqliteExecutor:
         (``count(*)``) with the sealed name as its context instead of none.
         The price is that the outer WHERE is not pushed into the view.
         """
-        stored = {str(name).upper(): sql for name, sql in conn.execute(q.SQLITE_VIEW_DEFINITIONS)}
-        known = {str(r[0]).upper() for r in conn.execute(q.SQLITE_KNOWN_OBJECTS)}
+        stored = {str(name).upper(): sql for name, sql in conn.execute(q.VIEW_DEFINITIONS.sqlite)}
+        known = {str(r[0]).upper() for r in conn.execute(q.KNOWN_OBJECTS.sqlite)}
         sealed = set()
         for view in self.views:
             create = stored.get(view)
@@ -218,7 +217,7 @@ class SqliteExecutor:
             sealed.add(name)
         return frozenset(sealed), frozenset(known | set(self.views))
 
-    def run(self, checked: CheckedQuery, caller: Caller) -> QueryResult:
+    def run(self, checked: CheckedQuery, caller_id: int) -> QueryResult:
         started = time.monotonic()
         conn = self._open()
         deadline = started + self.timeout_s
@@ -237,9 +236,9 @@ class SqliteExecutor:
         timer = threading.Timer(self.timeout_s, watchdog)
         decisions = _Decisions(frozenset(self.views), frozenset(), frozenset())
         try:
-            conn.create_function("rag_caller_id", 0, lambda: caller.employee_id, deterministic=True)
+            conn.create_function("rag_caller_id", 0, lambda: caller_id, deterministic=True)
             decisions.sealed, decisions.known = self._seal(conn)
-            conn.execute(q.SQLITE_QUERY_ONLY)
+            conn.execute(q.QUERY_ONLY.sqlite)
             conn.set_authorizer(decisions)
             conn.set_progress_handler(progress, 1000)
             timer.start()

@@ -34,6 +34,7 @@ from ..aggregate import AggregateResult, AggregateService
 from ..caller import Caller, require_caller
 from ..errors import InputError, LLMError, RagError
 from ..retriever import MODES, RetrievedChunk, Retriever, clean_query
+from . import chat_sql
 from .citations import Citation, citation_for, select_citations, snippet
 from .conversations import ConversationStore, new_conversation_id
 from .llm import LLMClient
@@ -223,11 +224,9 @@ class Chat:
 
     def visible_tasks(self, caller: Caller) -> Callable[[set[str]], set[str]]:
         """A scope check for task ids mentioned in an answer, run in SQL."""
-        from .chat_sql import query
-
         def check(ids: set[str]) -> set[str]:
             with self.rag.engine.connect() as conn:
-                rows = conn.execute(query(self.rag.engine.name, "VISIBLE_TASKS"),
+                rows = conn.execute(self.rag.engine.statement(chat_sql.VISIBLE_TASKS),
                                     {"ids": sorted(ids), **caller.scope().binds()})
                 return {str(r[0]) for r in rows}
 

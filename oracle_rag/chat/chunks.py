@@ -16,9 +16,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..caller import Caller, require_caller
-from ..engines._common import lob_text
+from ..engines import Engine
+from ..engines.records import lob_text
 from ..errors import NotFoundError
-from .chat_sql import query
+from . import chat_sql as q
 
 _SOURCE_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 MAX_SOURCE_ID = 256
@@ -43,12 +44,12 @@ class ChunkDetail:
                 "updated_at": self.updated_at}
 
 
-def chunk_detail(conn: sa.Connection, engine_name: str, caller: Caller, source_type: str,
+def chunk_detail(conn: sa.Connection, engine: Engine, caller: Caller, source_type: str,
                  source_id: str) -> ChunkDetail:
     who = require_caller(caller)
     if not _SOURCE_TYPE.match(source_type or "") or not source_id or len(source_id) > MAX_SOURCE_ID:
         raise NotFoundError("record not found")
-    row = conn.execute(query(engine_name, "GET_CHUNK"),
+    row = conn.execute(engine.statement(q.GET_CHUNK),
                        {"source_type": source_type.upper(), "source_id": str(source_id),
                         **who.scope().binds()}).first()
     if row is None:

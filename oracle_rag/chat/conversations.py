@@ -20,10 +20,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..engines import Engine
-from ..engines._common import lob_text
+from ..engines.records import lob_text
 from ..errors import NotFoundError
 from ..sources.base import iso_or_none
-from .chat_sql import query
+from . import chat_sql as q
 from .citations import Citation
 from .prompt import Turn
 
@@ -78,14 +78,11 @@ class ConversationStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def _q(self, name: str) -> sa.TextClause:
-        return query(self.engine.name, name)
-
     def get(self, conn: sa.Connection, conversation_id: Any, employee_id: int) -> ConversationSummary:
         """The caller's conversation, or NotFoundError (missing, malformed or someone else's)."""
         if not valid_conversation_id(conversation_id):
             raise NotFoundError("conversation not found")
-        row = conn.execute(self._q("GET_CONVERSATION"),
+        row = conn.execute(self.engine.statement(q.GET_CONVERSATION),
                            {"conversation_id": conversation_id, "employee_id": int(employee_id)}).first()
         if row is None:
             raise NotFoundError("conversation not found")
@@ -96,13 +93,13 @@ class ConversationStore:
             return self.get(conn, conversation_id, employee_id)
 
     def list_for(self, conn: sa.Connection, employee_id: int, limit: int = MAX_LIST) -> list[ConversationSummary]:
-        rows = conn.execute(self._q("LIST_CONVERSATIONS"),
+        rows = conn.execute(self.engine.statement(q.LIST_CONVERSATIONS),
                             {"employee_id": int(employee_id), "limit": int(limit)}).fetchall()
         return [ConversationSummary(str(r[0]), str(r[1]), iso_or_none(r[2]), iso_or_none(r[3])) for r in rows]
 
     def messages(self, conn: sa.Connection, conversation_id: str, employee_id: int) -> list[Message]:
         self.get(conn, conversation_id, employee_id)
-        rows = conn.execute(self._q("LIST_MESSAGES"), {"conversation_id": conversation_id}).fetchall()
+        rows = conn.execute(self.engine.statement(q.LIST_MESSAGES), {"conversation_id": conversation_id}).fetchall()
         out = []
         for r in rows:
             raw = _text(r[3]) if r[3] is not None else ""
@@ -114,7 +111,7 @@ class ConversationStore:
         """The last ``limit`` messages (oldest first), after checking ownership."""
         with self.engine.connect() as conn:
             self.get(conn, conversation_id, employee_id)
-            rows = conn.execute(self._q("RECENT_MESSAGES"),
+            rows = conn.execute(self.engine.statement(q.RECENT_MESSAGES),
                                 {"conversation_id": conversation_id, "limit": int(limit)}).fetchall()
         return [Turn(str(r[1]), _text(r[2])) for r in reversed(rows)]
 
@@ -124,15 +121,15 @@ class ConversationStore:
         cited = json.dumps([c.to_dict() for c in citations], ensure_ascii=False)
         with self.engine.begin_exclusive() as conn:
             if new:
-                conn.execute(self._q("INSERT_CONVERSATION"),
+                conn.execute(self.engine.statement(q.INSERT_CONVERSATION),
                              {"conversation_id": conversation_id, "employee_id": int(employee_id),
                               "title": title_for(question)})
             else:
-                touched = conn.execute(self._q("TOUCH_CONVERSATION"),
+                touched = conn.execute(self.engine.statement(q.TOUCH_CONVERSATION),
                                        {"conversation_id": conversation_id, "employee_id": int(employee_id)})
                 if not touched.rowcount:
                     raise NotFoundError("conversation not found")
-            conn.execute(self._q("INSERT_MESSAGE"), [
+            conn.execute(self.engine.statement(q.INSERT_MESSAGE), [
                 {"conversation_id": conversation_id, "role": "user", "content": question, "citations": None},
                 {"conversation_id": conversation_id, "role": "assistant", "content": answer,
                  "citations": cited},

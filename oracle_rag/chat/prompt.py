@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..aggregate.service import cap_text
+
 SYSTEM_PROMPT = """You are the assistant of a project-tracking application. You answer questions \
 about tasks, sprints and projects using only the records given to you.
 
@@ -140,8 +142,6 @@ def render_query_result(result: Any, max_chars: int = QUERY_RESULT_CHARS) -> str
         why = "" if shown == min(len(result.rows), 50) else f", the prompt cap of {max_chars} characters"
         tail.append(f"... {len(result.rows) - shown} more rows not shown{why}")
     if result.truncated:
-        from ..aggregate.service import cap_text
-
         tail.append(f"(incomplete: the {cap_text(result)})")
     return "\n".join(head + body + tail + ["</query_result>"])
 

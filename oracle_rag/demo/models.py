@@ -36,7 +36,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from ..engines._common import stmt
+from ..engines.statements import Sql, for_connection
 from ..queue import Tracked, enqueue_many, install_orm_hooks
 
 # SQLite keeps timestamps as ISO-8601 text with a "T", the format of the
@@ -143,20 +143,14 @@ TRACKED: dict[type, Tracked] = {
 
 # Rows whose chunk shows a name that just changed (read on the flushing
 # connection, so they see the session's own uncommitted writes).
-TASKS_OF_SPRINT = "SELECT TASK_ID FROM TASK WHERE SPRINT_ID = :id"
-TASKS_OF_PROJECT = "SELECT TASK_ID FROM TASK WHERE PROJECT_ID = :id"
-SPRINTS_OF_PROJECT = "SELECT SPRINT_ID FROM SPRINT WHERE PROJECT_ID = :id"
-TASKS_OF_EMPLOYEE = (
+# Portable: the same text runs on both engines.
+TASKS_OF_SPRINT = Sql.both("SELECT TASK_ID FROM TASK WHERE SPRINT_ID = :id")
+TASKS_OF_PROJECT = Sql.both("SELECT TASK_ID FROM TASK WHERE PROJECT_ID = :id")
+SPRINTS_OF_PROJECT = Sql.both("SELECT SPRINT_ID FROM SPRINT WHERE PROJECT_ID = :id")
+TASKS_OF_EMPLOYEE = Sql.both(
     "SELECT TASK_ID FROM TASK WHERE ASSIGNEE_ID = :id "
     "UNION SELECT TASK_ID FROM TASK_COMMENT WHERE AUTHOR_ID = :id"
 )
-# Portable: the same text runs on both engines.
-ORACLE_STATEMENTS: dict[str, str] = {
-    "TASKS_OF_SPRINT": TASKS_OF_SPRINT,
-    "TASKS_OF_PROJECT": TASKS_OF_PROJECT,
-    "SPRINTS_OF_PROJECT": SPRINTS_OF_PROJECT,
-    "TASKS_OF_EMPLOYEE": TASKS_OF_EMPLOYEE,
-}
 
 
 def _changed(obj: Any, *attrs: str) -> bool:
@@ -169,8 +163,8 @@ def _fan_out(session: Any) -> list[tuple[str, Any, str]]:
     conn = session.connection()
     out: list[tuple[str, Any, str]] = []
 
-    def ids(sql: str, key: Any) -> Iterable[Any]:
-        return [r[0] for r in conn.execute(stmt(sql), {"id": key})]
+    def ids(sql: Sql, key: Any) -> Iterable[Any]:
+        return [r[0] for r in conn.execute(for_connection(conn, sql), {"id": key})]
 
     for obj in list(session.dirty):
         if isinstance(obj, Sprint) and _changed(obj, "name"):

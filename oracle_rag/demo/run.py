@@ -20,6 +20,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..auth import create_token, revoke_label
+from ..caller import load_caller
+from ..chat.llm import LLMClient
+from ..config import Settings, load_settings
+from ..embedding import ensure_model
+from ..errors import ConfigurationError
+from ..progress import Progress, step_progress
+from ..system import RagSystem
+from ..web import DemoIdentity
+from ..web.server import run_server
+from ..worker import install_signal_handlers
+from .seed import seed
+
 # (employee id, why it is in the picker): ids follow demo/seed.py
 # (1-2 admin, 3-8 manager, 9-40 developer).
 DEMO_EMPLOYEES = (1, 3, 9, 10)
@@ -46,15 +59,9 @@ def _pending(rag: Any) -> int:
     return max(stats.depth - stats.failed, 0)
 
 
-def prepare_demo(rag: Any, tasks: int, *, echo: Callable[[str], None] = _echo, index: bool = True) -> DemoReport:
+def prepare_demo(rag: RagSystem, tasks: int, *, echo: Callable[[str], None] = _echo, index: bool = True) -> DemoReport:
     """Everything before serving: model, schema, data, demo tokens, and the index unless
     ``index=False`` (then the rows stay queued for the server's worker thread). Re-runnable."""
-    from ..auth import create_token, revoke_label
-    from ..caller import load_caller
-    from ..embedding import ensure_model
-    from ..progress import Progress, step_progress
-    from ..web import DemoIdentity
-    from .seed import seed
 
     settings = rag.settings
     if not settings.model_path.is_file():
@@ -107,10 +114,6 @@ def run_demo(config_file: str | None, port: int, tasks: int, *, host: str = "127
              stop: threading.Event | None = None, on_ready: Callable[[str], None] | None = None,
              install_signals: bool = True) -> None:
     """Prepare the demo, then serve it until ``stop`` is set (Ctrl-C / SIGTERM from the CLI)."""
-    from ..config import load_settings
-    from ..errors import ConfigurationError
-    from ..system import RagSystem
-    from ..web.server import run_server
 
     settings = load_settings(config_file=config_file)
     if settings.database_url:
@@ -120,14 +123,10 @@ def run_demo(config_file: str | None, port: int, tasks: int, *, host: str = "127
             key="database_url")
     # Serve at once and index behind it: the worker thread starts without its
     # usual delay (unless one is configured) and there is nothing left to backfill.
-    from ..config import Settings
-
     quick = {"worker_initial_delay_ms": 0} if settings.worker_initial_delay_ms == Settings.worker_initial_delay_ms else {}
     settings = settings.with_overrides(demo=True, backfill_on_startup=False, **quick)
     stop = stop or threading.Event()
     if install_signals:
-        from ..worker import install_signal_handlers
-
         install_signal_handlers(stop)
     with RagSystem(settings) as rag:
         report = prepare_demo(rag, tasks, index=False)
@@ -138,8 +137,6 @@ def run_demo(config_file: str | None, port: int, tasks: int, *, host: str = "127
         watcher: list[threading.Thread] = []
 
         def ready(url: str) -> None:
-            from ..chat.llm import LLMClient
-
             _echo("")
             _echo(LLMClient.describe(settings))
             _echo(f"oracle-rag demo is running: open {url}  (Ctrl-C to stop)")
@@ -163,8 +160,6 @@ def run_demo(config_file: str | None, port: int, tasks: int, *, host: str = "127
 
 def _watch_indexing(rag: Any, total: int, stop: threading.Event, every_s: float = 1.0) -> None:
     """Draw the server's indexing progress on the terminal until the queue is empty or ``stop``."""
-    from ..progress import Progress
-
     bar = Progress("index", total, unit="queue rows")
     try:
         while not stop.wait(every_s):

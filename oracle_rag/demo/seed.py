@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..engines import Engine
-from ..engines._common import stmt
+from ..engines.statements import Sql
 
 FIRST = ["Ana", "Luis", "María", "Carlos", "Sofía", "Jorge", "Lucía", "Diego", "Elena", "Pablo", "Marta",
          "Andrés", "Laura", "Javier", "Camila", "Tomás", "Valeria", "Miguel", "Paula", "Raúl", "Emma",
@@ -88,20 +88,20 @@ class SeedReport:
     comments: int
 
 
-INSERT_EMPLOYEE = ("INSERT INTO EMPLOYEE (EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE) "
+INSERT_EMPLOYEE = Sql.both("INSERT INTO EMPLOYEE (EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE) "
                    "VALUES (:id, :first, :last, :role)")
-INSERT_PROJECT = ("INSERT INTO PROJECT (PROJECT_ID, NAME, STATUS, START_DATE, END_DATE, DESCRIPTION) "
+INSERT_PROJECT = Sql.both("INSERT INTO PROJECT (PROJECT_ID, NAME, STATUS, START_DATE, END_DATE, DESCRIPTION) "
                   "VALUES (:id, :name, :status, :start, :end, :description)")
-INSERT_SPRINT = ("INSERT INTO SPRINT (SPRINT_ID, PROJECT_ID, NAME, STATUS, START_DATE, END_DATE, GOAL) "
+INSERT_SPRINT = Sql.both("INSERT INTO SPRINT (SPRINT_ID, PROJECT_ID, NAME, STATUS, START_DATE, END_DATE, GOAL) "
                  "VALUES (:id, :project, :name, :status, :start, :end, :goal)")
-INSERT_TASK = ("INSERT INTO TASK (TASK_ID, TITLE, DESCRIPTION, STATUS, PRIORITY, SPRINT_ID, PROJECT_ID, "
+INSERT_TASK = Sql.both("INSERT INTO TASK (TASK_ID, TITLE, DESCRIPTION, STATUS, PRIORITY, SPRINT_ID, PROJECT_ID, "
                "ASSIGNEE_ID, STORY_POINTS, ESTIMATED_HOURS, DUE_DATE) VALUES (:id, :title, :description, "
                ":status, :priority, :sprint, :project, :assignee, :points, :hours, :due)")
-INSERT_COMMENT = ("INSERT INTO TASK_COMMENT (COMMENT_ID, TASK_ID, AUTHOR_ID, BODY, CREATED_AT) "
+INSERT_COMMENT = Sql.both("INSERT INTO TASK_COMMENT (COMMENT_ID, TASK_ID, AUTHOR_ID, BODY, CREATED_AT) "
                   "VALUES (:id, :task, :author, :body, :created)")
-COUNT_TASKS = "SELECT COUNT(*) FROM TASK"
-DELETE_ALL = ["DELETE FROM TASK_COMMENT", "DELETE FROM TASK", "DELETE FROM SPRINT", "DELETE FROM PROJECT",
-              "DELETE FROM EMPLOYEE"]
+COUNT_TASKS = Sql.both("SELECT COUNT(*) FROM TASK")
+DELETE_ALL = [Sql.both("DELETE FROM TASK_COMMENT"), Sql.both("DELETE FROM TASK"), Sql.both("DELETE FROM SPRINT"),
+              Sql.both("DELETE FROM PROJECT"), Sql.both("DELETE FROM EMPLOYEE")]
 
 
 def generate(tasks: int = 2000, seed: int = 42) -> dict[str, list[dict[str, object]]]:
@@ -165,17 +165,17 @@ def seed(engine: Engine, tasks: int = 2000, *, seed_value: int = 42, reset: bool
     """Insert the demo data set; ``None`` when data exists and ``reset`` is false."""
     data = generate(tasks, seed_value)
     with engine.begin() as conn:
-        existing = conn.execute(stmt(COUNT_TASKS)).scalar_one()
+        existing = conn.execute(engine.statement(COUNT_TASKS)).scalar_one()
         if existing and not reset:
             return None
         if existing:
             for sql in DELETE_ALL:
-                conn.execute(stmt(sql))
+                conn.execute(engine.statement(sql))
         for table, sql in (("employees", INSERT_EMPLOYEE), ("projects", INSERT_PROJECT),
                            ("sprints", INSERT_SPRINT), ("tasks", INSERT_TASK), ("comments", INSERT_COMMENT)):
             rows = [{k: engine.bind_value(v) for k, v in r.items()} for r in data[table]]
             for start in range(0, len(rows), 1000):
-                conn.execute(stmt(sql), rows[start : start + 1000])
+                conn.execute(engine.statement(sql), rows[start : start + 1000])
                 if progress:
                     progress(table, min(start + 1000, len(rows)), len(rows))
     return SeedReport(*(len(data[k]) for k in ("employees", "projects", "sprints", "tasks", "comments")))

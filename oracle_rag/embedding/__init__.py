@@ -8,20 +8,15 @@
   (:mod:`.batch_model`: the model's tokenizer node alone, and its encoder on
   padded batches, with the weights read from the augmented file), used by
   :meth:`EmbeddingRuntime.embed_batch` and :meth:`EmbeddingRuntime.prime`.
+* :mod:`.model_cache` keeps the model in the data directory, built on first use.
 * :class:`EmbeddingRuntime` runs them with onnxruntime.
 * :func:`register` adds ``vector_embedding(text)`` to a SQLite connection.
 
 See ``docs/embedding.md`` for the graph, its traps and measured parity.
 """
 
-from .build import (
-    DEFAULT_MAX_LENGTH,
-    DEFAULT_MODEL_FILENAME,
-    MODEL_DIM,
-    build_model,
-    ensure_model,
-    model_path_for,
-)
+from .build import DEFAULT_MAX_LENGTH, DEFAULT_MODEL_FILENAME, MODEL_DIM, build_model
+from .model_cache import ensure_model, model_path_for
 from .runtime import EmbeddingRuntime, prepare_text
 from .sqlite_function import embedding_errors, last_error, register
 from .vectors import from_blob, to_blob, validate_vector

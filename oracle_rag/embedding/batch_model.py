@@ -15,7 +15,7 @@ weights package, so they cannot drift from it:
 
 * the tokenizer graph holds the augmented model's ``BertTokenizer`` node,
   copied byte for byte (same vocabulary, ``strip_accents``, ``max_length``);
-* the batch graph is emitted by the same :func:`.build._encoder_pooling` code
+* the batch graph is emitted by the same :func:`.build.encoder_pooling` code
   as the augmented graph, and its initializers are *external data pointing
   into the augmented file* (offset and length of each tensor's bytes). It is
   therefore about 200 KB, builds in a fraction of a second, and runs the
@@ -46,10 +46,10 @@ from .build import (
     IR_VERSION,
     MODEL_DIM,
     OPSET,
-    _add_constants,
-    _atomic_write,
-    _encoder_pooling,
-    _GraphBuilder,
+    GraphBuilder,
+    add_constants,
+    atomic_write,
+    encoder_pooling,
 )
 
 TOKENIZER_SUFFIX = ".tokenizer.onnx"
@@ -192,7 +192,7 @@ must read small constants (ReduceSum axes, Reshape shapes) at load time and
 cannot take them from external data."""
 
 
-class _ExternalGraphBuilder(_GraphBuilder):
+class _ExternalGraphBuilder(GraphBuilder):
     """A graph builder whose constants are the augmented file's tensors.
 
     Large ones become references into that file (location, offset, length);
@@ -209,7 +209,7 @@ class _ExternalGraphBuilder(_GraphBuilder):
         from onnx import TensorProto
 
         found = self._layout.initializers.get(name)
-        value = np.ascontiguousarray(value)  # as _GraphBuilder.const: 0-d becomes [1]
+        value = np.ascontiguousarray(value)  # as GraphBuilder.const: 0-d becomes [1]
         if found is None or found.dims != tuple(value.shape) or _DTYPES.get(found.data_type) != value.dtype:
             raise EmbeddingError(f"the augmented model's tensor {name} is missing or has another shape")
         if name in self._names:
@@ -257,8 +257,8 @@ def _batch_model_proto(buf: bytes, layout: _Layout, location: str) -> Any:
     from onnx import TensorProto, helper
 
     g = _ExternalGraphBuilder(buf, layout, location)
-    _add_constants(g)
-    _encoder_pooling(g, *BATCH_INPUTS, _weights_view(buf, layout), BATCH_OUTPUT)
+    add_constants(g)
+    encoder_pooling(g, *BATCH_INPUTS, _weights_view(buf, layout), BATCH_OUTPUT)
     batch_axes: list[str | int | None] = ["batch", "sequence"]
     graph = helper.make_graph(
         g.nodes,
@@ -366,6 +366,6 @@ def build_batch_models(model_path: Path) -> tuple[Path, Path]:
     except onnx.checker.ValidationError as exc:
         raise EmbeddingError(f"derived batch model failed the ONNX checker: {str(exc)[:200]}") from None
     tok_path, batch_path = tokenizer_path_for(model_path), batch_path_for(model_path)
-    _atomic_write(tok_path, tokenizer.SerializeToString(deterministic=True))
-    _atomic_write(batch_path, batch.SerializeToString(deterministic=True))
+    atomic_write(tok_path, tokenizer.SerializeToString(deterministic=True))
+    atomic_write(batch_path, batch.SerializeToString(deterministic=True))
     return tok_path, batch_path

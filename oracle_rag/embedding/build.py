@@ -47,8 +47,7 @@ import hashlib
 import logging
 import os
 import tempfile
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +180,7 @@ def _load_weights(folder: Path) -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------- #
 
 
-class _GraphBuilder:
+class GraphBuilder:
     """Collects nodes and initializers with deterministic names."""
 
     def __init__(self) -> None:
@@ -233,7 +232,7 @@ class _GraphBuilder:
         return outputs
 
 
-def _tokenizer_node(g: _GraphBuilder, vocab: str, max_length: int | None) -> tuple[str, str, str]:
+def _tokenizer_node(g: GraphBuilder, vocab: str, max_length: int | None) -> tuple[str, str, str]:
     """Add the BertTokenizer op; returns 1-D (input_ids, token_type_ids, attention_mask).
 
     ``max_length=None`` leaves the op's own truncation off (tests use it to
@@ -262,7 +261,7 @@ def _tokenizer_node(g: _GraphBuilder, vocab: str, max_length: int | None) -> tup
     return ids, types, mask
 
 
-def _truncate_tokens(g: _GraphBuilder, tensors: tuple[str, str, str], max_length: int) -> tuple[str, str, str]:
+def _truncate_tokens(g: GraphBuilder, tensors: tuple[str, str, str], max_length: int) -> tuple[str, str, str]:
     """Cut 1-D token tensors to ``max_length`` with standard ops: the first ``max_length - 1``, then the last.
 
     The tokenizer op's ``max_length`` attribute already truncates under
@@ -288,14 +287,14 @@ def _truncate_tokens(g: _GraphBuilder, tensors: tuple[str, str, str], max_length
     return out[0], out[1], out[2]
 
 
-def _add_truncation_constants(g: _GraphBuilder, max_length: int) -> None:
+def _add_truncation_constants(g: GraphBuilder, max_length: int) -> None:
     g.const("const/trunc_one", np.array([1], dtype=np.int64))
     g.const("const/trunc_head", np.array([max_length - 1], dtype=np.int64))
     g.const("const/trunc_last", np.array([-1], dtype=np.int64))
     g.const("const/trunc_end", np.array([np.iinfo(np.int64).max], dtype=np.int64))
 
 
-def _linear(g: _GraphBuilder, x: str, w: dict[str, np.ndarray], prefix: str, out: str) -> str:
+def _linear(g: GraphBuilder, x: str, w: dict[str, np.ndarray], prefix: str, out: str) -> str:
     """``x @ W.T + b`` with W stored pre-transposed (MatMul wants [in, out])."""
     weight = g.const(f"{prefix}.weight_t", w[f"{prefix}.weight"].T.astype(np.float32))
     bias = g.const(f"{prefix}.bias", w[f"{prefix}.bias"].astype(np.float32))
@@ -303,14 +302,14 @@ def _linear(g: _GraphBuilder, x: str, w: dict[str, np.ndarray], prefix: str, out
     return g.node("Add", [mm, bias], out)
 
 
-def _layer_norm(g: _GraphBuilder, x: str, w: dict[str, np.ndarray], prefix: str, out: str) -> str:
+def _layer_norm(g: GraphBuilder, x: str, w: dict[str, np.ndarray], prefix: str, out: str) -> str:
     scale = g.const(f"{prefix}.weight", w[f"{prefix}.weight"].astype(np.float32))
     bias = g.const(f"{prefix}.bias", w[f"{prefix}.bias"].astype(np.float32))
     return g.node("LayerNormalization", [x, scale, bias], out, axis=-1, epsilon=_LAYER_NORM_EPS)
 
 
 def _encoder_layer(
-    g: _GraphBuilder, h: str, mask_bias: str, w: dict[str, np.ndarray], i: int
+    g: GraphBuilder, h: str, mask_bias: str, w: dict[str, np.ndarray], i: int
 ) -> str:
     p = f"encoder.layer.{i}"
     heads_shape = "const/heads_shape"
@@ -346,7 +345,7 @@ def _encoder_layer(
     return _layer_norm(g, out, w, f"{p}.output.LayerNorm", f"{p}/output")
 
 
-def _add_constants(g: _GraphBuilder) -> None:
+def add_constants(g: GraphBuilder) -> None:
     """The small constants the encoder and pooling nodes refer to by name."""
     g.const("const/axes0", np.array([0], dtype=np.int64))
     g.const("const/zero_start", np.array([0], dtype=np.int64))
@@ -364,8 +363,8 @@ def _add_constants(g: _GraphBuilder) -> None:
     g.const("const/norm_eps", np.array(1e-12, dtype=np.float32))
 
 
-def _encoder_pooling(
-    g: _GraphBuilder,
+def encoder_pooling(
+    g: GraphBuilder,
     ids: str,
     types: str,
     mask: str,
@@ -446,15 +445,15 @@ def build_model_proto(
     """
     from onnx import TensorProto, helper
 
-    g = _GraphBuilder()
-    _add_constants(g)
+    g = GraphBuilder()
+    add_constants(g)
     _add_truncation_constants(g, max_length)
     tokens = _tokenizer_node(g, vocab, max_length if tokenizer_truncates else None)
     ids1, types1, mask1 = _truncate_tokens(g, tokens, max_length)
     ids = g.node("Unsqueeze", [ids1, "const/axes0"], "input_ids")  # [1, n]
     types = g.node("Unsqueeze", [types1, "const/axes0"], "token_type_ids")
     mask = g.node("Unsqueeze", [mask1, "const/axes0"], "attention_mask")
-    normed = _encoder_pooling(g, ids, types, mask, weights, "norm/normalised")  # [1, 384]
+    normed = encoder_pooling(g, ids, types, mask, weights, "norm/normalised")  # [1, 384]
     g.node("Squeeze", [normed, "const/axes0"], OUTPUT_NAME)  # [384]
 
     graph = helper.make_graph(
@@ -492,7 +491,7 @@ def make_tokenizer_model(vocab: str | None = None, *, max_length: int = DEFAULT_
 
     if vocab is None:
         vocab = read_vocab(weights_dir() / "vocab.txt")
-    g = _GraphBuilder()
+    g = GraphBuilder()
     ids, _, _ = _tokenizer_node(g, vocab, max_length)
     graph = helper.make_graph(
         g.nodes,
@@ -561,7 +560,7 @@ def build_model(
     onnx.checker.check_model(model)
     _report(progress, "writing file", 0.8)
     data = model.SerializeToString(deterministic=True)
-    _atomic_write(out_path, data)
+    atomic_write(out_path, data)
     _report(progress, "done", 1.0)
     return out_path
 
@@ -583,7 +582,7 @@ def _check_weights(weights: dict[str, np.ndarray]) -> None:
             raise EmbeddingError(f"tensor {name} is {weights[name].dtype}, expected float32")
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -599,83 +598,3 @@ def _atomic_write(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
         raise
-
-
-_PROCESS_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _build_lock(lock_path: Path) -> Iterator[None]:
-    """Serialise builders across threads and (where fcntl exists) processes.
-
-    The lock is only an optimisation that avoids building twice: correctness
-    comes from the atomic replace, so where ``fcntl`` is missing (Windows) two
-    processes may both build, and the last identical file wins.
-    """
-    with _PROCESS_LOCK:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows
-            yield
-            return
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        with lock_path.open("a+b") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def model_path_for(data_dir: Path) -> Path:
-    """Where :func:`ensure_model` keeps the model: ``<data_dir>/models/<DEFAULT_MODEL_FILENAME>``."""
-    return Path(data_dir) / "models" / DEFAULT_MODEL_FILENAME
-
-
-def ensure_model(data_dir: Path, progress: ProgressCallback | None = None) -> Path:
-    """Return the cached model path, building the model first when it is missing.
-
-    Also makes sure the batched-embedding companions (``<stem>.tokenizer.onnx``
-    and ``<stem>.batch.onnx``, see :mod:`.batch_model`) sit next to it,
-    deriving them from the augmented file when a cache predates them. They
-    are an optimisation: if they cannot be written (read-only volume, a
-    foreign model file), a warning is logged and the runtime embeds one text
-    per call.
-
-    Concurrent callers (threads or processes) wait on a lock file next to the
-    model; the first one builds, the others find the finished file. A present
-    file is trusted: it can only have been put there by an atomic replace.
-    """
-    from ..data_dir import prepare_data_dir
-    from .batch_model import batch_models_present
-
-    prepare_data_dir(data_dir)
-    path = model_path_for(data_dir)
-    if _present(path) and batch_models_present(path):
-        return path
-    try:
-        with _build_lock(path.with_name(path.name + ".lock")):
-            if not _present(path):
-                build_model(path, progress=progress)
-            if not batch_models_present(path):
-                _build_batch_models_or_warn(path)
-            return path
-    except OSError as exc:  # a read-only or full volume: name the cause instead of a bare OSError
-        if _present(path):
-            return path
-        raise EmbeddingError(f"embedding model {path} is missing and could not be built there "
-                             f"({type(exc).__name__}: {exc.strerror or 'no detail'})", path=str(path)) from None
-
-
-def _present(path: Path) -> bool:
-    return path.is_file() and path.stat().st_size > 0
-
-
-def _build_batch_models_or_warn(path: Path) -> None:
-    from .batch_model import build_batch_models
-
-    try:
-        build_batch_models(path)
-    except (EmbeddingError, OSError) as exc:
-        log.warning("batched embedding disabled: companions of %s not built (%s)", path.name,
-                    exc if isinstance(exc, EmbeddingError) else type(exc).__name__)

@@ -1,11 +1,11 @@
-"""Engine selection: one choice, made once, from configuration."""
+"""The engine seam: the Engine interface, what crosses it, and the one choice of engine."""
 
 from __future__ import annotations
 
 from ..config import Settings
-from .base import (
+from .base import Engine
+from .records import (
     ChunkWrite,
-    Engine,
     Filters,
     Hit,
     QueueRow,
@@ -17,13 +17,20 @@ from .base import (
     facets_json,
     facets_value,
 )
+from .statements import Sql
 
-__all__ = ["ChunkWrite", "Engine", "Filters", "Hit", "QueueRow", "QueueStats", "Scope", "Where", "content_hash",
-           "create_engine", "embed_text", "facets_json", "facets_value"]
+__all__ = ["ChunkWrite", "Engine", "Filters", "Hit", "QueueRow", "QueueStats", "Scope", "Sql", "Where",
+           "content_hash", "create_engine", "embed_text", "facets_json", "facets_value"]
 
 
 def create_engine(settings: Settings) -> Engine:
-    """``SqliteEngine`` when no database URL is configured, else ``OracleEngine``."""
+    """``SqliteEngine`` when no database URL is configured, else ``OracleEngine``.
+
+    Each engine module is imported only when chosen: the embedded one loads
+    sqlite-vec, which imports the standard library's sqlite3 (a second SQLite
+    binding next to sqlean, tests/test_scripts.py) and numpy; the Oracle one
+    loads the tracing hooks for its sessions.
+    """
     if settings.engine_kind == "oracle":
         from .oracle import OracleEngine
 

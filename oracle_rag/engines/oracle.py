@@ -3,11 +3,12 @@
 Embedding happens inside the database (``VECTOR_EMBEDDING`` over an ONNX
 model loaded with ``DBMS_VECTOR``); the queue is drained with ``FOR UPDATE
 SKIP LOCKED`` so workers scale horizontally; keyword search is Oracle Text.
-All SQL lives in :mod:`oracle_sql`.
+Its statements are the ``oracle`` side of the ``Sql`` objects in the ``*_sql.py`` modules.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -16,11 +17,12 @@ import sqlalchemy as sa
 from ..config import Settings
 from ..errors import ConfigurationError
 from ..keywords import oracle_text_query
-from ..scripts import split_oracle_script
+from ..scripts import is_plsql, split_oracle_script
 from ..tracing import tag_oracle_sessions
-from . import oracle_sql as q
-from ._common import queue_rows, stmt
-from .base import Engine, Filters, Hit, QueueRow, Scope, Where
+from . import engine_sql as q
+from .base import Engine
+from .records import Filters, Hit, QueueRow, ReadOnlyUser, Scope, Where, queue_rows
+from .statements import Sql
 
 
 def output_type_handler(previous: Any) -> Any:
@@ -78,8 +80,10 @@ _ORGANIZATION = {
 class OracleEngine(Engine):
     name = "oracle"
     transactional_ddl = False  # Oracle commits each DDL statement implicitly
-    q = q
-    clob_binds = ("content",)
+    loads_models = True
+    clob_binds = True
+    maintains_indexes = True  # the IVF vector index and the Oracle Text index
+    ddl_compile_warnings = True  # CREATE TRIGGER with errors: DPY-7000 warning, USER_ERRORS rows
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
@@ -90,29 +94,33 @@ class OracleEngine(Engine):
     sql_dialect = "oracle"
     sql_dialect_name = "Oracle"
 
-    def guarded_executor(self, views: tuple[str, ...], *, timeout_s: float, row_cap: int,
-                         byte_cap: int = 1_000_000) -> Any:
+    def guarded_access(self) -> ReadOnlyUser:
         """A pool for the least-privilege read-only user (never the schema owner)."""
-        from ..aggregate.executors import OracleExecutor
-
         url = self.settings.aggregate_database_url
         if not url:
             raise ConfigurationError(
                 "aggregate_database_url: aggregate questions on Oracle need the read-only user's URL "
                 "(see local/README.md); the schema owner is never used for model-written SQL",
                 key="aggregate_database_url")
-        import os
-
         password = os.environ.get(self.settings.aggregate_db_password_env)
         engine = sa.create_engine(url, connect_args={"password": password} if password else {},
                                   pool_size=2, max_overflow=0, pool_pre_ping=True, hide_parameters=True)
         install_type_handlers(engine)
         tag_oracle_sessions(engine)  # MODULE/ACTION/CLIENT_INFO join V$SESSION to the trace
-        return OracleExecutor(engine, timeout_s=timeout_s, row_cap=row_cap, byte_cap=byte_cap)
+        return ReadOnlyUser(engine)
 
-    def sql(self, template: str) -> str:
-        """A statement from :mod:`oracle_sql` with the model name filled in."""
-        return q.render(template, self.model)
+    def text(self, sql: Sql) -> str:
+        """The Oracle text of ``sql`` with the model name filled in where it has one."""
+        text = super().text(sql)
+        return q.render(text, self.model) if "{model}" in text else text
+
+    @property
+    def model_label(self) -> str:
+        return self.settings.embedding_model
+
+    def script_statement(self, sql: str) -> str:
+        """SQL*Plus terminators: ``;`` after SQL, ``/`` on its own line after PL/SQL."""
+        return sql + ("\n/" if is_plsql(sql) else ";")
 
     def _create_sa_engine(self) -> sa.Engine:
         connect_args: dict[str, Any] = {}
@@ -154,9 +162,6 @@ class OracleEngine(Engine):
     def split_script(self, script: str) -> list[str]:
         return split_oracle_script(script)
 
-    def history_ddl(self) -> list[str]:
-        return list(q.HISTORY_DDL)
-
     def render_migration(self, script: str) -> str:
         kind = self.settings.vector_index_type
         accuracy = self.settings.vector_index_accuracy
@@ -181,7 +186,7 @@ class OracleEngine(Engine):
 
     # -- embedding --------------------------------------------------------
     def model_status(self, conn: sa.Connection) -> dict[str, Any]:
-        row = conn.execute(stmt(q.MODEL_STATUS), {"model_name": self.model}).first()
+        row = conn.execute(self.statement(q.MODEL_STATUS), {"model_name": self.model}).first()
         status: dict[str, Any] = {"engine": self.name, "model": self.model, "location": "USER_MINING_MODELS",
                                   "present": row is not None}
         if row is None:
@@ -204,7 +209,7 @@ class OracleEngine(Engine):
         try:
             cursor.arraysize = limit
             cursor.prefetchrows = limit
-            cursor.execute(q.PICK, {"max_attempts": max_attempts})
+            cursor.execute(self.text(q.PICK), {"max_attempts": max_attempts})
             rows = cursor.fetchmany(limit)
         finally:
             cursor.close()

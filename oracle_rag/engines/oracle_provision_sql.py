@@ -35,6 +35,8 @@ pins both blocks; ``sql/oracle/load_model.sql`` is the same logic for DBAs.
 
 from __future__ import annotations
 
+from .statements import Sql
+
 METADATA = '{"function":"embedding","embeddingOutput":"embedding","input":{"input":["DATA"]}}'
 
 OUTCOMES = ("LOADED", "REPLACED", "SKIPPED", "CONCURRENT")
@@ -44,8 +46,8 @@ LOCK_WAIT_S = 900
 """How long a deploy waits for another one's model load (seconds) before it fails."""
 
 
-def _load_block(load_call: str) -> str:
-    return f"""DECLARE
+def _load_block(load_call: str) -> Sql:
+    return Sql(oracle=f"""DECLARE
   c_name    CONSTANT VARCHAR2(128) := :model_name;
   c_replace CONSTANT BOOLEAN := (:replace = 1);
   c_lock    CONSTANT INTEGER := DBMS_UTILITY.GET_HASH_VALUE('ORACLE_RAG.MODEL.' || c_name, 0, 1073741824);
@@ -85,7 +87,7 @@ EXCEPTION
   WHEN OTHERS THEN
     l_locked := DBMS_LOCK.RELEASE(id => c_lock);
     RAISE;
-END;"""
+END;""")
 
 
 # A local file, sent by the client as a BLOB: no DIRECTORY object needed.
@@ -110,7 +112,7 @@ LOAD_MODEL_CLOUD = _load_block(
 # force => TRUE drops a model that is *invalid*; a missing one still raises
 # ORA-40284 ("model does not exist"), which failed the test setup on a fresh
 # database. Used by `provision.drop_model` (tests and operators).
-DROP_MODEL = """DECLARE
+DROP_MODEL = Sql(oracle="""DECLARE
   c_name  CONSTANT VARCHAR2(128) := :model_name;
   l_found PLS_INTEGER;
 BEGIN
@@ -119,10 +121,4 @@ BEGIN
     DBMS_VECTOR.DROP_ONNX_MODEL(model_name => c_name, force => TRUE);
   END IF;
   :outcome := CASE WHEN l_found > 0 THEN 'DROPPED' ELSE 'ABSENT' END;
-END;"""
-
-ORACLE_STATEMENTS: dict[str, str] = {
-    "LOAD_MODEL_BLOB": LOAD_MODEL_BLOB,
-    "LOAD_MODEL_CLOUD": LOAD_MODEL_CLOUD,
-    "DROP_MODEL": DROP_MODEL,
-}
+END;""")

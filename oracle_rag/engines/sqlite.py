@@ -29,19 +29,33 @@ import sqlean
 import sqlite_vec
 
 from ..config import Settings
+from ..data_dir import prepare_data_dir
+from ..embedding import EmbeddingRuntime, ensure_model
+from ..embedding.sqlite_function import embedding_errors, register
 from ..errors import wrap_driver_error
 from ..keywords import fts5_match
 from ..scripts import split_sqlite_script
-from . import sqlite_sql as q
-from ._common import hits, queue_rows, search_binds, stmt
-from .base import ChunkWrite, Engine, Filters, Hit, QueueRow, Scope, Where, with_where
+from . import engine_sql as q
+from .base import Engine
+from .records import (
+    ChunkWrite,
+    Filters,
+    Hit,
+    QueueRow,
+    ReadOnlyFile,
+    Scope,
+    Where,
+    hits,
+    queue_rows,
+    search_binds,
+)
 from .vector_cache import DISTANCE_TOLERANCE, VectorCache
 
 
 class SqliteEngine(Engine):
     name = "sqlite"
     transactional_ddl = True
-    q = q
+    sql_dialect_name = "SQLite"
     # RAG_CHUNK_LOG rows kept (migration V5): a cache lagging further reloads.
     chunk_log_keep = 50_000
 
@@ -60,8 +74,6 @@ class SqliteEngine(Engine):
         """The ONNX runtime, created (and the model built) on first use."""
         with self._runtime_lock:
             if self._runtime is None:
-                from ..embedding import EmbeddingRuntime, ensure_model
-
                 model = ensure_model(self.settings.data_path)
                 threads = self.settings.embedding_threads or None
                 self._runtime = EmbeddingRuntime(model, threads=threads)
@@ -73,8 +85,6 @@ class SqliteEngine(Engine):
             self._runtime = runtime
 
     def _create_sa_engine(self) -> sa.Engine:
-        from ..data_dir import prepare_data_dir
-
         prepare_data_dir(self.path.parent)
         engine = sa.create_engine(
             f"sqlite:///{self.path}",
@@ -91,8 +101,6 @@ class SqliteEngine(Engine):
             dbapi_conn.enable_load_extension(True)
             sqlite_vec.load(dbapi_conn)
             dbapi_conn.enable_load_extension(False)
-            from ..embedding.sqlite_function import register
-
             register(dbapi_conn, _LazyRuntime(engine_ref))
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
@@ -119,11 +127,8 @@ class SqliteEngine(Engine):
         except sa.exc.DBAPIError as exc:
             raise wrap_driver_error(exc, "sqlite queue transaction") from None
 
-    def guarded_executor(self, views: tuple[str, ...], *, timeout_s: float, row_cap: int,
-                         byte_cap: int = 1_000_000) -> Any:
-        from ..aggregate.executors import SqliteExecutor
-
-        return SqliteExecutor(self.path, views, timeout_s=timeout_s, row_cap=row_cap, byte_cap=byte_cap)
+    def guarded_access(self) -> ReadOnlyFile:
+        return ReadOnlyFile(self.path)
 
     def bind_value(self, value: Any) -> Any:
         if isinstance(value, dt.datetime):
@@ -135,9 +140,6 @@ class SqliteEngine(Engine):
     # -- migrations -------------------------------------------------------
     def split_script(self, script: str) -> list[str]:
         return split_sqlite_script(script)
-
-    def history_ddl(self) -> list[str]:
-        return list(q.HISTORY_DDL)
 
     # -- embedding --------------------------------------------------------
     def model_status(self, conn: sa.Connection) -> dict[str, Any]:
@@ -153,8 +155,6 @@ class SqliteEngine(Engine):
         return status
 
     def embed(self, conn: sa.Connection, text: str) -> list[float]:
-        from ..embedding.sqlite_function import embedding_errors
-
         with embedding_errors():  # a broken model is an EmbeddingError, not "SQLITE_ERROR"
             return super().embed(conn, text)
 
@@ -167,8 +167,6 @@ class SqliteEngine(Engine):
         otherwise, or when the cache cannot answer, the full SQL scan. Both
         are exact, so ``exact`` changes nothing here.
         """
-        from ..embedding.sqlite_function import embedding_errors
-
         with embedding_errors():
             if not self.settings.embedded_vector_cache:
                 return super().semantic_search(conn, query, k, scope, filters, exact, where)
@@ -179,13 +177,13 @@ class SqliteEngine(Engine):
         """This engine's cache (empty until the first semantic search loads it)."""
         with self._cache_lock:
             if self._vector_cache is None:
-                self._vector_cache = VectorCache(q, self.path)
+                self._vector_cache = VectorCache(self.path)
             return self._vector_cache
 
     def _cached_search(self, conn: sa.Connection, query: str, k: int, scope: Scope,
                        filters: Filters, where: Where | None = None) -> list[Hit]:
         # The query is embedded in the database, like every chunk.
-        qblob = conn.execute(stmt(q.EMBED), {"text": query}).scalar_one()
+        qblob = conn.execute(self.statement(q.EMBED), {"text": query}).scalar_one()
         return self.semantic_search_by_vector(conn, bytes(qblob), k, scope, filters, where)
 
     def semantic_search_by_vector(self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope,
@@ -196,8 +194,7 @@ class SqliteEngine(Engine):
         """
         if where is not None:
             binds = search_binds(scope, filters, where, qvec=qblob, k=k)
-            sql = with_where(q.SEMANTIC_SEARCH_BY_VECTOR, where)
-            return hits(conn.execute(stmt(sql, ("f_types",)), binds).fetchall())
+            return hits(conn.execute(self.statement(q.SEMANTIC_SEARCH_BY_VECTOR, where), binds).fetchall())
         cache = self.vector_cache()
         try:
             cache.sync()
@@ -208,7 +205,7 @@ class SqliteEngine(Engine):
             return []
         if found is not None:
             binds = search_binds(scope, filters, qvec=qblob, ids=found.ids)
-            rows = conn.execute(stmt(q.SEMANTIC_CANDIDATES, ("f_types", "ids")), binds).fetchall()
+            rows = conn.execute(self.statement(q.SEMANTIC_CANDIDATES), binds).fetchall()
             if len(rows) == len(found.ids) and all(
                     abs(float(r[4]) - found.distances[int(r[0])]) <= DISTANCE_TOLERANCE for r in rows):
                 return hits(rows[:k])
@@ -220,14 +217,12 @@ class SqliteEngine(Engine):
             except sqlean.Error as exc:
                 raise wrap_driver_error(exc, "vector cache refresh") from None
         binds = search_binds(scope, filters, qvec=qblob, k=k)
-        return hits(conn.execute(stmt(q.SEMANTIC_SEARCH_BY_VECTOR, ("f_types",)), binds).fetchall())
+        return hits(conn.execute(self.statement(q.SEMANTIC_SEARCH_BY_VECTOR), binds).fetchall())
 
     def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite]) -> int:
         # SQLite replaces an exception raised in vector_embedding() with a
         # fixed "user-defined function raised exception": re-raise the
         # EmbeddingError itself so the worker records why (broken model...).
-        from ..embedding.sqlite_function import embedding_errors
-
         # Embed the batch's texts in one batched run first; vector_embedding()
         # in the statement then takes each vector from the runtime's memo.
         primed = getattr(self.runtime(), "primed", None) if chunks else None
@@ -249,10 +244,10 @@ class SqliteEngine(Engine):
         the gap); a database not yet migrated to V5 has no log to prune.
         """
         if not self._chunk_log_exists:
-            self._chunk_log_exists = bool(conn.execute(stmt(q.CHUNK_LOG_EXISTS)).scalar())
+            self._chunk_log_exists = bool(conn.execute(self.statement(q.CHUNK_LOG_EXISTS)).scalar())
             if not self._chunk_log_exists:
                 return
-        conn.execute(stmt(q.PRUNE_CHUNK_LOG), {"keep": self.chunk_log_keep})
+        conn.execute(self.statement(q.PRUNE_CHUNK_LOG), {"keep": self.chunk_log_keep})
 
     def dispose(self) -> None:
         super().dispose()
@@ -262,7 +257,7 @@ class SqliteEngine(Engine):
 
     # -- queue and search -------------------------------------------------
     def pick(self, conn: sa.Connection, limit: int, max_attempts: int) -> list[QueueRow]:
-        rows = conn.execute(stmt(q.PICK), {"limit": limit, "max_attempts": max_attempts}).fetchall()
+        rows = conn.execute(self.statement(q.PICK), {"limit": limit, "max_attempts": max_attempts}).fetchall()
         return queue_rows(rows)
 
     def keyword_query(self, text: str) -> str | None:

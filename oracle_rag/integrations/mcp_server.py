@@ -50,9 +50,12 @@ from ..caller import Caller
 from ..chat import Chat
 from ..chat.chunks import chunk_detail
 from ..chat.citations import snippet
+from ..config import load_settings
 from ..engines import Filters
 from ..errors import AccessError, RagError
 from ..retriever import MAX_K, Retriever
+from ..system import RagSystem
+from ..web import create_app
 
 log = logging.getLogger("oracle_rag.integrations.mcp")
 
@@ -139,7 +142,7 @@ class ApiTokenVerifier:
 
     def lookup(self, token: str) -> Caller | None:
         with self.rag.engine.connect() as conn:
-            return caller_for_token(conn, self.rag.engine.name, token)
+            return caller_for_token(conn, self.rag.engine, token)
 
     async def verify_token(self, token: str) -> AccessToken | None:
         caller = await anyio.to_thread.run_sync(self.lookup, token)
@@ -255,7 +258,7 @@ def build_server(rag: Any, identity: Identity, *, chat: Chat | None = None,
 
         def run() -> Record:
             with rag.engine.connect() as conn:
-                detail = chunk_detail(conn, rag.engine.name, who, type, id)
+                detail = chunk_detail(conn, rag.engine, who, type, id)
             return Record(**detail.to_dict())
 
         result: Record = await _in_thread(run)
@@ -342,8 +345,6 @@ def asgi_app(rag: Any, flask_app: Any = None, *, host: str = "127.0.0.1",
     from starlette.routing import Mount, Route
 
     if flask_app is None:
-        from ..web import create_app
-
         flask_app = create_app({"ORACLE_RAG_SYSTEM": rag})
     mcp = http_app(rag, host=host, chat=flask_app.extensions["oracle_rag"].chat, allowed_hosts=allowed_hosts)
 
@@ -356,8 +357,6 @@ def asgi_app(rag: Any, flask_app: Any = None, *, host: str = "127.0.0.1",
 
 def create_asgi_app() -> Any:
     """Factory for ASGI servers: settings from the environment / ``ORACLE_RAG_CONFIG``."""
-    from ..config import load_settings
-    from ..system import RagSystem
 
     return asgi_app(RagSystem(load_settings()))
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..engines._common import stmt
+from ..engines.statements import Sql, for_connection
 from . import reference_sql as q
 from .base import Document, Source, as_int, chunked, fmt_date, fmt_number, text_or_dash
 
@@ -72,16 +72,16 @@ def render_project(row: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _rows(conn: sa.Connection, sql: str, ids: list[int]) -> list[dict[str, Any]]:
+def _rows(conn: sa.Connection, sql: Sql, ids: list[int]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for part in chunked(ids):
-        result = conn.execute(stmt(sql, ("ids",)), {"ids": part})
+        result = conn.execute(for_connection(conn, sql), {"ids": part})
         out.extend({k.upper(): v for k, v in row.items()} for row in result.mappings())
     return out
 
 
-def _ids(conn: sa.Connection, sql: str) -> list[str]:
-    return [str(r[0]) for r in conn.execute(stmt(sql))]
+def _ids(conn: sa.Connection, sql: Sql) -> list[str]:
+    return [str(r[0]) for r in conn.execute(for_connection(conn, sql))]
 
 
 class TaskSource(Source):

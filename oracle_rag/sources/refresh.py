@@ -43,7 +43,7 @@ import sqlalchemy as sa
 
 from .. import errors
 from ..engines import ChunkWrite, Engine, content_hash
-from ..engines._common import read_lob, stmt
+from ..engines.records import read_lob
 from ..errors import (
     ConfigurationError,
     DatabaseError,
@@ -52,7 +52,7 @@ from ..errors import (
     SourceLoadingError,
     wrap_driver_error,
 )
-from . import sql_query_sql as statements
+from . import sql_query_sql as q
 from .connections import ConnectionResolver, read_session
 from .sql_query import SqlDocument, SqlSource, Watermark
 
@@ -155,7 +155,6 @@ class SourceRefresher:
                 raise ConfigurationError(f"sources: {source.name!r} is declared twice", key="sources")
             self.sources[source.name] = source
         self.resolver = ConnectionResolver(engine.sa_engine)
-        self.q = statements.ORACLE_STATEMENTS if engine.name == "oracle" else statements.SQLITE_STATEMENTS
         self._loaded: set[str] = set()
         self._lock = threading.RLock()
 
@@ -202,7 +201,7 @@ class SourceRefresher:
             self._loaded.add(source.name)
             mode = "full"
             try:
-                self._execute(stmt(self.q["ENSURE_SOURCE"]), {"name": source.name})
+                self._execute(self.engine.statement(q.ENSURE_SOURCE), {"name": source.name})
                 state = self.state(source.name)
                 plan = self._read(source, state, full)
                 mode = plan.mode
@@ -218,7 +217,7 @@ class SourceRefresher:
     def states(self) -> list[SourceState]:
         """Every configured source's state, then recorded sources that are no longer configured."""
         with self._connect() as conn:
-            rows = conn.execute(stmt(self.q["ALL_SOURCE_STATES"])).fetchall()
+            rows = conn.execute(self.engine.statement(q.ALL_SOURCE_STATES)).fetchall()
         recorded = {r[0]: _state(r) for r in rows}
         out = [recorded.pop(name, SourceState(name)) for name in self.sources]
         for state in recorded.values():
@@ -228,7 +227,7 @@ class SourceRefresher:
 
     def state(self, name: str) -> SourceState:
         with self._connect() as conn:
-            row = conn.execute(stmt(self.q["SOURCE_STATE"]), {"name": name}).first()
+            row = conn.execute(self.engine.statement(q.SOURCE_STATE), {"name": name}).first()
         if row is None:
             if name not in self.sources:
                 raise NotFoundError(f"no SQL source named {name!r}")
@@ -244,7 +243,7 @@ class SourceRefresher:
     def metadata(self, name: str, row_id: str) -> dict[str, Any] | None:
         """The stored metadata of one document (``None`` if it is not indexed)."""
         with self._connect() as conn:
-            value = conn.execute(stmt(self.q["DOCUMENT_METADATA"]), {"name": name, "row_id": str(row_id)}).scalar()
+            value = conn.execute(self.engine.statement(q.DOCUMENT_METADATA), {"name": name, "row_id": str(row_id)}).scalar()
         if value is None:
             return None
         text = read_lob(value)
@@ -256,13 +255,13 @@ class SourceRefresher:
         with self._lock:
             try:
                 with self.engine.begin() as conn:
-                    ids = [r[0] for r in conn.execute(stmt(self.q["DOCUMENT_HASHES"]), {"name": name})]
+                    ids = [r[0] for r in conn.execute(self.engine.statement(q.DOCUMENT_HASHES), {"name": name})]
                     removed = 0
                     for start in range(0, len(ids), WRITE_BATCH):
                         part = [f"{name}#{i}" for i in ids[start:start + WRITE_BATCH]]
                         removed += self.engine.delete_chunks(conn, name, part)
-                    conn.execute(stmt(self.q["DELETE_DOCUMENTS"]), {"name": name})
-                    conn.execute(stmt(self.q["DELETE_SOURCE"]), {"name": name})
+                    conn.execute(self.engine.statement(q.DELETE_DOCUMENTS), {"name": name})
+                    conn.execute(self.engine.statement(q.DELETE_SOURCE), {"name": name})
             except sa.exc.DBAPIError as exc:
                 raise wrap_driver_error(exc, f"dropping SQL source {name!r}") from None
             self._loaded.discard(name)
@@ -321,7 +320,7 @@ class SourceRefresher:
         name = source.name
         try:
             with self.engine.begin() as conn:
-                if not conn.execute(stmt(self.q["CLAIM"]), {"name": name, "seq": state.refresh_seq}).rowcount:
+                if not conn.execute(self.engine.statement(q.CLAIM), {"name": name, "seq": state.refresh_seq}).rowcount:
                     conn.rollback()
                     return SourceResult(name, "skipped", plan.mode, rows_read=plan.rows_read)
                 for start in range(0, len(changed), WRITE_BATCH):
@@ -329,15 +328,15 @@ class SourceRefresher:
                     self.engine.upsert_chunks(conn, [
                         ChunkWrite(name, d.document_id, d.chunk_text, content_hash(d.chunk_text), owner_id=d.owner_id)
                         for d in part])
-                    conn.execute(stmt(self.q["UPSERT_DOCUMENT"], clobs=("metadata",)), [
+                    conn.execute(self.engine.statement(q.UPSERT_DOCUMENT), [
                         {"name": name, "row_id": d.row_id, "doc_hash": d.doc_hash, "metadata": d.metadata_json,
                          "now": when} for d in part])
                 for start in range(0, len(gone), WRITE_BATCH):
                     ids = gone[start:start + WRITE_BATCH]
                     self.engine.delete_chunks(conn, name, [source.document_id(i) for i in ids])
-                    conn.execute(stmt(self.q["DELETE_DOCUMENT"]), [{"name": name, "row_id": i} for i in ids])
+                    conn.execute(self.engine.statement(q.DELETE_DOCUMENT), [{"name": name, "row_id": i} for i in ids])
                 mark = plan.watermark
-                conn.execute(stmt(self.q["RECORD_SUCCESS"]), {
+                conn.execute(self.engine.statement(q.RECORD_SUCCESS), {
                     "name": name, "definition_hash": source.definition_hash, "now": when,
                     "full_read": 0 if plan.mode == "incremental" else 1,
                     "watermark": mark.text if mark else None, "watermark_kind": mark.kind if mark else None,
@@ -348,13 +347,13 @@ class SourceRefresher:
 
     def _stored_hashes(self, name: str) -> dict[str, str]:
         with self._connect() as conn:
-            rows = conn.execute(stmt(self.q["DOCUMENT_HASHES"]), {"name": name})
+            rows = conn.execute(self.engine.statement(q.DOCUMENT_HASHES), {"name": name})
             return {str(r[0]): str(r[1]) for r in rows}
 
     def _record_failure(self, name: str, error: RagError, mode: str, now: dt.datetime) -> None:
         try:
-            self._execute(stmt(self.q["ENSURE_SOURCE"]), {"name": name})
-            self._execute(stmt(self.q["RECORD_FAILURE"]), {
+            self._execute(self.engine.statement(q.ENSURE_SOURCE), {"name": name})
+            self._execute(self.engine.statement(q.RECORD_FAILURE), {
                 "name": name, "now": _iso(now), "mode": mode, "error": error.message[:1000], "error_code": error.code})
         except Exception as exc:  # the product database itself is failing: nothing more to record
             log.warning("SQL source %r failed and its failure could not be recorded [%s]", name,

@@ -37,7 +37,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..engines._common import read_lob
+from ..engines.records import read_lob
 from ..errors import ConfigurationError, SourceLoadingError
 from ..scripts import _skip_gap, _skip_literal
 from . import sql_query_sql as q

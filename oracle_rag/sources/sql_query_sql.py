@@ -3,8 +3,8 @@
 Three groups:
 
 * **State** (RAG_SQL_SOURCE, RAG_SQL_DOCUMENT, migration V4) on the
-  product's own database: one dict per engine, ``ORACLE_STATEMENTS`` and
-  ``SQLITE_STATEMENTS``, same keys. Timestamps travel as ISO-8601 text
+  product's own database: one :class:`~oracle_rag.engines.Sql` per
+  statement, the engine picks the text. Timestamps travel as ISO-8601 text
   (UTC, microseconds, ``+00:00``); Oracle turns them into ``TIMESTAMP WITH
   TIME ZONE`` with ``TO_TIMESTAMP_TZ`` so no driver time-zone rule applies.
 * **Read sessions** on the source's database: the statements that make a
@@ -19,6 +19,8 @@ Three groups:
 from __future__ import annotations
 
 import re
+
+from ..engines.statements import Sql
 
 _TS_SQLITE = ":{name}"
 _TS_ORACLE = "TO_TIMESTAMP_TZ(:{name}, 'YYYY-MM-DD\"T\"HH24:MI:SS.FF6TZH:TZM')"
@@ -90,7 +92,7 @@ def _common(dialect: str) -> dict[str, str]:
     }
 
 
-SQLITE_STATEMENTS: dict[str, str] = {
+_SQLITE = {
     **_common("sqlite"),
     "ENSURE_SOURCE": "INSERT INTO RAG_SQL_SOURCE (SOURCE_NAME) VALUES (:name) ON CONFLICT (SOURCE_NAME) DO NOTHING",
     "UPSERT_DOCUMENT": """INSERT INTO RAG_SQL_DOCUMENT (SOURCE_NAME, ROW_ID, DOC_HASH, METADATA, UPDATED_AT)
@@ -101,7 +103,7 @@ ON CONFLICT (SOURCE_NAME, ROW_ID) DO UPDATE SET
   UPDATED_AT = excluded.UPDATED_AT""",
 }
 
-ORACLE_STATEMENTS: dict[str, str] = {
+_ORACLE = {
     **_common("oracle"),
     "ENSURE_SOURCE": """MERGE INTO RAG_SQL_SOURCE t
 USING (SELECT :name AS SOURCE_NAME FROM dual) s
@@ -118,6 +120,24 @@ WHEN MATCHED THEN UPDATE SET
 WHEN NOT MATCHED THEN INSERT (SOURCE_NAME, ROW_ID, DOC_HASH, METADATA, UPDATED_AT)
 VALUES (s.SOURCE_NAME, s.ROW_ID, :doc_hash, :metadata, {_ts("oracle", "now")})""",
 }
+
+
+def _state(name: str, *, clobs: tuple[str, ...] = ()) -> Sql:
+    return Sql(oracle=_ORACLE[name], sqlite=_SQLITE[name], clobs=clobs)
+
+
+SOURCE_STATE = _state("SOURCE_STATE")
+ALL_SOURCE_STATES = _state("ALL_SOURCE_STATES")
+DOCUMENT_HASHES = _state("DOCUMENT_HASHES")
+DOCUMENT_METADATA = _state("DOCUMENT_METADATA")
+CLAIM = _state("CLAIM")
+DELETE_DOCUMENT = _state("DELETE_DOCUMENT")
+DELETE_DOCUMENTS = _state("DELETE_DOCUMENTS")
+DELETE_SOURCE = _state("DELETE_SOURCE")
+RECORD_SUCCESS = _state("RECORD_SUCCESS")
+RECORD_FAILURE = _state("RECORD_FAILURE")
+ENSURE_SOURCE = _state("ENSURE_SOURCE")
+UPSERT_DOCUMENT = _state("UPSERT_DOCUMENT", clobs=("metadata",))
 
 # -- read sessions on a source's database ----------------------------------------
 # SQLite: on the raw DBAPI connection, outside any transaction; the previous
@@ -163,11 +183,6 @@ ORACLE_DELTA_TZ_TEMPLATE = DELTA_TEMPLATE.replace(":watermark", _TS_ORACLE.repla
 ORACLE_DELTA_NAIVE_TEMPLATE = DELTA_TEMPLATE.replace(
     ":watermark", "TO_TIMESTAMP(:watermark, 'YYYY-MM-DD\"T\"HH24:MI:SS.FF6')")
 
-ORACLE_STATEMENTS["READ_ONLY"] = ORACLE_READ_ONLY
-ORACLE_STATEMENTS["DELTA_TEMPLATE"] = DELTA_TEMPLATE
-ORACLE_STATEMENTS["DELTA_TZ_TEMPLATE"] = ORACLE_DELTA_TZ_TEMPLATE
-ORACLE_STATEMENTS["DELTA_NAIVE_TEMPLATE"] = ORACLE_DELTA_NAIVE_TEMPLATE
-ORACLE_STATEMENTS["IDS_TEMPLATE"] = IDS_TEMPLATE
 
 _PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 

@@ -5,6 +5,7 @@ See :mod:`oracle_rag.web.app` for configuration and ``docs/chat.md`` for the API
 
 from __future__ import annotations
 
-from .app import DemoIdentity, WebState, create_app, init_app
+from .app import create_app, init_app
+from .state import DemoIdentity, WebState
 
 __all__ = ["DemoIdentity", "WebState", "create_app", "init_app"]

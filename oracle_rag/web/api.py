@@ -20,8 +20,10 @@ from ..caller import Caller
 from ..chat.chunks import chunk_detail
 from ..chat.conversations import ConversationStore
 from ..errors import AccessError, InputError, LLMError, NotFoundError, RagError
+from ..hosts import is_loopback_request
 from . import json_errors
-from .app import get_db, release_db, state
+from .openapi import spec_response
+from .state import get_db, release_db, state
 
 api_bp = Blueprint("oracle_rag_api", __name__)
 json_errors.register(api_bp)
@@ -182,7 +184,7 @@ def conversation(conversation_id: str) -> Response:
 @api_bp.get("/chunks/<source_type>/<path:source_id>")
 def chunk(source_type: str, source_id: str) -> Response:
     caller = current_caller()
-    detail = chunk_detail(get_db(), state().rag.engine.name, caller, source_type, source_id)
+    detail = chunk_detail(get_db(), state().rag.engine, caller, source_type, source_id)
     return jsonify(detail.to_dict())
 
 
@@ -190,8 +192,6 @@ def chunk(source_type: str, source_id: str) -> Response:
 @api_bp.get("/openapi.json")
 def openapi() -> Response:
     """OpenAPI 3.0 (:mod:`oracle_rag.web.openapi`); no authentication, no data."""
-    from .openapi import spec_response
-
     return spec_response()
 
 
@@ -212,8 +212,6 @@ def demo_identities() -> Response:
     The picker only chooses which Bearer token the page sends; there is no
     other way in.
     """
-    from .hosts import is_loopback_request
-
     web = state()
     if not web.demo or not web.demo_identities or not is_loopback_request(request):
         raise NotFoundError("no such resource")

@@ -1,8 +1,11 @@
 """The Flask app factory, and ``init_app`` for mounting into a host application.
 
 One :class:`~oracle_rag.system.RagSystem` per app: its engine is the app's
-connection pool. A request that needs the database borrows one connection
-(:func:`get_db`), released in ``teardown_appcontext``; the chat endpoints
+connection pool. The per-app and per-request state (``state()``, ``get_db()``)
+is in :mod:`.state`, which the blueprints import (flaskr's ``db.py`` is the
+model), so this module imports the blueprints and none imports it back. A
+request that needs the database borrows one connection (:func:`get_db`),
+released in ``teardown_appcontext``; the chat endpoints
 give it back as soon as the caller is authenticated, because an answer can
 wait many seconds on the language model and a pooled connection held that
 long would cap concurrent chats at the pool size.
@@ -28,85 +31,41 @@ Configuration keys read by :func:`create_app` (all optional):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from types import EllipsisType
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Flask, Request, current_app, g, request
+from flask import Flask, Request, request
 from werkzeug.exceptions import HTTPException
 
 from ..auth import bearer_token, caller_for_token
 from ..caller import Caller
-from ..chat import Chat
+from ..chat import Chat, LLMClient
+from ..config import load_settings
 from ..errors import wrap_driver_error
+from ..hosts import host_allowed, parse_allowed_hosts
+from ..system import RagSystem
 from ..tracing import instrument_flask
 from . import json_errors
-from .metrics import Metrics
+from .api import api_bp
+from .health import health_bp
+from .metrics import Metrics, metrics_bp
+from .openai_api import openai_bp
+from .pages import pages_bp
+from .state import (
+    DEFAULT_MAX_BODY,
+    EXTENSION,
+    CallerLoader,
+    DemoIdentity,
+    LLMHealth,
+    WebState,
+    get_db,
+    release_db,
+    state,
+)
 
-EXTENSION = "oracle_rag"
-DEFAULT_MAX_BODY = 64 * 1024
-
-CallerLoader = Callable[[Request], Caller | None]
-
-
-@dataclass(frozen=True)
-class DemoIdentity:
-    """An employee the demo picker offers, with the demo token that acts as them."""
-
-    employee_id: int
-    name: str
-    role: str
-    token: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"employee_id": self.employee_id, "name": self.name, "role": self.role, "token": self.token}
-
-
-@dataclass
-class WebState:
-    rag: Any
-    chat: Chat
-    caller_loader: CallerLoader
-    metrics: Metrics
-    demo_identities: list[DemoIdentity] = field(default_factory=list)
-    max_body: int = DEFAULT_MAX_BODY
-    owns_rag: bool = False
-    services: Any = None  # BackgroundServices when the server runs the worker in-process
-    llm_health: Any = None  # health.LLMHealth: the model's last outcome, for /healthz
-    allowed_hosts: frozenset[str] | None = None  # parsed ``allowed_hosts``, on first request
-
-    @property
-    def demo(self) -> bool:
-        return bool(self.rag.settings.demo)
-
-    def close(self) -> None:
-        if self.owns_rag:
-            self.rag.close()
-
-
-def state() -> WebState:
-    return current_app.extensions[EXTENSION]
-
-
-# -- the per-request connection ------------------------------------------------
-def get_db() -> sa.Connection:
-    """This request's connection, checked out of the app's pool on first use."""
-    conn = g.get("oracle_rag_db")
-    if conn is None:
-        try:
-            conn = state().rag.engine.sa_engine.connect()
-        except sa.exc.DBAPIError as exc:
-            raise wrap_driver_error(exc, "database connection") from None
-        g.oracle_rag_db = conn
-    return conn
-
-
-def release_db(_exc: BaseException | None = None) -> None:
-    """Return the request's connection to the pool (teardown, or early in long requests)."""
-    conn = g.pop("oracle_rag_db", None)
-    if conn is not None:
-        conn.close()
-
+__all__ = ["DEFAULT_MAX_BODY", "CallerLoader", "DemoIdentity", "WebState", "create_app", "get_db", "init_app",
+           "release_db", "state", "token_caller_loader"]
 
 def token_caller_loader(req: Request) -> Caller | None:
     """The built-in loader: ``Authorization: Bearer <token>`` → the token's employee."""
@@ -114,7 +73,7 @@ def token_caller_loader(req: Request) -> Caller | None:
     if token is None:
         return None
     try:
-        return caller_for_token(get_db(), state().rag.engine.name, token)
+        return caller_for_token(get_db(), state().rag.engine, token)
     except sa.exc.DBAPIError as exc:
         raise wrap_driver_error(exc, "verifying an API token") from None
 
@@ -130,14 +89,12 @@ def _scoped_handler(prefix: str, handler: Callable[[HTTPException], Any]) -> Cal
     return handle
 
 
-# Our blueprints whose requests must name an allowed Host (/healthz is exempt: see web/hosts.py).
+# Our blueprints whose requests must name an allowed Host (/healthz is exempt: see hosts.py).
 _HOST_CHECKED = frozenset({"oracle_rag_api", "oracle_rag_metrics", "oracle_rag_pages", "oracle_rag_openai"})
 
 
 def _check_host() -> Any:
     """Refuse a request to our endpoints whose Host is not in ``allowed_hosts`` (DNS rebinding)."""
-    from .hosts import host_allowed, parse_allowed_hosts
-
     if request.blueprint not in _HOST_CHECKED:
         return None
     web = state()
@@ -149,7 +106,8 @@ def _check_host() -> Any:
                                       "this server does not answer for the requested Host (see allowed_hosts)")
 
 
-def init_app(app: Flask, rag: Any, *, caller_loader: CallerLoader | None = None, llm: Any = ...,
+def init_app(app: Flask, rag: RagSystem, *, caller_loader: CallerLoader | None = None,
+             llm: LLMClient | None | EllipsisType = ...,
              demo_identities: Sequence[DemoIdentity] = (), api_prefix: str = "/api", pages_prefix: str = "",
              ops_prefix: str = "", max_body: int = DEFAULT_MAX_BODY, owns_rag: bool = False,
              json_errors_app_wide: bool = False, openai_prefix: str | None = "/v1") -> WebState:
@@ -158,13 +116,8 @@ def init_app(app: Flask, rag: Any, *, caller_loader: CallerLoader | None = None,
     In a host app, JSON errors cover everything our views raise plus
     routing errors (404/405) under ``api_prefix``; the host's own pages keep
     its handlers. ``create_app`` makes them app-wide. ``openai_prefix`` mounts the
-    OpenAI-compatible chat protocol (:mod:`oracle_rag.integrations.openai_api`); None leaves it out.
+    OpenAI-compatible chat protocol (:mod:`oracle_rag.web.openai_api`); None leaves it out.
     """
-    from .api import api_bp
-    from .health import LLMHealth, health_bp
-    from .metrics import metrics_bp
-    from .pages import pages_bp
-
     if EXTENSION in app.extensions:
         raise RuntimeError("oracle-rag is already initialised on this app")
     metrics = Metrics(rag)
@@ -179,8 +132,6 @@ def init_app(app: Flask, rag: Any, *, caller_loader: CallerLoader | None = None,
     app.register_blueprint(metrics_bp, url_prefix=ops_prefix or None)
     app.register_blueprint(pages_bp, url_prefix=pages_prefix or None)
     if openai_prefix is not None:
-        from ..integrations.openai_api import openai_bp
-
         app.register_blueprint(openai_bp, url_prefix=openai_prefix)
     app.before_request(_check_host)
     if json_errors_app_wide:
@@ -193,9 +144,6 @@ def init_app(app: Flask, rag: Any, *, caller_loader: CallerLoader | None = None,
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """A Flask app serving the chat API, the chat page, ``/healthz`` and ``/metrics``."""
-    from ..config import load_settings
-    from ..system import RagSystem
-
     app = Flask("oracle_rag.web", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = DEFAULT_MAX_BODY
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep answer fields in their documented order

@@ -14,47 +14,14 @@ counts and error codes.
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
 from ..errors import RagError
-from .app import state
+from .state import state
 
 health_bp = Blueprint("oracle_rag_health", __name__)
-
-
-class LLMHealth:
-    """The language model's last outcome as this app saw it.
-
-    There is no probe (a model call costs time and money, and every
-    instance shares the endpoint, so a 503 for it would take them all out):
-    the chat views report each call's outcome here, and ``/healthz`` lists a
-    failing model under ``degraded`` until a call succeeds again.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.last_error: str | None = None
-        self.last_error_at: float | None = None
-        self.last_ok_at: float | None = None
-
-    def ok(self) -> None:
-        with self._lock:
-            self.last_ok_at = time.time()
-            self.last_error = None
-
-    def failed(self, exc: RagError) -> None:
-        with self._lock:
-            self.last_error, self.last_error_at = str(exc), time.time()
-
-    def report(self, configured: bool) -> dict[str, Any]:
-        with self._lock:
-            age = None if self.last_error_at is None else round(time.time() - self.last_error_at, 1)
-            return {"configured": configured, "ok": None if not configured else self.last_error is None,
-                    "last_error": self.last_error, "last_error_age_s": age if self.last_error else None}
 
 
 def health_report() -> tuple[bool, dict[str, Any]]:

@@ -21,6 +21,7 @@ from flask import Response, jsonify, url_for
 
 from ..chat.citations import SNIPPET_CHARS
 from ..retriever import MODES
+from .state import state
 
 # Statuses every authenticated endpoint can answer, beyond its own.
 _AUTH_ERRORS = ("401", "500", "503")
@@ -222,8 +223,6 @@ def build_spec(api_prefix: str = "/api", ops_prefix: str = "", *, max_question_c
 
 def spec_response() -> Response:
     """The document for this app's mount points (``GET <api prefix>/openapi.json``, no authentication)."""
-    from .app import state
-
     api_prefix = url_for("oracle_rag_api.me").rsplit("/me", 1)[0]
     ops_prefix = url_for("oracle_rag_health.healthz").rsplit("/healthz", 1)[0]
     spec = build_spec(api_prefix, ops_prefix, max_question_chars=state().rag.settings.max_question_chars)

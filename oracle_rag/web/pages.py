@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, render_template, url_for
 
-from .app import state
+from .state import state
 
 pages_bp = Blueprint("oracle_rag_pages", __name__, static_folder="static",
                      static_url_path="/static/oracle-rag", template_folder="templates")

@@ -21,6 +21,10 @@ from typing import Any
 
 from flask import Flask
 
+from ..errors import RagError
+from ..tracing import configure
+from .app import create_app
+
 log = logging.getLogger("oracle_rag.web.server")
 
 DEFAULT_THREADS = 8
@@ -57,8 +61,6 @@ class BackgroundServices:
         self._threads.append(thread)
 
     def _backfill(self) -> None:
-        from ..errors import RagError
-
         self.backfill_state = "running"
         try:
             report = self.rag.backfill()
@@ -135,9 +137,6 @@ def run_server(rag: Any, host: str = "127.0.0.1", port: int = 8000, *, worker: b
                threads: int = DEFAULT_THREADS, stop: threading.Event | None = None,
                on_ready: Callable[[str], None] | None = None, app_config: dict[str, Any] | None = None) -> None:
     """Serve ``rag`` until ``stop`` is set (or forever); background services start and stop with it."""
-    from ..tracing import configure
-    from .app import create_app
-
     configure(rag.settings)
     app = create_app({"ORACLE_RAG_SYSTEM": rag, **(app_config or {})})
     services = BackgroundServices(rag, worker=worker)

@@ -19,7 +19,7 @@ from oracle_helpers import OracleTarget, drop_model, load_model, new_system
 from oracle_rag import provision
 from oracle_rag.caller import Caller
 from oracle_rag.engines import ChunkWrite, Filters, Scope, content_hash
-from oracle_rag.engines.base import EMBED_TEXT_MAX_BYTES, embed_text
+from oracle_rag.engines.records import EMBED_TEXT_MAX_BYTES, embed_text
 
 
 def _scalar(system, sql: str, **binds):  # type: ignore[no-untyped-def]

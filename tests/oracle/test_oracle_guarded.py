@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 from oracle_helpers import RO_VIEWS, OracleTarget, new_system
 
+from oracle_rag.aggregate.executors import guarded_executor
 from oracle_rag.aggregate.guard import CheckedQuery
 from oracle_rag.aggregate.service import AggregateService
 from oracle_rag.caller import Caller
@@ -61,15 +62,15 @@ def test_guarded_query_runs_as_the_read_only_user_through_synonyms(guarded) -> N
 
 def test_a_timeout_is_reported_and_the_pool_still_works(guarded) -> None:  # type: ignore[no-untyped-def]
     _system, service = guarded
-    executor = service.engine.guarded_executor(("RAG_V_TASK",), timeout_s=0.3, row_cap=10)
+    executor = guarded_executor(service.engine, ("RAG_V_TASK",), timeout_s=0.3, row_cap=10)
     slow = CheckedQuery("SELECT COUNT(*) AS N FROM RAG_V_TASK a, RAG_V_TASK b, RAG_V_TASK c, RAG_V_TASK d, "
                         "RAG_V_TASK e, RAG_V_TASK f", ("RAG_V_TASK",))
     manager = Caller(employee_id=3, role="manager")
     with pytest.raises(GuardrailError) as err:
-        executor.run(slow, manager)
+        executor.run(slow, manager.employee_id)
     assert err.value.message == "query stopped at the 0.3 s timeout"
     for _ in range(3):  # a broken session was discarded, not handed out again
-        ok = executor.run(CheckedQuery("SELECT COUNT(*) AS N FROM RAG_V_TASK", ("RAG_V_TASK",)), manager)
+        ok = executor.run(CheckedQuery("SELECT COUNT(*) AS N FROM RAG_V_TASK", ("RAG_V_TASK",)), manager.employee_id)
         assert ok.rows and int(ok.rows[0][0]) >= 0
     executor.sa_engine.dispose()
 

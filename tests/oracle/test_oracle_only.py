@@ -21,8 +21,9 @@ from oracle_helpers import OracleTarget, drop_model, load_model, new_system
 
 from oracle_rag import provision
 from oracle_rag.cli import main
-from oracle_rag.engines import ChunkWrite, Filters, Scope, content_hash, oracle_sql
-from oracle_rag.engines._common import search_binds, stmt
+from oracle_rag.engines import ChunkWrite, Filters, Scope, content_hash, engine_sql
+from oracle_rag.engines.records import search_binds
+from oracle_rag.engines.statements import stmt
 from oracle_rag.errors import driver_error_code
 from oracle_rag.worker import BatchResult
 
@@ -159,7 +160,7 @@ def test_ivf_index_exists_and_fetch_approx_uses_it(oracle_system, see_all: int, 
         assert row[0] == "VECTOR" and row[2] == "VALID", tuple(row)
         assert "HNSW" not in str(row[1] or ""), "the default index is IVF (neighbor partitions)"
         # EXPLAIN PLAN needs its binds bound (values are not peeked); the same statement the engine sends.
-        sql = "EXPLAIN PLAN FOR " + oracle_system.engine.sql(oracle_sql.SEMANTIC_SEARCH)
+        sql = "EXPLAIN PLAN FOR " + oracle_system.engine.text(engine_sql.SEMANTIC_SEARCH)
         binds = search_binds(Scope(caller, bool(see_all)), Filters(), query="login timeout", k=8)
         conn.execute(stmt(sql, ("f_types",)), binds)
         plan = "\n".join(r[0] for r in conn.execute(sa.text(

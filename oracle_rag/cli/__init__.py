@@ -1,0 +1,54 @@
+"""The ``oracle-rag`` command line: one root group, commands grouped by area.
+
+Each command parses its arguments, calls one library function and prints
+the result; nothing is decided here. What the commands share (errors mapped
+to exit codes, the system opened and closed per invocation) is in
+:mod:`.context`. The areas, each imported explicitly below:
+
+* :mod:`.database`: ``migrate``, ``bootstrap``, ``model build|load|status``, ``index rebuild|status|optimize``
+* :mod:`.writepath`: ``worker``, ``backfill``, ``status``, ``queue``, ``triggers``
+* :mod:`.readpath`: ``search``, ``eval``
+* :mod:`.web`: ``serve``, ``token``, ``ask``
+* :mod:`.aggregate`: ``sql``
+* :mod:`.sources`: ``sources``
+* :mod:`.demo`: ``demo``, ``demo seed``
+* :mod:`.integrations`: ``mcp``
+"""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from . import aggregate, database, demo, integrations, readpath, sources, web, writepath
+from .context import RagGroup
+
+
+@click.group(cls=RagGroup)
+@click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
+              help="TOML configuration file (default: $ORACLE_RAG_CONFIG or ./oracle-rag.toml).")
+@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
+@click.version_option(package_name="oracle-rag")
+@click.pass_context
+def main(ctx: click.Context, config: str | None, verbose: bool) -> None:
+    """In-database retrieval-augmented generation for Oracle AI Vector Search."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ctx.ensure_object(dict)
+    ctx.obj["config"] = config
+
+
+for command in (
+    database.migrate, database.bootstrap, database.model, database.index,
+    writepath.worker, writepath.backfill, writepath.status, writepath.queue, writepath.triggers,
+    readpath.search, readpath.eval_cmd,
+    web.serve, web.token, web.ask,
+    aggregate.sql_cmd,
+    sources.sources,
+    demo.demo,
+    integrations.mcp,
+):
+    main.add_command(command)
+
+__all__ = ["main"]

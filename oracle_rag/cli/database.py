@@ -1,0 +1,165 @@
+"""CLI commands for the database: ``migrate``, ``bootstrap``, ``model build|load|status``, ``index``.
+
+``model load`` and ``bootstrap`` both call :mod:`oracle_rag.provision`;
+``index rebuild|status|optimize`` calls :mod:`oracle_rag.index_maintenance`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+from .. import index_maintenance, provision
+from ..embedding import build_model
+from ..errors import InputError
+from ..migrations import MigrationRunner
+from ..progress import step_progress
+from ..system import RagSystem
+from .context import EXIT_ERROR, cli_settings, open_system, pass_system
+
+
+@click.command()
+@click.option("--dry-run", is_flag=True, help="Print the SQL of pending migrations without running it.")
+@click.option("--demo", is_flag=True, help="Also apply the reference application's schema.")
+@pass_system
+def migrate(rag: RagSystem, dry_run: bool, demo: bool) -> None:
+    """Apply pending schema migrations (recorded in RAG_SCHEMA_HISTORY)."""
+    sets = ("rag", "demo") if demo else ("rag",)
+    if dry_run:
+        for s in sets:
+            click.echo(MigrationRunner(rag.engine, s).dry_run(), nl=False)
+        return
+    reports = rag.migrate(demo=demo, progress=lambda m: click.echo(m, err=True))
+    for name, rep in reports.items():
+        click.echo(f"{name}: applied {rep.applied or 'none'}, resumed {rep.resumed or 'none'}, "
+                   f"already applied {rep.skipped or 'none'}")
+
+
+@click.command("bootstrap")
+@pass_system
+def bootstrap(rag: RagSystem) -> None:
+    """Apply migrations, then load the model from $MINILM_ONNX_PAR_URL if set.
+
+    Safe to run on every deploy (Oracle Database Free or Autonomous
+    Database): applied migrations and an already loaded model are
+    skipped. The URL is read from the environment so it never appears on
+    a command line, and only its host is ever printed.
+    """
+    par_url = os.environ.get(provision.PAR_URL_ENV) or None
+    for line in provision.bootstrap(rag.engine, rag.settings, par_url,
+                                    progress=lambda m: click.echo(m, err=True)):
+        click.echo(line)
+
+
+@click.group()
+def model() -> None:
+    """Build, load and check the embedding model."""
+
+
+@model.command("build")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Output file (default: <data dir>/models/all-MiniLM-L6-v2.onnx).")
+@click.option("--force", is_flag=True, help="Rebuild even when the file exists.")
+@click.pass_context
+def model_build(ctx: click.Context, out: Path | None, force: bool) -> None:
+    """Build the augmented all-MiniLM-L6-v2 ONNX file (tokenizer + encoder + pooling)."""
+    target = out or cli_settings(ctx).model_path
+    if target.is_file() and not force:
+        click.echo(f"{target} exists (use --force to rebuild)")
+        return
+
+    path = build_model(target, progress=step_progress("model build"))
+    click.echo(str(path))
+
+
+@model.command("load")
+@click.option("--file", "file_", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Local ONNX file, loaded as a BLOB (no directory object needed).")
+@click.option("--url", help="Pre-authenticated object storage URL (DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD). "
+              "Prefer --url-env: a URL on the command line is visible in process listings.")
+@click.option("--url-env", default=None, metavar="VAR",
+              help="Read the pre-authenticated URL from this environment variable (e.g. MINILM_ONNX_PAR_URL).")
+@click.option("--name", default=None, help="Model name in the database (default: configured embedding_model).")
+@click.option("--replace", is_flag=True, help="Drop and reload when the model exists.")
+@click.pass_context
+def model_load(ctx: click.Context, file_: Path | None, url: str | None, url_env: str | None, name: str | None,
+               replace: bool) -> None:
+    """Load the ONNX model into Oracle, once (skips when USER_MINING_MODELS has it)."""
+    if url_env:
+        if url:
+            raise InputError("give --url or --url-env, not both")
+        url = os.environ.get(url_env)
+        if not url:
+            raise InputError(f"environment variable {url_env} is not set")
+    if bool(file_) == bool(url):
+        raise InputError("give exactly one of --file, --url or --url-env")
+    rag = open_system(ctx)
+    if file_:
+        outcome = provision.load_model_file(rag.engine, file_, name=name, replace=replace)
+    else:
+        outcome = provision.load_model_url(rag.engine, url or "", name=name, replace=replace)
+    click.echo(outcome)
+
+
+@model.command("status")
+@click.option("--json", "as_json", is_flag=True)
+@pass_system
+def model_status(rag: RagSystem, as_json: bool) -> None:
+    """Show the model's name, location, dimension and a test embedding's norm."""
+    with rag.engine.connect() as conn:
+        status = rag.engine.model_status(conn)
+    if as_json:
+        click.echo(json.dumps(status, default=str))
+    else:
+        for key, value in status.items():
+            click.echo(f"{key}: {value}")
+    if not status.get("present"):
+        click.get_current_context().exit(EXIT_ERROR)
+
+
+@click.group("index")
+def index() -> None:
+    """Maintain the search indexes (Oracle: the IVF vector index and the Oracle Text index)."""
+
+
+@index.command("rebuild")
+@pass_system
+def index_rebuild(rag: RagSystem) -> None:
+    """Rebuild the vector index from the current chunks.
+
+    IVF centroids are computed when the index is built, and the migration
+    builds it on an empty table: rebuild after the first backfill
+    (bootstrap does it), after large loads, and periodically. 26ai: ALTER
+    INDEX ... REBUILD ONLINE (the table stays writable); 23ai:
+    DBMS_VECTOR.REBUILD_INDEX.
+    """
+    click.echo(index_maintenance.rebuild(rag.engine))
+
+
+@index.command("status")
+@click.option("--probes", type=click.IntRange(0, 1000), default=20, show_default=True,
+              help="Stored vectors used as query vectors for the accuracy measure (0: skip it).")
+@click.option("--top-k", "top_k", type=click.IntRange(1, 100), default=10, show_default=True,
+              help="k of the top-k compared with the exact search.")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@pass_system
+def index_status(rag: RagSystem, probes: int, top_k: int, as_json: bool) -> None:
+    """The indexes, their state, and the accuracy the vector index achieves (DBMS_VECTOR.INDEX_ACCURACY_QUERY)."""
+    result = index_maintenance.status(rag.engine, probes=probes, top_k=top_k)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), default=str))
+        return
+    for line in result.lines():
+        click.echo(line)
+
+
+@index.command("optimize")
+@click.option("--maxtime", type=click.IntRange(1, 1440), default=None,
+              help="Stop after this many minutes (CTX_DDL.OPTIMIZE_INDEX maxtime); default: until done.")
+@pass_system
+def index_optimize(rag: RagSystem, maxtime: int | None) -> None:
+    """Compact the Oracle Text index (fragmented by SYNC ON COMMIT); run daily or weekly."""
+    click.echo(index_maintenance.optimize_text(rag.engine, maxtime_min=maxtime))

@@ -1,0 +1,66 @@
+"""CLI commands for the read path: ``search`` and ``eval`` (retrieval quality).
+
+Libraries: :mod:`oracle_rag.retriever`, :mod:`oracle_rag.evaluation`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from .. import search_output
+from ..caller import load_caller
+from ..engines import Filters
+from ..evaluation import run_eval
+from ..system import RagSystem
+from .context import cli_settings, pass_system, progress_bar
+
+
+@click.command()
+@click.argument("question")
+@click.option("--as", "as_id", required=True, type=int, help="Employee id to search as (scope).")
+@click.option("--mode", type=click.Choice(["semantic", "keyword", "hybrid"]), default="semantic", show_default=True)
+@click.option("--k", "k", type=int, default=None, help="Number of results (default: top_k).")
+@click.option("--project", type=int, default=None)
+@click.option("--sprint", type=int, default=None)
+@click.option("--type", "types", multiple=True, help="Restrict to source types (repeatable).")
+@click.option("--exact", is_flag=True, help="Exact search (no approximate index), to measure recall.")
+@pass_system
+def search(rag: RagSystem, question: str, as_id: int, mode: str, k: int | None, project: int | None,
+           sprint: int | None, types: tuple[str, ...], exact: bool) -> None:
+    """Print the ranked chunks EMPLOYEE_ID may see for QUESTION."""
+    with rag.engine.connect() as conn:
+        caller = load_caller(conn, as_id)
+        if types:
+            known = {*rag.sources.types(), *rag.settings.sources,
+                     *rag.engine.queue_stats(conn, rag.settings.max_attempts).chunks_by_type}
+            types = search_output.resolve_types(types, known)
+    results = rag.retriever().search(question, k, caller, mode, Filters(project, sprint, types), exact=exact)
+    who = f"employee {caller.employee_id} ({caller.name}, {caller.role})"
+    click.echo(search_output.header(mode, who, len(results)))
+    for line in search_output.lines(results, mode):
+        click.echo(line)
+    if not results:
+        click.echo("(no results visible to this caller)", err=True)
+
+
+@click.command("eval")
+@click.option("--dataset", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--max-docs", type=click.IntRange(1), default=None, help="Use only the first N documents.")
+@click.option("--max-queries", type=click.IntRange(1), default=None, help="Use only the first N queries.")
+@click.pass_context
+def eval_cmd(ctx: click.Context, dataset: Path, json_out: Path | None, max_docs: int | None,
+             max_queries: int | None) -> None:
+    """Evaluate retrieval on a BEIR-layout collection (nDCG@10, Recall@100)."""
+    result = run_eval(cli_settings(ctx), dataset, max_docs=max_docs, max_queries=max_queries,
+                      progress=progress_bar("eval"))
+    for mode in ("semantic", "keyword", "hybrid"):
+        m = result[mode]
+        click.echo(f"{mode:<9} nDCG@10 {m['ndcg@10']:.4f}  Recall@100 {m['recall@100']:.4f}")
+    click.echo(f"documents {result['documents']}, queries {result['queries']}")
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=2) + "\n")

@@ -1,0 +1,327 @@
+"""Every statement behind the engine seam's own operations (chunks, queue, search), per engine.
+
+Statements both engines send with the same text are written once
+(``Sql.both``); the others carry each engine's text side by side, so a
+reviewer compares them in one place. ``{model}`` is the only thing formatted
+into Oracle SQL: the embedding model's name, which Oracle takes as an
+identifier (not a bind) in ``VECTOR_EMBEDDING``; it is validated by
+configuration and again by :func:`render`. Everything else is a ``:named``
+bind. ``tests/test_oracle_golden.py`` pins every Oracle statement.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .statements import Sql
+
+_IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_$#]{0,122}$")
+
+
+def render(template: str, model: str) -> str:
+    """Fill ``{model}`` after validating it; refuse anything that is not an identifier."""
+    if not _IDENT.match(model):
+        raise ValueError("embedding model name must be an unquoted identifier")
+    return template.replace("{model}", model.upper())
+
+
+HISTORY_DDL = Sql(
+    oracle="""CREATE TABLE IF NOT EXISTS RAG_SCHEMA_HISTORY (
+  MIGRATION_SET   VARCHAR2(32 CHAR)  NOT NULL,
+  VERSION         NUMBER             NOT NULL,
+  DESCRIPTION     VARCHAR2(200 CHAR) NOT NULL,
+  CHECKSUM        VARCHAR2(64 CHAR)  NOT NULL,
+  STATEMENTS_DONE NUMBER DEFAULT 0   NOT NULL,
+  SUCCESS         NUMBER(1) DEFAULT 0 NOT NULL,
+  APPLIED_AT      TIMESTAMP WITH TIME ZONE DEFAULT SYSTIMESTAMP NOT NULL,
+  CONSTRAINT RAG_SCHEMA_HISTORY_PK PRIMARY KEY (MIGRATION_SET, VERSION)
+)""",
+    sqlite="""CREATE TABLE IF NOT EXISTS RAG_SCHEMA_HISTORY (
+  MIGRATION_SET   TEXT    NOT NULL,
+  VERSION         INTEGER NOT NULL,
+  DESCRIPTION     TEXT    NOT NULL,
+  CHECKSUM        TEXT    NOT NULL,
+  STATEMENTS_DONE INTEGER NOT NULL DEFAULT 0,
+  SUCCESS         INTEGER NOT NULL DEFAULT 0,
+  APPLIED_AT      TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%f', 'now')),
+  PRIMARY KEY (MIGRATION_SET, VERSION)
+)""",
+)
+
+# The access scope, one predicate for every search statement on both engines
+# (and the chat's chunk-detail and visible-task statements): managers and
+# admins see everything; others see organisational chunks (no owner, not a
+# task) and the chunks they own. A fragment composed into statements.
+SCOPE = (
+    "(:see_all = 1 OR c.OWNER_ID = :caller_id "
+    "OR (c.OWNER_ID IS NULL AND c.SOURCE_TYPE <> 'TASK'))"
+)
+FILTERS = (
+    "(:f_project IS NULL OR c.PROJECT_ID = :f_project) "
+    "AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) "
+    "AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) "
+    "AND /* where */ 1 = 1"
+)
+
+EMBED = Sql(
+    oracle="SELECT VECTOR_EMBEDDING({model} USING :text AS data) AS EMBEDDING FROM dual",
+    sqlite="SELECT vector_embedding(:text) AS EMBEDDING",
+)
+
+MODEL_STATUS = Sql(oracle="""SELECT MODEL_NAME, MINING_FUNCTION, ALGORITHM, CREATION_DATE
+FROM USER_MINING_MODELS
+WHERE MODEL_NAME = :model_name""")
+
+MODEL_EXISTS = Sql(oracle="SELECT COUNT(*) FROM USER_MINING_MODELS WHERE MODEL_NAME = :model_name")
+
+# The hash plus the scope columns: a chunk whose text is unchanged but whose
+# owner/project/sprint changed (a task reassigned to a namesake) must still
+# be rewritten, or the access scope would follow the old owner.
+# Per record: chunk 0 carries the record's hash, scope and facets (every
+# chunk of a record has the same ones).
+READ_CHUNK_STATE = Sql.both(
+    "SELECT SOURCE_ID, CONTENT_HASH, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS FROM RAG_CHUNK "
+    "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID IN :ids AND CHUNK_NO = 0",
+    expanding=("ids",),
+)
+
+# The text is embedded inside the database (Oracle: the loaded ONNX model;
+# SQLite: vector_embedding(), the same graph in-process). :embed_text is the
+# content cut to 4000 bytes (VARCHAR2); :content is a CLOB on Oracle.
+UPSERT_CHUNK = Sql(
+    oracle="""MERGE INTO RAG_CHUNK t
+USING (SELECT :source_type AS SOURCE_TYPE, :source_id AS SOURCE_ID, :chunk_no AS CHUNK_NO FROM dual) s
+ON (t.SOURCE_TYPE = s.SOURCE_TYPE AND t.SOURCE_ID = s.SOURCE_ID AND t.CHUNK_NO = s.CHUNK_NO)
+WHEN MATCHED THEN UPDATE SET
+  t.OWNER_ID = :owner_id,
+  t.PROJECT_ID = :project_id,
+  t.SPRINT_ID = :sprint_id,
+  t.FACETS = JSON(:facets),
+  t.CONTENT = :content,
+  t.EMBEDDING = VECTOR_EMBEDDING({model} USING :embed_text AS data),
+  t.CONTENT_HASH = :content_hash,
+  t.UPDATED_AT = SYSTIMESTAMP
+WHEN NOT MATCHED THEN INSERT
+  (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS, CONTENT, EMBEDDING,
+   CONTENT_HASH, UPDATED_AT)
+VALUES
+  (s.SOURCE_TYPE, s.SOURCE_ID, s.CHUNK_NO, :owner_id, :project_id, :sprint_id, JSON(:facets), :content,
+   VECTOR_EMBEDDING({model} USING :embed_text AS data), :content_hash, SYSTIMESTAMP)""",
+    sqlite="""INSERT INTO RAG_CHUNK
+  (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS, CONTENT, EMBEDDING,
+   CONTENT_HASH, UPDATED_AT)
+VALUES
+  (:source_type, :source_id, :chunk_no, :owner_id, :project_id, :sprint_id, :facets, :content,
+   vector_embedding(:embed_text), :content_hash, strftime('%Y-%m-%dT%H:%M:%f', 'now'))
+ON CONFLICT (SOURCE_TYPE, SOURCE_ID, CHUNK_NO) DO UPDATE SET
+  OWNER_ID = excluded.OWNER_ID,
+  PROJECT_ID = excluded.PROJECT_ID,
+  SPRINT_ID = excluded.SPRINT_ID,
+  FACETS = excluded.FACETS,
+  CONTENT = excluded.CONTENT,
+  EMBEDDING = excluded.EMBEDDING,
+  CONTENT_HASH = excluded.CONTENT_HASH,
+  UPDATED_AT = excluded.UPDATED_AT""",
+    clobs=("content",),
+)
+
+CHUNK_IDS = Sql.both("SELECT DISTINCT SOURCE_ID FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type")
+
+QUEUED_IDS = Sql.both(
+    "SELECT DISTINCT SOURCE_ID FROM RAG_DIRTY WHERE SOURCE_TYPE = :source_type AND ACTION = 'UPSERT'")
+
+# A record's chunks go together (hash-skip and delete work per record).
+DELETE_CHUNK = Sql.both("DELETE FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id")
+
+# After a record is rewritten with :chunk_count chunks: drop the chunks it no longer has.
+DELETE_EXTRA_CHUNKS = Sql.both(
+    "DELETE FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id "
+    "AND CHUNK_NO >= :chunk_count"
+)
+
+ENQUEUE = Sql.both(
+    "INSERT INTO RAG_DIRTY (SOURCE_TYPE, SOURCE_ID, ACTION) VALUES (:source_type, :source_id, :action)")
+
+# Oracle: no FETCH FIRST here: FETCH FIRST + FOR UPDATE raises ORA-02014, and
+# a ROWNUM or ROWID-subquery limit is applied before locking, so it returns
+# short batches while unlocked rows wait. Instead the cursor is opened with
+# no limit and the worker fetches exactly `batch_size` rows with
+# arraysize = prefetchrows = batch_size: SKIP LOCKED locks rows as they are
+# fetched, so only the rows we take are locked.
+# SQLite: runs inside BEGIN IMMEDIATE: the write lock is held from the pick
+# to the commit, so two processes never work on the same rows, and a crash
+# rolls the whole batch back with the queue rows intact.
+PICK = Sql(
+    oracle="""SELECT DIRTY_ID, SOURCE_TYPE, SOURCE_ID, ACTION, ATTEMPTS, ENQUEUED_AT, LAST_ERROR
+FROM RAG_DIRTY
+WHERE ATTEMPTS < :max_attempts
+ORDER BY ENQUEUED_AT, DIRTY_ID
+FOR UPDATE SKIP LOCKED""",
+    sqlite="""SELECT DIRTY_ID, SOURCE_TYPE, SOURCE_ID, ACTION, ATTEMPTS, ENQUEUED_AT, LAST_ERROR
+FROM RAG_DIRTY
+WHERE ATTEMPTS < :max_attempts
+ORDER BY ENQUEUED_AT, DIRTY_ID
+LIMIT :limit""",
+)
+
+DELETE_QUEUE_ROW = Sql.both("DELETE FROM RAG_DIRTY WHERE DIRTY_ID = :dirty_id")
+
+FAIL_QUEUE_ROW = Sql.both(
+    "UPDATE RAG_DIRTY SET ATTEMPTS = ATTEMPTS + 1, LAST_ERROR = :error WHERE DIRTY_ID = :dirty_id"
+)
+
+RETRY_FAILED = Sql.both("UPDATE RAG_DIRTY SET ATTEMPTS = 0 WHERE ATTEMPTS >= :max_attempts")
+
+LIST_QUEUE = Sql(
+    oracle="""SELECT DIRTY_ID, SOURCE_TYPE, SOURCE_ID, ACTION, ATTEMPTS, ENQUEUED_AT, LAST_ERROR
+FROM RAG_DIRTY
+WHERE (:failed_only = 0 OR ATTEMPTS >= :max_attempts)
+ORDER BY ENQUEUED_AT, DIRTY_ID
+FETCH FIRST :limit ROWS ONLY""",
+    sqlite="""SELECT DIRTY_ID, SOURCE_TYPE, SOURCE_ID, ACTION, ATTEMPTS, ENQUEUED_AT, LAST_ERROR
+FROM RAG_DIRTY
+WHERE (:failed_only = 0 OR ATTEMPTS >= :max_attempts)
+ORDER BY ENQUEUED_AT, DIRTY_ID
+LIMIT :limit""",
+)
+
+QUEUE_STATS = Sql(
+    # Oracle: the oldest row's age from the interval SYSTIMESTAMP - ENQUEUED_AT.
+    # Both are TIMESTAMP WITH TIME ZONE, and Oracle does datetime arithmetic on
+    # them in UTC (SQL Language Reference, "Datetime and Interval Arithmetic"),
+    # so the age is right across a DST change; CAST(... AS DATE) would drop the
+    # offsets and be an hour off when the row was enqueued under the other one.
+    oracle="""SELECT DEPTH, OLDEST, STALLED, FAILED,
+  EXTRACT(DAY FROM AGE) * 86400 + EXTRACT(HOUR FROM AGE) * 3600
+    + EXTRACT(MINUTE FROM AGE) * 60 + EXTRACT(SECOND FROM AGE) AS OLDEST_AGE_S
+FROM (
+  SELECT COUNT(*) AS DEPTH,
+    MIN(ENQUEUED_AT) AS OLDEST,
+    SUM(CASE WHEN ATTEMPTS >= 3 THEN 1 ELSE 0 END) AS STALLED,
+    SUM(CASE WHEN ATTEMPTS >= :max_attempts THEN 1 ELSE 0 END) AS FAILED,
+    SYSTIMESTAMP - MIN(ENQUEUED_AT) AS AGE
+  FROM RAG_DIRTY
+)""",
+    sqlite="""SELECT COUNT(*) AS DEPTH,
+  MIN(ENQUEUED_AT) AS OLDEST,
+  SUM(CASE WHEN ATTEMPTS >= 3 THEN 1 ELSE 0 END) AS STALLED,
+  SUM(CASE WHEN ATTEMPTS >= :max_attempts THEN 1 ELSE 0 END) AS FAILED,
+  (julianday('now') - julianday(MIN(ENQUEUED_AT))) * 86400.0 AS OLDEST_AGE_S
+FROM RAG_DIRTY""",
+)
+
+CHUNKS_BY_TYPE = Sql.both(
+    "SELECT SOURCE_TYPE, COUNT(*) AS N FROM RAG_CHUNK GROUP BY SOURCE_TYPE ORDER BY SOURCE_TYPE")
+
+# The scope predicate sits inside the statement, before the top-k, so a
+# scoped query still returns k rows when k are visible.
+# Oracle: with the IVF index the optimizer chooses a pre-filter or
+# post-filter plan (see the plan test); a post-filter plan can still come
+# back short, so the engine re-runs the EXACT form when the APPROX one
+# returns fewer than k (OracleEngine.semantic_search). The query is embedded
+# once: ORDER BY names the select-list alias (as langchain-oracledb's
+# OracleVS does: "vector_distance(...) as distance ... ORDER BY distance
+# FETCH APPROX FIRST k ROWS ONLY"), so VECTOR_EMBEDDING appears a single
+# time and the distance stays the only sort key an approximate top-k accepts.
+# SQLite: exact cosine scan; the query is embedded once in the CTE.
+_ORACLE_SEMANTIC_SEARCH = f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
+       VECTOR_DISTANCE(c.EMBEDDING, VECTOR_EMBEDDING({{model}} USING :query AS data), COSINE) AS DISTANCE,
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
+FROM RAG_CHUNK c
+WHERE {SCOPE}
+  AND {FILTERS}
+ORDER BY DISTANCE
+FETCH APPROX FIRST :k ROWS ONLY"""
+_SQLITE_SEMANTIC_SEARCH = f"""WITH q AS (SELECT vector_embedding(:query) AS v)
+SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
+       vec_distance_cosine(c.EMBEDDING, (SELECT v FROM q)) AS SCORE,
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
+FROM RAG_CHUNK c
+WHERE {SCOPE}
+  AND {FILTERS}
+ORDER BY SCORE, c.CHUNK_ID
+LIMIT :k"""
+SEMANTIC_SEARCH = Sql(oracle=_ORACLE_SEMANTIC_SEARCH, sqlite=_SQLITE_SEMANTIC_SEARCH, expanding=("f_types",))
+
+# EXACT: guaranteed full scan: the recall reference, and the fallback of a
+# short APPROX result. No approximate index on the embedded engine: exact is
+# its only mode.
+SEMANTIC_SEARCH_EXACT = Sql(
+    oracle=_ORACLE_SEMANTIC_SEARCH.replace("FETCH APPROX FIRST", "FETCH EXACT FIRST"),
+    sqlite=_SQLITE_SEMANTIC_SEARCH,
+    expanding=("f_types",),
+)
+
+KEYWORD_SEARCH = Sql(
+    oracle=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
+       SCORE(1) AS SCORE,
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
+FROM RAG_CHUNK c
+WHERE CONTAINS(c.CONTENT, :match, 1) > 0
+  AND {SCOPE}
+  AND {FILTERS}
+ORDER BY SCORE(1) DESC, c.CHUNK_ID
+FETCH FIRST :k ROWS ONLY""",
+    sqlite=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
+       -bm25(RAG_CHUNK_FTS) AS SCORE,
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
+FROM RAG_CHUNK_FTS
+JOIN RAG_CHUNK c ON c.CHUNK_ID = RAG_CHUNK_FTS.rowid
+WHERE RAG_CHUNK_FTS MATCH :match
+  AND {SCOPE}
+  AND {FILTERS}
+ORDER BY bm25(RAG_CHUNK_FTS), c.CHUNK_ID
+LIMIT :k""",
+    expanding=("f_types",),
+)
+
+EXPLAIN_SEMANTIC = Sql(oracle="EXPLAIN PLAN FOR " + _ORACLE_SEMANTIC_SEARCH, expanding=("f_types",))
+
+# -- the embedded engine's in-process vector cache (engines/vector_cache.py) ------------
+# The same scan with the query vector bound (a blob from EMBED): the fallback
+# when the cache's candidates do not survive the SQL re-check, so the query
+# is not embedded twice.
+SEMANTIC_SEARCH_BY_VECTOR = Sql(sqlite=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
+       vec_distance_cosine(c.EMBEDDING, :qvec) AS SCORE,
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
+FROM RAG_CHUNK c
+WHERE {SCOPE}
+  AND {FILTERS}
+ORDER BY SCORE, c.CHUNK_ID
+LIMIT :k""", expanding=("f_types",))
+
+# The cache's candidates, re-checked: the same scope and filters, the
+# distance recomputed in SQL from the stored vector. No LIMIT: the caller
+# compares the row count with the candidate count (a row the SQL drops means
+# the cache was wrong about it) and keeps the first k.
+SEMANTIC_CANDIDATES = Sql(sqlite=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
+       vec_distance_cosine(c.EMBEDDING, :qvec) AS SCORE,
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
+FROM RAG_CHUNK c
+WHERE c.CHUNK_ID IN :ids
+  AND {SCOPE}
+  AND {FILTERS}
+ORDER BY SCORE, c.CHUNK_ID""", expanding=("f_types", "ids"))
+
+# What the cache holds per chunk: the scope and filter columns and the vector.
+# The cache reads on its own plain DBAPI connection (no expanding binds):
+# :ids is a JSON array of integers.
+_VECTOR_ROWS = "SELECT CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, EMBEDDING FROM RAG_CHUNK"
+VECTOR_ROWS = Sql(sqlite=_VECTOR_ROWS)
+VECTOR_ROWS_BY_ID = Sql(sqlite=_VECTOR_ROWS + " WHERE CHUNK_ID IN (SELECT value FROM json_each(:ids))")
+
+# Where the change log stands in this snapshot: the oldest retained row and
+# the highest SEQ ever assigned (sqlite_sequence survives pruning, so an
+# emptied log still tells a lagging reader that it missed changes).
+CHUNK_LOG_STATE = Sql(sqlite="""SELECT (SELECT MIN(SEQ) FROM RAG_CHUNK_LOG) AS OLDEST,
+       (SELECT seq FROM sqlite_sequence WHERE name = 'RAG_CHUNK_LOG') AS NEWEST""")
+
+CHUNK_LOG_CHANGES = Sql(sqlite="SELECT DISTINCT CHUNK_ID FROM RAG_CHUNK_LOG WHERE SEQ > :after AND SEQ <= :upto")
+
+# Keep the newest :keep rows; always deletes a prefix, so the rows left are a
+# contiguous suffix and a reader detects a gap from MIN(SEQ) alone.
+PRUNE_CHUNK_LOG = Sql(
+    sqlite="DELETE FROM RAG_CHUNK_LOG WHERE SEQ <= (SELECT MAX(SEQ) FROM RAG_CHUNK_LOG) - :keep")
+
+CHUNK_LOG_EXISTS = Sql(
+    sqlite="SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'RAG_CHUNK_LOG'")

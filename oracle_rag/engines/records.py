@@ -1,0 +1,314 @@
+"""What crosses the engine seam: queue rows, chunks to write, scope, filters, where, hits.
+
+Plain dataclasses and the row mapping both engines share, with no engine in
+them, so the engine-free parts (indexer, worker, retriever, caller) import
+them without importing an engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+
+ACTIONS = ("UPSERT", "DELETE")
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """One row of RAG_DIRTY as a worker sees it."""
+
+    dirty_id: int
+    source_type: str
+    source_id: str
+    action: str
+    attempts: int
+    enqueued_at: Any = None
+    last_error: str | None = None
+
+
+def facets_json(facets: Mapping[str, Any] | None) -> str:
+    """A record's facets as the canonical JSON text both engines store (sorted keys, compact).
+
+    Facets are a flat object: each value a string, number, boolean or null
+    (a date goes in as ISO text). Canonical text makes "facets unchanged"
+    a plain string comparison for the indexer's skip test.
+    """
+    if not facets:
+        return "{}"
+    out: dict[str, Any] = {}
+    for key, value in facets.items():
+        if not isinstance(key, str) or not key:
+            raise InputError(f"facet names must be non-empty strings, got {key!r}")
+        if value is not None and not isinstance(value, str | int | float | bool):
+            raise InputError(f"facet {key!r}: a flat value (text, number, boolean, null) is needed, "
+                             f"got {type(value).__name__}")
+        out[key] = value
+    return json.dumps(out, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def facets_value(raw: Any) -> dict[str, Any]:
+    """FACETS as read back: SQLite gives JSON text, Oracle a dict (native JSON); NULL reads as {}."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raw = read_lob(raw)
+        raw = json.loads(raw if isinstance(raw, str) else bytes(raw).decode("utf-8"))
+        if not isinstance(raw, dict):
+            return {}
+    # Oracle's JSON numbers may arrive as Decimal: back to int/float, as they were written.
+    return {k: (int(v) if v == int(v) else float(v)) if isinstance(v, Decimal) else v for k, v in raw.items()}
+
+
+@dataclass(frozen=True)
+class ChunkWrite:
+    """A chunk to store: the indexer fills it, the engine embeds and upserts it.
+
+    ``chunk_no`` is the chunk's position in its record (0-based); every chunk
+    of a record carries the record's scope columns and ``facets`` (canonical
+    JSON text, see :func:`facets_json`).
+    """
+
+    source_type: str
+    source_id: str
+    content: str
+    content_hash: str
+    owner_id: int | None = None
+    project_id: int | None = None
+    sprint_id: int | None = None
+    chunk_no: int = 0
+    facets: str = "{}"
+
+    @property
+    def embed_text(self) -> str:
+        return embed_text(self.content)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a caller may read: everything, or organisational rows plus their own."""
+
+    caller_id: int
+    see_all: bool
+
+    def binds(self) -> dict[str, Any]:
+        return {"see_all": 1 if self.see_all else 0, "caller_id": self.caller_id}
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Optional narrowing applied in SQL next to the scope predicate."""
+
+    project_id: int | None = None
+    sprint_id: int | None = None
+    source_types: tuple[str, ...] = ()
+
+    def binds(self) -> dict[str, Any]:
+        return {"f_project": self.project_id, "f_sprint": self.sprint_id}
+
+
+_WHERE_BIND = re.compile(r"^w_[a-z0-9_]{1,28}$")
+WHERE_MARKER = "/* where */ 1 = 1"
+
+
+@dataclass(frozen=True)
+class Where:
+    """An extra SQL predicate over the chunk row ``c``, applied with the scope before the top-k.
+
+    Built by trusted product code (the answers module turns facet values,
+    ids and dates into it), never from user text: ``sql`` is a fragment such
+    as ``JSON_VALUE(c.FACETS, '$.status') = :w_status`` and ``binds`` its
+    values. Bind names must match ``w_[a-z0-9_]+`` so they cannot collide
+    with the statements' own binds. Each search statement carries the
+    marker :data:`WHERE_MARKER` where the fragment goes (``AND (fragment)``).
+    """
+
+    sql: str
+    binds: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sql, str) or not self.sql.strip() or ";" in self.sql:
+            raise InputError("a where fragment must be one non-empty SQL predicate (no ';')")
+        for name in self.binds:
+            if not _WHERE_BIND.match(name):
+                raise InputError(f"where bind {name!r} must match w_[a-z0-9_]+")
+
+    def apply(self, sql: str) -> str:
+        if WHERE_MARKER not in sql:
+            raise InputError("this statement takes no where fragment")
+        return sql.replace(WHERE_MARKER, "(" + self.sql + ")")
+
+
+def with_where(sql: str, where: Where | None) -> str:
+    """``sql`` with the caller's where fragment in place of the marker (unchanged without one)."""
+    return sql if where is None else where.apply(sql)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One row from a search leg; ``score`` is a distance (semantic) or a relevance (keyword)."""
+
+    chunk_id: int
+    source_type: str
+    source_id: str
+    content: str
+    score: float
+    owner_id: int | None = None
+    project_id: int | None = None
+    sprint_id: int | None = None
+    chunk_no: int = 0
+    facets: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class QueueStats:
+    depth: int = 0
+    oldest_age_s: float | None = None
+    stalled: int = 0
+    failed: int = 0
+    chunks_by_type: dict[str, int] = field(default_factory=dict)
+
+
+# Oracle's VECTOR_EMBEDDING takes VARCHAR2; 4000 bytes is the portable limit.
+# The model reads at most 256 wordpieces, far fewer than 4000 bytes of text,
+# so the cut never changes an embedding; both engines apply it for parity.
+EMBED_TEXT_MAX_BYTES = 4000
+
+
+def embed_text(content: str) -> str:
+    raw = content.encode("utf-8")
+    if len(raw) <= EMBED_TEXT_MAX_BYTES:
+        return content
+    return raw[:EMBED_TEXT_MAX_BYTES].decode("utf-8", errors="ignore")
+
+
+def content_hash(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def read_lob(value: Any) -> Any:
+    """The one LOB reader: a LOB object's content, anything else unchanged.
+
+    The Oracle engine's connections fetch CLOB/BLOB as str/bytes (see
+    :func:`oracle_rag.engines.oracle.output_type_handler`), so this matters
+    only for a connection someone else configured (a host application's
+    engine passed to a SQL source, ``auto_convert_lobs=False``).
+    """
+    if value is not None and not isinstance(value, str | bytes) and callable(getattr(value, "read", None)):
+        return value.read()
+    return value
+
+
+def lob_text(value: Any) -> str:
+    """A CLOB column as text (``""`` for NULL)."""
+    value = read_lob(value)
+    return "" if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class ReadOnlyFile:
+    """How the embedded engine runs untrusted SQL: its own read-only connection to this file."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class ReadOnlyUser:
+    """How the Oracle engine runs untrusted SQL: a pool for the least-privilege read-only user."""
+
+    sa_engine: Any  # sqlalchemy.Engine for the read-only user's URL
+
+
+GuardedAccess = ReadOnlyFile | ReadOnlyUser
+
+
+def search_binds(scope: Scope, filters: Filters, where: Where | None = None, **extra: Any) -> dict[str, Any]:
+    types = list(filters.source_types)
+    binds = {
+        **(dict(where.binds) if where is not None else {}),
+        **scope.binds(),
+        **filters.binds(),
+        "f_all_types": 0 if types else 1,
+        "f_types": types or ["-"],
+    }
+    binds.update(extra)
+    return binds
+
+
+def hits(rows: Sequence[Any]) -> list[Hit]:
+    return [
+        Hit(
+            chunk_id=int(r[0]),
+            source_type=r[1],
+            source_id=str(r[2]),
+            content=lob_text(r[3]),
+            score=float(r[4]),
+            owner_id=None if r[5] is None else int(r[5]),
+            project_id=None if r[6] is None else int(r[6]),
+            sprint_id=None if r[7] is None else int(r[7]),
+            chunk_no=int(r[8]),
+            facets=facets_value(r[9]),
+        )
+        for r in rows
+    ]
+
+
+def queue_rows(rows: Sequence[Any]) -> list[QueueRow]:
+    return [
+        QueueRow(
+            dirty_id=int(r[0]),
+            source_type=r[1],
+            source_id=str(r[2]),
+            action=r[3],
+            attempts=int(r[4]),
+            enqueued_at=r[5],
+            last_error=r[6],
+        )
+        for r in rows
+    ]
+
+
+def chunk_params(chunks: Sequence[ChunkWrite]) -> list[dict[str, Any]]:
+    return [
+        {
+            "source_type": c.source_type,
+            "source_id": c.source_id,
+            "owner_id": c.owner_id,
+            "project_id": c.project_id,
+            "sprint_id": c.sprint_id,
+            "chunk_no": c.chunk_no,
+            "facets": c.facets,
+            "content": c.content,
+            "embed_text": c.embed_text,
+            "content_hash": c.content_hash,
+        }
+        for c in chunks
+    ]
+
+
+def enqueue_params(items: Iterable[tuple[str, Any, str]]) -> list[dict[str, Any]]:
+    """Queue rows as binds for the ENQUEUE statement; the action is validated."""
+    return [{"source_type": t, "source_id": str(i), "action": check_action(a)} for t, i, a in items]
+
+
+def check_action(action: str) -> str:
+    upper = str(action).upper()
+    if upper not in ("UPSERT", "DELETE"):
+        raise InputError(f"action must be UPSERT or DELETE, got {action!r}")
+    return upper
+
+
+def vector_values(value: Any) -> list[float]:
+    """A stored/returned vector as floats: SQLite gives a float32 blob, Oracle an array."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return np.frombuffer(bytes(value), dtype="<f4").astype(float).tolist()
+    return [float(v) for v in value]
