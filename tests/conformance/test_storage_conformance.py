@@ -78,21 +78,21 @@ def test_tokens_verify_list_and_revoke(engine_system) -> None:  # type: ignore[n
     issued = auth.create_token(engine, me, label="conformance", expires_days=30)
     second = auth.create_token(engine, me, label="conformance")
     with engine.connect() as conn:
-        assert auth.verify_token(conn, engine.name, issued.token) == me
-        caller = auth.caller_for_token(conn, engine.name, issued.token)
+        assert auth.verify_token(conn, engine, issued.token) == me
+        caller = auth.caller_for_token(conn, engine, issued.token)
         assert caller is not None and caller.employee_id == me and caller.role == "developer"
-        assert auth.verify_token(conn, engine.name, auth.new_token()) is None  # well-formed, unknown
+        assert auth.verify_token(conn, engine, auth.new_token()) is None  # well-formed, unknown
     listed = {t.token_id: t for t in auth.list_tokens(engine, me)}
     assert {issued.token_id, second.token_id} <= set(listed)
     assert listed[issued.token_id].expires_at is not None and listed[second.token_id].expires_at is None
     assert auth.revoke_token(engine, issued.token_id) is True
     assert auth.revoke_token(engine, issued.token_id) is False  # already revoked
     with engine.connect() as conn:
-        assert auth.verify_token(conn, engine.name, issued.token) is None
-        assert auth.verify_token(conn, engine.name, second.token) == me
+        assert auth.verify_token(conn, engine, issued.token) is None
+        assert auth.verify_token(conn, engine, second.token) == me
     assert auth.revoke_label(engine, "conformance") == 1
     with engine.connect() as conn:
-        assert auth.verify_token(conn, engine.name, second.token) is None
+        assert auth.verify_token(conn, engine, second.token) is None
     with pytest.raises(NotFoundError):
         auth.create_token(engine, 999_999)
 
