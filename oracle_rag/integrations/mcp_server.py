@@ -374,6 +374,7 @@ def run_http(rag: Any, host: str = "127.0.0.1", port: int = 8001, *,
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    sock.listen(2048)  # listening before "ready" is announced: early clients wait in the backlog, not refused
     config = uvicorn.Config(http_app(rag, host=host), log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     if on_ready:
