@@ -27,6 +27,7 @@ class RagSystem:
         self.engine = engine or create_engine(settings)
         self.sources = SourceRegistry(reference_sources() if sources is None else sources)
         self.indexer = Indexer(self.engine, self.sources)
+        self._sql_sources: SourceRefresher | None = None
 
     def migrate(self, *, demo: bool = False, progress: Callable[[str], None] | None = None) -> dict[str, MigrationReport]:
         sets = ("rag", "demo") if demo else ("rag",)
@@ -41,19 +42,19 @@ class RagSystem:
     def backfill(self, *, all_entities: bool = False, progress: Progress | None = None) -> BackfillReport:
         return backfill(self.engine, self.sources, all_entities=all_entities, progress=progress)
 
-    def sql_sources(self) -> Any:
+    def sql_sources(self) -> SourceRefresher:
         """The SQL-query sources of ``settings.sources`` (a cached ``SourceRefresher``).
 
-        Call ``.refresh_due()`` periodically (serve, the worker loop) and
-        ``.sync()`` to read every source now; see docs/sql-sources.md.
+        ``serve`` and ``worker`` refresh them in the background
+        (:mod:`oracle_rag.services`); else call ``.refresh_due()``
+        periodically, and ``.sync()`` reads every source now; see
+        docs/sql-sources.md.
         """
-        refresher = getattr(self, "_sql_sources", None)
-        if refresher is None:
+        if self._sql_sources is None:
+            self._sql_sources = SourceRefresher(self.engine, load_sql_sources(self.settings))
+        return self._sql_sources
 
-            refresher = self._sql_sources = SourceRefresher(self.engine, load_sql_sources(self.settings))
-        return refresher
-
-    def retriever(self) -> Any:
+    def retriever(self) -> Retriever:
         return Retriever(self.engine, self.settings)
 
     def status(self) -> dict[str, Any]:
@@ -74,7 +75,7 @@ class RagSystem:
         }
 
     def close(self) -> None:
-        if getattr(self, "_sql_sources", None) is not None:
+        if self._sql_sources is not None:
             self._sql_sources.close()
         self.engine.dispose()
 

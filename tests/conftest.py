@@ -101,3 +101,35 @@ def demo_rag(demo_template: Path, data_dir: Path, make_settings):
     system = RagSystem(make_settings())
     yield system
     system.close()
+
+
+# --- the two ways in: the command line and the web app ----------------------
+@pytest.fixture
+def cli(data_dir: Path):
+    """Run ``oracle-rag ARGS`` in-process (click's CliRunner) on the embedded engine in ``data_dir``.
+
+    The caller's ``ORACLE_RAG_*`` variables are ignored; keyword arguments
+    become settings (``cli("status", max_attempts=3)``), ``env=`` adds
+    variables (None unsets one). Returns click's ``Result``.
+    """
+    from click.testing import CliRunner
+
+    from oracle_rag.cli import main
+
+    def run(*args: object, env: dict[str, str | None] | None = None, input: str | None = None,  # noqa: A002
+            **settings: object):
+        full: dict[str, str | None] = {k: None for k in os.environ if k.startswith("ORACLE_RAG_")}
+        full["ORACLE_RAG_DATA_DIR"] = str(data_dir)
+        full.update({f"ORACLE_RAG_{key.upper()}": str(value) for key, value in settings.items()})
+        full.update(env or {})
+        return CliRunner().invoke(main, [str(a) for a in args], env=full, input=input)
+
+    return run
+
+
+@pytest.fixture
+def client(demo_rag):
+    """A Flask test client of the app serving the indexed demo system, extractive answers (no LLM)."""
+    from oracle_rag.web import create_app
+
+    return create_app({"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None}).test_client()

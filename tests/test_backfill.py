@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import sqlalchemy as sa
-from click.testing import CliRunner
-from writepath_helpers import cli_settings_env, index_mismatches, instrument, queue
+from writepath_helpers import index_mismatches, instrument, queue
 
-from oracle_rag.cli import main
 from oracle_rag.queue import enqueue
 
 
@@ -61,13 +59,13 @@ def test_empty_when_everything_is_indexed(demo_rag):
     assert ("TASK", 0, 0) in seen  # progress still says each type was looked at
 
 
-def test_cli_shows_progress_and_totals(demo_rag, data_dir):
+def test_cli_shows_progress_and_totals(demo_rag, cli):
     drop_chunks(demo_rag, [("TASK", i) for i in range(1, 11)] + [("PROJECT", 2)])
-    result = CliRunner().invoke(main, ["backfill"], env=cli_settings_env(data_dir))
+    result = cli("backfill")
     assert result.exit_code == 0, result.output
     assert "TASK: 10, SPRINT: 0, PROJECT: 1 (total 11 enqueued)" in result.stdout
     assert "backfill TASK" in result.stderr and "10/10" in result.stderr
-    result = CliRunner().invoke(main, ["backfill", "--all"], env=cli_settings_env(data_dir))
+    result = cli("backfill", "--all")
     assert result.exit_code == 0
     assert "TASK: 290, SPRINT: 48, PROJECT: 5 (total 343 enqueued)" in result.stdout
     assert "290/290" in result.stderr and "48/48" in result.stderr

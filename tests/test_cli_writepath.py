@@ -13,11 +13,7 @@ from oracle_rag.cli import main
 from oracle_rag.queue import enqueue
 
 
-def invoke(data_dir, *args, **settings):
-    return CliRunner().invoke(main, list(args), env=cli_settings_env(data_dir, **settings))
-
-
-def test_status_shows_depth_age_stalled_chunks_and_model(demo_rag, data_dir):
+def test_status_shows_depth_age_stalled_chunks_and_model(demo_rag, cli):
     with demo_rag.engine.begin() as conn:
         enqueue(conn, "WIDGET", 1)  # nothing can index it: it fails on every pick
     for _ in range(3):
@@ -25,7 +21,7 @@ def test_status_shows_depth_age_stalled_chunks_and_model(demo_rag, data_dir):
     with demo_rag.engine.begin() as conn:
         enqueue(conn, "TASK", 1)
         enqueue(conn, "TASK", 2, "DELETE")
-    result = invoke(data_dir, "status")
+    result = cli("status")
     assert result.exit_code == 0, result.output
     lines = dict(line.split(": ", 1) for line in result.stdout.splitlines())
     assert lines["engine"] == "sqlite"
@@ -36,10 +32,10 @@ def test_status_shows_depth_age_stalled_chunks_and_model(demo_rag, data_dir):
     assert lines["failed_rows"] == "0"  # not yet at max_attempts (5)
     assert lines["chunks"] == "{'PROJECT': 6, 'SPRINT': 48, 'TASK': 300}"
 
-    as_json = json.loads(invoke(data_dir, "status", "--json").stdout)
+    as_json = json.loads(cli("status", "--json").stdout)
     assert as_json["queue_depth"] == 3 and as_json["stalled_rows"] == 1
     assert as_json["chunks"] == {"PROJECT": 6, "SPRINT": 48, "TASK": 300}
-    parked = json.loads(invoke(data_dir, "status", "--json", max_attempts=3).stdout)
+    parked = json.loads(cli("status", "--json", max_attempts=3).stdout)
     assert parked["failed_rows"] == 1
 
 
@@ -50,26 +46,26 @@ def test_status_of_an_empty_queue(rag, data_dir, tmp_path):
     assert "chunks: {}" in proc.stdout
 
 
-def test_triggers_install_status_uninstall(rag, data_dir):
+def test_triggers_install_status_uninstall(rag, cli):
     with rag.engine.begin() as conn:
         conn.execute(sa.text("INSERT INTO PROJECT (PROJECT_ID, NAME, STATUS) VALUES (1, 'P', 'ACTIVE')"))
-    assert "0 of 13 enqueue trigger(s) installed" in invoke(data_dir, "triggers", "status").stdout
-    result = invoke(data_dir, "triggers", "install")
+    assert "0 of 13 enqueue trigger(s) installed" in cli("triggers", "status").stdout
+    result = cli("triggers", "install")
     assert result.exit_code == 0 and result.stdout.startswith("installed 13 trigger(s): RAG_EMPLOYEE_AU")
-    assert "13 of 13" in invoke(data_dir, "triggers", "status").stdout
+    assert "13 of 13" in cli("triggers", "status").stdout
 
     db = sqlean.connect(str(rag.engine.path))
     db.execute("UPDATE PROJECT SET STATUS = 'CLOSED' WHERE PROJECT_ID = 1")
     db.commit()
     assert [r[1:4] for r in queue(rag)] == [("PROJECT", "1", "UPSERT")]
 
-    result = invoke(data_dir, "triggers", "uninstall")
+    result = cli("triggers", "uninstall")
     assert result.exit_code == 0 and result.stdout.startswith("removed 13 trigger(s)")
     db.execute("UPDATE PROJECT SET STATUS = 'ACTIVE' WHERE PROJECT_ID = 1")
     db.commit()
     db.close()
     assert len(queue(rag)) == 1
-    assert invoke(data_dir, "triggers", "uninstall").stdout.strip() == "removed 0 trigger(s)"
+    assert cli("triggers", "uninstall").stdout.strip() == "removed 0 trigger(s)"
 
 
 def test_triggers_install_before_migrate_is_a_clean_error(tmp_path):

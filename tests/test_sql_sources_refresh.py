@@ -330,8 +330,8 @@ def test_serve_background_services_refresh_configured_sources(rag, bound, make_s
     """`oracle-rag serve` runs the refresh thread: configured sources reach the index unattended."""
     import time
 
+    from oracle_rag.services import BackgroundServices
     from oracle_rag.system import RagSystem
-    from oracle_rag.web.server import BackgroundServices
 
     settings = make_settings(sources={"crm": {"query": QUERY, "connection": "crm", "refresh": "1s"}},
                              worker_initial_delay_ms=0, worker_poll_ms=100)

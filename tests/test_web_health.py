@@ -12,12 +12,12 @@ import pytest
 from chat_helpers import DEV_A, MANAGER, bearer, issue_tokens
 from flask import Flask
 
+from oracle_rag.services import BackgroundServices
 from oracle_rag.web import create_app, init_app
-from oracle_rag.web.server import BackgroundServices, make_server, serve_until
+from oracle_rag.web.server import make_server, serve_until
 
 
-def test_healthz_ok(demo_rag) -> None:
-    client = create_app({"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None}).test_client()
+def test_healthz_ok(client) -> None:
     response = client.get("/healthz")
     body = response.get_json()
     assert response.status_code == 200 and body["status"] == "ok"

@@ -32,8 +32,10 @@ from typing import Any
 from .. import tracing
 from ..aggregate import AggregateResult, AggregateService
 from ..caller import Caller, require_caller
+from ..config import Settings
 from ..errors import InputError, LLMError, RagError
 from ..retriever import MODES, RetrievedChunk, Retriever, clean_query
+from ..system import RagSystem
 from . import chat_sql
 from .citations import Citation, citation_for, select_citations, snippet
 from .conversations import ConversationStore, new_conversation_id
@@ -138,8 +140,8 @@ class _Prepared:
 class Chat:
     """The product's answer logic; the web API and the CLI only call it."""
 
-    def __init__(self, rag: Any, llm: LLMClient | None = _UNSET, *, observer: Observer | None = None,
-                 settings: Any = None) -> None:
+    def __init__(self, rag: RagSystem, llm: LLMClient | None = _UNSET, *, observer: Observer | None = None,
+                 settings: Settings | None = None) -> None:
         """``llm`` defaults to the one configured in settings (None: extractive answers);
         ``settings`` defaults to the RagSystem's (chat knobs: top_k, history budget, limits)."""
         self.rag = rag

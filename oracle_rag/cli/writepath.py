@@ -14,6 +14,7 @@ import click
 from .. import triggers as lib
 from ..embedding import ensure_model
 from ..progress import Progress, step_progress
+from ..services import BackgroundServices, run_until
 from ..system import RagSystem
 from ..worker import install_signal_handlers
 from .context import EXIT_ERROR, pass_system, progress_bar
@@ -23,7 +24,11 @@ from .context import EXIT_ERROR, pass_system, progress_bar
 @click.option("--once", is_flag=True, help="Drain until no pickable row is left, then exit.")
 @pass_system
 def worker(rag: RagSystem, once: bool) -> None:
-    """Drain the re-index queue (stops cleanly on SIGTERM/SIGINT after the current batch)."""
+    """Drain the re-index queue and refresh due SQL sources (stops on SIGTERM/SIGINT after the current batch).
+
+    The same background services ``serve`` runs beside the app, without it
+    (no start-up backfill: ``oracle-rag backfill`` is its own command).
+    """
     if once:
         if not rag.engine.loads_models and not rag.settings.model_path.is_file():
             ensure_model(rag.settings.data_path, progress=step_progress("model build"))  # else built inside batch 1
@@ -41,7 +46,8 @@ def worker(rag: RagSystem, once: bool) -> None:
     stop = threading.Event()
     install_signal_handlers(stop)
     click.echo("worker running; Ctrl-C to stop", err=True)
-    rag.worker().run(stop)
+    if not run_until(BackgroundServices(rag, worker=True, backfill=False), stop):
+        click.echo("background threads did not stop in time", err=True)
 
 
 @click.command()

@@ -12,7 +12,7 @@ method or attribute here (capabilities), overridden by ``OracleEngine`` and
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -104,6 +104,15 @@ class Engine(ABC):
         ``aggregate/executors.py`` builds the guarded executor on it; the
         engine only says which database access is the read-only one.
         """
+
+    def observe_embedding(self, observe: Callable[[float], None]) -> bool:
+        """Report each in-process embedding's duration (seconds) to ``observe`` (``/metrics``).
+
+        True once hooked in, or when there is nothing to time (this engine
+        embeds inside the database); False when it cannot be yet (the model
+        does not load): the caller tries again later.
+        """
+        return True
 
     def bind_value(self, value: Any) -> Any:
         """A Python value as this engine stores it (SQLite keeps dates as ISO text)."""

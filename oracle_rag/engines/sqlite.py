@@ -17,8 +17,10 @@ Why these choices:
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ from ..config import Settings
 from ..data_dir import prepare_data_dir
 from ..embedding import EmbeddingRuntime, ensure_model
 from ..embedding.sqlite_function import embedding_errors, register
-from ..errors import wrap_driver_error
+from ..errors import RagError, wrap_driver_error
 from ..keywords import fts5_match
 from ..scripts import split_sqlite_script
 from . import engine_sql as q
@@ -50,6 +52,8 @@ from .records import (
     search_binds,
 )
 from .vector_cache import DISTANCE_TOLERANCE, VectorCache
+
+log = logging.getLogger("oracle_rag.engines.sqlite")
 
 
 class SqliteEngine(Engine):
@@ -83,6 +87,20 @@ class SqliteEngine(Engine):
         """Use a given runtime (tests instrument it to count embedding calls)."""
         with self._runtime_lock:
             self._runtime = runtime
+
+    def observe_embedding(self, observe: Callable[[float], None]) -> bool:
+        """Time the in-process runtime's ``embed`` calls (it is wrapped once, in place)."""
+        try:
+            runtime = self.runtime()
+        except Exception as exc:  # a missing or broken model: /healthz reports it; try again later
+            log.warning("embedding latency not measured yet: %s",
+                        exc if isinstance(exc, RagError) else type(exc).__name__)
+            return False
+        if not isinstance(runtime, TimedRuntime):
+            runtime = TimedRuntime(runtime)
+            self.set_runtime(runtime)
+        runtime.add_observer(observe)
+        return True
 
     def _create_sa_engine(self) -> sa.Engine:
         prepare_data_dir(self.path.parent)
@@ -262,6 +280,35 @@ class SqliteEngine(Engine):
 
     def keyword_query(self, text: str) -> str | None:
         return fts5_match(text)
+
+
+class TimedRuntime:
+    """Wraps the in-process embedding runtime to time each ``embed`` call.
+
+    Everything else is delegated, so the engine (and tests reading
+    ``runtime().calls``) see the same object behaviour.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.observers: list[Callable[[float], None]] = []
+        self._lock = threading.Lock()
+
+    def embed(self, text: str) -> Any:
+        started = time.perf_counter()
+        try:
+            return self.inner.embed(text)
+        finally:
+            elapsed = time.perf_counter() - started
+            for observe in list(self.observers):
+                observe(elapsed)
+
+    def add_observer(self, observe: Callable[[float], None]) -> None:
+        with self._lock:
+            self.observers.append(observe)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 class _LazyRuntime:

@@ -137,7 +137,7 @@ class ApiTokenVerifier:
     and the caller's id, role and name, so the tools need no second lookup.
     """
 
-    def __init__(self, rag: Any) -> None:
+    def __init__(self, rag: RagSystem) -> None:
         self.rag = rag
 
     def lookup(self, token: str) -> Caller | None:
@@ -167,7 +167,7 @@ async def http_identity() -> Caller:
 class StdioIdentity:
     """The caller behind the token in ``$<mcp_token_env>``, verified on every request."""
 
-    def __init__(self, rag: Any, env_var: str, environ: Any = None) -> None:
+    def __init__(self, rag: RagSystem, env_var: str, environ: Any = None) -> None:
         self.verifier = ApiTokenVerifier(rag)
         self.env_var = env_var
         self.environ = os.environ if environ is None else environ
@@ -212,7 +212,7 @@ async def _in_thread(fn: Callable[[], Any]) -> Any:
         raise _tool_error(exc) from None
 
 
-def build_server(rag: Any, identity: Identity, *, chat: Chat | None = None,
+def build_server(rag: RagSystem, identity: Identity, *, chat: Chat | None = None,
                  auth: AuthSettings | None = None, token_verifier: ApiTokenVerifier | None = None,
                  middleware: list[Any] | None = None) -> MCPServer:
     """An MCP server whose three tools run as the caller ``identity()`` returns."""
@@ -292,12 +292,12 @@ def build_server(rag: Any, identity: Identity, *, chat: Chat | None = None,
 
 
 # -- transports ----------------------------------------------------------------------------
-def stdio_server(rag: Any, *, environ: Any = None, chat: Chat | None = None) -> MCPServer:
+def stdio_server(rag: RagSystem, *, environ: Any = None, chat: Chat | None = None) -> MCPServer:
     identity = StdioIdentity(rag, rag.settings.mcp_token_env, environ)
     return build_server(rag, identity, chat=chat, middleware=[identity.middleware])
 
 
-def run_stdio(rag: Any) -> None:
+def run_stdio(rag: RagSystem) -> None:
     """Serve MCP on stdin/stdout until the client closes the pipe."""
     tracing.configure(rag.settings)
     server = stdio_server(rag)
@@ -308,13 +308,13 @@ def run_stdio(rag: Any) -> None:
     server.run("stdio")
 
 
-def http_server(rag: Any, *, chat: Chat | None = None) -> MCPServer:
+def http_server(rag: RagSystem, *, chat: Chat | None = None) -> MCPServer:
     # The SDK wants an issuer for its (unused here) OAuth metadata; tokens are ours, so none is advertised.
     auth = AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None)  # type: ignore[arg-type]
     return build_server(rag, http_identity, chat=chat, auth=auth, token_verifier=ApiTokenVerifier(rag))
 
 
-def http_app(rag: Any, *, host: str = "127.0.0.1", chat: Chat | None = None,
+def http_app(rag: RagSystem, *, host: str = "127.0.0.1", chat: Chat | None = None,
              allowed_hosts: list[str] | None = None) -> Any:
     """The streamable-HTTP ASGI app (Starlette) serving MCP at ``/mcp``.
 
@@ -332,7 +332,7 @@ def http_app(rag: Any, *, host: str = "127.0.0.1", chat: Chat | None = None,
                                                            transport_security=security)
 
 
-def asgi_app(rag: Any, flask_app: Any = None, *, host: str = "127.0.0.1",
+def asgi_app(rag: RagSystem, flask_app: Any = None, *, host: str = "127.0.0.1",
              allowed_hosts: list[str] | None = None) -> Any:
     """MCP at ``/mcp`` beside the Flask app (the API, the page, /healthz) in one ASGI app.
 
@@ -361,7 +361,7 @@ def create_asgi_app() -> Any:
     return asgi_app(RagSystem(load_settings()))
 
 
-def run_http(rag: Any, host: str = "127.0.0.1", port: int = 8001, *,
+def run_http(rag: RagSystem, host: str = "127.0.0.1", port: int = 8001, *,
              on_ready: Callable[[str], None] | None = None) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` (uvicorn) until interrupted."""
     import socket

@@ -169,7 +169,7 @@ class SourceRefresher:
         A source without ``refresh`` is read once per process (and by ``sync``),
         except that a failed one is retried every ``RETRY_FAILED_S`` seconds.
 
-        Meant to be called periodically (serve, the worker loop); never raises
+        Meant to be called periodically (:mod:`oracle_rag.services` does, for serve and worker); never raises
         for a source's failure. Returns the results of the refreshes it ran.
         """
         now = _aware(now)

@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 from flask import Blueprint, Response, current_app
 from prometheus_client import (
@@ -41,6 +39,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ..errors import RagError
+from ..system import RagSystem
 
 log = logging.getLogger("oracle_rag.web.metrics")
 
@@ -53,7 +52,7 @@ metrics_bp = Blueprint("oracle_rag_metrics", __name__)
 class _QueueCollector(Collector):
     """Reads queue and chunk counts when Prometheus scrapes, so they are never stale."""
 
-    def __init__(self, rag: Any) -> None:
+    def __init__(self, rag: RagSystem) -> None:
         self.rag = rag
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -84,61 +83,10 @@ class _QueueCollector(Collector):
         yield chunks
 
 
-class TimedRuntime:
-    """Wraps the in-process embedding runtime to time each ``embed`` call.
-
-    Everything else is delegated, so the engine (and tests reading
-    ``runtime().calls``) see the same object behaviour.
-    """
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.observers: list[Callable[[float], None]] = []
-        self._lock = threading.Lock()
-
-    def embed(self, text: str) -> Any:
-        started = time.perf_counter()
-        try:
-            return self.inner.embed(text)
-        finally:
-            elapsed = time.perf_counter() - started
-            for observe in list(self.observers):
-                observe(elapsed)
-
-    def add_observer(self, observe: Callable[[float], None]) -> None:
-        with self._lock:
-            self.observers.append(observe)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
-def instrument_embedding(engine: Any, observe: Callable[[float], None]) -> bool:
-    """Time in-process embeddings when the engine has a runtime (the embedded engine).
-
-    Returns False when there is nothing to instrument (Oracle embeds in the
-    database) or the model cannot be loaded yet (``/healthz`` reports that).
-    """
-    runtime_of = getattr(engine, "runtime", None)
-    set_runtime = getattr(engine, "set_runtime", None)
-    if not callable(runtime_of) or not callable(set_runtime):
-        return False
-    try:
-        runtime = runtime_of()
-    except Exception as exc:  # a missing or broken model: /healthz reports it; try again later
-        log.warning("embedding latency not measured yet: %s", exc if isinstance(exc, RagError) else type(exc).__name__)
-        return False
-    if not isinstance(runtime, TimedRuntime):
-        runtime = TimedRuntime(runtime)
-        set_runtime(runtime)
-    runtime.add_observer(observe)
-    return True
-
-
 class Metrics:
     """The app's registry and the instruments the API and the chat report to."""
 
-    def __init__(self, rag: Any) -> None:
+    def __init__(self, rag: RagSystem) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter("oracle_rag_http_requests", "HTTP requests served",
@@ -164,8 +112,7 @@ class Metrics:
             return
         with self._instrument_lock:
             if not self._instrumented:
-                self._instrumented = instrument_embedding(self._rag.engine, self.embedding.observe) or \
-                    not callable(getattr(self._rag.engine, "set_runtime", None))
+                self._instrumented = self._rag.engine.observe_embedding(self.embedding.observe)
 
     def observe_chat(self, what: str, seconds: float, labels: dict[str, str]) -> None:
         """The :class:`~oracle_rag.chat.Chat` observer hook."""

@@ -1,15 +1,16 @@
-"""Serving: waitress in production, the worker and start-up backfill in background threads.
+"""Serving: waitress in production, with the library's background services beside it.
 
 ``oracle-rag serve`` runs :func:`run_server`: the app on waitress (a
 production WSGI server, pure Python, threads), bound to 127.0.0.1 unless
-told otherwise, plus :class:`BackgroundServices`: the queue worker as a
-thread (``--no-worker`` when workers run as their own processes) and, with
-``backfill_on_startup``, one backfill pass in another thread, so the server
-answers from its first second while the index fills behind it. A stop
-event (set by SIGTERM/SIGINT in the CLI) stops accepting, lets running
-requests finish (bounded), stops the worker after its current batch and
-joins the threads. The Flask development server is used only with
-``debug=True``.
+told otherwise, plus :class:`oracle_rag.services.BackgroundServices` (the
+queue worker, the start-up backfill and the SQL-source refresh, in threads;
+``--no-worker`` when workers run as their own processes), so the server
+answers from its first second while the index fills behind it. The web
+layer only wires them: ``oracle-rag worker`` runs the same services without
+the app. A stop event (set by SIGTERM/SIGINT in the CLI) stops accepting,
+lets running requests finish (bounded), stops the worker after its current
+batch and joins the threads. The Flask development server is used only
+with ``debug=True``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any
 
 from flask import Flask
 
-from ..errors import RagError
+from ..services import BackgroundServices
+from ..system import RagSystem
 from ..tracing import configure
 from .app import create_app
 
@@ -31,80 +33,6 @@ DEFAULT_THREADS = 8
 LOOP_TIMEOUT_S = 0.25  # how often the serving loop checks the stop event
 SHUTDOWN_GRACE_S = 5.0
 MAX_REQUEST_BODY = 1024 * 1024  # waitress refuses larger bodies itself (413); the API's limit is lower
-
-
-class BackgroundServices:
-    """The in-process worker thread, the start-up backfill thread and, when SQL-query
-    sources are configured, the thread that refreshes them on their ``refresh`` interval."""
-
-    def __init__(self, rag: Any, *, worker: bool = True, backfill: bool | None = None) -> None:
-        self.rag = rag
-        self.run_worker = worker
-        self.run_backfill = rag.settings.backfill_on_startup if backfill is None else backfill
-        self.stop_event = threading.Event()
-        self.worker: Any = rag.worker() if worker else None
-        self._threads: list[threading.Thread] = []
-        self.backfill_state = "off" if not self.run_backfill else "pending"
-        self.backfill_error: str | None = None
-
-    def start(self) -> None:
-        if self.run_backfill:
-            self._spawn("oracle-rag-backfill", self._backfill)
-        if self.worker is not None:
-            self._spawn("oracle-rag-worker", lambda: self.worker.run(self.stop_event))
-            if self.rag.settings.sources:
-                self._spawn("oracle-rag-sources", self._refresh_sources)
-
-    def _spawn(self, name: str, target: Callable[[], None]) -> None:
-        thread = threading.Thread(target=target, name=name, daemon=True)
-        thread.start()
-        self._threads.append(thread)
-
-    def _backfill(self) -> None:
-        self.backfill_state = "running"
-        try:
-            report = self.rag.backfill()
-        except RagError as exc:
-            self.backfill_state, self.backfill_error = "failed", str(exc)
-            log.error("start-up backfill failed: %s", exc)
-            return
-        except Exception as exc:  # keep the server up; the error is reported on /healthz
-            self.backfill_state, self.backfill_error = "failed", type(exc).__name__
-            log.error("start-up backfill failed: %s", type(exc).__name__)
-            return
-        self.backfill_state = "done"
-        log.info("start-up backfill enqueued %d entities", report.total)
-
-    def _refresh_sources(self) -> None:
-        """Refresh due SQL-query sources until stopped; a failing source is reported, never fatal."""
-        try:
-            self.rag.sql_sources().run(self.stop_event)
-        except Exception as exc:  # a configuration error: reported on /healthz, the server stays up
-            self.sources_error = str(exc) if hasattr(exc, "code") else type(exc).__name__
-            log.error("SQL-source refresh stopped: %s", self.sources_error)
-
-    sources_error: str | None = None
-
-    def stop(self, timeout: float = 30.0) -> bool:
-        """Signal the threads and wait; True when all have finished."""
-        self.stop_event.set()
-        for thread in self._threads:
-            thread.join(timeout)
-        return not any(t.is_alive() for t in self._threads)
-
-    def status(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"in_process": self.worker is not None, "backfill": self.backfill_state}
-        if self.worker is not None:
-            alive = any(t.name == "oracle-rag-worker" and t.is_alive() for t in self._threads)
-            out["running"] = alive
-            out["last_error"] = self.worker.last_error
-        if self.backfill_error:
-            out["backfill_error"] = self.backfill_error
-        if self.rag.settings.sources:
-            out["sources_refresh"] = "stopped" if self.sources_error else "running"
-            if self.sources_error:
-                out["sources_error"] = self.sources_error
-        return out
 
 
 def make_server(app: Flask, host: str = "127.0.0.1", port: int = 8000, *, threads: int = DEFAULT_THREADS) -> Any:
@@ -133,7 +61,7 @@ def serve_until(server: Any, stop: threading.Event) -> None:
         wasyncore.close_all(socket_map)
 
 
-def run_server(rag: Any, host: str = "127.0.0.1", port: int = 8000, *, worker: bool = True, debug: bool = False,
+def run_server(rag: RagSystem, host: str = "127.0.0.1", port: int = 8000, *, worker: bool = True, debug: bool = False,
                threads: int = DEFAULT_THREADS, stop: threading.Event | None = None,
                on_ready: Callable[[str], None] | None = None, app_config: dict[str, Any] | None = None) -> None:
     """Serve ``rag`` until ``stop`` is set (or forever); background services start and stop with it."""

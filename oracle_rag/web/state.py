@@ -22,6 +22,7 @@ from flask import Request, current_app, g
 from ..caller import Caller
 from ..chat import Chat
 from ..errors import RagError, wrap_driver_error
+from ..services import BackgroundServices
 from ..system import RagSystem
 from .metrics import Metrics
 
@@ -53,7 +54,7 @@ class WebState:
     demo_identities: list[DemoIdentity] = field(default_factory=list)
     max_body: int = DEFAULT_MAX_BODY
     owns_rag: bool = False
-    services: Any = None  # BackgroundServices when the server runs the worker in-process
+    services: BackgroundServices | None = None  # set when the server runs the background work in-process
     llm_health: LLMHealth = field(default_factory=lambda: LLMHealth())  # the model's last outcome, for /healthz
     allowed_hosts: frozenset[str] | None = None  # parsed ``allowed_hosts``, on first request
 
