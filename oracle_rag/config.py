@@ -18,7 +18,8 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, get_args, get_type_hints
 
 from .errors import ConfigurationError
 from .hosts import allowed_hosts_problem
@@ -29,16 +30,25 @@ _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_$#]{0,122}$")
 
 
 @dataclass(frozen=True)
-class _Spec:
+class Setting:
+    """One setting's declaration: its type (from the annotation), bounds, choices, check, default, help."""
+
+    name: str
     kind: type
+    default: Any
+    help: str
     lo: float | None = None
     hi: float | None = None
     choices: tuple[str, ...] | None = None
     check: Callable[[Any], str | None] | None = None
 
 
-def _allowed_hosts_problem(value: str) -> str | None:
-    return allowed_hosts_problem(value)
+def setting(default: Any, lo: float | None = None, hi: float | None = None, *,
+            choices: tuple[str, ...] | None = None, check: Callable[[Any], str | None] | None = None,
+            help: str) -> Any:  # noqa: A002 - the word the docs use
+    """A :class:`Settings` field declared with everything about it, once (see :data:`SETTINGS`)."""
+    return field(default=default, metadata={"setting": {"lo": lo, "hi": hi, "choices": choices, "check": check,
+                                                        "help": help}})
 
 
 def _identifier(value: Any) -> str | None:
@@ -47,102 +57,75 @@ def _identifier(value: Any) -> str | None:
     return None
 
 
-_SPECS: dict[str, _Spec] = {
-    "database_url": _Spec(str),
-    "data_dir": _Spec(str),
-    "db_password_env": _Spec(str, check=lambda v: None if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v) else "an environment variable name"),
-    "pool_size": _Spec(int, 1, 64),
-    "embedding_model": _Spec(str, check=_identifier),
-    "embedding_dim": _Spec(int, 1, 65535),
-    "embedding_threads": _Spec(int, 0, 256),
-    "top_k": _Spec(int, 1, 100),
-    "backfill_on_startup": _Spec(bool),
-    "worker_poll_ms": _Spec(int, 50, 3_600_000),
-    "worker_initial_delay_ms": _Spec(int, 0, 3_600_000),
-    "batch_size": _Spec(int, 1, 1000),
-    "max_attempts": _Spec(int, 1, 100),
-    "vector_index_type": _Spec(str, choices=("IVF", "HNSW")),
-    "vector_index_accuracy": _Spec(int, 1, 100),
-    "vector_index_partitions": _Spec(int, 0, 10_000_000),
-    "rrf_k": _Spec(int, 1, 10_000),
-    "semantic_weight": _Spec(float, 0.0, 100.0),
-    "keyword_weight": _Spec(float, 0.0, 100.0),
-    "hybrid_fetch_factor": _Spec(int, 1, 50),
-    "embedded_vector_cache": _Spec(bool),
-    "llm_url": _Spec(str),
-    "llm_model": _Spec(str),
-    "llm_api_key": _Spec(str),
-    "llm_api_key_env": _Spec(str),
-    "llm_timeout_s": _Spec(float, 0.1, 600.0),
-    "llm_max_tokens": _Spec(int, 1, 32_768),
-    "llm_max_retries": _Spec(int, 0, 10),
-    "history_token_budget": _Spec(int, 0, 100_000),
-    "max_question_chars": _Spec(int, 1, 100_000),
-    "aggregate_database_url": _Spec(str),
-    "aggregate_db_password_env": _Spec(str, check=lambda v: None if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v) else "an environment variable name"),
-    "aggregate_timeout_s": _Spec(float, 0.1, 600.0),
-    "aggregate_row_cap": _Spec(int, 1, 1_000_000),
-    "aggregate_byte_cap": _Spec(int, 1_024, 100_000_000),
-    "aggregate_prompt_chars": _Spec(int, 200, 1_000_000),
-    "aggregate_retries": _Spec(int, 0, 10),
-    "demo": _Spec(bool),
-    "allowed_hosts": _Spec(str, check=lambda v: _allowed_hosts_problem(v)),
-    "mcp_token_env": _Spec(str, check=lambda v: None if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v) else "an environment variable name"),
-    "tracing_exporter": _Spec(str, choices=("NONE", "CONSOLE", "OTLP")),
-    "tracing_otlp_endpoint": _Spec(str),
-    "tracing_service_name": _Spec(str),
-    "tracing_capture_content": _Spec(bool),
-}
+def _env_var_name(value: Any) -> str | None:
+    return None if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(value)) else "an environment variable name"
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Validated configuration; build it with :func:`load_settings`."""
+    """Validated configuration; build it with :func:`load_settings`.
 
-    database_url: str | None = None
-    data_dir: str = ".oracle-rag"
-    db_password_env: str = "ORACLE_RAG_DB_PASSWORD"
-    pool_size: int = 5
-    embedding_model: str = "ALL_MINILM_L12_V2"
-    embedding_dim: int = 384
-    embedding_threads: int = 0  # 0 = one per core
-    top_k: int = 8
-    backfill_on_startup: bool = True
-    worker_poll_ms: int = 2000
-    worker_initial_delay_ms: int = 5000
-    batch_size: int = 32
-    max_attempts: int = 5
-    vector_index_type: str = "IVF"
-    vector_index_accuracy: int = 90
-    vector_index_partitions: int = 0  # 0 = let Oracle choose
-    rrf_k: int = 60
-    semantic_weight: float = 1.0
-    keyword_weight: float = 1.0
-    hybrid_fetch_factor: int = 4
-    embedded_vector_cache: bool = True  # embedded engine: in-process vector index (engines/vector_cache.py)
-    llm_url: str | None = None
-    llm_model: str | None = None
-    llm_api_key: str | None = None
-    llm_api_key_env: str | None = None
-    llm_timeout_s: float = 30.0
-    llm_max_tokens: int = 512
-    llm_max_retries: int = 2
-    history_token_budget: int = 1500
-    max_question_chars: int = 4000
-    aggregate_database_url: str | None = None  # Oracle: the read-only user's URL (no password)
-    aggregate_db_password_env: str = "ORACLE_RAG_RO_PASSWORD"
-    aggregate_timeout_s: float = 10.0
-    aggregate_row_cap: int = 1000
-    aggregate_byte_cap: int = 1_000_000  # bytes of a guarded result fetched at most (the cap is reported)
-    aggregate_prompt_chars: int = 8_000  # characters of a query result placed in the model's prompt
-    aggregate_retries: int = 2
-    demo: bool = False
-    allowed_hosts: str = "localhost,127.0.0.1,::1"  # Host names the web server answers (DNS rebinding)
-    mcp_token_env: str = "ORACLE_RAG_MCP_TOKEN"  # stdio MCP: the variable holding the caller's API token
-    tracing_exporter: str = "NONE"  # OpenTelemetry traces: NONE, CONSOLE or OTLP (oracle_rag/tracing.py)
-    tracing_otlp_endpoint: str | None = None  # OTLP/HTTP collector; unset: the OTEL_EXPORTER_OTLP_* variables
-    tracing_service_name: str = "oracle-rag"
-    tracing_capture_content: bool = False  # put questions, prompts, answers and SQL text in spans
+    Each field is declared once, here, with its bounds, choices, check,
+    default and help (:func:`setting`); :data:`SETTINGS` is that declaration
+    as data, which validation, the TOML and environment readers and the docs
+    test use. ``sources`` is the ``[sources.NAME]`` tables (docs/sql-sources.md).
+    """
+
+    database_url: str | None = setting(None, help='unset: the embedded SQLite engine; set: Oracle')
+    data_dir: str = setting(".oracle-rag", help='embedded database file and the built ONNX model')
+    db_password_env: str = setting("ORACLE_RAG_DB_PASSWORD", check=_env_var_name,
+                                   help='where the Oracle password is read from')
+    pool_size: int = setting(5, 1, 64, help='connection pool size per process')
+    embedding_model: str = setting("ALL_MINILM_L12_V2", check=_identifier,
+                                   help='model name in VECTOR_EMBEDDING (Oracle)')
+    embedding_dim: int = setting(384, 1, 65_535, help='every vector is checked against it')
+    embedding_threads: int = setting(0, 0, 256, help='onnxruntime threads (0 = one per core)')
+    top_k: int = setting(8, 1, 100, help='chunks retrieved per question')
+    backfill_on_startup: bool = setting(True, help='serve enqueues entities without a chunk, in the background')
+    worker_poll_ms: int = setting(2000, 50, 3_600_000, help='worker sleep when the queue is empty')
+    worker_initial_delay_ms: int = setting(5000, 0, 3_600_000, help='worker delay after start')
+    batch_size: int = setting(32, 1, 1000, help='queue rows per transaction')
+    max_attempts: int = setting(5, 1, 100, help='failures before a queue row is parked')
+    vector_index_type: str = setting("IVF", choices=('IVF', 'HNSW'),
+                                     help='Oracle vector index organisation (migration V1)')
+    vector_index_accuracy: int = setting(90, 1, 100, help='WITH TARGET ACCURACY')
+    vector_index_partitions: int = setting(0, 0, 10_000_000, help='IVF NEIGHBOR PARTITIONS (0 = Oracle decides)')
+    rrf_k: int = setting(60, 1, 10_000, help='Reciprocal Rank Fusion constant')
+    semantic_weight: float = setting(1.0, 0.0, 100.0, help='RRF weight of the vector leg')
+    keyword_weight: float = setting(1.0, 0.0, 100.0, help='RRF weight of the keyword leg')
+    hybrid_fetch_factor: int = setting(4, 1, 50, help='each hybrid leg fetches k × factor rows')
+    embedded_vector_cache: bool = setting(True,
+                                          help='embedded engine: semantic search through an in-process exact vector index (4 B × 384 per chunk: 154 MB at 100k chunks, loaded on the first search), SQL re-checks scope; false = the SQL scan (see docs/retrieval.md)')
+    llm_url: str | None = setting(None, help='OpenAI-compatible endpoint; unset = extractive answers')
+    llm_model: str | None = setting(None, help='model name sent to the endpoint')
+    llm_api_key: str | None = setting(None, help='API key (never logged)')
+    llm_api_key_env: str | None = setting(None, help='read the key from this variable instead')
+    llm_timeout_s: float = setting(30.0, 0.1, 600.0, help='per LLM call')
+    llm_max_tokens: int = setting(512, 1, 32_768, help='answer length')
+    llm_max_retries: int = setting(2, 0, 10, help='retries on timeout, 429, 5xx (with backoff)')
+    history_token_budget: int = setting(1500, 0, 100_000, help='earlier turns included in the prompt')
+    max_question_chars: int = setting(4000, 1, 100_000, help='longer questions are refused')
+    aggregate_database_url: str | None = setting(None, help='the read-only user for model-written SQL (Oracle only)')
+    aggregate_db_password_env: str = setting("ORACLE_RAG_RO_PASSWORD", check=_env_var_name, help='its password')
+    aggregate_timeout_s: float = setting(10.0, 0.1, 600.0, help='guarded query timeout')
+    aggregate_row_cap: int = setting(1000, 1, 1_000_000, help='rows fetched at most (the cap is reported)')
+    aggregate_byte_cap: int = setting(1_000_000, 1024, 100_000_000,
+                                      help='bytes of result values fetched at most (UTF-8; the cap is reported)')
+    aggregate_prompt_chars: int = setting(8_000, 200, 1_000_000,
+                                          help="characters of a query result placed in the model's prompt (the cut is said)")
+    aggregate_retries: int = setting(2, 0, 10, help='corrections asked of the model after a refusal')
+    demo: bool = setting(False, help='demo mode (employee picker on the page)')
+    allowed_hosts: str = setting("localhost,127.0.0.1,::1", check=allowed_hosts_problem,
+                                 help='the Host names the web server answers (others: 400 HOST_NOT_ALLOWED; defeats DNS rebinding); /healthz is exempt')
+    mcp_token_env: str = setting("ORACLE_RAG_MCP_TOKEN", check=_env_var_name,
+                                 help="oracle-rag mcp on stdio: the variable holding the caller's API token (docs/mcp.md)")
+    tracing_exporter: str = setting("NONE", choices=('NONE', 'CONSOLE', 'OTLP'),
+                                    help='OpenTelemetry traces for serve and mcp (docs/tracing.md); console writes to stderr')
+    tracing_otlp_endpoint: str | None = setting(None,
+                                                help='OTLP/HTTP collector (http://collector:4318); unset: the OTEL_EXPORTER_OTLP_* variables')
+    tracing_service_name: str = setting("oracle-rag", help='the service.name resource attribute')
+    tracing_capture_content: bool = setting(False,
+                                            help='also put questions, prompts, answers and guarded SQL text in spans')
     sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
@@ -187,7 +170,25 @@ class Settings:
         return out
 
 
-def _coerce(key: str, raw: Any, spec: _Spec, origin: str) -> Any:
+def _declared() -> dict[str, Setting]:
+    hints = get_type_hints(Settings)
+    out: dict[str, Setting] = {}
+    for f in fields(Settings):
+        spec = f.metadata.get("setting")
+        if spec is None:
+            continue
+        kind = hints[f.name]
+        if isinstance(kind, UnionType):  # ``str | None``: the value's type is the one that is not None
+            kind = next(t for t in get_args(kind) if t is not type(None))
+        out[f.name] = Setting(f.name, kind, f.default, **spec)
+    return out
+
+
+# Every setting, as declared in :class:`Settings`.
+SETTINGS: dict[str, Setting] = _declared()
+
+
+def _coerce(key: str, raw: Any, spec: Setting, origin: str) -> Any:
     def bad(allowed: str) -> ConfigurationError:
         return ConfigurationError(f"{origin} {key}: invalid value, expected {allowed}", key=key)
 
@@ -230,7 +231,7 @@ def _coerce(key: str, raw: Any, spec: _Spec, origin: str) -> Any:
 
 
 def _validated(settings: Settings, source: str) -> Settings:
-    for name, spec in _SPECS.items():
+    for name, spec in SETTINGS.items():
         value = getattr(settings, name)
         if value is not None:
             object.__setattr__(settings, name, _coerce(name, value, spec, source))
@@ -278,7 +279,7 @@ def _warn_unknown_env(env: Mapping[str, str], values: Mapping[str, Any]) -> None
     it is a warning, not an error; but ``ORACLE_RAG_TOPK`` silently ignored
     costs an afternoon, so the warning names the closest valid variable.
     """
-    settings_env = [ENV_PREFIX + key.upper() for key in _SPECS]
+    settings_env = [ENV_PREFIX + key.upper() for key in SETTINGS]
     known = {*settings_env, *OTHER_ENV}
     for key in ("db_password_env", "aggregate_db_password_env", "llm_api_key_env"):
         known.add(str(values.get(key) or getattr(Settings, key, "") or ""))
@@ -289,7 +290,7 @@ def _warn_unknown_env(env: Mapping[str, str], values: Mapping[str, Any]) -> None
             continue
         _warned_env.add(name)
         # compare what follows the prefix: the shared prefix would make anything look close
-        close = difflib.get_close_matches(name[len(ENV_PREFIX):], [k.upper() for k in _SPECS], n=1, cutoff=0.7)
+        close = difflib.get_close_matches(name[len(ENV_PREFIX):], [k.upper() for k in SETTINGS], n=1, cutoff=0.7)
         hint = f"; did you mean {ENV_PREFIX}{close[0]}?" if close else "; see docs/configuration.md"
         log.warning("environment variable %s is not an oracle-rag setting and is ignored%s", name, hint)
 
@@ -321,16 +322,16 @@ def load_settings(
         sources = data.pop("sources", {})
         data.update(section)
         for key, value in data.items():
-            if key not in _SPECS:
+            if key not in SETTINGS:
                 raise ConfigurationError(
-                    f"{cfg_path}: unknown key {key!r}; known keys: {', '.join(sorted(_SPECS))}",
+                    f"{cfg_path}: unknown key {key!r}; known keys: {', '.join(sorted(SETTINGS))}",
                     key=key,
                 )
-            values[key] = _coerce(key, value, _SPECS[key], str(cfg_path))
+            values[key] = _coerce(key, value, SETTINGS[key], str(cfg_path))
         if not isinstance(sources, dict) or any(not isinstance(v, dict) for v in sources.values()):
             raise ConfigurationError(f"{cfg_path}: [sources.NAME] must be tables", key="sources")
         values["sources"] = sources
-    for key, spec in _SPECS.items():
+    for key, spec in SETTINGS.items():
         env_key = ENV_PREFIX + key.upper()
         if env_key in env and env[env_key] != "":
             values[key] = _coerce(env_key, env[env_key], spec, "environment")

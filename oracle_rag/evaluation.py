@@ -52,6 +52,7 @@ from .config import Settings
 from .embedding import ensure_model
 from .engines import Filters
 from .errors import EmbeddingError, InputError
+from .retriever import MODES
 from .sources import Document, Source
 from .system import RagSystem
 from .worker import BatchResult
@@ -61,7 +62,6 @@ log = logging.getLogger("oracle_rag.evaluation")
 Progress = Callable[[str, int, int], None]
 
 DOCUMENT_TYPE = "DOCUMENT"
-MODES = ("semantic", "keyword", "hybrid")
 NDCG_AT = 10
 RECALL_AT = 100
 MAX_ID_CHARS = 256  # RAG_CHUNK.SOURCE_ID is VARCHAR2(256 CHAR) on Oracle

@@ -2,20 +2,51 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
 
 from oracle_rag.cli import main
-from oracle_rag.config import _SPECS
+from oracle_rag.config import SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_every_setting_is_documented():
     text = (ROOT / "docs" / "configuration.md").read_text()
-    missing = [k for k in _SPECS if f"`{k}`" not in text or f"`ORACLE_RAG_{k.upper()}`" not in text]
+    missing = [k for k in SETTINGS if f"`{k}`" not in text or f"`ORACLE_RAG_{k.upper()}`" not in text]
     assert not missing, f"settings missing from docs/configuration.md: {missing}"
+
+
+def _shown(value: object) -> str:
+    """A declared default as docs/configuration.md writes it."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return f"`{value}`"
+
+
+def test_documented_defaults_are_the_declared_ones():
+    """docs/configuration.md's default column matches each setting's declaration (config.SETTINGS)."""
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    rows = {m.group(1): m.group(2).strip() for m in re.finditer(
+        r"^\| `([a-z_]+)` \| `ORACLE_RAG_[A-Z_]+` \| ([^|]+) \|", text, re.MULTILINE)}
+    def same(doc: str | None, declared: object) -> bool:
+        if doc is not None and isinstance(declared, int | float) and not isinstance(declared, bool):
+            try:
+                return float(doc.strip("`")) == float(declared)
+            except ValueError:
+                return False
+        return (doc or "").lower() == _shown(declared).lower()
+
+    wrong = {name: (rows.get(name), _shown(s.default)) for name, s in SETTINGS.items() if not same(rows.get(name), s.default)}
+    assert not wrong, f"documented default differs from the declaration (doc, declared): {wrong}"
+
+
+def test_every_setting_declares_its_help():
+    assert all(s.help.strip() for s in SETTINGS.values())
 
 
 def _commands(group: click.Group, prefix: str = "") -> list[str]:

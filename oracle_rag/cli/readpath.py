@@ -14,6 +14,7 @@ from .. import search_output
 from ..caller import load_caller
 from ..engines import Filters
 from ..evaluation import run_eval
+from ..retriever import MODES
 from ..system import RagSystem
 from .context import cli_settings, pass_system, progress_bar
 
@@ -21,7 +22,7 @@ from .context import cli_settings, pass_system, progress_bar
 @click.command()
 @click.argument("question")
 @click.option("--as", "as_id", required=True, type=int, help="Employee id to search as (scope).")
-@click.option("--mode", type=click.Choice(["semantic", "keyword", "hybrid"]), default="semantic", show_default=True)
+@click.option("--mode", type=click.Choice(MODES), default="semantic", show_default=True)
 @click.option("--k", "k", type=int, default=None, help="Number of results (default: top_k).")
 @click.option("--project", type=int, default=None)
 @click.option("--sprint", type=int, default=None)
@@ -57,7 +58,7 @@ def eval_cmd(ctx: click.Context, dataset: Path, json_out: Path | None, max_docs:
     """Evaluate retrieval on a BEIR-layout collection (nDCG@10, Recall@100)."""
     result = run_eval(cli_settings(ctx), dataset, max_docs=max_docs, max_queries=max_queries,
                       progress=progress_bar("eval"))
-    for mode in ("semantic", "keyword", "hybrid"):
+    for mode in MODES:
         m = result[mode]
         click.echo(f"{mode:<9} nDCG@10 {m['ndcg@10']:.4f}  Recall@100 {m['recall@100']:.4f}")
     click.echo(f"documents {result['documents']}, queries {result['queries']}")

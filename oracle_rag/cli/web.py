@@ -16,6 +16,7 @@ from ..auth import create_token, list_tokens, revoke_token
 from ..caller import load_caller
 from ..chat import Chat, LLMClient
 from ..errors import NotFoundError
+from ..retriever import MODES
 from ..system import RagSystem
 from ..web.server import run_server
 from ..worker import install_signal_handlers
@@ -88,7 +89,7 @@ def token_list(rag: RagSystem, employee_id: int | None) -> None:
 @click.command()
 @click.argument("question")
 @click.option("--as", "as_id", required=True, type=int, help="Employee id to answer as (scope).")
-@click.option("--mode", type=click.Choice(["semantic", "keyword", "hybrid"]), default=None,
+@click.option("--mode", type=click.Choice(MODES), default=None,
               help="Retrieval mode (default: hybrid).")
 @click.option("--conversation", "conversation_id", default=None,
               help="Continue this conversation of the employee (stored).")
