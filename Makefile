@@ -31,8 +31,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check oracle_rag tests bench
 	$(BIN)/mypy oracle_rag
 
+# Two workers or more (one per core): the suite is CPU-bound and each worker
+# builds its own model and demo database once.
 test: lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n auto
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
