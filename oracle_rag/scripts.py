@@ -36,7 +36,7 @@ def _q_quote_prefix(text: str, i: int) -> bool:
     return text[i - 1] in "nN" and (i == 1 or not _is_ident_char(text[i - 2]))
 
 
-def _skip_literal(text: str, i: int) -> int | None:
+def skip_literal(text: str, i: int) -> int | None:
     """If a comment, string or quoted identifier starts at ``i``, the index after it."""
     n = len(text)
     ch = text[i]
@@ -64,14 +64,14 @@ def _skip_literal(text: str, i: int) -> int | None:
     return None
 
 
-def _skip_gap(text: str, pos: int, *, slash_lines: bool) -> int:
+def skip_gap(text: str, pos: int, *, slash_lines: bool) -> int:
     """Skip whitespace, comments (and stray ``/`` lines) before a statement."""
     n = len(text)
     while pos < n:
         if text[pos].isspace():
             pos += 1
         elif text.startswith("--", pos) or text.startswith("/*", pos):
-            pos = _skip_literal(text, pos) or n
+            pos = skip_literal(text, pos) or n
         elif slash_lines and (m := _SLASH_LINE.match(text, pos)):
             pos = m.end()
         else:
@@ -81,7 +81,7 @@ def _skip_gap(text: str, pos: int, *, slash_lines: bool) -> int:
 
 def is_plsql(statement: str) -> bool:
     """True when ``statement`` is a PL/SQL unit (SQL*Plus ends it with ``/``, not ``;``)."""
-    return bool(_PLSQL_HEAD.match(statement, _skip_gap(statement, 0, slash_lines=False)))
+    return bool(_PLSQL_HEAD.match(statement, skip_gap(statement, 0, slash_lines=False)))
 
 
 def split_oracle_script(script: str) -> list[str]:
@@ -91,7 +91,7 @@ def split_oracle_script(script: str) -> list[str]:
     statements: list[str] = []
     pos = 0
     while True:
-        pos = _skip_gap(text, pos, slash_lines=True)
+        pos = skip_gap(text, pos, slash_lines=True)
         if pos >= n:
             return statements
         plsql = bool(_PLSQL_HEAD.match(text, pos))
@@ -104,7 +104,7 @@ def split_oracle_script(script: str) -> list[str]:
             if text[i] == ";" and not plsql:
                 end, nxt = i, i + 1
                 break
-            skipped = _skip_literal(text, i)
+            skipped = skip_literal(text, i)
             i = skipped if skipped is not None else i + 1
         if end < 0:
             if plsql:
@@ -126,17 +126,17 @@ def split_sqlite_script(script: str) -> list[str]:
     start = 0
     i = 0
     while i < n:
-        skipped = _skip_literal(text, i)
+        skipped = skip_literal(text, i)
         if skipped is not None:
             i = skipped
             continue
         if text[i] == ";" and sqlean.complete_statement(text[start : i + 1]):
-            body = text[_skip_gap(text, start, slash_lines=False) : i + 1].strip()
+            body = text[skip_gap(text, start, slash_lines=False) : i + 1].strip()
             if body != ";":
                 statements.append(body)
             start = i + 1
         i += 1
-    rest = text[_skip_gap(text, start, slash_lines=False) :].strip()
+    rest = text[skip_gap(text, start, slash_lines=False) :].strip()
     if rest:
         statements.append(rest)
     return statements

@@ -5,6 +5,7 @@
   cycle cannot hide behind a late import or ``importlib``);
 * the package's own imports are made at module level, except in the few
   places listed in ``LATE_IMPORTS`` with the reason;
+* no private name (``_x``) is imported from another module of the package;
 * no code outside ``oracle_rag/engines/`` asks which engine it runs on:
   engines differ through their statements (``Sql``) and their attributes
   and methods, never through ``engine.name`` comparisons or a string
@@ -68,6 +69,17 @@ def test_package_imports_are_made_at_module_level() -> None:
     late = sorted({(m, t) for m, _line, t in GRAPH.function_local} - LATE_IMPORTS)
     assert not late, "function-local imports of the package's own modules:\n" + "\n".join(
         f"{m} -> {t}" for m, t in late)
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    """``from .x import _name`` couples a module to another's internals: make the name public instead."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("oracle_rag")):
+                found += [f"{path.relative_to(ROOT)}:{node.lineno} {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not found, "private names imported across modules:\n" + "\n".join(found)
 
 
 def _engine_name_use(node: ast.AST) -> bool:

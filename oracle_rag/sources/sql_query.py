@@ -39,7 +39,7 @@ import sqlalchemy as sa
 
 from ..engines.records import read_lob
 from ..errors import ConfigurationError, SourceLoadingError
-from ..scripts import _skip_gap, _skip_literal
+from ..scripts import skip_gap, skip_literal
 from . import sql_query_sql as q
 from .connections import (
     RAG_CONNECTION,
@@ -98,21 +98,21 @@ def check_query(query: Any, *, key: str = "query") -> str:
         raise ConfigurationError(f"{key}: placeholders (${{...}}) are not allowed; the query runs as written",
                                  key=key)
     text = query.replace("\r\n", "\n")
-    start = _skip_gap(text, 0, slash_lines=False)
+    start = skip_gap(text, 0, slash_lines=False)
     if not _START.match(text, start):
         raise ConfigurationError(f"{key}: the query must start with SELECT or WITH", key=key)
     n = len(text)
     end = n
     i = start
     while i < n:
-        skipped = _skip_literal(text, i)
+        skipped = skip_literal(text, i)
         if skipped is not None:
             i = skipped
             continue
         ch = text[i]
         nxt = text[i + 1] if i + 1 < n else ""
         if ch == ";":
-            if _skip_gap(text, i + 1, slash_lines=False) < n:
+            if skip_gap(text, i + 1, slash_lines=False) < n:
                 raise ConfigurationError(f"{key}: one statement only; ';' is allowed only at the very end", key=key)
             end = i
             break
