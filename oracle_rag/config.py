@@ -117,6 +117,8 @@ class Settings:
     demo: bool = setting(False, help='demo mode (employee picker on the page)')
     allowed_hosts: str = setting("localhost,127.0.0.1,::1", check=allowed_hosts_problem,
                                  help='the Host names the web server answers (others: 400 HOST_NOT_ALLOWED; defeats DNS rebinding); /healthz is exempt')
+    metrics_token_env: str | None = setting(None, check=_env_var_name,
+                                            help="/metrics: unset = loopback peers only; set = only requests with Authorization: Bearer <that variable's value>")
     mcp_token_env: str = setting("ORACLE_RAG_MCP_TOKEN", check=_env_var_name,
                                  help="oracle-rag mcp on stdio: the variable holding the caller's API token (docs/mcp.md)")
     tracing_exporter: str = setting("NONE", choices=('NONE', 'CONSOLE', 'OTLP'),
@@ -246,10 +248,10 @@ def _validated(settings: Settings, source: str) -> Settings:
         check_url(settings.aggregate_database_url, key="aggregate_database_url",
                   password_env=settings.aggregate_db_password_env)
     if settings.llm_url:
-        check_url(settings.llm_url, key="llm_url", password_env="ORACLE_RAG_LLM_API_KEY")
+        check_url(settings.llm_url, key="llm_url", password_env="ORACLE_RAG_LLM_API_KEY", allow_user=False)
     if settings.tracing_otlp_endpoint:
         check_url(settings.tracing_otlp_endpoint, key="tracing_otlp_endpoint",
-                  password_env="OTEL_EXPORTER_OTLP_HEADERS")
+                  password_env="OTEL_EXPORTER_OTLP_HEADERS", allow_user=False)
     return settings
 
 

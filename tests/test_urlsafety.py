@@ -195,3 +195,35 @@ def _empty_toml(tmp_path):
 )
 def test_redact_url(url: str, expected: str) -> None:
     assert redact_url(url) == expected
+
+
+ISSUE_13_LLM_URLS = [
+    f"https://llm.example.com/v1?api-key={SECRET}",
+    f"https://llm.example.com/v1?key={SECRET}",
+    f"https://llm.example.com/v1?sig={SECRET}",
+    f"https://llm.example.com/v1?apikey={SECRET}",
+    f"https://llm.example.com/v1?x-api-key={SECRET}",
+    f"https://llm.example.com/v1?API_KEY={SECRET}",
+    f"https://llm.example.com/v1?api%2Dkey={SECRET_ENC}",
+    f"https://llm.example.com/v1?sv=2024&X-Amz-Signature={SECRET}",
+    f"https://llm.example.com/v1?access_token={SECRET}",
+    f"https://llm.example.com/v1#access_token={SECRET}",
+    f"https://{SECRET}@llm.example.com/v1",
+    f"https://{SECRET_ENC}@llm.example.com/v1",
+    f"http://sk-{SECRET}@127.0.0.1:8080/v1",
+]
+
+
+@pytest.mark.parametrize("url", ISSUE_13_LLM_URLS)
+def test_llm_url_key_shapes_are_refused_without_echoing(url, tmp_path):
+    with pytest.raises(ConfigurationError) as info:
+        load_settings(env={"ORACLE_RAG_LLM_URL": url}, config_file=_empty_toml(tmp_path))
+    assert info.value.details["key"] == "llm_url"
+    _assert_no_secret(info.value)
+    assert all(fragment not in redact_url(url) for fragment in _secret_fragments())
+
+
+@pytest.mark.parametrize("url", ["https://llm.example.com/openai/v1?api-version=2024-06-01",
+                                 "http://127.0.0.1:11434/v1", "https://llm.example.com/v1?deployment=gpt"])
+def test_llm_urls_without_secrets_pass(url, tmp_path):
+    assert load_settings(env={"ORACLE_RAG_LLM_URL": url}, config_file=_empty_toml(tmp_path)).llm_url == url

@@ -111,3 +111,29 @@ def test_rebinding_against_a_real_server_on_loopback(demo_rag, make_settings):
                                               ("[::1]", "::1"), ("[zz]", None), ("a:b", None), (None, None)])
 def test_host_name_parsing(header, name):
     assert host_name(header) == name
+
+
+def test_metrics_only_for_loopback_peers_by_default(demo_rag):
+    client = _app(demo_rag).test_client()
+    assert client.get("/metrics").status_code == 200  # the test client's peer is 127.0.0.1
+    remote = client.get("/metrics", environ_base={"REMOTE_ADDR": "10.1.2.3"})
+    assert remote.status_code == 403 and "oracle_rag_" not in remote.get_data(as_text=True)
+
+
+def test_metrics_token_when_configured(demo_rag, make_settings, monkeypatch):
+    from oracle_rag.system import RagSystem
+
+    monkeypatch.setenv("TEST_METRICS_TOKEN", "m-7c1d")
+    rag = RagSystem(make_settings(metrics_token_env="TEST_METRICS_TOKEN"), engine=demo_rag.engine)
+    client = _app(rag).test_client()
+    assert client.get("/metrics").status_code == 403  # loopback is not enough once a token is set
+    assert client.get("/metrics", headers=bearer("wrong")).status_code == 403
+    ok = client.get("/metrics", headers=bearer("m-7c1d"), environ_base={"REMOTE_ADDR": "10.1.2.3"})
+    assert ok.status_code == 200 and "oracle_rag_queue_depth" in ok.get_data(as_text=True)
+    monkeypatch.delenv("TEST_METRICS_TOKEN")
+    assert client.get("/metrics", headers=bearer("")).status_code == 403  # an unset variable opens nothing
+
+
+def test_metrics_publish_no_data_counts(demo_rag):
+    text = _app(demo_rag).test_client().get("/metrics").get_data(as_text=True)
+    assert "oracle_rag_chunks" not in text and "source_type" not in text

@@ -35,6 +35,9 @@ def main(ctx: click.Context, config: str | None, verbose: bool) -> None:
     """In-database retrieval-augmented generation for Oracle AI Vector Search."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ..logsafety import install
+
+    install()  # no URL query string or user-info in any log line (httpx logs request URLs at INFO)
     ctx.ensure_object(dict)
     ctx.obj["config"] = config
 

@@ -4,8 +4,15 @@ A registry per app (not the process-global default) lets two apps live in
 one process (tests, a host mounting two instances) without "duplicated
 timeseries" errors, and makes each app's numbers its own.
 
-Exposed at ``GET /metrics`` (text format, no authentication: bind the
-server to 127.0.0.1 or keep the path off the public proxy):
+Exposed at ``GET /metrics`` (text format). Who may read it: by default only
+a loopback peer (Prometheus on the same machine); with ``metrics_token_env``
+set, anyone presenting ``Authorization: Bearer <that variable's value>``,
+and no one without it (a reverse proxy on the same machine makes every
+peer loopback, so behind one set the token or keep the path off the proxy).
+What it publishes is operational only, nothing a caller's scope governs: no
+count of chunks, tasks or any other data (``oracle-rag status`` shows those
+to operators). Anonymous callers may know that the service runs and how it
+performs; the metrics say no more than that:
 
 - ``oracle_rag_http_requests_total{endpoint,method,status}``
 - ``oracle_rag_http_request_duration_seconds{endpoint}`` (for streams: until
@@ -17,8 +24,7 @@ server to 127.0.0.1 or keep the path off the public proxy):
   statement and is part of the retrieval time)
 - read at scrape time from the queue: ``oracle_rag_queue_depth``,
   ``oracle_rag_queue_stalled_rows``, ``oracle_rag_queue_failed_rows``,
-  ``oracle_rag_queue_oldest_age_seconds``, ``oracle_rag_chunks{source_type}``,
-  ``oracle_rag_database_up``
+  ``oracle_rag_queue_oldest_age_seconds``, ``oracle_rag_database_up``
 """
 
 from __future__ import annotations
@@ -77,10 +83,8 @@ class _QueueCollector(Collector):
             family = GaugeMetricFamily(name, doc)
             family.add_metric([], float(value))
             yield family
-        chunks = GaugeMetricFamily("oracle_rag_chunks", "Chunks in RAG_CHUNK per source type", labels=["source_type"])
-        for source_type, count in stats.chunks_by_type.items():
-            chunks.add_metric([source_type], float(count))
-        yield chunks
+        # No per-type chunk totals: the scoped views hide them from developers, so an
+        # unauthenticated page must not publish them (issue 13).
 
 
 class Metrics:
@@ -131,7 +135,33 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+def metrics_allowed(req: Any, token_env: str | None) -> bool:
+    """Loopback peers by default; with ``metrics_token_env`` set, exactly the bearer of that token."""
+    import hmac
+    import ipaddress
+    import os
+
+    from ..auth import bearer_token
+
+    if token_env:
+        expected = os.environ.get(token_env) or ""
+        given = bearer_token(req.headers.get("Authorization")) or ""
+        return bool(expected) and hmac.compare_digest(given.encode(), expected.encode())
+    try:
+        return ipaddress.ip_address((req.remote_addr or "").split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
 @metrics_bp.get("/metrics")
 def metrics_view() -> Response:
-    metrics: Metrics = current_app.extensions["oracle_rag"].metrics
+    from flask import request
+
+    from .json_errors import error_response
+
+    web = current_app.extensions["oracle_rag"]
+    if not metrics_allowed(request, web.rag.settings.metrics_token_env):
+        return error_response(403, "FORBIDDEN", "metrics are served to loopback peers only, or to the bearer of "
+                                                "the metrics token (metrics_token_env)")
+    metrics: Metrics = web.metrics
     return Response(metrics.render(), content_type=CONTENT_TYPE_LATEST)
