@@ -351,3 +351,37 @@ def test_serve_background_services_refresh_configured_sources(rag, bound, make_s
         assert services.status()["sources_refresh"] == "running"
     finally:
         assert services.stop()
+
+
+# -- citations of lower-case source names open in the detail view (issue 13) --------------------------
+def test_lower_case_source_citations_open_for_their_owner_only(demo_rag, bound) -> None:
+    from chat_helpers import bearer, issue_tokens
+
+    from oracle_rag.chat.chunks import chunk_detail
+    from oracle_rag.chat.citations import select_citations
+    from oracle_rag.web import create_app
+
+    name = "crm.accounts-eu"
+    refresher = SourceRefresher(demo_rag.engine, [SqlSource(name, QUERY, connection="crm", owner_column="owner_id")])
+    refresher.sync()
+    doc = f"{name}#1"  # owned by employee 11
+    with demo_rag.engine.connect() as conn:
+        detail = chunk_detail(conn, demo_rag.engine, Caller(11, "developer"), name, doc)
+        assert detail.source_type == name and detail.content.startswith("Acme")
+        with pytest.raises(Exception, match="not found"):
+            chunk_detail(conn, demo_rag.engine, Caller(12, "developer"), name, doc)
+
+    class Retrieved:
+        source_type, source_id, content = name, doc, detail.content
+
+    (cited,) = select_citations(f"Acme wants a renewal [{name} #{doc}].", [Retrieved()])
+    assert (cited.source_type, cited.source_id) == (name, doc)
+    tokens = issue_tokens(demo_rag, (11, 12))
+    client = create_app({"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None, "TESTING": True}).test_client()
+    from urllib.parse import quote
+
+    path = f"/api/chunks/{quote(cited.source_type, safe='')}/{quote(cited.source_id, safe='')}"
+    assert client.get(path, headers=bearer(tokens[11])).get_json()["content"].startswith("Acme")
+    assert client.get(path, headers=bearer(tokens[12])).status_code == 404
+    page = client.get(f"/chunk/{quote(name, safe='')}/{quote(doc, safe='')}")
+    assert page.status_code == 200

@@ -21,7 +21,7 @@ from ..engines.records import lob_text
 from ..errors import NotFoundError
 from . import chat_sql as q
 
-_SOURCE_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+_SOURCE_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$")  # product types and SQL-source names
 MAX_SOURCE_ID = 256
 
 
@@ -49,9 +49,15 @@ def chunk_detail(conn: sa.Connection, engine: Engine, caller: Caller, source_typ
     who = require_caller(caller)
     if not _SOURCE_TYPE.match(source_type or "") or not source_id or len(source_id) > MAX_SOURCE_ID:
         raise NotFoundError("record not found")
-    row = conn.execute(engine.statement(q.GET_CHUNK),
-                       {"source_type": source_type.upper(), "source_id": str(source_id),
-                        **who.scope().binds()}).first()
+    # The type as written first: a SQL source's type is its name, case kept ("crm_accounts").
+    # Then upper case, so /chunk/task/7 finds TASK #7. Source names differing only in case
+    # are refused at configuration, and product type names are reserved, so at most one matches.
+    row = None
+    for kind in dict.fromkeys((source_type, source_type.upper())):
+        row = conn.execute(engine.statement(q.GET_CHUNK),
+                           {"source_type": kind, "source_id": str(source_id), **who.scope().binds()}).first()
+        if row is not None:
+            break
     if row is None:
         raise NotFoundError("record not found")
     content = lob_text(row[2])

@@ -23,7 +23,8 @@ SNIPPET_CHARS = 240
 
 _BRACKETS = re.compile(r"\[([^\[\]\n]{1,300})\]")
 # TYPE #id inside a bracket; several may share one ("[TASK #1, TASK #2]", "[TASK #1 and SPRINT #3]").
-_ANCHOR = re.compile(r"\b([A-Za-z][A-Za-z0-9_]*)\s*#\s*([^\s,;\[\]]+)")
+# TYPE is a product type or a SQL source's name (letter, then letters, digits, _ . -).
+_ANCHOR = re.compile(r"(?<![\w.\-])([A-Za-z][A-Za-z0-9_.\-]*)\s*#\s*([^\s,;\[\]]+)")
 
 
 @dataclass(frozen=True)
