@@ -288,3 +288,14 @@ def test_concurrent_runaway_queries_each_stop_at_the_timeout(demo_rag):
     with ThreadPoolExecutor(4) as pool:
         outcomes = list(pool.map(run, hostile * 2))
     assert all("timeout" in o for o in outcomes), outcomes
+
+
+@pytest.mark.parametrize("sql", [
+    "WITH EMPLOYEE AS (SELECT 20 AS EMPLOYEE_ID, 'admin' AS ROLE) SELECT COUNT(*) FROM RAG_V_TASK",
+    "WITH TASK AS (SELECT 990001 AS TASK_ID, 'x' AS TITLE, 'TODO' AS STATUS, 'LOW' AS PRIORITY, NULL AS SPRINT_ID, "
+    "1 AS PROJECT_ID, 20 AS ASSIGNEE_ID, 1 AS STORY_POINTS, 1 AS ESTIMATED_HOURS, NULL AS DUE_DATE) "
+    "SELECT COUNT(*) FROM RAG_V_TASK",
+])
+def test_a_cte_named_like_a_table_a_view_reads_does_not_change_the_view(service, text_check, sql):
+    """Views resolve their own tables: a WITH name cannot stand in for EMPLOYEE and make a developer admin."""
+    assert service.run_sql(sql, DEV).rows == service.run_sql("SELECT COUNT(*) FROM RAG_V_TASK", DEV).rows
