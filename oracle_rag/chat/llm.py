@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from .. import tracing
 from ..config import Settings
 from ..errors import ConfigurationError, LLMError
+from ..logsafety import protect_library_loggers
 
 log = logging.getLogger("oracle_rag.chat.llm")
 
@@ -94,8 +95,6 @@ class LLMClient:
         self.budget_s = settings.llm_timeout_s
         self._sleep = sleep
         # Local servers (Ollama, llama.cpp, vLLM) accept any key; the SDK requires one.
-        from ..logsafety import protect_library_loggers
-
         protect_library_loggers()  # httpx logs each request URL at INFO; keep queries and user-info out
         self._client = openai.OpenAI(base_url=settings.llm_url, api_key=settings.llm_key() or "unused",
                                      timeout=settings.llm_timeout_s, max_retries=0)

@@ -21,6 +21,7 @@ import logging
 
 import click
 
+from ..logsafety import install as install_log_scrubber
 from . import aggregate, database, demo, integrations, readpath, sources, web, writepath
 from .context import RagGroup
 
@@ -35,9 +36,7 @@ def main(ctx: click.Context, config: str | None, verbose: bool) -> None:
     """In-database retrieval-augmented generation for Oracle AI Vector Search."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from ..logsafety import install
-
-    install()  # no URL query string or user-info in any log line (httpx logs request URLs at INFO)
+    install_log_scrubber()  # no URL query string or user-info in any log line (httpx logs request URLs at INFO)
     ctx.ensure_object(dict)
     ctx.obj["config"] = config
 

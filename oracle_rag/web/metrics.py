@@ -29,11 +29,14 @@ performs; the metrics say no more than that:
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import logging
+import os
 import threading
 from collections.abc import Iterator
 
-from flask import Blueprint, Response, current_app
+from flask import Blueprint, Request, Response, current_app, request
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -44,8 +47,10 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ..auth import bearer_token
 from ..errors import RagError
 from ..system import RagSystem
+from .json_errors import error_response
 
 log = logging.getLogger("oracle_rag.web.metrics")
 
@@ -135,14 +140,8 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-def metrics_allowed(req: Any, token_env: str | None) -> bool:
+def metrics_allowed(req: Request, token_env: str | None) -> bool:
     """Loopback peers by default; with ``metrics_token_env`` set, exactly the bearer of that token."""
-    import hmac
-    import ipaddress
-    import os
-
-    from ..auth import bearer_token
-
     if token_env:
         expected = os.environ.get(token_env) or ""
         given = bearer_token(req.headers.get("Authorization")) or ""
@@ -155,10 +154,6 @@ def metrics_allowed(req: Any, token_env: str | None) -> bool:
 
 @metrics_bp.get("/metrics")
 def metrics_view() -> Response:
-    from flask import request
-
-    from .json_errors import error_response
-
     web = current_app.extensions["oracle_rag"]
     if not metrics_allowed(request, web.rag.settings.metrics_token_env):
         return error_response(403, "FORBIDDEN", "metrics are served to loopback peers only, or to the bearer of "
