@@ -50,8 +50,9 @@ class Progress:
 
     # -- numbers ------------------------------------------------------------
     def rate(self) -> float:
+        """Items per second; 0 until a second has passed (a rate over microseconds means nothing)."""
         elapsed = self._clock() - self._started
-        return self.done / elapsed if elapsed > 0 else 0.0
+        return self.done / elapsed if elapsed >= 1.0 else 0.0
 
     def eta(self) -> float | None:
         rate = self.rate()
@@ -67,7 +68,7 @@ class Progress:
         else:
             pct = f" ({100 * self.done // self.total}%)" if self.total else ""
             text = f"{self.done}/{self.total} {self.unit}{pct}"
-            if self.done:
+            if self.rate():
                 text += f", {self.rate():.1f}/s"
         if eta is not None and self.done < self.total:
             text += f", ETA {_duration(eta)}"
@@ -97,7 +98,7 @@ class Progress:
             self._draw()
             self.stream.write("\n")
         count = "done" if self.unit == "%" else f"{self.done} {self.unit}"
-        rate = f" ({self.rate():.1f}/s)" if self.done and self.unit != "%" else ""
+        rate = f" ({self.rate():.1f}/s)" if self.rate() and self.unit != "%" else ""
         self.stream.write(f"{self.label}: {count} in {_duration(elapsed)}{rate}\n")
         self.stream.flush()
 

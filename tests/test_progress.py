@@ -45,6 +45,15 @@ def test_log_lines_start_every_interval_and_finish() -> None:
     assert len(lines) == 4 and "\r" not in out.getvalue()
 
 
+def test_no_rate_for_a_step_shorter_than_a_second() -> None:
+    out, clock = io.StringIO(), Clock()
+    p = Progress("seed tasks", 200, unit="rows", stream=out, tty=False, clock=clock)
+    clock.now += 0.002
+    p.update(200)
+    p.finish()
+    assert out.getvalue().splitlines() == ["seed tasks: 0/200 rows (0%)", "seed tasks: 200 rows in 0s"]
+
+
 def test_terminal_bar_redraws_one_line_with_rate_and_eta() -> None:
     out, clock = io.StringIO(), Clock()
     p = Progress("index", 2054, unit="queue rows", stream=out, tty=True, clock=clock)
