@@ -65,6 +65,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "retrieval_latency.json"
 sys.path.insert(0, str(ROOT))
 
+from oracle_rag.bm25 import analyze_record  # noqa: E402
 from oracle_rag.caller import Caller  # noqa: E402
 from oracle_rag.config import Settings, load_settings  # noqa: E402
 from oracle_rag.engines import Filters, Hit, engine_sql  # noqa: E402
@@ -90,8 +91,11 @@ if _CTE not in _PRODUCT_SEMANTIC or _EMBEDDED_VECTOR not in _PRODUCT_SEMANTIC:
 SEMANTIC_BY_VECTOR = _PRODUCT_SEMANTIC.replace(_CTE, "").replace(_EMBEDDED_VECTOR, ":qvec")
 
 INSERT_CHUNK = """INSERT INTO RAG_CHUNK
-  (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CONTENT, EMBEDDING, CONTENT_HASH)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
+  (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CONTENT, EMBEDDING, CONTENT_HASH, TERM_COUNT)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+# Each record's BM25 postings, as the indexer writes them (bm25.analyze_record); the
+# scratch file is fresh, so the i-th row's CHUNK_ID is i + 1.
+INSERT_TERM = "INSERT INTO RAG_CHUNK_TERM (TERM, CHUNK_ID, TF) VALUES (?, ?, ?)"
 
 # vec0 experiment: SCOPE_OWNER = the owner for owned rows, 0 for rows every
 # caller sees (no owner, not a task), -1 for unowned tasks (managers only).
@@ -181,8 +185,12 @@ def synthetic_rows(n: int, rng: np.random.Generator, words: list[str]) -> tuple[
             source_type, owner = ("SPRINT" if kinds[i] < 0.95 else "PROJECT"), None
         text = " ".join(words[t] for t in token_ids[i])
         rows.append((source_type, str(i + 1), owner, int(i % 6) + 1, int(i % 48) + 1, text,
-                     vectors[i].astype("<f4").tobytes(), f"{i:064x}"))
+                     vectors[i].astype("<f4").tobytes(), f"{i:064x}", analyze_record(text).length))
     return vectors, rows
+
+
+def term_rows(rows: list[tuple[Any, ...]]) -> list[tuple[str, int, int]]:
+    return [(term, i + 1, tf) for i, r in enumerate(rows) for term, tf in analyze_record(r[5]).terms]
 
 
 def visible(rows: list[tuple[Any, ...]], caller: Caller) -> np.ndarray:
@@ -285,7 +293,7 @@ def load_rows(engine: Any, rows: list[tuple[Any, ...]], alternatives: bool) -> d
     try:
         cur = raw.cursor()
         for label, statements in (
-            ("rag_chunk_insert_seconds", [(INSERT_CHUNK, rows)]),
+            ("rag_chunk_insert_seconds", [(INSERT_CHUNK, rows), (INSERT_TERM, term_rows(rows))]),
             ("vec0_cosine_build_seconds", [(VEC0_DDL, None), (VEC0_FILL, None)]),
             ("vec0_l2_build_seconds", [(VEC0_DDL.replace("RAG_CHUNK_VEC", "RAG_CHUNK_VEC_L2")
                                         .replace(" distance_metric=cosine", ""), None),
@@ -327,14 +335,19 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
             "developer": [[int(dev_rows[j]) + 1 for j in numpy_top(dev_matrix, q, K)] for q in qvecs],
         }
         retriever = rag.retriever()
-        # The same file with the cache off: the SQL scan the cache replaces.
-        scan_rag = RagSystem(settings.with_overrides(embedded_vector_cache=False))
+        # The same file with the in-process indexes off: the SQL the caches replace
+        # (the exact vector scan; BM25 computed from the postings read in SQL).
+        scan_rag = RagSystem(settings.with_overrides(embedded_vector_cache=False, embedded_term_index=False))
         scan_retriever = scan_rag.retriever()
         started = time.perf_counter()
         engine.vector_cache().sync()  # the first search's full load, timed on its own
         out["build"]["vector_cache_load_seconds"] = round(time.perf_counter() - started, 2)
         out["build"]["vector_cache_mb"] = round(engine.vector_cache().nbytes / 1e6, 1)
-        fetch = min(max(K * settings.hybrid_fetch_factor, K), 400)
+        started = time.perf_counter()
+        engine.term_index().sync()
+        out["build"]["term_index_load_seconds"] = round(time.perf_counter() - started, 2)
+        out["build"]["term_index_mb"] = round(engine.term_index().nbytes / 1e6, 1)
+        fetch = min(max(K, settings.hybrid_depth), 400)
         weights = {"semantic": settings.semantic_weight, "keyword": settings.keyword_weight}
         owner = np.array([-1 if r[2] is None else r[2] for r in rows])
         is_task = np.array([r[0] == "TASK" for r in rows])
@@ -396,6 +409,8 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
                 variants[f"semantic_scan_incl_embedding_{label}"] = (
                     lambda i, c=caller: scan_retriever.search(queries[i], K, c, "semantic"))
                 variants[f"keyword_{label}"] = lambda i, c=caller: retriever.search(queries[i], K, c, "keyword")
+                variants[f"keyword_sql_{label}"] = (
+                    lambda i, c=caller: scan_retriever.search(queries[i], K, c, "keyword"))
                 variants[f"hybrid_excl_embedding_{label}"] = hybrid_by_vector(caller)
                 variants[f"hybrid_incl_embedding_{label}"] = (
                     lambda i, c=caller: retriever.search(queries[i], K, c, "hybrid"))
@@ -441,6 +456,8 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
             checks[f"semantic_incl_equals_excl_{label}"] = (
                 [ids_of(r) for r in outputs[f"semantic_incl_embedding_{label}"]] == sem)
             checks[f"semantic_cache_equals_scan_{label}"] = sem == scan
+            checks[f"keyword_index_equals_sql_{label}"] = (
+                [ids_of(r) for r in outputs[f"keyword_{label}"]] == [ids_of(r) for r in outputs[f"keyword_sql_{label}"]])
         checks["cache_fallbacks"] = engine.cache_fallbacks
         checks["cache_full_loads"] = engine.vector_cache().full_loads
         for name, (label, _) in alt.items():
@@ -449,9 +466,27 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
         out["ratio_semantic_excl_to_numpy_p50"] = timings["semantic_excl_embedding_manager"]["ratio_to_numpy_p50"]
         out["ratio_semantic_scan_excl_to_numpy_p50"] = (
             timings["semantic_scan_excl_embedding_manager"]["ratio_to_numpy_p50"])
+        out["goals"] = goals(timings, n)
         out["timings"] = timings
         scan_rag.close()
         rag.close()
+    return out
+
+
+def goals(timings: dict[str, dict[str, float]], n: int) -> dict[str, dict[str, Any]]:
+    """Issue 16's targets (manager scope, p50 ratio to numpy exact in the same run).
+
+    numpy's baseline has no query embedding, and at 10k the embedding alone (~4.4 ms) is over 3x
+    numpy's 1.4 ms, so semantic and hybrid are held to the targets excluding the query embedding
+    (keyword embeds nothing); the "incl." variants are reported next to them.
+    """
+    limits = ({"keyword": 3.0, "hybrid": 4.0, "semantic": 1.5} if n >= 100_000
+              else {"keyword": 3.0, "hybrid": 3.0, "semantic": 3.0})
+    out = {}
+    for mode, limit in limits.items():
+        name = f"{mode}_manager" if mode == "keyword" else f"{mode}_excl_embedding_manager"
+        ratio = timings[name]["ratio_to_numpy_p50"]
+        out[mode] = {"variant": name, "ratio": ratio, "limit": limit, "met": ratio <= limit}
     return out
 
 
@@ -493,6 +528,9 @@ def main() -> None:
             print(f"  {name:<34} {row['p50_ms']:>9.2f} {row['p95_ms']:>9.2f} {row['ratio_to_numpy_p50']:>6}x")
         for name, value in size["checks"].items():
             print(f"  {name}: {value}")
+        for mode, goal in size["goals"].items():
+            print(f"  goal {mode}: {goal['variant']} {goal['ratio']}x <= {goal['limit']}x: "
+                  f"{'met' if goal['met'] else 'NOT met'}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")

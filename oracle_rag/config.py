@@ -93,9 +93,14 @@ class Settings:
     rrf_k: int = setting(60, 1, 10_000, help='Reciprocal Rank Fusion constant')
     semantic_weight: float = setting(1.0, 0.0, 100.0, help='RRF weight of the vector leg')
     keyword_weight: float = setting(1.0, 0.0, 100.0, help='RRF weight of the keyword leg')
-    hybrid_fetch_factor: int = setting(4, 1, 50, help='each hybrid leg fetches k × factor rows')
+    hybrid_depth: int = setting(100, 1, 400, help='each hybrid leg fetches its top `max(k, hybrid_depth)` records (capped at 400) for Reciprocal Rank Fusion')
     embedded_vector_cache: bool = setting(True,
                                           help='embedded engine: semantic search through an in-process exact vector index (4 B × 384 per chunk: 154 MB at 100k chunks, loaded on the first search), SQL re-checks scope; false = the SQL scan (see docs/retrieval.md)')
+    embedded_term_index: bool = setting(True, help='embedded engine: keyword search through an in-process BM25 index of RAG_CHUNK_TERM (loaded on the first keyword search), SQL re-checks the results; `false` = BM25 in SQL (see docs/retrieval.md)')
+    bm25_k1: float = setting(1.5, 0.0, 3.0, help='BM25 term-frequency saturation (keyword leg; see docs/retrieval.md)')
+    bm25_b: float = setting(0.75, 0.0, 1.0, help='BM25 length normalisation')
+    chunk_window: int = setting(254, 32, 254, help='wordpieces per chunk of a long record (the model reads 256 including `[CLS]`/`[SEP]`)')
+    chunk_overlap: int = setting(32, 0, 127, help='wordpieces shared by consecutive chunks of a record, at most `chunk_window / 2`')
     llm_url: str | None = setting(None, help='OpenAI-compatible endpoint; unset = extractive answers')
     llm_model: str | None = setting(None, help='model name sent to the endpoint')
     llm_api_key: str | None = setting(None, help='API key (never logged)')
@@ -249,6 +254,10 @@ def _validated(settings: Settings, source: str) -> Settings:
                   password_env=settings.aggregate_db_password_env)
     if settings.llm_url:
         check_url(settings.llm_url, key="llm_url", password_env="ORACLE_RAG_LLM_API_KEY", allow_user=False)
+    if settings.chunk_overlap * 2 > settings.chunk_window:
+        raise ConfigurationError(
+            f"{source} chunk_overlap: invalid value, expected at most half of chunk_window "
+            f"({settings.chunk_window // 2})", key="chunk_overlap")
     if settings.tracing_otlp_endpoint:
         check_url(settings.tracing_otlp_endpoint, key="tracing_otlp_endpoint",
                   password_env="OTEL_EXPORTER_OTLP_HEADERS", allow_user=False)

@@ -382,6 +382,11 @@ def _ranked(retriever: Any, text: str, mode: str) -> list[str] | None:
     return [h.source_id for h in hits]
 
 
+def _chunk_count(rag: Any) -> int:
+    with rag.engine.connect() as conn:
+        return int(rag.engine.queue_stats(conn, rag.settings.max_attempts).chunks_by_type.get(DOCUMENT_TYPE, 0))
+
+
 def run_eval(settings: Settings, dataset: Path, *, max_docs: int | None = None,
              max_queries: int | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """Index the collection, search every judged query in every mode, score the runs.
@@ -410,6 +415,7 @@ def run_eval(settings: Settings, dataset: Path, *, max_docs: int | None = None,
                     progress(mode, n, len(judged))
             timings[mode] = (time.perf_counter() - started) * 1000 / len(judged)
             scores[mode] = score_runs(runs, data.qrels)
+        chunks = _chunk_count(rag)
     result: dict[str, Any] = dict(scores)
     result["documents"] = len(data.documents)
     result["queries"] = len(judged)
@@ -422,8 +428,11 @@ def run_eval(settings: Settings, dataset: Path, *, max_docs: int | None = None,
         "unknown_qrels": data.unknown_qrels,
         "warnings": data.warnings,
         "rrf_k": settings.rrf_k,
-        "hybrid_fetch_factor": settings.hybrid_fetch_factor,
+        "hybrid_depth": settings.hybrid_depth,
         "weights": {"semantic": settings.semantic_weight, "keyword": settings.keyword_weight},
+        "bm25": {"k1": settings.bm25_k1, "b": settings.bm25_b},
+        "chunking": {"window": settings.chunk_window, "overlap": settings.chunk_overlap},
+        "chunks": chunks,
     }
     return result
 

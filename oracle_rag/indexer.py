@@ -1,10 +1,19 @@
 """Keep RAG_CHUNK equal to the rendered entities, embedding only what changed.
 
-For one batch: load every entity in one query per source type, render and
-hash them, read the stored hashes in one query, then embed and upsert only
-the chunks whose text changed (the engine embeds them inside the database).
-Entities that no longer exist lose their chunk. Unchanged text costs no
-embedding call, which is what makes re-running backfill --all cheap.
+For one batch: load every entity in one query per source type, render them
+into records (chunks, record hash, BM25 analysis: records.py), read the
+stored state of each record (its chunk 0) in one query, then:
+
+* text changed (or new): embed and write every chunk of the record, drop
+  the chunks it no longer has;
+* text unchanged, owner/project/sprint or facets changed: rewrite those
+  columns on every chunk of the record, no embedding (a reassignment costs
+  no model call);
+* text unchanged but not yet analysed for BM25 (rows from before the
+  migration): store the analysis, no embedding;
+* otherwise nothing.
+
+Entities that no longer exist lose all their chunks.
 """
 
 from __future__ import annotations
@@ -14,28 +23,33 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from .engines import ChunkWrite, Engine, content_hash, facets_json
+from .bm25 import Analysis
+from .engines import Engine, facets_json
 from .errors import SourceLoadingError
+from .record_writes import RecordWrite, plan_of, record_write, write_records
 from .sources import SourceRegistry
 
 
 @dataclass
 class IndexResult:
-    embedded: int = 0
-    unchanged: int = 0
-    deleted: int = 0
+    embedded: int = 0  # chunks embedded and written
+    unchanged: int = 0  # records skipped: text, scope and facets as stored
+    deleted: int = 0  # chunks deleted
+    rescoped: int = 0  # records whose scope/facets (or BM25 analysis) were rewritten without embedding
     keys: list[tuple[str, str]] = field(default_factory=list)
 
     def add(self, other: IndexResult) -> None:
         self.embedded += other.embedded
         self.unchanged += other.unchanged
         self.deleted += other.deleted
+        self.rescoped += other.rescoped
 
 
 class Indexer:
     def __init__(self, engine: Engine, sources: SourceRegistry) -> None:
         self.engine = engine
         self.sources = sources
+        self.plan = plan_of(engine.settings)
 
     def apply(self, conn: sa.Connection, upserts: Iterable[tuple[str, str]], deletes: Iterable[tuple[str, str]] = ()) -> IndexResult:
         """Re-index ``upserts`` and drop the chunks of ``deletes`` (keys are (type, id))."""
@@ -72,16 +86,30 @@ class Indexer:
         if not docs:
             return result
         stored = self.engine.read_chunk_state(conn, source_type, list(docs))
-        changed: list[ChunkWrite] = []
+        changed: list[RecordWrite] = []
+        rescope: list[tuple[str, str, int | None, int | None, int | None, str]] = []
+        analyse: list[tuple[str, str, Analysis]] = []
         for doc in docs.values():
-            digest = content_hash(doc.content)
             facets = facets_json(doc.facets)
-            # Skip only when the text, the scope columns AND the facets are as
-            # stored: an owner change with identical text must not leave the old scope.
-            if stored.get(doc.source_id) == (digest, doc.owner_id, doc.project_id, doc.sprint_id, facets):
-                result.unchanged += 1
+            record = record_write(self.plan, doc.source_type, doc.source_id, doc.content, owner_id=doc.owner_id,
+                                  project_id=doc.project_id, sprint_id=doc.sprint_id, facets=facets)
+            old = stored.get(doc.source_id)
+            if old is None or old.content_hash != record.record_hash:
+                changed.append(record)
                 continue
-            changed.append(ChunkWrite(doc.source_type, doc.source_id, doc.content, digest,
-                                      doc.owner_id, doc.project_id, doc.sprint_id, facets=facets))
-        result.embedded += self.engine.upsert_chunks(conn, changed)
+            # Same text: no embedding. An owner/project/sprint/facet change
+            # rewrites those columns on every chunk (the access scope must
+            # follow the new owner); a row from before BM25 gets its analysis.
+            if old.scope != (doc.owner_id, doc.project_id, doc.sprint_id, facets):
+                rescope.append((doc.source_type, doc.source_id, doc.owner_id, doc.project_id, doc.sprint_id, facets))
+            if not old.analysed and record.chunks[0].analysis is not None:
+                analyse.append((doc.source_type, doc.source_id, record.chunks[0].analysis))
+            if old.scope == (doc.owner_id, doc.project_id, doc.sprint_id, facets) and old.analysed:
+                result.unchanged += 1
+            else:
+                result.rescoped += 1
+        self.engine.rescope(conn, rescope)
+        self.engine.write_analyses(conn, analyse)
+        result.embedded += write_records(self.engine, conn, changed)
         return result
+

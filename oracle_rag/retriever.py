@@ -77,25 +77,31 @@ def clean_query(query: Any, max_chars: int) -> str:
 
 
 def rrf(legs: dict[str, list[Hit]], k: int, rrf_k: int, weights: dict[str, float]) -> list[RetrievedChunk]:
-    """Reciprocal Rank Fusion: score = sum of weight / (rrf_k + rank) over the legs."""
-    scores: dict[int, float] = {}
-    best: dict[int, tuple[int, Hit]] = {}
-    found: dict[int, list[str]] = {}
-    dist: dict[int, float] = {}
-    kw: dict[int, float] = {}
+    """Reciprocal Rank Fusion over records: score = sum of weight / (rrf_k + rank) over the legs.
+
+    Each leg lists each record once (its best chunk); the fused result shows
+    the chunk of the leg that ranked the record best.
+    """
+    Key = tuple[str, str]
+    scores: dict[Key, float] = {}
+    best: dict[Key, tuple[int, Hit]] = {}
+    found: dict[Key, list[str]] = {}
+    dist: dict[Key, float] = {}
+    kw: dict[Key, float] = {}
     for leg, hits in legs.items():
         for rank, hit in enumerate(hits, 1):
-            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weights.get(leg, 1.0) / (rrf_k + rank)
-            found.setdefault(hit.chunk_id, []).append(leg)
-            if hit.chunk_id not in best or rank < best[hit.chunk_id][0]:
-                best[hit.chunk_id] = (rank, hit)
-            (dist if leg == "semantic" else kw)[hit.chunk_id] = hit.score
-    order = sorted(scores, key=lambda cid: (-scores[cid], best[cid][0], cid))[:k]
+            key = (hit.source_type, hit.source_id)
+            scores[key] = scores.get(key, 0.0) + weights.get(leg, 1.0) / (rrf_k + rank)
+            found.setdefault(key, []).append(leg)
+            if key not in best or rank < best[key][0]:
+                best[key] = (rank, hit)
+            (dist if leg == "semantic" else kw)[key] = hit.score
+    order = sorted(scores, key=lambda key: (-scores[key], best[key][0], best[key][1].chunk_id))[:k]
     out = []
-    for rank, cid in enumerate(order, 1):
-        hit = best[cid][1]
-        out.append(RetrievedChunk(hit.source_type, hit.source_id, hit.content, scores[cid], rank,
-                                  tuple(found[cid]), cid, dist.get(cid), kw.get(cid), hit.owner_id,
+    for rank, key in enumerate(order, 1):
+        hit = best[key][1]
+        out.append(RetrievedChunk(hit.source_type, hit.source_id, hit.content, scores[key], rank,
+                                  tuple(found[key]), hit.chunk_id, dist.get(key), kw.get(key), hit.owner_id,
                                   hit.project_id, hit.sprint_id, hit.chunk_no, hit.facets))
     return out
 
@@ -154,7 +160,7 @@ class Retriever:
                     leg.set_attribute("oracle_rag.search.hits", len(result))
                 legs = {"keyword": len(result)}
             else:
-                fetch = min(max(k * self.settings.hybrid_fetch_factor, k), 4 * MAX_K)
+                fetch = min(max(k, self.settings.hybrid_depth), 4 * MAX_K)
                 raw = {}
                 with _leg("semantic", fetch) as leg:
                     raw["semantic"] = self.engine.semantic_search(conn, sem_text, fetch, scope, filters, exact, where)

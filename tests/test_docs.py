@@ -32,7 +32,7 @@ def test_documented_defaults_are_the_declared_ones():
     """docs/configuration.md's default column matches each setting's declaration (config.SETTINGS)."""
     text = (ROOT / "docs" / "configuration.md").read_text()
     rows = {m.group(1): m.group(2).strip() for m in re.finditer(
-        r"^\| `([a-z_]+)` \| `ORACLE_RAG_[A-Z_]+` \| ([^|]+) \|", text, re.MULTILINE)}
+        r"^\| `([a-z0-9_]+)` \| `ORACLE_RAG_[A-Z0-9_]+` \| ([^|]+) \|", text, re.MULTILINE)}
     def same(doc: str | None, declared: object) -> bool:
         if doc is not None and isinstance(declared, int | float) and not isinstance(declared, bool):
             try:

@@ -46,8 +46,10 @@ def test_owner_change_with_identical_text_still_moves_the_scope(demo_rag):
         conn.execute(sa.text("INSERT INTO EMPLOYEE VALUES (900, :f, :l, 'developer')"), {"f": first, "l": last})
         conn.execute(sa.text("UPDATE TASK SET ASSIGNEE_ID = 900 WHERE TASK_ID = 1"))
     before = chunk_content(demo_rag, "TASK", 1)
+    rt = instrument(demo_rag)
     res = apply(demo_rag, [("TASK", "1")])
-    assert res.embedded == 1
+    # same text: the scope columns are rewritten, nothing is embedded (issue 16)
+    assert (res.embedded, res.rescoped, rt.calls) == (0, 1, 0)
     row = stored_chunks(demo_rag)[("TASK", "1")]
     assert row["content"] == before and row["owner_id"] == 900 != old_owner
 
@@ -86,19 +88,23 @@ def test_work_is_part_of_the_callers_transaction(demo_rag):
     assert "Temporary title" not in chunk_content(demo_rag, "TASK", 9)
 
 
-def test_long_text_is_stored_whole_and_embedded_on_its_first_4000_bytes(demo_rag):
-    long_description = "ñandú " * 1500  # 10,500 bytes of UTF-8
+def test_long_text_becomes_chunks_each_embedded_whole(demo_rag):
+    long_description = "ñandú " * 1500  # 10,500 bytes of UTF-8, far past the model's 256 wordpieces
     with demo_rag.engine.begin() as conn:
         conn.execute(sa.text("UPDATE TASK SET DESCRIPTION = :d WHERE TASK_ID = 3"), {"d": long_description})
     apply(demo_rag, [("TASK", "3")])
     with demo_rag.engine.connect() as conn:
-        content, blob = conn.execute(sa.text(
-            "SELECT CONTENT, EMBEDDING FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = '3'")).one()
-    assert long_description.strip() in content
-    cut = embed_text(content)
-    assert len(cut.encode()) <= 4000 < len(content.encode())
-    fresh = demo_rag.engine.runtime().embed(cut)
-    assert float(np.dot(np.frombuffer(blob, dtype="<f4"), fresh)) > 0.99999
+        rows = conn.execute(sa.text(
+            "SELECT CHUNK_NO, CONTENT, EMBEDDING, CONTENT_HASH FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' "
+            "AND SOURCE_ID = '3' ORDER BY CHUNK_NO")).fetchall()
+        rendered = TaskSource().load(conn, "3").content
+    assert [r[0] for r in rows] == list(range(len(rows))) and len(rows) > 5
+    assert len({r[3] for r in rows}) == 1  # one record hash on every chunk
+    assert rows[0][1].startswith("[TASK #3]") and rendered.rstrip().endswith(rows[-1][1])
+    runtime = demo_rag.engine.runtime()
+    for _, content, blob, _ in rows:
+        assert embed_text(content) == content  # every window fits the embedding input whole
+        assert float(np.dot(np.frombuffer(blob, dtype="<f4"), runtime.embed(content))) > 0.99999
 
 
 def test_demo_template_is_in_step(demo_rag):

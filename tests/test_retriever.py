@@ -18,11 +18,11 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from oracle_rag.bm25 import query_terms
 from oracle_rag.caller import Caller, load_caller
 from oracle_rag.config import load_settings
 from oracle_rag.engines import Filters, Hit
 from oracle_rag.errors import AccessError, InputError
-from oracle_rag.keywords import fts5_match
 from oracle_rag.retriever import MODES, RetrievedChunk, Retriever, rrf
 from oracle_rag.system import RagSystem
 
@@ -40,7 +40,9 @@ LEFT JOIN TASK t ON c.SOURCE_TYPE = 'TASK' AND t.TASK_ID = CAST(c.SOURCE_ID AS I
 WHERE (e.ROLE IN ('manager', 'admin') OR c.SOURCE_TYPE IN ('SPRINT', 'PROJECT') OR t.ASSIGNEE_ID = e.EMPLOYEE_ID)
   AND (:project IS NULL OR c.PROJECT_ID = :project)
   AND (:sprint IS NULL OR c.SPRINT_ID = :sprint)""")
-FTS_MATCHES = sa.text("SELECT rowid FROM RAG_CHUNK_FTS WHERE RAG_CHUNK_FTS MATCH :m")
+# Records holding a query term (their postings live on chunk 0): what keyword search can return.
+TERM_MATCHES = sa.text("SELECT DISTINCT CHUNK_ID FROM RAG_CHUNK_TERM WHERE TERM IN :terms").bindparams(
+    sa.bindparam("terms", expanding=True))
 CHUNK_ROWS = sa.text("SELECT CHUNK_ID, SOURCE_TYPE, SOURCE_ID, PROJECT_ID, SPRINT_ID, EMBEDDING FROM RAG_CHUNK")
 TASK_ASSIGNEE = sa.text("SELECT TASK_ID, ASSIGNEE_ID FROM TASK")
 
@@ -83,11 +85,15 @@ def visible_ids(demo, caller: Caller, filters: Filters) -> set[int]:
 
 
 def keyword_matches(demo, text: str) -> set[int]:
-    match = fts5_match(text)
-    if match is None:
+    terms = query_terms(text)
+    if not terms:
         return set()
     with demo.engine.connect() as conn:
-        return {int(r[0]) for r in conn.execute(FTS_MATCHES, {"m": match})}
+        return {int(r[0]) for r in conn.execute(TERM_MATCHES, {"terms": sorted(terms)})}
+
+
+def records(demo, chunk_ids: set[int]) -> set[tuple[str, str]]:
+    return {(demo.chunks[i][1], demo.chunks[i][2]) for i in chunk_ids}
 
 
 def check_result(demo, caller: Caller, results: list[RetrievedChunk], filters: Filters, k: int) -> None:
@@ -135,8 +141,8 @@ def test_scope_holds_and_k_rows_come_back_when_visible(demo, retriever, employee
     allowed = visible_ids(demo, caller, f)
     if mode == "keyword":
         expected = min(k, len(allowed & keyword_matches(demo, query)))
-    else:  # every visible chunk is a semantic candidate, and hybrid's semantic leg fetches >= k
-        expected = min(k, len(allowed))
+    else:  # every visible record is a semantic candidate, and hybrid's semantic leg fetches >= k
+        expected = min(k, len(records(demo, allowed)))
     assert len(results) == expected
 
 
@@ -336,10 +342,10 @@ def test_stats_and_hybrid_fetch_depth(demo, retriever):
     retriever.search("invoice payment", 8, manager, "hybrid")
     stats = retriever.last_stats
     assert stats is not None and stats.mode == "hybrid" and stats.k == 8
-    assert stats.legs["semantic"] == 8 * demo.settings.hybrid_fetch_factor
-    assert 0 < stats.legs["keyword"] <= 8 * demo.settings.hybrid_fetch_factor
+    assert stats.legs["semantic"] == max(8, demo.settings.hybrid_depth)
+    assert 0 < stats.legs["keyword"] <= max(8, demo.settings.hybrid_depth)
     retriever.search("invoice", 100, manager, "hybrid")
-    assert retriever.last_stats.legs["semantic"] == min(400, len(demo.chunks))  # fetch capped at 4 x MAX_K
+    assert retriever.last_stats.legs["semantic"] == min(max(100, demo.settings.hybrid_depth), 400)  # capped at 4 x MAX_K
 
 
 def test_hybrid_results_record_their_legs(demo, retriever):

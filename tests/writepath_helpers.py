@@ -76,26 +76,49 @@ def instrument(rag: Any, **kwargs: Any) -> CountingRuntime:
 
 # --- reading the state back ---------------------------------------------------
 def expected_chunks(rag: Any) -> dict[tuple[str, str], dict[str, Any]]:
-    """Every entity rendered now by the registered sources: what RAG_CHUNK must hold."""
+    """Every entity rendered now by the registered sources: what RAG_CHUNK must hold per record.
+
+    ``content`` is the record's whole text (what its chunks, in order, cover);
+    ``hash`` the record hash every chunk carries; ``chunks`` their number.
+    """
+    from oracle_rag.record_writes import plan_of, record_write
+
+    plan = plan_of(rag.settings)
     out: dict[tuple[str, str], dict[str, Any]] = {}
     with rag.engine.connect() as conn:
         for source in rag.sources:
             docs = source.load_many(conn, source.all_ids(conn))
             for doc in docs.values():
+                record = record_write(plan, doc.source_type, doc.source_id, doc.content)
                 out[(doc.source_type, doc.source_id)] = {
-                    "content": doc.content, "hash": content_hash(doc.content), "owner_id": doc.owner_id,
-                    "project_id": doc.project_id, "sprint_id": doc.sprint_id,
+                    "content": doc.content, "hash": record.record_hash, "owner_id": doc.owner_id,
+                    "project_id": doc.project_id, "sprint_id": doc.sprint_id, "chunks": len(record.chunks),
+                    "parts": [c.content for c in record.chunks],
                 }
     return out
 
 
 def stored_chunks(rag: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    """RAG_CHUNK per record: chunk 0's columns, ``content`` the whole text when it is one chunk,
+    ``parts`` every chunk's text in order."""
     with rag.engine.connect() as conn:
         rows = conn.execute(sa.text(
             "SELECT SOURCE_TYPE, SOURCE_ID, CONTENT, CONTENT_HASH, OWNER_ID, PROJECT_ID, SPRINT_ID, "
-            "length(EMBEDDING) FROM RAG_CHUNK")).fetchall()
-    return {(r[0], str(r[1])): {"content": r[2], "hash": r[3], "owner_id": r[4], "project_id": r[5],
-                                "sprint_id": r[6], "embedding_bytes": r[7]} for r in rows}
+            "length(EMBEDDING), CHUNK_NO FROM RAG_CHUNK ORDER BY SOURCE_TYPE, SOURCE_ID, CHUNK_NO")).fetchall()
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        key = (r[0], str(r[1]))
+        if key not in out:
+            out[key] = {"content": r[2], "hash": r[3], "owner_id": r[4], "project_id": r[5], "sprint_id": r[6],
+                        "embedding_bytes": r[7], "chunks": 0, "parts": [], "hashes": set(), "owners": set()}
+        rec = out[key]
+        rec["chunks"] += 1
+        rec["parts"].append(r[2])
+        rec["hashes"].add(r[3])
+        rec["owners"].add(r[4])
+        if r[7] != 1536:
+            rec["embedding_bytes"] = r[7]
+    return out
 
 
 def index_mismatches(rag: Any) -> list[str]:
@@ -105,10 +128,12 @@ def index_mismatches(rag: Any) -> list[str]:
     problems += [f"chunk of a deleted entity {k}" for k in sorted(set(have) - set(want))]
     for key in sorted(set(want) & set(have)):
         w, h = want[key], have[key]
-        for col in ("content", "hash", "owner_id", "project_id", "sprint_id"):
+        for col in ("hash", "owner_id", "project_id", "sprint_id", "chunks", "parts"):
             if w[col] != h[col]:
                 problems.append(f"{key} {col}: stored {h[col]!r} != expected {w[col]!r}")
-        if h["hash"] != content_hash(h["content"]):
+        if len(h["hashes"]) != 1 or len(h["owners"]) != 1:
+            problems.append(f"{key}: chunks of one record disagree on hash or owner")
+        if h["chunks"] == 1 and h["hash"] != content_hash(h["content"]):
             problems.append(f"{key}: CONTENT_HASH is not sha256(CONTENT)")
         if h["embedding_bytes"] != 1536:
             problems.append(f"{key}: embedding has {h['embedding_bytes']} bytes")
@@ -126,8 +151,8 @@ def embedding_matches_content(rag: Any, keys: list[tuple[str, str]]) -> list[str
     with rag.engine.connect() as conn:
         for t, i in keys:
             content, blob = conn.execute(sa.text(
-                "SELECT CONTENT, EMBEDDING FROM RAG_CHUNK WHERE SOURCE_TYPE = :t AND SOURCE_ID = :i"),
-                {"t": t, "i": i}).one()
+                "SELECT CONTENT, EMBEDDING FROM RAG_CHUNK WHERE SOURCE_TYPE = :t AND SOURCE_ID = :i "
+                "AND CHUNK_NO = 0"), {"t": t, "i": i}).one()
             stored = np.frombuffer(blob, dtype="<f4")
             fresh = rt.embed(embed_text(content))
             if float(np.dot(stored, fresh)) < 0.99999:
@@ -150,7 +175,7 @@ def queue_depth(rag: Any) -> int:
 def chunk_content(rag: Any, source_type: str, source_id: Any) -> str | None:
     with rag.engine.connect() as conn:
         return conn.execute(sa.text(
-            "SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = :t AND SOURCE_ID = :i"),
+            "SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = :t AND SOURCE_ID = :i AND CHUNK_NO = 0"),
             {"t": source_type, "i": str(source_id)}).scalar()
 
 

@@ -86,6 +86,7 @@ GET_CHUNK = Sql.both("""SELECT c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, c.OWNER_ID
 FROM RAG_CHUNK c
 WHERE c.SOURCE_TYPE = :source_type
   AND c.SOURCE_ID = :source_id
+  AND c.CHUNK_NO = 0
   AND """ + SCOPE)
 
 # Which of the task ids an answer mentions the caller may see (same scope predicate).

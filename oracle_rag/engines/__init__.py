@@ -11,6 +11,7 @@ from .records import (
     QueueRow,
     QueueStats,
     Scope,
+    StoredRecord,
     Where,
     content_hash,
     embed_text,
@@ -19,7 +20,7 @@ from .records import (
 )
 from .statements import Sql
 
-__all__ = ["ChunkWrite", "Engine", "Filters", "Hit", "QueueRow", "QueueStats", "Scope", "Sql", "Where",
+__all__ = ["ChunkWrite", "Engine", "Filters", "Hit", "QueueRow", "QueueStats", "Scope", "Sql", "StoredRecord", "Where",
            "content_hash", "create_engine", "embed_text", "facets_json", "facets_value"]
 
 

@@ -12,13 +12,15 @@ method or attribute here (capabilities), overridden by ``OracleEngine`` and
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
+from ..bm25 import Analysis
 from ..config import Settings
 from ..errors import wrap_driver_error
 from . import engine_sql as q
@@ -30,12 +32,14 @@ from .records import (
     QueueRow,
     QueueStats,
     Scope,
+    StoredRecord,
     Where,
     chunk_params,
     enqueue_params,
     facets_json,
     facets_value,
     hits,
+    one_per_record,
     queue_rows,
     search_binds,
     vector_values,
@@ -168,18 +172,18 @@ class Engine(ABC):
         return SQL_ROOT / self.name / "triggers"
 
     # -- chunks -----------------------------------------------------------
-    def read_chunk_state(self, conn: sa.Connection, source_type: str,
-                         ids: Sequence[str]) -> dict[str, tuple[str, int | None, int | None, int | None, str]]:
-        """Stored (hash, owner, project, sprint, facets JSON) per record, for the indexer's skip test."""
+    def read_chunk_state(self, conn: sa.Connection, source_type: str, ids: Sequence[str]) -> dict[str, StoredRecord]:
+        """What is stored per record (from its chunk 0), for the indexer's skip test."""
 
         def num(v: Any) -> int | None:
             return None if v is None else int(v)
 
-        out: dict[str, tuple[str, int | None, int | None, int | None, str]] = {}
+        out: dict[str, StoredRecord] = {}
         for start in range(0, len(ids), 500):
             part = [str(i) for i in ids[start : start + 500]]
             rows = conn.execute(self.statement(q.READ_CHUNK_STATE), {"source_type": source_type, "ids": part})
-            out.update({str(r[0]): (r[1], num(r[2]), num(r[3]), num(r[4]), facets_json(facets_value(r[5])))
+            out.update({str(r[0]): StoredRecord(r[1], num(r[2]), num(r[3]), num(r[4]),
+                                                facets_json(facets_value(r[5])), r[6] is not None)
                         for r in rows})
         return out
 
@@ -190,10 +194,42 @@ class Engine(ABC):
         return {str(r[0]) for r in conn.execute(self.statement(q.QUEUED_IDS), {"source_type": source_type})}
 
     def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite]) -> int:
+        """Embed and write chunks; a chunk 0 with an analysis also replaces the record's postings."""
         if not chunks:
             return 0
         conn.execute(self.statement(q.UPSERT_CHUNK), chunk_params(chunks))
+        self._write_postings(conn, [(c.source_type, c.source_id, c.analysis) for c in chunks
+                                    if c.analysis is not None and c.chunk_no == 0])
         return len(chunks)
+
+    def write_analyses(self, conn: sa.Connection, records: Sequence[tuple[str, str, Analysis]]) -> int:
+        """Store records' BM25 analyses (length + postings) without touching their embeddings."""
+        if not records:
+            return 0
+        conn.execute(self.statement(q.UPDATE_TERM_COUNT),
+                     [{"source_type": t, "source_id": i, "term_count": a.length} for t, i, a in records])
+        self._write_postings(conn, records)
+        return len(records)
+
+    def _write_postings(self, conn: sa.Connection, records: Sequence[tuple[str, str, Analysis]]) -> None:
+        if not records:
+            return
+        conn.execute(self.statement(q.DELETE_TERMS), [{"source_type": t, "source_id": i} for t, i, _ in records])
+        rows = [{"source_type": t, "source_id": i, "term": term, "tf": tf}
+                for t, i, a in records for term, tf in a.terms]
+        if rows:
+            conn.execute(self.statement(q.INSERT_TERM), rows)
+
+    def rescope(self, conn: sa.Connection, records: Sequence[tuple[str, str, int | None, int | None, int | None, str]]
+                ) -> int:
+        """Rewrite the scope columns and facets of every chunk of records: (type, id, owner, project,
+        sprint, facets JSON). No embedding: the text did not change."""
+        if not records:
+            return 0
+        params = [{"source_type": t, "source_id": i, "owner_id": o, "project_id": p, "sprint_id": s,
+                   "facets": f} for t, i, o, p, s, f in records]
+        conn.execute(self.statement(q.UPDATE_SCOPE), params)
+        return len(records)
 
     def delete_chunks(self, conn: sa.Connection, source_type: str, ids: Sequence[str]) -> int:
         """Delete every chunk of the given records; returns the number of chunks deleted."""
@@ -252,23 +288,86 @@ class Engine(ABC):
         return vector_values(conn.execute(self.statement(q.EMBED), {"text": text}).scalar_one())
 
     # -- search ----------------------------------------------------------
+    # A record may have several chunks: a chunk-level top list of k x this
+    # many rows is cut to its best chunk per record; when that leaves fewer
+    # than k records although more rows exist, the record-level statement runs
+    # (the embedded engine's cache asks for four times as many instead).
+    semantic_fanout = 2
+
     def semantic_search(
         self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters, exact: bool = False,
         where: Where | None = None,
     ) -> list[Hit]:
+        """The ``k`` records nearest to ``query`` (one hit each: its nearest chunk)."""
+
         template = q.SEMANTIC_SEARCH_EXACT if exact else q.SEMANTIC_SEARCH
-        rows = conn.execute(self.statement(template, where), search_binds(scope, filters, where, query=query, k=k))
-        return hits(rows.fetchall())
+        fetch = k * self.semantic_fanout
+        rows = hits(conn.execute(self.statement(template, where),
+                                 search_binds(scope, filters, where, query=query, k=fetch)).fetchall())
+        best = one_per_record(rows)
+        if len(best) >= k or len(rows) < fetch:
+            return best[:k]
+        return hits(conn.execute(self.statement(q.SEMANTIC_RECORDS, where),
+                                 search_binds(scope, filters, where, query=query, k=k)).fetchall())
+
+    def bm25_params(self) -> Any:
+        from ..bm25 import Bm25Params
+
+        return Bm25Params(self.settings.bm25_k1, self.settings.bm25_b)
 
     def keyword_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
                        where: Where | None = None) -> list[Hit]:
-        match = self.keyword_query(query)
-        if match is None:
-            return []
-        rows = conn.execute(self.statement(q.KEYWORD_SEARCH, where),
-                            search_binds(scope, filters, where, match=match, k=k))
-        return hits(rows.fetchall())
+        """The ``k`` best records by BM25 (bm25.py) over the records this search may return.
 
-    @abstractmethod
-    def keyword_query(self, text: str) -> str | None:
-        """User text to this engine's full-text syntax, every term quoted."""
+        N, the average length and each term's document frequency come from
+        the visible records only (scope, filters and ``where`` applied in
+        SQL), so the ranking is a function of what the caller may see.
+        """
+        from .. import bm25
+
+        terms = bm25.query_terms(query)
+        if not terms:
+            return []
+        binds = search_binds(scope, filters, where)
+        n, total = conn.execute(self.statement(q.KEYWORD_STATS, where), binds).one()
+        stats = bm25.Stats(int(n), int(total))
+        postings = [(int(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in conn.execute(
+            self.statement(q.KEYWORD_POSTINGS, where),
+            {**binds, "terms": sorted(terms)})]
+        best = bm25.top(bm25.score(stats, terms, postings, self.bm25_params()), k)
+        found, _ = self.record_passages(conn, best, terms, bm25.term_weights(stats, terms, postings),
+                                        scope, filters, where)
+        return found
+
+    def record_passages(self, conn: sa.Connection, best: Sequence[tuple[int, float]], terms: Mapping[str, int],
+                        weights: Mapping[str, float], scope: Scope, filters: Filters, where: Where | None,
+                        lengths: Mapping[int, int] | None = None) -> tuple[list[Hit], bool]:
+        """The best records (chunk 0 ids, scores) as hits, scope re-applied in SQL.
+
+        Each hit is the record's chunk holding most of the query (its
+        passage), scored with the record's score. The flag is False when SQL
+        dropped a record or (given ``lengths``) disagrees on its length.
+        """
+        from .. import bm25
+
+        if not best:
+            return [], True
+        rows = conn.execute(self.statement(q.KEYWORD_PASSAGES, where),
+                            search_binds(scope, filters, where, ids=[rid for rid, _ in best])).fetchall()
+        chunks: dict[int, list[Hit]] = {}
+        complete = True
+        for row, hit in zip(rows, hits(rows), strict=True):
+            rid = int(row[10])
+            chunks.setdefault(rid, []).append(hit)
+            if lengths is not None and int(row[4]) != lengths.get(rid):
+                complete = False
+        out = []
+        for rid, value in best:
+            passages = chunks.get(rid)
+            if not passages:  # gone since the postings were read, or no longer visible
+                complete = False
+                continue
+            chosen = passages[0] if len(passages) == 1 else max(
+                passages, key=lambda h: (bm25.passage_weight(terms, h.content, weights), -h.chunk_no))
+            out.append(replace(chosen, score=value))
+        return out, complete

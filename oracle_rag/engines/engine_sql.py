@@ -80,7 +80,7 @@ MODEL_EXISTS = Sql(oracle="SELECT COUNT(*) FROM USER_MINING_MODELS WHERE MODEL_N
 # Per record: chunk 0 carries the record's hash, scope and facets (every
 # chunk of a record has the same ones).
 READ_CHUNK_STATE = Sql.both(
-    "SELECT SOURCE_ID, CONTENT_HASH, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS FROM RAG_CHUNK "
+    "SELECT SOURCE_ID, CONTENT_HASH, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS, TERM_COUNT FROM RAG_CHUNK "
     "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID IN :ids AND CHUNK_NO = 0",
     expanding=("ids",),
 )
@@ -100,19 +100,20 @@ WHEN MATCHED THEN UPDATE SET
   t.CONTENT = :content,
   t.EMBEDDING = VECTOR_EMBEDDING({model} USING :embed_text AS data),
   t.CONTENT_HASH = :content_hash,
+  t.TERM_COUNT = :term_count,
   t.UPDATED_AT = SYSTIMESTAMP
 WHEN NOT MATCHED THEN INSERT
   (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS, CONTENT, EMBEDDING,
-   CONTENT_HASH, UPDATED_AT)
+   CONTENT_HASH, TERM_COUNT, UPDATED_AT)
 VALUES
   (s.SOURCE_TYPE, s.SOURCE_ID, s.CHUNK_NO, :owner_id, :project_id, :sprint_id, JSON(:facets), :content,
-   VECTOR_EMBEDDING({model} USING :embed_text AS data), :content_hash, SYSTIMESTAMP)""",
+   VECTOR_EMBEDDING({model} USING :embed_text AS data), :content_hash, :term_count, SYSTIMESTAMP)""",
     sqlite="""INSERT INTO RAG_CHUNK
   (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS, CONTENT, EMBEDDING,
-   CONTENT_HASH, UPDATED_AT)
+   CONTENT_HASH, TERM_COUNT, UPDATED_AT)
 VALUES
   (:source_type, :source_id, :chunk_no, :owner_id, :project_id, :sprint_id, :facets, :content,
-   vector_embedding(:embed_text), :content_hash, strftime('%Y-%m-%dT%H:%M:%f', 'now'))
+   vector_embedding(:embed_text), :content_hash, :term_count, strftime('%Y-%m-%dT%H:%M:%f', 'now'))
 ON CONFLICT (SOURCE_TYPE, SOURCE_ID, CHUNK_NO) DO UPDATE SET
   OWNER_ID = excluded.OWNER_ID,
   PROJECT_ID = excluded.PROJECT_ID,
@@ -121,8 +122,38 @@ ON CONFLICT (SOURCE_TYPE, SOURCE_ID, CHUNK_NO) DO UPDATE SET
   CONTENT = excluded.CONTENT,
   EMBEDDING = excluded.EMBEDDING,
   CONTENT_HASH = excluded.CONTENT_HASH,
+  TERM_COUNT = excluded.TERM_COUNT,
   UPDATED_AT = excluded.UPDATED_AT""",
     clobs=("content",),
+)
+
+# Re-scoping without re-embedding: the record's text is unchanged, its owner,
+# project, sprint or facets are not. Every chunk of the record, no embedding.
+UPDATE_SCOPE = Sql(
+    oracle="""UPDATE RAG_CHUNK
+SET OWNER_ID = :owner_id, PROJECT_ID = :project_id, SPRINT_ID = :sprint_id, FACETS = JSON(:facets),
+    UPDATED_AT = SYSTIMESTAMP
+WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id""",
+    sqlite="""UPDATE RAG_CHUNK
+SET OWNER_ID = :owner_id, PROJECT_ID = :project_id, SPRINT_ID = :sprint_id, FACETS = :facets,
+    UPDATED_AT = strftime('%Y-%m-%dT%H:%M:%f', 'now')
+WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id""",
+)
+
+# A record's BM25 analysis lives on its chunk 0 (bm25.py): its length ...
+UPDATE_TERM_COUNT = Sql.both(
+    "UPDATE RAG_CHUNK SET TERM_COUNT = :term_count "
+    "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id AND CHUNK_NO = 0"
+)
+
+# ... and its postings, replaced whenever the record is written or analysed.
+DELETE_TERMS = Sql.both(
+    "DELETE FROM RAG_CHUNK_TERM WHERE CHUNK_ID IN (SELECT CHUNK_ID FROM RAG_CHUNK "
+    "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id AND CHUNK_NO = 0)"
+)
+INSERT_TERM = Sql.both(
+    "INSERT INTO RAG_CHUNK_TERM (TERM, CHUNK_ID, TF) SELECT :term, CHUNK_ID, :tf FROM RAG_CHUNK "
+    "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id AND CHUNK_NO = 0"
 )
 
 CHUNK_IDS = Sql.both("SELECT DISTINCT SOURCE_ID FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type")
@@ -252,28 +283,76 @@ SEMANTIC_SEARCH_EXACT = Sql(
     expanding=("f_types",),
 )
 
-KEYWORD_SEARCH = Sql(
-    oracle=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
-       SCORE(1) AS SCORE,
-       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
+# -- keyword search: BM25 over records (bm25.py), statistics over what the search may return --------
+# N and the total length of the visible records (chunk 0 of each analysed record).
+KEYWORD_STATS = Sql.both(f"""SELECT COUNT(*) AS N, COALESCE(SUM(c.TERM_COUNT), 0) AS TOTAL_LENGTH
 FROM RAG_CHUNK c
-WHERE CONTAINS(c.CONTENT, :match, 1) > 0
+WHERE c.CHUNK_NO = 0
+  AND c.TERM_COUNT IS NOT NULL
+  AND {SCOPE}
+  AND {FILTERS}""", expanding=("f_types",))
+
+# Every visible posting of the query terms: the candidates, their term
+# frequencies and lengths; the document frequencies are counted from them.
+KEYWORD_POSTINGS = Sql.both(f"""SELECT t.CHUNK_ID, t.TERM, t.TF, c.TERM_COUNT
+FROM RAG_CHUNK_TERM t
+JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID
+WHERE t.TERM IN :terms
+  AND {SCOPE}
+  AND {FILTERS}""", expanding=("f_types", "terms"))
+
+# The chunks of the best records (by their chunk 0 id), scope re-applied: the
+# snippet is the chunk holding most of the query (bm25.passage_weight).
+KEYWORD_PASSAGES = Sql.both(f"""SELECT p.CHUNK_ID, p.SOURCE_TYPE, p.SOURCE_ID, p.CONTENT, c.TERM_COUNT AS SCORE,
+       p.OWNER_ID, p.PROJECT_ID, p.SPRINT_ID, p.CHUNK_NO, p.FACETS, c.CHUNK_ID AS RECORD_CHUNK_ID
+FROM RAG_CHUNK c
+JOIN RAG_CHUNK p ON p.SOURCE_TYPE = c.SOURCE_TYPE AND p.SOURCE_ID = c.SOURCE_ID
+WHERE c.CHUNK_ID IN :ids
   AND {SCOPE}
   AND {FILTERS}
-ORDER BY SCORE(1) DESC, c.CHUNK_ID
-FETCH FIRST :k ROWS ONLY""",
-    sqlite=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
-       -bm25(RAG_CHUNK_FTS) AS SCORE,
+ORDER BY c.CHUNK_ID, p.CHUNK_NO""", expanding=("f_types", "ids"))
+
+# One row per record (its nearest chunk), exact: when the chunk-level top list
+# held fewer than k records, or (embedded) when the in-process index cannot answer.
+_SQLITE_SEMANTIC_RECORDS_BY_VECTOR = f"""WITH ranked AS (
+  SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, vec_distance_cosine(c.EMBEDDING, :qvec) AS SCORE
+  FROM RAG_CHUNK c
+  WHERE {SCOPE}
+    AND {FILTERS}
+), best AS (
+  SELECT r.CHUNK_ID, r.SCORE,
+         ROW_NUMBER() OVER (PARTITION BY r.SOURCE_TYPE, r.SOURCE_ID ORDER BY r.SCORE, r.CHUNK_ID) AS RN
+  FROM ranked r
+)
+SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, b.SCORE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
-FROM RAG_CHUNK_FTS
-JOIN RAG_CHUNK c ON c.CHUNK_ID = RAG_CHUNK_FTS.rowid
-WHERE RAG_CHUNK_FTS MATCH :match
-  AND {SCOPE}
-  AND {FILTERS}
-ORDER BY bm25(RAG_CHUNK_FTS), c.CHUNK_ID
-LIMIT :k""",
+FROM best b
+JOIN RAG_CHUNK c ON c.CHUNK_ID = b.CHUNK_ID
+WHERE b.RN = 1
+ORDER BY b.SCORE, c.CHUNK_ID
+LIMIT :k"""
+SEMANTIC_RECORDS = Sql(
+    oracle=f"""WITH q AS (SELECT VECTOR_EMBEDDING({{model}} USING :query AS data) AS v FROM dual),
+ranked AS (
+  SELECT c.CHUNK_ID, VECTOR_DISTANCE(c.EMBEDDING, q.v, COSINE) AS SCORE,
+         ROW_NUMBER() OVER (PARTITION BY c.SOURCE_TYPE, c.SOURCE_ID
+                            ORDER BY VECTOR_DISTANCE(c.EMBEDDING, q.v, COSINE), c.CHUNK_ID) AS RN
+  FROM RAG_CHUNK c CROSS JOIN q
+  WHERE {SCOPE}
+    AND {FILTERS}
+)
+SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, r.SCORE,
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
+FROM ranked r
+JOIN RAG_CHUNK c ON c.CHUNK_ID = r.CHUNK_ID
+WHERE r.RN = 1
+ORDER BY r.SCORE, c.CHUNK_ID
+FETCH FIRST :k ROWS ONLY""",
+    sqlite="WITH q AS (SELECT vector_embedding(:query) AS v), "
+    + _SQLITE_SEMANTIC_RECORDS_BY_VECTOR.replace(":qvec", "(SELECT v FROM q)").removeprefix("WITH "),
     expanding=("f_types",),
 )
+SEMANTIC_RECORDS_BY_VECTOR = Sql(sqlite=_SQLITE_SEMANTIC_RECORDS_BY_VECTOR, expanding=("f_types",))
 
 EXPLAIN_SEMANTIC = Sql(oracle="EXPLAIN PLAN FOR " + _ORACLE_SEMANTIC_SEARCH, expanding=("f_types",))
 
@@ -325,3 +404,16 @@ PRUNE_CHUNK_LOG = Sql(
 
 CHUNK_LOG_EXISTS = Sql(
     sqlite="SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'RAG_CHUNK_LOG'")
+
+
+# -- the in-process BM25 index (engines/term_index.py) ---------------------------
+# Records (chunk 0 of each analysed record) with their scope columns and length.
+_TERM_RECORDS = """SELECT CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, TERM_COUNT FROM RAG_CHUNK
+WHERE CHUNK_NO = 0 AND TERM_COUNT IS NOT NULL"""
+TERM_RECORDS = Sql(sqlite=_TERM_RECORDS)
+TERM_RECORDS_BY_ID = Sql(sqlite=_TERM_RECORDS + " AND CHUNK_ID IN (SELECT value FROM json_each(:ids))")
+# All postings, one row per term (ids and frequencies as comma-separated text,
+# in the same row order): parsed by numpy, far faster than one row per posting.
+TERM_POSTINGS = Sql(sqlite="SELECT TERM, group_concat(CHUNK_ID), group_concat(TF) FROM RAG_CHUNK_TERM GROUP BY TERM")
+TERM_POSTINGS_BY_ID = Sql(sqlite="""SELECT TERM, CHUNK_ID, TF FROM RAG_CHUNK_TERM
+WHERE CHUNK_ID IN (SELECT value FROM json_each(:ids))""")

@@ -16,7 +16,6 @@ import sqlalchemy as sa
 
 from ..config import Settings
 from ..errors import ConfigurationError
-from ..keywords import oracle_text_query
 from ..scripts import is_plsql, split_oracle_script
 from ..tracing import tag_oracle_sessions
 from . import engine_sql as q
@@ -230,6 +229,3 @@ class OracleEngine(Engine):
         if exact or len(found) >= k:
             return found
         return super().semantic_search(conn, query, k, scope, filters, True, where)
-
-    def keyword_query(self, text: str) -> str | None:
-        return oracle_text_query(text)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..bm25 import Analysis
 from ..errors import InputError
 
 ACTIONS = ("UPSERT", "DELETE")
@@ -58,7 +59,7 @@ def facets_json(facets: Mapping[str, Any] | None) -> str:
 
 def facets_value(raw: Any) -> dict[str, Any]:
     """FACETS as read back: SQLite gives JSON text, Oracle a dict (native JSON); NULL reads as {}."""
-    if raw is None:
+    if raw is None or raw == "{}":
         return {}
     if not isinstance(raw, dict):
         raw = read_lob(raw)
@@ -66,7 +67,25 @@ def facets_value(raw: Any) -> dict[str, Any]:
         if not isinstance(raw, dict):
             return {}
     # Oracle's JSON numbers may arrive as Decimal: back to int/float, as they were written.
+    if not any(isinstance(v, Decimal) for v in raw.values()):
+        return dict(raw)
     return {k: (int(v) if v == int(v) else float(v)) if isinstance(v, Decimal) else v for k, v in raw.items()}
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """A record's stored state (its chunk 0): what the indexer compares before writing."""
+
+    content_hash: str
+    owner_id: int | None
+    project_id: int | None
+    sprint_id: int | None
+    facets: str
+    analysed: bool  # TERM_COUNT is set (rows from before the BM25 migration are not)
+
+    @property
+    def scope(self) -> tuple[int | None, int | None, int | None, str]:
+        return (self.owner_id, self.project_id, self.sprint_id, self.facets)
 
 
 @dataclass(frozen=True)
@@ -87,6 +106,8 @@ class ChunkWrite:
     sprint_id: int | None = None
     chunk_no: int = 0
     facets: str = "{}"
+    # Chunk 0 of a record carries the record's BM25 analysis (bm25.analyze_record).
+    analysis: Analysis | None = None
 
     @property
     def embed_text(self) -> str:
@@ -290,6 +311,7 @@ def chunk_params(chunks: Sequence[ChunkWrite]) -> list[dict[str, Any]]:
             "content": c.content,
             "embed_text": c.embed_text,
             "content_hash": c.content_hash,
+            "term_count": c.analysis.length if c.analysis is not None and c.chunk_no == 0 else None,
         }
         for c in chunks
     ]
@@ -312,3 +334,15 @@ def vector_values(value: Any) -> list[float]:
     if isinstance(value, bytes | bytearray | memoryview):
         return np.frombuffer(bytes(value), dtype="<f4").astype(float).tolist()
     return [float(v) for v in value]
+
+
+def one_per_record(rows: Sequence[Hit]) -> list[Hit]:
+    """The first (best) hit of each record, in order: a chunk-level list cut to records."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for hit in rows:
+        key = (hit.source_type, hit.source_id)
+        if key not in seen:
+            seen.add(key)
+            out.append(hit)
+    return out

@@ -35,7 +35,6 @@ from ..data_dir import prepare_data_dir
 from ..embedding import EmbeddingRuntime, ensure_model
 from ..embedding.sqlite_function import embedding_errors, register
 from ..errors import RagError, wrap_driver_error
-from ..keywords import fts5_match
 from ..scripts import split_sqlite_script
 from . import engine_sql as q
 from .base import Engine
@@ -48,9 +47,11 @@ from .records import (
     Scope,
     Where,
     hits,
+    one_per_record,
     queue_rows,
     search_binds,
 )
+from .term_index import TermIndex
 from .vector_cache import DISTANCE_TOLERANCE, VectorCache
 
 log = logging.getLogger("oracle_rag.engines.sqlite")
@@ -69,6 +70,7 @@ class SqliteEngine(Engine):
         self._runtime: Any = None
         self._runtime_lock = threading.Lock()
         self._vector_cache: VectorCache | None = None
+        self._term_index: TermIndex | None = None
         self._cache_lock = threading.Lock()
         self._chunk_log_exists = False
         self.cache_fallbacks = 0  # searches the cache could not answer alone (tests, status)
@@ -208,34 +210,88 @@ class SqliteEngine(Engine):
                                   filters: Filters, where: Where | None = None) -> list[Hit]:
         """The cached search for an already embedded query (a float32 blob); benches time this.
 
-        A ``where`` fragment cannot be evaluated in numpy: the exact SQL scan answers then.
+        The ``k`` nearest records (each its nearest chunk): the cache proposes
+        the nearest ``k + max(8, k / 4)`` chunks, SQL re-checks them, and the list is
+        cut to one chunk per record; when that leaves fewer than ``k`` records
+        the cache is asked for four times as many. A ``where`` fragment cannot
+        be evaluated in numpy: the exact SQL statement answers then.
         """
-        if where is not None:
-            binds = search_binds(scope, filters, where, qvec=qblob, k=k)
-            return hits(conn.execute(self.statement(q.SEMANTIC_SEARCH_BY_VECTOR, where), binds).fetchall())
+        if where is None:
+            answer = self._cache_answer(conn, qblob, k, scope, filters)
+            if answer is not None:
+                return answer
+        binds = search_binds(scope, filters, where, qvec=qblob, k=k)
+        return hits(conn.execute(self.statement(q.SEMANTIC_RECORDS_BY_VECTOR, where), binds).fetchall())
+
+    def _cache_answer(self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope,
+                      filters: Filters) -> list[Hit] | None:
         cache = self.vector_cache()
         try:
             cache.sync()
         except sqlean.Error as exc:
             raise wrap_driver_error(exc, "vector cache sync") from None
-        found = cache.candidates(np.frombuffer(qblob, dtype="<f4"), k, scope, filters)
-        if found is not None and not found.ids:
-            return []
-        if found is not None:
+        query = np.frombuffer(qblob, dtype="<f4")
+        fetch = k + max(8, k // 4)  # most records are one chunk; the loop below asks for more when not
+        while True:
+            found = cache.candidates(query, fetch, scope, filters)
+            if found is None:
+                return None
+            if not found.ids:
+                return []
             binds = search_binds(scope, filters, qvec=qblob, ids=found.ids)
             rows = conn.execute(self.statement(q.SEMANTIC_CANDIDATES), binds).fetchall()
-            if len(rows) == len(found.ids) and all(
-                    abs(float(r[4]) - found.distances[int(r[0])]) <= DISTANCE_TOLERANCE for r in rows):
-                return hits(rows[:k])
-            # SQL dropped a candidate (scope, filters or a concurrent delete)
-            # or disagrees on a distance: repair those entries, scan this time.
+            if not (len(rows) == len(found.ids) and all(
+                    abs(float(r[4]) - found.distances[int(r[0])]) <= DISTANCE_TOLERANCE for r in rows)):
+                # SQL dropped a candidate (scope, filters or a concurrent delete)
+                # or disagrees on a distance: repair those entries, scan this time.
+                self.cache_fallbacks += 1
+                try:
+                    cache.refresh(found.ids)
+                except sqlean.Error as exc:
+                    raise wrap_driver_error(exc, "vector cache refresh") from None
+                return None
+            best = one_per_record(hits(rows))
+            if len(best) >= k or len(found.ids) < fetch:  # enough records, or every visible chunk seen
+                return best[:k]
+            fetch *= 4
+
+    # -- the in-process BM25 index ---------------------------------------------
+    def term_index(self) -> TermIndex:
+        """This engine's BM25 index (empty until the first keyword search loads it)."""
+        with self._cache_lock:
+            if self._term_index is None:
+                self._term_index = TermIndex(self.path)
+            return self._term_index
+
+    def keyword_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
+                       where: Where | None = None) -> list[Hit]:
+        """BM25 from the in-process index (``embedded_term_index``), re-checked in SQL; else the SQL path.
+
+        A ``where`` fragment cannot be evaluated in numpy: the SQL path answers then.
+        """
+        from ..bm25 import query_terms
+
+        terms = query_terms(query)
+        if where is not None or not terms or not self.settings.embedded_term_index:
+            return super().keyword_search(conn, query, k, scope, filters, where)
+        index = self.term_index()
+        try:
+            index.sync()
+        except sqlean.Error as exc:
+            raise wrap_driver_error(exc, "term index sync") from None
+        params = self.bm25_params()
+        found = index.search(terms, k, scope, filters, params.k1, params.b)
+        if found is not None:
+            result, complete = self.record_passages(conn, found.best, terms, found.weights, scope, filters, None,
+                                                    found.lengths)
+            if complete:
+                return result
             self.cache_fallbacks += 1
             try:
-                cache.refresh(found.ids)
+                index.refresh([rid for rid, _ in found.best])
             except sqlean.Error as exc:
-                raise wrap_driver_error(exc, "vector cache refresh") from None
-        binds = search_binds(scope, filters, qvec=qblob, k=k)
-        return hits(conn.execute(self.statement(q.SEMANTIC_SEARCH_BY_VECTOR), binds).fetchall())
+                raise wrap_driver_error(exc, "term index refresh") from None
+        return super().keyword_search(conn, query, k, scope, filters, where)
 
     def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite]) -> int:
         # SQLite replaces an exception raised in vector_embedding() with a
@@ -272,14 +328,13 @@ class SqliteEngine(Engine):
         with self._cache_lock:
             if self._vector_cache is not None:
                 self._vector_cache.reset()
+            if self._term_index is not None:
+                self._term_index.reset()
 
     # -- queue and search -------------------------------------------------
     def pick(self, conn: sa.Connection, limit: int, max_attempts: int) -> list[QueueRow]:
         rows = conn.execute(self.statement(q.PICK), {"limit": limit, "max_attempts": max_attempts}).fetchall()
         return queue_rows(rows)
-
-    def keyword_query(self, text: str) -> str | None:
-        return fts5_match(text)
 
 
 class TimedRuntime:

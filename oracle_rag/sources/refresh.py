@@ -42,7 +42,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .. import errors
-from ..engines import ChunkWrite, Engine, content_hash
+from ..engines import Engine
 from ..engines.records import read_lob
 from ..errors import (
     ConfigurationError,
@@ -52,6 +52,7 @@ from ..errors import (
     SourceLoadingError,
     wrap_driver_error,
 )
+from ..record_writes import plan_of, record_write, write_records
 from . import sql_query_sql as q
 from .connections import ConnectionResolver, read_session
 from .sql_query import SqlDocument, SqlSource, Watermark
@@ -148,6 +149,7 @@ class SourceRefresher:
     """Refreshes a set of SQL sources into one engine's RAG_CHUNK."""
 
     def __init__(self, engine: Engine, sources: Iterable[SqlSource]) -> None:
+        self.plan = plan_of(engine.settings)
         self.engine = engine
         self.sources: dict[str, SqlSource] = {}
         for source in sources:
@@ -325,8 +327,8 @@ class SourceRefresher:
                     return SourceResult(name, "skipped", plan.mode, rows_read=plan.rows_read)
                 for start in range(0, len(changed), WRITE_BATCH):
                     part = changed[start:start + WRITE_BATCH]
-                    self.engine.upsert_chunks(conn, [
-                        ChunkWrite(name, d.document_id, d.chunk_text, content_hash(d.chunk_text), owner_id=d.owner_id)
+                    write_records(self.engine, conn, [
+                        record_write(self.plan, name, d.document_id, d.chunk_text, owner_id=d.owner_id)
                         for d in part])
                     conn.execute(self.engine.statement(q.UPSERT_DOCUMENT), [
                         {"name": name, "row_id": d.row_id, "doc_hash": d.doc_hash, "metadata": d.metadata_json,

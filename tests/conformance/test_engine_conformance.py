@@ -193,3 +193,29 @@ def test_semantic_search_finds_a_task_by_its_title(indexed_system) -> None:  # t
     other = 9 if developer != 9 else 10  # another developer (ids 9-40): a task has one assignee
     hidden = indexed_system.retriever().search(title, 100, Caller(other, "developer"), "semantic", exact=True)
     assert ("TASK", str(task_id)) not in {(h.source_type, h.source_id) for h in hidden}
+
+
+# -- keyword ranking: the same BM25 on every engine ----------------------------------------------
+
+
+@pytest.mark.parametrize("query", ["sprint goal for the project", "login timeout mobile", "invoice PDF export"])
+def test_keyword_scores_are_bm25_over_what_the_caller_sees(indexed_system, query: str) -> None:  # type: ignore[no-untyped-def]
+    """The engine's keyword scores equal BM25 computed here from the visible records' texts."""
+    from bm25_reference import scores
+
+    developer = _busiest_developer(indexed_system)
+    visible: dict[str, str] = {}
+    with indexed_system.engine.connect() as conn:
+        for source in indexed_system.sources:
+            for doc in source.load_many(conn, source.all_ids(conn)).values():
+                if doc.owner_id == developer or (doc.owner_id is None and doc.source_type != "TASK"):
+                    visible[f"{doc.source_type}#{doc.source_id}"] = doc.content
+    expected = scores(visible, query)
+    hits = indexed_system.retriever().search(query, 20, Caller(developer, "developer"), "keyword")
+    assert len(hits) == min(20, len(expected))
+    got = [(f"{h.source_type}#{h.source_id}", h.score) for h in hits]
+    for key, value in got:
+        assert value == pytest.approx(expected[key], rel=1e-9), key
+    assert [v for _, v in got] == sorted((v for _, v in got), reverse=True)
+    cut = got[-1][1]
+    assert {k for k, v in expected.items() if v > cut * (1 + 1e-9)} <= {k for k, _ in got}

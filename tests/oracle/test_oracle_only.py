@@ -292,7 +292,7 @@ def test_record_chunks_and_native_json_facets_round_trip(oracle_system) -> None:
     with engine.begin() as conn:
         engine.upsert_chunks(conn, writes)
         state = engine.read_chunk_state(conn, "PROJECT", ["9002"])
-    assert state["9002"][4] == facets  # JSON read back as the same canonical text
+    assert state["9002"].facets == facets  # JSON read back as the same canonical text
     with engine.connect() as conn:
         hits = engine.semantic_search(conn, "quillwhistle", 10, manager, Filters(source_types=("PROJECT",)), True)
     mine = [h for h in hits if h.source_id == "9002"]

@@ -7,4 +7,5 @@ SELECT c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, c.OWNER_ID, c.PROJECT_ID, c.SPRINT
 FROM RAG_CHUNK c
 WHERE c.SOURCE_TYPE = :source_type
   AND c.SOURCE_ID = :source_id
+  AND c.CHUNK_NO = 0
   AND (:see_all = 1 OR c.OWNER_ID = :caller_id OR (c.OWNER_ID IS NULL AND c.SOURCE_TYPE <> 'TASK'))

@@ -1,0 +1,157 @@
+"""One BM25 for both engines: the analyser, the statistics and the score.
+
+Why here and not in the engines: FTS5's ``bm25()`` (k1 = 1.2, an IDF with a
+floor, its own tokeniser) and Oracle Text's ``SCORE`` differ from standard
+BM25 and from each other, so the same data ranked differently on the two
+engines, and both took their collection statistics from every row in the
+table, including rows the caller may not see (a leak: the order of one's
+own results told how many hidden rows contained a word). Here:
+
+* the **analyser** is fixed and engine-free, the one bm25s uses by default:
+  lower-case, tokens ``(?u)\\b\\w\\w+\\b``, the 33 English stopwords of
+  Lucene's classic ``StopAnalyzer`` (bm25s' ``"en"`` list), no stemming.
+  The indexer stores each record's analysis (its length and term
+  frequencies, RAG_CHUNK.TERM_COUNT and RAG_CHUNK_TERM on chunk 0), so both
+  engines hold exactly the same postings;
+* the **statistics** -- N, each query term's document frequency and the
+  average length -- are computed over the rows the search may return (the
+  caller's scope and the search's filters, in SQL or from the in-process
+  index that mirrors it), never over the whole table;
+* the **score** is Lucene's BM25 (Robertson-Walker tf saturation, the
+  Robertson-Sparck Jones IDF with Lucene's ``1 +`` so it is never negative)::
+
+      idf(t)   = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+      score(d) = sum over query tokens t of
+                 idf(t) * tf(t, d) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
+
+  A query token repeated in the query counts once per occurrence (as in
+  bm25s and Lucene's boolean query). Ties are broken by CHUNK_ID, so a
+  ranking is a pure function of the visible rows.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .errors import InputError
+
+# bm25s.stopwords.STOPWORDS_EN (Lucene's classic English stop set).
+STOPWORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there "
+    "these they this to was will with".split()
+)
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")
+# RAG_CHUNK_TERM.TERM is VARCHAR2(100 CHAR) on Oracle; a longer "word" is cut.
+MAX_TERM_CHARS = 100
+# Distinct terms of a query that are looked up (the rest are ignored).
+MAX_QUERY_TERMS = 64
+
+
+def analyze(text: str) -> list[str]:
+    """The record's (or query's) terms in order, stopwords removed."""
+    return [t[:MAX_TERM_CHARS] for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What the indexer stores for a record: its length in terms and each term's frequency."""
+
+    length: int
+    terms: tuple[tuple[str, int], ...]
+
+
+def analyze_record(text: str) -> Analysis:
+    tokens = analyze(text)
+    return Analysis(len(tokens), tuple(sorted(Counter(tokens).items())))
+
+
+def query_terms(text: str) -> dict[str, int]:
+    """Query term -> how often it occurs in the query (at most :data:`MAX_QUERY_TERMS` terms)."""
+    counts: dict[str, int] = {}
+    for term in analyze(text):
+        if term in counts:
+            counts[term] += 1
+        elif len(counts) < MAX_QUERY_TERMS:
+            counts[term] = 1
+    return counts
+
+
+@dataclass(frozen=True)
+class Bm25Params:
+    """k1 and b, validated (settings ``bm25_k1``, ``bm25_b``)."""
+
+    k1: float = 1.5
+    b: float = 0.75
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.k1 <= 3.0) or not (0.0 <= self.b <= 1.0):
+            raise InputError(f"BM25 needs 0 <= k1 <= 3 and 0 <= b <= 1, got k1={self.k1}, b={self.b}")
+
+
+def idf(n: int, df: int) -> float:
+    """Lucene's BM25 IDF over ``n`` visible records of which ``df`` contain the term."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Collection statistics of the visible set."""
+
+    n: int
+    total_length: int
+
+    @property
+    def avgdl(self) -> float:
+        return self.total_length / self.n if self.n else 0.0
+
+
+def score(stats: Stats, query: Mapping[str, int], postings: Iterable[tuple[int, str, int, int]],
+          params: Bm25Params) -> dict[int, float]:
+    """Scores per record id from its postings ``(id, term, tf, length)`` over the visible set.
+
+    ``postings`` must hold every visible posting of the query terms: the
+    document frequencies are counted from them.
+    """
+    by_term: dict[str, list[tuple[int, int, int]]] = {}
+    for rid, term, tf, length in postings:
+        by_term.setdefault(term, []).append((rid, tf, length))
+    avgdl = stats.avgdl or 1.0
+    k1, b = params.k1, params.b
+    out: dict[int, float] = {}
+    # Terms in sorted order: every record's sum is accumulated in the same
+    # order whatever order the database returned the rows in (same floats on
+    # both engines and in the in-process index).
+    for term in sorted(by_term):
+        rows = by_term[term]
+        w = query.get(term, 0) * idf(stats.n, len(rows))
+        if w == 0.0:
+            continue
+        for rid, tf, length in rows:
+            out[rid] = out.get(rid, 0.0) + w * tf / (tf + k1 * (1.0 - b + b * length / avgdl))
+    return out
+
+
+def term_weights(stats: Stats, query: Mapping[str, int], postings: Iterable[tuple[int, str, int, int]]
+                 ) -> dict[str, float]:
+    """Each query term's idf over the visible set (df counted from the postings)."""
+    df: Counter[str] = Counter(term for _, term, _, _ in postings)
+    return {t: idf(stats.n, d) for t, d in df.items()}
+
+
+def top(scores: Mapping[int, float], k: int) -> list[tuple[int, float]]:
+    """The ``k`` best (id, score), score descending, then id ascending."""
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
+
+
+def passage_weight(query: Mapping[str, int], text: str, weights: Mapping[str, float]) -> float:
+    """How much of the query a passage (one chunk) holds: the idf-weighted query terms present.
+
+    Chooses the snippet of a record found by keyword: its chunk that covers
+    most of the query's weight.
+    """
+    present = set(analyze(text))
+    return sum(weights.get(t, 0.0) * c for t, c in query.items() if t in present)

@@ -1,0 +1,153 @@
+"""BM25 (oracle_rag/bm25.py): the formula, the analyser, and a ranking that depends only on what
+the caller may see.
+
+The leak property (hypothesis): adding records the caller cannot see, whatever
+their text, changes neither the set nor the order of the caller's results,
+in all three modes, through the in-process index and through the SQL path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from bm25_reference import ranking as reference_ranking
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from oracle_rag import bm25
+from oracle_rag.caller import Caller
+from oracle_rag.errors import InputError
+from oracle_rag.sources import Document, Source
+
+
+def test_analyser_is_bm25s_default() -> None:
+    assert bm25.analyze("The Payment-gateway IS down, a 2nd time: ÉTÉ x_y 1") == [
+        "payment", "gateway", "down", "2nd", "time", "été", "x_y"]
+    assert bm25.query_terms("flow flow of the flow past cones") == {"flow": 3, "past": 1, "cones": 1}
+    analysis = bm25.analyze_record("Flow past cones; flow again")
+    assert analysis.length == 5 and dict(analysis.terms) == {"again": 1, "cones": 1, "flow": 2, "past": 1}
+    assert len(bm25.analyze("x" * 300)[0]) == bm25.MAX_TERM_CHARS
+
+
+def test_score_by_hand() -> None:
+    # 3 records; "flow" in 2 of them. idf = ln(1 + (3 - 2 + .5) / (2 + .5)) = ln(1.6)
+    stats = bm25.Stats(3, 12)  # avgdl 4
+    postings = [(1, "flow", 2, 4), (2, "flow", 1, 8)]
+    got = bm25.score(stats, {"flow": 1}, postings, bm25.Bm25Params(1.5, 0.75))
+    idf = math.log(1.6)
+    assert got[1] == pytest.approx(idf * 2 / (2 + 1.5 * (0.25 + 0.75 * 1)))
+    assert got[2] == pytest.approx(idf * 1 / (1 + 1.5 * (0.25 + 0.75 * 2)))
+    # a query token repeated counts once per occurrence
+    twice = bm25.score(stats, {"flow": 2}, postings, bm25.Bm25Params())
+    assert twice[1] == pytest.approx(2 * got[1])
+    assert bm25.top({5: 1.0, 3: 1.0, 9: 2.0}, 2) == [(9, 2.0), (3, 1.0)]  # ties by id
+
+
+@pytest.mark.parametrize("k1, b", [(-0.1, 0.5), (3.1, 0.5), (1.0, -0.01), (1.0, 1.5)])
+def test_parameters_are_validated(k1: float, b: float, make_settings) -> None:
+    with pytest.raises(InputError):
+        bm25.Bm25Params(k1, b)
+    from oracle_rag.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="bm25_"):
+        make_settings(bm25_k1=k1, bm25_b=b)
+
+
+# -- the product against the reference ------------------------------------------------
+class NoteSource(Source):
+    SOURCE_TYPE = "NOTE"
+
+    def __init__(self) -> None:
+        self.notes: dict[str, tuple[str, int | None]] = {}
+
+    def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:
+        return {i: Document("NOTE", i, self.notes[i][0], owner_id=self.notes[i][1]) for i in ids if i in self.notes}
+
+    def all_ids(self, conn: sa.Connection) -> list[str]:
+        return list(self.notes)
+
+
+@pytest.fixture(scope="module")
+def notes(tmp_path_factory: pytest.TempPathFactory, model_path) -> Any:
+    import os
+    import shutil
+
+    from oracle_rag.config import load_settings
+    from oracle_rag.system import RagSystem
+
+    data = tmp_path_factory.mktemp("bm25") / "data"
+    (data / "models").mkdir(parents=True)
+    try:  # the session's model, as conftest.data_dir links it
+        os.link(model_path, data / "models" / model_path.name)
+    except OSError:
+        shutil.copyfile(model_path, data / "models" / model_path.name)
+    source = NoteSource()
+    system = RagSystem(load_settings(env={}, data_dir=str(data)), sources=[source])
+    system.migrate()
+    sql_path = RagSystem(load_settings(env={}, data_dir=str(data), embedded_term_index=False), sources=[source])
+    yield system, sql_path, source
+    sql_path.close()
+    system.close()
+
+
+def _reset(system: Any, source: NoteSource, notes: dict[str, tuple[str, int | None]]) -> None:
+    with system.engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM RAG_CHUNK")
+    source.notes = dict(notes)
+    with system.engine.begin() as conn:
+        system.indexer.apply(conn, [("NOTE", i) for i in notes])
+
+
+CRANFIELD_LIKE = {
+    "1": "experimental investigation of the aerodynamics of a wing in a slipstream",
+    "2": "simple shear flow past a flat plate in an incompressible fluid of small viscosity",
+    "3": "the boundary layer in simple shear flow past a flat plate",
+    "4": "approximate solutions of the incompressible laminar boundary layer equations for a plate in shear flow",
+    "5": "one-dimensional transient heat conduction into a double-layer slab subjected to a linear heat input",
+    "6": "flow flow flow: the laminar boundary layer of a cone in supersonic flow",
+}
+
+
+@pytest.mark.parametrize("query", ["shear flow past a plate", "boundary layer of the cone", "heat slab",
+                                   "laminar flow flow"])
+def test_keyword_ranking_equals_the_reference(notes, query: str) -> None:
+    system, sql_path, source = notes
+    _reset(system, source, {i: (t, None) for i, t in CRANFIELD_LIKE.items()})
+    expected = reference_ranking(CRANFIELD_LIKE, query)
+    manager = Caller(1, "manager")
+    for rag in (system, sql_path):  # the in-process index and BM25 in SQL
+        got = [h.source_id for h in rag.retriever().search(query, 10, manager, "keyword")]
+        assert got == expected
+
+
+# -- the leak property -------------------------------------------------------------------
+WORDS = ["payment", "gateway", "timeout", "invoice", "export", "wombat", "quokka", "refund", "ledger", "retry"]
+ME, OTHER = 7, 8
+text = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map(" ".join)
+
+
+def _results(rag: Any, query: str, caller: Caller) -> dict[str, list[tuple[str, str]]]:
+    retriever = rag.retriever()
+    return {mode: [(h.source_type, h.source_id) for h in retriever.search(query, 5, caller, mode)]
+            for mode in ("semantic", "keyword", "hybrid")}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mine=st.lists(text, min_size=1, max_size=4), org=st.lists(text, max_size=3),
+       hidden=st.lists(text, min_size=1, max_size=5), query=st.lists(st.sampled_from(WORDS), min_size=1,
+                                                                      max_size=3).map(" ".join))
+def test_records_the_caller_cannot_see_change_nothing(notes, mine, org, hidden, query) -> None:
+    system, sql_path, source = notes
+    visible = {f"m{i}": (t, ME) for i, t in enumerate(mine)} | {f"o{i}": (t, None) for i, t in enumerate(org)}
+    developer = Caller(ME, "developer")
+    _reset(system, source, visible)
+    before = {"index": _results(system, query, developer), "sql": _results(sql_path, query, developer)}
+    assert before["index"] == before["sql"]
+    # the same visible records plus others' records (a TASK-like owner scope: NOTE rows owned by OTHER)
+    _reset(system, source, visible | {f"h{i}": (t, OTHER) for i, t in enumerate(hidden)})
+    after = {"index": _results(system, query, developer), "sql": _results(sql_path, query, developer)}
+    assert after == before
