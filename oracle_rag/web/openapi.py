@@ -50,6 +50,7 @@ _BOOL = {"type": "boolean"}
 ERROR_DESCRIPTIONS = {
     "400": "INPUT (invalid field or value) or BAD_REQUEST (the body is not valid JSON)",
     "401": "ACCESS: no or invalid credentials (WWW-Authenticate: Bearer)",
+    "403": "FORBIDDEN: /metrics for a peer that is not loopback, or without the metrics token (metrics_token_env)",
     "404": "NOT_FOUND: no such route, conversation or visible record",
     "413": "PAYLOAD_TOO_LARGE: body over the limit (64 KiB by default)",
     "415": "UNSUPPORTED_MEDIA_TYPE: body not sent as application/json",
@@ -210,7 +211,8 @@ def build_spec(api_prefix: str = "/api", ops_prefix: str = "", *, max_question_c
             }},
             f"{ops}/metrics": {"get": {
                 "operationId": "metrics", "summary": "Prometheus text format", "security": no_auth,
-                "responses": {"200": {"description": "metrics", "content": {"text/plain": {"schema": _STR}}}},
+                "responses": {"200": {"description": "metrics", "content": {"text/plain": {"schema": _STR}}},
+                              **_errors("403")},
             }},
         },
         "components": {
