@@ -35,6 +35,7 @@ RESULTS = BENCH / "results"
 QUICK: dict[str, list[str]] = {
     "embedding": ["--short", "24", "--long", "8"],
     "indexing": ["--tasks", "200"],
+    "qa": ["--tasks", "300", "--data-dir", ".oracle-rag/bench-qa-quick"],
     "retrieval_latency": ["--sizes", "2000", "--queries", "10", "--rounds", "1", "--no-alternatives"],
     "retrieval_quality": [],
     "sources": ["--rows", "5000", "--full-sample", "500"],

@@ -81,6 +81,8 @@ class Settings:
     embedding_dim: int = setting(384, 1, 65_535, help='every vector is checked against it')
     embedding_threads: int = setting(0, 0, 256, help='onnxruntime threads (0 = one per core)')
     top_k: int = setting(8, 1, 100, help='chunks retrieved per question')
+    list_limit: int = setting(20, 1, 100, help='records a filter answer cites before it states the exact total '
+                              'and cuts (docs/answers.md)')
     backfill_on_startup: bool = setting(True, help='serve enqueues entities without a chunk, in the background')
     worker_poll_ms: int = setting(2000, 50, 3_600_000, help='worker sleep when the queue is empty')
     worker_initial_delay_ms: int = setting(5000, 0, 3_600_000, help='worker delay after start')

@@ -14,7 +14,7 @@ from .queue import enqueue
 from .retriever import Retriever
 from .sources import Source, SourceRegistry, reference_sources
 from .sources.refresh import SourceRefresher
-from .sources.sql_query import load_sql_sources
+from .sources.sql_query import SqlSource, load_sql_sources
 from .worker import Worker
 
 
@@ -53,6 +53,10 @@ class RagSystem:
         if self._sql_sources is None:
             self._sql_sources = SourceRefresher(self.engine, load_sql_sources(self.settings))
         return self._sql_sources
+
+    def sql_source_definitions(self) -> list[SqlSource]:
+        """The validated SQL-query source definitions (their declared facets feed the question parser)."""
+        return load_sql_sources(self.settings)
 
     def retriever(self) -> Retriever:
         return Retriever(self.engine, self.settings)

@@ -163,7 +163,7 @@ def test_chat_and_stream_show_only_allowed_tasks(world, data) -> None:
         assert response.status_code == 200, response.get_data(as_text=True)[:300]
         body = response.get_json()
         assert_only_allowed(world, caller, body, where="chat")
-    assert body["answerer"] in ("extractive", "none")
+    assert body["answerer"] in ("extractive", "structured", "none")
     world.conversations.setdefault(caller, []).append(body["conversation_id"])
 
 
@@ -259,7 +259,9 @@ def test_chat_aggregation_answers_are_scoped(world, data) -> None:
            else f"SELECT COUNT(*) AS N FROM RAG_V_TASK WHERE STATUS = '{status}'")
     world.llm.push_route('{"retrieval": false, "aggregation": true}')
     world.llm.push(json.dumps({"sql": sql}), "Here is the count you asked for.")
-    response = world.llm_client.post("/api/chat", json={"question": f"how many tasks are {status}?"},
+    # an aggregate other than a count of records ("average"): structured answers leave it to the model's SQL
+    response = world.llm_client.post("/api/chat", json={"question": f"what is the average of story points of "
+                                                                    f"{status} tasks?"},
                                      headers=bearer(world.tokens[caller]))
     assert response.status_code == 200, response.get_data(as_text=True)[:300]
     body = response.get_json()
@@ -270,6 +272,23 @@ def test_chat_aggregation_answers_are_scoped(world, data) -> None:
     else:
         assert body["aggregate"]["rows"] == [[scoped_count(world, caller, status)]]
     assert_only_allowed(world, caller, body, where="aggregate chat")
+
+
+@given(data=st.data())
+@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+def test_structured_counts_and_lists_are_scoped(world, data) -> None:
+    """Counts and lists computed in SQL (no model): exactly the caller's records, whatever the role."""
+    caller = data.draw(callers(), label="caller")
+    status = data.draw(st.sampled_from(["TODO", "IN_PROGRESS", "IN_REVIEW", "DONE", "BLOCKED"]), label="status")
+    word = status.lower().replace("_", " ")
+    counted = world.client.post("/api/chat", json={"question": f"how many tasks are {word}?"},
+                                headers=bearer(world.tokens[caller])).get_json()
+    assert counted["route"] == "structured" and counted["structured"]["count"] == scoped_count(world, caller, status)
+    listed = world.client.post("/api/chat", json={"question": f"which tasks are {word}?"},
+                               headers=bearer(world.tokens[caller])).get_json()
+    assert listed["structured"]["total"] == scoped_count(world, caller, status)
+    assert_only_allowed(world, caller, listed, where="structured list")
+    assert_only_allowed(world, caller, counted, where="structured count")
 
 
 # -- a model that names forbidden tasks ------------------------------------------------------------

@@ -211,3 +211,79 @@ def test_wrong_token_says_so(demo_rag, make_settings) -> None:
     finally:
         stop.set()
         thread.join(10)
+
+
+@pytest.fixture
+def plain_site(demo_rag, make_settings) -> Iterator[dict]:
+    """The page over the demo database with no language model: structured answers are computed in SQL."""
+    from oracle_rag.system import RagSystem
+
+    rag = RagSystem(make_settings(demo=True), engine=demo_rag.engine)
+    tokens = issue_tokens(rag, (MANAGER,))
+    app = create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": None,
+                      "ORACLE_RAG_DEMO_IDENTITIES": [DemoIdentity(MANAGER, "Manager Three", "manager", tokens[MANAGER])]})
+    url, stop, thread = _serve(app)
+    try:
+        yield {"url": url, "rag": rag}
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def test_structured_answers_show_chips_a_table_and_a_bar_chart(plain_site) -> None:
+    """A filter list is a table with removable filter chips; a per-group count is an inline SVG bar chart."""
+    _require_chromium()
+    import sqlalchemy as sa
+    from playwright.sync_api import expect, sync_playwright
+
+    with plain_site["rag"].engine.connect() as conn:
+        statuses = dict(conn.execute(sa.text("SELECT STATUS, COUNT(*) FROM TASK GROUP BY STATUS")).fetchall())
+        blocked = conn.execute(sa.text("SELECT COUNT(*) FROM TASK WHERE STATUS = 'BLOCKED'")).scalar_one()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+            page.goto(plain_site["url"])
+            expect(page.locator("body[data-ready='true']")).to_be_attached()
+            page.get_by_label("Act as").select_option(label="Manager Three \u2014 manager (#3)")
+            expect(page.locator("#identity")).to_contain_text("(#3, manager)")
+            question = page.get_by_label("Your question")
+            question.fill("what is blocked in the current sprint?")
+            question.press("Enter")
+            first = page.locator("#messages .message.assistant").nth(0)
+            expect(first.locator(".chip")).to_have_count(2, timeout=60_000)
+            expect(first.locator(".chip").nth(0)).to_contain_text("status: BLOCKED")
+            expect(first.locator(".chip").nth(1)).to_contain_text("sprint status: ACTIVE")
+            rows = first.locator("table.records tbody tr")
+            cited = first.locator(".citations li")
+            expect(rows.first).to_be_visible()
+            assert rows.count() == cited.count() > 0
+            headers = first.locator("table.records thead th").all_text_contents()
+            assert headers[:4] == ["record", "title", "status", "priority"] and "assignee" in headers and "due" in headers
+            assert set(first.locator("table.records tbody tr td:nth-child(3)").all_text_contents()) == {"BLOCKED"}
+            # remove the sprint filter: the question is asked again without it
+            first.get_by_role("button", name="Remove filter sprint status: ACTIVE").click()
+            second = page.locator("#messages .message.assistant").nth(1)
+            expect(second.locator(".chip")).to_have_count(1, timeout=60_000)
+            expect(second.locator(".content")).to_contain_text(f"{blocked} tasks match status: BLOCKED")
+            expect(second.locator("table.records tbody tr")).to_have_count(min(blocked, 20))
+            expect(second.get_by_role("button", name="restore all filters")).to_be_visible()
+            question.fill("how many tasks per status?")
+            question.press("Enter")
+            third = page.locator("#messages .message.assistant").nth(2)
+            chart = third.locator("svg.chart")
+            expect(chart).to_be_visible(timeout=60_000)
+            expect(chart.locator("rect.bar-rect")).to_have_count(len(statuses))
+            labels = chart.locator("text.bar-label").all_text_contents()
+            values = [int(v) for v in chart.locator("text.bar-value").all_text_contents()]
+            assert dict(zip(labels, values, strict=True)) == statuses
+            widths = [float(w) for w in chart.locator("rect.bar-rect").evaluate_all("els => els.map(e => e.getAttribute('width'))")]
+            assert widths == sorted(widths, reverse=True) and widths[0] > widths[-1]
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "structured.png"), full_page=True)
+            assert errors == []
+        finally:
+            browser.close()

@@ -227,3 +227,12 @@ def test_end_to_end_worker_brings_the_index_in_step(app, rag):
     res = rag.worker().drain()
     assert res.deleted == 1
     assert index_mismatches(rag) == []
+
+
+def test_a_sprints_status_change_reindexes_its_tasks(app, rag):
+    """A task's facets hold its sprint's status ("what is blocked in the current sprint?")."""
+    factory, _ = app
+    take(rag)
+    with factory.begin() as s:
+        s.get(Sprint, 1).status = "CLOSED"
+    assert sorted(take(rag)) == [("SPRINT", "1", "UPSERT"), ("TASK", "1", "UPSERT")]

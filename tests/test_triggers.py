@@ -101,6 +101,10 @@ def test_renames_fan_out(seeded):
     rows = take(seeded)
     assert rows[0] == ("SPRINT", str(sprint), "UPSERT")
     assert {r[1] for r in rows[1:]} == tasks_of_sprint and {r[0] for r in rows[1:]} == {"TASK"}
+    db.execute("UPDATE SPRINT SET STATUS = CASE STATUS WHEN 'ACTIVE' THEN 'CLOSED' ELSE 'ACTIVE' END "
+               "WHERE SPRINT_ID = ?", (sprint,))  # the sprint's status is a facet of its tasks
+    rows = take(seeded)
+    assert rows[0] == ("SPRINT", str(sprint), "UPSERT") and {r[1] for r in rows[1:]} == tasks_of_sprint
     db.execute("UPDATE PROJECT SET NAME = 'Renamed' WHERE PROJECT_ID = 1")
     rows = take(seeded)
     assert {r[0] for r in rows} == {"PROJECT", "SPRINT", "TASK"}

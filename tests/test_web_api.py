@@ -106,8 +106,9 @@ def test_chat_answer_shape(web) -> None:
     response = web.client.post("/api/chat", headers=web.as_(DEV_A), json={"question": own.title, "mode": "hybrid"})
     assert response.status_code == 200 and response.mimetype == "application/json"
     body = response.get_json()
-    assert list(body) == ["answer", "citations", "conversation_id", "retrieval", "answerer", "route", "aggregate"]
-    assert body["route"] == "retrieval" and body["aggregate"] is None
+    assert list(body) == ["answer", "citations", "conversation_id", "retrieval", "answerer", "route", "aggregate",
+                          "structured"]
+    assert body["route"] == "retrieval" and body["aggregate"] is None and body["structured"] is None
     assert body["answer"].startswith(EXTRACTIVE_HEADER) and body["answerer"] == "extractive"
     assert set(body["retrieval"]) >= {"mode", "k", "latency_ms"} and body["retrieval"]["mode"] == "hybrid"
     assert body["citations"] and all(set(c) == {"source_type", "source_id", "snippet"} for c in body["citations"])

@@ -24,6 +24,8 @@ endpoint raise there (and become an HTTP status) before any byte is sent.
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +33,8 @@ from typing import Any
 
 from .. import tracing
 from ..aggregate import AggregateResult, AggregateService
+from ..answers import render as structured_render
+from ..answers.service import AnswerService, Declared, StructuredResult
 from ..caller import Caller, require_caller
 from ..config import Settings
 from ..errors import InputError, LLMError, RagError
@@ -41,7 +45,7 @@ from .citations import Citation, citation_for, select_citations, snippet
 from .conversations import ConversationStore, new_conversation_id
 from .llm import LLMClient
 from .mentions import redact, redact_stream
-from .prompt import Turn, build_messages, select_history
+from .prompt import Turn, build_messages, build_structured_messages, select_history
 from .router import AGGREGATION_UNAVAILABLE, Route, looks_aggregate, route
 
 DEFAULT_MODE = "hybrid"
@@ -71,9 +75,10 @@ class ChatAnswer:
     citations: list[Citation]
     conversation_id: str | None
     retrieval: RetrievalInfo
-    answerer: str  # "llm" | "extractive" | "aggregate" | "none" (no visible chunk matched)
-    route: str = "retrieval"  # "retrieval" | "aggregation" | "both"
+    answerer: str  # "llm" | "structured" | "extractive" | "aggregate" | "none" (no visible chunk matched)
+    route: str = "retrieval"  # "retrieval" | "aggregation" | "both" | "structured"
     aggregate: AggregateResult | None = None
+    structured: dict[str, Any] | None = None  # what was understood and computed (answers.render)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +89,7 @@ class ChatAnswer:
             "answerer": self.answerer,
             "route": self.route,
             "aggregate": aggregate_dict(self.aggregate),
+            "structured": self.structured,
         }
 
 
@@ -135,29 +141,48 @@ class _Prepared:
     history: list[Turn] = field(default_factory=list)
     route: Route | None = None
     aggregate: AggregateResult | None = None
+    structured: StructuredResult | None = None
 
 
 class Chat:
     """The product's answer logic; the web API and the CLI only call it."""
 
     def __init__(self, rag: RagSystem, llm: LLMClient | None = _UNSET, *, observer: Observer | None = None,
-                 settings: Settings | None = None) -> None:
+                 settings: Settings | None = None, structured: bool = True,
+                 today: Callable[[], dt.date] | None = None) -> None:
         """``llm`` defaults to the one configured in settings (None: extractive answers);
-        ``settings`` defaults to the RagSystem's (chat knobs: top_k, history budget, limits)."""
+        ``settings`` defaults to the RagSystem's (chat knobs: top_k, history budget, limits).
+        ``structured=False`` turns the structured answerer off (the retrieval-only baseline of
+        bench/qa.py); ``today`` is the date "overdue" and "this week" are relative to (UTC)."""
         self.rag = rag
         self.settings = settings or rag.settings
         self.llm: LLMClient | None = LLMClient.from_settings(self.settings) if llm is _UNSET else llm
         self.store = ConversationStore(rag.engine)
         self.aggregates = AggregateService(rag.engine, self.settings)
         self.observer = observer
+        self.today = today or (lambda: dt.datetime.now(dt.UTC).date())
+        self.answers = AnswerService(rag.engine, declared_facets(rag), list_limit=self.settings.list_limit) \
+            if structured else None
 
     def _observe(self, what: str, seconds: float, **labels: str) -> None:
         if self.observer is not None:
             self.observer(what, seconds, labels)
 
     # -- the shared first half -------------------------------------------
+    def _understand(self, text: str, who: Caller, mode: str, drop: Sequence[str]) -> StructuredResult | None:
+        """The structured answer when the question is a lookup, a filter list or a count."""
+        if self.answers is None:
+            return None
+        started = time.perf_counter()
+        u, vocab = self.answers.understand(text, who, today=self.today(), drop=drop)
+        if not u.structured:
+            return None
+        result = self.answers.run(u, vocab, who, mode=mode, settings=self.settings)
+        self._observe("retrieval", time.perf_counter() - started, mode="structured")
+        return result
+
     def _prepare(self, question: Any, caller: Any, conversation_id: Any, mode: Any, store: bool,
-                 given_history: Sequence[Turn] = ()) -> _Prepared:
+                 given_history: Sequence[Turn] = (), drop: Sequence[str] = ()) -> _Prepared:
         who = require_caller(caller)
         text = clean_query(question, self.settings.max_question_chars)
         mode = DEFAULT_MODE if mode is None else mode
@@ -170,10 +195,22 @@ class Chat:
             history = select_history(turns, self.settings.history_token_budget)
         elif store:
             conversation_id = new_conversation_id()
+        started = time.perf_counter()
         with tracing.span("query understanding") as understood:
-            chosen = route(text, self.llm)
-            understood.set_attributes({"oracle_rag.route": chosen.name, "oracle_rag.route.retrieval": chosen.retrieval,
-                                       "oracle_rag.route.aggregation": chosen.aggregation})
+            structured = self._understand(text, who, mode, check_drop(drop))
+            if structured is None:
+                chosen = route(text, self.llm)
+                understood.set_attributes({"oracle_rag.route": chosen.name,
+                                           "oracle_rag.route.retrieval": chosen.retrieval,
+                                           "oracle_rag.route.aggregation": chosen.aggregation})
+            else:
+                understood.set_attributes({"oracle_rag.route": "structured",
+                                           "oracle_rag.structured.kind": structured.understanding.kind})
+        if structured is not None:
+            info = RetrievalInfo(mode, self.settings.list_limit, (time.perf_counter() - started) * 1000,
+                                 len(structured.records))
+            return _Prepared(who, text, mode, conversation_id, new, store or not new, [], info, history,
+                             Route(False, False, "structured"), None, structured)
         chunks: list[RetrievedChunk] = []
         info = RetrievalInfo(mode, 0, 0.0, 0)
         if chosen.retrieval:
@@ -201,10 +238,17 @@ class Chat:
             self.store.append_turn(prep.conversation_id, prep.caller.employee_id, prep.question, text, citations,
                                    new=prep.new_conversation)
         self._observe("answer", 0.0, answerer=answerer)
+        route_name = "structured" if prep.structured is not None else prep.route.name if prep.route else "retrieval"
+        details = (structured_render.structured_dict(prep.structured, prep.caller.employee_id)
+                   if prep.structured is not None else None)
         return ChatAnswer(text, citations, prep.conversation_id if prep.store else None, prep.retrieval, answerer,
-                          prep.route.name if prep.route else "retrieval", prep.aggregate)
+                          route_name, prep.aggregate, details)
 
     def _answerer(self, prep: _Prepared) -> str:
+        if prep.structured is not None:
+            # the model writes prose only where there are records or numbers to talk about
+            worth = prep.structured.records or (prep.structured.total and prep.structured.understanding.kind == "count")
+            return "llm" if self.llm is not None and worth else "structured"
         agg = prep.aggregate
         if agg is not None and agg.error and not prep.chunks:
             return "aggregate"  # the query failed and there is nothing else: explain the failure
@@ -214,6 +258,10 @@ class Chat:
 
     def _direct_text(self, prep: _Prepared, answerer: str) -> tuple[str, list[Citation]]:
         """The answer when no model call is needed (no records, extractive, failed aggregate)."""
+        if answerer == "structured":
+            assert prep.structured is not None
+            return (structured_render.render_text(prep.structured, prep.caller.employee_id),
+                    structured_render.citations(prep.structured))
         if answerer == "none":
             return NOTHING_FOUND, []
         if answerer == "aggregate":
@@ -235,16 +283,20 @@ class Chat:
         return check
 
     def _messages(self, prep: _Prepared) -> list[dict[str, str]]:
+        if prep.structured is not None:
+            return build_structured_messages(prep.question, prep.structured, prep.history, prep.caller.employee_id)
         usable = prep.aggregate if prep.aggregate is not None and not prep.aggregate.error else None
         return build_messages(prep.question, prep.chunks, prep.history, usable,
                               query_chars=self.settings.aggregate_prompt_chars)
 
     # -- public ----------------------------------------------------------
     def answer(self, question: str, caller: Caller, conversation_id: str | None = None,
-               mode: str | None = None, *, store: bool = True, history: Sequence[Turn] = ()) -> ChatAnswer:
+               mode: str | None = None, *, store: bool = True, history: Sequence[Turn] = (),
+               drop_filters: Sequence[str] = ()) -> ChatAnswer:
         """Answer in one piece. ``store=False`` keeps a first question out of the history;
-        ``history`` is a conversation the client keeps (the OpenAI protocol), used without one."""
-        prep = self._prepare(question, caller, conversation_id, mode, store, history)
+        ``history`` is a conversation the client keeps (the OpenAI protocol), used without one;
+        ``drop_filters`` names understood filters (their chip keys) to leave out."""
+        prep = self._prepare(question, caller, conversation_id, mode, store, history, drop_filters)
         answerer = self._answerer(prep)
         if answerer != "llm":
             return self._finish(prep, *self._direct_text(prep, answerer), answerer)
@@ -256,13 +308,17 @@ class Chat:
             self._observe("llm", time.monotonic() - started, outcome="error")
             raise
         self._observe("llm", time.monotonic() - started, outcome="ok")
+        if prep.structured is not None:
+            return self._finish(prep, structured_head(prep) + redact(text, self.visible_tasks(prep.caller)),
+                                structured_render.citations(prep.structured), answerer)
         return self._finish(prep, redact(text, self.visible_tasks(prep.caller)),
                             select_citations(text, prep.chunks, prep.question), answerer)
 
     def stream(self, question: str, caller: Caller, conversation_id: str | None = None,
-               mode: str | None = None, *, store: bool = True, history: Sequence[Turn] = ()) -> ChatStream:
+               mode: str | None = None, *, store: bool = True, history: Sequence[Turn] = (),
+               drop_filters: Sequence[str] = ()) -> ChatStream:
         """Prepare and open the answer; iterate the result for ``ChatEvent``s."""
-        prep = self._prepare(question, caller, conversation_id, mode, store, history)
+        prep = self._prepare(question, caller, conversation_id, mode, store, history, drop_filters)
         answerer = self._answerer(prep)
         started = time.monotonic()
         pieces: Iterator[str]
@@ -273,10 +329,60 @@ class Chat:
             assert self.llm is not None
             try:
                 pieces = redact_stream(self.llm.stream(self._messages(prep)), self.visible_tasks(prep.caller))
+                if prep.structured is not None:
+                    pieces = _prefixed(structured_head(prep), pieces)
             except LLMError:
                 self._observe("llm", time.monotonic() - started, outcome="error")
                 raise
         return ChatStream(self, prep, answerer, pieces, started)
+
+
+def declared_facets(rag: Any) -> list[Declared]:
+    """The facets every source declares: the registry's sources and the SQL-query sources."""
+    out = [Declared(s.SOURCE_TYPE, tuple(s.facets), s.labels) for s in getattr(rag, "sources", ()) or ()]
+    for source in getattr(rag, "sql_source_definitions", lambda: [])():
+        if source.facets:
+            words = tuple(dict.fromkeys([source.name, *(w for w in re.split(r"[^\w]+|_", source.name) if len(w) > 2)]))
+            out.append(Declared(source.name, tuple(source.facets), None, words))
+    return out
+
+
+MAX_DROP = 20
+
+
+def check_drop(drop: Any) -> tuple[str, ...]:
+    """``drop_filters``: chip keys of understood filters to leave out (a list of short strings)."""
+    if drop is None:
+        return ()
+    if isinstance(drop, str) or not isinstance(drop, list | tuple) or len(drop) > MAX_DROP or not all(
+            isinstance(k, str) and 0 < len(k) <= 64 for k in drop):
+        raise InputError(f"drop_filters must be a list of at most {MAX_DROP} filter keys (strings of 1-64 characters)")
+    return tuple(drop)
+
+
+def structured_head(prep: _Prepared) -> str:
+    """The computed first lines (totals, counts) put before a model's prose: numbers never come from it."""
+    assert prep.structured is not None
+    text = structured_render.render_text(prep.structured, prep.caller.employee_id)
+    u = prep.structured.understanding
+    if u.kind == "count":
+        head = text.split("\n\n", 1)[0]
+    elif u.kind == "lookup":
+        return ""
+    else:
+        head = text.split("\n", 1)[0]
+    return head + "\n\n"
+
+
+def _prefixed(head: str, pieces: Iterator[str]) -> Iterator[str]:
+    try:
+        if head:
+            yield head
+        yield from pieces
+    finally:
+        close = getattr(pieces, "close", None)
+        if close is not None:
+            close()
 
 
 class ChatStream:
@@ -310,7 +416,9 @@ class ChatStream:
                     yield ChatEvent("error", error=LLMError("the language model returned an empty answer",
                                                             http_status=502))
                     return
-                citations = select_citations(text, self._prep.chunks, self._prep.question)
+                citations = (structured_render.citations(self._prep.structured)
+                             if self._prep.structured is not None
+                             else select_citations(text, self._prep.chunks, self._prep.question))
             else:
                 citations = self._chat._direct_text(self._prep, self.answerer)[1]
             try:

@@ -45,7 +45,7 @@ it is marked incomplete.
 
 NO_RECORDS = "(no records visible to you matched the question)"
 
-_DELIMITER = re.compile(r"<(\s*/?\s*(?:chunk|context|query_result)\b)", re.IGNORECASE)
+_DELIMITER = re.compile(r"<(\s*/?\s*(?:chunk|context|query_result|facts)\b)", re.IGNORECASE)
 _ATTR_UNSAFE = re.compile(r'[<>"&\n\r]')
 
 
@@ -158,3 +158,38 @@ def build_messages(question: str, chunks: Sequence[Any], history: Sequence[Turn]
     user = f"{context}\n\nQuestion: {neutralise(question)}"
     messages.append({"role": "user", "content": user})
     return messages
+
+
+STRUCTURED_RULES = """The <facts> block was computed in SQL over the records the user may see: what the \
+question was understood to ask, the exact total and counts, and which records match. Use its numbers \
+exactly as given; never count or estimate yourself. The user already sees the first line of the facts \
+(the total or the counts): write only a short explanation in the language of the question, citing the \
+records you mention, for example [TASK #42]."""
+
+
+def render_facts(result: Any, caller_id: int | None) -> str:
+    """The ``<facts>`` block of a structured answer: the understood filters, totals, counts, record ids."""
+    from ..answers.render import render_text
+
+    lines = ["<facts>", neutralise(render_text(result, caller_id)), "</facts>"]
+    return "\n".join(lines)
+
+
+def build_structured_messages(question: str, result: Any, history: Sequence[Turn] = (),
+                              caller_id: int | None = None) -> list[dict[str, str]]:
+    """Messages for a structured answer: the SQL-computed facts, the records' text, the question."""
+    messages = [{"role": "system", "content": SYSTEM_PROMPT + "\n\n" + STRUCTURED_RULES}]
+    for turn in history:
+        messages.append({"role": turn.role, "content": neutralise(turn.content)})
+    chunks = [_RecordChunk(r.source_type, r.source_id, r.content if not r.passage else
+                           r.content.split("\n", 1)[0] + "\n" + r.passage) for r in result.records]
+    user = f"{render_facts(result, caller_id)}\n{render_context(chunks)}\n\nQuestion: {neutralise(question)}"
+    messages.append({"role": "user", "content": user})
+    return messages
+
+
+@dataclass(frozen=True)
+class _RecordChunk:
+    source_type: str
+    source_id: str
+    content: str

@@ -16,7 +16,8 @@ What the chunk text of an entity depends on, and therefore what enqueues
 it:
 
 - a task's own columns, its comments (they fold into the task's chunk),
-  and the names of its sprint, project and assignee;
+  the names of its sprint, project and assignee, and its sprint's status
+  (a facet of the task: "the current sprint");
 - a sprint's columns and its project's name; a project's columns.
 
 Changes to the entity itself go through :func:`oracle_rag.queue.install_orm_hooks`.
@@ -167,7 +168,7 @@ def _fan_out(session: Any) -> list[tuple[str, Any, str]]:
         return [r[0] for r in conn.execute(for_connection(conn, sql), {"id": key})]
 
     for obj in list(session.dirty):
-        if isinstance(obj, Sprint) and _changed(obj, "name"):
+        if isinstance(obj, Sprint) and _changed(obj, "name", "status"):  # names shown, status a task facet
             out += [("TASK", i, "UPSERT") for i in ids(TASKS_OF_SPRINT, obj.sprint_id)]
         elif isinstance(obj, Project) and _changed(obj, "name"):
             out += [("SPRINT", i, "UPSERT") for i in ids(SPRINTS_OF_PROJECT, obj.project_id)]

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from ..errors import ConfigurationError
+from .facets import Facet
 
 T = TypeVar("T")
 
@@ -43,6 +44,16 @@ class Source(ABC):
     """One source type (TASK, SPRINT, PROJECT, a SQL-query source, ...)."""
 
     SOURCE_TYPE: str
+    # What questions can filter and count this source's records by (sources/facets.py).
+    facets: tuple[Facet, ...] = ()
+
+    def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
+        """Names for the values of this source's ``ref`` facets (employee id -> name ...).
+
+        Only organisational names belong here (people, projects, sprints):
+        they are shown to every caller, like the sprint and project records.
+        """
+        return {}
 
     @abstractmethod
     def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:

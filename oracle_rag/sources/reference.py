@@ -16,6 +16,16 @@ import sqlalchemy as sa
 from ..engines.statements import Sql, for_connection
 from . import reference_sql as q
 from .base import Document, Source, as_int, chunked, fmt_date, fmt_number, text_or_dash
+from .facets import (
+    ASSIGNEE,
+    DUE_DATE,
+    PRIORITY,
+    PROJECT,
+    PROJECT_STATUS,
+    SPRINT,
+    SPRINT_STATUS,
+    STATUS,
+)
 
 
 def _int_ids(ids: Sequence[str]) -> list[int]:
@@ -84,8 +94,38 @@ def _ids(conn: sa.Connection, sql: Sql) -> list[str]:
     return [str(r[0]) for r in conn.execute(for_connection(conn, sql))]
 
 
+def _iso_date(value: Any) -> str | None:
+    text = fmt_date(value)
+    return None if text == "-" else text
+
+
+def _names(conn: sa.Connection, sql: Sql) -> dict[Any, str]:
+    out: dict[Any, str] = {}
+    for row in conn.execute(for_connection(conn, sql)):
+        out[int(row[0])] = " ".join(str(part).strip() for part in row[1:] if part is not None)
+    return out
+
+
+def _project_labels(conn: sa.Connection) -> dict[str, dict[Any, str]]:
+    return {"project_id": _names(conn, q.PROJECT_NAMES)}
+
+
+def task_facets(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A task's facet values (the JSON object stored on its chunks)."""
+    return {
+        "status": row["STATUS"], "priority": row["PRIORITY"], "assignee_id": as_int(row.get("ASSIGNEE_ID")),
+        "project_id": as_int(row.get("PROJECT_ID")), "sprint_id": as_int(row.get("SPRINT_ID")),
+        "sprint_status": row.get("SPRINT_STATUS"), "due_date": _iso_date(row.get("DUE_DATE")),
+    }
+
+
 class TaskSource(Source):
     SOURCE_TYPE = "TASK"
+    facets = (STATUS, PRIORITY, ASSIGNEE, PROJECT, SPRINT, SPRINT_STATUS, DUE_DATE)
+
+    def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
+        return {"assignee_id": _names(conn, q.EMPLOYEE_NAMES), **_project_labels(conn),
+                "sprint_id": _names(conn, q.SPRINT_NAMES)}
 
     def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:
         wanted = _int_ids(ids)
@@ -101,7 +141,7 @@ class TaskSource(Source):
             out[str(tid)] = Document(
                 "TASK", str(tid), render_task(t, comments.get(tid, [])),
                 owner_id=as_int(t["ASSIGNEE_ID"]), project_id=as_int(t["PROJECT_ID"]),
-                sprint_id=as_int(t["SPRINT_ID"]),
+                sprint_id=as_int(t["SPRINT_ID"]), facets=task_facets(t),
             )
         return out
 
@@ -111,6 +151,10 @@ class TaskSource(Source):
 
 class SprintSource(Source):
     SOURCE_TYPE = "SPRINT"
+    facets = (PROJECT, SPRINT, SPRINT_STATUS)
+
+    def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
+        return {**_project_labels(conn), "sprint_id": _names(conn, q.SPRINT_NAMES)}
 
     def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:
         wanted = _int_ids(ids)
@@ -120,6 +164,8 @@ class SprintSource(Source):
             str(int(s["SPRINT_ID"])): Document(
                 "SPRINT", str(int(s["SPRINT_ID"])), render_sprint(s),
                 project_id=as_int(s["PROJECT_ID"]), sprint_id=as_int(s["SPRINT_ID"]),
+                facets={"project_id": as_int(s["PROJECT_ID"]), "sprint_id": as_int(s["SPRINT_ID"]),
+                        "sprint_status": s["STATUS"]},
             )
             for s in _rows(conn, q.SPRINTS, wanted)
         }
@@ -130,6 +176,10 @@ class SprintSource(Source):
 
 class ProjectSource(Source):
     SOURCE_TYPE = "PROJECT"
+    facets = (PROJECT, PROJECT_STATUS)
+
+    def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
+        return _project_labels(conn)
 
     def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:
         wanted = _int_ids(ids)
@@ -137,7 +187,8 @@ class ProjectSource(Source):
             return {}
         return {
             str(int(p["PROJECT_ID"])): Document(
-                "PROJECT", str(int(p["PROJECT_ID"])), render_project(p), project_id=as_int(p["PROJECT_ID"])
+                "PROJECT", str(int(p["PROJECT_ID"])), render_project(p), project_id=as_int(p["PROJECT_ID"]),
+                facets={"project_id": as_int(p["PROJECT_ID"]), "project_status": p["STATUS"]},
             )
             for p in _rows(conn, q.PROJECTS, wanted)
         }

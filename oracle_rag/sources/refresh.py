@@ -42,7 +42,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .. import errors
-from ..engines import Engine
+from ..engines import Engine, facets_json
 from ..engines.records import read_lob
 from ..errors import (
     ConfigurationError,
@@ -328,7 +328,8 @@ class SourceRefresher:
                 for start in range(0, len(changed), WRITE_BATCH):
                     part = changed[start:start + WRITE_BATCH]
                     write_records(self.engine, conn, [
-                        record_write(self.plan, name, d.document_id, d.chunk_text, owner_id=d.owner_id)
+                        record_write(self.plan, name, d.document_id, d.chunk_text, owner_id=d.owner_id,
+                                     facets=facets_json(d.facets))
                         for d in part])
                     conn.execute(self.engine.statement(q.UPSERT_DOCUMENT), [
                         {"name": name, "row_id": d.row_id, "doc_hash": d.doc_hash, "metadata": d.metadata_json,

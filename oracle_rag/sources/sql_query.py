@@ -49,13 +49,15 @@ from .connections import (
     check_url_options,
 )
 from .durations import checked_duration
+from .facets import Facet, check_facet_name
 
 # -- options ---------------------------------------------------------------------------
 ROLE_OPTIONS = {"id": "id_column", "content": "content_column", "title": "title_column",
                 "owner": "owner_column", "updated_at": "updated_at_column"}
 DEFAULT_COLUMNS = {"id": "id", "content": "content", "title": "title"}
-OPTION_KEYS = ("query", "connection", "refresh", "statement_timeout", "max_rows", "fetch_size",
+OPTION_KEYS = ("query", "connection", "refresh", "statement_timeout", "max_rows", "fetch_size", "facet_columns",
                *ROLE_OPTIONS.values(), *URL_OPTIONS)
+FACET_KINDS = ("enum", "number", "date")
 DEFAULT_TIMEOUT_S = 30.0
 TIMEOUT_RANGE = (1.0, 3600.0)
 REFRESH_RANGE = (1.0, 30 * 86400.0)
@@ -186,9 +188,13 @@ class SqlSource:
                                       lo=FETCH_SIZE_RANGE[0], hi=FETCH_SIZE_RANGE[1])
         self.columns = self._roles(options, prefix)
         self.explicit_title = options.get("title_column") is not None
-        self._definition_hash = hashlib.sha256(json.dumps(
-            [self.query, self.connection, self.url_options and self.url_options.url, sorted(self.columns.items())]
-        ).encode("utf-8")).hexdigest()
+        self.facet_columns = _facet_columns(options.get("facet_columns"), f"{prefix}.facet_columns")
+        self.facets: tuple[Facet, ...] = tuple(_facet(label, kind) for label, kind in self.facet_columns.items())
+        definition: list[Any] = [self.query, self.connection, self.url_options and self.url_options.url,
+                                 sorted(self.columns.items())]
+        if self.facet_columns:  # hashed only when set, so sources defined before facets keep their state
+            definition.append(sorted(self.facet_columns.items()))
+        self._definition_hash = hashlib.sha256(json.dumps(definition).encode("utf-8")).hexdigest()
 
     def _roles(self, options: Mapping[str, Any], prefix: str) -> dict[str, str]:
         roles = {role: _column_option(options[key], key=f"{prefix}.{key}")
@@ -327,6 +333,53 @@ def _escape_colons_in_query(sql: str, query: str) -> str:
     return sql.replace(query, query.replace(":", "\\:"), 1)
 
 
+def _facet_columns(value: Any, key: str) -> dict[str, str]:
+    """``facet_columns``: a list of column labels (enum facets) or a table label -> enum|number|date."""
+    if value is None:
+        return {}
+    items = {str(v): "enum" for v in value} if isinstance(value, list) else value
+    if not isinstance(items, Mapping) or not items or len(items) > 32:
+        raise ConfigurationError(f"{key}: expected a list of column labels or a table of label = enum|number|date "
+                                 f"(1 to 32 columns)", key=key)
+    out: dict[str, str] = {}
+    for label, kind in items.items():
+        _column_option(label, key=key)
+        try:
+            check_facet_name(str(label).lower())
+        except ConfigurationError:
+            raise ConfigurationError(f"{key}: {label!r} cannot be a facet name (letters, digits and _, a letter "
+                                     f"first); alias the column in the query", key=key) from None
+        if kind not in FACET_KINDS:
+            raise ConfigurationError(f"{key}.{label}: the kind must be one of {', '.join(FACET_KINDS)}", key=key)
+        if str(label).lower() in {k.lower() for k in out}:
+            raise ConfigurationError(f"{key}: {label!r} is named twice (case ignored)", key=key)
+        out[str(label)] = str(kind)
+    return out
+
+
+def _facet(label: str, kind: str) -> Facet:
+    name = label.lower()
+    words = [w for w in name.split("_") if w]
+    cues = tuple(dict.fromkeys([*words, words[-1] + "s", " ".join(words)]))
+    return Facet(name, kind, name.replace("_", " "), cues, due=kind == "date" and "due" in words)
+
+
+def _facet_value(kind: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if kind == "number":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            try:
+                number = float(str(value))
+            except ValueError:
+                return None
+            return int(number) if number.is_integer() else number
+        return value
+    if kind == "date":
+        return str(value)[:10]
+    return str(value)
+
+
 # -- rows to documents --------------------------------------------------------------------
 @dataclass(frozen=True)
 class SqlDocument:
@@ -340,6 +393,7 @@ class SqlDocument:
     metadata: dict[str, Any]
     doc_hash: str
     updated_at: Any = None
+    facets: dict[str, Any] = field(default_factory=dict)
 
     @property
     def chunk_text(self) -> str:
@@ -406,6 +460,11 @@ class _Plan:
                     f"source {name!r}: the query has no column {column!r} ({ROLE_OPTIONS[role]}); "
                     f"its columns are: {', '.join(labels)}", key=f"sources.{name}.{ROLE_OPTIONS[role]}")
             roles[role] = index
+        for label in source.facet_columns:
+            if label.lower() not in position:
+                raise ConfigurationError(
+                    f"source {name!r}: the query has no column {label!r} (facet_columns); its columns are: "
+                    f"{', '.join(labels)}", key=f"sources.{name}.facet_columns")
         reserved = source.reserved_metadata()
         metadata = []
         for i, label in enumerate(labels):
@@ -445,9 +504,14 @@ class _Plan:
             value = read_lob(row[index])
             if value is not None:
                 metadata[label] = _jsonable(value, source, number, label)
-        digest = hashlib.sha256(json.dumps({"content": content, "metadata": metadata}, sort_keys=True,
-                                           ensure_ascii=False).encode("utf-8")).hexdigest()
-        return SqlDocument(row_id, document_id, title, content, owner, metadata, digest, updated_at)
+        by_label = {k.lower(): v for k, v in metadata.items()}
+        facets = {label.lower(): _facet_value(kind, by_label.get(label.lower()))
+                  for label, kind in source.facet_columns.items()}
+        hashed: dict[str, Any] = {"content": content, "metadata": metadata}
+        if facets:  # declaring facets rewrites the chunks that lack them
+            hashed["facets"] = facets
+        digest = hashlib.sha256(json.dumps(hashed, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+        return SqlDocument(row_id, document_id, title, content, owner, metadata, digest, updated_at, facets)
 
 
 def _text(value: Any, source: SqlSource, number: int, what: str) -> str:

@@ -28,7 +28,7 @@ from .state import get_db, release_db, state
 api_bp = Blueprint("oracle_rag_api", __name__)
 json_errors.register(api_bp)
 
-CHAT_FIELDS = {"question", "conversation_id", "mode"}
+CHAT_FIELDS = {"question", "conversation_id", "mode", "drop_filters"}
 
 
 # -- request plumbing -----------------------------------------------------------
@@ -81,7 +81,7 @@ def _json_object(allowed: set[str]) -> dict[str, Any]:
     return body
 
 
-def _chat_request() -> tuple[str, str | None, str | None]:
+def _chat_request() -> tuple[str, str | None, str | None, list[str]]:
     body = _json_object(CHAT_FIELDS)
     question = body.get("question")
     if not isinstance(question, str):
@@ -92,18 +92,20 @@ def _chat_request() -> tuple[str, str | None, str | None]:
     mode = body.get("mode")
     if mode is not None and not isinstance(mode, str):
         raise InputError("mode must be a string")
-    return question, conversation_id, mode
+    from ..chat.answer import check_drop
+
+    return question, conversation_id, mode, list(check_drop(body.get("drop_filters")))
 
 
 # -- chat -------------------------------------------------------------------------
 @api_bp.post("/chat")
 def chat() -> Response:
     caller = current_caller()
-    question, conversation_id, mode = _chat_request()
+    question, conversation_id, mode, drop = _chat_request()
     state().metrics.instrument_embedding()  # once, after authentication (it may load the model)
     release_db()  # the answer may wait on the model: do not hold a pooled connection meanwhile
     try:
-        answer = state().chat.answer(question, caller, conversation_id, mode)
+        answer = state().chat.answer(question, caller, conversation_id, mode, drop_filters=drop)
     except LLMError as exc:
         state().llm_health.failed(exc)  # /healthz lists the model under "degraded"
         raise
@@ -120,12 +122,12 @@ def sse(event: str, data: dict[str, Any]) -> str:
 @api_bp.post("/chat/stream")
 def chat_stream() -> Response:
     caller = current_caller()
-    question, conversation_id, mode = _chat_request()
+    question, conversation_id, mode, drop = _chat_request()
     state().metrics.instrument_embedding()
     release_db()
     llm_health = state().llm_health
     try:
-        stream = state().chat.stream(question, caller, conversation_id, mode)  # errors here are plain JSON
+        stream = state().chat.stream(question, caller, conversation_id, mode, drop_filters=drop)  # errors here are plain JSON
     except LLMError as exc:
         llm_health.failed(exc)
         raise

@@ -197,7 +197,7 @@
     return nodes;
   }
 
-  function addMessage(role, text, citations, isError) {
+  function addMessage(role, text, citations, isError, answer) {
     const li = document.createElement("li");
     li.className = "message " + role + (isError ? " error" : "");
     const who = document.createElement("p");
@@ -208,6 +208,13 @@
     if (role === "assistant" && !isError) { content.replaceChildren(...linkAnchors(text)); }
     else { content.textContent = text; }
     li.append(who, content);
+    const structured = role === "assistant" && !isError && answer && window.OracleRagStructured
+      ? window.OracleRagStructured.render(answer, {
+        chunkHref: chunkHref, openChunk: openChunk,
+        reask: (drop) => { if (!busy) { ask(answer.question, $("mode").value, drop); } },
+      })
+      : null;
+    if (structured) { li.appendChild(structured); }
     if (role === "assistant" && !isError) { li.appendChild(renderCitations(citations || [])); }
     $("messages").appendChild(li);
     li.scrollIntoView({ block: "end" });
@@ -225,7 +232,7 @@
     return { event: event, data: data.length ? JSON.parse(data.join("\n")) : null };
   }
 
-  async function ask(question, mode) {
+  async function ask(question, mode, drop) {
     busy = true;
     $("ask-button").disabled = true;
     setStatus("Searching\u2026");
@@ -239,6 +246,7 @@
     try {
       const payload = { question: question, mode: mode };
       if (conversationId) { payload.conversation_id = conversationId; }
+      if (drop && drop.length) { payload.drop_filters = drop; }
       const res = await fetch(API + "/chat/stream", {
         method: "POST", headers: headers(true), body: JSON.stringify(payload), credentials: "same-origin",
       });
@@ -279,7 +287,8 @@
     live.setAttribute("aria-busy", "false");
     if (final) {
       live.textContent = "";
-      addMessage("assistant", final.answer, final.citations);
+      final.question = question;
+      addMessage("assistant", final.answer, final.citations, false, final);
       conversationId = final.conversation_id || conversationId;
       setStatus("Answered (" + final.answerer + ", " + final.citations.length + " citation" +
                 (final.citations.length === 1 ? "" : "s") + ").");

@@ -1,0 +1,77 @@
+"""Every statement the structured answerer sends: records, counts, groups, one record, facet values.
+
+Each runs over RAG_CHUNK with the one scope predicate (``engine_sql.SCOPE``,
+the text every search statement carries) and the facet predicate of
+``answers.predicates`` in the where marker (``engine.statement(sql, where)``).
+One row per record: chunk 0 carries the record's scope and facets like every
+chunk of it.
+
+Composition: :data:`GROUP_MARKER` is replaced by a facet expression built
+from a declared facet name (:func:`grouped`); the where marker by the
+predicate, whose values are all binds. Nothing else is formatted in. The
+markers are valid SQL, so the templates parse as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..engines.engine_sql import SCOPE
+from ..engines.statements import Sql
+
+GROUP_MARKER = "/* group */ c.FACETS"
+
+# How each engine reads a facet from the FACETS JSON object ({path} is '$.<name>'); fragments.
+FACET_TEXT = Sql(oracle="JSON_VALUE(c.FACETS, '{path}')", sqlite="json_extract(c.FACETS, '{path}')")
+FACET_NUMBER = Sql(oracle="JSON_VALUE(c.FACETS, '{path}' RETURNING NUMBER)", sqlite="json_extract(c.FACETS, '{path}')")
+
+_RECORDS = f"""SELECT c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, c.FACETS
+FROM RAG_CHUNK c
+WHERE c.CHUNK_NO = 0
+  AND {SCOPE}
+  AND /* where */ 1 = 1
+ORDER BY c.SOURCE_TYPE, LENGTH(c.SOURCE_ID), c.SOURCE_ID"""
+LIST_RECORDS = Sql(sqlite=_RECORDS + "\nLIMIT :limit", oracle=_RECORDS + "\nFETCH FIRST :limit ROWS ONLY")
+
+COUNT_RECORDS = Sql.both(f"""SELECT COUNT(*)
+FROM RAG_CHUNK c
+WHERE c.CHUNK_NO = 0
+  AND {SCOPE}
+  AND /* where */ 1 = 1""")
+
+COUNT_GROUPS = Sql.both(f"""SELECT /* group */ c.FACETS AS GROUP_VALUE, COUNT(*) AS N
+FROM RAG_CHUNK c
+WHERE c.CHUNK_NO = 0
+  AND {SCOPE}
+  AND /* where */ 1 = 1
+GROUP BY /* group */ c.FACETS
+ORDER BY N DESC""")
+
+# One record by id, all its chunks: a record the caller may not see reads as absent.
+CHUNKS_OF_ONE = Sql.both(f"""SELECT c.SOURCE_TYPE, c.SOURCE_ID, c.CHUNK_NO, c.CONTENT, c.FACETS
+FROM RAG_CHUNK c
+WHERE c.SOURCE_TYPE = :source_type
+  AND c.SOURCE_ID = :source_id
+  AND {SCOPE}
+ORDER BY c.CHUNK_NO""")
+
+# Chunk 0 of records found by ranked search (their first lines and facets).
+RECORDS_BY_ID = Sql.both(f"""SELECT c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, c.FACETS
+FROM RAG_CHUNK c
+WHERE c.CHUNK_NO = 0
+  AND c.SOURCE_TYPE = :source_type
+  AND c.SOURCE_ID IN :ids
+  AND {SCOPE}""", expanding=("ids",))
+
+# The values of an enum facet among the records the caller may see (the vocabulary).
+FACET_VALUES = Sql.both(f"""SELECT DISTINCT /* group */ c.FACETS AS V
+FROM RAG_CHUNK c
+WHERE c.CHUNK_NO = 0
+  AND c.SOURCE_TYPE IN :types
+  AND {SCOPE}""", expanding=("types",))
+
+
+def grouped(sql: Sql, expression: Sql) -> Sql:
+    """``sql`` with each engine's facet expression in place of the group marker."""
+    return replace(sql, oracle=(sql.oracle or "").replace(GROUP_MARKER, expression.oracle or ""),
+                   sqlite=(sql.sqlite or "").replace(GROUP_MARKER, expression.sqlite or ""))

@@ -1,0 +1,115 @@
+"""The words of questions that are not data: intents, negation, "my", dates, types, filler.
+
+Everything here is accent- and case-folded (see :func:`fold`), English and
+Spanish side by side. Facet values and their names are *not* here: they come
+from the sources' declarations, the data and ``sources.facets.SYNONYMS``.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+
+def fold(text: str) -> str:
+    """Lower case without accents: "Migración" -> "migracion", "ÑANDÚ" -> "nandu"."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
+
+
+def phrases(*items: str) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(fold(item).split()) for item in items)
+
+
+# "how many ...", "cuántas ..."
+COUNT = phrases("how many", "how much", "number of", "count", "count of", "total number", "in total",
+                "cuantas", "cuantos", "cuanta", "cuanto", "numero de", "cantidad de", "en total", "total de")
+# Aggregates other than counting records (left to the model's guarded SQL when one is configured).
+OTHER_AGGREGATE = frozenset(fold(w) for w in (
+    "average", "avg", "mean", "median", "sum", "summed", "hours", "points", "estimate", "estimated", "velocity",
+    "promedio", "mediana", "suma", "horas", "puntos", "estimacion", "velocidad"))
+# "per project", "por proyecto": these words followed by a facet's cue word.
+GROUP_LEAD = phrases("per", "by", "for each", "each", "for every", "every", "grouped by", "broken down by",
+                     "split by", "por", "por cada", "de cada", "en cada", "para cada", "cada", "agrupadas por",
+                     "agrupados por", "segun")
+# "which project has the most ...", "quién tiene más ..."
+MOST = phrases("most", "the most", "more", "mas", "la mayor cantidad", "el mayor numero")
+FEWEST = phrases("fewest", "least", "the least", "the fewest", "menos")
+WHO = phrases("who", "whom", "quien", "quienes")
+# A negation applies to the value right after it (filler words may sit between).
+NEGATION = phrases("not", "no", "non", "never", "isnt", "arent", "isn't", "aren't", "except", "excluding",
+                   "other than", "but not", "ni", "excepto", "salvo", "menos", "sin contar", "que no", "nor")
+NEGATION_GAP = frozenset(fold(w) for w in (
+    "are", "is", "be", "been", "yet", "still", "currently", "marked", "as", "in", "the", "esten", "estan", "este",
+    "esta", "son", "sean", "sea", "estado", "en", "las", "los", "la", "el", "tasks", "tareas"))
+# The caller: "my", "mine", "mis", "tengo" ... ("I" and "me" only where they mean the caller's work:
+# "do I have", "assigned to me"; "I have a problem with login" stays a topic question).
+CALLER = phrases("my", "mine", "myself", "assigned to me", "for me", "to me", "do i have", "have i got", "am i",
+                "i own", "should i", "i am working on", "i m working on", "i work on", "mis", "mi", "mias", "mios",
+                 "mia", "mio", "tengo", "yo", "a mi", "asignadas a mi", "asignados a mi", "me quedan", "me tocan",
+                 "me han asignado", "me asignaron", "me corresponden", "me faltan")
+# Words that make a sprint/project mention a request for the record itself.
+RECORD_WORDS = frozenset(fold(w) for w in (
+    "goal", "goals", "objective", "dates", "date", "start", "starts", "started", "end", "ends", "description",
+    "summary", "summarize", "summarise", "about", "describe", "details", "info", "information", "when",
+    "objetivo", "objetivos", "fechas", "fecha", "empieza", "termina", "descripcion", "resumen", "resume",
+    "resumir", "detalles", "informacion", "cuando", "meta"))
+# Prepositions that make "... in sprint 7" a filter on the sprint's tasks.
+WITHIN = frozenset(fold(w) for w in ("in", "inside", "within", "during", "for", "of", "en", "dentro", "del",
+                                     "de", "durante", "para"))
+# Record types named in a question (the reference types; SQL sources add their names).
+TYPE_WORDS = {
+    "TASK": ("task", "tasks", "tarea", "tareas", "ticket", "tickets", "issue", "issues", "bug", "bugs", "item",
+             "items", "work", "incidencia", "incidencias", "trabajo"),
+    "SPRINT": ("sprint", "sprints", "iteration", "iterations", "iteracion", "iteraciones"),
+    "PROJECT": ("project", "projects", "proyecto", "proyectos"),
+}
+# Due dates ("overdue" is due before today and not done).
+OVERDUE = phrases("overdue", "past due", "late", "behind schedule", "past their due date", "past the due date",
+                  "missed their deadline", "vencida", "vencidas", "vencido", "vencidos", "atrasada", "atrasadas",
+                  "atrasado", "atrasados", "retrasada", "retrasadas", "fuera de plazo", "con retraso")
+DUE_WINDOWS = {
+    "today": phrases("due today", "today", "hoy", "vencen hoy", "para hoy"),
+    "tomorrow": phrases("due tomorrow", "tomorrow", "manana", "vencen manana", "para manana"),
+    "this_week": phrases("due this week", "this week", "this weeks", "esta semana", "vencen esta semana",
+                         "para esta semana", "de esta semana"),
+    "next_week": phrases("due next week", "next week", "la proxima semana", "la semana que viene",
+                         "proxima semana", "semana proxima"),
+    "this_month": phrases("due this month", "this month", "este mes", "vencen este mes", "para este mes"),
+}
+NO_DUE_DATE = phrases("no due date", "without a due date", "without due date", "without a deadline",
+                      "sin fecha", "sin fecha de entrega", "sin fecha limite", "sin vencimiento")
+BEFORE = phrases("before", "until", "by", "antes de", "antes del", "hasta")
+AFTER = phrases("after", "since", "despues de", "despues del", "desde")
+
+# Spanish and English words that tell the question's language.
+SPANISH = frozenset(fold(w) for w in (
+    "que", "qué", "cuales", "cuántas", "cuantas", "cuantos", "tareas", "tarea", "mis", "tengo", "del", "las", "los",
+    "el", "la", "en", "por", "para", "con", "sin", "está", "están", "hay", "quién", "quien", "proyecto", "son",
+    "esta", "semana", "y", "pero", "todas", "cuál", "dame", "muestrame", "lista", "asignadas", "estado",
+    "prioridad", "sprint actual", "tiene", "tienen", "de"))
+ENGLISH = frozenset(fold(w) for w in (
+    "what", "which", "how", "many", "tasks", "task", "the", "of", "in", "are", "is", "my", "have", "show", "list",
+    "with", "for", "and", "not", "who", "this", "week", "has", "there", "any", "does", "do", "me"))
+
+# Words that look like a facet value in one language but are filler in the other
+# (Spanish "todo" is "all", not the TODO status).
+FALSE_FRIENDS = {"es": frozenset({"todo", "this"}), "en": frozenset()}
+
+# Filler: what is left after these is the topic of the question.
+STOPWORDS = frozenset(fold(w) for w in """
+a an the of in on at to for from with without by about into over under and or but nor not no yes
+is are was were be been being am do does did have has had having can could should would will shall may might
+must i me my mine we our us you your he she it its they them their this that these those there here
+what which who whom whose when where why how many much any some all every each no none other others
+show list give find tell display get see let please tasks task items item records record things thing
+also just only still yet currently current now right ones one status priority assigned assignee s t d ll re ve m
+open closed done more most less least than then so if as per total number count anything something
+everything somebody someone anyone everyone need needs needed left remaining pending
+que qué cual cuales cuál cuáles quien quién quienes cuanto cuanta cuantos cuantas cuántos cuántas como cómo
+donde dónde cuando cuándo el la los las lo un una unos unas de del al a en y o u e ni pero con sin por para
+es son está están esta estan este estos estas ese esa esos esas hay haber ha han he tiene tienen tengo
+mi mis tu tus su sus nuestro nuestra nuestros nuestras me te se nos le les yo
+tarea tareas cosa cosas muestrame muéstrame dame dime lista listar ver mostrar enseñame todas todos toda todo
+ya aun aún todavia todavía actualmente ahora solo sólo tambien también muy mas más menos
+estado prioridad asignada asignadas asignado asignados pendiente pendientes numero número total cantidad
+""".split())

@@ -1,0 +1,275 @@
+"""The structured answerer: understood questions answered exactly, in SQL, within the caller's scope.
+
+``AnswerService.understand`` runs the deterministic parser with the
+caller's vocabulary; ``AnswerService.run`` executes what it understood:
+
+* lookups read the record by id with the scope predicate (a record the caller
+  may not see reads exactly like one that does not exist);
+* lists count the matching records (``COUNT(*)`` over scope + facet
+  predicate) and fetch up to ``list_limit`` of them: ranked by the rest of the
+  question through the retriever (the predicate applied inside every search
+  leg, before the top-k) when there is a rest, else in id order;
+* counts are ``COUNT(*)``, per group ``GROUP BY`` the facet, over the same
+  predicates.
+
+The vocabulary (facet values among the records the caller may see, and the
+organisational names of ids) is cached per scope for ``VOCABULARY_TTL_S``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..caller import Caller
+from ..engines import Engine, Filters, Scope, Where, facets_value
+from ..engines.records import lob_text
+from ..sources.facets import Facet
+from . import answers_sql as q
+from .lexicon import TYPE_WORDS
+from .predicates import Predicate, build_predicate, facet_expression
+from .understanding import Condition, QueryParser, Understanding
+from .vocabulary import Vocabulary, build_vocabulary
+
+VOCABULARY_TTL_S = 30.0
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record of a structured answer (chunk 0's text and the record's facets)."""
+
+    source_type: str
+    source_id: str
+    content: str
+    facets: dict[str, Any]
+    passage: str = ""  # the part of the text that matched the question, when ranked
+
+    @property
+    def anchor(self) -> str:
+        return f"[{self.source_type} #{self.source_id}]"
+
+    @property
+    def title(self) -> str:
+        first = self.content.strip().split("\n", 1)[0]
+        if first.startswith(self.anchor):
+            first = first[len(self.anchor):].strip()
+        return first
+
+
+@dataclass
+class StructuredResult:
+    understanding: Understanding
+    vocab: Vocabulary
+    records: list[Record] = field(default_factory=list)
+    total: int | None = None
+    groups: list[tuple[Any, int]] = field(default_factory=list)
+    missing_lookups: int = 0
+    ranked_by: str = ""  # the topic that ordered the records ("" = id order)
+
+
+@dataclass(frozen=True)
+class Declared:
+    """The facets of one source type and how to name its ids."""
+
+    source_type: str
+    facets: tuple[Facet, ...]
+    labels: Callable[[sa.Connection], dict[str, dict[Any, str]]] | None = None
+    type_words: tuple[str, ...] = ()
+
+
+class AnswerService:
+    def __init__(self, engine: Engine, declared: Iterable[Declared], *, list_limit: int = 20,
+                 ttl_s: float = VOCABULARY_TTL_S) -> None:
+        self.engine = engine
+        self.declared = [d for d in declared if d.facets]
+        self.list_limit = list_limit
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._cache: dict[tuple[int, int], tuple[float, Vocabulary, QueryParser]] = {}
+        self._labels: tuple[float, dict[str, dict[Any, str]]] | None = None
+
+    def where(self, pred: Predicate) -> Where:
+        return Where(self.engine.text(pred.sql), dict(pred.binds))
+
+    # -- vocabulary ----------------------------------------------------------------------
+    def parser(self, scope: Scope) -> QueryParser:
+        key = (scope.caller_id if not scope.see_all else -1, 1 if scope.see_all else 0)
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and now - hit[0] < self.ttl_s:
+                return hit[2]
+        vocab = self._load(scope)
+        parser = QueryParser(vocab)
+        with self._lock:
+            if len(self._cache) > 256:
+                self._cache.clear()
+            self._cache[key] = (now, vocab, parser)
+        return parser
+
+    def _load(self, scope: Scope) -> Vocabulary:
+        declared = {d.source_type: d.facets for d in self.declared}
+        words: dict[str, list[str]] = {t: list(w) for t, w in TYPE_WORDS.items() if t in declared}
+        for d in self.declared:
+            words.setdefault(d.source_type, []).extend(d.type_words)
+        values: dict[str, set[Any]] = {}
+        with self.engine.connect() as conn:
+            labels = self._names(conn)
+            for name, facet in {f.name: f for d in self.declared for f in d.facets}.items():
+                if facet.kind != "enum":
+                    continue
+                types = [d.source_type for d in self.declared if any(f.name == name for f in d.facets)]
+                rows = conn.execute(self.engine.statement(q.grouped(q.FACET_VALUES, facet_expression(facet))),
+                                    {"types": types, **scope.binds()})
+                values[name] = {r[0] for r in rows if r[0] is not None}
+        return build_vocabulary(declared, values, labels, words)
+
+    def _names(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
+        now = time.monotonic()
+        if self._labels is not None and now - self._labels[0] < self.ttl_s:
+            return self._labels[1]
+        labels: dict[str, dict[Any, str]] = {}
+        for d in self.declared:
+            if d.labels is not None:
+                for facet, names in d.labels(conn).items():
+                    labels.setdefault(facet, {}).update(names)
+        self._labels = (now, labels)
+        return labels
+
+    def understand(self, question: str, caller: Caller, *, today: dt.date | None = None,
+                   drop: Sequence[str] = ()) -> tuple[Understanding, Vocabulary]:
+        parser = self.parser(caller.scope())
+        return parser.parse(question, caller.employee_id, today, tuple(drop)), parser.vocab
+
+    # -- answering -----------------------------------------------------------------------
+    def predicate(self, u: Understanding, vocab: Vocabulary, conditions: Sequence[Condition] | None = None) -> Predicate:
+        return build_predicate(u.conditions if conditions is None else conditions, vocab.facets, u.target_type)
+
+    def run(self, u: Understanding, vocab: Vocabulary, caller: Caller, *, mode: str = "hybrid",
+            settings: Any = None) -> StructuredResult:
+        result = StructuredResult(u, vocab)
+        if u.kind == "notice":
+            return result
+        scope = caller.scope()
+        with self.engine.connect() as conn:
+            if u.kind == "lookup":
+                for source_type, source_id in u.lookups:
+                    record = self._get(conn, scope, source_type, source_id, u.topic)
+                    if record is None:
+                        result.missing_lookups += 1
+                    else:
+                        result.records.append(record)
+                return result
+            pred = self.predicate(u, vocab)
+            where = self.where(pred)
+            binds = {**pred.binds, **scope.binds()}
+            result.total = int(conn.execute(self.engine.statement(q.COUNT_RECORDS, where), binds).scalar_one())
+            if u.kind == "count" and u.group_by:
+                expr = facet_expression(vocab.facets[u.group_by])
+                rows = conn.execute(self.engine.statement(q.grouped(q.COUNT_GROUPS, expr), where), binds).fetchall()
+                groups = [(_plain(r[0]), int(r[1])) for r in rows]
+                reverse = u.superlative != "fewest"
+                groups.sort(key=lambda g: ((-g[1] if reverse else g[1]), vocab.label(u.group_by or "", g[0])))
+                result.groups = groups
+            if u.kind == "count" and not u.topic:
+                return result
+            if result.total == 0:
+                return result
+            limit = self.list_limit
+            if u.kind == "count":
+                limit = min(limit, settings.top_k if settings is not None else 8)
+            ranked: list[Record] = []
+            if u.topic:
+                ranked = self._ranked(conn, u, where, caller, mode, limit, settings)
+                result.ranked_by = u.topic if ranked else ""
+            if len(ranked) < min(limit, result.total) and u.kind == "list":
+                seen = {(r.source_type, r.source_id) for r in ranked}
+                rows = conn.execute(self.engine.statement(q.LIST_RECORDS, where),
+                                    {**binds, "limit": limit + len(seen)}).fetchall()
+                for r in rows:
+                    if (r[0], str(r[1])) not in seen and len(ranked) < limit:
+                        ranked.append(Record(str(r[0]), str(r[1]), lob_text(r[2]), facets_value(r[3])))
+            result.records = ranked
+        return result
+
+    def _get(self, conn: sa.Connection, scope: Scope, source_type: str, source_id: str, topic: str) -> Record | None:
+        rows = conn.execute(self.engine.statement(q.CHUNKS_OF_ONE),
+                            {"source_type": source_type, "source_id": source_id, **scope.binds()}).fetchall()
+        if not rows:
+            return None
+        contents = [lob_text(r[3]) for r in rows]
+        return Record(str(rows[0][0]), str(rows[0][1]), contents[0], facets_value(rows[0][4]),
+                      passage=best_passage(contents, topic))
+
+    def _ranked(self, conn: sa.Connection, u: Understanding, where: Where, caller: Caller, mode: str,
+                limit: int, settings: Any) -> list[Record]:
+        from ..retriever import Retriever
+
+        if settings is None:
+            return []
+        retriever = Retriever(self.engine, settings)
+        types = (u.target_type,) if u.target_type else ()
+        hits = retriever.search(u.topic, limit, caller, mode, Filters(source_types=types), where=where)
+        order: list[tuple[str, str]] = []
+        passages: dict[tuple[str, str], str] = {}
+        for h in hits:
+            key = (h.source_type, h.source_id)
+            if key not in passages:
+                order.append(key)
+                passages[key] = best_passage([h.content], u.topic)
+        by_type: dict[str, list[str]] = {}
+        for t, i in order:
+            by_type.setdefault(t, []).append(i)
+        found: dict[tuple[str, str], Record] = {}
+        for source_type, ids in by_type.items():
+            rows = conn.execute(self.engine.statement(q.RECORDS_BY_ID),
+                                {"source_type": source_type, "ids": ids, **caller.scope().binds()}).fetchall()
+            for r in rows:
+                key = (str(r[0]), str(r[1]))
+                found[key] = Record(key[0], key[1], lob_text(r[2]), facets_value(r[3]), passages.get(key, ""))
+        return [found[k] for k in order if k in found]
+
+
+def _plain(value: Any) -> Any:
+    """A group value as the facets hold it (Oracle NUMBER arrives as Decimal or float)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if hasattr(value, "as_integer_ratio") and not isinstance(value, int | float):
+        number = float(value)
+        return int(number) if number.is_integer() else number
+    return value
+
+
+def best_passage(contents: Sequence[str], topic: str, max_lines: int = 3) -> str:
+    """The lines of a record that share the most words with ``topic`` (its header without one)."""
+    from .lexicon import STOPWORDS, fold
+    from .vocabulary import words
+
+    wanted = {w for w in words(topic) if w not in STOPWORDS and len(w) > 2}
+    lines = [line for text in contents for line in text.split("\n")[1:] if line.strip()]
+    if not wanted or not lines:
+        return ""
+    scored = []
+    for i, line in enumerate(lines):
+        have = set(words(line))
+        stems = {w[:5] for w in have}
+        score = len(wanted & have) + 0.5 * len({w[:5] for w in wanted} & stems)
+        if fold(line).startswith(("comments:", "comentarios:")):
+            score += 0.5 if {"comment", "comments", "comentario", "comentarios"} & wanted else 0
+        scored.append((score, i, line))
+    best = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))[:max_lines]
+    if not best:
+        return ""
+    picked = sorted(best, key=lambda s: s[1])
+    out = [line for _, _, line in picked]
+    # a "Comments:" header alone says nothing: show the comments after it
+    if any(fold(line).startswith(("comments:", "comentarios:")) for line in out):
+        start = next(i for _, i, line in picked if fold(line).startswith(("comments:", "comentarios:")))
+        out = [lines[j] for j in range(start, min(len(lines), start + 1 + 6))]
+    return "\n".join(out)

@@ -1,0 +1,166 @@
+"""What a question can name: the declared facets, their values from the data, and their names.
+
+Built from the sources' declarations (``Source.facets``), the values the
+index holds for enum facets, the names of ref facets' ids
+(``Source.labels``: employees, projects, sprints) and the EN/ES synonym
+table. Every phrase is accent- and case-folded; :attr:`Vocabulary.terms`
+maps a phrase (a tuple of folded words) to what it may mean.
+
+Names: a full name always counts; a first or last name alone counts too (for
+people), and when two people share it the phrase means either of them. A
+project's first word counts alone when no other name starts with it
+("Atlas" for Atlas Billing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..sources.facets import OPEN_WORDS, SYNONYMS, UNASSIGNED_WORDS, Facet
+from .lexicon import STOPWORDS, fold
+
+Phrase = tuple[str, ...]
+
+
+def words(text: str) -> Phrase:
+    """A label or value as folded words ("IN_PROGRESS" -> ("in", "progress"))."""
+    return tuple(w for w in _split(fold(text)) if w)
+
+
+def _split(text: str) -> list[str]:
+    out, current = [], []
+    for ch in text:
+        if ch.isalnum():
+            current.append(ch)
+        elif current:
+            out.append("".join(current))
+            current = []
+    if current:
+        out.append("".join(current))
+    return out
+
+
+@dataclass(frozen=True)
+class Term:
+    """One meaning of a phrase: facet ``facet`` has one of ``values``.
+
+    ``kind``: ``value`` (an enum value or a full name), ``partial`` (a first
+    name, a last name or a project's first word), ``open`` (not finished),
+    ``null`` (no value: "unassigned").
+    """
+
+    facet: str
+    values: tuple[Any, ...]
+    kind: str = "value"
+    lang: str | None = None
+
+
+@dataclass
+class Vocabulary:
+    """The facets of every source type, their values and names, and the phrase table."""
+
+    facets: dict[str, Facet] = field(default_factory=dict)
+    types: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    labels: dict[str, dict[Any, str]] = field(default_factory=dict)
+    values: dict[str, set[Any]] = field(default_factory=dict)
+    terms: dict[Phrase, list[Term]] = field(default_factory=dict)
+    type_words: dict[str, str] = field(default_factory=dict)  # folded word -> source type
+
+    @property
+    def max_phrase(self) -> int:
+        return max((len(p) for p in self.terms), default=1)
+
+    def label(self, facet: str, value: Any) -> str:
+        if value is None:
+            return "none"
+        names = self.labels.get(facet, {})
+        if value in names:
+            return names[value]
+        try:
+            return names.get(int(value), str(value))
+        except (TypeError, ValueError):
+            return str(value)
+
+    def types_with(self, facet_names: Iterable[str]) -> list[str]:
+        """Source types that declare every one of ``facet_names``, in declaration order."""
+        wanted = set(facet_names)
+        return [t for t, names in self.types.items() if wanted <= set(names)]
+
+    def facets_of(self, source_type: str) -> list[Facet]:
+        return [self.facets[n] for n in self.types.get(source_type, ())]
+
+    def cue_facets(self, word: str) -> list[Facet]:
+        return [f for f in self.facets.values() if word in {fold(c) for c in f.cues}]
+
+    def _add(self, phrase: Phrase, term: Term) -> None:
+        if not phrase:
+            return
+        bucket = self.terms.setdefault(phrase, [])
+        if term not in bucket:
+            bucket.append(term)
+
+
+def build_vocabulary(declared: Mapping[str, Iterable[Facet]], values: Mapping[str, Iterable[Any]],
+                     labels: Mapping[str, Mapping[Any, str]],
+                     type_words: Mapping[str, Iterable[str]] | None = None) -> Vocabulary:
+    """The vocabulary of ``declared`` facets per source type, with the data's values and names."""
+    vocab = Vocabulary()
+    for source_type, facets in declared.items():
+        names = []
+        for facet in facets:
+            known = vocab.facets.setdefault(facet.name, facet)
+            names.append(known.name)
+        vocab.types[source_type] = tuple(names)
+    for word_type, items in dict(type_words or {}).items():
+        for item in items:
+            vocab.type_words[fold(item)] = word_type
+    for name, facet in vocab.facets.items():
+        vocab.values[name] = {v for v in values.get(name, ()) if v is not None} | set(facet.values)
+        vocab.labels[name] = dict(labels.get(name, {}))
+        if facet.kind == "ref":
+            vocab.values[name] |= set(vocab.labels[name])
+            _add_names(vocab, facet)
+        elif facet.kind == "enum":
+            _add_enum(vocab, facet)
+        if facet.done:
+            for lang, items in OPEN_WORDS.items():
+                for item in items:
+                    vocab._add(words(item), Term(name, tuple(facet.done), "open", lang))
+        if facet.person:
+            for lang, items in UNASSIGNED_WORDS.items():
+                for item in items:
+                    vocab._add(words(item), Term(name, (), "null", lang))
+    return vocab
+
+
+def _add_enum(vocab: Vocabulary, facet: Facet) -> None:
+    for value in sorted(vocab.values[facet.name], key=str):
+        text = str(value)
+        vocab._add(words(text), Term(facet.name, (value,)))
+        for lang, items in SYNONYMS.get(text.upper(), {}).items():
+            for item in items:
+                vocab._add(words(item), Term(facet.name, (value,), "value", lang))
+
+
+def _add_names(vocab: Vocabulary, facet: Facet) -> None:
+    names = vocab.labels[facet.name]
+    partial: dict[Phrase, list[Any]] = {}
+    for value, label in names.items():
+        full = words(label)
+        if not full:
+            continue
+        vocab._add(full, Term(facet.name, (value,)))
+        if len(full) < 2:
+            continue
+        parts = [full[:1], full[-1:]] if facet.person else [full[:1]]
+        for part in parts:
+            if part[0] in STOPWORDS or part[0].isdigit() or len(part[0]) < 3:
+                continue
+            partial.setdefault(part, []).append(value)
+    heads = [words(label)[:1] for label in names.values()]
+    for part, ids in partial.items():
+        if not facet.person and (len(ids) > 1 or heads.count(part) > 1 or len(part[0]) < 4):
+            continue  # a project's first word counts alone only when it is its alone
+        vocab._add(part, Term(facet.name, tuple(dict.fromkeys(ids)), "partial"))

@@ -1,0 +1,168 @@
+"""Facets: the structured attributes a source declares for its records.
+
+A facet is a named attribute of a record (a task's status, priority,
+assignee, project, sprint, its sprint's status, its due date) that questions
+filter and count by. Sources declare their facets and put the values of each
+record in ``Document.facets``; the indexer stores them on every chunk of the
+record (``RAG_CHUNK.FACETS``, a flat JSON object), so a filter or a count is
+a SQL predicate next to the scope predicate (``oracle_rag.answers``).
+
+Nothing about a facet is hard-coded in the question parser: it learns the
+facet names, the words that name them (``cues``), and the values from these
+declarations and from the data; :data:`SYNONYMS` adds a small EN/ES table of
+other words for the reference values (used only for values the data has).
+
+Facet names are lower-case identifiers because they are written into SQL as
+JSON paths (``'$.status'``): :func:`check_facet_name` is the one gate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigurationError
+
+KINDS = ("enum", "ref", "date", "number")
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+
+
+def check_facet_name(name: Any) -> str:
+    """A facet name safe to write into a JSON path: lower-case letters, digits, ``_``."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigurationError(f"facet name {name!r}: expected a lower-case identifier (letters, digits, _)",
+                                 key="facets")
+    return name
+
+
+@dataclass(frozen=True)
+class Facet:
+    """One declared facet.
+
+    ``kind``: ``enum`` (text values from the data, e.g. statuses), ``ref``
+    (integer ids whose names come from the source's :meth:`labels`: employees,
+    projects, sprints), ``date`` (ISO ``YYYY-MM-DD``) or ``number``.
+    ``cues``: words (EN and ES) that name the facet in a question ("status",
+    "estado"), used for "per status" and to spot an unknown value ("project
+    Atlas Biling"). ``cue_required``: a value counts only next to a cue (a
+    sprint's status "active" only in "active sprint"). ``person``: the values
+    are employees, so "my"/"mis" mean the caller. ``done``: the values that
+    mean finished, for "not done", "still open", "overdue". ``due``: the date
+    that "overdue" and "due this week" are about. ``values``: the enum's
+    values known by declaration; the parser also learns every value among the
+    records the caller may see (a developer without a BLOCKED task still asks
+    about "blocked" ones, and a value only others' records hold stays unknown).
+    """
+
+    name: str
+    kind: str
+    label: str
+    cues: tuple[str, ...] = ()
+    cue_required: bool = False
+    person: bool = False
+    done: tuple[str, ...] = ()
+    due: bool = False
+    display: bool = True  # shown as a column of a list answer
+    refers_to: str | None = None  # the source type whose records the ids name (project_id -> PROJECT)
+    values: tuple[str, ...] = ()  # enum values known by declaration, beyond those found in the data
+
+    def __post_init__(self) -> None:
+        check_facet_name(self.name)
+        if self.kind not in KINDS:
+            raise ConfigurationError(f"facet {self.name}: kind must be one of {', '.join(KINDS)}", key="facets")
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in ("ref", "number")
+
+
+# -- the reference application's facets -----------------------------------------------------
+STATUS = Facet("status", "enum", "status", ("status", "statuses", "state", "estado", "estados"), done=("DONE",),
+               values=("TODO", "IN_PROGRESS", "IN_REVIEW", "BLOCKED", "DONE"))
+PRIORITY = Facet("priority", "enum", "priority", ("priority", "priorities", "prioridad", "prioridades"),
+                 values=("LOW", "MEDIUM", "HIGH", "CRITICAL"))
+ASSIGNEE = Facet("assignee_id", "ref", "assignee",
+                 ("assignee", "assignees", "person", "people", "developer", "developers", "owner", "owners",
+                  "member", "user", "responsable", "responsables", "persona", "personas", "desarrollador",
+                  "desarrolladores", "desarrolladora", "usuario", "asignado", "asignada"),
+                 person=True)
+PROJECT = Facet("project_id", "ref", "project", ("project", "projects", "proyecto", "proyectos"),
+                refers_to="PROJECT")
+SPRINT = Facet("sprint_id", "ref", "sprint", ("sprint", "sprints"), refers_to="SPRINT")
+SPRINT_STATUS = Facet("sprint_status", "enum", "sprint status", ("sprint", "sprints"), cue_required=True,
+                      display=False, values=("PLANNED", "ACTIVE", "CLOSED"))
+PROJECT_STATUS = Facet("project_status", "enum", "project status", ("project", "projects", "proyecto", "proyectos"),
+                       cue_required=True, values=("PLANNING", "ACTIVE", "ON_HOLD"))
+DUE_DATE = Facet("due_date", "date", "due", ("due", "deadline", "vence", "vencen", "vencimiento", "entrega"),
+                 due=True)
+
+# Words for the reference values, per language, matched accent- and case-folded.
+# A value's own text (BLOCKED -> "blocked", IN_PROGRESS -> "in progress") always
+# counts; these are the other ways people say it. Only values present in the
+# data are ever matched.
+SYNONYMS: dict[str, dict[str, tuple[str, ...]]] = {
+    "BLOCKED": {"en": ("blocked", "stuck", "blocker", "blockers", "blocking"),
+                "es": ("bloqueada", "bloqueadas", "bloqueado", "bloqueados", "bloqueo", "bloqueos")},
+    "IN_PROGRESS": {"en": ("in progress", "in-progress", "ongoing", "being worked on", "wip", "started",
+                           "under way", "underway"),
+                    "es": ("en progreso", "en curso", "en marcha", "en proceso", "empezadas", "empezados")},
+    "IN_REVIEW": {"en": ("in review", "under review", "in code review", "awaiting review", "waiting for review",
+                         "being reviewed"),
+                  "es": ("en revision", "en revisión", "pendiente de revision", "pendientes de revision")},
+    "TODO": {"en": ("to do", "to-do", "todo", "not started", "not yet started"),
+             "es": ("por hacer", "sin empezar", "sin iniciar", "no empezadas", "no iniciadas")},
+    "DONE": {"en": ("done", "finished", "completed", "complete", "closed", "resolved"),
+             "es": ("terminada", "terminadas", "terminado", "terminados", "hecha", "hechas", "completada",
+                    "completadas", "finalizada", "finalizadas", "cerrada", "cerradas", "resuelta", "resueltas",
+                    "acabada", "acabadas")},
+    "CRITICAL": {"en": ("critical", "urgent", "critical priority"),
+                 "es": ("critica", "criticas", "critico", "criticos", "urgente", "urgentes", "prioridad critica")},
+    "HIGH": {"en": ("high", "high priority", "high-priority"),
+             "es": ("alta", "altas", "alta prioridad", "prioridad alta")},
+    "MEDIUM": {"en": ("medium", "medium priority"), "es": ("media", "medias", "prioridad media")},
+    "LOW": {"en": ("low", "low priority", "low-priority"), "es": ("baja", "bajas", "prioridad baja")},
+    # sprint and project statuses (matched next to "sprint"/"project": cue_required)
+    "ACTIVE": {"en": ("active", "current", "this", "ongoing", "open", "running"),
+               "es": ("activo", "activos", "activa", "activas", "actual", "actuales", "en curso", "este")},
+    "CLOSED": {"en": ("closed", "past", "previous", "finished", "completed"),
+               "es": ("cerrado", "cerrados", "pasado", "pasados", "anterior", "anteriores", "terminado",
+                      "terminados")},
+    "PLANNED": {"en": ("planned", "upcoming", "future"),
+                "es": ("planificado", "planificados", "planeado", "planeados", "futuro", "futuros", "proximo",
+                       "proximos", "siguiente", "siguientes")},
+    "ON_HOLD": {"en": ("on hold", "paused", "on-hold"), "es": ("en pausa", "en espera", "pausado", "pausados")},
+    "PLANNING": {"en": ("planning", "in planning"), "es": ("en planificacion", "planificacion")},
+}
+
+# "Not finished": a negated `done` value of a facet that declares one.
+OPEN_WORDS: dict[str, tuple[str, ...]] = {
+    "en": ("open", "still open", "not done", "not finished", "unfinished", "incomplete", "not completed",
+           "not closed", "pending", "outstanding", "remaining", "unresolved", "not resolved", "left to do",
+           "not done yet"),
+    "es": ("abierta", "abiertas", "abierto", "abiertos", "sin terminar", "sin acabar", "sin cerrar",
+           "sin completar", "sin resolver", "no terminadas", "no terminada", "no cerradas", "pendiente",
+           "pendientes", "por terminar", "inacabadas", "no resueltas"),
+}
+
+# Words that mean "records with no value" of a person facet.
+UNASSIGNED_WORDS: dict[str, tuple[str, ...]] = {
+    "en": ("unassigned", "not assigned", "without an assignee", "without assignee", "nobody", "no one",
+           "no assignee", "no owner"),
+    "es": ("sin asignar", "no asignadas", "no asignada", "sin responsable", "nadie"),
+}
+
+
+def facet_map(facets: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's facet values as stored: names checked, ints/strings/None only."""
+    out: dict[str, Any] = {}
+    for name, value in facets.items():
+        check_facet_name(name)
+        if value is None or isinstance(value, bool):
+            out[name] = None if value is None else int(value)
+        elif isinstance(value, int | float | str):
+            out[name] = value
+        else:
+            out[name] = str(value)
+    return out

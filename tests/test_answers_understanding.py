@@ -1,0 +1,169 @@
+"""Query understanding on the demo vocabulary: ids, facet values, negation, "my", dates, counts, notices.
+
+The vocabulary is built exactly as the service builds it (the reference
+sources' declarations, the data's values and names), from the deterministic
+demo data set, without a database: the parser is pure.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from oracle_rag.answers import QueryParser, build_vocabulary
+from oracle_rag.answers.lexicon import TYPE_WORDS, fold
+from oracle_rag.answers.predicates import build_predicate
+from oracle_rag.demo.seed import generate
+from oracle_rag.errors import InputError
+from oracle_rag.sources import reference_sources
+
+TODAY = dt.date(2026, 12, 2)  # a Wednesday
+ME = 12
+
+
+@pytest.fixture(scope="module")
+def parser() -> QueryParser:
+    d = generate(300)
+    declared = {s.SOURCE_TYPE: s.facets for s in reference_sources()}
+    values = {"status": {t["status"] for t in d["tasks"]}, "priority": {t["priority"] for t in d["tasks"]},
+              "sprint_status": {s["status"] for s in d["sprints"]},
+              "project_status": {p["status"] for p in d["projects"]}}
+    labels = {"assignee_id": {e["id"]: f'{e["first"]} {e["last"]}' for e in d["employees"]},
+              "project_id": {p["id"]: p["name"] for p in d["projects"]},
+              "sprint_id": {s["id"]: s["name"] for s in d["sprints"]}}
+    return QueryParser(build_vocabulary(declared, values, labels, TYPE_WORDS))
+
+
+def conds(u) -> set[tuple]:
+    return {(c.facet, c.op, c.values) for c in u.conditions}
+
+
+def parse(parser, question, **kw):
+    return parser.parse(question, caller_id=ME, today=TODAY, **kw)
+
+
+@pytest.mark.parametrize("question", ["task 42", "#42", "TASK-42", "tarea 42", "Task #42", "tell me about task 42",
+                                      "summarize the comments on task 42", "¿qué pasa con la tarea 42?"])
+def test_task_ids_in_every_form_are_lookups(parser, question):
+    u = parse(parser, question)
+    assert u.kind == "lookup" and u.lookups == [("TASK", "42")] and not u.conditions
+
+
+def test_a_sprint_alone_is_its_record_and_its_tasks_when_asked(parser):
+    assert parse(parser, "sprint 7").lookups == [("SPRINT", "7")]
+    assert parse(parser, "what is the goal of sprint 7?").lookups == [("SPRINT", "7")]
+    u = parse(parser, "what is blocked in sprint 7?")
+    assert u.kind == "list" and conds(u) == {("status", "in", ("BLOCKED",)), ("sprint_id", "in", (7,))}
+    u = parse(parser, "what's in sprint 7?")
+    assert u.kind == "list" and conds(u) == {("sprint_id", "in", (7,))} and u.topic == ""
+
+
+def test_a_project_named_alone_is_its_record(parser):
+    assert parse(parser, "tell me about Atlas Billing").lookups == [("PROJECT", "1")]
+    u = parse(parser, "open tasks in Atlas Billing")
+    assert conds(u) == {("status", "not_in", ("DONE",)), ("project_id", "in", (1,))} and u.target_type == "TASK"
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("what is blocked in the current sprint?", {("status", "in", ("BLOCKED",)), ("sprint_status", "in", ("ACTIVE",))}),
+    ("which of my tasks are blocked?", {("assignee_id", "in", (ME,)), ("status", "in", ("BLOCKED",))}),
+    ("¿qué tareas tengo bloqueadas?", {("assignee_id", "in", (ME,)), ("status", "in", ("BLOCKED",))}),
+    ("¿Que tareas tengo BLOQUEADAS?", {("assignee_id", "in", (ME,)), ("status", "in", ("BLOCKED",))}),
+    ("which critical tasks are not done yet?", {("priority", "in", ("CRITICAL",)), ("status", "not_in", ("DONE",))}),
+    ("tareas críticas sin terminar", {("priority", "in", ("CRITICAL",)), ("status", "not_in", ("DONE",))}),
+    ("tareas criticas sin terminar", {("priority", "in", ("CRITICAL",)), ("status", "not_in", ("DONE",))}),
+    ("tasks that are not blocked", {("status", "not_in", ("BLOCKED",))}),
+    ("what is still open for Ana Pérez", {("status", "not_in", ("DONE",)), ("assignee_id", "in", (30,))}),
+    ("tasks assigned to ana perez", {("assignee_id", "in", (30,))}),
+    ("blocked or in review tasks", {("status", "in", ("BLOCKED", "IN_REVIEW"))}),
+    ("unassigned high priority tasks", {("assignee_id", "null", ()), ("priority", "in", ("HIGH",))}),
+    ("tareas de alta prioridad en el sprint actual", {("priority", "in", ("HIGH",)),
+                                                      ("sprint_status", "in", ("ACTIVE",))}),
+    ("mis tareas en revisión", {("assignee_id", "in", (ME,)), ("status", "in", ("IN_REVIEW",))}),
+    ("las tareas mías", {("assignee_id", "in", (ME,))}),
+    ("tasks of Diego", {("assignee_id", "in", (1, 31))}),
+])
+def test_filters(parser, question, expected):
+    u = parse(parser, question)
+    assert u.kind == "list" and conds(u) == expected, u
+    assert u.target_type == "TASK"
+
+
+def test_dates_are_relative_to_today(parser):
+    u = parse(parser, "which tasks are overdue?")
+    assert conds(u) == {("due_date", "lt", ("2026-12-02",)), ("status", "not_in", ("DONE",))}
+    assert u.keys() == ["overdue"]  # one chip for both conditions
+    assert conds(parse(parser, "tasks due this week")) == {("due_date", "range", ("2026-11-30", "2026-12-06"))}
+    assert conds(parse(parser, "¿qué tareas vencen esta semana?")) == {
+        ("due_date", "range", ("2026-11-30", "2026-12-06"))}
+    assert conds(parse(parser, "tareas vencidas")) == conds(u)
+    assert conds(parse(parser, "tasks due before 2026-03-01")) == {("due_date", "lt", ("2026-03-01",))}
+
+
+def test_counts_and_groups(parser):
+    u = parse(parser, "how many tasks are in progress per project?")
+    assert u.kind == "count" and u.count and u.group_by == "project_id"
+    assert conds(u) == {("status", "in", ("IN_PROGRESS",))}
+    u = parse(parser, "¿cuántas tareas hay por estado?")
+    assert u.kind == "count" and u.group_by == "status" and not u.conditions and u.language == "es"
+    u = parse(parser, "who has the most overdue tasks?")
+    assert u.group_by == "assignee_id" and u.superlative == "most"
+    u = parse(parser, "which project has the most blocked tasks")
+    assert u.group_by == "project_id" and conds(u) == {("status", "in", ("BLOCKED",))}
+    assert parse(parser, "how many tasks does each developer have").group_by == "assignee_id"
+    u = parse(parser, "how many sprints are active?")
+    assert u.target_type == "SPRINT" and conds(u) == {("sprint_status", "in", ("ACTIVE",))}
+
+
+def test_the_record_type_follows_the_words_and_the_facets(parser):
+    assert parse(parser, "which sprints are active?").target_type == "SPRINT"
+    assert parse(parser, "what is blocked in the current sprint?").target_type == "TASK"
+    assert parse(parser, "active projects").target_type == "PROJECT"
+    assert parse(parser, "how many tasks are in the active sprint?").target_type == "TASK"
+
+
+def test_the_rest_of_the_question_is_the_topic(parser):
+    u = parse(parser, "open tasks in Nova Mobile about push notifications")
+    assert u.topic == "push notifications"
+    assert parse(parser, "is there a bug about login?").kind == "topic"
+
+
+def test_unknown_values_are_reported_with_the_closest_name(parser):
+    u = parse(parser, "blocked tasks in project Atlas Biling")
+    assert u.kind == "notice"
+    message = u.notices[0].message(parser.vocab.facets[u.notices[0].facet].label)
+    assert message == "no project named 'Atlas Biling' \u2014 did you mean Atlas Billing?"
+    u = parse(parser, "tasks of Ana Peres")
+    assert u.notices[0].suggestion == "Ana Pérez"
+    u = parse(parser, "blocked tasks in sprint 99")
+    assert u.kind == "notice" and u.notices[0].facet == "sprint_id"
+
+
+def test_dropped_filters_are_left_out(parser):
+    u = parse(parser, "what is blocked in the current sprint?", drop=("sprint_status",))
+    assert conds(u) == {("status", "in", ("BLOCKED",))} and u.dropped == ("sprint_status",)
+
+
+def test_spanish_todo_is_not_the_todo_status(parser):
+    assert ("status", "in", ("TODO",)) not in conds(parse(parser, "tareas de todo el proyecto Orion"))
+    assert ("status", "in", ("TODO",)) in conds(parse(parser, "which tasks are todo?"))
+
+
+def test_folding():
+    assert fold("Migración ÑANDÚ") == "migracion nandu"
+
+
+def test_predicates_bind_every_value_and_name_only_declared_facets(parser):
+    u = parse(parser, "which critical tasks of Ana Pérez are not done yet?")
+    pred = build_predicate(u.conditions, parser.vocab.facets, "TASK")
+    assert "Ana" not in pred.sql.sqlite and "CRITICAL" not in pred.sql.sqlite and "30" not in pred.sql.sqlite
+    assert pred.sql.sqlite == ("c.SOURCE_TYPE = :w_0 AND json_extract(c.FACETS, '$.priority') IN (:w_1) AND "
+                        "json_extract(c.FACETS, '$.assignee_id') IN (:w_2) AND "
+                        "(json_extract(c.FACETS, '$.status') IS NULL OR json_extract(c.FACETS, '$.status') NOT IN (:w_3))")
+    assert pred.binds == {"w_0": "TASK", "w_1": "CRITICAL", "w_2": 30, "w_3": "DONE"}
+    assert "JSON_VALUE(c.FACETS, '$.assignee_id' RETURNING NUMBER) IN (:w_2)" in pred.sql.oracle
+    from oracle_rag.answers.understanding import Condition
+
+    with pytest.raises(InputError):
+        build_predicate([Condition("salary", "in", (1,), "salary", "x")], parser.vocab.facets)
