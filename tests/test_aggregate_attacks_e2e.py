@@ -104,7 +104,9 @@ def test_attacks_through_the_chat_api_and_stream(planted, chat_rag, text_check, 
         for path in ("/api/chat", "/api/chat/stream"):
             llm.push_route(AGG_ONLY)
             llm.push(json.dumps({"sql": sql}))
-            response = client.post(path, headers=bearer(token), json={"question": "how many tasks are there?"})
+            # an aggregate the structured answerer leaves to the model's SQL (a count would be answered in SQL)
+            response = client.post(path, headers=bearer(token),
+                                   json={"question": "what is the average of story points of the tasks?"})
             text = response.get_data(as_text=True)
             assert response.status_code == 200, (name, path, text[:300])
             body = json.loads(text) if path == "/api/chat" else parse_sse(text)[-1][1]
@@ -120,5 +122,5 @@ def test_attacks_through_the_chat_api_and_stream(planted, chat_rag, text_check, 
     # The server is still up and answers a legitimate aggregate.
     llm.push_route(AGG_ONLY)
     llm.push(json.dumps({"sql": "SELECT COUNT(*) AS N FROM RAG_V_TASK"}), "N tasks.")
-    ok = client.post("/api/chat", headers=bearer(token), json={"question": "how many tasks?"})
+    ok = client.post("/api/chat", headers=bearer(token), json={"question": "what is the sum of estimated hours?"})
     assert ok.status_code == 200 and ok.get_json()["aggregate"]["rows"]
