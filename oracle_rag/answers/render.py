@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..chat.citations import Citation, snippet
 from .service import Record, StructuredResult
 from .understanding import Condition
 from .vocabulary import Vocabulary
@@ -20,6 +19,12 @@ NOT_VISIBLE = {
 }
 PLURAL = {"TASK": ("task", "tasks", "tarea", "tareas"), "SPRINT": ("sprint", "sprints", "sprint", "sprints"),
           "PROJECT": ("project", "projects", "proyecto", "proyectos")}
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line, cut at ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "\u2026"
 
 
 def noun(source_type: str | None, n: int, lang: str) -> str:
@@ -113,7 +118,7 @@ def _record_line(i: int, record: Record, result: StructuredResult, caller_id: in
         head += " \u2014 " + " \u00b7 ".join(values)
     lines = [head]
     if record.passage:
-        lines.append("   " + snippet(record.passage.replace("\n", " / "), 220))
+        lines.append("   " + one_line(record.passage.replace("\n", " / "), 220))
     return lines
 
 
@@ -223,10 +228,6 @@ def _lookup_text(result: StructuredResult) -> str:
                        f"{result.missing_lookups} de los registros: ") + message[0].lower() + message[1:]
         lines.append(message)
     return "\n".join(lines)
-
-
-def citations(result: StructuredResult) -> list[Citation]:
-    return [Citation(r.source_type, r.source_id, snippet(r.passage or r.content)) for r in result.records]
 
 
 def structured_dict(result: StructuredResult, caller_id: int | None) -> dict[str, Any]:

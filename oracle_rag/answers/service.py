@@ -30,12 +30,13 @@ import sqlalchemy as sa
 from ..caller import Caller
 from ..engines import Engine, Filters, Scope, Where, facets_value
 from ..engines.records import lob_text
+from ..retriever import Retriever
 from ..sources.facets import Facet
 from . import answers_sql as q
-from .lexicon import TYPE_WORDS
+from .lexicon import STOPWORDS, TYPE_WORDS, fold
 from .predicates import Predicate, build_predicate, facet_expression
 from .understanding import Condition, QueryParser, Understanding
-from .vocabulary import Vocabulary, build_vocabulary
+from .vocabulary import Vocabulary, build_vocabulary, words
 
 VOCABULARY_TTL_S = 30.0
 
@@ -209,8 +210,6 @@ class AnswerService:
 
     def _ranked(self, conn: sa.Connection, u: Understanding, where: Where, caller: Caller, mode: str,
                 limit: int, settings: Any) -> list[Record]:
-        from ..retriever import Retriever
-
         if settings is None:
             return []
         retriever = Retriever(self.engine, settings)
@@ -248,9 +247,6 @@ def _plain(value: Any) -> Any:
 
 def best_passage(contents: Sequence[str], topic: str, max_lines: int = 3) -> str:
     """The lines of a record that share the most words with ``topic`` (its header without one)."""
-    from .lexicon import STOPWORDS, fold
-    from .vocabulary import words
-
     wanted = {w for w in words(topic) if w not in STOPWORDS and len(w) > 2}
     lines = [line for text in contents for line in text.split("\n")[1:] if line.strip()]
     if not wanted or not lines:

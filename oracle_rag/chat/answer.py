@@ -261,7 +261,7 @@ class Chat:
         if answerer == "structured":
             assert prep.structured is not None
             return (structured_render.render_text(prep.structured, prep.caller.employee_id),
-                    structured_render.citations(prep.structured))
+                    structured_citations(prep.structured))
         if answerer == "none":
             return NOTHING_FOUND, []
         if answerer == "aggregate":
@@ -284,7 +284,8 @@ class Chat:
 
     def _messages(self, prep: _Prepared) -> list[dict[str, str]]:
         if prep.structured is not None:
-            return build_structured_messages(prep.question, prep.structured, prep.history, prep.caller.employee_id)
+            facts = structured_render.render_text(prep.structured, prep.caller.employee_id)
+            return build_structured_messages(prep.question, prep.structured, facts, prep.history)
         usable = prep.aggregate if prep.aggregate is not None and not prep.aggregate.error else None
         return build_messages(prep.question, prep.chunks, prep.history, usable,
                               query_chars=self.settings.aggregate_prompt_chars)
@@ -310,7 +311,7 @@ class Chat:
         self._observe("llm", time.monotonic() - started, outcome="ok")
         if prep.structured is not None:
             return self._finish(prep, structured_head(prep) + redact(text, self.visible_tasks(prep.caller)),
-                                structured_render.citations(prep.structured), answerer)
+                                structured_citations(prep.structured), answerer)
         return self._finish(prep, redact(text, self.visible_tasks(prep.caller)),
                             select_citations(text, prep.chunks, prep.question), answerer)
 
@@ -335,6 +336,11 @@ class Chat:
                 self._observe("llm", time.monotonic() - started, outcome="error")
                 raise
         return ChatStream(self, prep, answerer, pieces, started)
+
+
+def structured_citations(result: StructuredResult) -> list[Citation]:
+    """A structured answer's citations: its records, in order, each with the matching part or its start."""
+    return [Citation(r.source_type, r.source_id, snippet(r.passage or r.content)) for r in result.records]
 
 
 def declared_facets(rag: Any) -> list[Declared]:
@@ -416,7 +422,7 @@ class ChatStream:
                     yield ChatEvent("error", error=LLMError("the language model returned an empty answer",
                                                             http_status=502))
                     return
-                citations = (structured_render.citations(self._prep.structured)
+                citations = (structured_citations(self._prep.structured)
                              if self._prep.structured is not None
                              else select_citations(text, self._prep.chunks, self._prep.question))
             else:

@@ -167,23 +167,21 @@ exactly as given; never count or estimate yourself. The user already sees the fi
 records you mention, for example [TASK #42]."""
 
 
-def render_facts(result: Any, caller_id: int | None) -> str:
+def render_facts(facts: str) -> str:
     """The ``<facts>`` block of a structured answer: the understood filters, totals, counts, record ids."""
-    from ..answers.render import render_text
-
-    lines = ["<facts>", neutralise(render_text(result, caller_id)), "</facts>"]
-    return "\n".join(lines)
+    return "\n".join(["<facts>", neutralise(facts), "</facts>"])
 
 
-def build_structured_messages(question: str, result: Any, history: Sequence[Turn] = (),
-                              caller_id: int | None = None) -> list[dict[str, str]]:
-    """Messages for a structured answer: the SQL-computed facts, the records' text, the question."""
+def build_structured_messages(question: str, result: Any, facts: str,
+                              history: Sequence[Turn] = ()) -> list[dict[str, str]]:
+    """Messages for a structured answer: the SQL-computed facts (the structured answer's text), the
+    records' text, the question."""
     messages = [{"role": "system", "content": SYSTEM_PROMPT + "\n\n" + STRUCTURED_RULES}]
     for turn in history:
         messages.append({"role": turn.role, "content": neutralise(turn.content)})
     chunks = [_RecordChunk(r.source_type, r.source_id, r.content if not r.passage else
                            r.content.split("\n", 1)[0] + "\n" + r.passage) for r in result.records]
-    user = f"{render_facts(result, caller_id)}\n{render_context(chunks)}\n\nQuestion: {neutralise(question)}"
+    user = f"{render_facts(facts)}\n{render_context(chunks)}\n\nQuestion: {neutralise(question)}"
     messages.append({"role": "user", "content": user})
     return messages
 

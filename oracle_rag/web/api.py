@@ -17,6 +17,7 @@ from flask import Blueprint, Response, g, jsonify, request, stream_with_context
 from werkzeug.exceptions import BadRequest, RequestEntityTooLarge, UnsupportedMediaType
 
 from ..caller import Caller
+from ..chat.answer import check_drop
 from ..chat.chunks import chunk_detail
 from ..chat.conversations import ConversationStore
 from ..errors import AccessError, InputError, LLMError, NotFoundError, RagError
@@ -92,8 +93,6 @@ def _chat_request() -> tuple[str, str | None, str | None, list[str]]:
     mode = body.get("mode")
     if mode is not None and not isinstance(mode, str):
         raise InputError("mode must be a string")
-    from ..chat.answer import check_drop
-
     return question, conversation_id, mode, list(check_drop(body.get("drop_filters")))
 
 
