@@ -101,6 +101,16 @@ def first_number(line: str) -> int | None:
     return int(m.group(1).replace(",", "")) if m else None
 
 
+NO_VALUE = ("unassigned", "sin asignar", "none", "ninguno")
+
+
+def _aliases(name: str) -> tuple[str, ...]:
+    """How an answer may name a group: as the truth does, with spaces for '_', a NULL group in EN or ES."""
+    if name == NO_VALUE[0]:
+        return NO_VALUE
+    return (name, name.replace("_", " "))
+
+
 def score(q: dict[str, Any], want: Any, answer: dict[str, Any], *, list_limit: int, unseen_text: str) -> float:
     got = cited(answer)
     text = answer["answer"].strip()
@@ -124,8 +134,7 @@ def score(q: dict[str, Any], want: Any, answer: dict[str, Any], *, list_limit: i
         if isinstance(want, int):
             return 1.0 if first_number(first) == want else 0.0
         lines = {fold(line.strip()) for line in text.split("\n")}
-        right = sum(1 for name, n in want.items() if fold(f"{name}: {n}") in lines
-                    or fold(f"{name.replace('_', ' ')}: {n}") in lines)
+        right = sum(1 for name, n in want.items() if any(fold(f"{alias}: {n}") in lines for alias in _aliases(name)))
         listed = sum(1 for line in text.split("\n") if re.match(r"^[^:\n]{1,80}: \d+$", line.strip()))
         return right / max(len(want), listed, 1)
     return 1.0 if got[:1] and got[0] in set(want) else 0.0

@@ -167,3 +167,26 @@ def test_predicates_bind_every_value_and_name_only_declared_facets(parser):
 
     with pytest.raises(InputError):
         build_predicate([Condition("salary", "in", (1,), "salary", "x")], parser.vocab.facets)
+
+
+def test_more_ways_of_asking(parser):
+    u = parse(parser, "how many tasks are in the backlog?")
+    assert u.kind == "count" and conds(u) == {("sprint_id", "null", ())}
+    assert conds(parse(parser, "What is Elena González working on?")) == {
+        ("assignee_id", "in", (14,)), ("status", "in", ("IN_PROGRESS",))}
+    assert conds(parse(parser, "How many tasks have I completed?")) == {
+        ("assignee_id", "in", (ME,)), ("status", "in", ("DONE",))}
+    assert conds(parse(parser, "What's left in the current sprint?")) == {
+        ("status", "not_in", ("DONE",)), ("sprint_status", "in", ("ACTIVE",))}
+    assert parse(parser, "project 3").lookups == [("PROJECT", "3")]
+    assert parse(parser, "I have a problem with the login page").kind == "topic"
+
+
+def test_spanish_questions_get_spanish_names(parser):
+    from oracle_rag.answers.render import describe
+
+    u = parse(parser, "tareas sin asignar de prioridad alta")
+    assert describe(u.conditions, parser.vocab, ME, u.language) == "responsable: ninguno \u00b7 prioridad: HIGH"
+    u = parse(parser, "tareas del proyecto Atlas Biling")
+    assert u.notices[0].message("proyecto", "es") == ("no hay ningún proyecto llamado 'Atlas Biling' \u2014 "
+                                                      "¿quiso decir Atlas Billing?")

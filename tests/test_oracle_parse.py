@@ -142,6 +142,12 @@ EXCEPTIONS: tuple[ParserException, ...] = (
         "FORCE is a keyword to sqlfluff, so a named argument called force does not parse.",
     ),
     ParserException(
+        "JSON_VALUE ... RETURNING NUMBER",
+        re.compile(r"(JSON_VALUE\(\s*[\w.]+\s*,\s*'[^']*')\s+RETURNING\s+NUMBER\s*\)", _FLAGS),
+        r"\1)",
+        "sqlfluff does not know the RETURNING clause of JSON_VALUE (the facet predicates, Oracle 12.1+).",
+    ),
+    ParserException(
         "IS JSON",
         re.compile(rf"\b({_IDENT})\s+IS\s+JSON\b", _FLAGS),
         r"\1 IS NOT NULL",

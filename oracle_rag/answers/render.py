@@ -34,21 +34,22 @@ def noun(source_type: str | None, n: int, lang: str) -> str:
     return forms[(0 if n == 1 else 1) + (2 if lang == "es" else 0)]
 
 
-def value_text(vocab: Vocabulary, facet: str, value: Any, caller_id: int | None) -> str:
+def value_text(vocab: Vocabulary, facet: str, value: Any, caller_id: int | None, lang: str = "en") -> str:
     declared = vocab.facets.get(facet)
     if declared is not None and declared.person and value is None:
-        return "unassigned"
+        return "sin asignar" if lang == "es" else "unassigned"
     if declared is not None and declared.person and caller_id is not None and value == caller_id:
-        return "you"
+        return "usted" if lang == "es" else "you"
     return vocab.label(facet, value)
 
 
-def chips(conditions: list[Condition], vocab: Vocabulary, caller_id: int | None) -> list[dict[str, Any]]:
+def chips(conditions: list[Condition], vocab: Vocabulary, caller_id: int | None,
+          lang: str = "en") -> list[dict[str, Any]]:
     """One chip per condition key: what was applied, in words, removable by its key."""
     out: list[dict[str, Any]] = []
     for key in dict.fromkeys(c.key for c in conditions):
         group = [c for c in conditions if c.key == key]
-        out.append({"key": key, "label": _chip_label(group, vocab, caller_id),
+        out.append({"key": key, "label": _chip_label(group, vocab, caller_id, lang),
                     "conditions": [_condition_dict(c, vocab, caller_id) for c in group]})
     return out
 
@@ -59,30 +60,37 @@ def _condition_dict(c: Condition, vocab: Vocabulary, caller_id: int | None) -> d
             "display": [value_text(vocab, c.facet, v, caller_id) for v in c.values], "text": c.text}
 
 
-def _chip_label(group: list[Condition], vocab: Vocabulary, caller_id: int | None) -> str:
+def _chip_label(group: list[Condition], vocab: Vocabulary, caller_id: int | None, lang: str) -> str:
     if group[0].key == "overdue":
-        return "overdue"
-    return " and ".join(describe_condition(c, vocab, caller_id) for c in group)
+        return "vencidas" if lang == "es" else "overdue"
+    return (" y " if lang == "es" else " and ").join(describe_condition(c, vocab, caller_id, lang) for c in group)
 
 
-def describe_condition(c: Condition, vocab: Vocabulary, caller_id: int | None) -> str:
-    label = vocab.facets[c.facet].label
-    shown = ", ".join(value_text(vocab, c.facet, v, caller_id) for v in c.values)
+_WORDS = {"en": ("not", "none", "any", "before", "to", "from"), "es": ("no", "ninguno", "cualquiera", "antes del",
+                                                                       "a", "desde")}
+
+
+def describe_condition(c: Condition, vocab: Vocabulary, caller_id: int | None, lang: str = "en") -> str:
+    label = vocab.facets[c.facet].label_in(lang)
+    shown = ", ".join(value_text(vocab, c.facet, v, caller_id, lang) for v in c.values)
+    not_, none, any_, before, to, from_ = _WORDS["es" if lang == "es" else "en"]
     if c.op == "in":
         return f"{label}: {shown}"
     if c.op == "not_in":
-        return f"{label}: not {shown}"
+        return f"{label}: {not_} {shown}"
     if c.op == "null":
-        return f"{label}: none"
+        return f"{label}: {none}"
     if c.op == "not_null":
-        return f"{label}: any"
+        return f"{label}: {any_}"
     if c.op == "lt":
-        return f"{label} before {c.values[0]}"
-    return f"{label} {c.values[0]} to {c.values[1]}" if c.values[1] != "9999-12-31" else f"{label} from {c.values[0]}"
+        return f"{label} {before} {c.values[0]}"
+    if c.values[1] == "9999-12-31":
+        return f"{label} {from_} {c.values[0]}"
+    return f"{label} {c.values[0]} {to} {c.values[1]}"
 
 
-def describe(conditions: list[Condition], vocab: Vocabulary, caller_id: int | None) -> str:
-    return " \u00b7 ".join(c["label"] for c in chips(conditions, vocab, caller_id))
+def describe(conditions: list[Condition], vocab: Vocabulary, caller_id: int | None, lang: str = "en") -> str:
+    return " \u00b7 ".join(c["label"] for c in chips(conditions, vocab, caller_id, lang))
 
 
 def columns(result: StructuredResult) -> list[tuple[str, str]]:
@@ -129,14 +137,14 @@ def render_text(result: StructuredResult, caller_id: int | None) -> str:
     if u.kind == "notice":
         notes = []
         for n in u.notices:
-            message = n.message(vocab.facets[n.facet].label)
+            message = n.message(vocab.facets[n.facet].label_in(lang), lang)
             notes.append(message[0].upper() + message[1:] + ".")
         notes.append("Nothing was filtered by it: ask again with a known name." if lang == "en" else
                      "No se ha filtrado por ello: pregunte de nuevo con un nombre conocido.")
         return "\n".join(notes)
     if u.kind == "lookup":
         return _lookup_text(result)
-    desc = describe(u.conditions, vocab, caller_id)
+    desc = describe(u.conditions, vocab, caller_id, lang)
     kind = u.target_type
     total = result.total or 0
     plural = noun(kind, total, lang)
@@ -182,8 +190,8 @@ def _count_lines(result: StructuredResult, desc: str, caller_id: int | None) -> 
     match = (f" matching {desc}" if lang == "en" else f" con {desc}") if desc else ""
     if not u.group_by:
         return [f"{total} {plural}{match}." if lang == "en" else f"{total} {plural}{match}."]
-    label = vocab.facets[u.group_by].label
-    names = [(value_text(vocab, u.group_by, v, None), n) for v, n in result.groups]
+    label = vocab.facets[u.group_by].label_in(lang)
+    names = [(value_text(vocab, u.group_by, v, None, lang), n) for v, n in result.groups]
     lines = []
     if u.superlative and names:
         best_n = names[0][1]
@@ -238,15 +246,15 @@ def structured_dict(result: StructuredResult, caller_id: int | None) -> dict[str
     group = None
     if u.group_by:
         group = {"facet": u.group_by, "label": vocab.facets[u.group_by].label,
-                 "rows": [{"value": v, "label": value_text(vocab, u.group_by, v, None), "count": n}
+                 "rows": [{"value": v, "label": value_text(vocab, u.group_by, v, None, u.language), "count": n}
                           for v, n in result.groups]}
     return {
         "kind": u.kind,
         "type": u.target_type,
         "language": u.language,
-        "filters": chips(u.conditions, vocab, caller_id),
+        "filters": chips(u.conditions, vocab, caller_id, u.language),
         "dropped": list(u.dropped),
-        "notices": [n.to_dict(vocab.facets[n.facet].label) for n in u.notices],
+        "notices": [n.to_dict(vocab.facets[n.facet].label_in(u.language), u.language) for n in u.notices],
         "topic": u.topic or None,
         "total": result.total,
         "count": result.total if u.kind == "count" else None,

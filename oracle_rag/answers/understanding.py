@@ -35,7 +35,7 @@ _ID_PATTERNS = [
                         r"n[u\u00fa]mero)?\s*-?\s*(\d{1,9})\b", re.IGNORECASE)),
     ("TASK", re.compile(r"(?<![\w#])#\s?(\d{1,9})\b")),
     ("SPRINT", re.compile(r"\bsprints?\s*#?\s*-?\s*(\d{1,9})\b", re.IGNORECASE)),
-    ("PROJECT", re.compile(r"\b(?:projects?|proyectos?)\s*#\s*(\d{1,9})\b", re.IGNORECASE)),
+    ("PROJECT", re.compile(r"\b(?:projects?|proyectos?)\s*#?\s*-?\s*(\d{1,9})\b", re.IGNORECASE)),
 ]
 _DATE_BOUND = re.compile(r"\b(before|until|by|antes\s+del?|hasta\s+el|hasta|after|since|despu[e\u00e9]s\s+del?|"
                          r"desde\s+el|desde)\s+(\d{4}-\d{2}-\d{2})\b", re.IGNORECASE)
@@ -67,12 +67,16 @@ class Notice:
     text: str
     suggestion: str | None
 
-    def message(self, label: str) -> str:
+    def message(self, label: str, lang: str = "en") -> str:
+        if lang == "es":
+            named = f"no hay ningún {label} llamado '{self.text}'"
+            return f"{named} \u2014 ¿quiso decir {self.suggestion}?" if self.suggestion else named
         named = f"no {label} named '{self.text}'"
-        return f"{named} \u2014 did you mean {self.suggestion}?" if self.suggestion else f"{named}"
+        return f"{named} \u2014 did you mean {self.suggestion}?" if self.suggestion else named
 
-    def to_dict(self, label: str) -> dict[str, Any]:
-        return {"facet": self.facet, "text": self.text, "suggestion": self.suggestion, "message": self.message(label)}
+    def to_dict(self, label: str, lang: str = "en") -> dict[str, Any]:
+        return {"facet": self.facet, "text": self.text, "suggestion": self.suggestion,
+                "message": self.message(label, lang)}
 
 
 @dataclass

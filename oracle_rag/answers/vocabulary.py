@@ -132,6 +132,8 @@ def build_vocabulary(declared: Mapping[str, Iterable[Facet]], values: Mapping[st
             for lang, items in UNASSIGNED_WORDS.items():
                 for item in items:
                     vocab._add(words(item), Term(name, (), "null", lang))
+        for item in facet.none_words:
+            vocab._add(words(item), Term(name, (), "null"))
     return vocab
 
 

@@ -169,17 +169,19 @@ class Chat:
             self.observer(what, seconds, labels)
 
     # -- the shared first half -------------------------------------------
-    def _understand(self, text: str, who: Caller, mode: str, drop: Sequence[str]) -> StructuredResult | None:
-        """The structured answer when the question is a lookup, a filter list or a count."""
+    def _understand(self, text: str, who: Caller, mode: str,
+                    drop: Sequence[str]) -> tuple[StructuredResult | None, str]:
+        """The structured answer when the question is a lookup, a filter list or a count, and the
+        question's topic (its words less the filler: what a topic question is searched with)."""
         if self.answers is None:
-            return None
+            return None, text
         started = time.perf_counter()
         u, vocab = self.answers.understand(text, who, today=self.today(), drop=drop)
         if not u.structured:
-            return None
+            return None, u.topic or text
         result = self.answers.run(u, vocab, who, mode=mode, settings=self.settings)
         self._observe("retrieval", time.perf_counter() - started, mode="structured")
-        return result
+        return result, u.topic or text
 
     def _prepare(self, question: Any, caller: Any, conversation_id: Any, mode: Any, store: bool,
                  given_history: Sequence[Turn] = (), drop: Sequence[str] = ()) -> _Prepared:
@@ -197,7 +199,7 @@ class Chat:
             conversation_id = new_conversation_id()
         started = time.perf_counter()
         with tracing.span("query understanding") as understood:
-            structured = self._understand(text, who, mode, check_drop(drop))
+            structured, topic = self._understand(text, who, mode, check_drop(drop))
             if structured is None:
                 chosen = route(text, self.llm)
                 understood.set_attributes({"oracle_rag.route": chosen.name,
@@ -216,7 +218,7 @@ class Chat:
         if chosen.retrieval:
             with tracing.span("retrieval", {"oracle_rag.search.mode": mode, "enduser.id": str(who.employee_id)}) as found:
                 retriever = Retriever(self.rag.engine, self.settings)
-                chunks = retriever.search(text, None, who, mode)
+                chunks = retriever.search(topic, None, who, mode)
                 found.set_attribute("oracle_rag.search.hits", len(chunks))
             stats = retriever.last_stats
             assert stats is not None  # set by every search

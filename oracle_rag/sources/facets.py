@@ -67,6 +67,11 @@ class Facet:
     display: bool = True  # shown as a column of a list answer
     refers_to: str | None = None  # the source type whose records the ids name (project_id -> PROJECT)
     values: tuple[str, ...] = ()  # enum values known by declaration, beyond those found in the data
+    label_es: str = ""  # the label in Spanish answers (the label itself when empty)
+    none_words: tuple[str, ...] = ()  # words for "no value" ("backlog": no sprint), EN and ES
+
+    def label_in(self, language: str) -> str:
+        return self.label_es if language == "es" and self.label_es else self.label
 
     def __post_init__(self) -> None:
         check_facet_name(self.name)
@@ -80,23 +85,25 @@ class Facet:
 
 # -- the reference application's facets -----------------------------------------------------
 STATUS = Facet("status", "enum", "status", ("status", "statuses", "state", "estado", "estados"), done=("DONE",),
-               values=("TODO", "IN_PROGRESS", "IN_REVIEW", "BLOCKED", "DONE"))
+               values=("TODO", "IN_PROGRESS", "IN_REVIEW", "BLOCKED", "DONE"), label_es="estado")
 PRIORITY = Facet("priority", "enum", "priority", ("priority", "priorities", "prioridad", "prioridades"),
-                 values=("LOW", "MEDIUM", "HIGH", "CRITICAL"))
+                 values=("LOW", "MEDIUM", "HIGH", "CRITICAL"), label_es="prioridad")
 ASSIGNEE = Facet("assignee_id", "ref", "assignee",
                  ("assignee", "assignees", "person", "people", "developer", "developers", "owner", "owners",
                   "member", "user", "responsable", "responsables", "persona", "personas", "desarrollador",
                   "desarrolladores", "desarrolladora", "usuario", "asignado", "asignada"),
-                 person=True)
+                 person=True, label_es="responsable")
 PROJECT = Facet("project_id", "ref", "project", ("project", "projects", "proyecto", "proyectos"),
-                refers_to="PROJECT")
-SPRINT = Facet("sprint_id", "ref", "sprint", ("sprint", "sprints"), refers_to="SPRINT")
+                refers_to="PROJECT", label_es="proyecto")
+SPRINT = Facet("sprint_id", "ref", "sprint", ("sprint", "sprints"), refers_to="SPRINT",
+               none_words=("backlog", "in the backlog", "without a sprint", "no sprint", "not in a sprint",
+                           "sin sprint", "en el backlog", "fuera de sprint", "fuera de los sprints"))
 SPRINT_STATUS = Facet("sprint_status", "enum", "sprint status", ("sprint", "sprints"), cue_required=True,
-                      display=False, values=("PLANNED", "ACTIVE", "CLOSED"))
+                      display=False, values=("PLANNED", "ACTIVE", "CLOSED"), label_es="estado del sprint")
 PROJECT_STATUS = Facet("project_status", "enum", "project status", ("project", "projects", "proyecto", "proyectos"),
-                       cue_required=True, values=("PLANNING", "ACTIVE", "ON_HOLD"))
+                       cue_required=True, values=("PLANNING", "ACTIVE", "ON_HOLD"), label_es="estado del proyecto")
 DUE_DATE = Facet("due_date", "date", "due", ("due", "deadline", "vence", "vencen", "vencimiento", "entrega"),
-                 due=True)
+                 due=True, label_es="vencimiento")
 
 # Words for the reference values, per language, matched accent- and case-folded.
 # A value's own text (BLOCKED -> "blocked", IN_PROGRESS -> "in progress") always
@@ -106,8 +113,9 @@ SYNONYMS: dict[str, dict[str, tuple[str, ...]]] = {
     "BLOCKED": {"en": ("blocked", "stuck", "blocker", "blockers", "blocking"),
                 "es": ("bloqueada", "bloqueadas", "bloqueado", "bloqueados", "bloqueo", "bloqueos")},
     "IN_PROGRESS": {"en": ("in progress", "in-progress", "ongoing", "being worked on", "wip", "started",
-                           "under way", "underway"),
-                    "es": ("en progreso", "en curso", "en marcha", "en proceso", "empezadas", "empezados")},
+                           "under way", "underway", "working on"),
+                    "es": ("en progreso", "en curso", "en marcha", "en proceso", "empezadas", "empezados",
+                           "trabajando en", "en desarrollo")},
     "IN_REVIEW": {"en": ("in review", "under review", "in code review", "awaiting review", "waiting for review",
                          "being reviewed"),
                   "es": ("en revision", "en revisión", "pendiente de revision", "pendientes de revision")},
@@ -140,10 +148,10 @@ SYNONYMS: dict[str, dict[str, tuple[str, ...]]] = {
 OPEN_WORDS: dict[str, tuple[str, ...]] = {
     "en": ("open", "still open", "not done", "not finished", "unfinished", "incomplete", "not completed",
            "not closed", "pending", "outstanding", "remaining", "unresolved", "not resolved", "left to do",
-           "not done yet"),
+           "not done yet", "left", "still to do"),
     "es": ("abierta", "abiertas", "abierto", "abiertos", "sin terminar", "sin acabar", "sin cerrar",
            "sin completar", "sin resolver", "no terminadas", "no terminada", "no cerradas", "pendiente",
-           "pendientes", "por terminar", "inacabadas", "no resueltas"),
+           "pendientes", "por terminar", "inacabadas", "no resueltas", "quedan", "por hacer todavia"),
 }
 
 # Words that mean "records with no value" of a person facet.

@@ -301,3 +301,31 @@ def test_record_chunks_and_native_json_facets_round_trip(oracle_system) -> None:
     with engine.begin() as conn:
         assert engine.trim_chunks(conn, [("PROJECT", "9002", 1)]) == 2
         assert engine.delete_chunks(conn, "PROJECT", ["9002"]) == 1
+
+
+def test_structured_answers_count_and_filter_through_json_value(oracle_system) -> None:  # type: ignore[no-untyped-def]
+    """Issue 15 on Oracle: JSON_VALUE predicates (RETURNING NUMBER for ids) next to the scope predicate,
+    COUNT/GROUP BY over native JSON facets, and the same numbers as SQL over the reference tables."""
+    import datetime as dt
+
+    from oracle_rag.caller import load_caller
+    from oracle_rag.chat import Chat
+
+    _index(oracle_system)
+    chat = Chat(oracle_system, None, today=lambda: dt.date(2026, 3, 11))
+    with oracle_system.engine.connect() as conn:
+        manager = load_caller(conn, 3)
+        developer = load_caller(conn, 9)
+    blocked = _scalar(oracle_system, "SELECT COUNT(*) FROM TASK WHERE STATUS = 'BLOCKED'")
+    answer = chat.answer("how many tasks are blocked?", manager, store=False)
+    assert answer.structured is not None and answer.structured["count"] == blocked
+    mine = _scalar(oracle_system, "SELECT COUNT(*) FROM TASK WHERE ASSIGNEE_ID = 9 AND STATUS <> 'DONE'")
+    listed = chat.answer("which of my tasks are not done?", developer, store=False)
+    assert listed.structured is not None and listed.structured["total"] == mine
+    per = chat.answer("how many tasks per project?", manager, store=False)
+    rows = {r[0]: int(r[1]) for r in oracle_system.engine.connect().execute(sa.text(
+        "SELECT p.NAME, COUNT(*) FROM TASK t JOIN PROJECT p ON p.PROJECT_ID = t.PROJECT_ID GROUP BY p.NAME"))}
+    assert per.structured is not None
+    assert {r["label"]: r["count"] for r in per.structured["groups"]["rows"]} == rows
+    ranked = chat.answer("open tasks in Atlas Billing about invoices", manager, mode="hybrid", store=False)
+    assert ranked.structured is not None and ranked.citations
