@@ -44,7 +44,7 @@ NEGATION_GAP = frozenset(fold(w) for w in (
 # The caller: "my", "mine", "mis", "tengo" ... ("I" and "me" only where they mean the caller's work:
 # "do I have", "assigned to me"; "I have a problem with login" stays a topic question).
 CALLER = phrases("my", "mine", "myself", "assigned to me", "for me", "to me", "do i have", "have i got", "am i",
-                "have i", "did i", "do i",
+                "have i",
                 "i own", "should i", "i am working on", "i m working on", "i work on", "mis", "mi", "mias", "mios",
                  "mia", "mio", "tengo", "yo", "a mi", "asignadas a mi", "asignados a mi", "me quedan", "me tocan",
                  "me han asignado", "me asignaron", "me corresponden", "me faltan")
