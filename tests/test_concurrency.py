@@ -105,7 +105,7 @@ def test_three_workers_and_a_writer_for_20_seconds(demo_rag, data_dir, tmp_path)
     writer_out = tmp_path / "writer.json"
     started = time.monotonic()
     writer = subprocess.run([sys.executable, str(HELPER), "writer", "--data-dir", str(data_dir), "--seconds", "20",
-                             "--out", str(writer_out)], env=env, cwd=tmp_path, capture_output=True, text=True,
+                             "--min-writes", "60", "--out", str(writer_out)], env=env, cwd=tmp_path, capture_output=True, text=True,
                             timeout=600)
     assert writer.returncode == 0, writer.stderr
     wait_until(lambda: queue_depth(demo_rag) == 0, "the workers to drain the queue")

@@ -258,7 +258,11 @@ def _worker_main(args: argparse.Namespace) -> None:
 
 
 def _writer_main(args: argparse.Namespace) -> None:
-    """Change entities through the ORM (hooks enqueue) for ``--seconds``; every text is new.
+    """Change entities through the ORM (hooks enqueue) for ``--seconds`` and at least
+    ``--min-writes`` changes; every text is new.
+
+    The minimum makes the amount of concurrent work independent of how loaded
+    the machine is (a busy CI host writes slower, it does not write less).
 
     No change ever brings an entity back to an earlier text (titles, bodies
     and names carry a counter), so embedding the same text twice can only
@@ -283,7 +287,7 @@ def _writer_main(args: argparse.Namespace) -> None:
     counts: dict[str, int] = {}
     n = 0
     deadline = time.monotonic() + args.seconds
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline or n < args.min_writes:
         n += 1
         action = rng.choices(["title", "comment", "edit_comment", "delete", "insert", "sprint", "project"],
                              [40, 20, 10, 5, 10, 3, 2])[0]
@@ -326,6 +330,7 @@ def main(argv: list[str] | None = None) -> None:
     wr = sub.add_parser("writer", help="change entities through the ORM for a while")
     wr.add_argument("--data-dir", required=True)
     wr.add_argument("--seconds", type=float, default=20)
+    wr.add_argument("--min-writes", type=int, default=0)
     wr.add_argument("--seed", type=int, default=7)
     wr.add_argument("--pause", type=float, default=0.05)
     wr.add_argument("--out", required=True)
