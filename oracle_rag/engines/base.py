@@ -20,6 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .. import bm25
 from ..bm25 import Analysis
 from ..config import Settings
 from ..errors import wrap_driver_error
@@ -311,9 +312,7 @@ class Engine(ABC):
                                  search_binds(scope, filters, where, query=query, k=k)).fetchall())
 
     def bm25_params(self) -> Any:
-        from ..bm25 import Bm25Params
-
-        return Bm25Params(self.settings.bm25_k1, self.settings.bm25_b)
+        return bm25.Bm25Params(self.settings.bm25_k1, self.settings.bm25_b)
 
     def keyword_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
                        where: Where | None = None) -> list[Hit]:
@@ -323,7 +322,6 @@ class Engine(ABC):
         the visible records only (scope, filters and ``where`` applied in
         SQL), so the ranking is a function of what the caller may see.
         """
-        from .. import bm25
 
         terms = bm25.query_terms(query)
         if not terms:
@@ -348,7 +346,6 @@ class Engine(ABC):
         passage), scored with the record's score. The flag is False when SQL
         dropped a record or (given ``lengths``) disagrees on its length.
         """
-        from .. import bm25
 
         if not best:
             return [], True

@@ -30,6 +30,7 @@ import sqlalchemy as sa
 import sqlean
 import sqlite_vec
 
+from ..bm25 import query_terms
 from ..config import Settings
 from ..data_dir import prepare_data_dir
 from ..embedding import EmbeddingRuntime, ensure_model
@@ -269,8 +270,6 @@ class SqliteEngine(Engine):
 
         A ``where`` fragment cannot be evaluated in numpy: the SQL path answers then.
         """
-        from ..bm25 import query_terms
-
         terms = query_terms(query)
         if where is not None or not terms or not self.settings.embedded_term_index:
             return super().keyword_search(conn, query, k, scope, filters, where)

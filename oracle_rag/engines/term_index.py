@@ -37,7 +37,7 @@ import numpy as np
 
 from . import engine_sql as q
 from .records import Filters, Scope
-from .vector_cache import ID_BATCH, NULL, Unusable, VectorCache, _int_or_null, _sqlite
+from .vector_cache import ID_BATCH, NULL, Unusable, VectorCache, int_or_null, sqlite_text
 
 
 @dataclass(frozen=True)
@@ -105,9 +105,9 @@ class TermIndex(VectorCache):
                 raise Unusable("a non-text SOURCE_TYPE")
             self._slot[int(r[0])] = slot
             self._ids[slot] = int(r[0])
-            self._owner[slot] = _int_or_null(r[2])
-            self._project[slot] = _int_or_null(r[3])
-            self._sprint[slot] = _int_or_null(r[4])
+            self._owner[slot] = int_or_null(r[2])
+            self._project[slot] = int_or_null(r[3])
+            self._sprint[slot] = int_or_null(r[4])
             self._type[slot] = self._types.setdefault(r[1], len(self._types))
             self._length[slot] = float(int(r[5]))
             self._live[slot] = True
@@ -116,12 +116,12 @@ class TermIndex(VectorCache):
     def _full_load(self, conn: Any, position: int, file_id: tuple[int, int] | None) -> None:
         self._clear()
         try:
-            cursor = conn.execute(_sqlite(q.TERM_RECORDS))
+            cursor = conn.execute(sqlite_text(q.TERM_RECORDS))
             while batch := cursor.fetchmany(5000):
                 self._add_records(batch)
             lookup = np.full(int(self._ids[: self._n].max(initial=0)) + 1, -1, dtype=np.int32)
             lookup[self._ids[: self._n]] = np.arange(self._n, dtype=np.int32)
-            cursor = conn.execute(_sqlite(q.TERM_POSTINGS))
+            cursor = conn.execute(sqlite_text(q.TERM_POSTINGS))
             while batch := cursor.fetchmany(5000):
                 for term, ids, tfs in batch:
                     cids = np.fromstring(ids, dtype=np.int64, sep=",")
@@ -148,10 +148,10 @@ class TermIndex(VectorCache):
                     self._live[slot] = False
                     self._dead += 1
             ids = json.dumps(part)
-            records = conn.execute(_sqlite(q.TERM_RECORDS_BY_ID), {"ids": ids}).fetchall()
+            records = conn.execute(sqlite_text(q.TERM_RECORDS_BY_ID), {"ids": ids}).fetchall()
             self._add_records(records)
             present = {int(r[0]) for r in records}
-            for term, chunk_id, tf in conn.execute(_sqlite(q.TERM_POSTINGS_BY_ID), {"ids": ids}):
+            for term, chunk_id, tf in conn.execute(sqlite_text(q.TERM_POSTINGS_BY_ID), {"ids": ids}):
                 if int(chunk_id) in present:
                     self._delta.setdefault(str(term), []).append((self._slot[int(chunk_id)], int(tf)))
                     self._delta_postings += 1

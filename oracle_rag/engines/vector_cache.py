@@ -76,7 +76,7 @@ class Unusable(Exception):
     vector of another size); the engine then uses the SQL scan."""
 
 
-def _int_or_null(value: Any) -> int:
+def int_or_null(value: Any) -> int:
     if value is None:
         return int(NULL)
     if isinstance(value, int) and not isinstance(value, bool) and NULL < value <= np.iinfo(np.int64).max:
@@ -84,7 +84,7 @@ def _int_or_null(value: Any) -> int:
     raise Unusable(f"non-integer value of type {type(value).__name__} in a scope column")
 
 
-def _sqlite(sql: Sql) -> str:
+def sqlite_text(sql: Sql) -> str:
     """The SQLite text (the cache reads on a plain DBAPI connection of its own)."""
     if sql.sqlite is None:
         raise NotImplementedError("the vector cache runs SQLite statements only")
@@ -170,11 +170,11 @@ class VectorCache:
                 self._sync_locked(conn, file_id)
 
     def _sync_locked(self, conn: Any, file_id: tuple[int, int] | None) -> None:
-        if not self.loaded and not conn.execute(_sqlite(q.CHUNK_LOG_EXISTS)).fetchone()[0]:
+        if not self.loaded and not conn.execute(sqlite_text(q.CHUNK_LOG_EXISTS)).fetchone()[0]:
             self._clear()
             self.unusable = "RAG_CHUNK_LOG is missing: run `oracle-rag migrate`"
             return  # checked again on the next search
-        oldest, newest = conn.execute(_sqlite(q.CHUNK_LOG_STATE)).fetchone()
+        oldest, newest = conn.execute(sqlite_text(q.CHUNK_LOG_STATE)).fetchone()
         newest = int(newest or 0)
         if self.unusable and newest == self.position and self._file_id == file_id:
             return
@@ -187,7 +187,7 @@ class VectorCache:
             log.info("vector cache: change log pruned past position %d; reloading", self.position)
             self._full_load(conn, newest, file_id)
             return
-        changed = [int(r[0]) for r in conn.execute(_sqlite(q.CHUNK_LOG_CHANGES),
+        changed = [int(r[0]) for r in conn.execute(sqlite_text(q.CHUNK_LOG_CHANGES),
                                                    {"after": self.position, "upto": newest})]
         if len(changed) > len(self._slot) // 2 + 1000:  # cheaper to read everything
             self._full_load(conn, newest, file_id)
@@ -262,7 +262,7 @@ class VectorCache:
     def _full_load(self, conn: Any, position: int, file_id: tuple[int, int] | None) -> None:
         self._clear()
         try:
-            cursor = conn.execute(_sqlite(q.VECTOR_ROWS))
+            cursor = conn.execute(sqlite_text(q.VECTOR_ROWS))
             while True:
                 batch = cursor.fetchmany(5000)
                 if not batch:
@@ -281,7 +281,7 @@ class VectorCache:
     def _apply(self, conn: Any, chunk_ids: Sequence[int]) -> None:
         for start in range(0, len(chunk_ids), ID_BATCH):
             part = [int(i) for i in chunk_ids[start : start + ID_BATCH]]
-            rows = conn.execute(_sqlite(q.VECTOR_ROWS_BY_ID), {"ids": json.dumps(part)}).fetchall()
+            rows = conn.execute(sqlite_text(q.VECTOR_ROWS_BY_ID), {"ids": json.dumps(part)}).fetchall()
             present = {int(r[0]) for r in rows}
             for chunk_id in part:
                 if chunk_id not in present:
@@ -334,9 +334,9 @@ class VectorCache:
             code = self._types.setdefault(source_type, len(self._types))
             self._vectors[slot] = matrix[i]
             self._ids[slot] = chunk_id
-            self._owner[slot] = _int_or_null(r[2])
-            self._project[slot] = _int_or_null(r[3])
-            self._sprint[slot] = _int_or_null(r[4])
+            self._owner[slot] = int_or_null(r[2])
+            self._project[slot] = int_or_null(r[3])
+            self._sprint[slot] = int_or_null(r[4])
             self._type[slot] = code
             self._live[slot] = True
 
