@@ -24,7 +24,7 @@ from ..errors import AccessError, InputError, LLMError, NotFoundError, RagError
 from ..hosts import is_loopback_request
 from . import json_errors
 from .openapi import spec_response
-from .state import get_db, release_db, state
+from .state import finish_api_response, get_db, release_db, state
 
 api_bp = Blueprint("oracle_rag_api", __name__)
 json_errors.register(api_bp)
@@ -41,15 +41,7 @@ def _before() -> None:
         raise RequestEntityTooLarge()
 
 
-@api_bp.after_request
-def _after(response: Response) -> Response:
-    started = g.get("oracle_rag_started")
-    if started is not None:
-        state().metrics.observe_request(request.endpoint or "unmatched", request.method, response.status_code,
-                                        time.perf_counter() - started)
-    response.headers.setdefault("Cache-Control", "no-store")
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    return response
+api_bp.after_request(finish_api_response)
 
 
 def current_caller() -> Caller:

@@ -44,7 +44,7 @@ from ..chat.citations import Citation, snippet
 from ..chat.prompt import Turn
 from ..errors import AccessError, InputError, LLMError, NotFoundError, RagError
 from . import json_errors
-from .state import release_db, state
+from .state import finish_api_response, release_db, state
 
 MODEL_ID = "oracle-rag"
 CREATED = 1_767_225_600  # 2026-01-01: a fixed "created" for the one model (the protocol wants an int)
@@ -104,15 +104,7 @@ def _before() -> None:
     request.max_content_length = state().max_body
 
 
-@openai_bp.after_request
-def _after(response: Response) -> Response:
-    started = g.get("oracle_rag_started")
-    if started is not None:
-        state().metrics.observe_request(request.endpoint or "unmatched", request.method, response.status_code,
-                                        time.perf_counter() - started)
-    response.headers.setdefault("Cache-Control", "no-store")
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    return response
+openai_bp.after_request(finish_api_response)
 
 
 def _caller() -> Caller:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Request, current_app, g
+from flask import Request, Response, current_app, g, request
 
 from ..caller import Caller
 from ..chat import Chat
@@ -122,3 +122,19 @@ class LLMHealth:
             age = None if self.last_error_at is None else round(time.time() - self.last_error_at, 1)
             return {"configured": configured, "ok": None if not configured else self.last_error is None,
                     "last_error": self.last_error, "last_error_age_s": age if self.last_error else None}
+
+
+def finish_api_response(response: Response) -> Response:
+    """After-request hook shared by the JSON blueprints (``/api`` and ``/v1``).
+
+    Records the request in the metrics (timed from ``g.oracle_rag_started``,
+    set by each blueprint's before-request hook) and marks every response as
+    not cacheable and not to be sniffed: answers are per caller.
+    """
+    started = g.get("oracle_rag_started")
+    if started is not None:
+        state().metrics.observe_request(request.endpoint or "unmatched", request.method, response.status_code,
+                                        time.perf_counter() - started)
+    response.headers.setdefault("Cache-Control", "no-store")
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
