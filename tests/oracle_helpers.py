@@ -275,3 +275,21 @@ def clear_rows(engine: Any) -> None:
     with engine.begin() as conn:
         for table in ("RAG_DIRTY", "RAG_CHUNK", *DEMO_TABLES):
             conn.exec_driver_sql(f"DELETE FROM {table}")
+
+
+def readonly_system(oracle_system: Any, oracle_target: OracleTarget, data_dir: Path) -> Any:
+    """A RagSystem whose guarded path connects as the read-only user, after granting it the views.
+
+    Skips when the test target has no read-only user. The grants mirror
+    local/grant_readonly.sql, run as the owner of the views.
+    """
+    import pytest
+
+    if not oracle_target.ro_url or not oracle_target.ro_password_env:
+        pytest.skip("no read-only user: set ORACLE_RAG_TEST_RO_URL and ORACLE_RAG_TEST_RO_PASSWORD")
+    ro_user = re.match(r"^[a-z+]+://([^@/:]+)@", oracle_target.ro_url).group(1).upper()  # type: ignore[union-attr]
+    with oracle_system.engine.begin() as conn:
+        for view in RO_VIEWS:
+            conn.exec_driver_sql(f"GRANT READ ON {view} TO {ro_user}")
+    return new_system(oracle_target, data_dir, aggregate_database_url=oracle_target.ro_url,
+                      aggregate_db_password_env=oracle_target.ro_password_env, aggregate_timeout_s=5.0)

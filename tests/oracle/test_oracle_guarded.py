@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from oracle_helpers import RO_VIEWS, OracleTarget, new_system
+from oracle_helpers import OracleTarget, readonly_system
 
 from oracle_rag.aggregate.executors import guarded_executor
 from oracle_rag.aggregate.guard import CheckedQuery
@@ -24,14 +24,7 @@ from oracle_rag.errors import GuardrailError
 
 @pytest.fixture
 def guarded(oracle_system, oracle_target: OracleTarget, tmp_path: Path):  # type: ignore[no-untyped-def]
-    if not oracle_target.ro_url or not oracle_target.ro_password_env:
-        pytest.skip("no read-only user: set ORACLE_RAG_TEST_RO_URL and ORACLE_RAG_TEST_RO_PASSWORD")
-    ro_user = re.match(r"^[a-z+]+://([^@/:]+)@", oracle_target.ro_url).group(1).upper()  # type: ignore[union-attr]
-    with oracle_system.engine.begin() as conn:  # local/grant_readonly.sql, as the owner of the views
-        for view in RO_VIEWS:
-            conn.exec_driver_sql(f"GRANT READ ON {view} TO {ro_user}")
-    system = new_system(oracle_target, tmp_path / "guarded", aggregate_database_url=oracle_target.ro_url,
-                        aggregate_db_password_env=oracle_target.ro_password_env, aggregate_timeout_s=5.0)
+    system = readonly_system(oracle_system, oracle_target, tmp_path / "guarded")
     yield oracle_system, AggregateService(system.engine, system.settings)
     system.close()
 
