@@ -148,6 +148,22 @@ def test_facets_are_flat_and_canonical() -> None:
     assert facets_value({"a": Decimal("2"), "b": Decimal("2.5")}) == {"a": 2, "b": 2.5}  # Oracle's JSON numbers
 
 
+def test_a_float_facet_has_one_canonical_form_on_both_sides() -> None:
+    """N10: the source says 2.0, Oracle's JSON reads back Decimal('2'): the same text, so no re-scope."""
+    from decimal import Decimal
+
+    written = facets_json({"estimate": 2.0, "ratio": 0.1, "n": 3, "flag": True, "big": 1e20})
+    assert written == '{"big":100000000000000000000,"estimate":2,"flag":true,"n":3,"ratio":0.1}'
+    oracle_back = {"estimate": Decimal("2"), "ratio": Decimal("0.1"), "n": Decimal("3"), "flag": True,
+                   "big": Decimal("1E+20")}
+    assert facets_json(facets_value(oracle_back)) == written
+    assert facets_json(facets_value(written)) == written  # SQLite reads its own text back
+    assert facets_json({"estimate": Decimal("2.50")}) == '{"estimate":2.5}'
+    with pytest.raises(InputError):
+        facets_json({"a": float("inf")})
+
+
+
 # -- several chunks of one record -----------------------------------------------------
 def test_a_record_holds_several_chunks_and_trim_drops_the_extra_ones(notes) -> None:
     system, _ = notes

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +43,11 @@ def facets_json(facets: Mapping[str, Any] | None) -> str:
 
     Facets are a flat object: each value a string, number, boolean or null
     (a date goes in as ISO text). Canonical text makes "facets unchanged"
-    a plain string comparison for the indexer's skip test.
+    a plain string comparison for the indexer's skip test, so a number has
+    one form whatever way it arrives (:func:`canonical_number`): the source's
+    ``2.0`` and the ``Decimal('2')`` Oracle's native JSON reads back are
+    both written ``2``; otherwise a float facet would never compare equal
+    and its record would be re-scoped on every run.
     """
     if not facets:
         return "{}"
@@ -50,11 +55,30 @@ def facets_json(facets: Mapping[str, Any] | None) -> str:
     for key, value in facets.items():
         if not isinstance(key, str) or not key:
             raise InputError(f"facet names must be non-empty strings, got {key!r}")
-        if value is not None and not isinstance(value, str | int | float | bool):
+        if value is not None and not isinstance(value, str | int | float | bool | Decimal):
             raise InputError(f"facet {key!r}: a flat value (text, number, boolean, null) is needed, "
                              f"got {type(value).__name__}")
-        out[key] = value
-    return json.dumps(out, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        out[key] = canonical_number(value)
+    try:
+        return json.dumps(out, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        raise InputError("facet numbers must be finite (no NaN or infinity)") from None
+
+
+def canonical_number(value: Any) -> Any:
+    """A facet number in its one stored form: integral values as int, the others as float.
+
+    Booleans and non-numbers pass unchanged. JSON does not tell 2 from 2.0,
+    and neither does Oracle's JSON type (it reads both back as ``Decimal('2')``).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        return value
+    if isinstance(value, int):
+        return value
+    if not math.isfinite(value):
+        return float(value)  # refused by json.dumps(allow_nan=False)
+    integral = value == value.to_integral_value() if isinstance(value, Decimal) else value.is_integer()
+    return int(value) if integral else float(value)
 
 
 def facets_value(raw: Any) -> dict[str, Any]:
@@ -66,10 +90,8 @@ def facets_value(raw: Any) -> dict[str, Any]:
         raw = json.loads(raw if isinstance(raw, str) else bytes(raw).decode("utf-8"))
         if not isinstance(raw, dict):
             return {}
-    # Oracle's JSON numbers may arrive as Decimal: back to int/float, as they were written.
-    if not any(isinstance(v, Decimal) for v in raw.values()):
-        return dict(raw)
-    return {k: (int(v) if v == int(v) else float(v)) if isinstance(v, Decimal) else v for k, v in raw.items()}
+    # Oracle's JSON numbers may arrive as Decimal: back to the canonical int/float facets_json writes.
+    return {k: canonical_number(v) for k, v in raw.items()}
 
 
 @dataclass(frozen=True)
