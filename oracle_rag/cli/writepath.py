@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Callable
+from typing import TextIO
 
 import click
 
@@ -16,7 +19,7 @@ from ..embedding import ensure_model
 from ..progress import Progress, step_progress
 from ..services import BackgroundServices, run_until
 from ..system import RagSystem
-from ..worker import install_signal_handlers
+from ..worker import BatchResult, install_signal_handlers
 from .context import EXIT_ERROR, pass_system, progress_bar
 
 
@@ -32,14 +35,7 @@ def worker(rag: RagSystem, once: bool) -> None:
     if once:
         if not rag.engine.loads_models and not rag.settings.model_path.is_file():
             ensure_model(rag.settings.data_path, progress=step_progress("model build"))  # else built inside batch 1
-        with rag.engine.connect() as conn:
-            depth = rag.engine.queue_stats(conn, rag.settings.max_attempts).depth
-        bar = Progress("worker", depth, unit="queue rows")
-        w = rag.worker(on_batch=lambda batch: bar.advance(batch.picked))
-        try:
-            res = w.drain()
-        finally:
-            bar.finish()
+        res = drain_with_progress(rag)
         click.echo(f"picked {res.picked}, embedded {res.embedded}, unchanged {res.unchanged}, "
                    f"deleted {res.deleted}, failed rows {res.failed_rows}")
         click.get_current_context().exit(EXIT_ERROR if res.failed_rows else 0)
@@ -48,6 +44,23 @@ def worker(rag: RagSystem, once: bool) -> None:
     click.echo("worker running; Ctrl-C to stop", err=True)
     if not run_until(BackgroundServices(rag, worker=True, backfill=False), stop):
         click.echo("background threads did not stop in time", err=True)
+
+
+def drain_with_progress(rag: RagSystem, *, stream: TextIO | None = None,
+                        clock: Callable[[], float] = time.monotonic) -> BatchResult:
+    """Drain the queue once with a progress bar (a log line off a terminal) on ``stream`` (stderr).
+
+    The clock is a parameter so that a test can show the rate and ETA
+    frames without depending on how fast its machine embeds.
+    """
+    with rag.engine.connect() as conn:
+        depth = rag.engine.queue_stats(conn, rag.settings.max_attempts).depth
+    bar = Progress("worker", depth, unit="queue rows", stream=stream, clock=clock)
+    w = rag.worker(on_batch=lambda batch: bar.advance(batch.picked))
+    try:
+        return w.drain()
+    finally:
+        bar.finish()
 
 
 @click.command()
