@@ -7,9 +7,14 @@ engines, and both took their collection statistics from every row in the
 table, including rows the caller may not see (a leak: the order of one's
 own results told how many hidden rows contained a word). Here:
 
-* the **analyser** is fixed and engine-free, the one bm25s uses by default:
-  lower-case, tokens ``(?u)\\b\\w\\w+\\b``, the 33 English stopwords of
-  Lucene's classic ``StopAnalyzer`` (bm25s' ``"en"`` list), no stemming.
+* the **analyser** is fixed and engine-free, the one bm25s uses by default
+  plus accent folding: lower-case, fold (NFKD, combining marks removed, so
+  "sincronizacion" finds "sincronización" and the other way round),
+  tokens ``(?u)\\b\\w\\w+\\b``, the 33 English stopwords of Lucene's
+  classic ``StopAnalyzer`` (bm25s' ``"en"`` list), no stemming. Queries and
+  records go through the same :func:`analyze`. Records analysed before the
+  folding are re-analysed from their stored text by the migration step
+  (``Engine.analyse_pending``), without embedding anything;
   The indexer stores each record's analysis (its length and term
   frequencies, RAG_CHUNK.TERM_COUNT and RAG_CHUNK_TERM on chunk 0), so both
   engines hold exactly the same postings;
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -51,9 +57,22 @@ MAX_TERM_CHARS = 100
 MAX_QUERY_TERMS = 64
 
 
+def fold(text: str) -> str:
+    """``text`` lower-cased and without accents: NFKD, then every combining mark dropped.
+
+    NFKD also spells compatibility forms out ("ﬁ" -> "fi", "²" -> "2"), so
+    a word is found however it was typed. Marks are dropped before
+    tokenising, so a decomposed "o" + U+0301 does not split a word.
+    """
+    lowered = text.lower()
+    if lowered.isascii():
+        return lowered
+    return "".join(ch for ch in unicodedata.normalize("NFKD", lowered) if not unicodedata.combining(ch))
+
+
 def analyze(text: str) -> list[str]:
-    """The record's (or query's) terms in order, stopwords removed."""
-    return [t[:MAX_TERM_CHARS] for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
+    """The record's (or query's) terms in order: folded (:func:`fold`), stopwords removed."""
+    return [t[:MAX_TERM_CHARS] for t in _TOKEN.findall(fold(text)) if t not in STOPWORDS]
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -162,3 +163,44 @@ class ChunkPlan:
                 back -= 1
                 shared += words[back][2]
             start = back
+
+
+
+def join_chunks(parts: Sequence[str], plan: ChunkPlan) -> str:
+    """A record's text again from the chunk texts ``plan.split`` made, for re-analysing it.
+
+    Each chunk is a slice of the text from a word start to a word end. The
+    split decides where the next chunk starts from the current chunk alone
+    (the last ``overlap`` wordpieces of it), so that overlap is recomputed
+    here; the last chunk starts earlier (it is as full as the others), so
+    its start is the word-aligned overlap for which splitting the joined
+    text gives the same chunks back. Only whitespace around the record and
+    between chunks that share nothing is lost, which no analysis sees. A
+    record chunked with another plan joins on the longest overlap.
+    """
+    if not parts:
+        return ""
+    text, start = parts[0], 0
+    for n, part in enumerate(parts[1:], 1):
+        words = list(_WORD.finditer(text, start))
+        back, shared = len(words), 0
+        while back - 1 > 0 and shared + word_pieces(words[back - 1].group(0)) <= plan.overlap:
+            back -= 1
+            shared += word_pieces(words[back].group(0))
+        if n < len(parts) - 1:
+            nxt = words[back].start() if back < len(words) else None
+            if nxt is not None and part.startswith(text[nxt:]):
+                text, start = text[:nxt] + part, nxt
+                continue
+            if nxt is None:
+                text, start = text + " " + part, len(text) + 1
+                continue
+        candidates = [m.start() for m in words[1:] if part.startswith(text[m.start():])]
+        whole = [text[:c] + part for c in candidates] + [text + " " + part]
+        if n == len(parts) - 1:
+            fits = [t for t in whole if plan.split(t) == list(parts)]
+            text = (fits or whole)[0]
+        else:
+            text = whole[0]
+            start = candidates[0] if candidates else len(text) - len(part)
+    return text

@@ -23,8 +23,10 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from .chunking import ChunkPlan
 from .engines import Engine, Sql
 from .errors import MigrationError, wrap_driver_error
+from .record_writes import plan_of
 
 _FILE = re.compile(r"^V(\d+)__([A-Za-z0-9_]+)\.sql$")
 MIGRATION_SETS = ("rag", "demo")
@@ -193,5 +195,17 @@ class MigrationRunner:
             raise MigrationError(wrapped.message + "; fix the cause and run migrate again: it resumes here") from None
 
 
-def migrate_all(engine: Engine, sets: tuple[str, ...] = ("rag",), progress: Callable[[str], None] | None = None) -> dict[str, MigrationReport]:
-    return {s: MigrationRunner(engine, s).migrate(progress) for s in sets}
+def migrate_all(engine: Engine, sets: tuple[str, ...] = ("rag",), progress: Callable[[str], None] | None = None,
+                plan: ChunkPlan | None = None) -> dict[str, MigrationReport]:
+    """Apply the sets' pending migrations, then analyse the records that lack a BM25 analysis.
+
+    A migration may reset the analyses (a new analyser); re-analysing is
+    data work from the stored chunks, with no embedding
+    (``Engine.analyse_pending``), so it is done here rather than in SQL.
+    """
+    reports = {s: MigrationRunner(engine, s).migrate(progress) for s in sets}
+    if "rag" in sets:
+        analysed = engine.analyse_pending(plan or plan_of(engine.settings))
+        if analysed and progress:
+            progress(f"analysed {analysed} records for keyword search (no embedding)")
+    return reports

@@ -9,7 +9,7 @@ from .backfill import BackfillReport, Progress, backfill
 from .config import Settings, load_settings
 from .engines import Engine, create_engine
 from .indexer import Indexer
-from .migrations import MigrationReport, MigrationRunner
+from .migrations import MigrationReport, migrate_all
 from .queue import enqueue
 from .retriever import Retriever
 from .sources import Source, SourceRegistry, reference_sources
@@ -31,7 +31,7 @@ class RagSystem:
 
     def migrate(self, *, demo: bool = False, progress: Callable[[str], None] | None = None) -> dict[str, MigrationReport]:
         sets = ("rag", "demo") if demo else ("rag",)
-        return {s: MigrationRunner(self.engine, s).migrate(progress) for s in sets}
+        return migrate_all(self.engine, sets, progress)
 
     def enqueue(self, conn: Any, source_type: str, source_id: Any, action: str = "UPSERT") -> None:
         enqueue(conn, source_type, source_id, action)

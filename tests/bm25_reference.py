@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Mapping
 
@@ -15,7 +16,9 @@ STOP = set("a an and are as at be but by for if in into is it no not of on or su
 
 
 def tokens(text: str) -> list[str]:
-    return [w[:100] for w in re.findall(r"(?u)\b\w\w+\b", text.lower()) if w not in STOP]
+    # accents folded: decompose (NFKD), drop the combining marks
+    folded = "".join(c for c in unicodedata.normalize("NFKD", text.lower()) if unicodedata.category(c) != "Mn")
+    return [w[:100] for w in re.findall(r"(?u)\b\w\w+\b", folded) if w not in STOP]
 
 
 def scores(docs: Mapping[str, str], query: str, k1: float = 1.5, b: float = 0.75) -> dict[str, float]:

@@ -26,11 +26,22 @@ from oracle_rag.sources import Document, Source
 
 def test_analyser_is_bm25s_default() -> None:
     assert bm25.analyze("The Payment-gateway IS down, a 2nd time: ÉTÉ x_y 1") == [
-        "payment", "gateway", "down", "2nd", "time", "été", "x_y"]
+        "payment", "gateway", "down", "2nd", "time", "ete", "x_y"]
     assert bm25.query_terms("flow flow of the flow past cones") == {"flow": 3, "past": 1, "cones": 1}
     analysis = bm25.analyze_record("Flow past cones; flow again")
     assert analysis.length == 5 and dict(analysis.terms) == {"again": 1, "cones": 1, "flow": 2, "past": 1}
     assert len(bm25.analyze("x" * 300)[0]) == bm25.MAX_TERM_CHARS
+
+
+def test_the_analyser_folds_accents_whatever_the_normal_form() -> None:
+    """N6: "sincronizacion" and "sincronización" (composed or decomposed) are one term."""
+    import unicodedata
+
+    word = "sincronización"
+    assert bm25.analyze(word) == bm25.analyze("SINCRONIZACION") == ["sincronizacion"]
+    assert bm25.analyze(unicodedata.normalize("NFD", word)) == ["sincronizacion"]  # o + U+0301 does not split it
+    assert bm25.analyze("ﬁle Ærø Straße") == ["file", "ærø", "straße"]  # NFKD spells ligatures out
+    assert bm25.fold("Año ENERGÍA") == "ano energia"
 
 
 def test_score_by_hand() -> None:
@@ -151,3 +162,66 @@ def test_records_the_caller_cannot_see_change_nothing(notes, mine, org, hidden, 
     _reset(system, source, visible | {f"h{i}": (t, OTHER) for i, t in enumerate(hidden)})
     after = {"index": _results(system, query, developer), "sql": _results(sql_path, query, developer)}
     assert after == before
+
+
+# -- accent folding, and re-analysis without embedding (N6) ----------------------------
+ACCENTED = {
+    "1": "La sincronización del calendario falla cada noche",
+    "2": "energía solar para el almacén",
+    "3": "plain english about synchronisation",
+}
+
+
+@pytest.mark.parametrize("query, expected", [("sincronizacion", ["1"]), ("SINCRONIZACIÓN", ["1"]),
+                                             ("energia almacen", ["2"])])
+def test_keyword_search_folds_accents_on_both_paths(notes, query: str, expected: list[str]) -> None:
+    system, sql_path, source = notes
+    _reset(system, source, {i: (t, None) for i, t in ACCENTED.items()})
+    for rag in (system, sql_path):
+        assert [h.source_id for h in rag.retriever().search(query, 5, Caller(1, "manager"), "keyword")] == expected
+
+
+def _postings(system: Any) -> tuple[set[tuple[str, str, int]], set[tuple[str, int | None]]]:
+    with system.engine.connect() as conn:
+        terms = {(str(r[0]), str(r[1]), int(r[2])) for r in conn.exec_driver_sql(
+            "SELECT c.SOURCE_ID, t.TERM, t.TF FROM RAG_CHUNK_TERM t JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID")}
+        counts = {(str(r[0]), r[1]) for r in conn.exec_driver_sql(
+            "SELECT SOURCE_ID, TERM_COUNT FROM RAG_CHUNK WHERE CHUNK_NO = 0")}
+    return terms, counts
+
+
+def test_the_analyser_migration_reanalyses_from_stored_chunks_without_embedding(notes) -> None:
+    """The migration resets every analysis; the step after it rewrites the postings from CONTENT."""
+    from pathlib import Path
+
+    from writepath_helpers import instrument
+
+    from oracle_rag.migrations import MigrationRunner
+
+    system, sql_path, source = notes
+    sentences = [f"Párrafo {n}: la sincronización número {n} del módulo {n % 7} terminó con energía {n * 3}."
+                 for n in range(120)]
+    records = {i: (t, None) for i, t in ACCENTED.items()} | {"long": (" ".join(sentences), None)}
+    _reset(system, source, records)
+    with system.engine.connect() as conn:
+        chunks = conn.exec_driver_sql("SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_ID = 'long'").scalar()
+    assert chunks and chunks > 2  # the long record is several overlapping chunks
+    expected = _postings(system)
+    assert ("long", "sincronizacion", 120) in expected[0]
+    # what the migration does (the newest rag migration), statement by statement
+    runner = MigrationRunner(system.engine)
+    newest = runner.migrations[-1]
+    assert "folds_accents" in Path(newest.path).name
+    with system.engine.begin() as conn:
+        for sql in runner.statements(newest):
+            conn.exec_driver_sql(sql)
+    terms, counts = _postings(system)
+    assert not terms and {c for _, c in counts} == {None}
+    assert system.retriever().search("sincronizacion", 5, Caller(1, "manager"), "keyword") == []
+    rt = instrument(system)
+    system.migrate()  # nothing pending: the analysis step alone
+    assert rt.calls == 0
+    assert _postings(system) == expected
+    for rag in (system, sql_path):
+        found = [h.source_id for h in rag.retriever().search("sincronizacion", 5, Caller(1, "manager"), "keyword")]
+        assert sorted(found) == ["1", "long"]

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 
 from .. import bm25
 from ..bm25 import Analysis
+from ..chunking import ChunkPlan, join_chunks
 from ..config import Settings
 from ..errors import wrap_driver_error
 from . import engine_sql as q
@@ -40,6 +41,7 @@ from .records import (
     facets_json,
     facets_value,
     hits,
+    lob_text,
     one_per_record,
     queue_rows,
     search_binds,
@@ -211,6 +213,31 @@ class Engine(ABC):
                      [{"source_type": t, "source_id": i, "term_count": a.length} for t, i, a in records])
         self._write_postings(conn, records)
         return len(records)
+
+    def analyse_pending(self, plan: ChunkPlan, batch: int = 500) -> int:
+        """Analyse every record whose chunk 0 has no analysis, from its stored chunks; no embedding.
+
+        The migration that changes the analyser (accent folding) resets every
+        record's TERM_COUNT; this rewrites their postings from CONTENT (the
+        chunks joined back into the record's text), a batch per transaction,
+        so keyword search finds them again without a source read or an
+        embedding. Returns the number of records analysed.
+        """
+        done, after = 0, 0
+        while True:
+            with self.begin() as conn:
+                ids = [int(r[0]) for r in conn.execute(self.statement(q.UNANALYSED_RECORDS),
+                                                       {"after": after, "limit": batch})]
+                if not ids:
+                    return done
+                texts: dict[int, tuple[str, str, list[str]]] = {}
+                for rid, source_type, source_id, content in conn.execute(self.statement(q.RECORD_TEXTS),
+                                                                         {"ids": ids}):
+                    texts.setdefault(int(rid), (str(source_type), str(source_id), []))[2].append(lob_text(content))
+                self.write_analyses(conn, [(t, i, bm25.analyze_record(join_chunks(parts, plan)))
+                                           for t, i, parts in texts.values()])
+            done += len(texts)
+            after = ids[-1]
 
     def _write_postings(self, conn: sa.Connection, records: Sequence[tuple[str, str, Analysis]]) -> None:
         if not records:

@@ -156,6 +156,26 @@ INSERT_TERM = Sql.both(
     "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id AND CHUNK_NO = 0"
 )
 
+# Records not analysed with the current analyser (TERM_COUNT NULL on chunk 0:
+# rows from before BM25, or reset by the migration that changed the analyser),
+# a batch at a time by CHUNK_ID; then every chunk of them, to re-analyse from
+# CONTENT without embedding (Engine.analyse_pending).
+UNANALYSED_RECORDS = Sql(
+    oracle="""SELECT CHUNK_ID FROM RAG_CHUNK
+WHERE CHUNK_NO = 0 AND TERM_COUNT IS NULL AND CHUNK_ID > :after
+ORDER BY CHUNK_ID
+FETCH FIRST :limit ROWS ONLY""",
+    sqlite="""SELECT CHUNK_ID FROM RAG_CHUNK
+WHERE CHUNK_NO = 0 AND TERM_COUNT IS NULL AND CHUNK_ID > :after
+ORDER BY CHUNK_ID
+LIMIT :limit""",
+)
+RECORD_TEXTS = Sql.both("""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, p.CONTENT
+FROM RAG_CHUNK c
+JOIN RAG_CHUNK p ON p.SOURCE_TYPE = c.SOURCE_TYPE AND p.SOURCE_ID = c.SOURCE_ID
+WHERE c.CHUNK_ID IN :ids
+ORDER BY c.CHUNK_ID, p.CHUNK_NO""", expanding=("ids",))
+
 CHUNK_IDS = Sql.both("SELECT DISTINCT SOURCE_ID FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type")
 
 QUEUED_IDS = Sql.both(
