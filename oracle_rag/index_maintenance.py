@@ -30,7 +30,7 @@ from typing import Any
 from .engines import Engine
 from .engines import oracle_index_sql as q
 from .engines.statements import Sql
-from .errors import DatabaseError, InputError, wrap_driver_error
+from .errors import DatabaseError, InputError, driver_error_code, wrap_driver_error
 
 VECTOR_REBUILD = "VECTOR_REBUILD"
 TEXT_OPTIMIZE = "TEXT_OPTIMIZE"
@@ -92,17 +92,33 @@ def server_version(conn: Any) -> tuple[int, ...]:
     return tuple(int(p) for p in str(raw).split(".") if p.isdigit())
 
 
-def rebuild_statement(version: tuple[int, ...], index_subtype: str | None) -> str:
-    """The Oracle text of :func:`_rebuild_sql`."""
-    return _rebuild_sql(version, index_subtype).oracle or ""
+def rebuild_plan(version: tuple[int, ...], index_subtype: str | None,
+                 partitions: int | None = None) -> list[tuple[str, Sql]]:
+    """The statements that rebuild the vector index, in the order they are tried: (how, Sql).
 
-
-def _rebuild_sql(version: tuple[int, ...], index_subtype: str | None) -> Sql:
-    """``ALTER INDEX ... REBUILD ONLINE`` for IVF on 26ai (23.26+), else ``DBMS_VECTOR.REBUILD_INDEX``."""
+    IVF on 26ai (23.26+): ``ALTER INDEX ... REBUILD ONLINE``, which recomputes
+    NEIGHBOR PARTITIONS from the data; with ``vector_index_partitions`` set and
+    23.26.1+, ``ALTER INDEX ... REBUILD PARAMETERS (NEIGHBOR PARTITIONS n)``
+    instead, so the configured count survives the rebuild. Last, always:
+    ``DBMS_VECTOR.REBUILD_INDEX(idx_name)``, which rebuilds from the index's
+    own DDL: the only path on 23ai and for HNSW, and the fallback when the
+    ALTER INDEX form is refused (ORA-52401, ORA-51850 and the like).
+    """
     is_ivf = "HNSW" not in str(index_subtype or "").upper()
+    plan: list[tuple[str, Sql]] = []
     if is_ivf and version[:2] >= (23, 26):
-        return q.REBUILD_ONLINE
-    return q.REBUILD_PACKAGE
+        if partitions and tuple(version[:3]) >= (23, 26, 1):
+            plan.append((f"ALTER INDEX ... REBUILD PARAMETERS (NEIGHBOR PARTITIONS {int(partitions)})",
+                         q.rebuild_with_partitions(partitions)))
+        else:
+            plan.append(("ALTER INDEX ... REBUILD ONLINE", q.REBUILD_ONLINE))
+    plan.append(("DBMS_VECTOR.REBUILD_INDEX", q.REBUILD_PACKAGE))
+    return plan
+
+
+def rebuild_statement(version: tuple[int, ...], index_subtype: str | None, partitions: int | None = None) -> str:
+    """The Oracle text of the first statement :func:`rebuild_plan` tries."""
+    return rebuild_plan(version, index_subtype, partitions)[0][1].oracle or ""
 
 
 def _info(engine: Engine, conn: Any) -> dict[str, dict[str, str | None]]:
@@ -125,28 +141,49 @@ def _chunks(engine: Engine, conn: Any) -> int:
 
 
 def rebuild(engine: Engine) -> str:
-    """Rebuild the vector index from the current chunks; one line saying how."""
+    """Rebuild the vector index from the current chunks; one line saying how.
+
+    Tries :func:`rebuild_plan` in order: a statement the server refuses is
+    reported in the line and the next one runs; only the last one's failure
+    raises.
+    """
     if not engine.maintains_indexes:
         return EMBEDDED
+    partitions = engine.settings.vector_index_partitions if engine.settings.vector_index_type == "IVF" else None
+    refused: list[str] = []
     try:
         with engine.begin() as conn:
             info = _info(engine, conn).get(q.VECTOR_INDEX)
             if info is None:
                 raise DatabaseError(f"{q.VECTOR_INDEX} does not exist: run `oracle-rag migrate` first")
-            sql = _rebuild_sql(server_version(conn), info.get("subtype"))
             chunks = _chunks(engine, conn)
-            conn.exec_driver_sql(engine.text(sql))  # DDL / PL/SQL: commits on its own
-            _record(engine, conn, VECTOR_REBUILD, chunks)
+            plan = rebuild_plan(server_version(conn), info.get("subtype"), partitions)
+        for i, (how, sql) in enumerate(plan):
+            try:
+                with engine.begin() as conn:
+                    conn.exec_driver_sql(engine.text(sql))  # DDL / PL/SQL: commits on its own
+                    _record(engine, conn, VECTOR_REBUILD, chunks)
+                break
+            except Exception as exc:
+                if i == len(plan) - 1:
+                    raise
+                refused.append(f"{how.split(' (')[0]} refused ({driver_error_code(exc) or type(exc).__name__})")
     except DatabaseError:
         raise
     except Exception as exc:
         raise wrap_driver_error(exc, f"rebuilding {q.VECTOR_INDEX}") from None
-    how = "ALTER INDEX ... REBUILD ONLINE" if sql is q.REBUILD_ONLINE else "DBMS_VECTOR.REBUILD_INDEX"
-    return f"rebuilt {q.VECTOR_INDEX} on {chunks} chunks ({how})"
+    fallback = f"; {', '.join(refused)}" if refused else ""
+    return f"rebuilt {q.VECTOR_INDEX} on {chunks} chunks ({how}{fallback})"
 
 
 def rebuild_if_due(engine: Engine) -> str:
-    """``bootstrap``'s step: rebuild when chunks exist and none were there at the last rebuild, or doubled."""
+    """``bootstrap``'s step: rebuild when chunks exist and none were there at the last rebuild, or doubled.
+
+    Never raises for the rebuild itself: a deploy has already migrated and
+    loaded the model, and an index that could not be rebuilt still answers
+    (with the centroids it had). The failure is the returned line, and the
+    next bootstrap tries again (nothing was recorded).
+    """
     if not engine.maintains_indexes:
         return EMBEDDED
     with engine.connect() as conn:
@@ -156,7 +193,11 @@ def rebuild_if_due(engine: Engine) -> str:
         return "vector index: no chunks yet; the first bootstrap after a backfill rebuilds it"
     if last is not None and last["chunks"] > 0 and chunks < GROWTH_FACTOR * last["chunks"]:
         return f"vector index: rebuilt on {last['chunks']} chunks, now {chunks}; not due"
-    return "vector index: " + rebuild(engine)
+    try:
+        return "vector index: " + rebuild(engine)
+    except DatabaseError as exc:
+        return (f"vector index: NOT rebuilt ({exc.message}); search still works with the old centroids; "
+                f"run `oracle-rag index rebuild` once the cause is fixed")
 
 
 def status(engine: Engine, *, probes: int = 20, top_k: int = 10) -> IndexStatus:

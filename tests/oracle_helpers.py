@@ -194,20 +194,17 @@ def _start_container(request: pytest.FixtureRequest) -> OracleTarget:
     request.config.add_cleanup(container.stop)
     host, port = container.get_container_host_ip(), int(container.get_exposed_port(1521))
     dsn = f"{host}:{port}/FREEPDB1"
-    with oracledb.connect(user="system", password=system_pw, dsn=dsn) as conn, conn.cursor() as cur:
-        # The image's APP_USER has DB_DEVELOPER_ROLE, USERS tablespace, unlimited quota. The explicit
-        # grants mirror local/init/01_users.sh; some may already be implied, so failures are ignored.
+    # Grants on SYS's packages as SYS (SYSDBA): SYSTEM cannot grant EXECUTE on them in
+    # gvenzl/oracle-free (ORA-01031), and a failed grant must fail the setup, not be swallowed.
+    with oracledb.connect(user="sys", password=system_pw, dsn=dsn, mode=oracledb.AUTH_MODE_SYSDBA) as conn, \
+            conn.cursor() as cur:
         for sql in (f"GRANT CREATE MINING MODEL TO {APP_USER}", f"GRANT CTXAPP TO {APP_USER}",
-                    f"GRANT EXECUTE ON CTXSYS.CTX_DDL TO {APP_USER}", f"GRANT EXECUTE ON SYS.DBMS_VECTOR TO {APP_USER}",
-                    f"GRANT EXECUTE ON SYS.DBMS_LOCK TO {APP_USER}"):
-            try:
-                cur.execute(sql)
-            except oracledb.DatabaseError:
-                pass
+                    f"GRANT EXECUTE ON CTXSYS.CTX_DDL TO {APP_USER}", f"GRANT EXECUTE ON SYS.DBMS_VECTOR TO {APP_USER}"):
+            cur.execute(sql)
         cur.execute(f'CREATE USER {RO_USER} IDENTIFIED BY "{ro_pw}" DEFAULT TABLESPACE USERS QUOTA 0 ON USERS')
         cur.execute(f"GRANT CREATE SESSION TO {RO_USER}")
         cur.execute(f"ALTER USER {RO_USER} READ ONLY")
-        for view in RO_VIEWS:  # local/readonly_synonyms.sql, as SYSTEM (CREATE ANY SYNONYM)
+        for view in RO_VIEWS:  # local/readonly_synonyms.sql, as SYS (CREATE ANY SYNONYM)
             cur.execute(f"CREATE OR REPLACE SYNONYM {RO_USER}.{view} FOR {APP_USER}.{view}")
     os.environ[PASSWORD_ENV] = app_pw
     os.environ[RO_PASSWORD_ENV] = ro_pw

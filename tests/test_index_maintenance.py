@@ -8,6 +8,7 @@ tests/oracle/test_oracle_fidelity.py.
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from oracle_rag import index_maintenance as im
@@ -23,6 +24,26 @@ def test_26ai_rebuilds_ivf_online_and_23ai_through_the_package() -> None:
     # HNSW: the online reorganisation is documented for IVF only
     assert im.rebuild_statement((23, 26, 1), "INMEMORY_NEIGHBOR_GRAPH_HNSW") == q.REBUILD_PACKAGE.oracle
     assert q.REBUILD_PACKAGE.oracle == "BEGIN DBMS_VECTOR.REBUILD_INDEX(idx_name => 'RAG_CHUNK_VEC_IX'); END;"
+
+
+def test_every_plan_ends_with_the_package_fallback() -> None:
+    """N7: a refused ALTER INDEX (ORA-52401, ORA-51850...) falls back to DBMS_VECTOR.REBUILD_INDEX."""
+    for version, subtype, partitions in (((23, 26, 0), "IVF_FLAT", None), ((23, 26, 3), None, 64),
+                                         ((23, 9, 0), None, 64), ((23, 26, 1), "INMEMORY_NEIGHBOR_GRAPH_HNSW", None)):
+        plan = im.rebuild_plan(version, subtype, partitions)
+        assert plan[-1] == ("DBMS_VECTOR.REBUILD_INDEX", q.REBUILD_PACKAGE)
+        assert len(plan) == (2 if version[:2] >= (23, 26) and "HNSW" not in str(subtype) else 1)
+
+
+def test_configured_partitions_survive_a_26ai_rebuild() -> None:
+    """N8: REBUILD ONLINE recomputes NEIGHBOR PARTITIONS; from 23.26.1 the count is passed again."""
+    assert im.rebuild_statement((23, 26, 3), "IVF_FLAT", 64) == (
+        "ALTER INDEX RAG_CHUNK_VEC_IX REBUILD PARAMETERS (NEIGHBOR PARTITIONS 64)")
+    assert im.rebuild_statement((23, 26, 0), "IVF_FLAT", 64) == q.REBUILD_ONLINE.oracle  # no parameters before .1
+    assert im.rebuild_statement((23, 26, 3), "IVF_FLAT", None) == q.REBUILD_ONLINE.oracle
+    for bad in (0, -1, q.MAX_PARTITIONS + 1, 2.5):
+        with pytest.raises(ValueError):
+            q.rebuild_with_partitions(bad)  # type: ignore[arg-type]
 
 
 def test_accuracy_report_is_read_from_oracles_sentence() -> None:

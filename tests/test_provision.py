@@ -233,26 +233,29 @@ _BIND = re.compile(r"(?<![:\w]):([a-z_]\w*)")
     (q.LOAD_MODEL_CLOUD.oracle, "DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD(", {"model_name", "replace", "uri", "outcome"}),
 ])
 def test_load_blocks(block: str, load: str, binds: set[str]) -> None:
-    """One PL/SQL unit: the model's user lock, existence check, then (only if missing or replacing)
-    drop and load, a concurrent load counted as success, the lock released on every path; every
-    value a bind."""
+    """One PL/SQL unit: a row lock on RAG_MAINTENANCE (no DBMS_LOCK, no SYS grant), existence check,
+    then (only if missing or replacing) drop and load in an autonomous transaction, a concurrent
+    load counted as success; every value a bind."""
     assert is_plsql(block)
     assert split_oracle_script(block + "\n/\n") == [block]
     code = re.sub(r"'(?:[^']|'')*'|--[^\n]*", "''", block)
     assert set(_BIND.findall(code)) == binds
+    assert "DBMS_LOCK" not in block  # EXECUTE ON SYS.DBMS_LOCK cannot be granted by SYSTEM or ADB's ADMIN
+    ensure = block.index("PROCEDURE ensure_lock_row IS\n    PRAGMA AUTONOMOUS_TRANSACTION;")
+    loader = block.index("PROCEDURE load IS\n    PRAGMA AUTONOMOUS_TRANSACTION;")
+    body = block.index("\nBEGIN\n  BEGIN\n    ensure_lock_row;")
+    lock = block.index(f"'SELECT TASK FROM RAG_MAINTENANCE WHERE TASK = ''{q.LOCK_TASK}'' FOR UPDATE WAIT {q.LOCK_WAIT_S}'")
     check = block.index("SELECT COUNT(*) INTO l_found FROM USER_MINING_MODELS WHERE MODEL_NAME = c_name")
     skip = block.index("IF l_found > 0 AND NOT c_replace THEN\n    l_outcome := 'SKIPPED';\n  ELSE")
     drop = block.index("DBMS_VECTOR.DROP_ONNX_MODEL(model_name => c_name, force => TRUE)")
-    lock = block.index("DBMS_LOCK.REQUEST(id => c_lock, lockmode => DBMS_LOCK.X_MODE")
-    assert lock < check < skip < drop < block.index(load)
-    assert "DBMS_UTILITY.GET_HASH_VALUE('ORACLE_RAG.MODEL.' || c_name, 0, 1073741824)" in block
-    assert "release_on_commit => FALSE" in block and "IF l_locked NOT IN (0, 4) THEN" in block
-    assert "credential => NULL" in block if "CLOUD" in load else "model_data => :model_data" in block
-    handler = block[block.index("EXCEPTION"):]
+    assert ensure < loader < drop < block.index(load) < body < lock < check < skip
+    assert block.count(f"''{q.LOCK_TASK}''") == 3  # insert, lock, record: dynamic SQL, compiles before migrate
+    assert "WHEN e_no_table THEN" in block and "PRAGMA EXCEPTION_INIT(e_no_table, -942);" in block
+    assert "WHEN DUP_VAL_ON_INDEX THEN\n      ROLLBACK;" in block
+    assert "credential => NULL" in block if "CLOUD" in load else "model_data => c_data" in block
+    handler = block[block.index("      load;"):]
     assert "USER_MINING_MODELS" in handler and "RAISE;" in handler and "'CONCURRENT'" in handler
-    assert block.count("DBMS_LOCK.RELEASE(id => c_lock)") == 2  # success path, and before a re-raise
-    assert block.rstrip().endswith(":outcome := l_outcome;\nEXCEPTION\n  WHEN OTHERS THEN\n"
-                                   "    l_locked := DBMS_LOCK.RELEASE(id => c_lock);\n    RAISE;\nEND;")
+    assert block.rstrip().endswith(":outcome := l_outcome;\nEND;")  # the caller's commit releases the lock
     assert set(re.findall(r"'([A-Z]+)'", code.replace("''", ""))) <= set(q.OUTCOMES)
     assert f"JSON('{q.METADATA}')" in block
     assert json.loads(q.METADATA) == {"function": "embedding", "embeddingOutput": "embedding",
@@ -308,15 +311,19 @@ def test_load_model_sql_is_guarded_and_quiet() -> None:
     assert code.index("SET VERIFY OFF") < code.index("&par_url")
     assert "DBMS_ASSERT.SIMPLE_SQL_NAME(UPPER(TRIM('&model_name')))" in code
     check = code.index("SELECT COUNT(*) INTO l_found FROM USER_MINING_MODELS WHERE MODEL_NAME = c_name")
-    assert check < code.index("DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD(") < code.index("DBMS_VECTOR.LOAD_ONNX_MODEL(")
+    loader = code.index("PROCEDURE load IS")
+    assert loader < code.index("DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD(") < code.index("DBMS_VECTOR.LOAD_ONNX_MODEL(") < check
+    assert check < code.index("      load;\n")
     assert "credential => NULL" in code
     assert code.count(f"JSON('{q.METADATA}')") == 2
     assert "'loaded ' || c_name || ' from the pre-authenticated URL'" in code  # never the URL itself
     assert "PUT_LINE(c_uri" not in code and "|| c_uri" not in code
-    # the same named lock as the product's load blocks, released on every path
-    assert code.index("DBMS_LOCK.REQUEST(id => c_lock") < check
-    assert "DBMS_UTILITY.GET_HASH_VALUE('ORACLE_RAG.MODEL.' || c_name, 0, 1073741824)" in code
-    assert code.count("DBMS_LOCK.RELEASE(id => c_lock)") == 2
+    # the same row lock as the product's load blocks; the load in its own transaction
+    assert "DBMS_LOCK" not in code
+    lock = text.index("'SELECT TASK FROM RAG_MAINTENANCE WHERE TASK = ''MODEL_LOAD'' FOR UPDATE WAIT 900'")
+    assert lock < text.index("SELECT COUNT(*) INTO l_found FROM USER_MINING_MODELS WHERE MODEL_NAME = c_name")
+    assert code.count("PRAGMA AUTONOMOUS_TRANSACTION;") == 2 and "WHEN e_no_table THEN" in code
+    assert code.rstrip().endswith("COMMIT;\nEND;\n/")
     assert text.rstrip().endswith("END;\n/")
 
 

@@ -20,7 +20,8 @@
 #     in the SYSTEM tablespace, which is not ASSM, and a vector index there fails with
 #     ORA-51963. Grants: CREATE SESSION, TABLE, VIEW, SEQUENCE, PROCEDURE, TRIGGER and MINING
 #     MODEL (ONNX models), CTXAPP and EXECUTE ON CTXSYS.CTX_DDL (Oracle Text), EXECUTE ON
-#     DBMS_VECTOR and DBMS_LOCK (the model load's named lock), and DB_DEVELOPER_ROLE (what the image grants anyway; appropriate for a
+#     SYS.DBMS_VECTOR (granted here as SYS: SYSTEM cannot grant on SYS's packages, ORA-01031),
+#     and DB_DEVELOPER_ROLE (what the image grants anyway; appropriate for a
 #     development database, see docs/operations-oracle.md for a least-privilege production
 #     list). Explicit grants matter because roles do not apply inside definer-rights PL/SQL.
 #   * directory object ONNX_MODELS -> /opt/oracle/models (where compose.dev.yml mounts the
@@ -113,8 +114,6 @@ BEGIN
   END LOOP;
   run('GRANT EXECUTE ON CTXSYS.CTX_DDL TO ' || c_app);
   run('GRANT EXECUTE ON SYS.DBMS_VECTOR TO ' || c_app);
-  -- The model load serialises concurrent deploys with a user lock (DBMS_LOCK.REQUEST).
-  run('GRANT EXECUTE ON SYS.DBMS_LOCK TO ' || c_app);
 
   -- Server-side model loads: DBMS_VECTOR.LOAD_ONNX_MODEL('ONNX_MODELS', 'all-MiniLM-L6-v2.onnx', ...).
   run(q'[CREATE OR REPLACE DIRECTORY ONNX_MODELS AS '/opt/oracle/models']');

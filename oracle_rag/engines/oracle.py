@@ -2,26 +2,38 @@
 
 Embedding happens inside the database (``VECTOR_EMBEDDING`` over an ONNX
 model loaded with ``DBMS_VECTOR``); the queue is drained with ``FOR UPDATE
-SKIP LOCKED`` so workers scale horizontally; keyword search is Oracle Text.
+SKIP LOCKED`` so workers scale horizontally (a MERGE race between two of them
+is retried, :meth:`OracleEngine.upsert_chunks`).
 Its statements are the ``oracle`` side of the ``Sql`` objects in the ``*_sql.py`` modules.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
 from ..config import Settings
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, driver_error_code
 from ..scripts import is_plsql, split_oracle_script
 from ..tracing import tag_oracle_sessions
 from . import engine_sql as q
 from .base import Engine
-from .records import Filters, Hit, QueueRow, ReadOnlyUser, Scope, Where, queue_rows
+from .records import ChunkWrite, Filters, Hit, QueueRow, ReadOnlyUser, Scope, Where, queue_rows
 from .statements import Sql
+
+log = logging.getLogger("oracle_rag.engines.oracle")
+
+UNIQUE_VIOLATION = "ORA-00001"
+
+
+def is_unique_violation(exc: BaseException) -> bool:
+    """True for ORA-00001 (unique constraint violated), wrapped by SQLAlchemy or not."""
+    return driver_error_code(exc) == UNIQUE_VIOLATION
 
 
 def output_type_handler(previous: Any) -> Any:
@@ -198,6 +210,29 @@ class OracleEngine(Engine):
         status["dimensions"] = len(vec)
         status["test_norm"] = round(sum(v * v for v in vec) ** 0.5, 6)
         return status
+
+    # -- writes -----------------------------------------------------------
+    def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite]) -> int:
+        """The MERGE of the base engine, once more when another session inserted the same keys first.
+
+        Two workers can hold queue rows of one record (two changes, picked by
+        different workers under SKIP LOCKED). Both MERGEs find no row and take
+        WHEN NOT MATCHED; the second INSERT waits on the first's uncommitted
+        key and then fails with ORA-00001 (on RAG_CHUNK_SOURCE_UK, or on
+        RAG_CHUNK_TERM_PK for the postings). That is a benign race, not a bad
+        record: the savepoint undoes this attempt and the same writes run again,
+        now as WHEN MATCHED updates of the committed rows (and a delete and
+        re-insert of the postings). A second ORA-00001 is raised.
+        """
+        try:
+            with conn.begin_nested():
+                return super().upsert_chunks(conn, chunks)
+        except sa.exc.IntegrityError as exc:
+            if not is_unique_violation(exc):
+                raise
+        log.info("another session wrote %d chunk(s) of the same record(s) first (ORA-00001); "
+                 "writing them again over its rows", len(chunks))
+        return super().upsert_chunks(conn, chunks)
 
     # -- queue and search -------------------------------------------------
     def pick(self, conn: sa.Connection, limit: int, max_attempts: int) -> list[QueueRow]:

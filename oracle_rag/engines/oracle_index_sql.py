@@ -6,10 +6,15 @@
   when the data has grown or drifted). 26ai (server 23.26 and later):
   ``ALTER INDEX ... REBUILD ONLINE`` reorganises a global IVF index while the
   table stays writable (AI Vector Search User's Guide 26, "Rebuild IVF
-  Indexes Online"; 23.26.1 also accepts new parameters, which we do not
-  pass). 23ai: ``DBMS_VECTOR.REBUILD_INDEX(idx_name)``, which with only the
-  name rebuilds from the index's own DDL (PL/SQL Packages and Types
-  Reference, DBMS_VECTOR.REBUILD_INDEX); it is also the HNSW path.
+  Indexes Online"). It "considers all the parameters that were used to
+  create the vector index, except the NEIGHBOR PARTITIONS parameter"
+  ("Inverted File Flat ALTER INDEX"), so a configured
+  ``vector_index_partitions`` would be lost: from 23.26.1 ``ALTER INDEX ...
+  REBUILD PARAMETERS (NEIGHBOR PARTITIONS n)`` passes it again (same page,
+  "Starting with ... 23.26.1"). 23ai: ``DBMS_VECTOR.REBUILD_INDEX(idx_name)``,
+  which with only the name rebuilds from the index's own DDL (AI Vector
+  Search User's Guide, DBMS_VECTOR.REBUILD_INDEX); it is also the HNSW path
+  and the fallback when the ALTER INDEX form is refused.
 * Accuracy: ``DBMS_VECTOR.INDEX_ACCURACY_QUERY(owner_name, index_name, qv,
   top_k, target_accuracy) RETURN VARCHAR2`` compares the index's top-k for a
   query vector with the exact top-k ("Accuracy achieved (100%) is 10% higher
@@ -41,6 +46,22 @@ ORDER BY INDEX_NAME""")
 CHUNK_COUNT = Sql(oracle="SELECT COUNT(*) FROM RAG_CHUNK")
 
 REBUILD_ONLINE = Sql(oracle="ALTER INDEX RAG_CHUNK_VEC_IX REBUILD ONLINE")
+
+# 23.26.1+: a rebuild that keeps the configured partition count (REBUILD ONLINE
+# recomputes it). DDL takes no binds: the count is an integer checked by
+# rebuild_with_partitions, the same way render_migration writes it into V1.
+REBUILD_WITH_PARTITIONS = Sql(oracle="ALTER INDEX RAG_CHUNK_VEC_IX REBUILD PARAMETERS (NEIGHBOR PARTITIONS {partitions})")
+
+MAX_PARTITIONS = 10_000_000
+"""NEIGHBOR PARTITIONS: > 0 and <= 10000000 (AI Vector Search User's Guide, Inverted File Flat CREATE INDEX)."""
+
+
+def rebuild_with_partitions(partitions: int) -> Sql:
+    """:data:`REBUILD_WITH_PARTITIONS` for ``partitions``, an integer in 1..MAX_PARTITIONS (ValueError otherwise)."""
+    count = int(partitions)
+    if not 1 <= count <= MAX_PARTITIONS or count != partitions:
+        raise ValueError(f"NEIGHBOR PARTITIONS must be an integer in 1..{MAX_PARTITIONS}")
+    return Sql(oracle=(REBUILD_WITH_PARTITIONS.oracle or "").replace("{partitions}", str(count)))
 
 REBUILD_PACKAGE = Sql(oracle="BEGIN DBMS_VECTOR.REBUILD_INDEX(idx_name => 'RAG_CHUNK_VEC_IX'); END;")
 

@@ -2,26 +2,34 @@
 
 Both blocks do the same thing around a different load call:
 
-1. take an exclusive user lock named for the model (``DBMS_LOCK.REQUEST``
-   on an id hashed from ``ORACLE_RAG.MODEL.<name>``), so two deploys at
-   once run check-and-load one after the other: the second waits, then
-   finds the model and reports ``SKIPPED`` ("already loaded"), not an error;
+1. lock the row ``TASK = 'MODEL_LOAD'`` of RAG_MAINTENANCE (V7) with
+   ``SELECT ... FOR UPDATE WAIT``, so two deploys at once run check-and-load
+   one after the other: the second waits, then finds the model and reports
+   ``SKIPPED`` ("already loaded"), not an error. The row is inserted first if
+   missing, in an autonomous transaction that commits on its own (two
+   sessions inserting it at once: the second gets DUP_VAL_ON_INDEX, which
+   means "it is there"). A row lock of our own table needs no grant at all;
+   ``DBMS_LOCK`` needed ``EXECUTE ON SYS.DBMS_LOCK``, which SYSTEM cannot
+   grant in gvenzl/oracle-free and ADMIN cannot grant on Autonomous Database
+   (ORA-01031). The statements on RAG_MAINTENANCE are dynamic SQL (the task
+   name a fixed literal: no ``:word`` inside a string) so the
+   block still compiles before ``oracle-rag migrate`` created the table: then
+   ORA-00942 is caught and the load runs unlocked (step 4 still makes a
+   concurrent load a success);
 2. look the model up in ``USER_MINING_MODELS`` *inside* the block, so a
    deploy that finds it does nothing (``SKIPPED``) and a re-run costs one
    query;
 3. with ``:replace = 1``, drop it first (``DROP_ONNX_MODEL(force => TRUE)``);
 4. load it; if the load fails and the model exists afterwards, a session
-   that did not take the lock (an older oracle-rag, a DBA's script) loaded it
-   meanwhile: that is success, reported as ``CONCURRENT``. Anything else is
-   re-raised. The lock is released on every path (and with the session).
+   that did not take the lock (an older oracle-rag, a DBA's script, a load
+   before migrate) loaded it meanwhile: that is success, reported as
+   ``CONCURRENT``. Anything else is re-raised.
 
-``DBMS_LOCK.REQUEST(id, lockmode, timeout, release_on_commit)`` returns 0
-(granted), 1 (timeout), 2 (deadlock), 3 (parameter error), 4 (already held),
-5 (illegal handle) (PL/SQL Packages and Types Reference, DBMS_LOCK). Ids
-0..1073741823 are the user range; ``ALLOCATE_UNIQUE`` would give a named
-lock but commits, so the id is ``DBMS_UTILITY.GET_HASH_VALUE`` of the name
-in that range. ``release_on_commit => FALSE`` because the load may commit.
-The application user needs ``EXECUTE ON DBMS_LOCK`` (not granted to PUBLIC).
+The drop and the load run in an autonomous transaction (a nested procedure
+with ``PRAGMA AUTONOMOUS_TRANSACTION``, PL/SQL Language Reference): creating
+a model is DDL and commits, and a commit in the main transaction would
+release the row lock half way. The row lock is released when the caller
+commits or rolls back, i.e. on every path, and with the session.
 
 Every value is a bind: the model name (``:model_name``, validated as an
 identifier by :func:`oracle_rag.provision.model_identifier` and passed as a
@@ -43,33 +51,65 @@ OUTCOMES = ("LOADED", "REPLACED", "SKIPPED", "CONCURRENT")
 
 
 LOCK_WAIT_S = 900
-"""How long a deploy waits for another one's model load (seconds) before it fails."""
+"""How long a deploy waits for another one's model load (seconds) before it fails (ORA-30006)."""
+
+LOCK_TASK = "MODEL_LOAD"
+"""The RAG_MAINTENANCE row whose lock serialises model loads; its DONE_AT is the last load."""
 
 
-def _load_block(load_call: str) -> Sql:
+def _load_block(load_call: str, binds: str) -> Sql:
     return Sql(oracle=f"""DECLARE
   c_name    CONSTANT VARCHAR2(128) := :model_name;
   c_replace CONSTANT BOOLEAN := (:replace = 1);
-  c_lock    CONSTANT INTEGER := DBMS_UTILITY.GET_HASH_VALUE('ORACLE_RAG.MODEL.' || c_name, 0, 1073741824);
-  l_locked  INTEGER;
+{binds}
   l_found   PLS_INTEGER;
   l_outcome VARCHAR2(16);
+  l_locked  BOOLEAN := FALSE;
+  l_task    VARCHAR2(32);
+  e_no_table EXCEPTION;
+  PRAGMA EXCEPTION_INIT(e_no_table, -942);
+
+  -- The lock row must exist before it can be locked: inserted and committed on its own.
+  PROCEDURE ensure_lock_row IS
+    PRAGMA AUTONOMOUS_TRANSACTION;
+  BEGIN
+    EXECUTE IMMEDIATE 'INSERT INTO RAG_MAINTENANCE (TASK, DONE_AT, CHUNKS) VALUES (''{LOCK_TASK}'', SYSTIMESTAMP, 0)';
+    COMMIT;
+  EXCEPTION
+    WHEN DUP_VAL_ON_INDEX THEN
+      ROLLBACK;
+  END;
+
+  -- Creating a model commits: in its own transaction, so our row lock is kept.
+  PROCEDURE load IS
+    PRAGMA AUTONOMOUS_TRANSACTION;
+  BEGIN
+    IF l_found > 0 THEN
+      DBMS_VECTOR.DROP_ONNX_MODEL(model_name => c_name, force => TRUE);
+    END IF;
+{load_call}
+    COMMIT;
+  EXCEPTION
+    WHEN OTHERS THEN
+      ROLLBACK;
+      RAISE;
+  END;
 BEGIN
-  l_locked := DBMS_LOCK.REQUEST(id => c_lock, lockmode => DBMS_LOCK.X_MODE, timeout => {LOCK_WAIT_S},
-                                release_on_commit => FALSE);
-  IF l_locked NOT IN (0, 4) THEN
-    RAISE_APPLICATION_ERROR(-20011, 'waiting for another session loading model ' || c_name
-                                    || ': DBMS_LOCK.REQUEST returned ' || l_locked);
-  END IF;
+  BEGIN
+    ensure_lock_row;
+    EXECUTE IMMEDIATE 'SELECT TASK FROM RAG_MAINTENANCE WHERE TASK = ''{LOCK_TASK}'' FOR UPDATE WAIT {LOCK_WAIT_S}'
+      INTO l_task;
+    l_locked := TRUE;
+  EXCEPTION
+    WHEN e_no_table THEN
+      NULL;  -- before `oracle-rag migrate`: no lock table; the re-check below still makes a race a success
+  END;
   SELECT COUNT(*) INTO l_found FROM USER_MINING_MODELS WHERE MODEL_NAME = c_name;
   IF l_found > 0 AND NOT c_replace THEN
     l_outcome := 'SKIPPED';
   ELSE
-    IF l_found > 0 THEN
-      DBMS_VECTOR.DROP_ONNX_MODEL(model_name => c_name, force => TRUE);
-    END IF;
     BEGIN
-{load_call}
+      load;
       l_outcome := CASE WHEN l_found > 0 THEN 'REPLACED' ELSE 'LOADED' END;
     EXCEPTION
       WHEN OTHERS THEN
@@ -80,32 +120,32 @@ BEGIN
         END IF;
         l_outcome := 'CONCURRENT';
     END;
+    IF l_locked THEN
+      EXECUTE IMMEDIATE 'UPDATE RAG_MAINTENANCE SET DONE_AT = SYSTIMESTAMP WHERE TASK = ''{LOCK_TASK}''';
+    END IF;
   END IF;
-  l_locked := DBMS_LOCK.RELEASE(id => c_lock);
   :outcome := l_outcome;
-EXCEPTION
-  WHEN OTHERS THEN
-    l_locked := DBMS_LOCK.RELEASE(id => c_lock);
-    RAISE;
 END;""")
 
 
 # A local file, sent by the client as a BLOB: no DIRECTORY object needed.
 LOAD_MODEL_BLOB = _load_block(
-    "      DBMS_VECTOR.LOAD_ONNX_MODEL(\n"
-    "        model_name => c_name,\n"
-    "        model_data => :model_data,\n"
-    f"        metadata   => JSON('{METADATA}'));"
+    "    DBMS_VECTOR.LOAD_ONNX_MODEL(\n"
+    "      model_name => c_name,\n"
+    "      model_data => c_data,\n"
+    f"      metadata   => JSON('{METADATA}'));",
+    "  c_data    CONSTANT BLOB := :model_data;",
 )
 
 # A pre-authenticated Object Storage URL, fetched by the database itself.
 # credential => NULL because the PAR URL is its own (bearer) credential.
 LOAD_MODEL_CLOUD = _load_block(
-    "      DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD(\n"
-    "        model_name => c_name,\n"
-    "        credential => NULL,\n"
-    "        uri        => :uri,\n"
-    f"        metadata   => JSON('{METADATA}'));"
+    "    DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD(\n"
+    "      model_name => c_name,\n"
+    "      credential => NULL,\n"
+    "      uri        => c_uri,\n"
+    f"      metadata   => JSON('{METADATA}'));",
+    "  c_uri     CONSTANT VARCHAR2(4000) := :uri;",
 )
 
 # Drop a model only when USER_MINING_MODELS lists it. DROP_ONNX_MODEL's

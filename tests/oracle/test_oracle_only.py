@@ -1,5 +1,5 @@
-"""Behaviour only Oracle has: ONNX models in the database, the IVF index, Oracle Text, SKIP LOCKED,
-read-only users.
+"""Behaviour only Oracle has: ONNX models in the database, the IVF index, BM25 postings in SQL,
+SKIP LOCKED, read-only users.
 
 All marked ``oracle`` (by conftest.py) and skipped with one line without a
 database. Nothing here is faked: each test talks to the real server through
@@ -21,7 +21,7 @@ from oracle_helpers import OracleTarget, drop_model, load_model, new_system
 
 from oracle_rag import provision
 from oracle_rag.cli import main
-from oracle_rag.engines import ChunkWrite, Filters, Scope, content_hash, engine_sql
+from oracle_rag.engines import Filters, Scope, engine_sql
 from oracle_rag.engines.records import search_binds
 from oracle_rag.engines.statements import stmt
 from oracle_rag.errors import driver_error_code
@@ -169,10 +169,22 @@ def test_ivf_index_exists_and_fetch_approx_uses_it(oracle_system, see_all: int, 
     assert _INDEX_SHAPES.search(plan), f"FETCH APPROX did not use the vector index:\n{plan}"
 
 
-# -- Oracle Text -------------------------------------------------------------------------------
+# -- keyword search (BM25 postings written with the record) ----------------------------------
 
 
-def test_oracle_text_index_syncs_on_commit(oracle_system) -> None:  # type: ignore[no-untyped-def]
+def _write(engine, source_type: str, source_id: str, text: str, **kw) -> None:  # type: ignore[no-untyped-def]
+    """Write one record as the indexer does: chunks, embeddings and its BM25 postings (record_writes)."""
+    from oracle_rag.chunking import ChunkPlan
+    from oracle_rag.record_writes import record_write, write_records
+
+    with engine.begin() as conn:
+        write_records(engine, conn, [record_write(ChunkPlan(), source_type, source_id, text, **kw)])
+
+
+def test_keyword_search_sees_a_record_once_committed(oracle_system) -> None:  # type: ignore[no-untyped-def]
+    from oracle_rag.chunking import ChunkPlan
+    from oracle_rag.record_writes import record_write, write_records
+
     engine = oracle_system.engine
     manager = Scope(3, True)
 
@@ -182,16 +194,16 @@ def test_oracle_text_index_syncs_on_commit(oracle_system) -> None:  # type: igno
 
     text = "[PROJECT #9001] Zyxwvortex migration plan"
     with engine.begin() as conn:
-        engine.upsert_chunks(conn, [ChunkWrite("PROJECT", "9001", text, content_hash(text))])
+        write_records(engine, conn, [record_write(ChunkPlan(), "PROJECT", "9001", text)])
         assert found("zyxwvortex") == []  # not committed: invisible to other sessions
-    assert found("zyxwvortex") == [("PROJECT", "9001")]  # SYNC (ON COMMIT): no CTX_DDL.SYNC_INDEX call
-    changed = "[PROJECT #9001] Quibblefrost migration plan"
-    with engine.begin() as conn:
-        engine.upsert_chunks(conn, [ChunkWrite("PROJECT", "9001", changed, content_hash(changed))])
+    assert found("zyxwvortex") == [("PROJECT", "9001")]  # postings in RAG_CHUNK_TERM, same transaction
+    _write(engine, "PROJECT", "9001", "[PROJECT #9001] Quibblefrost migration plan")
     assert found("quibblefrost") == [("PROJECT", "9001")] and found("zyxwvortex") == []
     with engine.begin() as conn:
         engine.delete_chunks(conn, "PROJECT", ["9001"])
     assert found("quibblefrost") == []
+    assert _scalar(oracle_system, "SELECT COUNT(*) FROM RAG_CHUNK_TERM t JOIN RAG_CHUNK c "
+                                  "ON c.CHUNK_ID = t.CHUNK_ID WHERE c.SOURCE_ID = '9001'") == 0  # ON DELETE CASCADE
 
 
 # -- the queue under concurrency ----------------------------------------------------------------
@@ -282,25 +294,40 @@ def test_read_only_user_cannot_write(oracle_system, oracle_target: OracleTarget)
 
 
 def test_record_chunks_and_native_json_facets_round_trip(oracle_system) -> None:  # type: ignore[no-untyped-def]
+    """Three chunks of one record share its facets (native JSON); search returns the record once."""
+    from oracle_rag.chunking import ChunkPlan
     from oracle_rag.engines import facets_json
+    from oracle_rag.record_writes import record_write, write_records
 
     engine = oracle_system.engine
     manager = Scope(3, True)
     facets = facets_json({"status": "open", "points": 3, "urgent": True, "due": None})
-    writes = [ChunkWrite("PROJECT", "9002", f"[PROJECT #9002] window {n} quillwhistle", content_hash("whole"),
-                         chunk_no=n, facets=facets) for n in range(3)]
+    text = "[PROJECT #9002] " + " ".join(f"quillwhistle window {n} of the long record" for n in range(40))
+    record = record_write(ChunkPlan(64, 8), "PROJECT", "9002", text, facets=facets)
+    assert len(record.chunks) >= 3
     with engine.begin() as conn:
-        engine.upsert_chunks(conn, writes)
+        write_records(engine, conn, [record])
         state = engine.read_chunk_state(conn, "PROJECT", ["9002"])
     assert state["9002"].facets == facets  # JSON read back as the same canonical text
     with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT CHUNK_NO, JSON_SERIALIZE(FACETS), TERM_COUNT FROM RAG_CHUNK "
+                                    "WHERE SOURCE_TYPE = 'PROJECT' AND SOURCE_ID = '9002' ORDER BY CHUNK_NO")).all()
         hits = engine.semantic_search(conn, "quillwhistle", 10, manager, Filters(source_types=("PROJECT",)), True)
+    assert [r[0] for r in rows] == list(range(len(record.chunks)))
+    assert all(json_equal(r[1], facets) for r in rows)
+    assert rows[0][2] is not None and all(r[2] is None for r in rows[1:])  # the analysis is on chunk 0 only
     mine = [h for h in hits if h.source_id == "9002"]
-    assert sorted(h.chunk_no for h in mine) == [0, 1, 2]
-    assert all(h.facets == {"status": "open", "points": 3, "urgent": True, "due": None} for h in mine)
+    assert len(mine) == 1, "semantic search returns one hit per record (its best chunk)"
+    assert mine[0].facets == {"status": "open", "points": 3, "urgent": True, "due": None}
     with engine.begin() as conn:
-        assert engine.trim_chunks(conn, [("PROJECT", "9002", 1)]) == 2
+        assert engine.trim_chunks(conn, [("PROJECT", "9002", 1)]) == len(record.chunks) - 1
         assert engine.delete_chunks(conn, "PROJECT", ["9002"]) == 1
+
+
+def json_equal(a: str, b: str) -> bool:
+    import json
+
+    return bool(json.loads(a) == json.loads(b))
 
 
 def test_structured_answers_count_and_filter_through_json_value(oracle_system) -> None:  # type: ignore[no-untyped-def]

@@ -42,39 +42,68 @@ DECLARE
   c_uri  CONSTANT VARCHAR2(4000) := TRIM('&par_url');
   c_dir  CONSTANT VARCHAR2(128)  := UPPER(TRIM('&onnx_dir'));
   c_file CONSTANT VARCHAR2(400)  := TRIM('&onnx_file');
-  -- The same user lock as `oracle-rag model load` (oracle_provision_sql.py): deploys that run
-  -- at once load the model one after the other. Needs EXECUTE ON DBMS_LOCK.
-  c_lock CONSTANT INTEGER := DBMS_UTILITY.GET_HASH_VALUE('ORACLE_RAG.MODEL.' || c_name, 0, 1073741824);
-  l_locked INTEGER;
   l_found PLS_INTEGER;
+  l_task  VARCHAR2(32);
+  e_no_table EXCEPTION;
+  PRAGMA EXCEPTION_INIT(e_no_table, -942);
+
+  -- The same lock as `oracle-rag model load` (oracle_provision_sql.py): a row lock on
+  -- RAG_MAINTENANCE (TASK = 'MODEL_LOAD'), so deploys that run at once load the model one
+  -- after the other. No grant needed (DBMS_LOCK needed one that SYSTEM and ADMIN cannot give).
+  PROCEDURE ensure_lock_row IS
+    PRAGMA AUTONOMOUS_TRANSACTION;
+  BEGIN
+    EXECUTE IMMEDIATE 'INSERT INTO RAG_MAINTENANCE (TASK, DONE_AT, CHUNKS) VALUES (''MODEL_LOAD'', SYSTIMESTAMP, 0)';
+    COMMIT;
+  EXCEPTION
+    WHEN DUP_VAL_ON_INDEX THEN
+      ROLLBACK;
+  END;
+
+  -- Creating a model commits: in its own transaction, so the row lock is kept until the end.
+  PROCEDURE load IS
+    PRAGMA AUTONOMOUS_TRANSACTION;
+  BEGIN
+    IF c_uri IS NOT NULL THEN
+      DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD(
+        model_name => c_name,
+        credential => NULL,
+        uri        => c_uri,
+        metadata   => JSON('{"function":"embedding","embeddingOutput":"embedding","input":{"input":["DATA"]}}'));
+    ELSIF c_dir IS NOT NULL AND c_file IS NOT NULL THEN
+      DBMS_VECTOR.LOAD_ONNX_MODEL(
+        directory  => c_dir,
+        file_name  => c_file,
+        model_name => c_name,
+        metadata   => JSON('{"function":"embedding","embeddingOutput":"embedding","input":{"input":["DATA"]}}'));
+    ELSE
+      RAISE_APPLICATION_ERROR(-20001, 'define par_url, or onnx_dir and onnx_file');
+    END IF;
+    COMMIT;
+  EXCEPTION
+    WHEN OTHERS THEN
+      ROLLBACK;
+      RAISE;
+  END;
 BEGIN
-  l_locked := DBMS_LOCK.REQUEST(id => c_lock, lockmode => DBMS_LOCK.X_MODE, timeout => 900,
-                                release_on_commit => FALSE);
-  IF l_locked NOT IN (0, 4) THEN
-    RAISE_APPLICATION_ERROR(-20011, 'waiting for another session loading model ' || c_name
-                                    || ': DBMS_LOCK.REQUEST returned ' || l_locked);
-  END IF;
+  BEGIN
+    ensure_lock_row;
+    EXECUTE IMMEDIATE 'SELECT TASK FROM RAG_MAINTENANCE WHERE TASK = ''MODEL_LOAD'' FOR UPDATE WAIT 900'
+      INTO l_task;
+  EXCEPTION
+    WHEN e_no_table THEN
+      DBMS_OUTPUT.PUT_LINE('RAG_MAINTENANCE does not exist yet (run oracle-rag migrate): loading without the lock');
+  END;
   SELECT COUNT(*) INTO l_found FROM USER_MINING_MODELS WHERE MODEL_NAME = c_name;
   IF l_found > 0 THEN
     DBMS_OUTPUT.PUT_LINE(c_name || ' already loaded; skipped');
   ELSE
     BEGIN
+      load;
       IF c_uri IS NOT NULL THEN
-        DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD(
-          model_name => c_name,
-          credential => NULL,
-          uri        => c_uri,
-          metadata   => JSON('{"function":"embedding","embeddingOutput":"embedding","input":{"input":["DATA"]}}'));
         DBMS_OUTPUT.PUT_LINE('loaded ' || c_name || ' from the pre-authenticated URL');
-      ELSIF c_dir IS NOT NULL AND c_file IS NOT NULL THEN
-        DBMS_VECTOR.LOAD_ONNX_MODEL(
-          directory  => c_dir,
-          file_name  => c_file,
-          model_name => c_name,
-          metadata   => JSON('{"function":"embedding","embeddingOutput":"embedding","input":{"input":["DATA"]}}'));
-        DBMS_OUTPUT.PUT_LINE('loaded ' || c_name || ' from ' || c_dir || '/' || c_file);
       ELSE
-        RAISE_APPLICATION_ERROR(-20001, 'define par_url, or onnx_dir and onnx_file');
+        DBMS_OUTPUT.PUT_LINE('loaded ' || c_name || ' from ' || c_dir || '/' || c_file);
       END IF;
     EXCEPTION
       WHEN OTHERS THEN
@@ -90,10 +119,7 @@ BEGIN
         DBMS_OUTPUT.PUT_LINE(c_name || ' was loaded by another session meanwhile; skipped');
     END;
   END IF;
-  l_locked := DBMS_LOCK.RELEASE(id => c_lock);
-EXCEPTION
-  WHEN OTHERS THEN
-    l_locked := DBMS_LOCK.RELEASE(id => c_lock);
-    RAISE;
+  -- The row lock is released here (on a failure: when the transaction or the session ends).
+  COMMIT;
 END;
 /

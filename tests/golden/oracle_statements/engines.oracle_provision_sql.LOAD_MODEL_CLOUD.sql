@@ -6,30 +6,59 @@
 DECLARE
   c_name    CONSTANT VARCHAR2(128) := :model_name;
   c_replace CONSTANT BOOLEAN := (:replace = 1);
-  c_lock    CONSTANT INTEGER := DBMS_UTILITY.GET_HASH_VALUE('ORACLE_RAG.MODEL.' || c_name, 0, 1073741824);
-  l_locked  INTEGER;
+  c_uri     CONSTANT VARCHAR2(4000) := :uri;
   l_found   PLS_INTEGER;
   l_outcome VARCHAR2(16);
+  l_locked  BOOLEAN := FALSE;
+  l_task    VARCHAR2(32);
+  e_no_table EXCEPTION;
+  PRAGMA EXCEPTION_INIT(e_no_table, -942);
+
+  -- The lock row must exist before it can be locked: inserted and committed on its own.
+  PROCEDURE ensure_lock_row IS
+    PRAGMA AUTONOMOUS_TRANSACTION;
+  BEGIN
+    EXECUTE IMMEDIATE 'INSERT INTO RAG_MAINTENANCE (TASK, DONE_AT, CHUNKS) VALUES (''MODEL_LOAD'', SYSTIMESTAMP, 0)';
+    COMMIT;
+  EXCEPTION
+    WHEN DUP_VAL_ON_INDEX THEN
+      ROLLBACK;
+  END;
+
+  -- Creating a model commits: in its own transaction, so our row lock is kept.
+  PROCEDURE load IS
+    PRAGMA AUTONOMOUS_TRANSACTION;
+  BEGIN
+    IF l_found > 0 THEN
+      DBMS_VECTOR.DROP_ONNX_MODEL(model_name => c_name, force => TRUE);
+    END IF;
+    DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD(
+      model_name => c_name,
+      credential => NULL,
+      uri        => c_uri,
+      metadata   => JSON('{"function":"embedding","embeddingOutput":"embedding","input":{"input":["DATA"]}}'));
+    COMMIT;
+  EXCEPTION
+    WHEN OTHERS THEN
+      ROLLBACK;
+      RAISE;
+  END;
 BEGIN
-  l_locked := DBMS_LOCK.REQUEST(id => c_lock, lockmode => DBMS_LOCK.X_MODE, timeout => 900,
-                                release_on_commit => FALSE);
-  IF l_locked NOT IN (0, 4) THEN
-    RAISE_APPLICATION_ERROR(-20011, 'waiting for another session loading model ' || c_name
-                                    || ': DBMS_LOCK.REQUEST returned ' || l_locked);
-  END IF;
+  BEGIN
+    ensure_lock_row;
+    EXECUTE IMMEDIATE 'SELECT TASK FROM RAG_MAINTENANCE WHERE TASK = ''MODEL_LOAD'' FOR UPDATE WAIT 900'
+      INTO l_task;
+    l_locked := TRUE;
+  EXCEPTION
+    WHEN e_no_table THEN
+      NULL;  -- before `oracle-rag migrate`: no lock table; the re-check below still makes a race a success
+  END;
   SELECT COUNT(*) INTO l_found FROM USER_MINING_MODELS WHERE MODEL_NAME = c_name;
   IF l_found > 0 AND NOT c_replace THEN
     l_outcome := 'SKIPPED';
   ELSE
-    IF l_found > 0 THEN
-      DBMS_VECTOR.DROP_ONNX_MODEL(model_name => c_name, force => TRUE);
-    END IF;
     BEGIN
-      DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD(
-        model_name => c_name,
-        credential => NULL,
-        uri        => :uri,
-        metadata   => JSON('{"function":"embedding","embeddingOutput":"embedding","input":{"input":["DATA"]}}'));
+      load;
       l_outcome := CASE WHEN l_found > 0 THEN 'REPLACED' ELSE 'LOADED' END;
     EXCEPTION
       WHEN OTHERS THEN
@@ -40,11 +69,9 @@ BEGIN
         END IF;
         l_outcome := 'CONCURRENT';
     END;
+    IF l_locked THEN
+      EXECUTE IMMEDIATE 'UPDATE RAG_MAINTENANCE SET DONE_AT = SYSTIMESTAMP WHERE TASK = ''MODEL_LOAD''';
+    END IF;
   END IF;
-  l_locked := DBMS_LOCK.RELEASE(id => c_lock);
   :outcome := l_outcome;
-EXCEPTION
-  WHEN OTHERS THEN
-    l_locked := DBMS_LOCK.RELEASE(id => c_lock);
-    RAISE;
 END;
