@@ -309,6 +309,8 @@ def test_cli_serves_streamable_http_on_loopback(demo_rag, tokens) -> None:
                             env=clean_env(ORACLE_RAG_DATA_DIR=demo_rag.settings.data_dir))
     try:
         assert proc.stderr is not None
+        line = proc.stderr.readline()  # issue 25: which data directory, first
+        assert line.rstrip() == f"data_dir {demo_rag.settings.data_dir}", line
         line = proc.stderr.readline()
         assert line.startswith("MCP on http://127.0.0.1:") and line.rstrip().endswith("/mcp (Ctrl-C to stop)"), line
         url = line.split()[2].removesuffix(MCP_PATH)

@@ -140,7 +140,7 @@ def test_demo_prepares_and_serves(data_dir: Path, tmp_path: Path, capfd: pytest.
     cfg = _config(tmp_path, data_dir, "worker_initial_delay_ms = 3000\n")
     ready: queue.Queue = queue.Queue()
 
-    def run_once(first: bool) -> dict:
+    def run_once(first: bool, while_running=None) -> dict:
         stop = threading.Event()
         thread = threading.Thread(target=run_demo, args=(str(cfg), 0, 12),
                                   kwargs={"stop": stop, "on_ready": ready.put, "install_signals": False}, daemon=True)
@@ -167,6 +167,8 @@ def test_demo_prepares_and_serves(data_dir: Path, tmp_path: Path, capfd: pytest.
             assert status == 200 and answer["citations"]
             with urllib.request.urlopen(url, timeout=30) as page:  # noqa: S310 (a local URL)
                 assert "Demo mode" in page.read().decode()
+            if while_running:
+                while_running(url)
             return {i["employee_id"]: i["token"] for i in idents}
         finally:
             stop.set()
@@ -181,7 +183,13 @@ def test_demo_prepares_and_serves(data_dir: Path, tmp_path: Path, capfd: pytest.
     assert err.index("oracle-rag demo is running") < err.index(" queue rows in ")  # served before indexed
     assert "answerer: extractive (no language model configured" in err
     assert all(token in err for token in first.values())  # printed for the user
-    second = run_once(False)  # re-runnable: data kept, tokens re-issued, the old ones revoked
+    def second_demo_on_the_same_port(url: str) -> None:
+        # issue 25: refused before anything changes, naming the process that holds the port (this one)
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        with pytest.raises(ConfigurationError, match=rf"port {port} .* in use \(held by pid {os.getpid()}\b"):
+            run_demo(str(cfg), port, 12, install_signals=False)
+
+    second = run_once(False, second_demo_on_the_same_port)  # re-runnable: data kept, tokens re-issued
     err = capfd.readouterr().err
     assert "demo data already present" in err and "in the background" not in err
     from oracle_rag.auth import verify_token
@@ -190,4 +198,45 @@ def test_demo_prepares_and_serves(data_dir: Path, tmp_path: Path, capfd: pytest.
 
     with RagSystem(load_settings(env={}, config_file=cfg)) as rag, rag.engine.connect() as conn:
         assert all(verify_token(conn, rag.engine, t) is None for t in first.values())
+        # the refused third demo did not rotate them: the running page's tokens stay valid
         assert all(verify_token(conn, rag.engine, t) == e for e, t in second.items())
+
+
+def test_a_port_in_use_is_one_line_before_anything_changes(tmp_path: Path) -> None:
+    import socket
+
+    cfg = _config(tmp_path, tmp_path / "data")
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        for command in (["demo", "--port", str(port)], ["serve", "--port", str(port)]):
+            if command[0] == "serve":  # serve needs a database: give it an (empty-schema) migrated one
+                assert CliRunner().invoke(main, ["--config", str(cfg), "migrate"]).exit_code == 0
+            result = CliRunner().invoke(main, ["--config", str(cfg), *command])
+            assert result.exit_code == 2, result.output
+            lines = result.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("error: CONFIGURATION: port "), result.stderr
+            assert f"in use (held by pid {os.getpid()} " in lines[0]
+            if command[0] == "demo":  # checked before the model, the schema, the seed or the tokens
+                assert not (tmp_path / "data").exists()
+
+
+def test_read_commands_need_an_existing_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 25: a desktop MCP client starts `oracle-rag mcp` in a directory of its own
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ORACLE_RAG_DATA_DIR", raising=False)
+    monkeypatch.delenv("ORACLE_RAG_CONFIG", raising=False)
+    for command in (["mcp"], ["search", "x", "--as", "1"], ["ask", "x", "--as", "1"], ["token", "list"],
+                    ["serve", "--port", "0"], ["status"]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 2, (command, result.output)
+        assert result.stderr.count("\n") == 1 and "error: CONFIGURATION: no database: oracle-rag.db is not in " \
+            f"data_dir {tmp_path / '.oracle-rag'} (the setting '.oracle-rag' is relative to the working directory)" \
+            in result.stderr, result.stderr
+        assert not (tmp_path / ".oracle-rag").exists()  # nothing created where it was started
+    (tmp_path / ".oracle-rag").mkdir()
+    (tmp_path / ".oracle-rag" / "oracle-rag.db").write_bytes(b"")  # what earlier versions left behind
+    result = CliRunner().invoke(main, ["mcp"])
+    assert result.exit_code == 2 and "oracle-rag.db in data_dir" in result.stderr and "is empty (no schema)" \
+        in result.stderr, result.stderr

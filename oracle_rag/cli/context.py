@@ -9,6 +9,12 @@
   and registers its ``close`` on the root context (the model is
   sqlite-utils' ``_register_db_for_cleanup``), so a command cannot forget
   to close it, on success or failure.
+* On the embedded engine a command reads an existing database unless it is
+  declared with :func:`pass_new_system` (``migrate``, ``bootstrap``,
+  ``demo seed``...): :func:`open_system` refuses a missing or empty one in
+  one line naming the absolute ``data_dir``, instead of creating an empty
+  directory wherever the command was started (a desktop MCP client starts
+  ``oracle-rag mcp`` in a directory of its own).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any, TypeVar
 import click
 
 from ..config import Settings, load_settings
+from ..data_dir import require_database
 from ..errors import ConfigurationError, GuardrailError, InputError, NotFoundError, RagError
 from ..system import RagSystem
 
@@ -54,21 +61,36 @@ def cli_settings(ctx: click.Context, **overrides: Any) -> Settings:
     return load_settings(config_file=ctx.find_root().obj.get("config"), **overrides)
 
 
-def open_system(ctx: click.Context) -> RagSystem:
-    """This invocation's system, opened once and closed when the root context closes."""
+def open_system(ctx: click.Context, *, creates: bool = False) -> RagSystem:
+    """This invocation's system, opened once and closed when the root context closes.
+
+    Unless ``creates``, an embedded database must already exist (:func:`require_database`).
+    """
     root = ctx.find_root()
     rag: RagSystem | None = root.obj.get("system")
     if rag is None:
-        rag = root.obj["system"] = RagSystem(cli_settings(ctx))
+        settings = cli_settings(ctx)
+        if not creates:
+            require_database(settings)
+        rag = root.obj["system"] = RagSystem(settings)
         root.call_on_close(rag.close)
     return rag
 
 
 def pass_system(f: Callable[..., R]) -> Callable[..., R]:
-    """Pass this invocation's :class:`RagSystem` as the command's first argument."""
+    """Pass this invocation's :class:`RagSystem` (over an existing database) as the command's first argument."""
 
     def new_func(*args: Any, **kwargs: Any) -> R:
         return f(open_system(click.get_current_context()), *args, **kwargs)
+
+    return functools.update_wrapper(new_func, f)
+
+
+def pass_new_system(f: Callable[..., R]) -> Callable[..., R]:
+    """Like :func:`pass_system`, for the commands that may create the database (``migrate``...)."""
+
+    def new_func(*args: Any, **kwargs: Any) -> R:
+        return f(open_system(click.get_current_context(), creates=True), *args, **kwargs)
 
     return functools.update_wrapper(new_func, f)
 

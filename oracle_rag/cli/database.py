@@ -18,13 +18,13 @@ from ..errors import InputError
 from ..migrations import MigrationRunner
 from ..progress import step_progress
 from ..system import RagSystem
-from .context import EXIT_ERROR, cli_settings, open_system, pass_system
+from .context import EXIT_ERROR, cli_settings, open_system, pass_new_system, pass_system
 
 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Print the SQL of pending migrations without running it.")
 @click.option("--demo", is_flag=True, help="Also apply the reference application's schema.")
-@pass_system
+@pass_new_system
 def migrate(rag: RagSystem, dry_run: bool, demo: bool) -> None:
     """Apply pending schema migrations (recorded in RAG_SCHEMA_HISTORY)."""
     sets = ("rag", "demo") if demo else ("rag",)
@@ -39,7 +39,7 @@ def migrate(rag: RagSystem, dry_run: bool, demo: bool) -> None:
 
 
 @click.command("bootstrap")
-@pass_system
+@pass_new_system
 def bootstrap(rag: RagSystem) -> None:
     """Apply migrations, then load the model from $MINILM_ONNX_PAR_URL if set.
 

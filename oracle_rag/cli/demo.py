@@ -10,7 +10,7 @@ import click
 from ..demo.run import run_demo
 from ..demo.seed import seed
 from ..system import RagSystem
-from .context import pass_system, progress_bar
+from .context import pass_new_system, progress_bar
 
 
 @click.group(invoke_without_command=True)
@@ -28,7 +28,7 @@ def demo(ctx: click.Context, port: int, tasks: int) -> None:
 @click.option("--tasks", default=2000, show_default=True, type=click.IntRange(1, 1_000_000))
 @click.option("--seed", "seed_value", default=42, show_default=True, type=int)
 @click.option("--reset", is_flag=True, help="Delete existing demo rows first.")
-@pass_system
+@pass_new_system
 def demo_seed(rag: RagSystem, tasks: int, seed_value: int, reset: bool) -> None:
     """Apply the reference schema and insert a deterministic demo data set."""
     rag.migrate(demo=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..data_dir import data_dir_line
 from ..system import RagSystem
 from .context import pass_system
 
@@ -18,12 +19,15 @@ def mcp(rag: RagSystem, use_http: bool, host: str, port: int) -> None:
     """Serve the MCP tools search, get_record and ask, scoped to the caller's API token.
 
     stdio reads the token from $ORACLE_RAG_MCP_TOKEN (setting mcp_token_env);
-    HTTP takes `Authorization: Bearer <token>` on each request.
+    HTTP takes `Authorization: Bearer <token>` on each request. The data
+    directory used is printed on stderr (which stdio MCP leaves to logs).
     """
     # Imported here: the MCP SDK takes ~1.7 s of CPU to import, which every
     # other command (and each CLI subprocess the tests start) would pay.
     from ..integrations.mcp_server import run_http, run_stdio
 
+    if where := data_dir_line(rag.settings):
+        click.echo(where, err=True)
     if use_http:
         run_http(rag, host, port, on_ready=lambda url: click.echo(f"MCP on {url} (Ctrl-C to stop)", err=True))
     else:

@@ -15,10 +15,11 @@ from ..aggregate.service import cap_text
 from ..auth import create_token, list_tokens, revoke_token
 from ..caller import load_caller
 from ..chat import Chat, LLMClient
+from ..data_dir import data_dir_line
 from ..errors import NotFoundError
 from ..retriever import MODES
 from ..system import RagSystem
-from ..web.server import run_server
+from ..web.server import check_port, run_server
 from ..worker import install_signal_handlers
 from .context import pass_system
 
@@ -33,6 +34,9 @@ from .context import pass_system
 @pass_system
 def serve(rag: RagSystem, host: str, port: int, no_worker: bool, debug: bool, threads: int) -> None:
     """Serve the chat API and page (waitress), with the worker as a background thread."""
+    check_port(host, port)  # a port in use is one line, before anything starts
+    if where := data_dir_line(rag.settings):
+        click.echo(where, err=True)
     click.echo(LLMClient.describe(rag.settings), err=True)
     stop = threading.Event()
     if not debug:  # Flask's development server stops on Ctrl-C by itself

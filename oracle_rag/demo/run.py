@@ -2,7 +2,8 @@
 
 Embedded engine only (a configured database URL is refused: the demo
 seeds and rewrites data, which must never happen to a real database).
-Steps, each showing progress: build the embedding model if missing,
+A port already in use is refused first, before any step (a second demo
+must not revoke the tokens of the one running). Steps, each showing progress: build the embedding model if missing,
 migrate (product + reference schema), seed the demo data if absent,
 enqueue everything not indexed yet, issue one demo token per role for a
 few demo employees (earlier demo tokens are revoked), switch on demo mode
@@ -24,12 +25,13 @@ from ..auth import create_token, revoke_label
 from ..caller import load_caller
 from ..chat.llm import LLMClient
 from ..config import Settings, load_settings
+from ..data_dir import describe_data_dir
 from ..embedding import ensure_model
 from ..errors import ConfigurationError
 from ..progress import Progress, step_progress
 from ..system import RagSystem
 from ..web import DemoIdentity
-from ..web.server import run_server
+from ..web.server import check_port, run_server
 from ..worker import install_signal_handlers
 from .seed import seed
 
@@ -67,7 +69,7 @@ def prepare_demo(rag: RagSystem, tasks: int, *, echo: Callable[[str], None] = _e
     if not settings.model_path.is_file():
         echo("building the embedding model (all-MiniLM-L6-v2, once)")
         ensure_model(settings.data_path, progress=step_progress("model build"))
-    echo(f"database: {settings.sqlite_path}")
+    echo(f"{describe_data_dir(settings.data_dir)}, database {settings.sqlite_path.name}")
     rag.migrate(demo=True, progress=echo)
     bars: dict[str, Progress] = {}
 
@@ -125,6 +127,8 @@ def run_demo(config_file: str | None, port: int, tasks: int, *, host: str = "127
     # usual delay (unless one is configured) and there is nothing left to backfill.
     quick = {"worker_initial_delay_ms": 0} if settings.worker_initial_delay_ms == Settings.worker_initial_delay_ms else {}
     settings = settings.with_overrides(demo=True, backfill_on_startup=False, **quick)
+    # Before anything changes: a second demo must not rotate the tokens the running page hands out.
+    check_port(host, port)
     stop = stop or threading.Event()
     if install_signals:
         install_signal_handlers(stop)
