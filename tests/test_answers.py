@@ -130,9 +130,12 @@ def test_a_hidden_record_reads_exactly_like_a_missing_one(demo_rag):
 
 
 def test_unknown_names_are_reported_not_dropped(demo_rag):
-    answer = chat(demo_rag).answer("blocked tasks in project Atlas Biling", who(demo_rag, MANAGER), store=False)
-    assert answer.answer.startswith("No project named 'Atlas Biling' \u2014 did you mean Atlas Billing?")
+    answer = chat(demo_rag).answer("blocked tasks in project Atlas Bling", who(demo_rag, MANAGER), store=False)
+    assert answer.answer.startswith("No project named 'Atlas Bling' \u2014 did you mean Atlas Billing?")
     assert answer.citations == [] and answer.structured["notices"][0]["suggestion"] == "Atlas Billing"
+    # one typo is read as the name it is one edit from, and said
+    typo = chat(demo_rag).answer("blocked tasks in project Atlas Biling", who(demo_rag, MANAGER), store=False)
+    assert typo.structured["read_as"] == ["billing"] and "Read as: billing." in typo.answer
 
 
 def test_the_indexer_wrote_every_tasks_facets(demo_rag):

@@ -153,3 +153,56 @@ def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Com
 @pytest.mark.parametrize(("name", "command"), _commands(main), ids=[n for n, _ in _commands(main)])
 def test_every_cli_command_has_help(name: str, command: click.Command) -> None:
     assert (command.help or "").strip(), f"oracle-rag {name} has no help"
+
+
+# What the reference application calls things (issue 22): the generic layers learn them from the sources'
+# declarations (sources/meanings.py), so a team's own tables answer like the demo's tasks.
+DOMAIN_NAMES = re.compile(r"\b(TASK|SPRINT|PROJECT|status|assignee_id|due_date)\b")
+# The structured answerer, the retriever, and the chat code that cites and composes answers. Not yet:
+# chat/mentions.py + chat_sql.py (task ids the caller may not see are scrubbed from a model's prose),
+# chat/router.py and chat/prompt.py (the model's routing and answering prompts describe a tracker).
+GENERIC_LAYERS = ("oracle_rag/answers", "oracle_rag/retriever.py", "oracle_rag/chat/citations.py",
+                  "oracle_rag/chat/answer.py")
+DOMAIN_EXCEPTIONS: set[str] = set()
+
+
+def _domain_names(path: Path) -> list[str]:
+    """Names of the reference domain in code: string constants (not docstrings) and identifiers."""
+    tree = ast.parse(path.read_text("utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    found = []
+    for node in ast.walk(tree):
+        text = None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            text = node.value
+        elif isinstance(node, ast.Name):
+            text = node.id
+        elif isinstance(node, ast.Attribute):
+            text = node.attr
+        if text is not None and DOMAIN_NAMES.search(text):
+            found.append(f"line {getattr(node, 'lineno', '?')}: {DOMAIN_NAMES.search(text).group(0)!r}")
+    return found
+
+
+def _generic_modules() -> list[Path]:
+    out = []
+    for layer in GENERIC_LAYERS:
+        path = ROOT / layer
+        out += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return [p for p in out if str(p.relative_to(ROOT)) not in DOMAIN_EXCEPTIONS]
+
+
+def test_generic_layers_do_not_name_the_reference_domain() -> None:
+    problems = [f"{p.relative_to(ROOT)} {found}" for p in _generic_modules() for found in _domain_names(p)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_domain_check_finds_what_it_looks_for(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text('"""A TASK docstring is prose."""\nx = "TASK"\ny = facets["status"]\nz = row.assignee_id\n'
+                      'w = "due_date < :today"\n')
+    assert len(_domain_names(sample)) == 4
+    assert len(_generic_modules()) > 8

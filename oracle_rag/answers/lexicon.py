@@ -1,8 +1,9 @@
 """The words of questions that are not data: intents, negation, "my", dates, types, filler.
 
 Everything here is accent- and case-folded (see :func:`fold`), English and
-Spanish side by side. Facet values and their names are *not* here: they come
-from the sources' declarations, the data and ``sources.facets.SYNONYMS``.
+Spanish side by side. Facet values and their names are *not* here, nor the
+words that name record types: they come from the sources' declarations
+(``sources/meanings.py``), the data and ``sources.facets.SYNONYMS``.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ NEGATION = phrases("not", "no", "non", "never", "isnt", "arent", "isn't", "aren'
                    "other than", "but not", "ni", "excepto", "salvo", "menos", "sin contar", "que no", "nor")
 NEGATION_GAP = frozenset(fold(w) for w in (
     "are", "is", "be", "been", "yet", "still", "currently", "marked", "as", "in", "the", "esten", "estan", "este",
-    "esta", "son", "sean", "sea", "estado", "en", "las", "los", "la", "el", "tasks", "tareas"))
+    "esta", "son", "sean", "sea", "en", "las", "los", "la", "el"))
 # The caller: "my", "mine", "mis", "tengo" ... ("I" and "me" only where they mean the caller's work:
 # "do I have", "assigned to me"; "I have a problem with login" stays a topic question).
 CALLER = phrases("my", "mine", "myself", "assigned to me", "for me", "to me", "do i have", "have i got", "am i",
@@ -57,26 +58,48 @@ RECORD_WORDS = frozenset(fold(w) for w in (
 # Prepositions that make "... in sprint 7" a filter on the sprint's tasks.
 WITHIN = frozenset(fold(w) for w in ("in", "inside", "within", "during", "for", "of", "en", "dentro", "del",
                                      "de", "durante", "para"))
-# Record types named in a question (the reference types; SQL sources add their names).
-TYPE_WORDS = {
-    "TASK": ("task", "tasks", "tarea", "tareas", "ticket", "tickets", "issue", "issues", "bug", "bugs", "item",
-             "items", "work", "incidencia", "incidencias", "trabajo"),
-    "SPRINT": ("sprint", "sprints", "iteration", "iterations", "iteracion", "iteraciones"),
-    "PROJECT": ("project", "projects", "proyecto", "proyectos"),
-}
 # Due dates ("overdue" is due before today and not done).
 OVERDUE = phrases("overdue", "past due", "late", "behind schedule", "past their due date", "past the due date",
                   "missed their deadline", "vencida", "vencidas", "vencido", "vencidos", "atrasada", "atrasadas",
                   "atrasado", "atrasados", "retrasada", "retrasadas", "fuera de plazo", "con retraso")
-DUE_WINDOWS = {
-    "today": phrases("due today", "today", "hoy", "vencen hoy", "para hoy"),
-    "tomorrow": phrases("due tomorrow", "tomorrow", "manana", "vencen manana", "para manana"),
-    "this_week": phrases("due this week", "this week", "this weeks", "esta semana", "vencen esta semana",
-                         "para esta semana", "de esta semana"),
-    "next_week": phrases("due next week", "next week", "la proxima semana", "la semana que viene",
-                         "proxima semana", "semana proxima"),
-    "this_month": phrases("due this month", "this month", "este mes", "vencen este mes", "para este mes"),
+# Date windows relative to today; which date facet they are about comes from a cue word next to them
+# ("opened this week", "due this week"), else the type's due date (sources/meanings.py).
+WINDOWS = {
+    "today": phrases("today", "hoy", "para hoy"),
+    "tomorrow": phrases("tomorrow", "manana", "para manana"),
+    "yesterday": phrases("yesterday", "ayer"),
+    "this_week": phrases("this week", "this weeks", "esta semana", "para esta semana", "de esta semana"),
+    "next_week": phrases("next week", "la proxima semana", "la semana que viene", "proxima semana",
+                         "semana proxima"),
+    "last_week": phrases("last week", "past week", "la semana pasada", "semana pasada", "la ultima semana"),
+    "this_month": phrases("this month", "este mes", "para este mes"),
+    "last_month": phrases("last month", "el mes pasado", "mes pasado"),
+    "this_year": phrases("this year", "este ano"),
 }
+# Words that name the due date of any type that declares one (beside its facet's own cues).
+DUE_CUES = frozenset(fold(w) for w in ("due", "deadline", "deadlines", "vence", "vencen", "vencimiento",
+                                       "vencimientos", "entrega", "plazo"))
+# "Not finished" of the type's lifecycle facet (its declared done values excluded).
+OPEN = phrases("open", "still open", "not done", "not finished", "unfinished", "incomplete", "not completed",
+               "not closed", "pending", "outstanding", "remaining", "unresolved", "not resolved", "left to do",
+               "not done yet", "left", "still to do", "active",
+               "abierta", "abiertas", "abierto", "abiertos", "sin terminar", "sin acabar", "sin cerrar",
+               "sin completar", "sin resolver", "no terminadas", "no terminada", "no cerradas", "pendiente",
+               "pendientes", "por terminar", "inacabadas", "no resueltas", "no resueltos", "quedan",
+               "por hacer todavia", "sin resolver todavia")
+# "Finished" of the type's lifecycle facet (its declared done values).
+FINISHED = phrases("finished", "completed", "resolved", "closed", "done", "solved", "terminadas", "terminados",
+                   "resueltas", "resueltos", "cerradas", "cerrados", "completadas", "completados", "finalizadas",
+                   "finalizados", "finish", "finalizar", "terminar", "complete")
+# "No person" of the type's person facet ("unassigned").
+NOBODY = phrases("unassigned", "not assigned", "without an assignee", "without assignee", "nobody", "no one",
+                 "no assignee", "no owner", "without an owner", "without owner",
+                 "sin asignar", "no asignadas", "no asignada", "no asignados", "sin responsable", "nadie",
+                 "sin dueno", "sin propietario")
+# Questions that ask for advice the data does not hold ("what should I work on next?").
+ADVICE = phrases("work on next", "do next", "work next", "tackle next", "pick up next", "start next",
+                 "hacer ahora", "hacer despues", "trabajar ahora", "trabajar despues", "hacer a continuacion",
+                 "siguiente")
 NO_DUE_DATE = phrases("no due date", "without a due date", "without due date", "without a deadline",
                       "sin fecha", "sin fecha de entrega", "sin fecha limite", "sin vencimiento")
 BEFORE = phrases("before", "until", "by", "antes de", "antes del", "hasta")
@@ -102,15 +125,16 @@ a an the of in on at to for from with without by about into over under and or bu
 is are was were be been being am do does did have has had having can could should would will shall may might
 must i me my mine we our us you your he she it its they them their this that these those there here
 what which who whom whose when where why how many much any some all every each no none other others
-show list give find tell display get see let please tasks task items item records record things thing
-also just only still yet currently current now right ones one status priority assigned assignee s t d ll re ve m
+show list give find tell display get see let please records record things thing
+also just only still yet currently current now right ones one assigned s t d ll re ve m next last soon later
+recently recent week weeks month today whats hows whos wheres
 open closed done more most less least than then so if as per total number count anything something
 everything somebody someone anyone everyone need needs needed left remaining pending
 que qué cual cuales cuál cuáles quien quién quienes cuanto cuanta cuantos cuantas cuántos cuántas como cómo
 donde dónde cuando cuándo el la los las lo un una unos unas de del al a en y o u e ni pero con sin por para
 es son está están esta estan este estos estas ese esa esos esas hay haber ha han he tiene tienen tengo
 mi mis tu tus su sus nuestro nuestra nuestros nuestras me te se nos le les yo
-tarea tareas cosa cosas muestrame muéstrame dame dime lista listar ver mostrar enseñame todas todos toda todo
+cosa cosas muestrame muéstrame dame dime lista listar ver mostrar enseñame todas todos toda todo
 ya aun aún todavia todavía actualmente ahora solo sólo tambien también muy mas más menos
-estado prioridad asignada asignadas asignado asignados pendiente pendientes numero número total cantidad
+asignada asignadas asignado asignados pendiente pendientes numero número total cantidad
 """.split())

@@ -10,15 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from .service import Record, StructuredResult
-from .understanding import Condition
+from .targets import describe_types
+from .understood import Condition
 from .vocabulary import Vocabulary
 
 NOT_VISIBLE = {
     "en": "No {what} with that id is visible to you: it does not exist, or you may not see it.",
     "es": "No hay ningún registro con ese id visible para usted: no existe o no puede verlo.",
 }
-PLURAL = {"TASK": ("task", "tasks", "tarea", "tareas"), "SPRINT": ("sprint", "sprints", "sprint", "sprints"),
-          "PROJECT": ("project", "projects", "proyecto", "proyectos")}
 
 
 def one_line(text: str, limit: int) -> str:
@@ -27,11 +26,14 @@ def one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "\u2026"
 
 
-def noun(source_type: str | None, n: int, lang: str) -> str:
-    forms = PLURAL.get(source_type or "", ("record", "records", "registro", "registros"))
-    if source_type and source_type not in PLURAL:
-        forms = (source_type.lower(), source_type.lower(), source_type.lower(), source_type.lower())
-    return forms[(0 if n == 1 else 1) + (2 if lang == "es" else 0)]
+def noun(vocab: Vocabulary, source_type: str | None, n: int, lang: str) -> str:
+    """How answers name ``n`` records of a type: its declared nouns ("task"/"tareas"), else "records"."""
+    m = vocab.meanings.get(source_type or "")
+    if m is None or not m.nouns:
+        if source_type:
+            return source_type.lower()
+        return ("registro" if n == 1 else "registros") if lang == "es" else ("record" if n == 1 else "records")
+    return m.noun(n, lang)
 
 
 def value_text(vocab: Vocabulary, facet: str, value: Any, caller_id: int | None, lang: str = "en") -> str:
@@ -94,15 +96,18 @@ def describe(conditions: list[Condition], vocab: Vocabulary, caller_id: int | No
 
 
 def columns(result: StructuredResult) -> list[tuple[str, str]]:
-    """(facet name, label) of the facets a list shows per record: enums, people, due dates."""
+    """(facet name, label) of the facets a list shows per record: the type's declared display facets,
+    else its enums, people and due date."""
     vocab = result.vocab
-    types = {r.source_type for r in result.records} or {result.understanding.target_type or ""}
+    types = list(dict.fromkeys(r.source_type for r in result.records)) or [result.understanding.target_type or ""]
     out: list[tuple[str, str]] = []
     for t in types:
-        for f in vocab.facets_of(t):
-            if (f.kind == "enum" and f.display) or f.person or f.due:
-                if (f.name, f.label) not in out:
-                    out.append((f.name, f.label))
+        m = vocab.meaning(t)
+        shown = [vocab.facets[n] for n in m.display if n in vocab.facets] or [
+            f for f in vocab.facets_of(t) if (f.kind == "enum" and f.display) or f.person or f.name == m.due]
+        for f in shown:
+            if (f.name, f.label) not in out:
+                out.append((f.name, f.label))
     if not out:
         out = [(f.name, f.label) for t in types for f in vocab.facets_of(t) if f.kind == "enum"]
     return out
@@ -120,7 +125,7 @@ def record_values(record: Record, result: StructuredResult, caller_id: int | Non
 
 def _record_line(i: int, record: Record, result: StructuredResult, caller_id: int | None) -> list[str]:
     values = [v if label != "due" else f"due {v}" for label, v in record_values(record, result, caller_id).items()
-              if v != "-"]
+              if v != "-" and _shows(record, result, label)]
     head = f"{i}. {record.anchor} {record.title}"
     if values:
         head += " \u2014 " + " \u00b7 ".join(values)
@@ -130,7 +135,43 @@ def _record_line(i: int, record: Record, result: StructuredResult, caller_id: in
     return lines
 
 
+def _shows(record: Record, result: StructuredResult, label: str) -> bool:
+    """A column belongs to the record's type (a list of several types has the columns of each)."""
+    names = set(result.vocab.types.get(record.source_type, ()))
+    return any(f.label == label and f.name in names for f in result.vocab.facets.values())
+
+
+def _type_total(result: StructuredResult, lang: str) -> str | None:
+    """ "12 tasks and 7 tickets" when the answer is about several types."""
+    if len(result.totals) < 2:
+        return None
+    return describe_types(result.vocab, result.totals, lang)
+
+
+def _footer(result: StructuredResult, lang: str) -> list[str]:
+    u = result.understanding
+    lines = []
+    for note in u.notes:
+        lines.append(("Note: " if lang == "en" else "Nota: ") + note + ".")
+    if u.advice:
+        lines.append("Nothing in the data says what comes next: these are the records not finished yet." if lang == "en"
+                     else "Los datos no dicen qué va después: estos son los registros sin terminar.")
+    if u.read_as:
+        lines.append(("Read as: " if lang == "en" else "Leído como: ") + " \u00b7 ".join(u.read_as) + ".")
+    return lines
+
+
 def render_text(result: StructuredResult, caller_id: int | None) -> str:
+    text = _render_text(result, caller_id)
+    extra = _footer(result, result.understanding.language)
+    if extra and result.understanding.kind in ("list", "count"):
+        text += "\n\n" + "\n".join(extra)
+    elif result.understanding.read_as and result.understanding.kind == "lookup":
+        text += "\n\n" + "\n".join(extra)
+    return text
+
+
+def _render_text(result: StructuredResult, caller_id: int | None) -> str:
     u = result.understanding
     vocab = result.vocab
     lang = u.language
@@ -147,22 +188,28 @@ def render_text(result: StructuredResult, caller_id: int | None) -> str:
     desc = describe(u.conditions, vocab, caller_id, lang)
     kind = u.target_type
     total = result.total or 0
-    plural = noun(kind, total, lang)
+    plural = _type_total(result, lang) or f"{total} {noun(vocab, kind, total, lang)}"
     lines: list[str] = []
     if u.kind == "count":
         lines.extend(_count_lines(result, desc, caller_id))
     elif total == 0:
-        lines.append(f"No {noun(kind, 2, lang)} you may see match {desc}." if lang == "en" else
-                     f"Ninguna {noun(kind, 1, lang)} visible para usted coincide con {desc}.")
+        types = u.targets or [kind or ""]
+        nouns = (" or " if lang == "en" else " ni ").join(noun(vocab, t, 2 if lang == "en" else 1, lang)
+                                                          for t in types)
+        lines.append(f"No {nouns} you may see match {desc}." if lang == "en" else
+                     f"Ninguna {nouns} visible para usted coincide con {desc}.")
     else:
         shown = len(result.records)
-        if lang == "es":
-            first = f"{total} {plural} coinciden con {desc}" if total != 1 else f"1 {plural} coincide con {desc}"
+        if len(result.totals) > 1:
+            first = f"{plural} match {desc}" if lang == "en" else f"{plural} coinciden con {desc}"
+            plural = ""
+        elif lang == "es":
+            first = f"{plural} coinciden con {desc}" if total != 1 else f"{plural} coincide con {desc}"
         else:
-            first = f"{total} {plural} match {desc}" if total != 1 else f"1 {plural} matches {desc}"
+            first = f"{plural} match {desc}" if total != 1 else f"{plural} matches {desc}"
         if shown < total:
             how = f"by relevance to \u201c{result.ranked_by}\u201d" if result.ranked_by else "in id order"
-            first += f"; the first {shown} {how}:" if lang == "en" else f"; las primeras {shown}:"
+            first += f"; the first {shown} {how}:" if lang == "en" else f"; los primeros {shown}:"
         else:
             first += ":" if shown else "."
         lines.append(first)
@@ -186,10 +233,10 @@ def _count_lines(result: StructuredResult, desc: str, caller_id: int | None) -> 
     vocab = result.vocab
     total = result.total or 0
     lang = u.language
-    plural = noun(u.target_type, total, lang)
+    plural = _type_total(result, lang) or f"{total} {noun(vocab, u.target_type, total, lang)}"
     match = (f" matching {desc}" if lang == "en" else f" con {desc}") if desc else ""
     if not u.group_by:
-        return [f"{total} {plural}{match}." if lang == "en" else f"{total} {plural}{match}."]
+        return [f"{plural}{match}."]
     label = vocab.facets[u.group_by].label_in(lang)
     names = [(value_text(vocab, u.group_by, v, None, lang), n) for v, n in result.groups]
     lines = []
@@ -197,12 +244,11 @@ def _count_lines(result: StructuredResult, desc: str, caller_id: int | None) -> 
         best_n = names[0][1]
         tied = [name for name, n in names if n == best_n]
         word = "most" if u.superlative == "most" else "fewest"
-        lines.append(f"{' and '.join(tied)} {'have' if len(tied) > 1 else 'has'} the {word} {noun(u.target_type, 2, lang)}"
-                     f"{match}: {best_n}." if lang == "en" else
-                     f"{' y '.join(tied)}: {best_n} {noun(u.target_type, best_n, lang)}{match}.")
+        lines.append(f"{' and '.join(tied)} {'have' if len(tied) > 1 else 'has'} the {word} "
+                     f"{noun(vocab, u.target_type, 2, lang)}{match}: {best_n}." if lang == "en" else
+                     f"{' y '.join(tied)}: {best_n} {noun(vocab, u.target_type, best_n, lang)}{match}.")
     else:
-        lines.append(f"{total} {plural}{match}, per {label}:" if lang == "en" else
-                     f"{total} {plural}{match}, por {label}:")
+        lines.append(f"{plural}{match}, per {label}:" if lang == "en" else f"{plural}{match}, por {label}:")
     for name, n in names:
         lines.append(f"{name}: {n}")
     if not names:
@@ -217,18 +263,20 @@ def _lookup_text(result: StructuredResult) -> str:
         if lines:
             lines.append("")
         body = [line for line in record.content.strip().split("\n") if line.strip()]
-        lines.append(body[0] if body[0].startswith(record.anchor) else f"{record.anchor} {body[0]}")
+        stored = f"[{record.source_type} #{record.source_id}]"
+        head = body[0][len(stored):].strip() if body[0].startswith(stored) else body[0]
+        head = head[len(record.anchor):].strip() if head.startswith(record.anchor) else head
+        lines.append(f"{record.anchor} {head}")
         rest = body[1:]
         if record.passage:
-            head = [line for line in rest[:2] if line not in record.passage]
-            lines.extend(head)
+            lines.extend(line for line in rest[:2] if line not in record.passage)
             lines.extend(record.passage.split("\n"))
         else:
             lines.extend(rest[:12])
             if len(rest) > 12:
                 lines.append("\u2026")
     if result.missing_lookups:
-        what = noun(u.lookups[0][0] if len({t for t, _ in u.lookups}) == 1 else None, 1, "en")
+        what = noun(result.vocab, u.lookups[0][0] if len({t for t, _ in u.lookups}) == 1 else None, 1, "en")
         message = NOT_VISIBLE["es" if u.language == "es" else "en"].format(what=what)
         if result.records:
             lines.append("")
@@ -251,6 +299,9 @@ def structured_dict(result: StructuredResult, caller_id: int | None) -> dict[str
     return {
         "kind": u.kind,
         "type": u.target_type,
+        "types": [{"type": t, "total": n} for t, n in result.totals] or None,
+        "notes": list(u.notes),
+        "read_as": list(u.read_as),
         "language": u.language,
         "filters": chips(u.conditions, vocab, caller_id, u.language),
         "dropped": list(u.dropped),

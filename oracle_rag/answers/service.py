@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,9 +31,9 @@ from ..caller import Caller
 from ..engines import Engine, Filters, Scope, Where, facets_value
 from ..engines.records import lob_text
 from ..retriever import Retriever
-from ..sources.facets import Facet
+from ..sources.meanings import Declaration
 from . import answers_sql as q
-from .lexicon import STOPWORDS, TYPE_WORDS, fold
+from .lexicon import STOPWORDS, fold
 from .predicates import Predicate, build_predicate, facet_expression
 from .understanding import Condition, QueryParser, Understanding
 from .vocabulary import Vocabulary, build_vocabulary, words
@@ -50,16 +50,19 @@ class Record:
     content: str
     facets: dict[str, Any]
     passage: str = ""  # the part of the text that matched the question, when ranked
+    anchor: str = ""  # "[TASK #42]", "[TICKETS #1042]": the type as its source names it and the row id
 
-    @property
-    def anchor(self) -> str:
-        return f"[{self.source_type} #{self.source_id}]"
+    def __post_init__(self) -> None:
+        if not self.anchor:
+            object.__setattr__(self, "anchor", f"[{self.source_type} #{self.source_id}]")
 
     @property
     def title(self) -> str:
         first = self.content.strip().split("\n", 1)[0]
-        if first.startswith(self.anchor):
-            first = first[len(self.anchor):].strip()
+        stored = f"[{self.source_type} #{self.source_id}]"
+        for anchor in (self.anchor, stored):
+            if first.upper().startswith(anchor.upper()):
+                first = first[len(anchor):].strip()
         return first
 
 
@@ -72,23 +75,18 @@ class StructuredResult:
     groups: list[tuple[Any, int]] = field(default_factory=list)
     missing_lookups: int = 0
     ranked_by: str = ""  # the topic that ordered the records ("" = id order)
+    totals: list[tuple[str, int]] = field(default_factory=list)  # per type answered, when several
 
 
-@dataclass(frozen=True)
-class Declared:
-    """The facets of one source type and how to name its ids."""
-
-    source_type: str
-    facets: tuple[Facet, ...]
-    labels: Callable[[sa.Connection], dict[str, dict[Any, str]]] | None = None
-    type_words: tuple[str, ...] = ()
+# What the service is given per source type (sources/meanings.py); the old name stays for callers.
+Declared = Declaration
 
 
 class AnswerService:
-    def __init__(self, engine: Engine, declared: Iterable[Declared], *, list_limit: int = 20,
+    def __init__(self, engine: Engine, declared: Iterable[Declaration], *, list_limit: int = 20,
                  ttl_s: float = VOCABULARY_TTL_S) -> None:
         self.engine = engine
-        self.declared = [d for d in declared if d.facets]
+        self.declared = [d for d in declared if d.facets or d.meanings.nouns]
         self.list_limit = list_limit
         self.ttl_s = ttl_s
         self._lock = threading.Lock()
@@ -115,10 +113,6 @@ class AnswerService:
         return parser
 
     def _load(self, scope: Scope) -> Vocabulary:
-        declared = {d.source_type: d.facets for d in self.declared}
-        words: dict[str, list[str]] = {t: list(w) for t, w in TYPE_WORDS.items() if t in declared}
-        for d in self.declared:
-            words.setdefault(d.source_type, []).extend(d.type_words)
         values: dict[str, set[Any]] = {}
         with self.engine.connect() as conn:
             labels = self._names(conn)
@@ -129,7 +123,7 @@ class AnswerService:
                 rows = conn.execute(self.engine.statement(q.grouped(q.FACET_VALUES, facet_expression(facet))),
                                     {"types": types, **scope.binds()})
                 values[name] = {r[0] for r in rows if r[0] is not None}
-        return build_vocabulary(declared, values, labels, words)
+        return build_vocabulary(self.declared, values, labels)
 
     def _names(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
         now = time.monotonic()
@@ -149,8 +143,11 @@ class AnswerService:
         return parser.parse(question, caller.employee_id, today, tuple(drop)), parser.vocab
 
     # -- answering -----------------------------------------------------------------------
-    def predicate(self, u: Understanding, vocab: Vocabulary, conditions: Sequence[Condition] | None = None) -> Predicate:
-        return build_predicate(u.conditions if conditions is None else conditions, vocab.facets, u.target_type)
+    def predicate(self, u: Understanding, vocab: Vocabulary, conditions: Sequence[Condition] | None = None,
+                  source_type: str | None = None) -> Predicate:
+        source_type = source_type or u.target_type
+        chosen = u.conditions_of(source_type) if conditions is None else conditions
+        return build_predicate(chosen, vocab.facets, source_type)
 
     def run(self, u: Understanding, vocab: Vocabulary, caller: Caller, *, mode: str = "hybrid",
             settings: Any = None) -> StructuredResult:
@@ -160,60 +157,91 @@ class AnswerService:
         scope = caller.scope()
         with self.engine.connect() as conn:
             if u.kind == "lookup":
-                for source_type, source_id in u.lookups:
-                    record = self._get(conn, scope, source_type, source_id, u.topic)
-                    if record is None:
-                        result.missing_lookups += 1
-                    else:
+                groups = u.lookup_groups or list(range(len(u.lookups)))
+                found: set[int] = set()
+                for (source_type, source_id), group in zip(u.lookups, groups, strict=False):
+                    record = self._get(conn, vocab, scope, source_type, source_id, u.topic)
+                    if record is not None:
                         result.records.append(record)
+                        found.add(group)
+                result.missing_lookups = len(set(groups) - found)
                 return result
-            pred = self.predicate(u, vocab)
-            where = self.where(pred)
-            binds = {**pred.binds, **scope.binds()}
-            result.total = int(conn.execute(self.engine.statement(q.COUNT_RECORDS, where), binds).scalar_one())
-            if u.kind == "count" and u.group_by:
-                expr = facet_expression(vocab.facets[u.group_by])
-                rows = conn.execute(self.engine.statement(q.grouped(q.COUNT_GROUPS, expr), where), binds).fetchall()
-                groups = [(_plain(r[0]), int(r[1])) for r in rows]
-                reverse = u.superlative != "fewest"
-                groups.sort(key=lambda g: ((-g[1] if reverse else g[1]), vocab.label(u.group_by or "", g[0])))
-                result.groups = groups
-            if u.kind == "count" and not u.topic:
-                return result
-            if result.total == 0:
-                return result
+            types: list[str | None] = list(u.targets) or [u.target_type]
             limit = self.list_limit
             if u.kind == "count":
                 limit = min(limit, settings.top_k if settings is not None else 8)
-            ranked: list[Record] = []
-            if u.topic:
-                ranked = self._ranked(conn, u, where, caller, mode, limit, settings)
-                result.ranked_by = u.topic if ranked else ""
-            if len(ranked) < min(limit, result.total) and u.kind == "list":
-                seen = {(r.source_type, r.source_id) for r in ranked}
-                rows = conn.execute(self.engine.statement(q.LIST_RECORDS, where),
-                                    {**binds, "limit": limit + len(seen)}).fetchall()
-                for r in rows:
-                    if (r[0], str(r[1])) not in seen and len(ranked) < limit:
-                        ranked.append(Record(str(r[0]), str(r[1]), lob_text(r[2]), facets_value(r[3])))
-            result.records = ranked
+            merged: dict[Any, int] = {}
+            total = 0
+            for one in types:
+                n, groups_of, records = self._one_type(conn, u, vocab, caller, one, mode, limit, settings)
+                total += n
+                if one is not None:
+                    result.totals.append((one, n))
+                for value, count in groups_of:
+                    merged[value] = merged.get(value, 0) + count
+                result.records.extend(records)
+                result.ranked_by = result.ranked_by or (u.topic if records and u.topic else "")
+            result.total = total
+            if u.group_by:
+                grouped: list[tuple[Any, int]] = list(merged.items())
+                facet = vocab.facets[u.group_by]
+                if u.superlative and facet.person and not any(
+                        c.facet == u.group_by and c.op == "null" for c in u.conditions):
+                    grouped = [g for g in grouped if g[0] is not None]  # nobody is not a person
+                reverse = u.superlative != "fewest"
+                grouped.sort(key=lambda g: ((-g[1] if reverse else g[1]), vocab.label(u.group_by or "", g[0])))
+                result.groups = grouped
         return result
 
-    def _get(self, conn: sa.Connection, scope: Scope, source_type: str, source_id: str, topic: str) -> Record | None:
+    def _one_type(self, conn: sa.Connection, u: Understanding, vocab: Vocabulary, caller: Caller,
+                  source_type: str | None, mode: str, limit: int,
+                  settings: Any) -> tuple[int, list[tuple[Any, int]], list[Record]]:
+        """Total, groups and records of one type: COUNT(*), GROUP BY, then ranked or id-order records."""
+        scope = caller.scope()
+        pred = self.predicate(u, vocab, source_type=source_type)
+        where = self.where(pred)
+        binds = {**pred.binds, **scope.binds()}
+        total = int(conn.execute(self.engine.statement(q.COUNT_RECORDS, where), binds).scalar_one())
+        groups: list[tuple[Any, int]] = []
+        if u.kind == "count" and u.group_by:
+            expr = facet_expression(vocab.facets[u.group_by])
+            rows = conn.execute(self.engine.statement(q.grouped(q.COUNT_GROUPS, expr), where), binds).fetchall()
+            groups = [(_plain(r[0]), int(r[1])) for r in rows]
+        if (u.kind == "count" and not u.topic) or total == 0:
+            return total, groups, []
+        ranked: list[Record] = []
+        if u.topic:
+            ranked = self._ranked(conn, u, vocab, source_type, where, caller, mode, limit, settings)
+        if len(ranked) < min(limit, total) and u.kind == "list":
+            seen = {(r.source_type, r.source_id) for r in ranked}
+            rows = conn.execute(self.engine.statement(q.LIST_RECORDS, where),
+                                {**binds, "limit": limit + len(seen)}).fetchall()
+            for r in rows:
+                if (r[0], str(r[1])) not in seen and len(ranked) < limit:
+                    ranked.append(self._record(vocab, r[0], r[1], r[2], r[3]))
+        return total, groups, ranked
+
+    @staticmethod
+    def _record(vocab: Vocabulary, source_type: Any, source_id: Any, content: Any, facets: Any,
+                passage: str = "") -> Record:
+        t, i = str(source_type), str(source_id)
+        return Record(t, i, lob_text(content), facets_value(facets), passage, vocab.anchor_of(t, i))
+
+    def _get(self, conn: sa.Connection, vocab: Vocabulary, scope: Scope, source_type: str, source_id: str,
+             topic: str) -> Record | None:
         rows = conn.execute(self.engine.statement(q.CHUNKS_OF_ONE),
                             {"source_type": source_type, "source_id": source_id, **scope.binds()}).fetchall()
         if not rows:
             return None
         contents = [lob_text(r[3]) for r in rows]
-        return Record(str(rows[0][0]), str(rows[0][1]), contents[0], facets_value(rows[0][4]),
-                      passage=best_passage(contents, topic))
+        return self._record(vocab, rows[0][0], rows[0][1], rows[0][3], rows[0][4], best_passage(contents, topic))
 
-    def _ranked(self, conn: sa.Connection, u: Understanding, where: Where, caller: Caller, mode: str,
-                limit: int, settings: Any) -> list[Record]:
+    def _ranked(self, conn: sa.Connection, u: Understanding, vocab: Vocabulary, source_type: str | None,
+                where: Where, caller: Caller, mode: str, limit: int, settings: Any) -> list[Record]:
         if settings is None:
             return []
         retriever = Retriever(self.engine, settings)
-        types = (u.target_type,) if u.target_type else ()
+        types = (source_type,) if source_type else ()
         hits = retriever.search(u.topic, limit, caller, mode, Filters(source_types=types), where=where)
         order: list[tuple[str, str]] = []
         passages: dict[tuple[str, str], str] = {}
@@ -231,7 +259,7 @@ class AnswerService:
                                 {"source_type": source_type, "ids": ids, **caller.scope().binds()}).fetchall()
             for r in rows:
                 key = (str(r[0]), str(r[1]))
-                found[key] = Record(key[0], key[1], lob_text(r[2]), facets_value(r[3]), passages.get(key, ""))
+                found[key] = self._record(vocab, r[0], r[1], r[2], r[3], passages.get(key, ""))
         return [found[k] for k in order if k in found]
 
 

@@ -23,101 +23,25 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from . import lexicon as lx
+from .dates import BEFORE_LEADS, DATE_BOUND
 from .lexicon import fold
+from .targets import PERSON, Intent, Slot, choose_targets, concrete, group_facet
+from .typos import Corrector
+from .understood import Condition, Notice, Understanding
 from .vocabulary import Phrase, Term, Vocabulary
 
-_ID_PATTERNS = [
-    ("TASK", re.compile(r"\b(?:tasks?|tareas?|tickets?|issues?|bugs?)\s*(?:#|n[o\u00ba\u00b0]\.?|num(?:ero)?\.?|"
-                        r"n[u\u00fa]mero)?\s*-?\s*(\d{1,9})\b", re.IGNORECASE)),
-    ("TASK", re.compile(r"(?<![\w#])#\s?(\d{1,9})\b")),
-    ("SPRINT", re.compile(r"\bsprints?\s*#?\s*-?\s*(\d{1,9})\b", re.IGNORECASE)),
-    ("PROJECT", re.compile(r"\b(?:projects?|proyectos?)\s*#?\s*-?\s*(\d{1,9})\b", re.IGNORECASE)),
-]
-_DATE_BOUND = re.compile(r"\b(before|until|by|antes\s+del?|hasta\s+el|hasta|after|since|despu[e\u00e9]s\s+del?|"
-                         r"desde\s+el|desde)\s+(\d{4}-\d{2}-\d{2})\b", re.IGNORECASE)
+__all__ = ["Condition", "Notice", "QueryParser", "Understanding"]
+
+_NUMBER = r"\s*(?:#|n[o\u00ba\u00b0]\.?|num(?:ero)?\.?|n[u\u00fa]mero)?\s*-?\s*(\d{1,9})\b"
+_BARE = re.compile(r"(?<![\w#])#\s?(\d{1,9})\b")
 _WORD = re.compile(r"[^\W_]+")
 _QUOTED = re.compile(r"[\"'\u2018\u2019\u201c\u201d\u00ab\u00bb]([^\"'\u2018\u2019\u201c\u201d\u00ab\u00bb]{2,60})"
                      r"[\"'\u2018\u2019\u201c\u201d\u00ab\u00bb]")
 CUE_DISTANCE = 3
-
-
-@dataclass(frozen=True)
-class Condition:
-    """One predicate on a facet. ``op``: in, not_in, null, lt (dates), range (dates, inclusive)."""
-
-    facet: str
-    op: str
-    values: tuple[Any, ...]
-    key: str  # conditions sharing a key are one chip ("overdue" = due before today + not done)
-    text: str  # the words of the question it came from
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"facet": self.facet, "op": self.op, "values": list(self.values), "key": self.key, "text": self.text}
-
-
-@dataclass(frozen=True)
-class Notice:
-    """A value the question named that the data does not have."""
-
-    facet: str
-    text: str
-    suggestion: str | None
-
-    def message(self, label: str, lang: str = "en") -> str:
-        if lang == "es":
-            named = f"no hay ningún {label} llamado '{self.text}'"
-            return f"{named} \u2014 ¿quiso decir {self.suggestion}?" if self.suggestion else named
-        named = f"no {label} named '{self.text}'"
-        return f"{named} \u2014 did you mean {self.suggestion}?" if self.suggestion else named
-
-    def to_dict(self, label: str, lang: str = "en") -> dict[str, Any]:
-        return {"facet": self.facet, "text": self.text, "suggestion": self.suggestion,
-                "message": self.message(label, lang)}
-
-
-@dataclass
-class Understanding:
-    question: str
-    language: str = "en"
-    lookups: list[tuple[str, str]] = field(default_factory=list)
-    conditions: list[Condition] = field(default_factory=list)
-    target_type: str | None = None
-    count: bool = False
-    group_by: str | None = None
-    superlative: str | None = None  # "most" | "fewest"
-    topic: str = ""
-    notices: list[Notice] = field(default_factory=list)
-    dropped: tuple[str, ...] = ()
-
-    other_aggregate: bool = False  # "average", "sum of hours": not a count of records
-
-    @property
-    def kind(self) -> str:
-        if self.notices:
-            return "notice"
-        if self.lookups:
-            return "lookup"
-        if self.other_aggregate:
-            return "topic"
-        if self.count or self.group_by:
-            # "how many tasks mention invoices": a topic is not a filter, so there is nothing exact to count
-            if self.topic and not self.conditions and not self.group_by:
-                return "topic"
-            return "count"
-        if self.conditions:
-            return "list"
-        return "topic"
-
-    @property
-    def structured(self) -> bool:
-        return self.kind != "topic"
-
-    def keys(self) -> list[str]:
-        return list(dict.fromkeys(c.key for c in self.conditions))
 
 
 @dataclass
@@ -127,6 +51,7 @@ class _Token:
     start: int
     end: int
     used: str | None = None
+    typed: str = ""  # the word as typed, when read as another (a typo)
 
     @property
     def capitalised(self) -> bool:
@@ -144,9 +69,10 @@ def _lexicon_table() -> dict[Phrase, list[Any]]:
     table: dict[Phrase, list[Any]] = {}
     groups: list[tuple[str, tuple[Phrase, ...]]] = [
         ("count", lx.COUNT), ("negation", lx.NEGATION), ("caller", lx.CALLER), ("overdue", lx.OVERDUE),
-        ("no_due", lx.NO_DUE_DATE), ("most", lx.MOST), ("fewest", lx.FEWEST),
+        ("no_due", lx.NO_DUE_DATE), ("most", lx.MOST), ("fewest", lx.FEWEST), ("open", lx.OPEN),
+        ("finished", lx.FINISHED), ("nobody", lx.NOBODY), ("advice", lx.ADVICE),
     ]
-    groups += [(f"window:{name}", items) for name, items in lx.DUE_WINDOWS.items()]
+    groups += [(f"window:{name}", items) for name, items in lx.WINDOWS.items()]
     for name, items in groups:
         for phrase in items:
             table.setdefault(phrase, []).append(name)
@@ -154,6 +80,8 @@ def _lexicon_table() -> dict[Phrase, list[Any]]:
 
 
 _LEXICON = _lexicon_table()
+# Intents a value phrase may mean instead, for a type without that value ("closed" of tickets).
+_LEXICAL_SLOTS = ("open", "finished", "nobody")
 
 
 def language_of(words: list[str]) -> str:
@@ -175,6 +103,19 @@ class QueryParser:
         for facet in vocab.facets.values():
             for cue in facet.cues:
                 self.cues.setdefault(fold(cue), []).append(facet.name)
+        self.date_cues = {fold(c) for f in vocab.facets.values() if f.kind == "date" for c in f.cues} | lx.DUE_CUES
+        known = {w for phrase in self.table for w in phrase} | set(vocab.type_words) | set(self.cues) \
+            | set(lx.STOPWORDS) | set(lx.SPANISH) | set(lx.ENGLISH) | set(lx.OTHER_AGGREGATE) | set(lx.RECORD_WORDS)
+        candidates = {w for phrase in self.table for w in phrase} | set(vocab.type_words) | set(self.cues)
+        meaning: dict[str, set[Any]] = {}
+        for phrase, found in self.table.items():
+            for w in phrase:
+                meaning.setdefault(w, set()).update((m.facet, m.values) if isinstance(m, Term) else m for m in found)
+        self.corrector = Corrector(known, candidates, {w: frozenset(m) for w, m in meaning.items() if m})
+        self._id_patterns: list[tuple[list[str], re.Pattern[str]]] = []
+        for word, types in sorted(vocab.type_words.items(), key=lambda kv: -len(kv[0])):
+            self._id_patterns.append((types, re.compile(rf"\b{re.escape(word)}{_NUMBER}", re.IGNORECASE)))
+        self._bare_types = [t for t in vocab.types if vocab.meaning(t).bare_ids]
 
     # -- the steps -----------------------------------------------------------------------
     def parse(self, question: str, caller_id: int | None = None, today: dt.date | None = None,
@@ -185,73 +126,127 @@ class QueryParser:
         self._named_facets: set[str] = set()
         spans: list[tuple[int, int, str]] = []
         mentions = self._mentions(question, spans)
-        conditions: list[Condition] = []
-        self._date_bounds(question, spans, conditions)
+        intents: list[Intent] = []
+        bounds = self._date_bounds(question, spans)
         tokens = [_Token(m.group(0), fold(m.group(0)), m.start(), m.end()) for m in _WORD.finditer(question)]
         for tok in tokens:
             for start, end, why in spans:
                 if tok.start < end and tok.end > start:
                     tok.used = why
         out.language = self._language = language_of([t.word for t in tokens])
-        named = {self.vocab.type_words[t.word] for t in tokens if t.word in self.vocab.type_words}
+        self._correct(tokens, out)
+        for b_start, op, day, text in bounds:
+            intents.append(Intent("bound", False, text, op=op, day=day, cues=self._near_cues(tokens, b_start),
+                                  at=b_start))
+        named = [t for tok in tokens for t in self.vocab.type_words.get(tok.word, [])]
         self._named_facets = {f for t in named for f in self.vocab.types.get(t, ())}
         out.other_aggregate = any(t.word in lx.OTHER_AGGREGATE for t in tokens)
-        self._group_by(tokens, out)
+        group = self._group_by(tokens, out, named)
         matches = self._phrases(tokens)
-        self._interpret(tokens, matches, out, conditions, caller_id, today)
-        types = self._types(tokens)
-        self._mentions_to_lookups(tokens, mentions, types, out, conditions)
+        if self._uncorrect(tokens, matches, out):
+            matches = self._phrases(tokens)
+        slots: list[Slot] = []
+        self._interpret(tokens, matches, out, slots, intents)
+        strong, weak = self._types(tokens)
+        targets = choose_targets(self.vocab, strong, weak, slots, intents, group)
+        conditions: dict[str, list[Condition]] = {}
+        notes: list[str] = []
+        for t in targets.types:
+            made = concrete(self.vocab, t, slots, intents, caller_id, today)
+            conditions[t] = made.conditions
+            notes += [n for n in made.notes if n not in notes]
+        first = targets.types[0] if targets.types else None
+        self._mentions_to_lookups(tokens, mentions, strong, out, conditions.setdefault(first or "", []))
         self._notices(question, tokens, out)
-        out.conditions = self._merge([c for c in conditions if c.key not in drop])
-        out.target_type = self._target(out, types)
+        out.per_type = {t: self._merge([c for c in conds if c.key not in drop]) for t, conds in conditions.items()
+                        if t}
+        if group:
+            out.group_by = group_facet(self.vocab, first, group) if first else None
+            if out.group_by is None:
+                out.superlative = None
+        if out.group_by and len(targets.types) > 1:
+            keep = [t for t in targets.types if group_facet(self.vocab, t, group) == out.group_by]
+            targets.types = keep or targets.types[:1]
+        out.targets = list(targets.types) if (out.count or out.group_by or out.has_conditions or out.advice) \
+            else []
+        out.target_type = out.targets[0] if out.targets else None
+        out.conditions = out.per_type.get(out.target_type or "", [])
+        out.notes = notes if out.targets else []
         out.topic = " ".join(t.text for t in tokens if t.used is None and t.word not in lx.STOPWORDS
                              and t.word not in self.vocab.type_words and t.word not in self.cues)
         return out
 
-    def _mentions(self, text: str, spans: list[tuple[int, int, str]]) -> list[tuple[str, str, int, int]]:
-        found: list[tuple[str, str, int, int]] = []
-        for source_type, pattern in _ID_PATTERNS:
-            if source_type not in self.vocab.types and source_type != "TASK":
+    def _correct(self, tokens: list[_Token], out: Understanding) -> None:
+        """One typo per unknown word of five letters or more, when one known word is that close."""
+        for i, t in enumerate(tokens):
+            if t.used is not None:
+                continue
+            before = tokens[i - 1].word if i else ""
+            after = tokens[i + 1].word if i + 1 < len(tokens) else ""
+
+            def fits(word: str, before: str = before, after: str = after) -> bool:
+                return (before, word) in self.table or (word, after) in self.table
+
+            fixed = self.corrector.correct(t.word, fits)
+            if fixed is not None:
+                t.word, t.typed = fixed, t.word
+                out.read_as.append(fixed)
+
+    def _uncorrect(self, tokens: list[_Token], matches: list[_Match], out: Understanding) -> bool:
+        """A corrected word that is part of no phrase was not a typo of one: it is read as written."""
+        inside = {i for m in matches for i in range(m.start, m.end)}
+        undone = False
+        for i, t in enumerate(tokens):
+            if t.typed and i not in inside and t.used is None and t.word not in self.vocab.type_words \
+                    and t.word not in self.cues:
+                out.read_as.remove(t.word)
+                t.word, t.typed = t.typed, ""
+                undone = True
+        return undone
+
+    def _near_cues(self, tokens: list[_Token], start: int) -> tuple[str, ...]:
+        """Date cue words just before a character position ("opened before ...", "vence esta semana")."""
+        before = [t for t in tokens if t.end <= start][-3:]
+        return tuple(t.word for t in before if t.word in self.date_cues)
+
+    def _mentions(self, text: str, spans: list[tuple[int, int, str]]) -> list[tuple[list[str], str, int, int]]:
+        found: list[tuple[list[str], str, int, int]] = []
+        patterns = [*self._id_patterns, (self._bare_types, _BARE)]
+        for types, pattern in patterns:
+            if not types:
                 continue
             for m in pattern.finditer(text):
                 if any(m.start() < e and m.end() > s for s, e, _ in spans):
                     continue
                 spans.append((m.start(), m.end(), "id"))
-                found.append((source_type, str(int(m.group(1))), m.start(), m.end()))
+                found.append((types, str(int(m.group(1))), m.start(), m.end()))
         found.sort(key=lambda f: f[2])
         return found
 
-    def _date_bounds(self, text: str, spans: list[tuple[int, int, str]], conditions: list[Condition]) -> None:
-        due = self._due_facet()
-        if due is None:
-            return
-        for m in _DATE_BOUND.finditer(text):
+    def _date_bounds(self, text: str, spans: list[tuple[int, int, str]]) -> list[tuple[int, str, str, str]]:
+        """ISO dates after before/after words: (start, lt|after, day, text)."""
+        out = []
+        for m in DATE_BOUND.finditer(text):
             try:
                 day = dt.date.fromisoformat(m.group(2))
             except ValueError:
                 continue
             lead = fold(m.group(1)).split()[0]
             spans.append((m.start(), m.end(), "date"))
-            if lead in ("before", "until", "by", "antes", "hasta"):
-                conditions.append(Condition(due, "lt", (day.isoformat(),), f"{due}:before", m.group(0)))
-            else:
-                conditions.append(Condition(due, "range", (day.isoformat(), "9999-12-31"), f"{due}:after",
-                                            m.group(0)))
-
-    def _due_facet(self) -> str | None:
-        return next((f.name for f in self.vocab.facets.values() if f.due), None)
-
-    def _person_facet(self) -> str | None:
-        return next((f.name for f in self.vocab.facets.values() if f.person), None)
-
-    def _done_facet(self) -> tuple[str, tuple[Any, ...]] | None:
-        return next(((f.name, f.done) for f in self.vocab.facets.values() if f.done), None)
+            out.append((m.start(), "lt" if lead in BEFORE_LEADS else "after", day.isoformat(), m.group(0)))
+        return out
 
     def _group_facets(self, word: str) -> list[str]:
         return [n for n in self.cues.get(word, []) if not self.vocab.facets[n].cue_required]
 
-    def _group_by(self, tokens: list[_Token], out: Understanding) -> None:
-        """ "per project", "por estado", "each developer"; "who has the most", "which sprint has the most"."""
+    def _group_by(self, tokens: list[_Token], out: Understanding, named: list[str]) -> list[str]:
+        """ "per project", "por estado", "each developer"; "who has the most", "which sprint has the most".
+
+        The facets the group may be (a cue may name a facet of several types: "owner"), those of the
+        types the question names first; :data:`PERSON` for "who"."""
+        def ranked(facets: list[str]) -> list[str]:
+            return sorted(facets, key=lambda f: f not in self._named_facets)
+
         free = [i for i, t in enumerate(tokens) if t.used is None]
         words = [tokens[i].word for i in free]
         for lead in sorted(lx.GROUP_LEAD, key=len, reverse=True):
@@ -262,10 +257,10 @@ class QueryParser:
                 facets = self._group_facets(words[j + n])
                 if not facets or tokens[free[j + n]].used is not None:
                     continue
-                out.group_by = facets[0]
                 for k in range(j, j + n + 1):
                     tokens[free[k]].used = "group"
-                return
+                out.group_by = "group"
+                return ranked(facets)
         superlative = None
         for i, t in enumerate(tokens):
             if t.used is None and (t.word,) in lx.MOST:
@@ -273,20 +268,20 @@ class QueryParser:
             elif t.used is None and (t.word,) in lx.FEWEST and t.word != "menos":
                 superlative, at = "fewest", i
         if superlative is None:
-            return
-        person = self._person_facet()
+            return []
         for i, t in enumerate(tokens):
             if t.used is not None:
                 continue
-            if (t.word,) in lx.WHO and person and i < at:
-                out.group_by, out.superlative = person, superlative
+            if (t.word,) in lx.WHO and i < at:
+                out.group_by, out.superlative = "group", superlative
                 t.used = tokens[at].used = "group"
-                return
+                return [PERSON]
             facets = self._group_facets(t.word)
             if facets and i < at:
-                out.group_by, out.superlative = facets[0], superlative
+                out.group_by, out.superlative = "group", superlative
                 t.used = tokens[at].used = "group"
-                return
+                return ranked(facets)
+        return []
 
     def _phrases(self, tokens: list[_Token]) -> list[_Match]:
         """Longest phrase first at each position, over the words nothing has claimed."""
@@ -344,7 +339,7 @@ class QueryParser:
             return plain[:1] if (first.capitalised and match.start > 0) else ["caller"]
         if plain:
             preferred = [t for t in plain if t.facet in self._named_facets]
-            return (preferred or plain)[:1]
+            return preferred + [t for t in plain if t not in preferred] + [x for x in lexical if x in _LEXICAL_SLOTS]
         return lexical[:1]
 
     def _negated(self, tokens: list[_Token], start: int) -> bool:
@@ -368,11 +363,8 @@ class QueryParser:
             return False
         return False
 
-    def _interpret(self, tokens: list[_Token], matches: list[_Match], out: Understanding,
-                   conditions: list[Condition], caller_id: int | None, today: dt.date) -> None:
-        due = self._due_facet()
-        person = self._person_facet()
-        done = self._done_facet()
+    def _interpret(self, tokens: list[_Token], matches: list[_Match], out: Understanding, slots: list[Slot],
+                   intents: list[Intent]) -> None:
         for match in matches:
             meanings = self._resolve(tokens, match)
             text = " ".join(t.text for t in tokens[match.start:match.end])
@@ -380,36 +372,31 @@ class QueryParser:
                 continue
             meaning = meanings[0]
             used = "value"
+            at = tokens[match.start].start
             if isinstance(meaning, Term):
                 if meaning.kind == "partial" and self._misspelt(tokens, match, meaning, out):
                     continue
                 negated = self._negated(tokens, match.start)
-                facet = meaning.facet
-                if meaning.kind == "open":
-                    conditions.append(Condition(facet, "in" if negated else "not_in", meaning.values, facet, text))
-                elif meaning.kind == "null":
-                    conditions.append(Condition(facet, "not_null" if negated else "null", (), facet, text))
-                else:
-                    conditions.append(Condition(facet, "not_in" if negated else "in", meaning.values, facet, text))
+                slots.append(Slot([m for m in meanings if isinstance(m, Term)],
+                                  [m for m in meanings if isinstance(m, str)], negated, text, at))
             elif meaning == "count":
                 out.count = True
                 used = "count"
-            elif meaning == "caller" and person and caller_id is not None:
-                negated = self._negated(tokens, match.start)
-                conditions.append(Condition(person, "not_in" if negated else "in", (caller_id,), person, text))
-            elif meaning == "overdue" and due:
-                conditions.append(Condition(due, "lt", (today.isoformat(),), "overdue", text))
-                if done and done[0] in self.vocab.facets:
-                    conditions.append(Condition(done[0], "not_in", done[1], "overdue", text))
-            elif meaning == "no_due" and due:
-                conditions.append(Condition(due, "null", (), due, text))
-            elif isinstance(meaning, str) and meaning.startswith("window:") and due:
-                lo, hi = _window(meaning.split(":", 1)[1], today)
-                conditions.append(Condition(due, "range", (lo.isoformat(), hi.isoformat()), due, text))
-            elif meaning in ("negation", "most", "fewest"):
-                continue  # claimed by the value after it, or by a group
+            elif meaning in ("caller", "open", "finished", "nobody"):
+                kind = "mine" if meaning == "caller" else meaning
+                intents.append(Intent(kind, self._negated(tokens, match.start), text, at=at))
+            elif meaning in ("overdue", "no_due"):
+                intents.append(Intent(meaning, False, text, at=at))
+            elif isinstance(meaning, str) and meaning.startswith("window:"):
+                start = tokens[match.start].start
+                cues = self._near_cues(tokens, start) + tuple(
+                    t.word for t in tokens[match.end:match.end + 1] if t.word in self.date_cues)
+                intents.append(Intent("window", False, text, window=meaning.split(":", 1)[1], cues=cues, at=at))
+            elif meaning == "advice":
+                out.advice = True
+                intents.append(Intent("open", False, text, at=at))
             else:
-                continue
+                continue  # negation, most, fewest: claimed by the value after it, or by a group
             for t in tokens[match.start:match.end]:
                 t.used = used
 
@@ -429,45 +416,50 @@ class QueryParser:
             x.used = "notice"
         return True
 
-    def _types(self, tokens: list[_Token]) -> list[str]:
-        types = []
+    def _types(self, tokens: list[_Token]) -> tuple[list[str], list[str]]:
+        """The types the question names: by a word that is only a record word (strong), or by a word that
+        also names a facet ("sprint" in "the current sprint": weak)."""
+        strong: list[str] = []
+        weak: list[str] = []
         for t in tokens:
-            kind = self.vocab.type_words.get(t.word)
-            if kind and t.used in (None, "cue"):
-                types.append(kind)
+            kinds = self.vocab.type_words.get(t.word, [])
+            if kinds and t.used in (None, "cue"):
+                (weak if t.word in self.cues else strong).extend(kinds)
                 if t.used is None:
                     t.used = "type"
-        return list(dict.fromkeys(types))
+        return list(dict.fromkeys(strong)), list(dict.fromkeys(weak))
 
-    def _mentions_to_lookups(self, tokens: list[_Token], mentions: list[tuple[str, str, int, int]],
-                             types: list[str], out: Understanding, conditions: list[Condition]) -> None:
-        """Task ids are lookups; a sprint or project id is a lookup of that record, unless the
-        question is about its tasks ("what is blocked in sprint 7") — then it is a filter."""
+    def _mentions_to_lookups(self, tokens: list[_Token], mentions: list[tuple[list[str], str, int, int]],
+                             strong: list[str], out: Understanding, conditions: list[Condition]) -> None:
+        """Record ids are lookups; the id of a record others refer to (a sprint, a project) is a lookup of
+        it, unless the question is about the records in it ("what is blocked in sprint 7"): a filter."""
         refers = {f.refers_to: f.name for f in self.vocab.facets.values() if f.refers_to}
         other = [c for c in conditions if self.vocab.facets[c.facet].refers_to is None]
-        task_signals = bool(other or out.count or out.group_by or "TASK" in types)
-        for source_type, source_id, start, _end in mentions:
-            facet = refers.get(source_type)
-            if source_type == "TASK" or facet is None:
-                out.lookups.append((source_type, source_id))
+        leaves = set(self.vocab.leaf_types())
+        signals = bool(other or out.count or out.group_by or any(t in leaves for t in strong))
+        record_words = any(t.word in lx.RECORD_WORDS for t in tokens)
+        for group, (types, row_id, start, _end) in enumerate(mentions):
+            facet = refers.get(types[0]) if len(types) == 1 else None
+            if facet is None:
+                for t in types:
+                    out.lookups.append((t, self.vocab.meaning(t).stored_id(row_id)))
+                    out.lookup_groups.append(group)
                 continue
             before = [t for t in tokens if t.end <= start]
             within = bool(before) and before[-1].word in lx.WITHIN
-            record_words = any(t.word in lx.RECORD_WORDS for t in tokens)
-            if task_signals or (within and not record_words):
-                if int(source_id) in self.vocab.values.get(facet, set()):
-                    conditions.append(Condition(facet, "in", (int(source_id),), facet,
-                                                f"{source_type.lower()} {source_id}"))
+            if signals or (within and not record_words):
+                if int(row_id) in self.vocab.values.get(facet, set()):
+                    conditions.append(Condition(facet, "in", (int(row_id),), facet, f"{types[0].lower()} {row_id}"))
                 else:
-                    out.notices.append(Notice(facet, f"{source_type.title()} {source_id}", None))
+                    out.notices.append(Notice(facet, f"{types[0].title()} {row_id}", None))
             else:
-                out.lookups.append((source_type, source_id))
-        if out.lookups or task_signals:
+                out.lookups.append((types[0], self.vocab.meaning(types[0]).stored_id(row_id)))
+                out.lookup_groups.append(group)
+        if out.lookups or signals:
             return
-        # a project or sprint named (not by id) with nothing else asked: the record itself
+        # a record others refer to, named (not by id) with nothing else asked: the record itself
         named = [c for c in conditions if self.vocab.facets[c.facet].refers_to and c.op == "in"]
-        record_words = any(t.word in lx.RECORD_WORDS for t in tokens)
-        if named and len(named) == 1 and not [t for t in types if t != self.vocab.facets[named[0].facet].refers_to]:
+        if named and len(named) == 1 and not [t for t in strong if t != self.vocab.facets[named[0].facet].refers_to]:
             cond = named[0]
             first = next((t for t in tokens if t.text in cond.text.split()), None)
             before = [t for t in tokens if first is not None and t.end <= first.start]
@@ -475,7 +467,9 @@ class QueryParser:
             if record_words or not within:
                 refers_to = self.vocab.facets[cond.facet].refers_to
                 assert refers_to is not None
-                out.lookups.extend((refers_to, str(v)) for v in cond.values)
+                for v in cond.values:
+                    out.lookups.append((refers_to, self.vocab.meaning(refers_to).stored_id(str(v))))
+                    out.lookup_groups.append(len(out.lookup_groups))
                 conditions.remove(cond)
 
     def _notices(self, question: str, tokens: list[_Token], out: Understanding) -> None:
@@ -578,35 +572,3 @@ class QueryParser:
                     continue
             final.append(c)
         return final
-
-    def _target(self, out: Understanding, types: list[str]) -> str | None:
-        """The record type the conditions, count or group are about."""
-        facets = {c.facet for c in out.conditions}
-        if out.group_by:
-            facets.add(out.group_by)
-        if not facets and not out.count:
-            return None
-        candidates = self.vocab.types_with(facets) if facets else list(self.vocab.types)
-        if not candidates:
-            return None
-        named = [t for t in types if t in candidates]
-        if "TASK" in named or (not named and "TASK" in candidates):
-            return "TASK" if "TASK" in candidates else candidates[0]
-        if named:
-            return named[0]
-        return candidates[0]
-
-
-def _window(name: str, today: dt.date) -> tuple[dt.date, dt.date]:
-    monday = today - dt.timedelta(days=today.weekday())
-    if name == "today":
-        return today, today
-    if name == "tomorrow":
-        return today + dt.timedelta(days=1), today + dt.timedelta(days=1)
-    if name == "this_week":
-        return monday, monday + dt.timedelta(days=6)
-    if name == "next_week":
-        return monday + dt.timedelta(days=7), monday + dt.timedelta(days=13)
-    first = today.replace(day=1)
-    nxt = (first + dt.timedelta(days=32)).replace(day=1)
-    return first, nxt - dt.timedelta(days=1)

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..sources.facets import OPEN_WORDS, SYNONYMS, UNASSIGNED_WORDS, Facet
+from ..sources.facets import SYNONYMS, Facet
+from ..sources.meanings import Declaration, Meanings
 from .lexicon import STOPWORDS, fold
 
 Phrase = tuple[str, ...]
@@ -47,8 +48,7 @@ class Term:
     """One meaning of a phrase: facet ``facet`` has one of ``values``.
 
     ``kind``: ``value`` (an enum value or a full name), ``partial`` (a first
-    name, a last name or a project's first word), ``open`` (not finished),
-    ``null`` (no value: "unassigned").
+    name, a last name or a project's first word), ``null`` (no value: "backlog").
     """
 
     facet: str
@@ -66,7 +66,23 @@ class Vocabulary:
     labels: dict[str, dict[Any, str]] = field(default_factory=dict)
     values: dict[str, set[Any]] = field(default_factory=dict)
     terms: dict[Phrase, list[Term]] = field(default_factory=dict)
-    type_words: dict[str, str] = field(default_factory=dict)  # folded word -> source type
+    type_words: dict[str, list[str]] = field(default_factory=dict)  # folded word -> source types it names
+    meanings: dict[str, Meanings] = field(default_factory=dict)
+
+    def meaning(self, source_type: str | None) -> Meanings:
+        return self.meanings.get(source_type or "", Meanings())
+
+    def anchor_of(self, source_type: str, source_id: str) -> str:
+        """``[TASK #42]``, ``[TICKETS #1042]``: the type as its source names it and the row id."""
+        m = self.meanings.get(source_type)
+        if m is None:
+            return f"[{source_type} #{source_id}]"
+        return f"[{m.anchor or source_type.upper()} #{m.shown_id(source_id)}]"
+
+    def leaf_types(self) -> list[str]:
+        """Types whose records no facet refers to (the records a question is about, not their containers)."""
+        referred = {f.refers_to for f in self.facets.values() if f.refers_to}
+        return [t for t in self.types if t not in referred]
 
     @property
     def max_phrase(self) -> int:
@@ -102,20 +118,31 @@ class Vocabulary:
             bucket.append(term)
 
 
-def build_vocabulary(declared: Mapping[str, Iterable[Facet]], values: Mapping[str, Iterable[Any]],
-                     labels: Mapping[str, Mapping[Any, str]],
-                     type_words: Mapping[str, Iterable[str]] | None = None) -> Vocabulary:
-    """The vocabulary of ``declared`` facets per source type, with the data's values and names."""
+def build_vocabulary(declared: Iterable[Declaration], values: Mapping[str, Iterable[Any]],
+                     labels: Mapping[str, Mapping[Any, str]]) -> Vocabulary:
+    """The vocabulary of the ``declared`` source types, with the data's values and names.
+
+    A word names the types whose nouns it is (a SQL source ``tickets`` owns
+    "ticket"); only when no type owns it, the types that list it in ``words``.
+    """
     vocab = Vocabulary()
-    for source_type, facets in declared.items():
+    declared = list(declared)
+    for d in declared:
         names = []
-        for facet in facets:
+        for facet in d.facets:
             known = vocab.facets.setdefault(facet.name, facet)
             names.append(known.name)
-        vocab.types[source_type] = tuple(names)
-    for word_type, items in dict(type_words or {}).items():
-        for item in items:
-            vocab.type_words[fold(item)] = word_type
+        vocab.types[d.source_type] = tuple(names)
+        vocab.meanings[d.source_type] = d.meanings
+    own: dict[str, list[str]] = {}
+    extra: dict[str, list[str]] = {}
+    for d in declared:
+        for w in d.meanings.own_words():
+            own.setdefault(w, []).append(d.source_type)
+        for w in d.meanings.all_words():
+            extra.setdefault(w, []).append(d.source_type)
+    for w, found in extra.items():
+        vocab.type_words[w] = list(dict.fromkeys(own.get(w) or found))
     for name, facet in vocab.facets.items():
         vocab.values[name] = {v for v in values.get(name, ()) if v is not None} | set(facet.values)
         vocab.labels[name] = dict(labels.get(name, {}))
@@ -124,14 +151,6 @@ def build_vocabulary(declared: Mapping[str, Iterable[Facet]], values: Mapping[st
             _add_names(vocab, facet)
         elif facet.kind == "enum":
             _add_enum(vocab, facet)
-        if facet.done:
-            for lang, items in OPEN_WORDS.items():
-                for item in items:
-                    vocab._add(words(item), Term(name, tuple(facet.done), "open", lang))
-        if facet.person:
-            for lang, items in UNASSIGNED_WORDS.items():
-                for item in items:
-                    vocab._add(words(item), Term(name, (), "null", lang))
         for item in facet.none_words:
             vocab._add(words(item), Term(name, (), "null"))
     return vocab

@@ -25,7 +25,6 @@ endpoint raise there (and become an HTTP status) before any byte is sent.
 from __future__ import annotations
 
 import datetime as dt
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,11 +33,12 @@ from typing import Any
 from .. import tracing
 from ..aggregate import AggregateResult, AggregateService
 from ..answers import render as structured_render
-from ..answers.service import AnswerService, Declared, StructuredResult
+from ..answers.service import AnswerService, StructuredResult
 from ..caller import Caller, require_caller
 from ..config import Settings
 from ..errors import InputError, LLMError, RagError
 from ..retriever import MODES, RetrievedChunk, Retriever, clean_query
+from ..sources.meanings import Declaration
 from ..system import RagSystem
 from . import chat_sql
 from .citations import Citation, citation_for, select_citations, snippet
@@ -345,13 +345,10 @@ def structured_citations(result: StructuredResult) -> list[Citation]:
     return [Citation(r.source_type, r.source_id, snippet(r.passage or r.content)) for r in result.records]
 
 
-def declared_facets(rag: Any) -> list[Declared]:
-    """The facets every source declares: the registry's sources and the SQL-query sources."""
-    out = [Declared(s.SOURCE_TYPE, tuple(s.facets), s.labels) for s in getattr(rag, "sources", ()) or ()]
-    for source in getattr(rag, "sql_source_definitions", lambda: [])():
-        if source.facets:
-            words = tuple(dict.fromkeys([source.name, *(w for w in re.split(r"[^\w]+|_", source.name) if len(w) > 2)]))
-            out.append(Declared(source.name, tuple(source.facets), None, words))
+def declared_facets(rag: Any) -> list[Declaration]:
+    """What every source declares (facets and meanings): the registry's sources and the SQL-query sources."""
+    out = [s.declaration() for s in getattr(rag, "sources", ()) or ()]
+    out += [source.declaration() for source in getattr(rag, "sql_source_definitions", lambda: [])()]
     return out
 
 

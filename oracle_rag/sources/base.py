@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from ..errors import ConfigurationError
 from .facets import Facet
+from .meanings import Declaration, Meanings
 
 T = TypeVar("T")
 
@@ -46,6 +47,13 @@ class Source(ABC):
     SOURCE_TYPE: str
     # What questions can filter and count this source's records by (sources/facets.py).
     facets: tuple[Facet, ...] = ()
+    # What questions mean by this source's words: record words, "my", lifecycle, due date, display
+    # (sources/meanings.py; docs/answers.md).
+    meanings: Meanings = Meanings()
+
+    def declaration(self) -> Declaration:
+        """The facets and meanings the structured answerer is given for this source type."""
+        return Declaration(self.SOURCE_TYPE, tuple(self.facets), self.meanings, self.labels)
 
     def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
         """Names for the values of this source's ``ref`` facets (employee id -> name ...).

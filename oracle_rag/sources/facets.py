@@ -48,9 +48,11 @@ class Facet:
     "estado"), used for "per status" and to spot an unknown value ("project
     Atlas Biling"). ``cue_required``: a value counts only next to a cue (a
     sprint's status "active" only in "active sprint"). ``person``: the values
-    are employees, so "my"/"mis" mean the caller. ``done``: the values that
-    mean finished, for "not done", "still open", "overdue". ``due``: the date
-    that "overdue" and "due this week" are about. ``values``: the enum's
+    are employee ids (names from EMPLOYEE; the empty value is nobody, not a
+    person). Which person facet "my" means, which values are finished and
+    which date is due are a source's meanings (``sources/meanings.py``);
+    ``done`` and ``due`` here are kept for older declarations and not read
+    by the answerer. ``values``: the enum's
     values known by declaration; the parser also learns every value among the
     records the caller may see (a developer without a BLOCKED task still asks
     about "blocked" ones, and a value only others' records hold stays unknown).
@@ -88,10 +90,12 @@ STATUS = Facet("status", "enum", "status", ("status", "statuses", "state", "esta
                values=("TODO", "IN_PROGRESS", "IN_REVIEW", "BLOCKED", "DONE"), label_es="estado")
 PRIORITY = Facet("priority", "enum", "priority", ("priority", "priorities", "prioridad", "prioridades"),
                  values=("LOW", "MEDIUM", "HIGH", "CRITICAL"), label_es="prioridad")
+# Words that name any person facet ("per person", "cada responsable"), besides its own label.
+PERSON_CUES = ("person", "people", "persons", "member", "members", "user", "users", "responsable", "responsables",
+               "persona", "personas", "usuario", "usuarios")
 ASSIGNEE = Facet("assignee_id", "ref", "assignee",
-                 ("assignee", "assignees", "person", "people", "developer", "developers", "owner", "owners",
-                  "member", "user", "responsable", "responsables", "persona", "personas", "desarrollador",
-                  "desarrolladores", "desarrolladora", "usuario", "asignado", "asignada"),
+                 ("assignee", "assignees", "developer", "developers", "owner", "owners", *PERSON_CUES,
+                  "desarrollador", "desarrolladores", "desarrolladora", "asignado", "asignada"),
                  person=True, label_es="responsable")
 PROJECT = Facet("project_id", "ref", "project", ("project", "projects", "proyecto", "proyectos"),
                 refers_to="PROJECT", label_es="proyecto")
@@ -102,7 +106,8 @@ SPRINT_STATUS = Facet("sprint_status", "enum", "sprint status", ("sprint", "spri
                       display=False, values=("PLANNED", "ACTIVE", "CLOSED"), label_es="estado del sprint")
 PROJECT_STATUS = Facet("project_status", "enum", "project status", ("project", "projects", "proyecto", "proyectos"),
                        cue_required=True, values=("PLANNING", "ACTIVE", "ON_HOLD"), label_es="estado del proyecto")
-DUE_DATE = Facet("due_date", "date", "due", ("due", "deadline", "vence", "vencen", "vencimiento", "entrega"),
+DUE_DATE = Facet("due_date", "date", "due", ("due", "deadline", "deadlines", "vence", "vencen", "vencimiento",
+                                             "entrega", "fecha limite"),
                  due=True, label_es="vencimiento")
 
 # Words for the reference values, per language, matched accent- and case-folded.
@@ -143,24 +148,6 @@ SYNONYMS: dict[str, dict[str, tuple[str, ...]]] = {
     "ON_HOLD": {"en": ("on hold", "paused", "on-hold"), "es": ("en pausa", "en espera", "pausado", "pausados")},
     "PLANNING": {"en": ("planning", "in planning"), "es": ("en planificacion", "planificacion")},
 }
-
-# "Not finished": a negated `done` value of a facet that declares one.
-OPEN_WORDS: dict[str, tuple[str, ...]] = {
-    "en": ("open", "still open", "not done", "not finished", "unfinished", "incomplete", "not completed",
-           "not closed", "pending", "outstanding", "remaining", "unresolved", "not resolved", "left to do",
-           "not done yet", "left", "still to do"),
-    "es": ("abierta", "abiertas", "abierto", "abiertos", "sin terminar", "sin acabar", "sin cerrar",
-           "sin completar", "sin resolver", "no terminadas", "no terminada", "no cerradas", "pendiente",
-           "pendientes", "por terminar", "inacabadas", "no resueltas", "quedan", "por hacer todavia"),
-}
-
-# Words that mean "records with no value" of a person facet.
-UNASSIGNED_WORDS: dict[str, tuple[str, ...]] = {
-    "en": ("unassigned", "not assigned", "without an assignee", "without assignee", "nobody", "no one",
-           "no assignee", "no owner"),
-    "es": ("sin asignar", "no asignadas", "no asignada", "sin responsable", "nadie"),
-}
-
 
 def facet_map(facets: Mapping[str, Any]) -> dict[str, Any]:
     """A record's facet values as stored: names checked, ints/strings/None only."""

@@ -26,6 +26,7 @@ from .facets import (
     SPRINT_STATUS,
     STATUS,
 )
+from .meanings import Meanings
 
 
 def _int_ids(ids: Sequence[str]) -> list[int]:
@@ -122,6 +123,12 @@ def task_facets(row: Mapping[str, Any]) -> dict[str, Any]:
 class TaskSource(Source):
     SOURCE_TYPE = "TASK"
     facets = (STATUS, PRIORITY, ASSIGNEE, PROJECT, SPRINT, SPRINT_STATUS, DUE_DATE)
+    meanings = Meanings(
+        nouns={"en": ("task", "tasks"), "es": ("tarea", "tareas")},
+        words=("ticket", "tickets", "issue", "issues", "bug", "bugs", "item", "items", "work", "incidencia",
+               "incidencias", "trabajo"),
+        mine="assignee_id", lifecycle="status", done=("DONE",), due="due_date",
+        display=("status", "priority", "assignee_id", "due_date"))
 
     def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
         return {"assignee_id": _names(conn, q.EMPLOYEE_NAMES), **_project_labels(conn),
@@ -152,6 +159,8 @@ class TaskSource(Source):
 class SprintSource(Source):
     SOURCE_TYPE = "SPRINT"
     facets = (PROJECT, SPRINT, SPRINT_STATUS)
+    meanings = Meanings(nouns={"en": ("sprint", "sprints"), "es": ("sprint", "sprints")},
+                        words=("iteration", "iterations", "iteracion", "iteraciones"), bare_ids=False)
 
     def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
         return {**_project_labels(conn), "sprint_id": _names(conn, q.SPRINT_NAMES)}
@@ -177,6 +186,7 @@ class SprintSource(Source):
 class ProjectSource(Source):
     SOURCE_TYPE = "PROJECT"
     facets = (PROJECT, PROJECT_STATUS)
+    meanings = Meanings(nouns={"en": ("project", "projects"), "es": ("proyecto", "proyectos")}, bare_ids=False)
 
     def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
         return _project_labels(conn)

@@ -38,8 +38,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..engines.records import read_lob
+from ..engines.statements import for_connection
 from ..errors import ConfigurationError, SourceLoadingError
 from ..scripts import skip_gap, skip_literal
+from . import reference_sql
 from . import sql_query_sql as q
 from .connections import (
     RAG_CONNECTION,
@@ -50,13 +52,15 @@ from .connections import (
 )
 from .durations import checked_duration
 from .facets import Facet, check_facet_name
+from .meanings import Declaration
+from .sql_meanings import MEANING_KEYS, sql_facets, sql_meanings
 
 # -- options ---------------------------------------------------------------------------
 ROLE_OPTIONS = {"id": "id_column", "content": "content_column", "title": "title_column",
                 "owner": "owner_column", "updated_at": "updated_at_column"}
 DEFAULT_COLUMNS = {"id": "id", "content": "content", "title": "title"}
 OPTION_KEYS = ("query", "connection", "refresh", "statement_timeout", "max_rows", "fetch_size", "facet_columns",
-               *ROLE_OPTIONS.values(), *URL_OPTIONS)
+               *ROLE_OPTIONS.values(), *URL_OPTIONS, *MEANING_KEYS)
 FACET_KINDS = ("enum", "number", "date")
 DEFAULT_TIMEOUT_S = 30.0
 TIMEOUT_RANGE = (1.0, 3600.0)
@@ -189,11 +193,14 @@ class SqlSource:
         self.columns = self._roles(options, prefix)
         self.explicit_title = options.get("title_column") is not None
         self.facet_columns = _facet_columns(options.get("facet_columns"), f"{prefix}.facet_columns")
-        self.facets: tuple[Facet, ...] = tuple(_facet(label, kind) for label, kind in self.facet_columns.items())
+        self.sql_meanings = sql_meanings(name, options, self.facet_columns, self.owner_column)
+        self.facets: tuple[Facet, ...] = sql_facets(name, self.facet_columns, self.sql_meanings)
         definition: list[Any] = [self.query, self.connection, self.url_options and self.url_options.url,
                                  sorted(self.columns.items())]
         if self.facet_columns:  # hashed only when set, so sources defined before facets keep their state
             definition.append(sorted(self.facet_columns.items()))
+        if self.sql_meanings.person_columns:  # person facets are stored too (only when there are some)
+            definition.append(self.sql_meanings.definition())
         self._definition_hash = hashlib.sha256(json.dumps(definition).encode("utf-8")).hexdigest()
 
     def _roles(self, options: Mapping[str, Any], prefix: str) -> dict[str, str]:
@@ -235,6 +242,25 @@ class SqlSource:
     def definition_hash(self) -> str:
         """Changes when anything that shapes the documents changes (forces a full read)."""
         return self._definition_hash
+
+    @property
+    def meanings(self) -> Any:
+        return self.sql_meanings.meanings
+
+    def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
+        """Employee names for the person facets, from EMPLOYEE in the product's database when it has one."""
+        people = self.sql_meanings.person_columns
+        if not people:
+            return {}
+        try:  # a failed read does not spoil the transaction on the product's engines (Oracle, SQLite)
+            rows = conn.execute(for_connection(conn, reference_sql.EMPLOYEE_NAMES)).fetchall()
+        except sa.exc.SQLAlchemyError:
+            return {}
+        names = {int(r[0]): " ".join(str(p).strip() for p in r[1:] if p is not None) for r in rows}
+        return {person: dict(names) for person in people}
+
+    def declaration(self) -> Declaration:
+        return Declaration(self.name, self.facets, self.meanings, self.labels)
 
     def reserved_metadata(self) -> tuple[str, ...]:
         extra = (("owner_id",) if self.owner_column else ()) + (("updated_at",) if self.updated_at_column else ())
@@ -357,11 +383,15 @@ def _facet_columns(value: Any, key: str) -> dict[str, str]:
     return out
 
 
-def _facet(label: str, kind: str) -> Facet:
-    name = label.lower()
-    words = [w for w in name.split("_") if w]
-    cues = tuple(dict.fromkeys([*words, words[-1] + "s", " ".join(words)]))
-    return Facet(name, kind, name.replace("_", " "), cues, due=kind == "date" and "due" in words)
+def _person_value(value: Any) -> int | None:
+    """An employee id as a facet value (None when empty or not an integer)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(str(value))
+    except ValueError:
+        return None
+    return int(number) if number.is_integer() else None
 
 
 def _facet_value(kind: str, value: Any) -> Any:
@@ -507,6 +537,9 @@ class _Plan:
         by_label = {k.lower(): v for k, v in metadata.items()}
         facets = {label.lower(): _facet_value(kind, by_label.get(label.lower()))
                   for label, kind in source.facet_columns.items()}
+        for person in source.sql_meanings.person_columns:
+            raw = owner if source.owner_column and person == source.owner_column.lower() else by_label.get(person)
+            facets[person] = _person_value(raw)
         hashed: dict[str, Any] = {"content": content, "metadata": metadata}
         if facets:  # declaring facets rewrites the chunks that lack them
             hashed["facets"] = facets

@@ -1,0 +1,63 @@
+"""One typo in a question's word: "taks" -> tasks, "blokced" -> blocked, "progres" -> progress.
+
+A word that is not known is read as a known word of five letters or more
+when exactly one such word is one edit away (a letter added, removed,
+changed, or two neighbours swapped). Only the words the parser knows are
+candidates: record words, facet values and names, cue words, intent words.
+The answer says what was read (``Understanding.read_as``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping
+
+MIN_LENGTH = 5
+
+
+def one_edit(a: str, b: str) -> bool:
+    """``a`` and ``b`` differ by exactly one insertion, deletion, substitution or adjacent swap."""
+    if a == b:
+        return False
+    la, lb = len(a), len(b)
+    if abs(la - lb) > 1:
+        return False
+    if la == lb:
+        diff = [i for i in range(la) if a[i] != b[i]]
+        if len(diff) == 1:
+            return True
+        return len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+    if la > lb:
+        a, b = b, a
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    return a[i:] == b[i + 1:]
+
+
+class Corrector:
+    """Corrections against a fixed set of known words (built once per vocabulary)."""
+
+    def __init__(self, known: Iterable[str], candidates: Iterable[str],
+                 meaning: Mapping[str, Hashable] | None = None) -> None:
+        """``meaning``: what each candidate means; several candidates with one meaning are not ambiguous
+        ("progres": progress or progreso, both the same value)."""
+        self.meaning = dict(meaning or {})
+        self.known = frozenset(known)
+        self.by_length: dict[int, list[str]] = {}
+        for word in set(candidates):
+            if len(word) >= MIN_LENGTH and word.isalpha():
+                self.by_length.setdefault(len(word), []).append(word)
+
+    def correct(self, word: str, fits: Callable[[str], bool] | None = None) -> str | None:
+        """The one known word ``word`` is a typo of, or None (known, too short, none or several).
+
+        Several words of one meaning are one answer: the one that ``fits`` (forms a phrase with the
+        words around it), else the first in order."""
+        if word in self.known or len(word) < MIN_LENGTH - 1 or not word.isalpha():
+            return None
+        found = sorted(c for n in (len(word) - 1, len(word), len(word) + 1) for c in self.by_length.get(n, ())
+                       if one_edit(word, c))
+        if len(found) > 1 and len({self.meaning.get(c, c) for c in found}) == 1:
+            fitting = [c for c in found if fits is not None and fits(c)]
+            return (fitting or found)[0]
+        return found[0] if len(found) == 1 else None
