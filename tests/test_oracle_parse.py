@@ -74,10 +74,12 @@ EXCEPTIONS: tuple[ParserException, ...] = (
     ),
     ParserException(
         "ALTER INDEX ... REBUILD ONLINE",
-        re.compile(rf"ALTER\s+INDEX\s+{_IDENT}\s+REBUILD\s+ONLINE(?:\s+PARALLEL\s+[1-9][0-9]?)?", _FLAGS),
+        re.compile(rf"ALTER\s+INDEX\s+{_IDENT}\s+REBUILD\s+(?:ONLINE(?:\s+PARALLEL\s+[1-9][0-9]?)?"
+                   r"|PARAMETERS\s*\(\s*NEIGHBOR\s+PARTITIONS\s+[1-9][0-9]{0,7}\s*\))", _FLAGS),
         None,
         "sqlfluff's Oracle dialect has no ALTER INDEX ... REBUILD; the 26ai online IVF reorganisation "
-        "(AI Vector Search User's Guide, Rebuild IVF Indexes Online) is checked in its documented form.",
+        "(AI Vector Search User's Guide, Rebuild IVF Indexes Online) and its 23.26.1 form with "
+        "PARAMETERS (NEIGHBOR PARTITIONS n) are checked in their documented form.",
         r"ALTER\s+INDEX\b",
         "ddl",
     ),

@@ -50,7 +50,7 @@ REBUILD_ONLINE = Sql(oracle="ALTER INDEX RAG_CHUNK_VEC_IX REBUILD ONLINE")
 # 23.26.1+: a rebuild that keeps the configured partition count (REBUILD ONLINE
 # recomputes it). DDL takes no binds: the count is an integer checked by
 # rebuild_with_partitions, the same way render_migration writes it into V1.
-REBUILD_WITH_PARTITIONS = Sql(oracle="ALTER INDEX RAG_CHUNK_VEC_IX REBUILD PARAMETERS (NEIGHBOR PARTITIONS {partitions})")
+_REBUILD_WITH_PARTITIONS = "ALTER INDEX RAG_CHUNK_VEC_IX REBUILD PARAMETERS (NEIGHBOR PARTITIONS {partitions})"
 
 MAX_PARTITIONS = 10_000_000
 """NEIGHBOR PARTITIONS: > 0 and <= 10000000 (AI Vector Search User's Guide, Inverted File Flat CREATE INDEX)."""
@@ -61,7 +61,11 @@ def rebuild_with_partitions(partitions: int) -> Sql:
     count = int(partitions)
     if not 1 <= count <= MAX_PARTITIONS or count != partitions:
         raise ValueError(f"NEIGHBOR PARTITIONS must be an integer in 1..{MAX_PARTITIONS}")
-    return Sql(oracle=(REBUILD_WITH_PARTITIONS.oracle or "").replace("{partitions}", str(count)))
+    return Sql(oracle=_REBUILD_WITH_PARTITIONS.replace("{partitions}", str(count)))
+
+
+REBUILD_WITH_PARTITIONS_64 = rebuild_with_partitions(64)
+"""The statement for ``vector_index_partitions = 64``, pinned by the golden tests and the parse check."""
 
 REBUILD_PACKAGE = Sql(oracle="BEGIN DBMS_VECTOR.REBUILD_INDEX(idx_name => 'RAG_CHUNK_VEC_IX'); END;")
 

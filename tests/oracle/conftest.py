@@ -4,8 +4,9 @@
 or a testcontainers ``gvenzl/oracle-free:23.26.3-faststart`` with an
 application user; without either, every test here is skipped with one line
 (see ``tests/oracle_helpers.py`` and ``docs/oracle-testing.md``). The session
-fixture also builds our ONNX model and loads it with the product's
-provisioning code under the configured name.
+fixture provisions the database the way local/README.md does (the container
+runs local/init/01_users.sh; ``oracle-rag migrate``; ``oracle-rag model load``);
+see ``tests/oracle_helpers.py``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 from oracle_helpers import (
     OracleTarget,
     clear_rows,
+    cli,
     fold_skip_report,
     mark_oracle_items_unavailable,
     new_system,
@@ -58,12 +60,15 @@ def oracle_url(oracle_target: OracleTarget) -> str:
 
 @pytest.fixture
 def oracle_system(oracle_target: OracleTarget, tmp_path: Path) -> Iterator[Any]:
-    """A RagSystem on a freshly migrated schema (product + reference), seeded, nothing indexed."""
+    """A RagSystem on a freshly migrated schema (product + reference), seeded, nothing indexed.
+
+    The schema comes from ``oracle-rag migrate --demo``, the command local/README.md gives.
+    """
     from oracle_rag.demo.seed import seed
 
     system = new_system(oracle_target, tmp_path)
     reset_schema(system.engine)
-    system.migrate(demo=True)
+    cli(oracle_target, ["migrate", "--demo"], tmp_path / "cli")
     clear_rows(system.engine)
     seed(system.engine, SEED_TASKS)
     yield system
