@@ -70,10 +70,10 @@ def fold(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)).casefold()
 
 
-def prepare(data_dir: Path, tasks: int) -> RagSystem:
+def prepare(data_dir: Path, tasks: int, today: dt.date) -> RagSystem:
     rag = RagSystem(load_settings(env={}, data_dir=str(data_dir)))
     rag.migrate(demo=True)
-    report = seed(rag.engine, tasks)
+    report = seed(rag.engine, tasks, today=today)  # dated around the day the questions are asked on
     if report is not None:
         print(f"seeded {report.tasks} tasks; indexing...", flush=True)
     started = time.perf_counter()
@@ -188,7 +188,7 @@ def main() -> None:
     args = parser.parse_args()
     today = dt.date.fromisoformat(args.today)
     questions = json.loads(Path(args.questions).read_text(encoding="utf-8"))["questions"]
-    rag = prepare(Path(args.data_dir), args.tasks)
+    rag = prepare(Path(args.data_dir), args.tasks, today)
     list_limit = rag.settings.list_limit
     clock = lambda: today  # noqa: E731
     try:

@@ -145,6 +145,24 @@ def test_span_tree_of_one_chat_request(demo_rag, exporter) -> None:
     assert token not in text and "gen_ai.input.messages" not in text
 
 
+def test_a_structured_answer_has_its_sql_span(demo_rag, exporter) -> None:
+    from oracle_rag.caller import load_caller
+    from oracle_rag.chat import Chat
+
+    with demo_rag.engine.connect() as conn:
+        caller = load_caller(conn, DEV_A)
+    with tracing.span("request"):
+        answer = Chat(demo_rag, None).answer("my open tasks", caller, None, None)
+    assert answer.route == "structured"
+    spans = exporter.get_finished_spans()
+    assert tree(spans) == [(0, "request"), (1, "query understanding"), (2, "structured sql")]
+    sql = next(s for s in spans if s.name == "structured sql")
+    assert sql.kind == SpanKind.CLIENT and sql.attributes["db.system.name"] == "sqlite"
+    assert sql.attributes["oracle_rag.structured.kind"] == "list"
+    assert sql.attributes["db.response.returned_rows"] == len(answer.citations) > 0
+    assert sql.attributes["oracle_rag.structured.total"] >= len(answer.citations)
+
+
 def test_content_is_captured_only_when_allowed(demo_rag) -> None:
     token = issue_tokens(demo_rag, (DEV_A,))[DEV_A]
     question = task_chunks_of(demo_rag, DEV_A)[0].title
@@ -217,8 +235,13 @@ def test_console_exporter_writes_spans_to_stderr_only() -> None:
     done = run_snippet(tracing_exporter="console")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "", "stdout is the MCP stdio pipe"
-    assert '"name": "inner"' in done.stderr and '"name": "outer"' in done.stderr
-    assert '"service.name": "oracle-rag"' in done.stderr
+    lines = done.stderr.splitlines()  # one line per span, not the SDK's ~40 lines of JSON (issue 25)
+    assert len(lines) == 2, done.stderr
+    inner, outer = lines
+    assert inner.startswith("oracle-rag ") and ' span "inner" ' in inner and inner.endswith(' {"k":1}')
+    assert ' span "outer" ' in outer and outer.endswith(" parent=- {}")
+    outer_id = outer.split(" span=")[1].split()[0]
+    assert f" parent={outer_id} " in inner and inner.split(" trace=")[1][:32] == outer.split(" trace=")[1][:32]
 
 
 def test_otlp_exporter_sends_protobuf_to_the_collector() -> None:

@@ -179,7 +179,13 @@ class Chat:
         u, vocab = self.answers.understand(text, who, today=self.today(), drop=drop)
         if not u.structured:
             return None, u.topic or text
-        result = self.answers.run(u, vocab, who, mode=mode, settings=self.settings)
+        with tracing.span("structured sql", {"db.system.name": self.rag.engine.sql_dialect,
+                                             "db.operation.name": "SELECT",
+                                             "oracle_rag.structured.kind": u.kind}, kind="client") as sql_span:
+            result = self.answers.run(u, vocab, who, mode=mode, settings=self.settings)
+            sql_span.set_attribute("db.response.returned_rows", len(result.records))
+            if result.total is not None:
+                sql_span.set_attribute("oracle_rag.structured.total", result.total)
         self._observe("retrieval", time.perf_counter() - started, mode="structured")
         return result, u.topic or text
 

@@ -80,13 +80,15 @@ FETCH FIRST :limit ROWS ONLY""",
 
 # -- the citation detail view ---------------------------------------------------
 
-# The same scope predicate as every search statement (binds :see_all, :caller_id):
-# a chunk the caller may not see reads exactly like one that does not exist.
-GET_CHUNK = Sql.both("""SELECT c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.UPDATED_AT
+# Every chunk of one record (a long record is several windows; the caller joins
+# them in CHUNK_NO order), with the same scope predicate as every search
+# statement (binds :see_all, :caller_id): a record the caller may not see reads
+# exactly like one that does not exist.
+GET_CHUNK = Sql.both("""SELECT c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.UPDATED_AT,
+       c.CHUNK_NO
 FROM RAG_CHUNK c
 WHERE c.SOURCE_TYPE = :source_type
   AND c.SOURCE_ID = :source_id
-  AND c.CHUNK_NO = 0
   AND """ + SCOPE)
 
 # Which of the task ids an answer mentions the caller may see (same scope predicate).

@@ -1,9 +1,14 @@
-"""The citation detail view: one chunk, only when the caller's scope allows it.
+"""The citation detail view: one whole record, only when the caller's scope allows it.
 
 The scope predicate is the one every search uses, inside the statement, so
-a chunk the caller may not see is indistinguishable from one that does not
+a record the caller may not see is indistinguishable from one that does not
 exist: both are :class:`NotFoundError` (a 404), and nothing about the
-hidden chunk, not even its existence, reaches the caller.
+hidden record, not even its existence, reaches the caller.
+
+A long record is stored as several overlapping windows (:mod:`oracle_rag.chunking`);
+the view joins them back into the record's text (the overlaps once) and says
+where each window lies in it, so the page can open the record at the cited
+window, or at the cited passage (:func:`find_passage`, the citation's snippet).
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..caller import Caller, require_caller
+from ..chunking import join_chunks
 from ..engines import Engine
 from ..engines.records import lob_text
 from ..errors import NotFoundError
+from ..record_writes import plan_of
 from . import chat_sql as q
 
 _SOURCE_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$")  # product types and SQL-source names
@@ -33,10 +40,19 @@ class ChunkDetail:
     project_id: int | None
     sprint_id: int | None
     updated_at: str | None
+    # (start, end) of each stored window in ``content``, in CHUNK_NO order
+    windows: tuple[tuple[int, int], ...] = ((0, 0),)
 
     @property
     def anchor(self) -> str:
         return f"[{self.source_type} #{self.source_id}]"
+
+    def view_dict(self, passage: str = "") -> dict[str, Any]:
+        """:meth:`to_dict` plus the windows' places and where ``passage`` (a citation's snippet) is, if found."""
+        found = find_passage(self.content, passage) if passage else None
+        return {**self.to_dict(), "chunks": [{"chunk_no": n, "start": a, "end": b}
+                                             for n, (a, b) in enumerate(self.windows)],
+                "passage": None if found is None else {"start": found[0], "end": found[1]}}
 
     def to_dict(self) -> dict[str, Any]:
         return {"source_type": self.source_type, "source_id": self.source_id, "anchor": self.anchor,
@@ -52,15 +68,48 @@ def chunk_detail(conn: sa.Connection, engine: Engine, caller: Caller, source_typ
     # The type as written first: a SQL source's type is its name, case kept ("crm_accounts").
     # Then upper case, so /chunk/task/7 finds TASK #7. Source names differing only in case
     # are refused at configuration, and product type names are reserved, so at most one matches.
-    row = None
+    rows: list[Any] = []
     for kind in dict.fromkeys((source_type, source_type.upper())):
-        row = conn.execute(engine.statement(q.GET_CHUNK),
-                           {"source_type": kind, "source_id": str(source_id), **who.scope().binds()}).first()
-        if row is not None:
+        rows = list(conn.execute(engine.statement(q.GET_CHUNK),
+                                 {"source_type": kind, "source_id": str(source_id), **who.scope().binds()}))
+        if rows:
             break
-    if row is None:
+    if not rows:
         raise NotFoundError("record not found")
-    content = lob_text(row[2])
+    rows.sort(key=lambda r: int(r[7]))
+    parts = [lob_text(r[2]) for r in rows]
+    content = join_chunks(parts, plan_of(engine.settings)) if len(parts) > 1 else parts[0]
+    row = rows[0]
     updated = row[6].isoformat() if isinstance(row[6], dt.datetime) else (None if row[6] is None else str(row[6]))
     return ChunkDetail(str(row[0]), str(row[1]), content, None if row[4] is None else int(row[4]),
-                       None if row[5] is None else int(row[5]), updated)
+                       None if row[5] is None else int(row[5]), updated, _windows(content, parts))
+
+
+def _windows(content: str, parts: list[str]) -> tuple[tuple[int, int], ...]:
+    """Where each window lies in the joined text: each is a slice of it, found after its predecessor's start."""
+    out: list[tuple[int, int]] = []
+    at = 0
+    for part in parts:
+        start = content.find(part, at)
+        if start < 0:  # joined across a whitespace gap the split dropped: place it by its stripped text
+            start = max(content.find(part.strip(), at), at)
+        out.append((start, min(start + len(part), len(content))))
+        at = start + 1
+    return tuple(out)
+
+
+_ELLIPSIS = "\u2026"
+
+
+def find_passage(content: str, passage: str) -> tuple[int, int] | None:
+    """Where a citation's snippet (the text on one line, maybe cut with ellipses) is in ``content``.
+
+    The snippet flattened the record's whitespace and may have dropped its
+    leading anchor, so the search is word by word with any whitespace between.
+    """
+    words = passage.replace(_ELLIPSIS, " ").split()
+    if not words:
+        return None
+    pattern = re.compile(r"\s+".join(re.escape(w) for w in words))
+    match = pattern.search(content)
+    return (match.start(), match.end()) if match else None

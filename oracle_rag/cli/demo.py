@@ -5,6 +5,8 @@ Library: :mod:`oracle_rag.demo`.
 
 from __future__ import annotations
 
+import datetime as dt
+
 import click
 
 from ..demo.run import run_demo
@@ -28,11 +30,14 @@ def demo(ctx: click.Context, port: int, tasks: int) -> None:
 @click.option("--tasks", default=2000, show_default=True, type=click.IntRange(1, 1_000_000))
 @click.option("--seed", "seed_value", default=42, show_default=True, type=int)
 @click.option("--reset", is_flag=True, help="Delete existing demo rows first.")
+@click.option("--today", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
+              help="The day the dates are relative to (default: today).")
 @pass_new_system
-def demo_seed(rag: RagSystem, tasks: int, seed_value: int, reset: bool) -> None:
-    """Apply the reference schema and insert a deterministic demo data set."""
+def demo_seed(rag: RagSystem, tasks: int, seed_value: int, reset: bool, today: dt.datetime | None) -> None:
+    """Apply the reference schema and insert a deterministic demo data set, dated around today."""
     rag.migrate(demo=True)
-    report = seed(rag.engine, tasks, seed_value=seed_value, reset=reset, progress=progress_bar("seed"))
+    report = seed(rag.engine, tasks, seed_value=seed_value, reset=reset, progress=progress_bar("seed"),
+                  today=today.date() if today else None)
     if report is None:
         click.echo("demo data already present (use --reset to replace it)")
         return

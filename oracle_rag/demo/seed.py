@@ -1,8 +1,18 @@
 """A realistic, deterministic demo data set for the reference application.
 
-Same seed, same rows: tests and benchmarks can name a task by id. Titles,
-descriptions and comment threads mix English and Spanish, as the reference
-team's tracker does, so retrieval is exercised on both.
+Same seed and day, same rows: tests and benchmarks can name a task by id.
+Titles, descriptions and comment threads mix English and Spanish, as the
+reference team's tracker does, so retrieval is exercised on both.
+
+Dates are relative to the day of seeding (``today``, tests pass a fixed
+one), so "overdue", "due this week" and "the current sprint" look like a
+real team's on any day: each project's ACTIVE sprint contains ``today``
+(they end on different days), four CLOSED sprints lie before it and three
+PLANNED ones after; most unfinished work of a closed sprint was carried
+over to the active one, a fifth of it slipped (overdue). The day changes
+only dates and sprint carry-overs: titles, texts, statuses, assignees and
+comment threads are drawn from ``seed`` alone, the date decisions from a
+stream of their own.
 """
 
 from __future__ import annotations
@@ -11,6 +21,7 @@ import datetime as dt
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..engines import Engine
 from ..engines.statements import Sql
@@ -104,29 +115,41 @@ DELETE_ALL = [Sql.both("DELETE FROM TASK_COMMENT"), Sql.both("DELETE FROM TASK")
               Sql.both("DELETE FROM PROJECT"), Sql.both("DELETE FROM EMPLOYEE")]
 
 
-def generate(tasks: int = 2000, seed: int = 42) -> dict[str, list[dict[str, object]]]:
-    """The rows of the demo data set, as plain dicts (dates as ``datetime.date``)."""
+SPRINT_DAYS = 14
+ACTIVE_SPRINT = 5  # of 8 per project: 1-4 CLOSED, 5 ACTIVE, 6-8 PLANNED
+SLIPPED = 0.2  # unfinished tasks of a closed sprint (or backlog past its date) left overdue
+
+
+def generate(tasks: int = 2000, seed: int = 42, today: dt.date | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The rows of the demo data set, as plain dicts (dates as ``datetime.date``), dated around ``today``."""
+    today = today or dt.date.today()
     rng = random.Random(seed)
-    base = dt.date(2026, 1, 5)
+    dates = random.Random(f"dates-{seed}")  # date decisions: the main stream (and so every text) is day-free
     employees = []
     for i in range(1, 41):
         role = "admin" if i <= 2 else "manager" if i <= 8 else "developer"
         employees.append({"id": i, "first": FIRST[(i * 7) % len(FIRST)], "last": LAST[(i * 11) % len(LAST)],
                           "role": role})
     developers = [e["id"] for e in employees if e["role"] == "developer"]
-    projects, sprints = [], []
+    projects: list[dict[str, Any]] = []
+    sprints: list[dict[str, Any]] = []
     sprint_id = 0
+    active: dict[int, dict[str, Any]] = {}  # project -> its ACTIVE sprint
     for p, (name, desc) in enumerate(PROJECTS, 1):
-        start = base + dt.timedelta(days=14 * (p - 1))
+        # the active sprint started 0-13 days ago, a different day for each project
+        active_start = today - dt.timedelta(days=(5 * p) % SPRINT_DAYS)
+        start = active_start - dt.timedelta(days=SPRINT_DAYS * (ACTIVE_SPRINT - 1))
         projects.append({"id": p, "name": name, "status": PROJECT_STATUS[p - 1], "start": start,
                          "end": start + dt.timedelta(days=7 * 30), "description": desc if p != 5 else None})
         for s in range(1, 9):
             sprint_id += 1
-            s_start = start + dt.timedelta(days=14 * (s - 1))
-            status = "CLOSED" if s <= 4 else "ACTIVE" if s == 5 else "PLANNED"
+            s_start = start + dt.timedelta(days=SPRINT_DAYS * (s - 1))
+            status = "CLOSED" if s < ACTIVE_SPRINT else "ACTIVE" if s == ACTIVE_SPRINT else "PLANNED"
             sprints.append({"id": sprint_id, "project": p, "name": f"Sprint {sprint_id}", "status": status,
-                            "start": s_start, "end": s_start + dt.timedelta(days=13),
+                            "start": s_start, "end": s_start + dt.timedelta(days=SPRINT_DAYS - 1),
                             "goal": rng.choice(SPRINT_GOALS).format(p=name) if s != 8 else None})
+            if status == "ACTIVE":
+                active[p] = sprints[-1]
     task_rows, comment_rows = [], []
     comment_id = 0
     for t in range(1, tasks + 1):
@@ -139,7 +162,7 @@ def generate(tasks: int = 2000, seed: int = 42) -> dict[str, list[dict[str, obje
             verb, obj = rng.choice(EN_VERBS), rng.choice(EN_OBJECTS)
             desc = rng.choice(EN_DESC).format(v=verb.lower(), o=obj)
         in_backlog = rng.random() < 0.1
-        task_rows.append({
+        row: dict[str, Any] = {
             "id": t, "title": f"{verb} {obj}", "description": desc if rng.random() > 0.05 else None,
             "status": rng.choices(TASK_STATUS, TASK_STATUS_W)[0],
             "priority": rng.choices(PRIORITY, PRIORITY_W)[0],
@@ -148,22 +171,32 @@ def generate(tasks: int = 2000, seed: int = 42) -> dict[str, list[dict[str, obje
             "points": rng.choice([1, 2, 3, 5, 8, 13]) if rng.random() > 0.1 else None,
             "hours": rng.choice([1, 2, 4, 6, 8, 12, 16, 2.5]) if rng.random() > 0.15 else None,
             "due": sprint["end"] if rng.random() > 0.1 else None,
-        })
+        }
+        late = row["due"] is not None and row["due"] < today and row["status"] != "DONE"
+        if late and dates.random() >= SLIPPED:  # carried over: into the active sprint, due at its end
+            current = active[sprint["project"]]
+            row["due"] = current["end"]
+            if not in_backlog:
+                row["sprint"] = current["id"]
+        task_rows.append(row)
+        # a thread starts when its sprint did, or yesterday for a sprint still to come
+        opened: dt.date = min(sprint["start"], today - dt.timedelta(days=1))
         for c in range(rng.choice([0, 0, 1, 1, 2, 3, 4])):
             comment_id += 1
             pool = ES_COMMENTS if spanish else EN_COMMENTS
             comment_rows.append({"id": comment_id, "task": t, "author": rng.choice(developers + [3, 4, 5]),
                                  "body": rng.choice(pool),
-                                 "created": dt.datetime.combine(sprint["start"], dt.time(9, 0))  # type: ignore[arg-type]
+                                 "created": dt.datetime.combine(opened, dt.time(9, 0))
                                  + dt.timedelta(hours=5 * c + rng.randint(0, 4))})
     return {"employees": employees, "projects": projects, "sprints": sprints, "tasks": task_rows,
             "comments": comment_rows}
 
 
 def seed(engine: Engine, tasks: int = 2000, *, seed_value: int = 42, reset: bool = False,
-         progress: Callable[[str, int, int], None] | None = None) -> SeedReport | None:
-    """Insert the demo data set; ``None`` when data exists and ``reset`` is false."""
-    data = generate(tasks, seed_value)
+         progress: Callable[[str, int, int], None] | None = None, today: dt.date | None = None) -> SeedReport | None:
+    """Insert the demo data set dated around ``today`` (default: this day); ``None`` when data exists and
+    ``reset`` is false."""
+    data = generate(tasks, seed_value, today)
     with engine.begin() as conn:
         existing = conn.execute(engine.statement(COUNT_TASKS)).scalar_one()
         if existing and not reset:

@@ -178,7 +178,8 @@ def conversation(conversation_id: str) -> Response:
 def chunk(source_type: str, source_id: str) -> Response:
     caller = current_caller()
     detail = chunk_detail(get_db(), state().rag.engine, caller, source_type, source_id)
-    return jsonify(detail.to_dict())
+    # the whole record; ?passage=<a citation's snippet> also says where that passage is in it
+    return jsonify(detail.view_dict(request.args.get("passage", "")[:2000]))
 
 
 # -- the API's own description -----------------------------------------------------------
