@@ -19,6 +19,7 @@ from .caller import Caller, require_caller
 from .config import Settings
 from .engines import Engine, Filters, Hit, Where, embed_text
 from .errors import InputError
+from .sources.meanings import anchor_of
 
 MODES = ("semantic", "keyword", "hybrid")
 MAX_K = 100
@@ -43,7 +44,7 @@ class RetrievedChunk:
 
     @property
     def anchor(self) -> str:
-        return f"[{self.source_type} #{self.source_id}]"
+        return anchor_of(self.source_type, str(self.source_id))
 
 
 @dataclass

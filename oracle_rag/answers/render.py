@@ -175,6 +175,10 @@ def _render_text(result: StructuredResult, caller_id: int | None) -> str:
     u = result.understanding
     vocab = result.vocab
     lang = u.language
+    if u.kind == "notice" and not u.notices:
+        said = [n[0].upper() + n[1:] + "." for n in u.notes]
+        return "\n".join([*said, "Nothing was filtered or searched by it." if lang == "en" else
+                           "No se ha filtrado ni buscado por ello."])
     if u.kind == "notice":
         notes = []
         for n in u.notices:

@@ -41,6 +41,7 @@ class Slot:
     negated: bool
     text: str
     at: int = 0  # where it starts in the question (conditions keep the question's order)
+    cued: frozenset[str] = frozenset()  # facets named next to it ("state OPEN": the value, not "open")
 
 
 @dataclass
@@ -172,6 +173,11 @@ def concrete(vocab: Vocabulary, source_type: str, slots: list[Slot], intents: li
             items.append(s)
             continue
         term = next((t for t in s.terms if t.facet in names), None)
+        word = next((k for k in s.lexical if k in ("open", "finished")), None)
+        if term is not None and word and term.facet == m.lifecycle and m.done and term.facet not in s.cued:
+            # "open tickets" where OPEN is also a state: the lifecycle phrase ("not finished") wins
+            items.append(Intent(word, s.negated, s.text, at=s.at))
+            continue
         if term is not None:
             facet = term.facet
             if m.lifecycle == facet and term.kind == "value" and set(term.values) <= set(m.done):

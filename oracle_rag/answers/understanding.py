@@ -167,8 +167,8 @@ class QueryParser:
         if out.group_by and len(targets.types) > 1:
             keep = [t for t in targets.types if group_facet(self.vocab, t, group) == out.group_by]
             targets.types = keep or targets.types[:1]
-        out.targets = list(targets.types) if (out.count or out.group_by or out.has_conditions or out.advice) \
-            else []
+        asked = out.count or out.group_by or out.has_conditions or out.advice or (notes and targets.strong)
+        out.targets = list(targets.types) if asked else []
         out.target_type = out.targets[0] if out.targets else None
         out.conditions = out.per_type.get(out.target_type or "", [])
         out.notes = notes if out.targets else []
@@ -377,8 +377,9 @@ class QueryParser:
                 if meaning.kind == "partial" and self._misspelt(tokens, match, meaning, out):
                     continue
                 negated = self._negated(tokens, match.start)
-                slots.append(Slot([m for m in meanings if isinstance(m, Term)],
-                                  [m for m in meanings if isinstance(m, str)], negated, text, at))
+                terms = [m for m in meanings if isinstance(m, Term)]
+                cued = frozenset(x.facet for x in terms if self._cue_distance(tokens, match, x.facet) <= 2)
+                slots.append(Slot(terms, [m for m in meanings if isinstance(m, str)], negated, text, at, cued))
             elif meaning == "count":
                 out.count = True
                 used = "count"

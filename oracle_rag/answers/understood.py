@@ -70,6 +70,8 @@ class Understanding:
     def kind(self) -> str:
         if self.notices:
             return "notice"
+        if self.notes and not self.lookups and not self.has_conditions and not self.count and not self.group_by:
+            return "notice"  # understood, but it applies to nothing asked about: said, not searched
         if self.lookups:
             return "lookup"
         if self.other_aggregate:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..sources.facets import SYNONYMS, Facet
-from ..sources.meanings import Declaration, Meanings
+from ..sources.meanings import Declaration, Meanings, anchor_of
 from .lexicon import STOPWORDS, fold
 
 Phrase = tuple[str, ...]
@@ -76,7 +76,7 @@ class Vocabulary:
         """``[TASK #42]``, ``[TICKETS #1042]``: the type as its source names it and the row id."""
         m = self.meanings.get(source_type)
         if m is None:
-            return f"[{source_type} #{source_id}]"
+            return anchor_of(source_type, source_id)
         return f"[{m.anchor or source_type.upper()} #{m.shown_id(source_id)}]"
 
     def leaf_types(self) -> list[str]:

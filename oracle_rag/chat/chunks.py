@@ -26,6 +26,7 @@ from ..engines import Engine
 from ..engines.records import lob_text
 from ..errors import NotFoundError
 from ..record_writes import plan_of
+from ..sources.meanings import anchor_of
 from . import chat_sql as q
 
 _SOURCE_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$")  # product types and SQL-source names
@@ -45,7 +46,7 @@ class ChunkDetail:
 
     @property
     def anchor(self) -> str:
-        return f"[{self.source_type} #{self.source_id}]"
+        return anchor_of(self.source_type, str(self.source_id))
 
     def view_dict(self, passage: str = "") -> dict[str, Any]:
         """:meth:`to_dict` plus the windows' places and where ``passage`` (a citation's snippet) is, if found."""

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..sources.meanings import anchor_of, anchor_parts
+
 SNIPPET_CHARS = 240
 
 _BRACKETS = re.compile(r"\[([^\[\]\n]{1,300})\]")
@@ -35,10 +37,11 @@ class Citation:
 
     @property
     def anchor(self) -> str:
-        return f"[{self.source_type} #{self.source_id}]"
+        return anchor_of(self.source_type, self.source_id)
 
     def to_dict(self) -> dict[str, str]:
-        return {"source_type": self.source_type, "source_id": self.source_id, "snippet": self.snippet}
+        return {"source_type": self.source_type, "source_id": self.source_id, "anchor": self.anchor,
+                "snippet": self.snippet}
 
 
 def parse_anchors(text: str) -> list[tuple[str, str]]:
@@ -117,7 +120,7 @@ def _best_window(flat: str, limit: int, terms: list[str]) -> int:
 
 
 def citation_for(chunk: Any, query: str = "") -> Citation:
-    anchor = f"[{chunk.source_type} #{chunk.source_id}]"
+    anchor = anchor_of(chunk.source_type, str(chunk.source_id))
     return Citation(chunk.source_type, chunk.source_id, snippet(chunk.content, query=query, anchor=anchor))
 
 
@@ -125,7 +128,11 @@ def select_citations(answer: str, retrieved: Sequence[Any], query: str = "") -> 
     """Citations for the anchors in ``answer`` that name a retrieved chunk, in order of mention.
 
     Snippets are centred on ``query`` (the question), when given."""
-    by_key = {(c.source_type.upper(), str(c.source_id)): c for c in retrieved}
+    by_key: dict[tuple[str, str], Any] = {}
+    for c in retrieved:  # as shown ([TICKETS #1042]) and as stored ([tickets #tickets#1042])
+        shown_type, shown_id = anchor_parts(c.source_type, str(c.source_id))
+        by_key.setdefault((shown_type.upper(), shown_id), c)
+        by_key.setdefault((c.source_type.upper(), str(c.source_id)), c)
     out: list[Citation] = []
     used: set[tuple[str, str]] = set()
     for source_type, source_id in parse_anchors(answer):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..aggregate.service import cap_text
+from ..sources.meanings import anchor_of
 
 SYSTEM_PROMPT = """You are the assistant of a project-tracking application. You answer questions \
 about tasks, sprints and projects using only the records given to you.
@@ -67,8 +68,8 @@ class Turn:
 
 
 def chunk_id(source_type: str, source_id: str) -> str:
-    """The citation id of a chunk, as the model must write it: ``TASK #42``."""
-    return _ATTR_UNSAFE.sub("_", f"{source_type} #{source_id}")
+    """The citation id of a chunk, as the model must write it: ``TASK #42``, ``TICKETS #1042``."""
+    return _ATTR_UNSAFE.sub("_", anchor_of(source_type, source_id)[1:-1])
 
 
 def render_context(chunks: Sequence[Any]) -> str:

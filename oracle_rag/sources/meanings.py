@@ -112,6 +112,24 @@ class Declaration:
         return self.meanings.anchor or self.source_type.upper()
 
 
+def anchor_parts(source_type: str, source_id: str) -> tuple[str, str]:
+    """The type and id an anchor shows: a SQL source's row ``tickets#1042`` is ``TICKETS #1042``.
+
+    A SQL-query source stores ``<name>#<row id>`` as SOURCE_ID (sources/sql_query.py); the anchor
+    names the type as the source names it, upper-cased, and the row id. Other ids are shown as stored.
+    """
+    prefix = f"{source_type}#"
+    if source_id.startswith(prefix) and len(source_id) > len(prefix):
+        return source_type.upper(), source_id[len(prefix):]
+    return source_type, source_id
+
+
+def anchor_of(source_type: str, source_id: str) -> str:
+    """``[TASK #42]``, ``[TICKETS #1042]``: how answers cite a record (and models are asked to)."""
+    shown_type, shown_id = anchor_parts(source_type, source_id)
+    return f"[{shown_type} #{shown_id}]"
+
+
 def check_meanings(source_type: str, facets: Iterable[Facet], meanings: Meanings, key: str = "sources") -> None:
     """Every facet a meaning names exists with the right kind (ConfigurationError naming the key)."""
     by_name = {f.name: f for f in facets}

@@ -158,7 +158,7 @@
     const list = document.createElement("ul");
     for (const c of citations) {
       const li = document.createElement("li");
-      const link = citationLink(c.source_type, c.source_id, "[" + c.source_type + " #" + c.source_id + "]");
+      const link = citationLink(c.source_type, c.source_id, c.anchor || "[" + c.source_type + " #" + c.source_id + "]");
       const snippet = document.createElement("span");
       snippet.className = "snippet";
       snippet.textContent = " " + c.snippet;
