@@ -132,8 +132,10 @@ class ServeProcess:
                                      stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace")
         self._ready: queue.Queue[str | None] = queue.Queue()
         self._lock = threading.Lock()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+        self._pumps = [threading.Thread(target=self._pump, args=(stream,), daemon=True)
+                       for stream in (self.proc.stdout, self.proc.stderr)]
+        for pump in self._pumps:
+            pump.start()
         for _ in range(startup_polls):
             try:
                 line = self._ready.get(timeout=0.1)
@@ -175,11 +177,8 @@ class ServeProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=30)
-        # let the pump threads read what is left
-        for _ in range(50):
-            if self.proc.stdout is not None and self.proc.stdout.closed:
-                break
-            time.sleep(0.02)
+        for pump in self._pumps:  # they read what is left, up to end of file (the bound is a hang guard)
+            pump.join(120)
         return int(self.proc.returncode)
 
     def __enter__(self) -> ServeProcess:

@@ -171,7 +171,7 @@ def test_inline_anchor_opens_the_record_and_indexing_progress_shows(site) -> Non
             inline.click()
             expect(page.locator("#detail-content")).to_contain_text(task.title)
             rag.worker().drain()  # the index catches up: the line goes away by itself
-            expect(indexing).to_be_hidden(timeout=30_000)
+            expect(indexing).to_be_hidden(timeout=120_000)
         finally:
             browser.close()
 

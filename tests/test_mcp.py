@@ -45,8 +45,8 @@ def uvicorn_app(app: Any) -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    for _ in range(500):
-        if server.started:
+    for _ in range(6000):  # polls; the bound (2 min) only guards against a hang
+        if server.started or not thread.is_alive():
             break
         threading.Event().wait(0.02)
     assert server.started, "uvicorn did not start"
@@ -54,7 +54,7 @@ def uvicorn_app(app: Any) -> Iterator[str]:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
-        thread.join(10)
+        thread.join(120)  # a hang guard: stopping takes one poll
         sock.close()
         assert not thread.is_alive(), "uvicorn stops when asked"
 

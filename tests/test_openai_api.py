@@ -43,7 +43,7 @@ def serve(rag: Any, llm: Any) -> Iterator[SimpleNamespace]:
         yield SimpleNamespace(base=base, tokens=tokens, client=client, rag=rag)
     finally:
         stop.set()
-        thread.join(10)
+        thread.join(120)  # a hang guard: stopping takes one poll
         assert not thread.is_alive()
 
 

@@ -85,7 +85,7 @@ def test_serve_runs_api_and_worker_and_stops_on_sigterm(demo_rag, tmp_path: Path
             conn.execute(sa.text("UPDATE TASK SET TITLE = 'Indexed by serve' WHERE TASK_ID = :i"), {"i": task.task_id})
             demo_rag.enqueue(conn, "TASK", task.task_id)
         stop_waiting = threading.Event()
-        for _ in range(600):
+        for _ in range(3000):  # polls the database; the bound (5 min) only guards against a hang
             with demo_rag.engine.connect() as conn:
                 content = conn.execute(sa.text("SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' "
                                                "AND SOURCE_ID = :i"), {"i": str(task.task_id)}).scalar_one()
@@ -97,7 +97,7 @@ def test_serve_runs_api_and_worker_and_stops_on_sigterm(demo_rag, tmp_path: Path
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     rest = []
-    while (line := lines.get(timeout=10)) is not None:
+    while (line := lines.get(timeout=120)) is not None:  # the process has exited: a hang guard
         rest.append(line)
     assert proc.returncode == 0, "".join(rest)
     assert "stopped" in "".join(rest)
@@ -151,7 +151,7 @@ def test_demo_prepares_and_serves(data_dir: Path, tmp_path: Path, capfd: pytest.
             assert status == 200
             if first:  # issue 18: serving at once, with the indexing progress reported
                 assert health["indexing"]["pending"] > 0 and health["indexing"]["done"] is False, health
-            for _ in range(600):
+            for _ in range(1500):  # polls /healthz; the bound (5 min) only guards against a hang
                 if health["indexing"]["done"]:
                     break
                 threading.Event().wait(0.2)
