@@ -27,7 +27,11 @@ Each query gets a fresh connection on which:
   function not in ``ALLOWED_FUNCTIONS``; ``rag_caller_id()`` outside a
   sealed body;
 * a progress handler and a watchdog (``interrupt``) stop the query at the
-  timeout, also while another query holds the GIL or a sort runs;
+  timeout, also while another query holds the GIL or a sort runs. Both act
+  between steps of SQLite's virtual machine, so no single step may run long:
+  the quadratic string functions are replaced by linear ones
+  (``sqlite_functions``) and LIKE/GLOB patterns are capped at
+  ``LIKE_PATTERN_LIMIT`` bytes;
 * rows are fetched one by one under a row cap and a byte cap.
 
 The caller's id reaches the views through ``rag_caller_id()``, registered on
@@ -51,12 +55,14 @@ from . import aggregate_sql as q
 from .guard import ALLOWED_FUNCTIONS, CheckedQuery
 from .lexer import WORD, LexError, code_tokens, tokenize
 from .results import QueryResult, fetch_capped
+from .sqlite_functions import LIKE_PATTERN_LIMIT, register
 from .sqlite_native import (
     LIMIT_ATTACHED,
     LIMIT_COMPOUND_SELECT,
     LIMIT_EXPR_DEPTH,
     LIMIT_FUNCTION_ARG,
     LIMIT_LENGTH,
+    LIMIT_LIKE_PATTERN_LENGTH,
     LIMIT_SQL_LENGTH,
     LIMIT_TRIGGER_DEPTH,
     LIMIT_VARIABLE_NUMBER,
@@ -76,6 +82,7 @@ GUARDED_LIMITS = {
     LIMIT_VARIABLE_NUMBER: 0,
     LIMIT_TRIGGER_DEPTH: 0,
     LIMIT_WORKER_THREADS: 0,
+    LIMIT_LIKE_PATTERN_LENGTH: LIKE_PATTERN_LIMIT,
 }
 _CALLER_FUNCTION = "RAG_CALLER_ID"
 # EXPLAIN and EXPLAIN QUERY PLAN compile like their SELECT (so the authorizer
@@ -235,8 +242,10 @@ class SqliteExecutor:
 
         timer = threading.Timer(self.timeout_s, watchdog)
         decisions = _Decisions(frozenset(self.views), frozenset(), frozenset())
+        oversized: list[str] = []
         try:
             conn.create_function("rag_caller_id", 0, lambda: caller_id, deterministic=True)
+            oversized = register(conn, VALUE_LIMIT)
             decisions.sealed, decisions.known = self._seal(conn)
             conn.execute(q.QUERY_ONLY.sqlite)
             conn.set_authorizer(decisions)
@@ -250,21 +259,24 @@ class SqliteExecutor:
                 raise GuardrailError("EXPLAIN is not a query (only SELECT is allowed)")
             rows, cap = fetch_capped(cur, self.row_cap, self.byte_cap)
         except (sqlean.Error, sqlean.Warning, ValueError, OverflowError, MemoryError) as exc:
-            raise self._refusal(exc, stopped.is_set(), decisions) from None
+            raise self._refusal(exc, stopped.is_set(), decisions, oversized) from None
         finally:
             timer.cancel()
             conn.close()
         return QueryResult(columns, rows, cap is not None, self.row_cap, (time.monotonic() - started) * 1000,
                            cap=cap, byte_cap=self.byte_cap)
 
-    def _refusal(self, exc: BaseException, timed_out: bool, decisions: _Decisions) -> GuardrailError:
+    def _refusal(self, exc: BaseException, timed_out: bool, decisions: _Decisions,
+                 oversized: list[str]) -> GuardrailError:
         text = str(exc)
         if timed_out:
             return GuardrailError(f"query stopped at the {self.timeout_s:g} s timeout")
         if "not authorized" in text or decisions.denied:
             why = decisions.denied[0] if decisions.denied else "not authorized"
             return GuardrailError(f"the database refused the query: {why}")
-        if "too big" in text or isinstance(exc, OverflowError | MemoryError):
+        if "pattern too complex" in text:
+            return GuardrailError(f"size limit: a LIKE or GLOB pattern longer than {LIKE_PATTERN_LIMIT} bytes")
+        if "too big" in text or oversized or isinstance(exc, OverflowError | MemoryError):
             return GuardrailError(f"size limit: a value or row exceeded {VALUE_LIMIT:,} bytes")
         if "too many" in text or "too deep" in text or "depth" in text:
             return GuardrailError(f"depth or size limit: {text[:200]}")
