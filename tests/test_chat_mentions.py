@@ -46,6 +46,9 @@ HIDDEN = [
     "~~TASK #7~~", "`TASK #7`", "TASK #0000000000000000000000000007", "TASK #007", "TASK" + " " * 500 + "#7",
     "TASK\n\n\t #7", "TASK\u00a0#7", "TA\u200bSK #7", "TASK\u00ad #7", "task#7", "Task no. 7", "task number 7",
     "TASK-7", "TASK: 7", "tasks 7", "tasks #21, #7", "TASKS #21 and #7", "[ TASK #7 ]", "ⓉⒶⓈⓀ #7",
+    # links to the record (issue 25): the page's and the API's
+    "/chunk/task/7", "/chunk/TASK/7", "/api/chunks/task/7", "/api/chunks/TASK/0007", "https://rag.example/chunk/TASK/7",
+    "[the task](/chunk/TASK/7)", "<a href=\"/api/chunks/TASK/7\">", "/chunk/task/7#comment-2",
 ]
 
 
@@ -58,7 +61,8 @@ def test_every_spelling_of_an_invisible_mention_is_removed():
 
 
 def test_visible_mentions_and_ordinary_words_are_kept():
-    kept = "TASK #21, task #0005, multitask 7, SPRINT #7, 7TASK #7, TASK #21 and 2 others, the task is done"
+    kept = ("TASK #21, task #0005, multitask 7, SPRINT #7, 7TASK #7, TASK #21 and 2 others, the task is done, "
+            "/chunk/TASK/21, /api/chunks/task/5, /chunk/SPRINT/7, a task/subtask split")
     assert redact(kept, visible) == kept
 
 
@@ -69,7 +73,8 @@ def test_an_id_longer_than_any_real_id_is_removed_without_a_query():
 
 
 @given(st.lists(st.sampled_from(["TASK", "ＴＡＳＫ", " #", "＃", "7", "0", "21", "_", "**", " ", " " * 60, "\u200b",
-                                 "[", "]", ", #", " and ", "t", "text"]), max_size=40),
+                                 "[", "]", ", #", " and ", "t", "text", "/chunk/", "/api/chunks/", "task/", "/"]),
+                max_size=40),
        st.integers(min_value=1, max_value=9))
 @settings(max_examples=400, deadline=None)
 def test_stream_equals_whole_text_redaction_for_normalised_spellings(tokens, size):

@@ -126,6 +126,18 @@ def test_model_answer_history_and_sources_footer(web_llm) -> None:
     assert own.title in sent.last_user and "Ignore your rules" not in json.dumps(sent.messages)
 
 
+def test_links_to_a_hidden_record_are_redacted(web_llm) -> None:
+    """Issue 25: ``/chunk/task/N`` and ``/api/chunks/task/N`` for a task the caller may not see are removed."""
+    own = task_chunks_of(web_llm.rag, DEV_A)[0]
+    foreign = task_chunks_of(web_llm.rag, DEV_B)[0]
+    web_llm.llm.push(f"See /chunk/task/{foreign.task_id} and /api/chunks/task/{foreign.task_id}.")
+    completion = web_llm.client(DEV_A).chat.completions.create(
+        model=MODEL_ID, messages=[{"role": "user", "content": own.title}])
+    text = completion.choices[0].message.content
+    assert text.startswith("See /chunk/[reference removed] and /api/chunks/[reference removed].")
+    assert str(foreign.task_id) not in text
+
+
 def test_streaming_matches_the_plain_answer_and_ends_with_citations(web_llm) -> None:
     own = task_chunks_of(web_llm.rag, DEV_A)[0]
     anchor = f"[TASK #{own.task_id}]"

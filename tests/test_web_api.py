@@ -264,6 +264,23 @@ def test_stream_with_llm_filters_citations(web_llm, llm: ScriptedLLM) -> None:
     assert foreign.content not in llm.requests[0].last_user
 
 
+def test_links_to_a_hidden_record_are_redacted_too(web_llm, llm: ScriptedLLM) -> None:
+    """Issue 25: a model's ``see /chunk/task/N`` or ``/api/chunks/task/N`` carries the id as ``TASK #N`` does."""
+    own = task_chunks_of(web_llm.rag, DEV_A)[0]
+    foreign = task_chunks_of(web_llm.rag, DEV_B)[0]
+    text = (f"Yours: /chunk/task/{own.task_id}. See /chunk/task/{foreign.task_id} and "
+            f"[details](/api/chunks/TASK/{foreign.task_id}).")
+    llm.push(text)
+    body = web_llm.client.post("/api/chat", headers=web_llm.as_(DEV_A), json={"question": own.title}).get_json()
+    assert body["answerer"] == "llm" and str(foreign.task_id) not in body["answer"]
+    assert body["answer"] == (f"Yours: /chunk/task/{own.task_id}. See /chunk/[reference removed] and "
+                              "[details](/api/chunks/[reference removed]).")
+    llm.push(Reply(text="", pieces=["See /chu", "nk/ta", f"sk/{foreign.task_id}", " now."]))
+    response = web_llm.client.post("/api/chat/stream", headers=web_llm.as_(DEV_A), json={"question": own.title})
+    streamed = "".join(d["text"] for e, d in parse_sse(response.get_data(as_text=True)) if e == "token")
+    assert streamed == "See /chunk/[reference removed] now."
+
+
 def test_stream_error_mid_answer_is_an_event(web_llm, llm: ScriptedLLM) -> None:
     llm.push(Reply(text="", pieces=["partial "], stall_after_pieces=30))
     response = web_llm.client.post("/api/chat/stream", headers=web_llm.as_(DEV_A), json={"question": "audit log"})

@@ -16,9 +16,12 @@ characters (``* _ ~ ```) and every run of whitespace count as one space
 (``_TASK #61_``, ``**TASK** #61``, ``TASK`` + 10,000 spaces + ``#61``),
 and leading zeros do not change the id (``TASK #000061`` is 61). A mention
 is ``task`` or ``tasks``, optional separators (``#``, ``no.``, ``number``,
-``id``, ``:``, ``-``), an id, and possibly more ids listed after it
-(``TASKS #61, #62 and #63``). The match is mapped back to the original
-characters, which are replaced.
+``id``, ``:``, ``-``, ``/``), an id, and possibly more ids listed after it
+(``TASKS #61, #62 and #63``). The ``/`` makes a link to a record a mention
+too: ``/chunk/task/61`` (the page) and ``/api/chunks/TASK/61`` (the API)
+carry the id as surely as ``TASK #61`` and become ``/chunk/[reference
+removed]``. The match is mapped back to the original characters, which are
+replaced.
 
 Streaming answers are filtered as they flow: text is held back while the
 end of what has arrived could still become a mention, however the pieces
@@ -38,13 +41,13 @@ MAX_ID_DIGITS = 18  # a longer id cannot exist; it is removed without asking the
 Visible = Callable[[set[str]], set[str]]
 
 _EMPHASIS = "*_~`"
-_SEP = r"(?: ?(?:#|no\.?|n[º°o]\.?|number|num\.?|nr\.?|id|:|-|–|—))* ?"
+_SEP = r"(?: ?(?:#|no\.?|n[º°o]\.?|number|num\.?|nr\.?|id|:|-|–|—|/))* ?"
 _HEAD = re.compile(r"(?<![\w])tasks?" + _SEP + r"(0*(\d+))(?![0-9])")
 # Further ids listed after a mention ("TASKS #61, #62 and #63") need their own "#" (or "no."/"id"):
 # "TASK #61 and 2 others" mentions one task.
 _MORE = re.compile(r" ?(?:,|;|/|&|\+|and|or|y|et|und)? ?((?:#|no\.?|number|id)(?: ?(?:#|:|-))* ?0*(\d+))(?![0-9])")
 _CONNECTOR_PREFIX = r"(?:,|;|/|&|\+|a|an|and|o|or|y|e|et|u|un|und)"
-_SEP_PREFIX = r"(?:#|n|no|no\.|n[º°o]\.?|nu|num|numb|numbe|number|num\.|nr|nr\.|i|id|:|-|–|—)"
+_SEP_PREFIX = r"(?:#|n|no|no\.|n[º°o]\.?|nu|num|numb|numbe|number|num\.|nr|nr\.|i|id|:|-|–|—|/)"
 # What the end of a streamed buffer may hold while a mention is still arriving.
 _PARTIAL = re.compile(
     r"(?<![\w])(?:\[ ?)?(?:t|ta|tas|tasks?(?: ?" + _SEP_PREFIX + r")* ?(?:\d+(?: ?" + _CONNECTOR_PREFIX + r"?(?: ?"
