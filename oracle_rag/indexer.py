@@ -14,17 +14,23 @@ stored state of each record (its chunk 0) in one query, then:
 * otherwise nothing.
 
 Entities that no longer exist lose all their chunks.
+
+The decision and the writes are two steps: :meth:`Indexer.plan` reads
+(sources and stored state) and decides, :meth:`Indexer.write` writes. The
+worker on the embedded engine plans and embeds outside the write
+transaction and writes in a short one (worker.py); ``apply`` does both on
+one connection.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
 from .bm25 import Analysis
-from .engines import Engine, facets_json
+from .engines import Engine, StoredRecord, facets_json
 from .errors import SourceLoadingError
 from .record_writes import RecordWrite, plan_of, record_write, write_records
 from .sources import SourceRegistry
@@ -45,28 +51,61 @@ class IndexResult:
         self.rescoped += other.rescoped
 
 
+Key = tuple[str, str]  # (registered source type, source id)
+Rescope = tuple[str, str, int | None, int | None, int | None, str]
+
+
+@dataclass
+class IndexPlan:
+    """What re-indexing a set of keys will write, decided from one read of the sources and RAG_CHUNK.
+
+    ``stored`` is the state each loaded record had when the plan was made
+    (None: no chunk yet); a writer in another transaction re-reads it to see
+    whether someone wrote the record since (:meth:`Indexer.stored_now`).
+    """
+
+    deletes: list[Key] = field(default_factory=list)  # records whose chunks go (DELETE rows, vanished entities)
+    changed: list[RecordWrite] = field(default_factory=list)  # text changed: embed and write
+    rescope: list[Rescope] = field(default_factory=list)
+    analyse: list[tuple[str, str, Analysis]] = field(default_factory=list)
+    unchanged: int = 0
+    rescoped: int = 0
+    stored: dict[Key, StoredRecord | None] = field(default_factory=dict)
+
+    def texts(self) -> list[str]:
+        """The texts to embed: every chunk of every changed record."""
+        return [c.embed_text for r in self.changed for c in r.chunks]
+
+    def only(self, keys: Collection[Key]) -> IndexPlan:
+        """The part of the plan about ``keys``."""
+        wanted = set(keys)
+        plan = IndexPlan(
+            deletes=[k for k in self.deletes if k in wanted],
+            changed=[r for r in self.changed if (r.source_type, r.source_id) in wanted],
+            rescope=[r for r in self.rescope if (r[0], r[1]) in wanted],
+            analyse=[a for a in self.analyse if (a[0], a[1]) in wanted],
+            stored={k: v for k, v in self.stored.items() if k in wanted})
+        changed = {(r.source_type, r.source_id) for r in plan.changed}
+        touched = {(r[0], r[1]) for r in plan.rescope} | {(a[0], a[1]) for a in plan.analyse}
+        plan.rescoped = len(touched)
+        plan.unchanged = sum(1 for k in plan.stored if k not in changed and k not in touched)
+        return plan
+
+
 class Indexer:
     def __init__(self, engine: Engine, sources: SourceRegistry) -> None:
         self.engine = engine
         self.sources = sources
-        self.plan = plan_of(engine.settings)
+        self.plan_settings = plan_of(engine.settings)
+
+    def key(self, source_type: str, source_id: str) -> Key:
+        """A queue key as the plan names it: the registered spelling of the type (queue rows
+        from other applications may use another case)."""
+        return (self.sources.canonical(source_type), str(source_id))
 
     def apply(self, conn: sa.Connection, upserts: Iterable[tuple[str, str]], deletes: Iterable[tuple[str, str]] = ()) -> IndexResult:
         """Re-index ``upserts`` and drop the chunks of ``deletes`` (keys are (type, id))."""
-        result = IndexResult()
-        by_type: dict[str, list[str]] = {}
-        # Types are matched ignoring case (queue rows from other applications):
-        # chunks are always stored and looked up under the registered spelling.
-        for source_type, source_id in upserts:
-            ids = by_type.setdefault(self.sources.canonical(source_type), [])
-            if str(source_id) not in ids:
-                ids.append(str(source_id))
-        for source_type, source_id in deletes:
-            result.deleted += self.engine.delete_chunks(conn, self.sources.canonical(source_type),
-                                                        [str(source_id)])
-        for source_type, ids in by_type.items():
-            result.add(self._reindex_type(conn, source_type, ids))
-        return result
+        return self.write(conn, self.plan(conn, upserts, deletes))
 
     def reindex(self, conn: sa.Connection, source_type: str, source_id: str) -> IndexResult:
         return self.apply(conn, [(source_type, str(source_id))])
@@ -74,42 +113,74 @@ class Indexer:
     def delete(self, conn: sa.Connection, source_type: str, source_id: str) -> IndexResult:
         return self.apply(conn, [], [(source_type, str(source_id))])
 
-    def _reindex_type(self, conn: sa.Connection, source_type: str, ids: Sequence[str]) -> IndexResult:
+    def plan(self, conn: sa.Connection, upserts: Iterable[tuple[str, str]],
+             deletes: Iterable[tuple[str, str]] = ()) -> IndexPlan:
+        """Load, render and compare with the stored state; reads only."""
+        plan = IndexPlan()
+        by_type: dict[str, list[str]] = {}
+        for source_type, source_id in upserts:
+            canonical, sid = self.key(source_type, source_id)
+            ids = by_type.setdefault(canonical, [])
+            if sid not in ids:
+                ids.append(sid)
+        for source_type, source_id in deletes:
+            plan.deletes.append(self.key(source_type, source_id))
+        for source_type, ids in by_type.items():
+            self._plan_type(conn, plan, source_type, ids)
+        return plan
+
+    def write(self, conn: sa.Connection, plan: IndexPlan, vectors: Mapping[str, bytes] | None = None) -> IndexResult:
+        """Carry out ``plan``; ``vectors`` (``Engine.embed_texts`` of ``plan.texts()``) or embed in SQL."""
+        result = IndexResult(unchanged=plan.unchanged, rescoped=plan.rescoped)
+        by_type: dict[str, list[str]] = {}
+        for source_type, source_id in plan.deletes:
+            by_type.setdefault(source_type, []).append(source_id)
+        for source_type, ids in by_type.items():
+            result.deleted += self.engine.delete_chunks(conn, source_type, ids)
+        self.engine.rescope(conn, plan.rescope)
+        self.engine.write_analyses(conn, plan.analyse)
+        result.embedded += write_records(self.engine, conn, plan.changed, vectors)
+        return result
+
+    def stored_now(self, conn: sa.Connection, plan: IndexPlan) -> dict[Key, StoredRecord | None]:
+        """The stored state of the plan's loaded records, read again (compare with ``plan.stored``)."""
+        by_type: dict[str, list[str]] = {}
+        for source_type, source_id in plan.stored:
+            by_type.setdefault(source_type, []).append(source_id)
+        now: dict[Key, StoredRecord | None] = {}
+        for source_type, ids in by_type.items():
+            found = self.engine.read_chunk_state(conn, source_type, ids)
+            now.update({(source_type, i): found.get(i) for i in ids})
+        return now
+
+    def _plan_type(self, conn: sa.Connection, plan: IndexPlan, source_type: str, ids: Sequence[str]) -> None:
         source = self.sources.get(source_type)
         if source is None:
             raise SourceLoadingError(f"no source registered for type {source_type!r}")
-        result = IndexResult()
         docs = source.load_many(conn, ids)
-        missing = [i for i in ids if i not in docs]
-        if missing:
-            result.deleted += self.engine.delete_chunks(conn, source_type, missing)
+        plan.deletes.extend((source_type, i) for i in ids if i not in docs)
         if not docs:
-            return result
+            return
         stored = self.engine.read_chunk_state(conn, source_type, list(docs))
-        changed: list[RecordWrite] = []
-        rescope: list[tuple[str, str, int | None, int | None, int | None, str]] = []
-        analyse: list[tuple[str, str, Analysis]] = []
         for doc in docs.values():
             facets = facets_json(doc.facets)
-            record = record_write(self.plan, doc.source_type, doc.source_id, doc.content, owner_id=doc.owner_id,
-                                  project_id=doc.project_id, sprint_id=doc.sprint_id, facets=facets)
+            record = record_write(self.plan_settings, doc.source_type, doc.source_id, doc.content,
+                                  owner_id=doc.owner_id, project_id=doc.project_id, sprint_id=doc.sprint_id,
+                                  facets=facets)
             old = stored.get(doc.source_id)
+            plan.stored[(source_type, doc.source_id)] = old
             if old is None or old.content_hash != record.record_hash:
-                changed.append(record)
+                plan.changed.append(record)
                 continue
             # Same text: no embedding. An owner/project/sprint/facet change
             # rewrites those columns on every chunk (the access scope must
             # follow the new owner); a row from before BM25 gets its analysis.
-            if old.scope != (doc.owner_id, doc.project_id, doc.sprint_id, facets):
-                rescope.append((doc.source_type, doc.source_id, doc.owner_id, doc.project_id, doc.sprint_id, facets))
+            scope = (doc.owner_id, doc.project_id, doc.sprint_id, facets)
+            if old.scope != scope:
+                plan.rescope.append((doc.source_type, doc.source_id, *scope))
             if not old.analysed and record.chunks[0].analysis is not None:
-                analyse.append((doc.source_type, doc.source_id, record.chunks[0].analysis))
-            if old.scope == (doc.owner_id, doc.project_id, doc.sprint_id, facets) and old.analysed:
-                result.unchanged += 1
+                plan.analyse.append((doc.source_type, doc.source_id, record.chunks[0].analysis))
+            if old.scope == scope and old.analysed:
+                plan.unchanged += 1
             else:
-                result.rescoped += 1
-        self.engine.rescope(conn, rescope)
-        self.engine.write_analyses(conn, analyse)
-        result.embedded += write_records(self.engine, conn, changed)
-        return result
-
+                plan.rescoped += 1

@@ -13,7 +13,7 @@ or ``chunk_overlap`` re-chunks exactly the records it affects.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -54,8 +54,13 @@ def plan_of(settings: object) -> ChunkPlan:
     return ChunkPlan(int(getattr(settings, "chunk_window", 254)), int(getattr(settings, "chunk_overlap", 32)))
 
 
-def write_records(engine: Engine, conn: sa.Connection, records: Sequence[RecordWrite]) -> int:
-    """Write records (every chunk embedded), dropping chunks a shorter new text no longer has."""
-    count = engine.upsert_chunks(conn, [c for r in records for c in r.chunks])
+def write_records(engine: Engine, conn: sa.Connection, records: Sequence[RecordWrite],
+                  vectors: Mapping[str, bytes] | None = None) -> int:
+    """Write records (every chunk embedded), dropping chunks a shorter new text no longer has.
+
+    ``vectors``: the chunks' vectors computed beforehand (``Engine.embed_texts``);
+    without them the upsert embeds in the database.
+    """
+    count = engine.upsert_chunks(conn, [c for r in records for c in r.chunks], vectors)
     engine.trim_chunks(conn, [(r.source_type, r.source_id, len(r.chunks)) for r in records])
     return count

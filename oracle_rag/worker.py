@@ -1,13 +1,27 @@
 """Drain RAG_DIRTY into RAG_CHUNK without losing a row.
 
-One batch is one transaction: pick (SKIP LOCKED on Oracle, BEGIN IMMEDIATE
-on SQLite), coalesce by (SOURCE_TYPE, SOURCE_ID) so the latest queue row
-decides the action, re-index, delete exactly the picked rows, commit. A
-crash anywhere before the commit rolls everything back and the queue rows
-are still there. A failure is recorded on the rows (ATTEMPTS + 1 and
-LAST_ERROR) instead of dropping them; rows that reach ``max_attempts`` stay
-in the queue, are skipped by picks and reported until an operator runs
-``oracle-rag queue retry``.
+The rows of a batch are coalesced by (SOURCE_TYPE, SOURCE_ID) so the latest
+queue row decides the action; the entities are re-indexed and exactly the
+picked rows deleted in the transaction that writes their chunks. A crash
+anywhere before that commit leaves the queue rows in place. A failure is
+recorded on the rows (ATTEMPTS + 1 and LAST_ERROR) instead of dropping
+them; rows that reach ``max_attempts`` stay in the queue, are skipped by
+picks and reported until an operator runs ``oracle-rag queue retry``.
+
+Two shapes of batch, chosen by the engine (``Engine.prepared_writes``):
+
+* **one transaction** (Oracle): pick with SKIP LOCKED, re-index with the
+  text embedded in SQL, delete the rows, commit. Row locks keep workers
+  apart and other writers never wait for the batch.
+* **prepared** (the embedded engine, one write lock per database): holding
+  the worker slot (two workers never take the same rows), pick and plan in
+  one read snapshot, embed in-process with no transaction open, then in a
+  short ``BEGIN IMMEDIATE`` re-check and write. The re-check: a picked row
+  no longer queued, or a record whose stored state changed since the plan,
+  means someone else wrote it; that entity is not written and its rows stay
+  for the next batch. An entity changed by the application meanwhile has a
+  newer queue row, which the batch does not delete: it is redone. Other
+  writers wait for the write only (``BatchResult.lock_s``), never for the model.
 """
 
 from __future__ import annotations
@@ -25,7 +39,7 @@ import sqlalchemy as sa
 from .config import Settings
 from .engines import Engine, QueueRow
 from .errors import RagError, wrap_driver_error
-from .indexer import Indexer, IndexResult
+from .indexer import Indexer, IndexPlan, IndexResult
 
 log = logging.getLogger("oracle_rag.worker")
 
@@ -38,14 +52,23 @@ class BatchResult:
     unchanged: int = 0
     deleted: int = 0
     failed_rows: int = 0
+    deferred_rows: int = 0  # picked rows left queued: their entity was written by someone else meanwhile
     errors: list[str] = field(default_factory=list)
+    # Where the time went: the write lock held (the whole batch on a one-transaction
+    # engine), waiting for it, and embedding outside it (prepared batches).
+    lock_s: float = 0.0
+    lock_wait_s: float = 0.0
+    embed_s: float = 0.0
 
     @property
     def idle(self) -> bool:
         return self.picked == 0
 
 
-def coalesce(rows: Sequence[QueueRow]) -> dict[tuple[str, str], tuple[str, list[int]]]:
+Groups = dict[tuple[str, str], tuple[str, list[int]]]  # (type, id) -> (action, the DIRTY_IDs)
+
+
+def coalesce(rows: Sequence[QueueRow]) -> Groups:
     """Group rows by entity; the row with the highest DIRTY_ID decides the action.
 
     ``'task'`` and ``'TASK'`` are one entity (another application may write
@@ -92,51 +115,127 @@ class Worker:
     def run_once(self) -> BatchResult:
         """Process one batch; returns what happened. Never raises for a per-row failure."""
         result = BatchResult()
-        with self.engine.begin_exclusive() as conn:
-            rows = self.engine.pick(conn, self.settings.batch_size, self.settings.max_attempts)
-            result.picked = len(rows)
-            if not rows:
-                return result
-            groups = coalesce(rows)
-            result.keys = len(groups)
-            try:
-                with conn.begin_nested():
-                    self._apply(conn, groups, result)
-                self.engine.delete_queue_rows(conn, [r.dirty_id for r in rows])
-            except Exception as exc:  # isolate the failing entities, keep the rest
-                log.warning("batch of %d failed (%s); retrying entity by entity", len(rows), safe_error(exc))
-                self._one_by_one(conn, groups, result)
-        if self.on_batch:
+        if self.engine.prepared_writes:
+            self._prepared_batch(result)
+        else:
+            self._one_transaction(result)
+        if result.picked and self.on_batch:
             self.on_batch(result)
         if result.errors:
             self.last_error = result.errors[-1]
-        else:
+        elif result.picked:
             self.last_success = time.time()
             self.last_error = None
         return result
 
-    def _apply(self, conn: sa.Connection, groups: dict[tuple[str, str], tuple[str, list[int]]],
-               result: BatchResult) -> None:
-        upserts = [k for k, (a, _) in groups.items() if a == "UPSERT"]
-        deletes = [k for k, (a, _) in groups.items() if a == "DELETE"]
-        res: IndexResult = self.indexer.apply(conn, upserts, deletes)
+    # -- one transaction (the pick locks its rows) ---------------------------------
+    def _one_transaction(self, result: BatchResult) -> None:
+        started = time.perf_counter()
+        with self.engine.begin_exclusive() as conn:
+            locked = time.perf_counter()
+            result.lock_wait_s = locked - started
+            rows = self.engine.pick(conn, self.settings.batch_size, self.settings.max_attempts)
+            result.picked = len(rows)
+            if rows:
+                groups = coalesce(rows)
+                result.keys = len(groups)
+                try:
+                    with conn.begin_nested():
+                        self._add(result, self.indexer.apply(conn, *self._split(groups)))
+                    self.engine.delete_queue_rows(conn, [r.dirty_id for r in rows])
+                except Exception as exc:  # isolate the failing entities, keep the rest
+                    log.warning("batch of %d failed (%s); retrying entity by entity", len(rows), safe_error(exc))
+                    self._one_by_one(conn, groups, result)
+        result.lock_s = time.perf_counter() - locked
+
+    def _one_by_one(self, conn: sa.Connection, groups: Groups, result: BatchResult) -> None:
+        for key, (action, ids) in groups.items():
+            try:
+                with conn.begin_nested():
+                    self._add(result, self.indexer.apply(conn, *self._split({key: (action, ids)})))
+                self.engine.delete_queue_rows(conn, ids)
+            except Exception as exc:
+                self._record_failure(conn, key, ids, exc, result)
+
+    # -- prepared: embed outside the write lock, write in a short transaction -------
+    def _prepared_batch(self, result: BatchResult) -> None:
+        with self.engine.worker_slot():
+            plan: IndexPlan | None = None
+            with self.engine.begin() as conn:  # one snapshot: the rows and the entities they name
+                rows = self.engine.pick(conn, self.settings.batch_size, self.settings.max_attempts)
+                result.picked = len(rows)
+                if not rows:
+                    return
+                groups = coalesce(rows)
+                result.keys = len(groups)
+                try:
+                    plan = self.indexer.plan(conn, *self._split(groups))
+                except Exception as exc:
+                    log.warning("batch of %d failed (%s); retrying entity by entity", len(rows), safe_error(exc))
+            if plan is not None:
+                try:
+                    self._embed_and_write(groups, plan, result)
+                    return
+                except Exception as exc:
+                    log.warning("batch of %d failed (%s); retrying entity by entity", len(rows), safe_error(exc))
+            for key, group in groups.items():
+                self._prepared_entity(key, group, result)
+
+    def _prepared_entity(self, key: tuple[str, str], group: tuple[str, list[int]], result: BatchResult) -> None:
+        try:
+            with self.engine.begin() as conn:
+                plan = self.indexer.plan(conn, *self._split({key: group}))
+            self._embed_and_write({key: group}, plan, result)
+        except Exception as exc:
+            started = time.perf_counter()
+            with self.engine.begin_exclusive() as conn:
+                locked = time.perf_counter()
+                self._record_failure(conn, key, group[1], exc, result)
+            result.lock_wait_s += locked - started
+            result.lock_s += time.perf_counter() - locked
+
+    def _embed_and_write(self, groups: Groups, plan: IndexPlan, result: BatchResult) -> None:
+        """Embed the plan's texts (no transaction open), then re-check and write under the write lock."""
+        started = time.perf_counter()
+        vectors = self.engine.embed_texts(plan.texts())
+        result.embed_s += time.perf_counter() - started
+        started = time.perf_counter()
+        with self.engine.begin_exclusive() as conn:
+            locked = time.perf_counter()
+            present = self.engine.queue_rows_present(conn, [i for _, ids in groups.values() for i in ids])
+            stored = self.indexer.stored_now(conn, plan)
+            ready: dict[tuple[str, str], list[int]] = {}
+            for (source_type, source_id), (_action, ids) in groups.items():
+                key = self.indexer.key(source_type, source_id)
+                if all(i in present for i in ids) and (key not in plan.stored or plan.stored[key] == stored[key]):
+                    ready[key] = ids
+                else:
+                    result.deferred_rows += sum(1 for i in ids if i in present)
+            self._add(result, self.indexer.write(conn, plan.only(ready), vectors))
+            self.engine.delete_queue_rows(conn, [i for ids in ready.values() for i in ids])
+        result.lock_wait_s += locked - started
+        result.lock_s += time.perf_counter() - locked
+
+    # -- shared -------------------------------------------------------------------
+    @staticmethod
+    def _split(groups: Groups) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """(upserts, deletes) of coalesced groups."""
+        return ([k for k, (a, _) in groups.items() if a == "UPSERT"],
+                [k for k, (a, _) in groups.items() if a == "DELETE"])
+
+    @staticmethod
+    def _add(result: BatchResult, res: IndexResult) -> None:
         result.embedded += res.embedded
         result.unchanged += res.unchanged
         result.deleted += res.deleted
 
-    def _one_by_one(self, conn: sa.Connection, groups: dict[tuple[str, str], tuple[str, list[int]]],
-                    result: BatchResult) -> None:
-        for key, (action, ids) in groups.items():
-            try:
-                with conn.begin_nested():
-                    self._apply(conn, {key: (action, ids)}, result)
-                self.engine.delete_queue_rows(conn, ids)
-            except Exception as exc:
-                message = safe_error(exc)
-                self.engine.fail_queue_rows(conn, ids, message)
-                result.failed_rows += len(ids)
-                result.errors.append(f"{key[0]} #{key[1]}: {message}")
-                log.error("re-index of %s #%s failed: %s", key[0], key[1], message)
+    def _record_failure(self, conn: sa.Connection, key: tuple[str, str], ids: list[int], exc: Exception,
+                        result: BatchResult) -> None:
+        message = safe_error(exc)
+        self.engine.fail_queue_rows(conn, ids, message)
+        result.failed_rows += len(ids)
+        result.errors.append(f"{key[0]} #{key[1]}: {message}")
+        log.error("re-index of %s #%s failed: %s", key[0], key[1], message)
 
     def drain(self, max_batches: int | None = None) -> BatchResult:
         """Run batches until no pickable row is left (``--once``)."""
@@ -147,7 +246,8 @@ class Worker:
             batches += 1
             if res.idle:
                 break
-            for name in ("picked", "keys", "embedded", "unchanged", "deleted", "failed_rows"):
+            for name in ("picked", "keys", "embedded", "unchanged", "deleted", "failed_rows", "deferred_rows",
+                         "lock_s", "lock_wait_s", "embed_s"):
                 setattr(total, name, getattr(total, name) + getattr(res, name))
             total.errors.extend(res.errors)
         return total

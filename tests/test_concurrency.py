@@ -1,20 +1,24 @@
-"""Several worker processes on one embedded database: every row once, no work twice.
+"""Workers and writers on one embedded database: every row once, no work twice, no writer starved.
 
-On SQLite a batch runs inside ``BEGIN IMMEDIATE``: the pick, the
-re-index and the delete of the picked rows are one write transaction, so
-two processes can never take the same row, and an entity whose text was
-embedded by one process is a hash match for the other. Both processes
-contend for every batch; each one's picked/embedded counts are printed.
+On SQLite a worker holds the worker slot (a file lock) from its pick to its
+commit, so two processes never take the same row, and an entity whose text
+was embedded by one process is a hash match for the other. It embeds with
+no transaction open and takes the write lock (``BEGIN IMMEDIATE``) only to
+write: the in-process tests below write from inside the model's ``embed``
+call, where the old design held the lock (those writes then waited out the
+busy timeout and failed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -24,6 +28,8 @@ import sqlalchemy as sa
 from writepath_helpers import (
     CLI,
     REPO,
+    CountingRuntime,
+    chunk_content,
     cli_env,
     delete_task,
     embedding_matches_content,
@@ -35,10 +41,141 @@ from writepath_helpers import (
     wait_until,
 )
 
-from oracle_rag.queue import enqueue_many
+from oracle_rag.auth import create_token
+from oracle_rag.chat.conversations import ConversationStore, new_conversation_id
+from oracle_rag.queue import enqueue, enqueue_many
+from oracle_rag.worker import Worker
 
 HELPER = Path(__file__).with_name("writepath_helpers.py")
 RESULTS = REPO / "bench" / "results" / "concurrency.json"
+class HookedRuntime(CountingRuntime):
+    """The real runtime; ``hook(text)`` runs inside every ``embed`` call, after the model."""
+
+    def __init__(self, inner, hook):
+        super().__init__(inner)
+        self.hook = hook
+
+    def embed(self, text):
+        vec = super().embed(text)
+        self.hook(text)
+        return vec
+
+
+def hook_embedding(rag, hook):
+    rt = HookedRuntime(rag.engine.runtime(), hook)
+    rag.engine.set_runtime(rt)
+    return rt
+
+
+def small_batches(rag, batch_size):
+    return Worker(rag.engine, rag.indexer, dataclasses.replace(rag.settings, batch_size=batch_size))
+
+
+def change_titles(rag, task_ids, prefix):
+    with rag.engine.begin() as conn:
+        for t in task_ids:
+            set_title(conn, t, f"{prefix} {t}")
+
+
+def test_writers_complete_while_the_worker_embeds(demo_rag):
+    """Issue 25: one product write (token, enqueue, chat turn) from inside every embedding of a
+    sustained drain; each must succeed. Holding the write lock while embedding would make each
+    one wait for the batch that is waiting for it: SQLITE_BUSY after the busy timeout."""
+    change_titles(demo_rag, range(1, 41), "Writers meanwhile")
+    store = ConversationStore(demo_rag.engine)
+    conversation = new_conversation_id()
+    writes: list[str] = []
+    failures: list[str] = []
+
+    def write(_text):
+        n = len(writes) + len(failures)
+        try:
+            if n % 3 == 0:
+                create_token(demo_rag.engine, 1, label=f"during indexing {n}")
+            elif n % 3 == 1:
+                with demo_rag.engine.begin() as conn:
+                    enqueue(conn, "PROJECT", 1 + n % 6)
+            else:
+                store.append_turn(conversation, 1, f"question {n}", f"answer {n}", [], new=n == 2)
+            writes.append(str(n))
+        except Exception as exc:  # collected, asserted below
+            failures.append(f"write {n}: {exc}")
+
+    rt = hook_embedding(demo_rag, write)
+    res = small_batches(demo_rag, 8).drain()
+    assert failures == []
+    assert res.embedded >= 40 and len(writes) == rt.calls >= 40
+    assert res.failed_rows == 0 and queue(demo_rag) == []
+    assert index_mismatches(demo_rag) == []
+    with demo_rag.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT COUNT(*) FROM RAG_API_TOKEN WHERE LABEL LIKE 'during indexing %'")
+                            ).scalar_one() == sum(1 for w in writes if int(w) % 3 == 0)
+
+
+def test_an_entity_changed_while_its_batch_embeds_is_redone(demo_rag):
+    change_titles(demo_rag, [5, 6], "Before")
+    changed = []
+
+    def change(text):
+        if "Before 5" in text and not changed:
+            with demo_rag.engine.begin() as conn:  # the application commits while the worker embeds
+                set_title(conn, 5, "After 5")
+            changed.append(5)
+
+    hook_embedding(demo_rag, change)
+    first = demo_rag.worker().run_once()
+    assert changed == [5] and first.embedded == 2 and first.deferred_rows == 0
+    assert chunk_content(demo_rag, "TASK", 5).startswith("[TASK #5] Before 5")  # what was read and embedded...
+    assert [(r[1], r[2]) for r in queue(demo_rag)] == [("TASK", "5")]  # ...and the change's own row, kept
+    demo_rag.worker().drain()
+    assert chunk_content(demo_rag, "TASK", 5).startswith("[TASK #5] After 5")
+    assert queue(demo_rag) == [] and index_mismatches(demo_rag) == []
+
+
+def test_a_record_written_by_someone_else_meanwhile_is_left_for_the_next_batch(demo_rag):
+    """The re-check in the write transaction: a record whose stored state changed since the plan
+    (here another writer indexed it directly) is not overwritten; its rows stay and are redone."""
+    change_titles(demo_rag, [7, 8], "Raced")
+    done = []
+
+    def race(text):
+        if "Raced 7" in text and not done:
+            with demo_rag.engine.begin() as conn:
+                demo_rag.indexer.reindex(conn, "TASK", "7")
+            done.append(7)
+
+    rt = hook_embedding(demo_rag, race)
+    first = demo_rag.worker().run_once()
+    assert first.picked == 2 and first.deferred_rows == 1 and first.embedded == 1  # task 8 only
+    assert [(r[1], r[2]) for r in queue(demo_rag)] == [("TASK", "7")]
+    calls = rt.calls
+    second = demo_rag.worker().run_once()
+    assert (second.picked, second.unchanged, second.embedded) == (1, 1, 0)  # already in step: no embedding
+    assert rt.calls == calls
+    assert queue(demo_rag) == [] and index_mismatches(demo_rag) == []
+
+
+def test_two_workers_in_one_process_never_prepare_the_same_rows(demo_rag):
+    """The worker slot: a second worker started while the first embeds waits for its commit,
+    then takes the rows the first did not."""
+    change_titles(demo_rag, range(41, 49), "Slot")
+    second: list = []
+    threads: list[threading.Thread] = []
+
+    def start_second(_text):
+        if not threads:
+            th = threading.Thread(target=lambda: second.append(small_batches(demo_rag, 4).run_once()))
+            threads.append(th)
+            th.start()
+
+    rt = hook_embedding(demo_rag, start_second)
+    first = small_batches(demo_rag, 4).run_once()
+    threads[0].join()
+    assert (first.picked, second[0].picked) == (4, 4)
+    assert first.embedded + second[0].embedded == 8 and rt.calls == 8  # no text embedded twice
+    assert queue(demo_rag) == [] and index_mismatches(demo_rag) == []
+
+
 _SUMMARY = re.compile(r"picked (\d+), embedded (\d+), unchanged (\d+), deleted (\d+), failed rows (\d+)")
 
 

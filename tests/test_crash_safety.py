@@ -7,11 +7,16 @@ deletes. It is killed with SIGKILL 20 times (seeded RNG) and restarted
 each time: a quarter of the kills come after a random delay (start-up
 included), the rest after a random share of the queued rows was processed
 plus a random few milliseconds, so they land inside batches whatever the
-machine's speed. Each batch is one transaction, so a
-kill rolls back the batch in flight with its queue rows intact. At the end,
+machine's speed. A batch's rows are deleted in the transaction that writes
+its chunks, so a kill leaves the batch in flight with its queue rows intact. At the end,
 after one clean ``worker --once``, every entity's chunk must equal its
 current rendered text and hash, no deleted entity may keep a chunk, and the
 queue must be empty with nothing parked.
+
+Issue 25: the embedded engine's worker embeds a batch before it takes the
+write lock. ``test_kills_between_embedding_and_writing`` kills it exactly
+there (its write transaction just begun, the vectors in memory, nothing
+written) several times, with the application changing entities in between.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -127,3 +133,83 @@ def test_random_sigkills_lose_nothing(demo_rag, data_dir, tmp_path):
     assert stale == 0
     alive = sorted(k for k in touched if k[1] not in deleted)
     assert embedding_matches_content(demo_rag, rng.sample(alive, min(25, len(alive)))) == []
+
+
+# A worker that SIGKILLs itself when it opens the write transaction of the
+# ``target``-th batch that embedded something: after BEGIN IMMEDIATE, before any
+# write. The listener runs after the engine's own "begin" listener (registered
+# first), so the lock is held when the process dies.
+KILL_BETWEEN_EMBEDDING_AND_WRITING = r"""
+import os, signal, sys
+import sqlalchemy as sa
+from oracle_rag.config import load_settings
+from oracle_rag.system import RagSystem
+
+target = int(sys.argv[1])
+rag = RagSystem(load_settings())
+state = {"embedded": 0, "writes": 0}
+
+class Watch:
+    def __init__(self, inner):
+        self.inner = inner
+    def embed(self, text):
+        vec = self.inner.embed(text)
+        state["embedded"] += 1
+        return vec
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+rag.engine.set_runtime(Watch(rag.engine.runtime()))
+
+@sa.event.listens_for(rag.engine.sa_engine, "begin")
+def _begin(conn):
+    if conn.get_execution_options().get("sqlite_begin") == "IMMEDIATE" and state["embedded"]:
+        state["writes"] += 1
+        state["embedded"] = 0
+        if state["writes"] == target:
+            print("killing between embedding and writing", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+rag.worker().drain()
+print("drained without a kill", flush=True)
+"""
+
+
+def test_kills_between_embedding_and_writing(demo_rag, data_dir, tmp_path):
+    rng = random.Random(2525)
+    env = cli_env(data_dir, batch_size=4, embedding_threads=1)
+    touched: set[tuple[str, str]] = set()
+    deleted: set[str] = set()
+    with demo_rag.engine.begin() as conn:
+        for t in range(101, 121):
+            set_title(conn, t, f"Kill round 0 task {t}")
+            touched.add(("TASK", str(t)))
+    for round_no in range(1, 7):
+        depth = queue_depth(demo_rag)
+        proc = subprocess.run([sys.executable, "-c", KILL_BETWEEN_EMBEDDING_AND_WRITING, str(rng.choice([1, 2]))],
+                              env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+        assert "killing between embedding and writing" in proc.stdout and "Traceback" not in proc.stderr
+        assert 0 < queue_depth(demo_rag) <= depth  # the killed batch left work queued
+        with demo_rag.engine.begin() as conn:  # the application changes entities, some of them in flight
+            queued = sorted({int(r[2]) for r in queue(demo_rag) if r[1] == "TASK"})
+            for t in rng.sample(queued, min(2, len(queued))) + [200 + round_no]:
+                set_title(conn, t, f"Kill round {round_no} task {t}")
+                touched.add(("TASK", str(t)))
+            victim = 300 - round_no
+            delete_task(conn, victim)
+            deleted.add(str(victim))
+
+    final = run_cli(["worker", "--once"], env, cwd=tmp_path)
+    assert final.returncode == 0, final.stderr
+    assert "failed rows 0" in final.stdout
+    assert queue(demo_rag) == []  # nothing lost, nothing parked
+    assert index_mismatches(demo_rag) == []  # nothing stale: every record equals its entity's current text
+    with demo_rag.engine.connect() as conn:
+        assert conn.execute(sa.text(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM RAG_CHUNK GROUP BY SOURCE_TYPE, SOURCE_ID, CHUNK_NO "
+            "HAVING COUNT(*) > 1)")).scalar_one() == 0  # nothing duplicated
+        left = conn.execute(sa.text("SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID IN "
+                                    "(" + ",".join(f"'{d}'" for d in sorted(deleted)) + ")")).scalar_one()
+    assert left == 0
+    assert embedding_matches_content(demo_rag, sorted(k for k in touched if k[1] not in deleted)) == []

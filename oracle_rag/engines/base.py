@@ -11,6 +11,7 @@ method or attribute here (capabilities), overridden by ``OracleEngine`` and
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -64,6 +65,11 @@ class Engine(ABC):
     clob_binds: bool = False  # long text binds must be typed CLOB (Oracle's VARCHAR2 limit)
     maintains_indexes: bool = False  # approximate/text indexes to rebuild and optimise (`oracle-rag index`)
     ddl_compile_warnings: bool = False  # PL/SQL DDL can "succeed" with compile errors, seen only on a raw cursor
+    # One write lock for the whole database (SQLite): the worker picks, loads and
+    # embeds a batch outside it (embed_texts) and holds it only to write the
+    # precomputed vectors (worker.py). False: a batch is one transaction, the
+    # text embedded in SQL, rows locked one by one (Oracle).
+    prepared_writes: bool = False
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -101,6 +107,16 @@ class Engine(ABC):
         """A transaction for draining the queue (SQLite: BEGIN IMMEDIATE)."""
         with self.begin() as conn:
             yield conn
+
+    @contextmanager
+    def worker_slot(self) -> Iterator[None]:
+        """Held by a worker for one prepared batch (``prepared_writes``), from the pick to the commit.
+
+        Two workers then never prepare the same queue rows: with the pick
+        outside the write transaction, nothing else keeps them apart. Engines
+        whose pick locks its rows (Oracle: SKIP LOCKED) need no slot.
+        """
+        yield
 
     sql_dialect = "sqlite"  # sqlglot dialect used to classify untrusted SQL
 
@@ -196,11 +212,30 @@ class Engine(ABC):
     def queued_ids(self, conn: sa.Connection, source_type: str) -> set[str]:
         return {str(r[0]) for r in conn.execute(self.statement(q.QUEUED_IDS), {"source_type": source_type})}
 
-    def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite]) -> int:
-        """Embed and write chunks; a chunk 0 with an analysis also replaces the record's postings."""
+    def embed_texts(self, texts: Sequence[str]) -> dict[str, bytes]:
+        """Each distinct text's vector as the database stores it, computed outside any transaction.
+
+        Only for ``prepared_writes`` engines (the model runs in this process);
+        the others embed inside their upsert statement.
+        """
+        raise NotImplementedError(f"the {self.sql_dialect_name} engine embeds inside the database")
+
+    def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite],
+                      vectors: Mapping[str, bytes] | None = None) -> int:
+        """Embed and write chunks; a chunk 0 with an analysis also replaces the record's postings.
+
+        ``vectors`` (from :meth:`embed_texts`, keyed by ``embed_text``) are
+        written as they are instead of embedding in the statement.
+        """
         if not chunks:
             return 0
-        conn.execute(self.statement(q.UPSERT_CHUNK), chunk_params(chunks))
+        params = chunk_params(chunks)
+        if vectors is None:
+            conn.execute(self.statement(q.UPSERT_CHUNK), params)
+        else:
+            for p in params:
+                p["embedding"] = vectors[p["embed_text"]]
+            conn.execute(self.statement(q.UPSERT_CHUNK_VECTOR), params)
         self._write_postings(conn, [(c.source_type, c.source_id, c.analysis) for c in chunks
                                     if c.analysis is not None and c.chunk_no == 0])
         return len(chunks)
@@ -291,6 +326,13 @@ class Engine(ABC):
             return 0
         params = [{"dirty_id": i} for i in dirty_ids]
         return int(conn.execute(self.statement(q.DELETE_QUEUE_ROW), params).rowcount or 0)
+
+    def queue_rows_present(self, conn: sa.Connection, dirty_ids: Sequence[int]) -> set[int]:
+        """Which of ``dirty_ids`` are still queued (the prepared batch's re-check before it writes)."""
+        if not dirty_ids:
+            return set()
+        ids = json.dumps([int(i) for i in dirty_ids])
+        return {int(r[0]) for r in conn.execute(self.statement(q.QUEUE_ROWS_PRESENT), {"ids": ids})}
 
     def fail_queue_rows(self, conn: sa.Connection, dirty_ids: Sequence[int], error: str) -> int:
         if not dirty_ids:

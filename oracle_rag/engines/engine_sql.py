@@ -88,6 +88,22 @@ READ_CHUNK_STATE = Sql.both(
 # The text is embedded inside the database (Oracle: the loaded ONNX model;
 # SQLite: vector_embedding(), the same graph in-process). :embed_text is the
 # content cut to 4000 bytes (VARCHAR2); :content is a CLOB on Oracle.
+_SQLITE_UPSERT_CHUNK = """INSERT INTO RAG_CHUNK
+  (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS, CONTENT, EMBEDDING,
+   CONTENT_HASH, TERM_COUNT, UPDATED_AT)
+VALUES
+  (:source_type, :source_id, :chunk_no, :owner_id, :project_id, :sprint_id, :facets, :content,
+   {vector}, :content_hash, :term_count, strftime('%Y-%m-%dT%H:%M:%f', 'now'))
+ON CONFLICT (SOURCE_TYPE, SOURCE_ID, CHUNK_NO) DO UPDATE SET
+  OWNER_ID = excluded.OWNER_ID,
+  PROJECT_ID = excluded.PROJECT_ID,
+  SPRINT_ID = excluded.SPRINT_ID,
+  FACETS = excluded.FACETS,
+  CONTENT = excluded.CONTENT,
+  EMBEDDING = excluded.EMBEDDING,
+  CONTENT_HASH = excluded.CONTENT_HASH,
+  TERM_COUNT = excluded.TERM_COUNT,
+  UPDATED_AT = excluded.UPDATED_AT"""
 UPSERT_CHUNK = Sql(
     oracle="""MERGE INTO RAG_CHUNK t
 USING (SELECT :source_type AS SOURCE_TYPE, :source_id AS SOURCE_ID, :chunk_no AS CHUNK_NO FROM dual) s
@@ -108,24 +124,15 @@ WHEN NOT MATCHED THEN INSERT
 VALUES
   (s.SOURCE_TYPE, s.SOURCE_ID, s.CHUNK_NO, :owner_id, :project_id, :sprint_id, JSON(:facets), :content,
    VECTOR_EMBEDDING({model} USING :embed_text AS data), :content_hash, :term_count, SYSTIMESTAMP)""",
-    sqlite="""INSERT INTO RAG_CHUNK
-  (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS, CONTENT, EMBEDDING,
-   CONTENT_HASH, TERM_COUNT, UPDATED_AT)
-VALUES
-  (:source_type, :source_id, :chunk_no, :owner_id, :project_id, :sprint_id, :facets, :content,
-   vector_embedding(:embed_text), :content_hash, :term_count, strftime('%Y-%m-%dT%H:%M:%f', 'now'))
-ON CONFLICT (SOURCE_TYPE, SOURCE_ID, CHUNK_NO) DO UPDATE SET
-  OWNER_ID = excluded.OWNER_ID,
-  PROJECT_ID = excluded.PROJECT_ID,
-  SPRINT_ID = excluded.SPRINT_ID,
-  FACETS = excluded.FACETS,
-  CONTENT = excluded.CONTENT,
-  EMBEDDING = excluded.EMBEDDING,
-  CONTENT_HASH = excluded.CONTENT_HASH,
-  TERM_COUNT = excluded.TERM_COUNT,
-  UPDATED_AT = excluded.UPDATED_AT""",
+    sqlite=_SQLITE_UPSERT_CHUNK.format(vector="vector_embedding(:embed_text)"),
     clobs=("content",),
 )
+
+# The embedded engine's worker embeds a batch before its write transaction
+# (worker.py: the write lock is held only to write): the same upsert with the
+# vector bound, computed in-process by the model vector_embedding() runs.
+UPSERT_CHUNK_VECTOR = Sql(
+    sqlite=_SQLITE_UPSERT_CHUNK.format(vector=":embedding"))
 
 # Re-scoping without re-embedding: the record's text is unchanged, its owner,
 # project, sprint or facets are not. Every chunk of the record, no embedding.
@@ -214,6 +221,11 @@ WHERE ATTEMPTS < :max_attempts
 ORDER BY ENQUEUED_AT, DIRTY_ID
 LIMIT :limit""",
 )
+
+# Which picked rows are still queued: the embedded engine's worker re-checks
+# them in its write transaction (a row gone meanwhile was handled by someone
+# else: its entity is left for a later batch). :ids is a JSON array.
+QUEUE_ROWS_PRESENT = Sql(sqlite="SELECT DIRTY_ID FROM RAG_DIRTY WHERE DIRTY_ID IN (SELECT value FROM json_each(:ids))")
 
 DELETE_QUEUE_ROW = Sql.both("DELETE FROM RAG_DIRTY WHERE DIRTY_ID = :dirty_id")
 

@@ -7,8 +7,12 @@ Why these choices:
 - ``vector_embedding(text)`` is registered on every connection so indexing
   and search SQL embed in the database, exactly like Oracle's
   ``VECTOR_EMBEDDING``.
-- WAL mode so readers (searches) never wait for the worker; queue picks use
-  ``BEGIN IMMEDIATE`` so only one writer drains at a time across processes.
+- WAL mode so readers (searches) never wait for the worker. SQLite has one
+  write lock per database, so the worker prepares each batch (pick, load,
+  embed in-process) without it and takes ``BEGIN IMMEDIATE`` only to write
+  the precomputed vectors (``prepared_writes``): other writers wait for a
+  short write, never for the model. A file lock next to the database (the
+  worker slot) keeps two workers, in any processes, off the same rows.
 - Semantic search through an in-process exact vector index
   (``vector_cache.py``), kept in step with every process's writes by the
   RAG_CHUNK_LOG triggers (migration V5); SQL re-checks scope on every row.
@@ -20,7 +24,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -55,6 +59,11 @@ from .records import (
 from .term_index import TermIndex
 from .vector_cache import DISTANCE_TOLERANCE, VectorCache
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no flock
+    fcntl = None  # type: ignore[assignment]
+
 log = logging.getLogger("oracle_rag.engines.sqlite")
 
 
@@ -64,6 +73,9 @@ class SqliteEngine(Engine):
     sql_dialect_name = "SQLite"
     # RAG_CHUNK_LOG rows kept (migration V5): a cache lagging further reloads.
     chunk_log_keep = 50_000
+    # Needs the worker slot's file lock (fcntl); without it a batch stays one
+    # write transaction, the text embedded inside the upsert.
+    prepared_writes = fcntl is not None
 
     def __init__(self, settings: Settings, path: Path | None = None) -> None:
         super().__init__(settings)
@@ -147,6 +159,32 @@ class SqliteEngine(Engine):
                     yield conn
         except sa.exc.DBAPIError as exc:
             raise wrap_driver_error(exc, "sqlite queue transaction") from None
+
+    @contextmanager
+    def worker_slot(self) -> Iterator[None]:
+        """An exclusive ``flock`` on ``<database>.worker.lock``, one holder at a time across processes.
+
+        The kernel releases it when its holder dies (SIGKILL included), so a
+        killed worker never leaves it taken. Each call opens its own file
+        description, so two workers in one process exclude each other too.
+        """
+        if fcntl is None:
+            yield
+            return
+        path = self.path.with_name(self.path.name + ".worker.lock")
+        try:
+            handle = open(path, "a+b")  # noqa: SIM115 - closed below, which releases the lock
+        except OSError:
+            try:  # a read-only directory: the database's own write then fails and names the cause
+                handle = open(path, "rb")  # noqa: SIM115
+            except OSError:
+                yield
+                return
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            yield
+        finally:
+            handle.close()
 
     def guarded_access(self) -> ReadOnlyFile:
         return ReadOnlyFile(self.path)
@@ -292,7 +330,27 @@ class SqliteEngine(Engine):
                 raise wrap_driver_error(exc, "term index refresh") from None
         return super().keyword_search(conn, query, k, scope, filters, where)
 
-    def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite]) -> int:
+    def embed_texts(self, texts: Sequence[str]) -> dict[str, bytes]:
+        """The vectors ``vector_embedding()`` would store, from the same runtime, the same way.
+
+        The distinct texts are primed (one batched encoder run) and each is
+        then taken through ``runtime.embed``, exactly the function's path, so
+        a wrapper that counts, times or refuses texts sees every one.
+        """
+        distinct = list(dict.fromkeys(texts))
+        if not distinct:
+            return {}
+        runtime = self.runtime()
+        primed = getattr(runtime, "primed", None)
+        with primed(distinct) if primed else nullcontext():
+            return {text: runtime.to_blob(runtime.embed(text)) for text in distinct}
+
+    def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite],
+                      vectors: Mapping[str, bytes] | None = None) -> int:
+        if vectors is not None:
+            count = super().upsert_chunks(conn, chunks, vectors)
+            self._prune_chunk_log(conn)
+            return count
         # SQLite replaces an exception raised in vector_embedding() with a
         # fixed "user-defined function raised exception": re-raise the
         # EmbeddingError itself so the worker records why (broken model...).
