@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -212,7 +212,8 @@ class OracleEngine(Engine):
         return status
 
     # -- writes -----------------------------------------------------------
-    def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite]) -> int:
+    def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite],
+                      vectors: Mapping[str, bytes] | None = None) -> int:
         """The MERGE of the base engine, once more when another session inserted the same keys first.
 
         Two workers can hold queue rows of one record (two changes, picked by
@@ -226,13 +227,13 @@ class OracleEngine(Engine):
         """
         try:
             with conn.begin_nested():
-                return super().upsert_chunks(conn, chunks)
+                return super().upsert_chunks(conn, chunks, vectors)
         except sa.exc.IntegrityError as exc:
             if not is_unique_violation(exc):
                 raise
         log.info("another session wrote %d chunk(s) of the same record(s) first (ORA-00001); "
                  "writing them again over its rows", len(chunks))
-        return super().upsert_chunks(conn, chunks)
+        return super().upsert_chunks(conn, chunks, vectors)
 
     # -- queue and search -------------------------------------------------
     def pick(self, conn: sa.Connection, limit: int, max_attempts: int) -> list[QueueRow]:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -172,6 +172,7 @@ class SqliteEngine(Engine):
             yield
             return
         path = self.path.with_name(self.path.name + ".worker.lock")
+        handle: IO[bytes]
         try:
             handle = open(path, "a+b")  # noqa: SIM115 - closed below, which releases the lock
         except OSError:
