@@ -30,8 +30,10 @@ own results told how many hidden rows contained a word). Here:
                  idf(t) * tf(t, d) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
 
   A query token repeated in the query counts once per occurrence (as in
-  bm25s and Lucene's boolean query). Ties are broken by CHUNK_ID, so a
-  ranking is a pure function of the visible rows.
+  bm25s and Lucene's boolean query). Scores are ranked rounded to
+  :data:`RANK_DECIMALS` decimals and ties broken by CHUNK_ID, so a ranking
+  is a pure function of the visible rows, the same in SQL on either engine
+  and in the in-process index.
 """
 
 from __future__ import annotations
@@ -161,9 +163,20 @@ def term_weights(stats: Stats, query: Mapping[str, int], postings: Iterable[tupl
     return {t: idf(stats.n, d) for t, d in df.items()}
 
 
+# Scores are compared rounded to this many decimals, then by id: the engines
+# sum in different orders and precisions (Oracle NUMBER, SQLite and numpy
+# doubles), ~1e-15 apart; rounded, equal scores tie the same way everywhere.
+# The keyword statement writes the same ROUND(SCORE, 9) (engine_sql.py).
+RANK_DECIMALS = 9
+
+
+def rank_key(score: float) -> float:
+    return round(score, RANK_DECIMALS)
+
+
 def top(scores: Mapping[int, float], k: int) -> list[tuple[int, float]]:
-    """The ``k`` best (id, score), score descending, then id ascending."""
-    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
+    """The ``k`` best (id, score): score (rounded, :data:`RANK_DECIMALS`) descending, then id ascending."""
+    return sorted(scores.items(), key=lambda item: (-rank_key(item[1]), item[0]))[:k]
 
 
 def passage_weight(query: Mapping[str, int], text: str, weights: Mapping[str, float]) -> float:

@@ -105,6 +105,18 @@ def notes(tmp_path_factory: pytest.TempPathFactory, model_path) -> Any:
     system.close()
 
 
+@pytest.fixture(scope="module")
+def oracle_form(notes) -> Any:
+    """The keyword statement exactly as Oracle runs it: N and the average length scanned in it."""
+    from oracle_rag.system import RagSystem
+
+    system, _, source = notes
+    rag = RagSystem(system.settings.with_overrides(embedded_term_index=False), sources=[source])
+    rag.engine.keyword_stats_cached = False
+    yield rag
+    rag.close()
+
+
 def _reset(system: Any, source: NoteSource, notes: dict[str, tuple[str, int | None]]) -> None:
     with system.engine.begin() as conn:
         conn.exec_driver_sql("DELETE FROM RAG_CHUNK")
@@ -125,14 +137,44 @@ CRANFIELD_LIKE = {
 
 @pytest.mark.parametrize("query", ["shear flow past a plate", "boundary layer of the cone", "heat slab",
                                    "laminar flow flow"])
-def test_keyword_ranking_equals_the_reference(notes, query: str) -> None:
+def test_keyword_ranking_equals_the_reference(notes, oracle_form, query: str) -> None:
     system, sql_path, source = notes
     _reset(system, source, {i: (t, None) for i, t in CRANFIELD_LIKE.items()})
     expected = reference_ranking(CRANFIELD_LIKE, query)
     manager = Caller(1, "manager")
-    for rag in (system, sql_path):  # the in-process index and BM25 in SQL
+    # the in-process index, BM25 in SQL with cached statistics, and the statement Oracle runs
+    for rag in (system, sql_path, oracle_form):
         got = [h.source_id for h in rag.retriever().search(query, 10, manager, "keyword")]
         assert got == expected
+
+
+def test_the_cached_statistics_follow_every_write(notes, oracle_form) -> None:
+    """The SQL form's per-scope N and average length are re-read once the change log moves."""
+    from bm25_reference import scores
+
+    system, sql_path, source = notes
+    first = {i: t for i, t in CRANFIELD_LIKE.items() if i in ("1", "2", "3")}
+    _reset(system, source, {i: (t, None) for i, t in first.items()})
+    manager = Caller(1, "manager")
+    query = "shear flow past a plate"
+
+    def check(docs: dict[str, str]) -> None:
+        expected = scores(docs, query)
+        for rag in (sql_path, oracle_form):
+            got = {h.source_id: h.score for h in rag.retriever().search(query, 10, manager, "keyword")}
+            assert got.keys() == expected.keys()
+            for key, value in got.items():
+                assert value == pytest.approx(expected[key], rel=1e-9), key
+
+    check(first)
+    check(first)  # answered from the cache
+    source.notes["4"] = (CRANFIELD_LIKE["4"], None)  # N, the average length and df all change
+    with system.engine.begin() as conn:
+        system.indexer.apply(conn, [("NOTE", "4")])
+    check(first | {"4": CRANFIELD_LIKE["4"]})
+    with system.engine.begin() as conn:
+        system.indexer.delete(conn, "NOTE", "1")
+    check({i: t for i, t in CRANFIELD_LIKE.items() if i in ("2", "3", "4")})
 
 
 # -- the leak property -------------------------------------------------------------------
@@ -151,16 +193,17 @@ def _results(rag: Any, query: str, caller: Caller) -> dict[str, list[tuple[str, 
 @given(mine=st.lists(text, min_size=1, max_size=4), org=st.lists(text, max_size=3),
        hidden=st.lists(text, min_size=1, max_size=5), query=st.lists(st.sampled_from(WORDS), min_size=1,
                                                                       max_size=3).map(" ".join))
-def test_records_the_caller_cannot_see_change_nothing(notes, mine, org, hidden, query) -> None:
+def test_records_the_caller_cannot_see_change_nothing(notes, oracle_form, mine, org, hidden, query) -> None:
     system, sql_path, source = notes
     visible = {f"m{i}": (t, ME) for i, t in enumerate(mine)} | {f"o{i}": (t, None) for i, t in enumerate(org)}
     developer = Caller(ME, "developer")
+    forms = {"index": system, "sql": sql_path, "oracle_form": oracle_form}
     _reset(system, source, visible)
-    before = {"index": _results(system, query, developer), "sql": _results(sql_path, query, developer)}
-    assert before["index"] == before["sql"]
+    before = {name: _results(rag, query, developer) for name, rag in forms.items()}
+    assert before["index"] == before["sql"] == before["oracle_form"]
     # the same visible records plus others' records (a TASK-like owner scope: NOTE rows owned by OTHER)
     _reset(system, source, visible | {f"h{i}": (t, OTHER) for i, t in enumerate(hidden)})
-    after = {"index": _results(system, query, developer), "sql": _results(sql_path, query, developer)}
+    after = {name: _results(rag, query, developer) for name, rag in forms.items()}
     assert after == before
 
 
@@ -174,10 +217,10 @@ ACCENTED = {
 
 @pytest.mark.parametrize("query, expected", [("sincronizacion", ["1"]), ("SINCRONIZACIÓN", ["1"]),
                                              ("energia almacen", ["2"])])
-def test_keyword_search_folds_accents_on_both_paths(notes, query: str, expected: list[str]) -> None:
+def test_keyword_search_folds_accents_on_both_paths(notes, oracle_form, query: str, expected: list[str]) -> None:
     system, sql_path, source = notes
     _reset(system, source, {i: (t, None) for i, t in ACCENTED.items()})
-    for rag in (system, sql_path):
+    for rag in (system, sql_path, oracle_form):
         assert [h.source_id for h in rag.retriever().search(query, 5, Caller(1, "manager"), "keyword")] == expected
 
 

@@ -266,7 +266,7 @@ class Engine(ABC):
                 if not ids:
                     return done
                 texts: dict[int, tuple[str, str, list[str]]] = {}
-                for rid, source_type, source_id, content in conn.execute(self.statement(q.RECORD_TEXTS),
+                for rid, source_type, source_id, content in conn.execute(self.statement(q.ANALYSIS_TEXTS),
                                                                          {"ids": ids}):
                     texts.setdefault(int(rid), (str(source_type), str(source_id), []))[2].append(lob_text(content))
                 self.write_analyses(conn, [(t, i, bm25.analyze_record(join_chunks(parts, plan)))
@@ -385,26 +385,44 @@ class Engine(ABC):
 
     def keyword_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
                        where: Where | None = None) -> list[Hit]:
-        """The ``k`` best records by BM25 (bm25.py) over the records this search may return.
+        """The ``k`` best records by BM25 (bm25.py) over the records this search may return, ranked in SQL.
 
         N, the average length and each term's document frequency come from
         the visible records only (scope, filters and ``where`` applied in
-        SQL), so the ranking is a function of what the caller may see.
+        SQL), so the ranking is a function of what the caller may see. The
+        score is computed in the database (``engine_sql.keyword_top``): only
+        the best ``k`` records and one row per query term come back.
         """
 
         terms = bm25.query_terms(query)
         if not terms:
             return []
-        binds = search_binds(scope, filters, where)
-        n, total = conn.execute(self.statement(q.KEYWORD_STATS, where), binds).one()
-        stats = bm25.Stats(int(n), int(total))
-        postings = [(int(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in conn.execute(
-            self.statement(q.KEYWORD_POSTINGS, where),
-            {**binds, "terms": sorted(terms)})]
-        best = bm25.top(bm25.score(stats, terms, postings, self.bm25_params()), k)
-        found, _ = self.record_passages(conn, best, terms, bm25.term_weights(stats, terms, postings),
-                                        scope, filters, where)
+        binds = {**search_binds(scope, filters, where), **q.keyword_binds(terms), "k": k}
+        params = self.bm25_params()
+        binds.update(k1=params.k1, b=params.b)
+        stats = self.keyword_stats(conn, scope, filters, where)
+        if stats is not None:
+            binds.update(n=stats.n, total_length=stats.total_length)
+        rows = conn.execute(self.statement(q.keyword_top(len(terms), stats_bound=stats is not None), where),
+                            binds).fetchall()
+        scores: dict[int, float] = {}
+        weights: dict[str, float] = {}
+        for chunk_id, score, term, df, n in rows:
+            if term is None:
+                scores[int(chunk_id)] = float(score)
+            else:
+                weights[str(term)] = bm25.idf(int(n), int(df))
+        found, _ = self.record_passages(conn, bm25.top(scores, k), terms, weights, scope, filters, where)
         return found
+
+    def keyword_stats(self, conn: sa.Connection, scope: Scope, filters: Filters,
+                      where: Where | None) -> bm25.Stats | None:
+        """The visible set's N and total length when this engine knows them without a scan; else None.
+
+        None (here, and on Oracle): the keyword statement computes them
+        itself from the visible records.
+        """
+        return None
 
     def record_passages(self, conn: sa.Connection, best: Sequence[tuple[int, float]], terms: Mapping[str, int],
                         weights: Mapping[str, float], scope: Scope, filters: Filters, where: Where | None,

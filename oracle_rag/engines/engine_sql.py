@@ -12,7 +12,11 @@ bind. ``tests/test_oracle_golden.py`` pins every Oracle statement.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
 
+from ..bm25 import MAX_QUERY_TERMS
 from .statements import Sql
 
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_$#]{0,122}$")
@@ -177,7 +181,7 @@ WHERE CHUNK_NO = 0 AND TERM_COUNT IS NULL AND CHUNK_ID > :after
 ORDER BY CHUNK_ID
 LIMIT :limit""",
 )
-RECORD_TEXTS = Sql.both("""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, p.CONTENT
+ANALYSIS_TEXTS = Sql.both("""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, p.CONTENT
 FROM RAG_CHUNK c
 JOIN RAG_CHUNK p ON p.SOURCE_TYPE = c.SOURCE_TYPE AND p.SOURCE_ID = c.SOURCE_ID
 WHERE c.CHUNK_ID IN :ids
@@ -315,23 +319,107 @@ SEMANTIC_SEARCH_EXACT = Sql(
     expanding=("f_types",),
 )
 
-# -- keyword search: BM25 over records (bm25.py), statistics over what the search may return --------
-# N and the total length of the visible records (chunk 0 of each analysed record).
-KEYWORD_STATS = Sql.both(f"""SELECT COUNT(*) AS N, COALESCE(SUM(c.TERM_COUNT), 0) AS TOTAL_LENGTH
-FROM RAG_CHUNK c
-WHERE c.CHUNK_NO = 0
-  AND c.TERM_COUNT IS NOT NULL
-  AND {SCOPE}
-  AND {FILTERS}""", expanding=("f_types",))
+# -- keyword search: BM25 over records (bm25.py), computed in the database ----------------------
+# N and the total length of the visible records (chunk 0 of each analysed
+# record): the embedded engine caches them per scope (SqliteEngine.keyword_stats).
+_KEYWORD_VISIBLE = f"""SELECT COUNT(*) AS N, COALESCE(SUM(c.TERM_COUNT), 0) AS TOTAL_LENGTH
+  FROM RAG_CHUNK c
+  WHERE c.CHUNK_NO = 0
+    AND c.TERM_COUNT IS NOT NULL
+    AND {SCOPE}
+    AND {FILTERS}"""
+KEYWORD_STATS = Sql.both(_KEYWORD_VISIBLE.replace("\n  ", "\n"), expanding=("f_types",))
 
-# Every visible posting of the query terms: the candidates, their term
-# frequencies and lengths; the document frequencies are counted from them.
-KEYWORD_POSTINGS = Sql.both(f"""SELECT t.CHUNK_ID, t.TERM, t.TF, c.TERM_COUNT
-FROM RAG_CHUNK_TERM t
-JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID
-WHERE t.TERM IN :terms
-  AND {SCOPE}
-  AND {FILTERS}""", expanding=("f_types", "terms"))
+# BM25 of the visible records in one statement (bm25.py's formula, term by
+# term in the same floating-point operations): the query's terms and their
+# counts (:t0.., :f0..), the visible set's N and average length, each term's
+# document frequency and weight over the visible postings, every candidate's
+# score summed per record, and only the best :k rows leave the database,
+# followed by one row per query term found (TERM, DF, N: the passage weights).
+# The postings are read by the RAG_CHUNK_TERM primary key (TERM, CHUNK_ID),
+# one range per term, so the work grows with the query terms' postings. The
+# order is ROUND(SCORE, 9) then CHUNK_ID (bm25.RANK_DECIMALS): Oracle sums
+# NUMBERs, SQLite doubles in its own order, numpy in term order; rounded,
+# every form ranks the same records the same way.
+# Generated for n terms by keyword_top (its names come from keyword_binds).
+_KEYWORD_TOP = """WITH q AS (
+  {terms}
+), visible_set AS (
+  {visible}
+), postings AS (
+  SELECT t.CHUNK_ID, t.TERM, t.TF, c.TERM_COUNT
+  FROM RAG_CHUNK_TERM t
+  JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID
+  WHERE t.TERM IN ({term_list})
+    AND c.CHUNK_NO = 0
+    AND c.TERM_COUNT IS NOT NULL
+    AND {scope}
+    AND {filters}
+), df AS (
+  SELECT p.TERM, COUNT(*) AS DF FROM postings p GROUP BY p.TERM
+), weight AS (
+  SELECT d.TERM, d.DF, v.N, q.QTF * LN(1.0 + (v.N - d.DF + 0.5) / (d.DF + 0.5)) AS W,
+         CASE WHEN v.TOTAL_LENGTH > 0 THEN 1.0 * v.TOTAL_LENGTH / v.N ELSE 1.0 END AS AVGDL
+  FROM df d
+  JOIN q ON q.TERM = d.TERM
+  CROSS JOIN visible_set v
+), scored AS (
+  SELECT p.CHUNK_ID, SUM(w.W * p.TF / (p.TF + :k1 * (1.0 - :b + :b * p.TERM_COUNT / w.AVGDL))) AS SCORE
+  FROM postings p
+  JOIN weight w ON w.TERM = p.TERM
+  GROUP BY p.CHUNK_ID
+), best AS (
+  SELECT s.CHUNK_ID, s.SCORE
+  FROM scored s
+  ORDER BY ROUND(s.SCORE, 9) DESC, s.CHUNK_ID
+  {limit}
+)
+SELECT b.CHUNK_ID, b.SCORE, NULL AS TERM, NULL AS DF, NULL AS N FROM best b
+UNION ALL
+SELECT NULL, NULL, w.TERM, w.DF, w.N FROM weight w"""
+
+_TERM_ROW = {"oracle": "SELECT :t{i} AS TERM, :f{i} AS QTF FROM dual", "sqlite": "SELECT :t{i} AS TERM, :f{i} AS QTF"}
+_LIMIT = {"oracle": "FETCH FIRST :k ROWS ONLY", "sqlite": "LIMIT :k"}
+# The visible set's statistics bound (from the embedded engine's per-scope cache) instead of scanned.
+_VISIBLE_BOUND = {"oracle": "SELECT :n AS N, :total_length AS TOTAL_LENGTH FROM dual",
+                  "sqlite": "SELECT :n AS N, :total_length AS TOTAL_LENGTH"}
+
+
+def _keyword_top_text(side: str, terms: int, stats_bound: bool) -> str:
+    rows = "\n  UNION ALL ".join(_TERM_ROW[side].format(i=i) for i in range(terms))
+    return _KEYWORD_TOP.format(
+        terms=rows, visible=_VISIBLE_BOUND[side] if stats_bound else _KEYWORD_VISIBLE,
+        term_list=", ".join(f":t{i}" for i in range(terms)), scope=SCOPE, filters=FILTERS, limit=_LIMIT[side])
+
+
+@lru_cache(maxsize=2 * MAX_QUERY_TERMS)
+def keyword_top(terms: int, *, stats_bound: bool = False) -> Sql:
+    """The BM25 top-k statement for ``terms`` distinct query terms (1..MAX_QUERY_TERMS).
+
+    ``stats_bound``: N and the total length come as binds (``:n``,
+    ``:total_length``) rather than from a scan of the visible records; only
+    the embedded engine, which knows when they change, uses that form.
+    """
+    if isinstance(terms, bool) or not isinstance(terms, int) or not 1 <= terms <= MAX_QUERY_TERMS:
+        raise ValueError(f"keyword_top takes 1..{MAX_QUERY_TERMS} terms, got {terms!r}")
+    return Sql(oracle=None if stats_bound else _keyword_top_text("oracle", terms, False),
+               sqlite=_keyword_top_text("sqlite", terms, stats_bound), expanding=("f_types",))
+
+
+def keyword_binds(terms: Mapping[str, int]) -> dict[str, Any]:
+    """The term binds of :func:`keyword_top`: ``t<i>`` the i-th term in sorted order, ``f<i>`` its count."""
+    if not 1 <= len(terms) <= MAX_QUERY_TERMS:
+        raise ValueError(f"keyword search takes 1..{MAX_QUERY_TERMS} terms, got {len(terms)}")
+    out: dict[str, Any] = {}
+    for i, term in enumerate(sorted(terms)):
+        out[f"t{i}"] = term
+        out[f"f{i}"] = int(terms[term])
+    return out
+
+
+# The Oracle form as the golden and parse tests pin it (one and three terms;
+# the other forms differ only in the number of :t/:f binds).
+KEYWORD_TOP_FORMS = {"KEYWORD_TOP_1_TERM": keyword_top(1), "KEYWORD_TOP_3_TERMS": keyword_top(3)}
 
 # The chunks of the best records (by their chunk 0 id), scope re-applied: the
 # snippet is the chunk holding most of the query (bm25.passage_weight).

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -34,7 +35,7 @@ import sqlalchemy as sa
 import sqlean
 import sqlite_vec
 
-from ..bm25 import query_terms
+from ..bm25 import Stats, query_terms
 from ..config import Settings
 from ..data_dir import prepare_data_dir
 from ..embedding import EmbeddingRuntime, ensure_model
@@ -85,6 +86,8 @@ class SqliteEngine(Engine):
         self._vector_cache: VectorCache | None = None
         self._term_index: TermIndex | None = None
         self._cache_lock = threading.Lock()
+        self._stats_lock = threading.Lock()
+        self._keyword_stats: dict[Any, tuple[tuple[int, int, Any], Stats]] = {}
         self._chunk_log_exists = False
         self.cache_fallbacks = 0  # searches the cache could not answer alone (tests, status)
 
@@ -330,6 +333,47 @@ class SqliteEngine(Engine):
             except sqlean.Error as exc:
                 raise wrap_driver_error(exc, "term index refresh") from None
         return super().keyword_search(conn, query, k, scope, filters, where)
+
+    # The keyword statement's N and total length per scope, valid while the
+    # change log has not moved (every write of RAG_CHUNK logs a row, and a
+    # record's analysis only changes with its chunk 0): the statement then
+    # reads only the query terms' postings, not every visible record.
+    # False runs the statement as Oracle does (statistics scanned in it).
+    keyword_stats_cached = True
+    keyword_stats_entries = 1024
+
+    def keyword_stats(self, conn: sa.Connection, scope: Scope, filters: Filters,
+                      where: Where | None) -> Stats | None:
+        if not self.keyword_stats_cached:
+            return None
+        if not self._chunk_log_exists:
+            self._chunk_log_exists = bool(conn.execute(self.statement(q.CHUNK_LOG_EXISTS)).scalar())
+            if not self._chunk_log_exists:
+                return None
+        key: Any = (scope.see_all, None if scope.see_all else scope.caller_id, filters.project_id,
+                    filters.sprint_id, tuple(filters.source_types),
+                    None if where is None else (where.sql, tuple(sorted(where.binds.items()))))
+        try:
+            hash(key)
+        except TypeError:  # a where bind that is a list: not cached
+            return None
+        newest = conn.execute(self.statement(q.CHUNK_LOG_STATE)).one()[1]
+        try:
+            st = os.stat(self.path)
+            position = (st.st_dev, st.st_ino, newest)
+        except OSError:
+            return None
+        with self._stats_lock:
+            hit = self._keyword_stats.get(key)
+            if hit is not None and hit[0] == position:
+                return hit[1]
+        n, total = conn.execute(self.statement(q.KEYWORD_STATS, where), search_binds(scope, filters, where)).one()
+        stats = Stats(int(n), int(total))
+        with self._stats_lock:
+            if len(self._keyword_stats) >= self.keyword_stats_entries:
+                self._keyword_stats.pop(next(iter(self._keyword_stats)))
+            self._keyword_stats[key] = (position, stats)
+        return stats
 
     def embed_texts(self, texts: Sequence[str]) -> dict[str, bytes]:
         """The vectors ``vector_embedding()`` would store, from the same runtime, the same way.

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..bm25 import RANK_DECIMALS
 from . import engine_sql as q
 from .records import Filters, Scope
 from .vector_cache import ID_BATCH, NULL, Unusable, VectorCache, int_or_null, sqlite_text
@@ -216,12 +217,13 @@ class TermIndex(VectorCache):
                 return TermHits(n, total, [], {}, weights)
             cand = np.flatnonzero(scores)
             values = scores[cand]
+            ranked = np.round(values, RANK_DECIMALS)  # bm25.top's order: rounded score, then id
             if len(cand) > k:
-                kth = np.partition(-values, k - 1)[k - 1]
-                keep = -values <= kth
-                cand, values = cand[keep], values[keep]
+                kth = np.partition(-ranked, k - 1)[k - 1]
+                keep = -ranked <= kth
+                cand, values, ranked = cand[keep], values[keep], ranked[keep]
             ids = self._ids[cand]
-            order = np.lexsort((ids, -values))[:k]
+            order = np.lexsort((ids, -ranked))[:k]
             best = [(int(ids[i]), float(values[i])) for i in order]
             found_lengths = {int(ids[i]): int(lengths[cand[i]]) for i in order}
         return TermHits(n, total, best, found_lengths, weights)

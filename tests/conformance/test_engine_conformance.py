@@ -198,9 +198,31 @@ def test_semantic_search_finds_a_task_by_its_title(indexed_system) -> None:  # t
 # -- keyword ranking: the same BM25 on every engine ----------------------------------------------
 
 
+def _keyword_form(system, form: str):  # type: ignore[no-untyped-def]
+    """The system answering keyword search in ``form``: as configured, or BM25 in SQL.
+
+    ``sql``: the statement with the statistics the engine caches (the
+    embedded engine; Oracle has no cache and scans them). ``sql_scanned``:
+    the statement exactly as Oracle sends it, N and the average length
+    computed in it.
+    """
+    from oracle_rag.system import RagSystem
+
+    if form == "configured":
+        return system
+    rag = RagSystem(system.settings.with_overrides(embedded_term_index=False), engine=None,
+                    sources=list(system.sources))
+    if hasattr(system.engine, "set_runtime"):
+        rag.engine.set_runtime(system.engine.runtime())
+    if form == "sql_scanned" and hasattr(rag.engine, "keyword_stats_cached"):
+        rag.engine.keyword_stats_cached = False
+    return rag
+
+
+@pytest.mark.parametrize("form", ["configured", "sql", "sql_scanned"])
 @pytest.mark.parametrize("query", ["sprint goal for the project", "login timeout mobile", "invoice PDF export"])
-def test_keyword_scores_are_bm25_over_what_the_caller_sees(indexed_system, query: str) -> None:  # type: ignore[no-untyped-def]
-    """The engine's keyword scores equal BM25 computed here from the visible records' texts."""
+def test_keyword_scores_are_bm25_over_what_the_caller_sees(indexed_system, query: str, form: str) -> None:  # type: ignore[no-untyped-def]
+    """The engine's keyword scores equal BM25 computed here from the visible records' texts, in every form."""
     from bm25_reference import scores
 
     developer = _busiest_developer(indexed_system)
@@ -211,7 +233,14 @@ def test_keyword_scores_are_bm25_over_what_the_caller_sees(indexed_system, query
                 if doc.owner_id == developer or (doc.owner_id is None and doc.source_type != "TASK"):
                     visible[f"{doc.source_type}#{doc.source_id}"] = doc.content
     expected = scores(visible, query)
-    hits = indexed_system.retriever().search(query, 20, Caller(developer, "developer"), "keyword")
+    rag = _keyword_form(indexed_system, form)
+    try:
+        hits = rag.retriever().search(query, 20, Caller(developer, "developer"), "keyword")
+        configured = indexed_system.retriever().search(query, 20, Caller(developer, "developer"), "keyword")
+    finally:
+        if rag is not indexed_system:
+            rag.close()
+    assert [(h.source_type, h.source_id) for h in hits] == [(h.source_type, h.source_id) for h in configured]
     assert len(hits) == min(20, len(expected))
     got = [(f"{h.source_type}#{h.source_id}", h.score) for h in hits]
     for key, value in got:

@@ -4,6 +4,7 @@
 -- that runs after the migrations (Engine.analyse_pending, run by `oracle-rag
 -- migrate` and `bootstrap`) re-analyses them from their stored chunks, with
 -- no embedding. Until it has run, keyword search skips the records.
-DELETE FROM RAG_CHUNK_TERM;
+-- TRUNCATE: RAG_CHUNK_TERM is only the child of its foreign key, so it may be truncated.
+TRUNCATE TABLE RAG_CHUNK_TERM;
 
 UPDATE RAG_CHUNK SET TERM_COUNT = NULL WHERE TERM_COUNT IS NOT NULL;
