@@ -19,6 +19,7 @@ organisational names of ids) is cached per scope for ``VOCABULARY_TTL_S``.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -39,6 +40,7 @@ from .understanding import Condition, QueryParser, Understanding
 from .vocabulary import Vocabulary, build_vocabulary, words
 
 VOCABULARY_TTL_S = 30.0
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class AnswerService:
         self._lock = threading.Lock()
         self._cache: dict[tuple[int, int], tuple[float, Vocabulary, QueryParser]] = {}
         self._labels: tuple[float, dict[str, dict[Any, str]]] | None = None
+        self._indexed = False
 
     def where(self, pred: Predicate) -> Where:
         return Where(self.engine.text(pred.sql), dict(pred.binds))
@@ -112,7 +115,24 @@ class AnswerService:
             self._cache[key] = (now, vocab, parser)
         return parser
 
+    def _index_facets(self) -> None:
+        """Once per process: an index per declared facet on the embedded engine (answers_sql.FACET_INDEX).
+
+        A read-only database or a busy writer leaves it for the next process: answers are the same
+        without it, only slower on large sources."""
+        if self._indexed:
+            return
+        self._indexed = True
+        facets = {f.name: f for d in self.declared for f in d.facets if f.kind in ("enum", "ref", "date")}
+        try:
+            with self.engine.begin() as conn:
+                for name, facet in facets.items():
+                    conn.execute(self.engine.statement(q.facet_index(name, facet_expression(facet))))
+        except sa.exc.SQLAlchemyError as exc:
+            log.info("facet indexes not made now (%s)", type(exc).__name__)
+
     def _load(self, scope: Scope) -> Vocabulary:
+        self._index_facets()
         values: dict[str, set[Any]] = {}
         with self.engine.connect() as conn:
             labels = self._names(conn)
