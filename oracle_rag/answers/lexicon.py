@@ -93,6 +93,8 @@ FINISHED = phrases("finished", "completed", "resolved", "closed", "done", "solve
                    "finalizados", "finish", "finalizar", "terminar", "complete")
 # "No person" of the type's person facet ("unassigned").
 NOBODY = phrases("unassigned", "not assigned", "without an assignee", "without assignee", "nobody", "no one",
+                 "nobody is working on", "no one is working on", "nobody working on", "nobody owns",
+                 "nobody has", "no one has", "nadie trabaja en", "nadie esta trabajando en", "que nadie tiene",
                  "no assignee", "no owner", "without an owner", "without owner",
                  "sin asignar", "no asignadas", "no asignada", "no asignados", "sin responsable", "nadie",
                  "sin dueno", "sin propietario")
