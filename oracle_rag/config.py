@@ -278,7 +278,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 # ORACLE_RAG_* variables that are read, but are not settings: the config file,
 # the local/ scripts' own knobs, and the test suite's (ORACLE_RAG_TEST_*).
-# Password variables are named by the *_env settings and added per call.
+# Variables named by the *_env settings (passwords, keys, the MCP and metrics
+# tokens) are added per call.
 OTHER_ENV = ("ORACLE_RAG_CONFIG", "ORACLE_RAG_BIN", "ORACLE_RAG_MODEL_FILE")
 _TEST_ENV_PREFIX = "ORACLE_RAG_TEST_"
 _warned_env: set[str] = set()
@@ -294,8 +295,9 @@ def _warn_unknown_env(env: Mapping[str, str], values: Mapping[str, Any]) -> None
     """
     settings_env = [ENV_PREFIX + key.upper() for key in SETTINGS]
     known = {*settings_env, *OTHER_ENV}
-    for key in ("db_password_env", "aggregate_db_password_env", "llm_api_key_env"):
-        known.add(str(values.get(key) or getattr(Settings, key, "") or ""))
+    for key in SETTINGS:
+        if key.endswith("_env"):  # names a variable that is read (a password, a key, a token)
+            known.add(str(values.get(key) or getattr(Settings, key, "") or ""))
     for name in env:
         if not name.startswith(ENV_PREFIX) or name in known or name.startswith(_TEST_ENV_PREFIX):
             continue

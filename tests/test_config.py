@@ -340,7 +340,10 @@ def test_variables_that_are_read_do_not_warn(fresh_warnings, caplog) -> None:
 
     env = {"ORACLE_RAG_TOP_K": "3", "ORACLE_RAG_CONFIG": "", "ORACLE_RAG_DB_PASSWORD": "pw",
            "ORACLE_RAG_RO_PASSWORD": "pw", "ORACLE_RAG_TEST_URL": "x", "ORACLE_RAG_MY_KEY": "k",
-           "ORACLE_RAG_LLM_API_KEY_ENV": "ORACLE_RAG_MY_KEY", "ORACLE_RAG_BIN": "b", "OTHER_TOPK": "1"}
+           "ORACLE_RAG_LLM_API_KEY_ENV": "ORACLE_RAG_MY_KEY", "ORACLE_RAG_BIN": "b", "OTHER_TOPK": "1",
+           # `oracle-rag mcp` reads its token from ORACLE_RAG_MCP_TOKEN (issue 25); metrics from the one named
+           "ORACLE_RAG_MCP_TOKEN": "orag_x", "ORACLE_RAG_METRICS_TOKEN_ENV": "ORACLE_RAG_SCRAPE",
+           "ORACLE_RAG_SCRAPE": "s"}
     with caplog.at_level(logging.WARNING, logger="oracle_rag.config"):
         assert load_settings(env=env).top_k == 3
     assert not caplog.records, [r.getMessage() for r in caplog.records]

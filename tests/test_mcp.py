@@ -116,6 +116,9 @@ async def check_scoped_tools(client: Client, rag: Any, token: str) -> None:
                                                  "filters": {"source_types": ["TASK"]}})
     assert {h["source_type"] for h in narrowed.structured_content["hits"]} == {"TASK"}
 
+    edge = await client.call_tool("search", {"query": own.title, "filters": {"project_id": 2**63 - 1}})
+    assert not edge.is_error and edge.structured_content["hits"] == []  # the largest id is a plain filter
+
     mine = await client.call_tool("get_record", {"type": "TASK", "id": str(own.task_id)})
     assert not mine.is_error and mine.structured_content["anchor"] == f"[TASK #{own.task_id}]"
     assert mine.structured_content["content"] == own.content
@@ -138,6 +141,9 @@ async def check_bad_arguments(client: Client) -> None:
     cases = [("search", {"query": "x", "k": 1000}, "k"),
              ("search", {"query": "x", "mode": "fuzzy"}, "mode"),
              ("search", {"query": "x", "filters": {"owner_id": 10}}, "filters.owner_id"),
+             # beyond 64 bits: a validation error, not the driver's OverflowError (issue 25)
+             ("search", {"query": "x", "filters": {"project_id": 2**64}}, "filters.project_id"),
+             ("search", {"query": "x", "filters": {"sprint_id": -(2**70)}}, "filters.sprint_id"),
              ("search", {"query": ""}, "query"),
              ("get_record", {"type": "TASK"}, "id"),
              ("ask", {"question": 42}, "question")]

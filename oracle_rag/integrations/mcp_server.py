@@ -35,6 +35,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any, Literal, cast
 
 import anyio
+import sqlalchemy as sa
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
@@ -52,7 +53,7 @@ from ..chat.chunks import chunk_detail
 from ..chat.citations import snippet
 from ..config import load_settings
 from ..engines import Filters
-from ..errors import AccessError, RagError
+from ..errors import AccessError, RagError, wrap_driver_error
 from ..retriever import MAX_K, Retriever
 from ..system import RagSystem
 from ..web import create_app
@@ -68,12 +69,17 @@ Identity = Callable[[], Awaitable[Caller]]
 
 
 # -- tool schemas -------------------------------------------------------------------
+# An id the databases can store (a signed 64-bit integer): a larger one is a validation error, not a
+# driver's OverflowError.
+ID_MIN, ID_MAX = -(2**63), 2**63 - 1
+
+
 class SearchFilters(BaseModel):
     """Narrowing applied in SQL beside the caller's scope (never widening it)."""
 
     model_config = ConfigDict(extra="forbid")
-    project_id: int | None = Field(default=None, description="Only records of this project.")
-    sprint_id: int | None = Field(default=None, description="Only records of this sprint.")
+    project_id: int | None = Field(default=None, ge=ID_MIN, le=ID_MAX, description="Only records of this project.")
+    sprint_id: int | None = Field(default=None, ge=ID_MIN, le=ID_MAX, description="Only records of this sprint.")
     source_types: list[Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")]] | None = Field(
         default=None, description="Only these record types, e.g. [\"TASK\", \"DOCUMENT\"].")
 
@@ -204,12 +210,22 @@ def _tool_error(exc: RagError) -> ToolError:
 
 
 async def _in_thread(fn: Callable[[], Any]) -> Any:
+    """Run a tool's work off the event loop; what fails becomes a tool error, never a crash with a traceback.
+
+    A driver's exception that reaches here (SQLAlchemy's, or the binding's
+    OverflowError for a number it cannot bind) is reported as the API does:
+    the step and the driver's class and code, without the driver's text.
+    """
     try:
         return await anyio.to_thread.run_sync(fn)
     except AccessError as exc:
         raise _refused(exc.message) from None
     except RagError as exc:
         raise _tool_error(exc) from None
+    except (sa.exc.SQLAlchemyError, OverflowError) as exc:
+        wrapped = wrap_driver_error(exc, "reading the records")
+        log.warning("MCP tool: %s", wrapped.message)
+        raise _tool_error(wrapped) from None
 
 
 def build_server(rag: RagSystem, identity: Identity, *, chat: Chat | None = None,
