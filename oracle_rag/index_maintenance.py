@@ -1,20 +1,22 @@
-"""Maintenance of the search indexes: ``oracle-rag index rebuild | status | optimize``.
+"""Maintenance of the vector index: ``oracle-rag index rebuild | status``.
 
 Why it exists (Oracle): V1 creates the IVF vector index before any row
 exists, and an IVF index's centroids are fixed when it is built, so until a
 rebuild the partitions describe an empty table and approximate search
 loses recall as data arrives and drifts. ``rebuild`` recomputes them from
 the current chunks, ``status`` measures what the index achieves with
-``DBMS_VECTOR.INDEX_ACCURACY_QUERY`` on stored vectors, and ``optimize``
-compacts the Oracle Text index that ``SYNC (ON COMMIT)`` fragments. The
-statements and their sources are in :mod:`oracle_rag.engines.oracle_index_sql`.
+``DBMS_VECTOR.INDEX_ACCURACY_QUERY`` on stored vectors. (Keyword search is
+BM25 over RAG_CHUNK_TERM, plain B-tree tables: the Oracle Text index and its
+``optimize`` command are gone, V9.) The statements and their sources are in
+:mod:`oracle_rag.engines.oracle_index_sql`.
 
 ``bootstrap`` calls :func:`rebuild_if_due`: the first deploy after the first
 backfill rebuilds once (nothing recorded with chunks in RAG_MAINTENANCE),
 and later deploys rebuild again when the table has doubled since.
 Operators run ``oracle-rag index rebuild`` after large loads or
-periodically, and ``index optimize`` daily or weekly
-(``docs/operations-oracle.md``).
+periodically (``docs/operations-oracle.md``). A rebuild that fails in
+``bootstrap`` is reported in its line, not raised: the deploy has migrated
+and loaded the model, and the old index still answers.
 
 The embedded engine keeps an exact in-process index: nothing to rebuild or
 optimise, and its accuracy is 100% by construction.
@@ -33,7 +35,6 @@ from .engines.statements import Sql
 from .errors import DatabaseError, InputError, driver_error_code, wrap_driver_error
 
 VECTOR_REBUILD = "VECTOR_REBUILD"
-TEXT_OPTIMIZE = "TEXT_OPTIMIZE"
 GROWTH_FACTOR = 2.0
 """``bootstrap`` rebuilds again once the table holds this many times the chunks of the last rebuild."""
 
@@ -239,24 +240,3 @@ def status(engine: Engine, *, probes: int = 20, top_k: int = 10) -> IndexStatus:
     except Exception as exc:
         raise wrap_driver_error(exc, "reading the index status") from None
     return out
-
-
-def optimize_text(engine: Engine, *, maxtime_min: int | None = None) -> str:
-    """Compact the Oracle Text index (``CTX_DDL.OPTIMIZE_INDEX`` FULL, at most ``maxtime_min`` minutes)."""
-    if not engine.maintains_indexes:
-        return EMBEDDED
-    if maxtime_min is not None and not 1 <= maxtime_min <= 1440:
-        raise InputError("maxtime must be 1 to 1440 minutes")
-    try:
-        with engine.begin() as conn:
-            chunks = _chunks(engine, conn)
-            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            try:
-                cursor.execute(engine.text(q.TEXT_OPTIMIZE), {"maxtime": maxtime_min})
-            finally:
-                cursor.close()
-            _record(engine, conn, TEXT_OPTIMIZE, chunks)
-    except Exception as exc:
-        raise wrap_driver_error(exc, f"optimising {q.TEXT_INDEX}") from None
-    limit = f", at most {maxtime_min} min" if maxtime_min else ""
-    return f"optimised {q.TEXT_INDEX} (CTX_DDL.OPTIMIZE_INDEX FULL{limit})"

@@ -4,7 +4,12 @@ Files are ``V<n>__<description>.sql`` in ``sql/<engine>/`` (the product's
 tables) and ``sql/<engine>/demo/`` (the reference application). Each applied
 version is recorded in RAG_SCHEMA_HISTORY with the SHA-256 of the file; a
 changed file is refused, because the database no longer matches what the
-file says.
+file says. One exception, declared in the file: a version *retired* because
+a later one undoes it (Oracle V2/V6 created the Oracle Text index that V9
+drops) keeps its number with no statements and lists the checksums of the
+text it replaces (``-- replaces checksum: <sha256>``), so databases that
+applied the old text pass the check and new ones skip the work (and the
+requirement, Oracle Text) entirely.
 
 Oracle commits every DDL statement, so a version that fails half way cannot
 be rolled back. The runner records how many statements of a version have
@@ -29,6 +34,7 @@ from .errors import MigrationError, wrap_driver_error
 from .record_writes import plan_of
 
 _FILE = re.compile(r"^V(\d+)__([A-Za-z0-9_]+)\.sql$")
+_REPLACES = re.compile(r"^--\s*replaces checksum:\s*([0-9a-f]{64})\s*$", re.MULTILINE)
 MIGRATION_SETS = ("rag", "demo")
 
 _SELECT_HISTORY = Sql.both(
@@ -54,6 +60,11 @@ class Migration:
     @property
     def checksum(self) -> str:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def replaced_checksums(self) -> frozenset[str]:
+        """Checksums of earlier texts of a retired version (``-- replaces checksum: ...`` lines)."""
+        return frozenset(_REPLACES.findall(self.text))
 
 
 @dataclass
@@ -139,7 +150,7 @@ class MigrationRunner:
     def _check_checksums(self, history: dict[int, tuple[str, int, bool]]) -> None:
         for m in self.migrations:
             rec = history.get(m.version)
-            if rec and rec[0] != m.checksum:
+            if rec and rec[0] != m.checksum and rec[0] not in m.replaced_checksums:
                 state = "applied" if rec[2] else f"partly applied ({rec[1]} statements)"
                 raise MigrationError(
                     f"{self.migration_set} V{m.version} ({m.path.name}) was {state} with checksum "

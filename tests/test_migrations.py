@@ -86,8 +86,8 @@ def test_fresh_sqlite_file(engine: SqliteEngine, tmp_path: Path) -> None:
     assert report.applied == SQLITE_RAG
     assert report.skipped == [] and report.resumed == []
     tables = _tables(engine)
-    assert {"RAG_CHUNK", "RAG_DIRTY", "RAG_SCHEMA_HISTORY", "RAG_CHUNK_FTS"} <= tables
-    assert {"RAG_CHUNK_FTS_AI", "RAG_CHUNK_FTS_AD", "RAG_CHUNK_FTS_AU"} <= tables
+    assert {"RAG_CHUNK", "RAG_DIRTY", "RAG_SCHEMA_HISTORY", "RAG_CHUNK_TERM"} <= tables
+    assert not {n for n in tables if n.startswith("RAG_CHUNK_FTS")}  # V2's FTS5, dropped by V8: nothing read it
     history = _history(engine)
     runner = MigrationRunner(engine)
     assert [(v, d, done, ok) for v, d, _, done, ok in history[:2]] == [
@@ -251,7 +251,8 @@ def test_dry_run_output_is_a_runnable_sqlite_script(engine: SqliteEngine, tmp_pa
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     finally:
         conn.close()
-    assert {"RAG_CHUNK", "RAG_DIRTY", "RAG_CHUNK_FTS", "RAG_CHUNK_FTS_AU"} <= names
+    assert {"RAG_CHUNK", "RAG_DIRTY", "RAG_CHUNK_TERM"} <= names
+    assert not {n for n in names if n.startswith("RAG_CHUNK_FTS")}
 
 
 def test_dry_run_after_migrate_is_empty(engine: SqliteEngine) -> None:
@@ -269,9 +270,30 @@ def test_oracle_dry_run_when_database_unreachable(tmp_path: Path) -> None:
     assert out.startswith("-- rag V1: rag chunk\n\nCREATE TABLE RAG_CHUNK (")
     assert "ORGANIZATION NEIGHBOR PARTITIONS" in out
     assert "WITH TARGET ACCURACY 90;" in out
-    assert "INDEXTYPE IS CTXSYS.CONTEXT" in out
+    assert "INDEXTYPE IS CTXSYS.CONTEXT" not in out and "CTX_DDL.CREATE_PREFERENCE" not in out  # V2/V6 retired
+    assert "-- rag V9: drop text index" in out
     for statement in _oracle_statements(_settings(tmp_path, database_url=ORACLE_URL), "V1__rag_chunk.sql"):
         assert statement + ";" in out
+
+
+def test_retired_versions_accept_the_text_they_replace(tmp_path: Path) -> None:
+    """Oracle V2/V6 (the Oracle Text index, dropped by V9) run nothing now; a database that applied
+    their earlier text passes the checksum check, any other change is still refused."""
+    pytest.importorskip("oracledb")
+    oracle = OracleEngine(_settings(tmp_path, database_url=ORACLE_URL))
+    try:
+        runner = MigrationRunner(oracle)
+        retired = {m.version: m for m in runner.migrations if m.replaced_checksums}
+        assert sorted(retired) == [2, 6]
+        assert all(runner.statements(m) == [] for m in retired.values())
+        old = {v: (next(iter(m.replaced_checksums)), 1, True) for v, m in retired.items()}
+        runner._check_checksums(old)  # noqa: SLF001 - the check migrate() runs first
+        runner._check_checksums({v: (m.checksum, 0, True) for v, m in retired.items()})  # noqa: SLF001
+        with pytest.raises(MigrationError, match="applied migrations must not change"):
+            runner._check_checksums({2: ("0" * 64, 1, True)})  # noqa: SLF001
+        assert not any(m.replaced_checksums for m in MigrationRunner(oracle).migrations if m.version not in (2, 6))
+    finally:
+        oracle.dispose()
 
 
 # -- resume after half-failure (engines whose DDL commits as it goes) -------------------

@@ -92,12 +92,6 @@ EXCEPTIONS: tuple[ParserException, ...] = (
         "control",
     ),
     ParserException(
-        "Oracle Text INDEXTYPE IS",
-        re.compile(r"\s+INDEXTYPE\s+IS\s+CTXSYS\.CONTEXT(?:\s+PARAMETERS\s*\(\s*'[^']*'\s*\))?(?=\s*$)", _FLAGS),
-        "",
-        "sqlfluff parses CREATE INDEX but not the domain-index clause INDEXTYPE IS ... PARAMETERS (...).",
-    ),
-    ParserException(
         "FETCH APPROX / FETCH EXACT",
         re.compile(
             r"((?:ORDER\s+BY\s+VECTOR_DISTANCE\([^;]*?\)"

@@ -118,6 +118,7 @@ def test_sqlite_engine_refuses_model_loads(sqlite_engine: SqliteEngine, tmp_path
 def test_cli_model_load_on_sqlite_exits_2(tmp_path: Path, empty_config: Path) -> None:
     model = tmp_path / "m.onnx"
     model.write_bytes(b"onnx")
+    assert _cli(["migrate"], tmp_path, empty_config).exit_code == 0  # a database to refuse the load on
     res = _cli(["model", "load", "--file", str(model)], tmp_path, empty_config)
     assert res.exit_code == 2
     assert "the embedded engine runs the model in-process; use `oracle-rag model build`" in res.output

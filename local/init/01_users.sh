@@ -19,8 +19,8 @@
 #     default tablespace USERS with unlimited quota. Never SYS or SYSTEM: their objects live
 #     in the SYSTEM tablespace, which is not ASSM, and a vector index there fails with
 #     ORA-51963. Grants: CREATE SESSION, TABLE, VIEW, SEQUENCE, PROCEDURE, TRIGGER and MINING
-#     MODEL (ONNX models), CTXAPP and EXECUTE ON CTXSYS.CTX_DDL (Oracle Text), EXECUTE ON
-#     SYS.DBMS_VECTOR (granted here as SYS: SYSTEM cannot grant on SYS's packages, ORA-01031),
+#     MODEL (ONNX models), EXECUTE ON SYS.DBMS_VECTOR (granted here as SYS: SYSTEM cannot
+#     grant on SYS's packages, ORA-01031),
 #     and DB_DEVELOPER_ROLE (what the image grants anyway; appropriate for a
 #     development database, see docs/operations-oracle.md for a least-privilege production
 #     list). Explicit grants matter because roles do not apply inside definer-rights PL/SQL.
@@ -91,12 +91,6 @@ DECLARE
     RETURN k > 0;
   END;
 BEGIN
-  -- The -slim images uninstall Oracle Text; keyword and hybrid search need it.
-  IF NOT user_exists('CTXSYS') THEN
-    RAISE_APPLICATION_ERROR(-20001,
-      'Oracle Text (CTXSYS) is missing: use a non-slim image such as gvenzl/oracle-free:23.26.3-faststart');
-  END IF;
-
   -- Application user. The image normally created it already (APP_USER).
   IF NOT user_exists(c_app) THEN
     run('CREATE USER ' || c_app || ' IDENTIFIED BY "' || c_app_pw || '"');
@@ -108,11 +102,10 @@ BEGIN
       FROM TABLE(sys.odcivarchar2list(
              'CREATE SESSION', 'CREATE TABLE', 'CREATE VIEW', 'CREATE SEQUENCE',
              'CREATE PROCEDURE', 'CREATE TRIGGER', 'CREATE MINING MODEL',
-             'CTXAPP', 'DB_DEVELOPER_ROLE'))
+             'DB_DEVELOPER_ROLE'))
   ) LOOP
     run('GRANT ' || g.priv || ' TO ' || c_app);
   END LOOP;
-  run('GRANT EXECUTE ON CTXSYS.CTX_DDL TO ' || c_app);
   run('GRANT EXECUTE ON SYS.DBMS_VECTOR TO ' || c_app);
 
   -- Server-side model loads: DBMS_VECTOR.LOAD_ONNX_MODEL('ONNX_MODELS', 'all-MiniLM-L6-v2.onnx', ...).

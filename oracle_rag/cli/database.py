@@ -1,7 +1,7 @@
 """CLI commands for the database: ``migrate``, ``bootstrap``, ``model build|load|status``, ``index``.
 
 ``model load`` and ``bootstrap`` both call :mod:`oracle_rag.provision`;
-``index rebuild|status|optimize`` calls :mod:`oracle_rag.index_maintenance`.
+``index rebuild|status`` calls :mod:`oracle_rag.index_maintenance`.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def model_status(rag: RagSystem, as_json: bool) -> None:
 
 @click.group("index")
 def index() -> None:
-    """Maintain the search indexes (Oracle: the IVF vector index and the Oracle Text index)."""
+    """Maintain the vector index (Oracle); the embedded engine's in-process index needs nothing."""
 
 
 @index.command("rebuild")
@@ -154,12 +154,3 @@ def index_status(rag: RagSystem, probes: int, top_k: int, as_json: bool) -> None
         return
     for line in result.lines():
         click.echo(line)
-
-
-@index.command("optimize")
-@click.option("--maxtime", type=click.IntRange(1, 1440), default=None,
-              help="Stop after this many minutes (CTX_DDL.OPTIMIZE_INDEX maxtime); default: until done.")
-@pass_system
-def index_optimize(rag: RagSystem, maxtime: int | None) -> None:
-    """Compact the Oracle Text index (fragmented by SYNC ON COMMIT); run daily or weekly."""
-    click.echo(index_maintenance.optimize_text(rag.engine, maxtime_min=maxtime))

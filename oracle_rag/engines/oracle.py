@@ -93,7 +93,7 @@ class OracleEngine(Engine):
     transactional_ddl = False  # Oracle commits each DDL statement implicitly
     loads_models = True
     clob_binds = True
-    maintains_indexes = True  # the IVF vector index and the Oracle Text index
+    maintains_indexes = True  # the vector index (IVF centroids fixed at build time)
     ddl_compile_warnings = True  # CREATE TRIGGER with errors: DPY-7000 warning, USER_ERRORS rows
 
     def __init__(self, settings: Settings) -> None:

@@ -1,4 +1,4 @@
-"""Statements that maintain the two search indexes on Oracle (``oracle-rag index ...``).
+"""Statements that maintain the vector index on Oracle (``oracle-rag index ...``).
 
 * The vector index (``RAG_CHUNK_VEC_IX``, V1). An IVF index computes its
   centroids when it is built, and V1 builds it on an empty table, so the first
@@ -20,10 +20,6 @@
   query vector with the exact top-k ("Accuracy achieved (100%) is 10% higher
   than the Target Accuracy requested (90%)"). Stored chunk vectors are the
   query vectors, so the measure is about the data actually indexed.
-* The Oracle Text index: ``SYNC (ON COMMIT)`` syncs on every worker commit,
-  which fragments a CONTEXT index (Text Application Developer's Guide,
-  "Optimizing the Index"); ``CTX_DDL.OPTIMIZE_INDEX(..., 'FULL', maxtime)``
-  compacts it and removes deleted rows.
 * ``RAG_MAINTENANCE`` (V7) records when each maintenance ran and on how many
   chunks, so ``bootstrap`` knows whether the vector index was ever rebuilt
   with data in the table.
@@ -36,12 +32,10 @@ from __future__ import annotations
 from .statements import Sql
 
 VECTOR_INDEX = "RAG_CHUNK_VEC_IX"
-TEXT_INDEX = "RAG_CHUNK_TEXT_IX"
 
 INDEX_INFO = Sql(oracle="""SELECT INDEX_NAME, INDEX_TYPE, INDEX_SUBTYPE, STATUS
 FROM USER_INDEXES
-WHERE INDEX_NAME IN ('RAG_CHUNK_VEC_IX', 'RAG_CHUNK_TEXT_IX')
-ORDER BY INDEX_NAME""")
+WHERE INDEX_NAME = 'RAG_CHUNK_VEC_IX'""")
 
 CHUNK_COUNT = Sql(oracle="SELECT COUNT(*) FROM RAG_CHUNK")
 
@@ -83,10 +77,6 @@ ACCURACY_QUERY = Sql(oracle="""BEGIN
     qv              => :qv,
     top_k           => :k,
     target_accuracy => :target);
-END;""")
-
-TEXT_OPTIMIZE = Sql(oracle="""BEGIN
-  CTX_DDL.OPTIMIZE_INDEX(idx_name => 'RAG_CHUNK_TEXT_IX', optlevel => 'FULL', maxtime => :maxtime);
 END;""")
 
 LAST_MAINTENANCE = Sql(oracle="SELECT DONE_AT, CHUNKS FROM RAG_MAINTENANCE WHERE TASK = :task")

@@ -272,7 +272,7 @@ def test_accented_terms_match_either_way(oracle_system, query: str) -> None:  # 
     assert [(h.source_type, h.source_id) for h in found] == [("PROJECT", "9002")], query
 
 
-# -- 4 and 13. the vector index is rebuilt on data; accuracy measured; text index optimised -------
+# -- 4 and 13. the vector index is rebuilt on data; accuracy measured ----------------------------
 
 
 def test_bootstrap_rebuilds_the_vector_index_once_after_the_first_backfill(oracle_system) -> None:  # type: ignore[no-untyped-def]
@@ -300,7 +300,7 @@ def test_bootstrap_rebuilds_the_vector_index_once_after_the_first_backfill(oracl
         assert len(engine.semantic_search(conn, "login timeout", 5, Scope(3, True), Filters())) == 5
 
 
-def test_index_rebuild_and_optimize_commands(oracle_system, oracle_target: OracleTarget, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_index_rebuild_and_status_commands(oracle_system, oracle_target: OracleTarget, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from click.testing import CliRunner
 
     from oracle_rag.cli import main
@@ -312,7 +312,8 @@ def test_index_rebuild_and_optimize_commands(oracle_system, oracle_target: Oracl
     runner = CliRunner()
     res = runner.invoke(main, ["index", "rebuild"], env=env)
     assert res.exit_code == 0 and res.output.startswith("rebuilt RAG_CHUNK_VEC_IX on "), res.output
-    res = runner.invoke(main, ["index", "optimize", "--maxtime", "5"], env=env)
-    assert res.exit_code == 0 and "CTX_DDL.OPTIMIZE_INDEX FULL" in res.output, res.output
     res = runner.invoke(main, ["index", "status", "--probes", "3"], env=env)
-    assert res.exit_code == 0 and "RAG_CHUNK_TEXT_IX: DOMAIN" in res.output and "accuracy (" in res.output, res.output
+    assert res.exit_code == 0 and "RAG_CHUNK_VEC_IX: VECTOR" in res.output and "accuracy (" in res.output, res.output
+    assert "RAG_CHUNK_TEXT_IX" not in res.output  # V9 dropped the Oracle Text index
+    with oracle_system.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT COUNT(*) FROM USER_INDEXES WHERE INDEX_TYPE = 'DOMAIN'")).scalar_one() == 0

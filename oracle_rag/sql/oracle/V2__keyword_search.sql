@@ -1,8 +1,7 @@
--- V2: keyword search with Oracle Text over RAG_CHUNK.CONTENT.
--- SYNC (ON COMMIT) makes a committed chunk searchable by keyword without a
--- separate CTX_DDL.SYNC_INDEX job. Needs Oracle Text (not in -slim images)
--- and the CTXAPP role.
-
-CREATE INDEX RAG_CHUNK_TEXT_IX ON RAG_CHUNK (CONTENT)
-  INDEXTYPE IS CTXSYS.CONTEXT
-  PARAMETERS ('SYNC (ON COMMIT)');
+-- V2 (retired): created the Oracle Text index RAG_CHUNK_TEXT_IX (INDEXTYPE IS CTXSYS.CONTEXT,
+-- SYNC (ON COMMIT)) for keyword search. Keyword search has been BM25 over RAG_CHUNK_TERM (V5)
+-- since then and nothing reads that index (no CONTAINS left), while it synced on every worker
+-- commit and required Oracle Text (CTXAPP, no -slim image). V9 drops it where it exists; a new
+-- database never creates it. This version keeps its number and runs nothing; the runner accepts
+-- a database that applied the earlier text (migrations.py, "retired" versions):
+-- replaces checksum: c08055caaeb7f162193ab713ff960fd9918d6b5a3c69f35c2a9873a7bc88567a
