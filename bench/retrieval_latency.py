@@ -78,8 +78,8 @@ from oracle_rag.system import RagSystem  # noqa: E402
 
 DIM = 384
 K = 8
-MANAGER = Caller(3, "manager", "bench manager")
-DEVELOPER = Caller(9, "developer", "bench developer")
+MANAGER = Caller(3, "manager", name="bench manager")
+DEVELOPER = Caller(9, "developer", name="bench developer")
 DEVELOPERS = list(range(9, 41))
 
 # -- bench-local statements ------------------------------------------------------

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from .caller import Caller, load_caller
+from .access import load_caller
+from .caller import Caller
 from .chat import chat_sql as q
 from .engines import Engine
 from .errors import InputError, NotFoundError
@@ -93,7 +94,7 @@ def create_token(engine: Engine, employee_id: int, *, expires_days: float | None
     digest = hash_token(token)
     with engine.begin_exclusive() as conn:
         if check_employee:
-            load_caller(conn, int(employee_id))  # NotFoundError for an unknown employee
+            load_caller(conn, int(employee_id), engine)  # NotFoundError for an unknown employee
         conn.execute(engine.statement(q.INSERT_TOKEN),
                      {"token_hash": digest, "employee_id": int(employee_id), "label": label,
                       "expires_days": days})
@@ -115,7 +116,7 @@ def caller_for_token(conn: sa.Connection, engine: Engine, token: str) -> Caller 
     if employee_id is None:
         return None
     try:
-        return load_caller(conn, employee_id)
+        return load_caller(conn, employee_id, engine)
     except NotFoundError:
         return None  # the employee was deleted after the token was issued
 

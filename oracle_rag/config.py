@@ -61,6 +61,32 @@ def _env_var_name(value: Any) -> str | None:
     return None if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(value)) else "an environment variable name"
 
 
+def _roles_list(value: Any) -> str | None:
+    roles = [r.strip() for r in str(value).split(",")]
+    if any(not r or len(r) > 64 for r in roles):
+        return "comma-separated role names (1 to 64 characters each)"
+    return None
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$", re.IGNORECASE)
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0}
+
+
+def duration_seconds(value: Any) -> float | None:
+    """``30s`` / ``5m`` / ``1h`` / ``30d`` / a bare number of seconds, in seconds; None if unreadable."""
+    match = _DURATION.match(str(value))
+    if match is None:
+        return None
+    return float(match.group(1)) * _DURATION_UNITS[(match.group(2) or "s").lower()]
+
+
+def _duration(value: Any, lo: float, hi: float) -> str | None:
+    seconds = duration_seconds(value)
+    if seconds is None or not lo <= seconds <= hi:
+        return f"a duration between {lo:g}s and {hi:g}s written as 30s, 5m, 1h, 30d or seconds"
+    return None
+
+
 @dataclass(frozen=True)
 class Settings:
     """Validated configuration; build it with :func:`load_settings`.
@@ -135,6 +161,15 @@ class Settings:
     tracing_service_name: str = setting("oracle-rag", help='the service.name resource attribute')
     tracing_capture_content: bool = setting(False,
                                             help='also put questions, prompts, answers and guarded SQL text in spans')
+    see_all_roles: str = setting("manager,admin", check=lambda v: _roles_list(v),
+                                 help='[access] roles that read every record (comma-separated; TOML: a list); docs/access.md')
+    access_roles_query: str | None = setting(None, help="[access] roles_query: SELECT (employee id, role) pairs, read on the read-only session SQL sources use; unset: EMPLOYEE.ROLE when that table exists")
+    access_groups_query: str | None = setting(None, help="[access] groups_query: SELECT (employee id, group) pairs, read like roles_query; unset: callers have no groups")
+    access_refresh: str = setting("5m", check=lambda v: _duration(v, 1.0, 86_400.0),
+                                  help='[access] refresh: how long roles and groups read by the queries are kept before being read again')
+    audit_questions: bool = setting(False, help='[access] also store the question text in the audit trail (oracle-rag audit)')
+    audit_retention: str = setting("30d", check=lambda v: _duration(v, 3600.0, 3650 * 86_400.0),
+                                   help='[access] audit rows older than this are pruned by the background services')
     sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
@@ -286,6 +321,31 @@ _warned_env: set[str] = set()
 log = logging.getLogger("oracle_rag.config")
 
 
+# The [access] table's keys and the settings they set (docs/access.md).
+ACCESS_KEYS = {"see_all_roles": "see_all_roles", "roles_query": "access_roles_query",
+               "groups_query": "access_groups_query", "refresh": "access_refresh",
+               "audit_questions": "audit_questions", "audit_retention": "audit_retention"}
+
+
+def _access_table(table: Any, path: Path) -> dict[str, Any]:
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise ConfigurationError(f"{path}: [access] must be a table", key="access")
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in ACCESS_KEYS:
+            raise ConfigurationError(f"{path}: [access] unknown key {key!r}; known keys: {', '.join(ACCESS_KEYS)}",
+                                     key=f"access.{key}")
+        if key == "see_all_roles" and isinstance(value, list):
+            if not all(isinstance(v, str) for v in value):
+                raise ConfigurationError(f"{path}: [access] see_all_roles: a list of role names",
+                                         key="access.see_all_roles")
+            value = ",".join(value)
+        out[ACCESS_KEYS[key]] = value
+    return out
+
+
 def _warn_unknown_env(env: Mapping[str, str], values: Mapping[str, Any]) -> None:
     """Warn (once per process) about an ORACLE_RAG_* variable that nothing reads.
 
@@ -336,6 +396,7 @@ def load_settings(
         section = data.pop("oracle_rag", {})
         sources = data.pop("sources", {})
         data.update(section)
+        data.update(_access_table(data.pop("access", None), cfg_path))
         for key, value in data.items():
             if key not in SETTINGS:
                 raise ConfigurationError(

@@ -68,7 +68,7 @@ MAX_ID_CHARS = 256  # RAG_CHUNK.SOURCE_ID is VARCHAR2(256 CHAR) on Oracle
 # The evaluating identity: a developer with no tasks. Documents carry no
 # owner and are not TASK rows, so the scope predicate lets every caller see
 # them; searching as the least privileged role proves exactly that.
-EVAL_CALLER = Caller(employee_id=0, role="developer", name="evaluation")
+EVAL_CALLER = Caller(employee_id=0, roles=("developer",), name="evaluation")
 
 
 # -- metrics (pure) -----------------------------------------------------------

@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from .bm25 import Analysis
-from .engines import Engine, StoredRecord, facets_json
+from .engines import Engine, RecordAccess, StoredRecord, facets_json
 from .errors import SourceLoadingError
 from .record_writes import RecordWrite, plan_of, record_write, write_records
 from .sources import SourceRegistry
+from .sources.access import record_access
 
 
 @dataclass
@@ -52,7 +53,7 @@ class IndexResult:
 
 
 Key = tuple[str, str]  # (registered source type, source id)
-Rescope = tuple[str, str, int | None, int | None, int | None, str]
+Rescope = tuple[str, str, int | None, int | None, int | None, str, RecordAccess]
 
 
 @dataclass
@@ -164,18 +165,19 @@ class Indexer:
         stored = self.engine.read_chunk_state(conn, source_type, list(docs))
         for doc in docs.values():
             facets = facets_json(doc.facets)
+            access = record_access(source.access, doc.owner_id, doc.groups)
             record = record_write(self.plan_settings, doc.source_type, doc.source_id, doc.content,
                                   owner_id=doc.owner_id, project_id=doc.project_id, sprint_id=doc.sprint_id,
-                                  facets=facets)
+                                  facets=facets, access=access)
             old = stored.get(doc.source_id)
             plan.stored[(source_type, doc.source_id)] = old
             if old is None or old.content_hash != record.record_hash:
                 plan.changed.append(record)
                 continue
-            # Same text: no embedding. An owner/project/sprint/facet change
+            # Same text: no embedding. An owner/project/sprint/facet/access change
             # rewrites those columns on every chunk (the access scope must
-            # follow the new owner); a row from before BM25 gets its analysis.
-            scope = (doc.owner_id, doc.project_id, doc.sprint_id, facets)
+            # follow the new owner or groups); a row from before BM25 gets its analysis.
+            scope = (doc.owner_id, doc.project_id, doc.sprint_id, facets, access)
             if old.scope != scope:
                 plan.rescope.append((doc.source_type, doc.source_id, *scope))
             if not old.analysed and record.chunks[0].analysis is not None:

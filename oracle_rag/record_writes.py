@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from .bm25 import analyze_record
 from .chunking import ChunkPlan
-from .engines import ChunkWrite, Engine, content_hash
+from .engines import ChunkWrite, Engine, RecordAccess, content_hash
 
 
 @dataclass(frozen=True)
@@ -38,13 +38,14 @@ def record_hash(text: str, pieces: int, plan: ChunkPlan) -> str:
 
 
 def record_write(plan: ChunkPlan, source_type: str, source_id: str, text: str, *, owner_id: int | None = None,
-                 project_id: int | None = None, sprint_id: int | None = None, facets: str = "{}") -> RecordWrite:
+                 project_id: int | None = None, sprint_id: int | None = None, facets: str = "{}",
+                 access: RecordAccess | None = None) -> RecordWrite:
     parts = plan.split(text)
     digest = record_hash(text, len(parts), plan)
     analysis = analyze_record(text)
     chunks = tuple(
         ChunkWrite(source_type, source_id, part, digest, owner_id, project_id, sprint_id, chunk_no=n,
-                   facets=facets, analysis=analysis if n == 0 else None)
+                   facets=facets, analysis=analysis if n == 0 else None, access=access)
         for n, part in enumerate(parts))
     return RecordWrite(source_type, source_id, digest, chunks)
 

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 from chat_helpers import DEV_A, MANAGER
 
-from oracle_rag.caller import load_caller
+from oracle_rag.access import load_caller
 from oracle_rag.chat import Chat
 from oracle_rag.errors import ConfigurationError
 from oracle_rag.sources import SqlSource

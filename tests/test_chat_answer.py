@@ -8,7 +8,8 @@ import pytest
 from chat_helpers import DEV_A, DEV_B, MANAGER, task_chunks_of, visible_to
 from llm_server import Reply, ScriptedLLM
 
-from oracle_rag.caller import Caller, load_caller
+from oracle_rag.access import load_caller
+from oracle_rag.caller import Caller
 from oracle_rag.chat import Chat, LLMClient
 from oracle_rag.chat.answer import EXTRACTIVE_HEADER, NOTHING_FOUND
 from oracle_rag.errors import AccessError, InputError, LLMError, NotFoundError

@@ -47,7 +47,7 @@ def test_both_engines_have_the_same_statements_and_binds() -> None:
 def test_chunk_detail_uses_the_search_scope_predicate() -> None:
     assert chat_sql.GET_CHUNK.oracle and chat_sql.GET_CHUNK.oracle.endswith(engine_sql.SCOPE)
     assert chat_sql.GET_CHUNK.sqlite and chat_sql.GET_CHUNK.sqlite.endswith(engine_sql.SCOPE)
-    assert {"see_all", "caller_id", "source_type", "source_id"} == _binds(chat_sql.GET_CHUNK.oracle)
+    assert {"see_all", "caller_id", "access_groups", "source_type", "source_id"} == _binds(chat_sql.GET_CHUNK.oracle)
 
 
 def test_oracle_statements_parse_as_their_kind() -> None:

@@ -18,8 +18,9 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from oracle_rag.access import load_caller
 from oracle_rag.bm25 import query_terms
-from oracle_rag.caller import Caller, load_caller
+from oracle_rag.caller import Caller
 from oracle_rag.config import load_settings
 from oracle_rag.engines import Filters, Hit
 from oracle_rag.errors import AccessError, InputError
@@ -332,9 +333,15 @@ def test_non_string_query_is_an_input_error(demo, retriever):
         retriever.search(b"invoice", 8, demo.callers[9])  # type: ignore[arg-type]
 
 
-def test_a_caller_with_a_forged_role_cannot_be_built():
+def test_a_role_outside_see_all_roles_sees_only_its_own():
+    """Roles are the deployment's (issue 23): any name is a role, and only see_all_roles read everything."""
+    assert not Caller(9, "superuser").sees_all
+    assert Caller(9, "superuser", see_all_roles=("superuser",)).sees_all
+    for bad in ("", " ", "x" * 65, "a\nb"):
+        with pytest.raises(AccessError):
+            Caller(9, bad)
     with pytest.raises(AccessError):
-        Caller(9, "superuser")
+        Caller(True, "manager")  # type: ignore[arg-type]
 
 
 def test_stats_and_hybrid_fetch_depth(demo, retriever):

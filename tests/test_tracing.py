@@ -146,7 +146,7 @@ def test_span_tree_of_one_chat_request(demo_rag, exporter) -> None:
 
 
 def test_a_structured_answer_has_its_sql_span(demo_rag, exporter) -> None:
-    from oracle_rag.caller import load_caller
+    from oracle_rag.access import load_caller
     from oracle_rag.chat import Chat
 
     with demo_rag.engine.connect() as conn:

@@ -23,10 +23,13 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oracle_rag.caller import Caller, load_caller
+from oracle_rag.access import load_caller
+from oracle_rag.caller import Caller
 from oracle_rag.config import load_settings
 from oracle_rag.engines import ChunkWrite, Filters, Scope, content_hash
 from oracle_rag.engines.vector_cache import NULL
+from oracle_rag.sources.access import record_access
+from oracle_rag.sources.reference import TaskSource
 from oracle_rag.system import RagSystem
 
 REPO = Path(__file__).resolve().parent.parent
@@ -148,7 +151,7 @@ def test_candidates_keep_near_ties(systems):
 # -- keeping in step with other processes ----------------------------------------------
 def test_writes_from_another_process_are_seen(fresh):
     d, cached, scan = fresh
-    dev = Caller(12, "developer", "dev")
+    dev = Caller(12, "developer", name="dev")
     with cached.engine.connect() as conn:
         owned = [int(r[0]) for r in conn.execute(sa.text(
             "SELECT TASK_ID FROM TASK WHERE ASSIGNEE_ID = 12 ORDER BY TASK_ID"))]
@@ -195,7 +198,7 @@ def test_writes_from_another_process_are_seen(fresh):
         assert all(h.owner_id == 12 or (h.owner_id is None and h.source_type != "TASK") for h in got)
     assert search(cached, "zebra xylophone purple report", 1, dev)[0].source_id == "90001"
     # the manager sees the moved task, now owned by 13, with its new owner
-    top = search(cached, moved_text, 1, Caller(3, "manager", "m"))[0]
+    top = search(cached, moved_text, 1, Caller(3, "manager", name="m"))[0]
     assert (top.source_id, top.owner_id) == (str(owned[0]), 13)
     assert cache.full_loads == 1 and cache.position > position and cache.delta_rows >= 3
     assert cached.engine.cache_fallbacks == 0
@@ -203,7 +206,7 @@ def test_writes_from_another_process_are_seen(fresh):
 
 def test_pruned_log_gap_forces_a_full_reload(fresh):
     d, cached, scan = fresh
-    dev = Caller(12, "developer", "dev")
+    dev = Caller(12, "developer", name="dev")
     search(cached, "login timeout", 8, dev)
     cache = cached.engine.vector_cache()
     assert cache.full_loads == 1
@@ -212,7 +215,7 @@ def test_pruned_log_gap_forces_a_full_reload(fresh):
     run_other_process(d, """
         from oracle_rag.engines import engine_sql
         with rag.engine.begin() as conn:
-            conn.execute(sa.text("UPDATE RAG_CHUNK SET OWNER_ID = 14 WHERE OWNER_ID = 12"))
+            conn.execute(sa.text("UPDATE RAG_CHUNK SET OWNER_ID = 14, ACCESS_OWNER = 14 WHERE OWNER_ID = 12"))
             conn.execute(rag.engine.statement(engine_sql.PRUNE_CHUNK_LOG), {"keep": 1})
             assert conn.execute(sa.text("SELECT COUNT(*) FROM RAG_CHUNK_LOG")).scalar() == 1
     """)
@@ -223,7 +226,7 @@ def test_pruned_log_gap_forces_a_full_reload(fresh):
     # An emptied log: sqlite_sequence still says we are behind.
     run_other_process(d, """
         with rag.engine.begin() as conn:
-            conn.execute(sa.text("UPDATE RAG_CHUNK SET OWNER_ID = 12 WHERE OWNER_ID = 14"))
+            conn.execute(sa.text("UPDATE RAG_CHUNK SET OWNER_ID = 12, ACCESS_OWNER = 12 WHERE OWNER_ID = 14"))
             conn.execute(sa.text("DELETE FROM RAG_CHUNK_LOG"))
     """)
     got = search(cached, "login timeout", 8, dev)
@@ -249,7 +252,7 @@ def test_engine_writes_prune_the_log(fresh):
 def test_rolled_back_write_leaves_no_log_row(fresh):
     d, cached, scan = fresh
     engine = cached.engine
-    manager = Caller(3, "manager", "m")
+    manager = Caller(3, "manager", name="m")
     search(cached, "quokka", 4, manager)
     with engine.connect() as conn:
         before = (conn.execute(LOG_ROWS).scalar(), conn.execute(LOG_SEQ).scalar())
@@ -273,7 +276,7 @@ def test_rolled_back_write_leaves_no_log_row(fresh):
 # -- scope stays in SQL ---------------------------------------------------------------
 def test_corrupt_owner_mask_never_leaks_a_foreign_task(fresh):
     d, cached, scan = fresh
-    dev = Caller(12, "developer", "dev")
+    dev = Caller(12, "developer", name="dev")
     with cached.engine.connect() as conn:
         foreign = conn.execute(sa.text(
             "SELECT CHUNK_ID, CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND OWNER_ID = 20 "
@@ -283,13 +286,13 @@ def test_corrupt_owner_mask_never_leaks_a_foreign_task(fresh):
     search(cached, "warm up", 1, dev)
     cache = cached.engine.vector_cache()
     for chunk_id, _ in foreign:  # the cache now wrongly believes developer 12 owns them
-        cache._owner[cache._slot[int(chunk_id)]] = 12
+        cache._access.owner[cache._slot[int(chunk_id)]] = 12
     got = search(cached, foreign[0][1], 8, dev)
     assert cached.engine.cache_fallbacks == 1  # SQL dropped the foreign candidates...
     assert_same(got, want)  # ...and the scan gave the k correct rows
     assert {int(c) for c, _ in foreign}.isdisjoint(h.chunk_id for h in got)
     # the rejected candidate was re-read: the next search is answered by the cache
-    assert cache._owner[cache._slot[int(foreign[0][0])]] == 20
+    assert cache._access.owner[cache._slot[int(foreign[0][0])]] == 20
     assert_same(search(cached, foreign[0][1], 8, dev), want)
     assert cached.engine.cache_fallbacks == 1
     # the other corrupted rows: found as candidates by their own text, dropped by SQL
@@ -298,22 +301,24 @@ def test_corrupt_owner_mask_never_leaks_a_foreign_task(fresh):
         assert int(chunk_id) not in {h.chunk_id for h in got}
         assert_same(got, search(scan, text, 8, dev))
     # each was re-read by the fallback that rejected it (or an earlier one)
-    assert all(cache._owner[cache._slot[int(c)]] == 20 for c, _ in foreign)
+    assert all(cache._access.owner[cache._slot[int(c)]] == 20 for c, _ in foreign)
     assert cached.engine.cache_fallbacks <= 3
 
 
 def test_null_owner_task_is_for_managers_only(fresh):
     d, cached, scan = fresh
     with cached.engine.begin() as conn:
+        # written as the TASK source writes an unassigned task: its policy (owner, missing: hidden)
+        access = record_access(TaskSource.access, None)
         cached.engine.upsert_chunks(conn, [ChunkWrite("TASK", "77777", "unassigned wombat migration",
-                                                      content_hash("unassigned wombat migration"))])
-    dev, manager = Caller(12, "developer", "dev"), Caller(3, "manager", "m")
+                                                      content_hash("unassigned wombat migration"), access=access)])
+    dev, manager = Caller(12, "developer", name="dev"), Caller(3, "manager", name="m")
     assert "77777" not in {h.source_id for h in search(cached, "unassigned wombat migration", 8, dev)}
     assert search(cached, "unassigned wombat migration", 1, manager)[0].source_id == "77777"
     cache = cached.engine.vector_cache()
     with cached.engine.connect() as conn:
         chunk_id = conn.execute(sa.text("SELECT CHUNK_ID FROM RAG_CHUNK WHERE SOURCE_ID = '77777'")).scalar_one()
-    assert cache._owner[cache._slot[chunk_id]] == NULL
+    assert cache._owner[cache._slot[chunk_id]] == NULL and cache._access.owner[cache._slot[chunk_id]] == NULL
 
 
 def test_database_without_the_log_falls_back_to_the_scan(fresh):
@@ -322,7 +327,7 @@ def test_database_without_the_log_falls_back_to_the_scan(fresh):
         for name in ("RAG_CHUNK_LOG_AI", "RAG_CHUNK_LOG_AU", "RAG_CHUNK_LOG_AD"):
             conn.execute(sa.text(f"DROP TRIGGER {name}"))
         conn.execute(sa.text("DROP TABLE RAG_CHUNK_LOG"))
-    dev = Caller(12, "developer", "dev")
+    dev = Caller(12, "developer", name="dev")
     got = search(cached, "payment retry", 8, dev)
     assert cached.engine.vector_cache().unusable and len(got) == 8
     assert_same(got, search(scan, "payment retry", 8, dev))

@@ -228,7 +228,7 @@ def test_unexpected_failures_are_a_json_500(demo_rag) -> None:
 def test_custom_caller_loader(demo_rag) -> None:
     from oracle_rag.caller import Caller
 
-    web = make_web(demo_rag, ORACLE_RAG_CALLER_LOADER=lambda req: Caller(MANAGER, "manager", "Host User")
+    web = make_web(demo_rag, ORACLE_RAG_CALLER_LOADER=lambda req: Caller(MANAGER, "manager", name="Host User")
                    if req.headers.get("X-Host-Session") == "valid" else None)
     assert web.client.get("/api/me", headers={"X-Host-Session": "valid"}).get_json()["name"] == "Host User"
     assert_json_error(web.client.get("/api/me", headers=web.as_(DEV_A)), 401, "ACCESS")

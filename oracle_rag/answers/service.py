@@ -42,6 +42,8 @@ from .vocabulary import Vocabulary, build_vocabulary, words
 VOCABULARY_TTL_S = 30.0
 log = logging.getLogger(__name__)
 
+log = logging.getLogger("oracle_rag.answers")
+
 
 @dataclass(frozen=True)
 class Record:
@@ -92,7 +94,7 @@ class AnswerService:
         self.list_limit = list_limit
         self.ttl_s = ttl_s
         self._lock = threading.Lock()
-        self._cache: dict[tuple[int, int], tuple[float, Vocabulary, QueryParser]] = {}
+        self._cache: dict[Scope, tuple[float, Vocabulary, QueryParser]] = {}
         self._labels: tuple[float, dict[str, dict[Any, str]]] | None = None
         self._indexed = False
 
@@ -101,7 +103,8 @@ class AnswerService:
 
     # -- vocabulary ----------------------------------------------------------------------
     def parser(self, scope: Scope) -> QueryParser:
-        key = (scope.caller_id if not scope.see_all else -1, 1 if scope.see_all else 0)
+        # One vocabulary per visible set: see-all callers share one; others differ by id and groups.
+        key = Scope(-1, True) if scope.see_all else scope
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get(key)
@@ -152,7 +155,15 @@ class AnswerService:
         labels: dict[str, dict[Any, str]] = {}
         for d in self.declared:
             if d.labels is not None:
-                for facet, names in d.labels(conn).items():
+                try:
+                    found = d.labels(conn)
+                except sa.exc.DBAPIError as exc:
+                    # A registered source whose tables this deployment lacks (the reference sources in a
+                    # deployment without EMPLOYEE/PROJECT/SPRINT): its values go unnamed, answers still work.
+                    log.warning("names for %s facets unavailable [%s]", d.source_type, type(exc.orig).__name__)
+                    conn.rollback()
+                    continue
+                for facet, names in found.items():
                     labels.setdefault(facet, {}).update(names)
         self._labels = (now, labels)
         return labels

@@ -6,9 +6,9 @@ import json
 
 import click
 
+from ..access import load_caller
 from ..aggregate import AggregateService
 from ..aggregate.service import cap_text
-from ..caller import load_caller
 from ..errors import GuardrailError
 from ..system import RagSystem
 from .context import exit_code, pass_system
@@ -26,7 +26,7 @@ def sql_cmd(rag: RagSystem, sql: str, as_id: int, as_json: bool) -> None:
     refusal reason on stderr and exit 2.
     """
     with rag.engine.connect() as conn:
-        caller = load_caller(conn, as_id)
+        caller = load_caller(conn, as_id, rag.engine)
     try:
         result = AggregateService(rag.engine, rag.settings).run_sql(sql, caller)
     except GuardrailError as exc:  # the audit's answer, not a failure of the command

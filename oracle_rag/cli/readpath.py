@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from .. import search_output
-from ..caller import load_caller
+from ..access import load_caller
 from ..engines import Filters
 from ..evaluation import run_eval
 from ..retriever import MODES
@@ -33,13 +33,13 @@ def search(rag: RagSystem, question: str, as_id: int, mode: str, k: int | None, 
            sprint: int | None, types: tuple[str, ...], exact: bool) -> None:
     """Print the ranked chunks EMPLOYEE_ID may see for QUESTION."""
     with rag.engine.connect() as conn:
-        caller = load_caller(conn, as_id)
+        caller = load_caller(conn, as_id, rag.engine)
         if types:
             known = {*rag.sources.types(), *rag.settings.sources,
                      *rag.engine.queue_stats(conn, rag.settings.max_attempts).chunks_by_type}
             types = search_output.resolve_types(types, known)
     results = rag.retriever().search(question, k, caller, mode, Filters(project, sprint, types), exact=exact)
-    who = f"employee {caller.employee_id} ({caller.name}, {caller.role})"
+    who = f"employee {caller.employee_id} ({caller.name or 'no name'}, {', '.join(caller.roles) or 'no role'})"
     click.echo(search_output.header(mode, who, len(results)))
     for line in search_output.lines(results, mode):
         click.echo(line)

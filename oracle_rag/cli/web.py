@@ -11,9 +11,9 @@ import threading
 
 import click
 
+from ..access import load_caller
 from ..aggregate.service import cap_text
 from ..auth import create_token, list_tokens, revoke_token
-from ..caller import load_caller
 from ..chat import Chat, LLMClient
 from ..data_dir import data_dir_line
 from ..errors import NotFoundError
@@ -105,7 +105,7 @@ def ask(rag: RagSystem, question: str, as_id: int, mode: str | None, conversatio
         save: bool, as_json: bool, show_sql: bool) -> None:
     """Answer QUESTION as EMPLOYEE_ID, with citations (LLM if configured, else extractive)."""
     with rag.engine.connect() as conn:
-        caller = load_caller(conn, as_id)
+        caller = load_caller(conn, as_id, rag.engine)
     answer = Chat(rag).answer(question, caller, conversation_id, mode, store=save)
     if as_json:
         click.echo(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..access import load_caller
 from ..auth import create_token, revoke_label
-from ..caller import load_caller
 from ..chat.llm import LLMClient
 from ..config import Settings, load_settings
 from ..data_dir import describe_data_dir
@@ -107,7 +107,7 @@ def prepare_demo(rag: RagSystem, tasks: int, *, echo: Callable[[str], None] = _e
     for employee_id in DEMO_EMPLOYEES:
         issued = create_token(rag.engine, employee_id, expires_days=DEMO_TOKEN_DAYS, label=DEMO_TOKEN_LABEL)
         with rag.engine.connect() as conn:
-            caller = load_caller(conn, employee_id)
+            caller = load_caller(conn, employee_id, rag.engine)
         identities.append(DemoIdentity(employee_id, caller.name, caller.role, issued.token))
     return DemoReport(report is not None, backfill.total, embedded, identities)
 

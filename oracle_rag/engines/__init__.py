@@ -10,6 +10,7 @@ from .records import (
     Hit,
     QueueRow,
     QueueStats,
+    RecordAccess,
     Scope,
     StoredRecord,
     Where,
@@ -20,7 +21,7 @@ from .records import (
 )
 from .statements import Sql
 
-__all__ = ["ChunkWrite", "Engine", "Filters", "Hit", "QueueRow", "QueueStats", "Scope", "Sql", "StoredRecord", "Where",
+__all__ = ["ChunkWrite", "Engine", "Filters", "Hit", "QueueRow", "QueueStats", "RecordAccess", "Scope", "Sql", "StoredRecord", "Where",
            "content_hash", "create_engine", "embed_text", "facets_json", "facets_value"]
 
 

@@ -34,9 +34,11 @@ from .records import (
     Hit,
     QueueRow,
     QueueStats,
+    RecordAccess,
     Scope,
     StoredRecord,
     Where,
+    access_params,
     chunk_params,
     enqueue_params,
     facets_json,
@@ -202,7 +204,8 @@ class Engine(ABC):
             part = [str(i) for i in ids[start : start + 500]]
             rows = conn.execute(self.statement(q.READ_CHUNK_STATE), {"source_type": source_type, "ids": part})
             out.update({str(r[0]): StoredRecord(r[1], num(r[2]), num(r[3]), num(r[4]),
-                                                facets_json(facets_value(r[5])), r[6] is not None)
+                                                facets_json(facets_value(r[5])), r[6] is not None,
+                                                RecordAccess.stored(r[7], r[8], r[9]))
                         for r in rows})
         return out
 
@@ -236,6 +239,7 @@ class Engine(ABC):
             for p in params:
                 p["embedding"] = vectors[p["embed_text"]]
             conn.execute(self.statement(q.UPSERT_CHUNK_VECTOR), params)
+        self._write_acl(conn, [(c.source_type, c.source_id, c.record_access) for c in chunks if c.chunk_no == 0])
         self._write_postings(conn, [(c.source_type, c.source_id, c.analysis) for c in chunks
                                     if c.analysis is not None and c.chunk_no == 0])
         return len(chunks)
@@ -283,22 +287,62 @@ class Engine(ABC):
         if rows:
             conn.execute(self.statement(q.INSERT_TERM), rows)
 
-    def rescope(self, conn: sa.Connection, records: Sequence[tuple[str, str, int | None, int | None, int | None, str]]
-                ) -> int:
-        """Rewrite the scope columns and facets of every chunk of records: (type, id, owner, project,
-        sprint, facets JSON). No embedding: the text did not change."""
+    def rescope(self, conn: sa.Connection,
+                records: Sequence[tuple[Any, ...]]) -> int:
+        """Rewrite the scope columns, facets and access of every chunk of records: (type, id, owner,
+        project, sprint, facets JSON[, access]). No embedding: the text did not change."""
         if not records:
             return 0
+        rows = [(r[0], r[1], r[2], r[3], r[4], r[5], r[6] if len(r) > 6 else RecordAccess.legacy(r[2]))
+                for r in records]
         params = [{"source_type": t, "source_id": i, "owner_id": o, "project_id": p, "sprint_id": s,
-                   "facets": f} for t, i, o, p, s, f in records]
+                   "facets": f, **access_params(a)} for t, i, o, p, s, f, a in rows]
         conn.execute(self.statement(q.UPDATE_SCOPE), params)
+        self._write_acl(conn, [(t, i, a) for t, i, _o, _p, _s, _f, a in rows])
         return len(records)
+
+    def write_access(self, conn: sa.Connection, records: Sequence[tuple[str, str, RecordAccess]]) -> int:
+        """Rewrite only the access of records (type, id, access): an ACL change, no embedding."""
+        if not records:
+            return 0
+        conn.execute(self.statement(q.UPDATE_ACCESS),
+                     [{"source_type": t, "source_id": i, **access_params(a)} for t, i, a in records])
+        self._write_acl(conn, records)
+        return len(records)
+
+    def _write_acl(self, conn: sa.Connection, records: Sequence[tuple[str, str, RecordAccess]]) -> None:
+        """Replace the RAG_CHUNK_ACL rows of records with their groups."""
+        if not records:
+            return
+        conn.execute(self.statement(q.DELETE_ACL), [{"source_type": t, "source_id": i} for t, i, _ in records])
+        rows = [{"source_type": t, "source_id": i, "principal": g} for t, i, a in records for g in a.groups]
+        if rows:
+            conn.execute(self.statement(q.INSERT_ACL), rows)
+
+    def source_access(self, conn: sa.Connection, source_type: str) -> dict[str, tuple[int | None, RecordAccess]]:
+        """Every record of a source: its owner and its stored access (an ACL refresh compares them)."""
+        rows = conn.execute(self.statement(q.SOURCE_ACCESS), {"source_type": source_type})
+        return {str(r[0]): (None if r[1] is None else int(r[1]), RecordAccess.stored(r[2], r[3], r[4])) for r in rows}
+
+    def access_failures(self, conn: sa.Connection) -> dict[str, str | None]:
+        """Sources hidden from callers without see-all because their permission data failed to read."""
+        return {str(r[0]): r[2] for r in conn.execute(self.statement(q.ACCESS_FAILURES))}
+
+    def set_access_failure(self, conn: sa.Connection, source_type: str, failed_at: str | None,
+                           error_code: str | None = None) -> None:
+        """Record (``failed_at`` set) or clear (None) a source's permission-data failure."""
+        if failed_at is None:
+            conn.execute(self.statement(q.CLEAR_ACCESS_FAILURE), {"source_type": source_type})
+        else:
+            conn.execute(self.statement(q.RECORD_ACCESS_FAILURE),
+                         {"source_type": source_type, "failed_at": failed_at, "error_code": error_code})
 
     def delete_chunks(self, conn: sa.Connection, source_type: str, ids: Sequence[str]) -> int:
         """Delete every chunk of the given records; returns the number of chunks deleted."""
         if not ids:
             return 0
         params = [{"source_type": source_type, "source_id": str(i)} for i in ids]
+        conn.execute(self.statement(q.DELETE_ACL), params)
         return int(conn.execute(self.statement(q.DELETE_CHUNK), params).rowcount or 0)
 
     def trim_chunks(self, conn: sa.Connection, counts: Sequence[tuple[str, str, int]]) -> int:

@@ -52,13 +52,21 @@ HISTORY_DDL = Sql(
 )""",
 )
 
-# The access scope, one predicate for every search statement on both engines
-# (and the chat's chunk-detail and visible-task statements): managers and
-# admins see everything; others see organisational chunks (no owner, not a
-# task) and the chunks they own. A fragment composed into statements.
+# The access scope: ONE predicate over the chunk row ``c`` for every read on
+# both engines (search, answers, chat detail, citations). Callers with see-all
+# (``see_all_roles``) read everything; everyone else reads, unless the
+# chunk's source could not read its permission data (RAG_ACCESS_FAILURE:
+# fail closed), the chunks that are public, that they own through the owner
+# rule, or that carry one of their groups (RAG_CHUNK_ACL). The access columns
+# are written from each source's declared policy (sources/access.py), so no
+# source type or rule is named here. ``:access_groups`` is the caller's
+# groups, an expanding bind padded to a power of two (records.padded_groups):
+# the non-correlated IN is computed once per statement, then probed per row.
 SCOPE = (
-    "(:see_all = 1 OR c.OWNER_ID = :caller_id "
-    "OR (c.OWNER_ID IS NULL AND c.SOURCE_TYPE <> 'TASK'))"
+    "(:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) "
+    "AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id "
+    "OR (c.SOURCE_TYPE, c.SOURCE_ID) IN (SELECT scope_a.SOURCE_TYPE, scope_a.SOURCE_ID FROM RAG_CHUNK_ACL scope_a "
+    "WHERE scope_a.PRINCIPAL IN :access_groups))))"
 )
 FILTERS = (
     "(:f_project IS NULL OR c.PROJECT_ID = :f_project) "
@@ -84,7 +92,8 @@ MODEL_EXISTS = Sql(oracle="SELECT COUNT(*) FROM USER_MINING_MODELS WHERE MODEL_N
 # Per record: chunk 0 carries the record's hash, scope and facets (every
 # chunk of a record has the same ones).
 READ_CHUNK_STATE = Sql.both(
-    "SELECT SOURCE_ID, CONTENT_HASH, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS, TERM_COUNT FROM RAG_CHUNK "
+    "SELECT SOURCE_ID, CONTENT_HASH, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS, TERM_COUNT, "
+    "ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS FROM RAG_CHUNK "
     "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID IN :ids AND CHUNK_NO = 0",
     expanding=("ids",),
 )
@@ -94,10 +103,11 @@ READ_CHUNK_STATE = Sql.both(
 # content cut to 4000 bytes (VARCHAR2); :content is a CLOB on Oracle.
 _SQLITE_UPSERT_CHUNK = """INSERT INTO RAG_CHUNK
   (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS, CONTENT, EMBEDDING,
-   CONTENT_HASH, TERM_COUNT, UPDATED_AT)
+   CONTENT_HASH, TERM_COUNT, ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, UPDATED_AT)
 VALUES
   (:source_type, :source_id, :chunk_no, :owner_id, :project_id, :sprint_id, :facets, :content,
-   {vector}, :content_hash, :term_count, strftime('%Y-%m-%dT%H:%M:%f', 'now'))
+   {vector}, :content_hash, :term_count,
+   :access_owner, :access_public, :access_groups_json, strftime('%Y-%m-%dT%H:%M:%f', 'now'))
 ON CONFLICT (SOURCE_TYPE, SOURCE_ID, CHUNK_NO) DO UPDATE SET
   OWNER_ID = excluded.OWNER_ID,
   PROJECT_ID = excluded.PROJECT_ID,
@@ -107,6 +117,9 @@ ON CONFLICT (SOURCE_TYPE, SOURCE_ID, CHUNK_NO) DO UPDATE SET
   EMBEDDING = excluded.EMBEDDING,
   CONTENT_HASH = excluded.CONTENT_HASH,
   TERM_COUNT = excluded.TERM_COUNT,
+  ACCESS_OWNER = excluded.ACCESS_OWNER,
+  ACCESS_PUBLIC = excluded.ACCESS_PUBLIC,
+  ACCESS_GROUPS = excluded.ACCESS_GROUPS,
   UPDATED_AT = excluded.UPDATED_AT"""
 UPSERT_CHUNK = Sql(
     oracle="""MERGE INTO RAG_CHUNK t
@@ -121,15 +134,19 @@ WHEN MATCHED THEN UPDATE SET
   t.EMBEDDING = VECTOR_EMBEDDING({model} USING :embed_text AS data),
   t.CONTENT_HASH = :content_hash,
   t.TERM_COUNT = :term_count,
+  t.ACCESS_OWNER = :access_owner,
+  t.ACCESS_PUBLIC = :access_public,
+  t.ACCESS_GROUPS = :access_groups_json,
   t.UPDATED_AT = SYSTIMESTAMP
 WHEN NOT MATCHED THEN INSERT
   (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS, CONTENT, EMBEDDING,
-   CONTENT_HASH, TERM_COUNT, UPDATED_AT)
+   CONTENT_HASH, TERM_COUNT, ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, UPDATED_AT)
 VALUES
   (s.SOURCE_TYPE, s.SOURCE_ID, s.CHUNK_NO, :owner_id, :project_id, :sprint_id, JSON(:facets), :content,
-   VECTOR_EMBEDDING({model} USING :embed_text AS data), :content_hash, :term_count, SYSTIMESTAMP)""",
+   VECTOR_EMBEDDING({model} USING :embed_text AS data), :content_hash, :term_count,
+   :access_owner, :access_public, :access_groups_json, SYSTIMESTAMP)""",
     sqlite=_SQLITE_UPSERT_CHUNK.format(vector="vector_embedding(:embed_text)"),
-    clobs=("content",),
+    clobs=("content", "access_groups_json"),
 )
 
 # The embedded engine's worker embeds a batch before its write transaction
@@ -139,17 +156,56 @@ UPSERT_CHUNK_VECTOR = Sql(
     sqlite=_SQLITE_UPSERT_CHUNK.format(vector=":embedding"))
 
 # Re-scoping without re-embedding: the record's text is unchanged, its owner,
-# project, sprint or facets are not. Every chunk of the record, no embedding.
+# project, sprint, facets or access are not. Every chunk of the record, no embedding.
 UPDATE_SCOPE = Sql(
     oracle="""UPDATE RAG_CHUNK
 SET OWNER_ID = :owner_id, PROJECT_ID = :project_id, SPRINT_ID = :sprint_id, FACETS = JSON(:facets),
+    ACCESS_OWNER = :access_owner, ACCESS_PUBLIC = :access_public, ACCESS_GROUPS = :access_groups_json,
     UPDATED_AT = SYSTIMESTAMP
 WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id""",
     sqlite="""UPDATE RAG_CHUNK
 SET OWNER_ID = :owner_id, PROJECT_ID = :project_id, SPRINT_ID = :sprint_id, FACETS = :facets,
+    ACCESS_OWNER = :access_owner, ACCESS_PUBLIC = :access_public, ACCESS_GROUPS = :access_groups_json,
     UPDATED_AT = strftime('%Y-%m-%dT%H:%M:%f', 'now')
 WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id""",
+    clobs=("access_groups_json",),
 )
+
+# Only the access of a record (a SQL source's ACL changed; its row did not).
+UPDATE_ACCESS = Sql(
+    oracle="""UPDATE RAG_CHUNK
+SET ACCESS_OWNER = :access_owner, ACCESS_PUBLIC = :access_public, ACCESS_GROUPS = :access_groups_json,
+    UPDATED_AT = SYSTIMESTAMP
+WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id""",
+    sqlite="""UPDATE RAG_CHUNK
+SET ACCESS_OWNER = :access_owner, ACCESS_PUBLIC = :access_public, ACCESS_GROUPS = :access_groups_json,
+    UPDATED_AT = strftime('%Y-%m-%dT%H:%M:%f', 'now')
+WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id""",
+    clobs=("access_groups_json",),
+)
+
+# A record's groups (RAG_CHUNK_ACL), replaced with its access columns.
+DELETE_ACL = Sql.both("DELETE FROM RAG_CHUNK_ACL WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id")
+INSERT_ACL = Sql.both(
+    "INSERT INTO RAG_CHUNK_ACL (PRINCIPAL, SOURCE_TYPE, SOURCE_ID) VALUES (:principal, :source_type, :source_id)")
+
+# The access state of every record of a source (chunk 0): what an ACL refresh compares.
+SOURCE_ACCESS = Sql.both(
+    "SELECT SOURCE_ID, OWNER_ID, ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS FROM RAG_CHUNK "
+    "WHERE SOURCE_TYPE = :source_type AND CHUNK_NO = 0")
+
+# Sources whose permission data could not be read: hidden from callers without see-all.
+ACCESS_FAILURES = Sql.both("SELECT SOURCE_TYPE, FAILED_AT, ERROR_CODE FROM RAG_ACCESS_FAILURE ORDER BY SOURCE_TYPE")
+RECORD_ACCESS_FAILURE = Sql(
+    oracle="""MERGE INTO RAG_ACCESS_FAILURE t
+USING (SELECT :source_type AS SOURCE_TYPE FROM dual) s
+ON (t.SOURCE_TYPE = s.SOURCE_TYPE)
+WHEN MATCHED THEN UPDATE SET t.FAILED_AT = :failed_at, t.ERROR_CODE = :error_code
+WHEN NOT MATCHED THEN INSERT (SOURCE_TYPE, FAILED_AT, ERROR_CODE) VALUES (s.SOURCE_TYPE, :failed_at, :error_code)""",
+    sqlite="""INSERT INTO RAG_ACCESS_FAILURE (SOURCE_TYPE, FAILED_AT, ERROR_CODE) VALUES (:source_type, :failed_at, :error_code)
+ON CONFLICT (SOURCE_TYPE) DO UPDATE SET FAILED_AT = excluded.FAILED_AT, ERROR_CODE = excluded.ERROR_CODE""",
+)
+CLEAR_ACCESS_FAILURE = Sql.both("DELETE FROM RAG_ACCESS_FAILURE WHERE SOURCE_TYPE = :source_type")
 
 # A record's BM25 analysis lives on its chunk 0 (bm25.py): its length ...
 UPDATE_TERM_COUNT = Sql.both(
@@ -505,7 +561,8 @@ ORDER BY SCORE, c.CHUNK_ID""", expanding=("f_types", "ids"))
 # What the cache holds per chunk: the scope and filter columns and the vector.
 # The cache reads on its own plain DBAPI connection (no expanding binds):
 # :ids is a JSON array of integers.
-_VECTOR_ROWS = "SELECT CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, EMBEDDING FROM RAG_CHUNK"
+_VECTOR_ROWS = ("SELECT CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, EMBEDDING, "
+                "ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS FROM RAG_CHUNK")
 VECTOR_ROWS = Sql(sqlite=_VECTOR_ROWS)
 VECTOR_ROWS_BY_ID = Sql(sqlite=_VECTOR_ROWS + " WHERE CHUNK_ID IN (SELECT value FROM json_each(:ids))")
 
@@ -528,7 +585,8 @@ CHUNK_LOG_EXISTS = Sql(
 
 # -- the in-process BM25 index (engines/term_index.py) ---------------------------
 # Records (chunk 0 of each analysed record) with their scope columns and length.
-_TERM_RECORDS = """SELECT CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, TERM_COUNT FROM RAG_CHUNK
+_TERM_RECORDS = """SELECT CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, TERM_COUNT,
+       ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS FROM RAG_CHUNK
 WHERE CHUNK_NO = 0 AND TERM_COUNT IS NOT NULL"""
 TERM_RECORDS = Sql(sqlite=_TERM_RECORDS)
 TERM_RECORDS_BY_ID = Sql(sqlite=_TERM_RECORDS + " AND CHUNK_ID IN (SELECT value FROM json_each(:ids))")

@@ -94,6 +94,59 @@ def facets_value(raw: Any) -> dict[str, Any]:
     return {k: canonical_number(v) for k, v in raw.items()}
 
 
+_GROUP_MAX = 200
+# The principal the scope predicate pads its group list with: never a stored group
+# (check_group refuses control characters), so it matches nothing.
+NO_GROUP = "\x00"
+
+
+def check_group(value: Any) -> str:
+    """A group (principal) as stored and bound: text of 1..200 characters, no control characters.
+
+    Numbers are accepted and kept as their decimal text, so a team id read
+    from an ``INTEGER`` column and the same id in a groups query agree.
+    """
+    if isinstance(value, bool) or value is None:
+        raise InputError(f"a group must be text or a number, got {value!r}")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, Decimal):
+        value = int(value) if value == int(value) else value
+    text = str(value).strip()
+    if not text or len(text) > _GROUP_MAX or any(ord(ch) < 32 for ch in text):
+        raise InputError("a group must be 1 to 200 characters without control characters")
+    return text
+
+
+@dataclass(frozen=True)
+class RecordAccess:
+    """Who may read a record: the access columns of its chunks (sources/access.py decides them).
+
+    ``owner``: the employee the owner rule lets in; ``public``: everyone;
+    ``groups``: members of any of these (sorted, RAG_CHUNK_ACL rows).
+    """
+
+    owner: int | None = None
+    public: bool = False
+    groups: tuple[str, ...] = ()
+
+    @classmethod
+    def legacy(cls, owner_id: int | None) -> RecordAccess:
+        """A source that declares no policy: its owner, everyone when it has none."""
+        return cls(owner=owner_id, public=owner_id is None)
+
+    @property
+    def groups_json(self) -> str | None:
+        return json.dumps(list(self.groups), ensure_ascii=False, separators=(",", ":")) if self.groups else None
+
+    @classmethod
+    def stored(cls, owner: Any, public: Any, groups: Any) -> RecordAccess:
+        """The columns as read back (ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS)."""
+        raw = read_lob(groups)
+        members = tuple(str(g) for g in json.loads(raw)) if raw else ()
+        return cls(None if owner is None else int(owner), bool(int(public or 0)), members)
+
+
 @dataclass(frozen=True)
 class StoredRecord:
     """A record's stored state (its chunk 0): what the indexer compares before writing."""
@@ -104,10 +157,11 @@ class StoredRecord:
     sprint_id: int | None
     facets: str
     analysed: bool  # TERM_COUNT is set (rows from before the BM25 migration are not)
+    access: RecordAccess = RecordAccess()
 
     @property
-    def scope(self) -> tuple[int | None, int | None, int | None, str]:
-        return (self.owner_id, self.project_id, self.sprint_id, self.facets)
+    def scope(self) -> tuple[int | None, int | None, int | None, str, RecordAccess]:
+        return (self.owner_id, self.project_id, self.sprint_id, self.facets, self.access)
 
 
 @dataclass(frozen=True)
@@ -130,21 +184,49 @@ class ChunkWrite:
     facets: str = "{}"
     # Chunk 0 of a record carries the record's BM25 analysis (bm25.analyze_record).
     analysis: Analysis | None = None
+    # Who may read it; None: the rule of a source without a policy (RecordAccess.legacy).
+    access: RecordAccess | None = None
+
+    @property
+    def record_access(self) -> RecordAccess:
+        return self.access if self.access is not None else RecordAccess.legacy(self.owner_id)
 
     @property
     def embed_text(self) -> str:
         return embed_text(self.content)
 
 
+def padded_groups(groups: Sequence[str]) -> list[str]:
+    """The caller's groups as the ``:access_groups`` list, padded to a power of two (at least 4).
+
+    The list is an expanding bind, so its length is part of the statement
+    text; padding (with :data:`NO_GROUP`, which matches nothing) keeps the
+    number of distinct texts per statement to a handful (4, 8, 16, ...), so
+    Oracle shares cursors and SQLAlchemy's compiled cache stays small.
+    """
+    out = list(dict.fromkeys(groups))
+    size = 4
+    while size < len(out):
+        size *= 2
+    return out + [NO_GROUP] * (size - len(out))
+
+
 @dataclass(frozen=True)
 class Scope:
-    """What a caller may read: everything, or organisational rows plus their own."""
+    """What a caller may read: everything (see-all), or what the access columns give them.
+
+    ``groups`` are the caller's groups (principals). The predicate that reads
+    it is ``engine_sql.SCOPE``; the in-process caches apply the same rule
+    (engines/access_mask.py).
+    """
 
     caller_id: int
     see_all: bool
+    groups: tuple[str, ...] = ()
 
     def binds(self) -> dict[str, Any]:
-        return {"see_all": 1 if self.see_all else 0, "caller_id": self.caller_id}
+        return {"see_all": 1 if self.see_all else 0, "caller_id": self.caller_id,
+                "access_groups": padded_groups(self.groups)}
 
 
 @dataclass(frozen=True)
@@ -334,9 +416,15 @@ def chunk_params(chunks: Sequence[ChunkWrite]) -> list[dict[str, Any]]:
             "embed_text": c.embed_text,
             "content_hash": c.content_hash,
             "term_count": c.analysis.length if c.analysis is not None and c.chunk_no == 0 else None,
+            **access_params(c.record_access),
         }
         for c in chunks
     ]
+
+
+def access_params(access: RecordAccess) -> dict[str, Any]:
+    return {"access_owner": access.owner, "access_public": 1 if access.public else 0,
+            "access_groups_json": access.groups_json}
 
 
 def enqueue_params(items: Iterable[tuple[str, Any, str]]) -> list[dict[str, Any]]:

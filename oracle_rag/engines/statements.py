@@ -15,6 +15,7 @@ engine after validating the name as an identifier.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -65,9 +66,16 @@ class ClobBind(sa.types.UserDefinedType[str]):
         return getattr(dbapi, "DB_TYPE_CLOB", None)
 
 
+# The caller's groups in the scope predicate (engine_sql.SCOPE): every statement
+# that composes the predicate gets it as an expanding bind without declaring it.
+SCOPE_GROUPS_BIND = re.compile(r":access_groups\b")
+
+
 @lru_cache(maxsize=512)
 def stmt(sql: str, expanding: tuple[str, ...] = (), clobs: tuple[str, ...] = ()) -> sa.TextClause:
     """A cached ``text()`` with expanding list binds and CLOB-typed binds."""
+    if "access_groups" not in expanding and SCOPE_GROUPS_BIND.search(sql):
+        expanding = (*expanding, "access_groups")
     clause = sa.text(sql)
     params: list[sa.BindParameter[Any]] = [sa.bindparam(name, expanding=True) for name in expanding]
     params += [sa.bindparam(name, type_=ClobBind()) for name in clobs]

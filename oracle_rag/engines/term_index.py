@@ -37,6 +37,7 @@ import numpy as np
 
 from ..bm25 import RANK_DECIMALS
 from . import engine_sql as q
+from .access_mask import AccessSlots
 from .records import Filters, Scope
 from .vector_cache import ID_BATCH, NULL, Unusable, VectorCache, int_or_null, sqlite_text
 
@@ -70,6 +71,8 @@ class TermIndex(VectorCache):
         self._type = np.zeros(0, dtype=np.int32)
         self._length = np.zeros(0, dtype=np.float64)
         self._live = np.zeros(0, dtype=bool)
+        self._access = AccessSlots()
+        self._failed: frozenset[str] = frozenset()
         self._base: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._base_postings = 0
         self._delta: dict[str, list[tuple[int, int]]] = {}
@@ -95,9 +98,11 @@ class TermIndex(VectorCache):
             b[: len(a)] = a
             grown.append(b)
         self._ids, self._owner, self._project, self._sprint, self._type, self._length, self._live = grown
+        self._access.grow(new)
 
     def _add_records(self, rows: Sequence[Any]) -> None:
-        """New slots for records (CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, TERM_COUNT)."""
+        """New slots for records (CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, TERM_COUNT,
+        ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS)."""
         self._grow(self._n + len(rows))
         for r in rows:
             slot = self._n
@@ -111,6 +116,7 @@ class TermIndex(VectorCache):
             self._sprint[slot] = int_or_null(r[4])
             self._type[slot] = self._types.setdefault(r[1], len(self._types))
             self._length[slot] = float(int(r[5]))
+            self._access.set(slot, int_or_null(r[6]), r[7], r[8])
             self._live[slot] = True
 
     # -- loading (called by the inherited sync with the lock held) ----------------
@@ -147,6 +153,7 @@ class TermIndex(VectorCache):
                 slot = self._slot.pop(chunk_id, None)
                 if slot is not None:
                     self._live[slot] = False
+                    self._access.clear(slot)
                     self._dead += 1
             ids = json.dumps(part)
             records = conn.execute(sqlite_text(q.TERM_RECORDS_BY_ID), {"ids": ids}).fetchall()
@@ -179,11 +186,8 @@ class TermIndex(VectorCache):
             if not self.loaded or self.unusable:
                 return None
             n_slots = self._n
-            mask = self._live[:n_slots].copy()
-            if not scope.see_all:
-                task = self._types.get("TASK", -2)
-                mask &= (self._owner[:n_slots] == scope.caller_id) | (
-                    (self._owner[:n_slots] == NULL) & (self._type[:n_slots] != task))
+            mask = self._live[:n_slots] & self._access.visible(n_slots, scope, self._type, self._types,
+                                                                 self._failed)
             if filters.project_id is not None:
                 mask &= self._project[:n_slots] == filters.project_id
             if filters.sprint_id is not None:

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from . import engine_sql as q
+from .access_mask import AccessSlots
 from .records import Filters, Scope
 from .statements import Sql
 
@@ -113,6 +114,8 @@ class VectorCache:
         self._free: list[int] = []
         self._slot: dict[int, int] = {}
         self._types: dict[str, int] = {}
+        self._access = AccessSlots()
+        self._failed: frozenset[str] = frozenset()
         self._alloc(0, 0)
 
     def _alloc(self, capacity: int, dim: int) -> None:
@@ -123,6 +126,7 @@ class VectorCache:
         self._sprint = np.full(capacity, NULL, dtype=np.int64)
         self._type = np.full(capacity, -1, dtype=np.int32)
         self._live = np.zeros(capacity, dtype=bool)
+        self._access.grow(capacity)
 
     def _grow(self, needed: int) -> None:
         capacity = len(self._ids)
@@ -133,6 +137,7 @@ class VectorCache:
         self._alloc(new, self._dim)
         for dst, src in zip(self._arrays(), old, strict=True):
             dst[: len(src)] = src
+        self._access.grow(new)
 
     def _arrays(self) -> tuple[np.ndarray, ...]:
         return (self._vectors, self._ids, self._owner, self._project, self._sprint, self._type, self._live)
@@ -142,7 +147,7 @@ class VectorCache:
 
     @property
     def nbytes(self) -> int:
-        return int(sum(a.nbytes for a in self._arrays()))
+        return int(sum(a.nbytes for a in self._arrays())) + self._access.nbytes
 
     def reset(self) -> None:
         """Forget everything and close the connection (the engine was disposed)."""
@@ -174,6 +179,8 @@ class VectorCache:
             self._clear()
             self.unusable = "RAG_CHUNK_LOG is missing: run `oracle-rag migrate`"
             return  # checked again on the next search
+        # Sources whose permission data failed (not in the change log: read on every sync, a tiny table).
+        self._failed = frozenset(str(r[0]) for r in conn.execute(sqlite_text(q.ACCESS_FAILURES)))
         oldest, newest = conn.execute(sqlite_text(q.CHUNK_LOG_STATE)).fetchone()
         newest = int(newest or 0)
         if self.unusable and newest == self.position and self._file_id == file_id:
@@ -294,10 +301,12 @@ class VectorCache:
             return
         self._live[slot] = False
         self._ids[slot] = -1
+        self._access.clear(slot)
         self._free.append(slot)
 
     def _store(self, rows: Sequence[Any]) -> None:
-        """Insert or overwrite rows (CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, EMBEDDING)."""
+        """Insert or overwrite rows (CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, EMBEDDING,
+        ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS)."""
         if not rows:
             return
         if self._dim == 0:
@@ -338,6 +347,7 @@ class VectorCache:
             self._project[slot] = int_or_null(r[3])
             self._sprint[slot] = int_or_null(r[4])
             self._type[slot] = code
+            self._access.set(slot, int_or_null(r[6]), r[7], r[8])
             self._live[slot] = True
 
     # -- searching -----------------------------------------------------------
@@ -361,10 +371,7 @@ class VectorCache:
             if len(q) != self._dim and self._slot:
                 return None
             n = self._n
-            mask = self._live[:n].copy()
-            if not scope.see_all:
-                task = self._types.get("TASK", -2)
-                mask &= (self._owner[:n] == scope.caller_id) | ((self._owner[:n] == NULL) & (self._type[:n] != task))
+            mask = self._live[:n] & self._access.visible(n, scope, self._type, self._types, self._failed)
             if filters.project_id is not None:
                 mask &= self._project[:n] == filters.project_id
             if filters.sprint_id is not None:

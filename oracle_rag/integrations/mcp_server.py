@@ -155,7 +155,8 @@ class ApiTokenVerifier:
         if caller is None:
             return None
         return AccessToken(token=hash_token(token), client_id=f"employee-{caller.employee_id}", scopes=[],
-                           subject=str(caller.employee_id), claims={"role": caller.role, "name": caller.name})
+                           subject=str(caller.employee_id), claims={"roles": list(caller.roles), "groups": list(caller.groups),
+                                   "see_all_roles": list(caller.see_all_roles), "name": caller.name})
 
 
 def _refused(detail: str) -> MCPError:
@@ -167,7 +168,9 @@ async def http_identity() -> Caller:
     token = get_access_token()
     if token is None or token.subject is None or not token.claims:
         raise _refused("send Authorization: Bearer <API token>")
-    return Caller(int(token.subject), str(token.claims["role"]), str(token.claims.get("name", "")))
+    claims = token.claims
+    return Caller(int(token.subject), tuple(claims.get("roles", ())), tuple(claims.get("groups", ())),
+                  str(claims.get("name", "")), see_all_roles=tuple(claims.get("see_all_roles", ())))
 
 
 class StdioIdentity:

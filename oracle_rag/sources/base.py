@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from ..errors import ConfigurationError
+from .access import LEGACY, AccessPolicy
 from .facets import Facet
 from .meanings import Declaration, Meanings
 
@@ -30,6 +31,8 @@ class Document:
 
     ``facets`` is a flat mapping (name -> text, number, boolean or None) the
     indexer writes to FACETS on every chunk of the record, in the same upsert.
+    ``groups`` are the record's groups for a source whose access policy has
+    the ``group`` rule (sources/access.py).
     """
 
     source_type: str
@@ -39,6 +42,7 @@ class Document:
     project_id: int | None = None
     sprint_id: int | None = None
     facets: Mapping[str, Any] = field(default_factory=dict)
+    groups: tuple[str, ...] = ()
 
 
 class Source(ABC):
@@ -54,6 +58,8 @@ class Source(ABC):
     def declaration(self) -> Declaration:
         """The facets and meanings the structured answerer is given for this source type."""
         return Declaration(self.SOURCE_TYPE, tuple(self.facets), self.meanings, self.labels)
+    # Who may read its records (sources/access.py); LEGACY: the owner, everyone when there is none.
+    access: AccessPolicy = LEGACY
 
     def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
         """Names for the values of this source's ``ref`` facets (employee id -> name ...).

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from ..engines.statements import Sql, for_connection
 from . import reference_sql as q
+from .access import OWNER_ONLY, PUBLIC
 from .base import Document, Source, as_int, chunked, fmt_date, fmt_number, text_or_dash
 from .facets import (
     ASSIGNEE,
@@ -129,6 +130,7 @@ class TaskSource(Source):
                "incidencias", "trabajo"),
         mine="assignee_id", lifecycle="status", done=("DONE",), due="due_date",
         display=("status", "priority", "assignee_id", "due_date"))
+    access = OWNER_ONLY  # the assignee; an unassigned task: see-all callers only
 
     def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
         return {"assignee_id": _names(conn, q.EMPLOYEE_NAMES), **_project_labels(conn),
@@ -161,6 +163,7 @@ class SprintSource(Source):
     facets = (PROJECT, SPRINT, SPRINT_STATUS)
     meanings = Meanings(nouns={"en": ("sprint", "sprints"), "es": ("sprint", "sprints")},
                         words=("iteration", "iterations", "iteracion", "iteraciones"), bare_ids=False)
+    access = PUBLIC
 
     def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
         return {**_project_labels(conn), "sprint_id": _names(conn, q.SPRINT_NAMES)}
@@ -187,6 +190,7 @@ class ProjectSource(Source):
     SOURCE_TYPE = "PROJECT"
     facets = (PROJECT, PROJECT_STATUS)
     meanings = Meanings(nouns={"en": ("project", "projects"), "es": ("proyecto", "proyectos")}, bare_ids=False)
+    access = PUBLIC
 
     def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
         return _project_labels(conn)

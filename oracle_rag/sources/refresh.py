@@ -42,7 +42,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .. import errors
-from ..engines import Engine, facets_json
+from ..engines import Engine, RecordAccess, facets_json
 from ..engines.records import read_lob
 from ..errors import (
     ConfigurationError,
@@ -54,6 +54,7 @@ from ..errors import (
 )
 from ..record_writes import plan_of, record_write, write_records
 from . import sql_query_sql as q
+from .access import record_access
 from .connections import ConnectionResolver, read_session
 from .sql_query import SqlDocument, SqlSource, Watermark
 
@@ -77,6 +78,7 @@ class SourceResult:
     unchanged: int = 0
     removed: int = 0
     documents: int = 0
+    rescoped: int = 0  # documents whose access changed (owner/group/ACL), rewritten without embedding
     error: RagError | None = None
 
     @property
@@ -90,8 +92,8 @@ class SourceResult:
         if self.outcome == "skipped":
             return f"{self.name}: skipped (refreshed concurrently by another process)"
         return (f"{self.name}: {self.outcome} ({self.mode} read, {self.rows_read} rows read): "
-                f"{self.new} new, {self.updated} updated, {self.removed} removed, {self.unchanged} unchanged; "
-                f"{self.documents} documents")
+                f"{self.new} new, {self.updated} updated, {self.removed} removed, {self.unchanged} unchanged"
+                + (f", {self.rescoped} re-scoped" if self.rescoped else "") + f"; {self.documents} documents")
 
 
 @dataclass
@@ -135,6 +137,10 @@ class _Plan:
     watermark: Watermark | None
     mode: str
     present: set[str] = field(default_factory=set)
+    acl: dict[str, tuple[str, ...]] | None = None  # the acl_query's groups per row id (None: no acl_query)
+
+    def groups(self, doc: SqlDocument) -> tuple[str, ...]:
+        return doc.groups if self.acl is None else self.acl.get(doc.row_id, ())
 
     @property
     def changed(self) -> list[SqlDocument]:
@@ -300,7 +306,8 @@ class SourceRefresher:
                 mark = state.watermark
                 if delta.watermark is not None:
                     mark = delta.watermark if mark is None else mark.later(delta.watermark, source.name, 0)
-                return _Plan(stored, delta.documents, len(ids) + delta.rows_read, mark, "incremental", present)
+                return _Plan(stored, delta.documents, len(ids) + delta.rows_read, mark, "incremental", present,
+                             self._read_acl(source, engine))
             mode = "full (fallback)"
             extra = len(ids) + delta.rows_read
         else:
@@ -308,7 +315,24 @@ class SourceRefresher:
         with read_session(engine, source=source.name, timeout_s=source.timeout_s) as conn:
             result = source.read(conn)
         return _Plan(stored, result.documents, extra + result.rows_read, result.watermark, mode,
-                     set(result.documents))
+                     set(result.documents), self._read_acl(source, engine))
+
+    def _read_acl(self, source: SqlSource, engine: sa.Engine) -> dict[str, tuple[str, ...]] | None:
+        """The source's ACL pairs; a failure hides the source from non-see-all callers, then raises."""
+        if source.acl_query is None:
+            return None
+        try:
+            with read_session(engine, source=source.name, timeout_s=source.timeout_s) as conn:
+                return source.read_acl(conn)
+        except RagError as exc:
+            try:
+                with self.engine.begin() as conn:
+                    self.engine.set_access_failure(conn, source.name, _iso(_aware(None)), exc.code)
+            except sa.exc.DBAPIError as db_exc:
+                raise wrap_driver_error(db_exc, f"source {source.name!r}: recording the acl_query failure") from None
+            raise SourceLoadingError(
+                f"source {source.name!r}: acl_query failed ({exc.message}); its records are hidden from callers "
+                f"without see-all until it succeeds") from None
 
     # -- writing -------------------------------------------------------------------------
     def _apply(self, source: SqlSource, state: SourceState, plan: _Plan, now: dt.datetime) -> SourceResult:
@@ -329,7 +353,8 @@ class SourceRefresher:
                     part = changed[start:start + WRITE_BATCH]
                     write_records(self.engine, conn, [
                         record_write(self.plan, name, d.document_id, d.chunk_text, owner_id=d.owner_id,
-                                     facets=facets_json(d.facets))
+                                     facets=facets_json(d.facets),
+                                     access=record_access(source.access, d.owner_id, plan.groups(d)))
                         for d in part])
                     conn.execute(self.engine.statement(q.UPSERT_DOCUMENT), [
                         {"name": name, "row_id": d.row_id, "doc_hash": d.doc_hash, "metadata": d.metadata_json,
@@ -338,6 +363,11 @@ class SourceRefresher:
                     ids = gone[start:start + WRITE_BATCH]
                     self.engine.delete_chunks(conn, name, [source.document_id(i) for i in ids])
                     conn.execute(self.engine.statement(q.DELETE_DOCUMENT), [{"name": name, "row_id": i} for i in ids])
+                result.rescoped = self.engine.write_access(conn, self._access_changes(conn, source, plan))
+                if result.rescoped and result.outcome == "unchanged":
+                    result.outcome = "changed"
+                if source.acl_query is not None:
+                    self.engine.set_access_failure(conn, name, None)
                 mark = plan.watermark
                 conn.execute(self.engine.statement(q.RECORD_SUCCESS), {
                     "name": name, "definition_hash": source.definition_hash, "now": when,
@@ -347,6 +377,28 @@ class SourceRefresher:
         except sa.exc.DBAPIError as exc:
             raise wrap_driver_error(exc, f"source {name!r}: writing documents") from None
         return result
+
+    def _access_changes(self, conn: sa.Connection, source: SqlSource,
+                        plan: _Plan) -> list[tuple[str, str, RecordAccess]]:
+        """Records whose stored access differs from what the policy gives them now (no embedding needed).
+
+        The documents read (every one in a full read) are compared; with an
+        acl_query, which is read in full every time, every stored record is.
+        """
+        prefix = source.name + "#"
+        docs = {d.document_id: d for d in plan.docs.values()}
+        out = []
+        for document_id, (owner, stored) in self.engine.source_access(conn, source.name).items():
+            doc = docs.get(document_id)
+            if doc is not None:
+                access = record_access(source.access, doc.owner_id, plan.groups(doc))
+            elif plan.acl is not None and document_id.startswith(prefix):
+                access = record_access(source.access, owner, plan.acl.get(document_id[len(prefix):], ()))
+            else:
+                continue
+            if access != stored:
+                out.append((source.name, document_id, access))
+        return out
 
     def _stored_hashes(self, name: str) -> dict[str, str]:
         with self._connect() as conn:

@@ -37,12 +37,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..engines.records import read_lob
+from ..engines.records import check_group, read_lob
 from ..engines.statements import for_connection
-from ..errors import ConfigurationError, SourceLoadingError
+from ..errors import ConfigurationError, InputError, SourceLoadingError
 from ..scripts import skip_gap, skip_literal
 from . import reference_sql
 from . import sql_query_sql as q
+from .access import ACCESS_OPTION_KEYS, LEGACY, AccessPolicy, SourceAccess, source_access
 from .connections import (
     RAG_CONNECTION,
     URL_OPTIONS,
@@ -60,7 +61,7 @@ ROLE_OPTIONS = {"id": "id_column", "content": "content_column", "title": "title_
                 "owner": "owner_column", "updated_at": "updated_at_column"}
 DEFAULT_COLUMNS = {"id": "id", "content": "content", "title": "title"}
 OPTION_KEYS = ("query", "connection", "refresh", "statement_timeout", "max_rows", "fetch_size", "facet_columns",
-               *ROLE_OPTIONS.values(), *URL_OPTIONS, *MEANING_KEYS)
+               *ROLE_OPTIONS.values(), *URL_OPTIONS, *MEANING_KEYS, *ACCESS_OPTION_KEYS)
 FACET_KINDS = ("enum", "number", "date")
 DEFAULT_TIMEOUT_S = 30.0
 TIMEOUT_RANGE = (1.0, 3600.0)
@@ -195,12 +196,18 @@ class SqlSource:
         self.facet_columns = _facet_columns(options.get("facet_columns"), f"{prefix}.facet_columns")
         self.sql_meanings = sql_meanings(name, options, self.facet_columns, self.owner_column)
         self.facets: tuple[Facet, ...] = sql_facets(name, self.facet_columns, self.sql_meanings)
+        # Who may read the rows (sources/access.py); none declared: the owner, everyone when there is none.
+        self.access_options: SourceAccess | None = source_access(options, prefix)
+        if self.access_options is not None and self.access_options.acl_query is not None:
+            check_query(self.access_options.acl_query, key=f"{prefix}.acl_query")
         definition: list[Any] = [self.query, self.connection, self.url_options and self.url_options.url,
                                  sorted(self.columns.items())]
         if self.facet_columns:  # hashed only when set, so sources defined before facets keep their state
             definition.append(sorted(self.facet_columns.items()))
         if self.sql_meanings.person_columns:  # person facets are stored too (only when there are some)
             definition.append(self.sql_meanings.definition())
+        if self.access_options is not None:  # the same: hashed only when declared
+            definition.append(self.access_options.definition())
         self._definition_hash = hashlib.sha256(json.dumps(definition).encode("utf-8")).hexdigest()
 
     def _roles(self, options: Mapping[str, Any], prefix: str) -> dict[str, str]:
@@ -237,6 +244,18 @@ class SqlSource:
     @property
     def owner_column(self) -> str | None:
         return self.columns.get("owner")
+
+    @property
+    def access(self) -> AccessPolicy:
+        return LEGACY if self.access_options is None else self.access_options.policy
+
+    @property
+    def group_column(self) -> str | None:
+        return None if self.access_options is None else self.access_options.group_column
+
+    @property
+    def acl_query(self) -> str | None:
+        return None if self.access_options is None else self.access_options.acl_query
 
     @property
     def definition_hash(self) -> str:
@@ -323,6 +342,36 @@ class SqlSource:
                     first_row[row_id] = number
                     ids.append(row_id)
         return ids
+
+    def read_acl(self, conn: sa.Connection) -> dict[str, tuple[str, ...]]:
+        """The ``acl_query`` as groups per row id: ``(row id, group)`` pairs, NULL groups skipped."""
+        acl = self.acl_query
+        if acl is None:
+            return {}
+        out: dict[str, list[str]] = {}
+        result = conn.execution_options(yield_per=self.fetch_size).execute(
+            sa.text(_escape_colons_in_query(acl, acl)))
+        try:
+            number = 0
+            while rows := result.fetchmany(self.fetch_size):
+                for row in rows:
+                    number += 1
+                    if len(row) < 2:
+                        raise ConfigurationError(f"source {self.name!r}: acl_query must return (row id, group)",
+                                                 key=f"sources.{self.name}.acl_query")
+                    if row[1] is None:
+                        continue
+                    try:
+                        group = check_group(read_lob(row[1]))
+                    except InputError as exc:
+                        raise SourceLoadingError(f"source {self.name!r}: acl_query row {number}: "
+                                                 f"{exc.message}") from None
+                    groups = out.setdefault(_row_id(self, row[0], number), [])
+                    if group not in groups:
+                        groups.append(group)
+        finally:
+            result.close()
+        return {k: tuple(v) for k, v in out.items()}
 
     def _fetch(self, conn: sa.Connection, sql: str,
                binds: dict[str, Any]) -> Generator[tuple[list[str], Sequence[Any], int], None, None]:
@@ -424,6 +473,8 @@ class SqlDocument:
     doc_hash: str
     updated_at: Any = None
     facets: dict[str, Any] = field(default_factory=dict)
+    # The row's group (group_column): not in the hash, so a group change re-scopes without embedding.
+    groups: tuple[str, ...] = ()
 
     @property
     def chunk_text(self) -> str:
@@ -490,6 +541,16 @@ class _Plan:
                     f"source {name!r}: the query has no column {column!r} ({ROLE_OPTIONS[role]}); "
                     f"its columns are: {', '.join(labels)}", key=f"sources.{name}.{ROLE_OPTIONS[role]}")
             roles[role] = index
+        if source.group_column is not None:
+            index = position.get(source.group_column.lower())
+            if index is None:
+                raise ConfigurationError(
+                    f"source {name!r}: the query has no column {source.group_column!r} (group_column); "
+                    f"its columns are: {', '.join(labels)}", key=f"sources.{name}.group_column")
+            if index in roles.values():
+                raise ConfigurationError(f"source {name!r}: group_column {source.group_column!r} already plays "
+                                         f"another role", key=f"sources.{name}.group_column")
+            roles["group"] = index
         for label in source.facet_columns:
             if label.lower() not in position:
                 raise ConfigurationError(
@@ -544,7 +605,17 @@ class _Plan:
         if facets:  # declaring facets rewrites the chunks that lack them
             hashed["facets"] = facets
         digest = hashlib.sha256(json.dumps(hashed, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
-        return SqlDocument(row_id, document_id, title, content, owner, metadata, digest, updated_at, facets)
+        groups: tuple[str, ...] = ()
+        if "group" in self.roles:
+            raw_group = read_lob(row[self.roles["group"]])
+            if raw_group is not None:
+                try:
+                    groups = (check_group(raw_group),)
+                except InputError as exc:
+                    raise SourceLoadingError(f"source {name!r}: row {number}: {source.group_column!r} "
+                                             f"(group_column): {exc.message}") from None
+        return SqlDocument(row_id, document_id, title, content, owner, metadata, digest, updated_at, facets,
+                           groups)
 
 
 def _text(value: Any, source: SqlSource, number: int, what: str) -> str:

@@ -193,7 +193,8 @@ def openapi() -> Response:
 @api_bp.get("/me")
 def me() -> Response:
     caller = current_caller()
-    return jsonify({"employee_id": caller.employee_id, "name": caller.name, "role": caller.role,
+    return jsonify({"employee_id": caller.employee_id, "name": caller.name, "role": caller.role, "roles": list(caller.roles),
+                    "groups": list(caller.groups),
                     "sees_all": caller.sees_all, "demo": state().demo})
 
 

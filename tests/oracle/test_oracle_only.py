@@ -335,7 +335,7 @@ def test_structured_answers_count_and_filter_through_json_value(oracle_system) -
     COUNT/GROUP BY over native JSON facets, and the same numbers as SQL over the reference tables."""
     import datetime as dt
 
-    from oracle_rag.caller import load_caller
+    from oracle_rag.access import load_caller
     from oracle_rag.chat import Chat
 
     _index(oracle_system)

@@ -1,0 +1,191 @@
+"""Callers' roles and groups, as a deployment declares them (issue 23; docs/access.md).
+
+Who a caller is comes from authentication; what they may read comes from
+here:
+
+* roles: the declared ``[access] roles_query`` (``SELECT employee_id, role``),
+  else the reference application's ``EMPLOYEE.ROLE`` when that table exists,
+  else none;
+* groups: the declared ``[access] groups_query`` (``SELECT employee_id,
+  group``), else none;
+* see-all: any role in ``see_all_roles`` (manager and admin by default).
+
+The two queries run on the read-only, time-limited session SQL-query sources
+use (sources/connections.py ``read_session``) and are kept for ``refresh``
+(an injected clock decides, so a test controls time). A query that fails
+leaves its callers with no roles or groups from it (fail closed: a member
+removed from a team must not keep the team's records while the query is
+broken); the failure is logged, counted and shown by ``oracle-rag status``.
+
+A deployment without an EMPLOYEE table accepts any employee id (its host
+authenticated it); with one, an id missing there is NOT_FOUND, as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from .caller import DEFAULT_SEE_ALL_ROLES, Caller, check_role
+from .config import Settings, duration_seconds
+from .engines import Engine
+from .engines.records import check_group
+from .engines.statements import Sql, for_connection
+from .errors import AccessError, InputError, NotFoundError, RagError
+from .sources.connections import read_session
+from .sources.sql_query import check_query
+
+log = logging.getLogger("oracle_rag.access")
+
+_LOAD_EMPLOYEE = Sql.both("SELECT EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE FROM EMPLOYEE WHERE EMPLOYEE_ID = :id")
+QUERY_TIMEOUT_S = 30.0
+
+
+@dataclass
+class DirectoryState:
+    """What ``oracle-rag status`` shows about the roles and groups queries."""
+
+    declared: dict[str, bool] = field(default_factory=dict)
+    loaded_at: float | None = None
+    members: int = 0
+    failures: int = 0
+    last_error: str | None = None
+
+
+class CallerDirectory:
+    """Roles and groups per employee id for one deployment (thread-safe; one per Engine)."""
+
+    def __init__(self, settings: Settings | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.see_all_roles: tuple[str, ...] = DEFAULT_SEE_ALL_ROLES
+        self.roles_query: str | None = None
+        self.groups_query: str | None = None
+        self.refresh_s = 300.0
+        if settings is not None:
+            self.see_all_roles = tuple(check_role(r) for r in settings.see_all_roles.split(","))
+            if settings.access_roles_query:
+                self.roles_query = check_query(settings.access_roles_query, key="access.roles_query")
+            if settings.access_groups_query:
+                self.groups_query = check_query(settings.access_groups_query, key="access.groups_query")
+            self.refresh_s = duration_seconds(settings.access_refresh) or 300.0
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._roles: dict[int, tuple[str, ...]] = {}
+        self._groups: dict[int, tuple[str, ...]] = {}
+        self._loaded_at: float | None = None
+        self._has_employee: bool | None = None
+        self.state = DirectoryState(declared={"roles_query": self.roles_query is not None,
+                                              "groups_query": self.groups_query is not None})
+
+    @property
+    def declared(self) -> bool:
+        return self.roles_query is not None or self.groups_query is not None
+
+    # -- building callers --------------------------------------------------------------
+    def caller(self, employee_id: int, roles: Iterable[str] = (), groups: Iterable[Any] = (),
+               name: str = "") -> Caller:
+        """A Caller a host built from its own login, with this deployment's see-all roles."""
+        return Caller(employee_id, tuple(roles), tuple(groups), name, see_all_roles=self.see_all_roles)
+
+    def load(self, conn: sa.Connection, employee_id: int) -> Caller:
+        """The caller ``employee_id`` with the declared (or EMPLOYEE) roles and the declared groups."""
+        if not isinstance(employee_id, int) or isinstance(employee_id, bool):
+            raise AccessError("caller employee_id must be an integer")
+        name = ""
+        roles: tuple[str, ...] = ()
+        if self._employee_table(conn):
+            row = conn.execute(for_connection(conn, _LOAD_EMPLOYEE), {"id": employee_id}).first()
+            if row is None:
+                raise NotFoundError(f"employee {employee_id} not found")
+            name = f"{row[1]} {row[2]}"
+            roles = (str(row[3]),) if row[3] is not None else ()
+        if self.declared:
+            self.refresh(conn.engine)
+            with self._lock:
+                if self.roles_query is not None:
+                    roles = self._roles.get(employee_id, ())
+                groups = self._groups.get(employee_id, ())
+        else:
+            groups = ()
+        return Caller(employee_id, roles, groups, name, see_all_roles=self.see_all_roles)
+
+    def _employee_table(self, conn: sa.Connection) -> bool:
+        if self._has_employee:
+            return True
+        found = bool(sa.inspect(conn).has_table("employee"))
+        self._has_employee = found or None  # a table that appears later (demo seeding) is found then
+        return found
+
+    # -- the declared queries ----------------------------------------------------------
+    def refresh(self, engine: sa.Engine, *, force: bool = False) -> None:
+        """Read the queries again when ``refresh`` has passed since the last read (or ``force``)."""
+        now = self.clock()
+        with self._lock:
+            if not force and self._loaded_at is not None and now - self._loaded_at < self.refresh_s:
+                return
+            self._loaded_at = now
+        roles = self._read(engine, self.roles_query, "roles_query", check_role)
+        groups = self._read(engine, self.groups_query, "groups_query", check_group)
+        with self._lock:
+            self._roles = roles
+            self._groups = groups
+            self.state.loaded_at = now
+            self.state.members = len(set(roles) | set(groups))
+
+    def _read(self, engine: sa.Engine, query: str | None, key: str,
+              check: Callable[[Any], str]) -> dict[int, tuple[str, ...]]:
+        if query is None:
+            return {}
+        out: dict[int, list[str]] = {}
+        try:
+            with read_session(engine, source=f"access.{key}", timeout_s=QUERY_TIMEOUT_S) as conn:
+                for row in conn.exec_driver_sql(query):
+                    if len(row) < 2 or row[0] is None or row[1] is None:
+                        continue
+                    values = out.setdefault(int(row[0]), [])
+                    value = check(row[1])
+                    if value not in values:
+                        values.append(value)
+        except (RagError, ValueError, TypeError, sa.exc.SQLAlchemyError) as exc:
+            message = exc.message if isinstance(exc, RagError) else type(exc).__name__
+            if isinstance(exc, InputError | AccessError):
+                message = f"a row that is not (employee id, value): {exc.message}"
+            with self._lock:
+                self.state.failures += 1
+                self.state.last_error = f"{key}: {message}"
+            log.warning("access %s failed (callers get no %s from it until it succeeds): %s", key,
+                        key.split("_")[0], message)
+            return {}
+        with self._lock:
+            self.state.last_error = None
+        return {k: tuple(v) for k, v in out.items()}
+
+
+_DIRECTORIES: weakref.WeakKeyDictionary[Engine, CallerDirectory] = weakref.WeakKeyDictionary()
+_DEFAULT = CallerDirectory()
+_DIRECTORIES_LOCK = threading.Lock()
+
+
+def directory_for(engine: Engine | None) -> CallerDirectory:
+    """The deployment's directory: one per Engine (its settings), or the reference app's default."""
+    if engine is None:
+        return _DEFAULT
+    with _DIRECTORIES_LOCK:
+        found = _DIRECTORIES.get(engine)
+        if found is None:
+            found = _DIRECTORIES[engine] = CallerDirectory(engine.settings)
+        return found
+
+
+def load_caller(conn: sa.Connection, employee_id: int, engine: Engine | None = None) -> Caller:
+    """The caller ``employee_id`` as the deployment declares it (``engine`` brings the settings).
+
+    Without ``engine``: the reference app's EMPLOYEE row and the default see-all roles.
+    """
+    return directory_for(engine).load(conn, int(employee_id))

@@ -1,0 +1,129 @@
+"""Who may read a source's records: the access policy a source declares (issue 23).
+
+A policy is a set of rules, OR-combined:
+
+* ``owner``: the record's owner (the owner column / ``Document.owner_id``);
+* ``group``: any member of one of the record's groups (a ``group_column``,
+  an ``acl_query`` of ``(row id, group)`` pairs, or ``Document.groups``);
+* ``public``: everyone.
+
+A record the rules give nobody (no owner, no group) is ``missing``: hidden
+(only see-all callers read it; the default for a source that declares a
+policy: fail closed) or public. A source that declares nothing keeps the
+rule the product always had (:data:`LEGACY`): its owner, everyone when it
+has none.
+
+The policy is applied when a record is written: :func:`record_access` turns
+it into the chunk's access columns (engines/records.py ``RecordAccess``), and
+one generated predicate (``engines.engine_sql.SCOPE``) reads them on every
+path. So a policy change needs no query change, and a change of owner or
+groups re-scopes a record without embedding it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..engines.records import RecordAccess, check_group
+from ..errors import ConfigurationError
+
+RULES = ("owner", "group", "public")
+MISSING = ("hidden", "public")
+# The options a SQL-query source accepts for its access (sources/sql_query.py OPTION_KEYS).
+ACCESS_OPTION_KEYS = ("access", "group_column", "acl_query", "missing_access")
+
+
+@dataclass(frozen=True)
+class AccessPolicy:
+    """What a source declares: rules (OR-combined) and what a record without owner/group data gets."""
+
+    rules: tuple[str, ...] = ("owner",)
+    missing: str = "hidden"
+
+    def __post_init__(self) -> None:
+        if not self.rules:
+            raise ConfigurationError("an access policy needs at least one of owner, group, public", key="access")
+        for rule in self.rules:
+            if rule not in RULES:
+                raise ConfigurationError(f"access: unknown rule {rule!r}; expected any of {', '.join(RULES)}",
+                                         key="access")
+        if self.missing not in MISSING:
+            raise ConfigurationError(f"missing_access: expected hidden or public, got {self.missing!r}",
+                                     key="missing_access")
+
+    @property
+    def uses_groups(self) -> bool:
+        return "group" in self.rules
+
+    def describe(self) -> str:
+        rules = " or ".join(self.rules)
+        return rules if "public" in self.rules else f"{rules}; without data: {self.missing}"
+
+
+# The rule of a source that declares none (every source before issue 23 except TASK).
+LEGACY = AccessPolicy(("owner",), "public")
+# The reference sources: a task is its assignee's (unassigned: see-all only); sprints and projects are everyone's.
+OWNER_ONLY = AccessPolicy(("owner",), "hidden")
+PUBLIC = AccessPolicy(("public",), "public")
+
+
+def record_access(policy: AccessPolicy, owner_id: int | None, groups: Iterable[Any] = ()) -> RecordAccess:
+    """The access columns of a record with this owner and these groups under ``policy``."""
+    if "public" in policy.rules:
+        return RecordAccess(owner=None, public=True, groups=())
+    owner = owner_id if "owner" in policy.rules else None
+    members = tuple(sorted({check_group(g) for g in groups})) if policy.uses_groups else ()
+    if owner is None and not members:
+        return RecordAccess(owner=None, public=policy.missing == "public", groups=())
+    return RecordAccess(owner=owner, public=False, groups=members)
+
+
+@dataclass(frozen=True)
+class SourceAccess:
+    """A SQL-query source's access options, validated (``[sources.NAME]`` keys, docs/access.md)."""
+
+    policy: AccessPolicy
+    group_column: str | None = None
+    acl_query: str | None = None
+
+    def definition(self) -> list[Any]:
+        """What goes into the source's definition hash (only when a policy is declared)."""
+        return [list(self.policy.rules), self.policy.missing, self.group_column, self.acl_query]
+
+
+def source_access(options: Mapping[str, Any], prefix: str) -> SourceAccess | None:
+    """The access options of a ``[sources.NAME]`` table; None when it declares none (LEGACY applies)."""
+    declared = {k: options[k] for k in ACCESS_OPTION_KEYS if options.get(k) is not None}
+    if not declared:
+        return None
+    raw = declared.get("access", ["owner"])
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, Sequence) or not raw or not all(isinstance(r, str) for r in raw):
+        raise ConfigurationError(f"{prefix}.access: a list of owner, group, public", key=f"{prefix}.access")
+    rules = tuple(dict.fromkeys(r.strip().lower() for r in raw))
+    missing = str(declared.get("missing_access", "hidden")).strip().lower()
+    try:
+        policy = AccessPolicy(rules, missing)
+    except ConfigurationError as exc:
+        key = f"{prefix}.{exc.details.get('key') or 'access'}"
+        raise ConfigurationError(f"{prefix}.{exc.message}", key=key) from None
+    group_column = declared.get("group_column")
+    acl_query = declared.get("acl_query")
+    if group_column is not None and acl_query is not None:
+        raise ConfigurationError(f"{prefix}: give group_column or acl_query, not both", key=f"{prefix}.acl_query")
+    if policy.uses_groups and group_column is None and acl_query is None:
+        raise ConfigurationError(f"{prefix}.access: the group rule needs group_column or acl_query",
+                                 key=f"{prefix}.access")
+    if not policy.uses_groups and (group_column is not None or acl_query is not None):
+        which = "group_column" if group_column is not None else "acl_query"
+        raise ConfigurationError(f"{prefix}.{which}: only meaningful with \"group\" in access",
+                                 key=f"{prefix}.{which}")
+    if group_column is not None and (not isinstance(group_column, str) or not group_column.strip()):
+        raise ConfigurationError(f"{prefix}.group_column: a column label", key=f"{prefix}.group_column")
+    if acl_query is not None and (not isinstance(acl_query, str) or not acl_query.strip()):
+        raise ConfigurationError(f"{prefix}.acl_query: a SELECT returning (row id, group) pairs",
+                                 key=f"{prefix}.acl_query")
+    return SourceAccess(policy, group_column.strip() if group_column else None, acl_query)
