@@ -190,3 +190,58 @@ def test_spanish_questions_get_spanish_names(parser):
     u = parse(parser, "tareas del proyecto Atlas Bling")
     assert u.notices[0].message("proyecto", "es") == ("no hay ningún proyecto llamado 'Atlas Bling' \u2014 "
                                                       "¿quiso decir Atlas Billing?")
+
+
+def test_one_typo_is_read_and_said(parser):
+    u = parse(parser, "how many taks are blokced?")
+    assert u.kind == "count" and conds(u) == {("status", "in", ("BLOCKED",))} and u.read_as == ["tasks", "blocked"]
+    u = parse(parser, "whats in progres for Marta Rivera")
+    assert conds(u) == {("status", "in", ("IN_PROGRESS",)), ("assignee_id", "in", (10,))} and u.topic == ""
+    assert parse(parser, "how many tasks are blocked?").read_as == []  # nothing to correct
+    assert parse(parser, "tasks about the lgin page").read_as == []  # four letters: too short to guess
+
+
+def test_questions_the_data_cannot_answer_are_not_matched_in_descriptions(parser):
+    u = parse(parser, "what did the team finish last week?")
+    assert conds(u) == {("status", "in", ("DONE",))} and any("no completion dates" in n for n in u.notes)
+    assert "last" not in u.topic and "week" not in u.topic
+    u = parse(parser, "what should I work on next?")
+    assert u.advice and conds(u) == {("assignee_id", "in", (ME,)), ("status", "not_in", ("DONE",))}
+    assert u.topic == ""
+
+
+def _with_tickets(parser, **options):
+    from oracle_rag.answers.understanding import QueryParser
+    from oracle_rag.answers.vocabulary import build_vocabulary
+    from oracle_rag.sources import SqlSource
+
+    source = SqlSource("tickets", "SELECT id, content, severity, state, opened, owner_id FROM t",
+                       owner_column="owner_id", facet_columns={"severity": "enum", "state": "enum", "opened": "date"},
+                       lifecycle="state", done_values=["SOLVED"], **options)
+    declared = [s.declaration() for s in reference_sources()] + [source.declaration()]
+    values = {**{k: set(v) for k, v in parser.vocab.values.items()}, "severity": {"CRITICAL", "LOW"},
+              "state": {"OPEN", "SOLVED"}}
+    labels = {**parser.vocab.labels, "owner_id": dict(parser.vocab.labels["assignee_id"])}
+    return QueryParser(build_vocabulary(declared, values, labels))
+
+
+def test_a_declared_source_has_its_own_meanings(parser):
+    p = _with_tickets(parser, facet_cues={"opened": ["opened", "created"]})
+    u = parse(p, "how many open tickets do I have?")
+    assert u.targets == ["tickets"] and conds(u) == {("state", "not_in", ("SOLVED",)), ("owner_id", "in", (ME,))}
+    u = parse(p, "tickets in state open")  # named with its facet: the value
+    assert conds(u) == {("state", "in", ("OPEN",))}
+    u = parse(p, "critical tickets opened before 2026-04-01")
+    assert conds(u) == {("severity", "in", ("CRITICAL",)), ("opened", "lt", ("2026-04-01",))}
+    assert parse(p, "ticket 1042").lookups == [("tickets", "tickets#1042")]
+    assert parse(p, "#42").lookups == [("TASK", "42"), ("tickets", "tickets#42")]
+    u = parse(p, "overdue tickets")
+    assert u.kind == "notice" and u.notes and "overdue" in u.notes[0]
+    u = parse(p, "how many do I have?")  # no type named: every type "my" applies to, each counted
+    assert u.targets == ["TASK", "tickets"] and u.per_type["tickets"] == [
+        c for c in u.per_type["tickets"] if c.facet == "owner_id"]
+    u = parse(p, "who has the most open tickets?")
+    assert u.group_by == "owner_id" and u.superlative == "most"
+    # "ticket" is the source's own word now, no longer the tasks'
+    assert parse(p, "critical tickets").targets == ["tickets"]
+    assert parse(parser, "critical tickets").targets == ["TASK"]

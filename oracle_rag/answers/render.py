@@ -95,6 +95,15 @@ def describe(conditions: list[Condition], vocab: Vocabulary, caller_id: int | No
     return " \u00b7 ".join(c["label"] for c in chips(conditions, vocab, caller_id, lang))
 
 
+def describe_all(result: StructuredResult, caller_id: int | None) -> str:
+    """What was applied; with several types whose conditions differ, each type's ("owner: you (tickets)")."""
+    u = result.understanding
+    texts = {t: describe(u.conditions_of(t), result.vocab, caller_id, u.language) for t in u.targets}
+    if len(set(texts.values())) <= 1:
+        return describe(u.conditions, result.vocab, caller_id, u.language)
+    return " / ".join(f"{text} ({noun(result.vocab, t, 2, u.language)})" for t, text in texts.items() if text)
+
+
 def columns(result: StructuredResult) -> list[tuple[str, str]]:
     """(facet name, label) of the facets a list shows per record: the type's declared display facets,
     else its enums, people and due date."""
@@ -189,7 +198,7 @@ def _render_text(result: StructuredResult, caller_id: int | None) -> str:
         return "\n".join(notes)
     if u.kind == "lookup":
         return _lookup_text(result)
-    desc = describe(u.conditions, vocab, caller_id, lang)
+    desc = describe_all(result, caller_id)
     kind = u.target_type
     total = result.total or 0
     plural = _type_total(result, lang) or f"{total} {noun(vocab, kind, total, lang)}"
