@@ -1,11 +1,11 @@
--- V8: declared access (issue 23) and the audit trail (embedded engine).
+-- V10: declared access (issue 23) and the audit trail (embedded engine).
 -- (a) Who may read a chunk, written by the indexer from its source's access
 --     policy (sources/access.py), the same on every chunk of a record:
 --     ACCESS_OWNER  the employee the owner rule lets in (NULL: none);
 --     ACCESS_PUBLIC 1 when everyone may read it;
 --     ACCESS_GROUPS the record's groups as a canonical JSON array (NULL: none),
 --                   what the indexer compares and the in-process caches read.
---     Existing rows get the rule the product applied before V8 (the owner,
+--     Existing rows get the rule the product applied before V10 (the owner,
 --     else everyone except for an unowned TASK), so nothing changes for them.
 -- (b) RAG_CHUNK_ACL: one row per (record, group); the scope predicate
 --     (engine_sql.SCOPE) matches the caller's groups against PRINCIPAL, so the
