@@ -62,6 +62,7 @@ SYS_PASSWORD_ENV = "ORACLE_RAG_TEST_SYS_PASSWORD"
 # is listed here.
 USER_FILES = {
     "local/init/01_users.sh": "SYS (by the image, as /container-entrypoint-initdb.d/01_users.sh)",
+    "local/bootstrap.sh": "APP (runs `oracle-rag bootstrap` as the application user)",
     "local/readonly_synonyms.sql": "SYS",
     "local/grant_readonly.sql": "APP",
     "oracle_rag/sql/oracle/load_model.sql": "APP",

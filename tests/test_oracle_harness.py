@@ -48,6 +48,7 @@ def _literal_args(call: ast.Call) -> list[object]:
 
 def test_every_user_facing_database_file_is_listed() -> None:
     found = {str(p.relative_to(ROOT)) for p in (ROOT / "local").glob("*.sql")}
+    found |= {str(p.relative_to(ROOT)) for p in (ROOT / "local").glob("*.sh")}
     found |= {str(p.relative_to(ROOT)) for p in (ROOT / "local" / "init").iterdir() if p.is_file()}
     found |= {str(p.relative_to(ROOT)) for p in (ROOT / "oracle_rag" / "sql" / "oracle").glob("*.sql")
               if not p.name.startswith("V")}  # migrations run through `oracle-rag migrate`
@@ -60,6 +61,12 @@ def test_each_sql_file_is_run_by_the_suite(name: str) -> None:
     called = {a for call in _calls(HARNESS + ORACLE_TESTS, "run_user_file") for a in _literal_args(call)
               if isinstance(a, str)}
     assert name in called, f"no fixture or Oracle test calls run_user_file(..., {name!r})"
+
+
+@pytest.mark.parametrize("name", [n for n in oh.USER_FILES if n.endswith(".sh") and "/init/" not in n])
+def test_each_deploy_script_is_run_by_the_suite(name: str) -> None:
+    called = {a for call in _calls(ORACLE_TESTS, "user_file") for a in _literal_args(call) if isinstance(a, str)}
+    assert name in called, f"no Oracle test runs user_file({name!r})"
 
 
 def test_the_init_script_runs_in_the_container_as_compose_mounts_it() -> None:

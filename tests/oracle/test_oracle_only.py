@@ -43,8 +43,9 @@ def _index(system) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_session_model_is_loaded_and_embeds(oracle_target: OracleTarget, tmp_path: Path) -> None:
-    assert re.match(rf"(loaded {oracle_target.model_name} \(|{oracle_target.model_name} already loaded)",
-                    oracle_target.model_outcome)
+    # the output of `oracle-rag model load` (the session ran the CLI, local/README.md step 6)
+    assert re.search(rf"^(loaded {oracle_target.model_name} \(|{oracle_target.model_name} already loaded)",
+                     oracle_target.model_outcome, re.MULTILINE), oracle_target.model_outcome
     system = new_system(oracle_target, tmp_path)
     with system.engine.connect() as conn:
         status = system.engine.model_status(conn)

@@ -26,6 +26,7 @@ from oracle_helpers import (
     new_system,
     reset_schema,
     run_user_file,
+    user_file,
 )
 
 from oracle_rag import index_maintenance, provision
@@ -95,6 +96,29 @@ def test_load_model_sql_loads_the_mounted_file_once(oracle_target: OracleTarget,
     finally:
         drop_model(system.engine, name)
         system.close()
+
+
+# -- local/bootstrap.sh, the deploy script ------------------------------------------------------------
+
+
+def test_local_bootstrap_sh_brings_the_database_up_to_date(oracle_target: OracleTarget, tmp_path: Path) -> None:
+    """The script a deploy runs (terraform/README.md, local/README.md), with the real CLI behind it."""
+    import os
+    import subprocess
+    import sys
+
+    binary = Path(sys.executable).parent / "oracle-rag"
+    if not binary.is_file():
+        pytest.skip(f"no oracle-rag console script next to {sys.executable}")
+    env = {**os.environ, **oracle_target.cli_env(tmp_path / "cli"), "ORACLE_RAG_BIN": str(binary)}
+    env.pop("MINILM_ONNX_PAR_URL", None)
+    for _ in range(2):  # whatever an earlier test left, the second run has nothing to apply
+        res = subprocess.run(["bash", str(user_file("local/bootstrap.sh"))], env=env, capture_output=True,
+                             text=True, check=False)
+        assert res.returncode == 0, res.stderr
+    assert "migrations (rag): applied none" in res.stdout, res.stdout
+    assert f"model: {oracle_target.model_name} present; MINILM_ONNX_PAR_URL not set" in res.stdout
+    assert res.stdout.rstrip().endswith("bootstrap: done")
 
 
 # -- LOAD_ONNX_MODEL_CLOUD from a pre-authenticated URL on a local HTTP server -----------------------
