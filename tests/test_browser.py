@@ -14,12 +14,13 @@ with the reason elsewhere (``apt-get install -y chromium``).
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from chat_helpers import DEV_A, MANAGER, issue_tokens, task_chunks_of
+from chat_helpers import DEV_A, MANAGER, issue_tokens, rewrite_task, task_chunks_of
 from llm_server import Reply, ScriptedLLM
 
 from oracle_rag.chat import LLMClient
@@ -107,7 +108,8 @@ def test_chat_page_streams_an_answer_and_opens_its_citation(site) -> None:
             expect(citation).to_be_visible()
             # issue 18: the anchor inside the answer text is a link too, and a Sources line names it once
             inline = reply.locator(".content").get_by_role("link", name=f"[TASK #{task.task_id}]")
-            expect(inline).to_have_attribute("href", f"/chunk/TASK/{task.task_id}")
+            # issue 25: the link opens the record at the cited passage, in a new tab too
+            expect(inline).to_have_attribute("href", re.compile(rf"^/chunk/TASK/{task.task_id}\?passage=\S+"))
             source_line = reply.locator(".citations li").first
             expect(source_line).to_contain_text(task.title)
             assert source_line.inner_text().count(f"[TASK #{task.task_id}]") == 1, source_line.inner_text()
@@ -258,9 +260,12 @@ def test_structured_answers_show_chips_a_table_and_a_bar_chart(plain_site) -> No
             expect(first.locator(".chip").nth(0)).to_contain_text("status: BLOCKED")
             expect(first.locator(".chip").nth(1)).to_contain_text("sprint status: ACTIVE")
             rows = first.locator("table.records tbody tr")
-            cited = first.locator(".citations li")
             expect(rows.first).to_be_visible()
-            assert rows.count() == cited.count() > 0
+            # issue 25: the table is the one view of the records (not the text, not Sources again)
+            expect(first.locator(".citations")).to_have_count(0)
+            anchors = first.locator("table.records tbody tr td:first-child").all_text_contents()
+            text = first.inner_text()
+            assert anchors and all(text.count(a) == 1 for a in anchors), text
             headers = first.locator("table.records thead th").all_text_contents()
             assert headers[:4] == ["record", "title", "status", "priority"] and "assignee" in headers and "due" in headers
             assert set(first.locator("table.records tbody tr td:nth-child(3)").all_text_contents()) == {"BLOCKED"}
@@ -285,5 +290,113 @@ def test_structured_answers_show_chips_a_table_and_a_bar_chart(plain_site) -> No
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "structured.png"), full_page=True)
             assert errors == []
+        finally:
+            browser.close()
+
+
+# What the page measures of itself (issue 25): the answer column, every record anchor shown in a
+# message (table links, inline links, Sources links), and every table cell whose text wraps.
+LAYOUT = """() => {
+    const main = document.querySelector("main.chat").getBoundingClientRect();
+    const messages = Array.from(document.querySelectorAll("#messages .message.assistant")).map((m) => ({
+        anchors: Array.from(m.querySelectorAll("a.citation")).map((a) => a.textContent),
+        sources: Array.from(m.querySelectorAll(".citations li")).map((li) => li.textContent),
+    }));
+    const wrapped = [];
+    for (const td of document.querySelectorAll("table.records td:not(.title)")) {
+        const range = document.createRange();
+        range.selectNodeContents(td);
+        const lines = new Set(Array.from(range.getClientRects()).map((r) => Math.round(r.top)));
+        if (lines.size > 1) { wrapped.push(td.textContent); }
+    }
+    return {viewport: window.innerWidth, column: main.width, messages: messages, wrapped: wrapped,
+            due: Array.from(document.querySelectorAll("table.records td")).filter(
+                (td) => /^\\d{4}-\\d{2}-\\d{2}$/.test(td.textContent)).length};
+}"""
+
+
+def test_a_list_answer_shows_its_records_once_in_a_wide_column(plain_site, tmp_path: Path) -> None:
+    """Issue 25: at 1280 px the answer column uses the screen, each record appears once (the table),
+    no Sources line repeats its anchor, and no date wraps; a screenshot is kept for a look."""
+    _require_chromium()
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(plain_site["url"])
+            expect(page.locator("body[data-ready='true']")).to_be_attached()
+            page.get_by_label("Act as").select_option(label="Manager Three \u2014 manager (#3)")
+            expect(page.locator("#identity")).to_contain_text("(#3, manager)")
+            question = page.get_by_label("Your question")
+            question.fill("which tasks are in progress?")
+            question.press("Enter")
+            answer = page.locator("#messages .message.assistant").last
+            expect(answer.locator("table.records tbody tr").first).to_be_visible(timeout=60_000)
+            expect(page.locator("#detail")).to_be_hidden()  # the record panel only once a record is opened
+            shot = tmp_path / "list-answer-1280.png"
+            page.screenshot(path=str(shot), full_page=True)
+            layout = page.evaluate(LAYOUT)
+            assert errors == []
+        finally:
+            browser.close()
+    assert shot.stat().st_size > 10_000
+    assert layout["viewport"] == 1280 and layout["column"] >= 0.7 * 1280, layout["column"]
+    (listed,) = layout["messages"]
+    assert len(listed["anchors"]) >= 10  # a list answer's records...
+    assert len(listed["anchors"]) == len(set(listed["anchors"])), listed["anchors"]  # ...each shown once
+    assert all(line.count("[") == 1 for line in listed["sources"]), listed["sources"]  # no anchor twice
+    assert layout["due"] >= 1 and layout["wrapped"] == [], layout["wrapped"]
+
+
+SENTENCES = [f"Comment {n:03d}: the retry queue drained batch {n} after the failover." for n in range(1, 121)]
+
+
+def test_a_long_record_opens_whole_at_the_cited_passage(site, tmp_path: Path) -> None:
+    """Issue 25: the side panel shows every window of a long record, the cited passage marked and in view."""
+    _require_chromium()
+    from playwright.sync_api import expect, sync_playwright
+
+    task = site["task"]
+    rewrite_task(site["rag"], task.task_id, description="\n".join(SENTENCES))
+    site["llm"].push(Reply(text=f"Batch 117 is noted in [TASK #{task.task_id}]."))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(site["url"])
+            expect(page.locator("body[data-ready='true']")).to_be_attached()
+            page.get_by_label("Act as").select_option(label="Developer Nine \u2014 developer (#9)")
+            expect(page.locator("#identity")).to_contain_text("#9, developer")
+            question = page.get_by_label("Your question")
+            question.fill("which comment says the retry queue drained batch 117 after the failover?")
+            question.press("Enter")
+            source = page.locator("#messages .message.assistant .citations").get_by_role(
+                "link", name=f"[TASK #{task.task_id}]")
+            expect(source).to_be_visible(timeout=60_000)
+            assert "passage=" in (source.get_attribute("href") or "")
+            cited = page.locator("#messages .message.assistant .citations .snippet").first.inner_text()
+            source.click()
+            content = page.locator("#detail-content")
+            expect(content).to_contain_text("Comment 001:")
+            text = content.inner_text()
+            assert all(text.count(s) == 1 for s in SENTENCES)  # whole, the overlaps once
+            mark = page.locator("#detail-passage")
+            expect(mark).to_contain_text("Comment 117")
+            assert " ".join(mark.inner_text().split()) == " ".join(cited.replace("\u2026", " ").split())
+            # scrolled to it: the mark is inside the panel's visible box, the record's start is not
+            box, seen = mark.bounding_box(), content.bounding_box()
+            assert box and seen and seen["y"] <= box["y"] and box["y"] + box["height"] <= seen["y"] + seen["height"]
+            assert content.evaluate("el => el.scrollTop") > 0
+            # the chat column makes room for the panel, which stays beside it
+            assert page.locator("main.chat").bounding_box()["width"] >= 0.4 * 1280
+            page.screenshot(path=str(tmp_path / "record-panel-1280.png"))
+            # the link's own page (a new tab, same sign-in) opens at the same passage
+            page.goto(site["url"].rstrip("/") + (source.get_attribute("href") or ""))
+            expect(page.locator("body[data-ready='true']")).to_be_attached()
+            expect(page.locator("#detail-passage")).to_contain_text("Comment 117")
         finally:
             browser.close()

@@ -6,14 +6,14 @@ pasted, or, in demo mode only, the demo token of the employee picked in a
 clearly marked box. A host app whose caller loader reads its own session
 cookie needs neither: the page's same-origin requests carry the cookie.
 
-``/chunk/<type>/<id>`` is the same page opened on a record's detail, so a
-citation link works in a new tab too. Every response carries a strict
+``/chunk/<type>/<id>[?passage=...]`` is the same page opened on a record's
+detail (at the cited passage), so a citation link works in a new tab too. Every response carries a strict
 Content-Security-Policy: scripts and styles only from this origin.
 """
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, render_template, url_for
+from flask import Blueprint, Response, render_template, request, url_for
 
 from .state import state
 
@@ -32,11 +32,11 @@ def _headers(response: Response) -> Response:
     return response
 
 
-def _render(chunk_type: str = "", chunk_id: str = "") -> str:
+def _render(chunk_type: str = "", chunk_id: str = "", chunk_passage: str = "") -> str:
     api_base = url_for("oracle_rag_api.me").rsplit("/me", 1)[0]
     return render_template("oracle_rag_chat.html", api_base=api_base, demo=state().demo,
                            page_base=url_for("oracle_rag_pages.index"), chunk_type=chunk_type, chunk_id=chunk_id,
-                           health_url=url_for("oracle_rag_health.healthz"))
+                           chunk_passage=chunk_passage, health_url=url_for("oracle_rag_health.healthz"))
 
 
 @pages_bp.get("/")
@@ -46,4 +46,4 @@ def index() -> str:
 
 @pages_bp.get("/chunk/<source_type>/<path:source_id>")
 def chunk_page(source_type: str, source_id: str) -> str:
-    return _render(source_type, source_id)
+    return _render(source_type, source_id, request.args.get("passage", "")[:2000])

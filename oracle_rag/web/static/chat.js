@@ -144,11 +144,24 @@
   }
 
   // -- messages and citations ------------------------------------------------------
-  function chunkHref(type, id) {
-    return BASE + "chunk/" + encodeURIComponent(type) + "/" + encodeURIComponent(id);
+  // A record link carries the cited passage (the citation's snippet), so the record opens there.
+  function chunkHref(type, id, passage) {
+    const href = BASE + "chunk/" + encodeURIComponent(type) + "/" + encodeURIComponent(id);
+    return passage ? href + "?passage=" + encodeURIComponent(passage) : href;
   }
 
-  function renderCitations(citations) {
+  function anchorText(type, id) { return "[" + type + " #" + id + "]"; }
+  // One record's key in the maps below (anchors in a text may spell the type in another case).
+  function recordKey(type, id) { return String(type).toUpperCase() + " #" + id; }
+
+  // The snippet without a leading copy of the anchor the link already shows ("[TASK #42] [TASK #42] ...").
+  function snippetText(c) {
+    const anchor = c.anchor || anchorText(c.source_type, c.source_id);
+    const text = (c.snippet || "").trim();
+    return text.startsWith(anchor) ? text.slice(anchor.length).trim() : text;
+  }
+
+  function renderCitations(citations, passages) {
     const wrap = document.createElement("div");
     wrap.className = "citations";
     const heading = document.createElement("h3");
@@ -158,10 +171,11 @@
     const list = document.createElement("ul");
     for (const c of citations) {
       const li = document.createElement("li");
-      const link = citationLink(c.source_type, c.source_id, c.anchor || "[" + c.source_type + " #" + c.source_id + "]");
+      const link = citationLink(c.source_type, c.source_id, c.anchor || anchorText(c.source_type, c.source_id),
+                                passages);
       const snippet = document.createElement("span");
       snippet.className = "snippet";
-      snippet.textContent = " " + c.snippet;
+      snippet.textContent = " " + snippetText(c);
       li.append(link, snippet);
       list.appendChild(li);
     }
@@ -171,30 +185,47 @@
 
   // "[TASK #42]" in an answer's text: a link to the record, like the Sources list.
   const ANCHOR = /\[([A-Za-z][A-Za-z0-9_]*) #([^\s,;\[\]]+)\]/g;
+  // A numbered record line of a structured answer's text ("3. [TASK #42] Title — BLOCKED · ...").
+  const RECORD_LINE = /^\s*\d+\.\s+\[([A-Za-z][A-Za-z0-9_]*) #([^\s\]]+)\]/;
 
-  function citationLink(type, id, label) {
+  function citationLink(type, id, label, passages) {
+    const passage = (passages && passages.get(recordKey(type, id))) || "";
     const link = document.createElement("a");
     link.className = "citation";
-    link.href = chunkHref(type, id);
+    link.href = chunkHref(type, id, passage);
     link.textContent = label;
     link.addEventListener("click", (event) => {
       if (event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey || event.altKey) { return; }
       event.preventDefault();
-      openChunk(type, id, link);
+      openChunk(type, id, link, passage);
     });
     return link;
   }
 
-  function linkAnchors(text) {
+  function linkAnchors(text, passages) {
     const nodes = [];
     let last = 0;
     for (const m of text.matchAll(ANCHOR)) {
       if (m.index > last) { nodes.push(document.createTextNode(text.slice(last, m.index))); }
-      nodes.push(citationLink(m[1].toUpperCase(), m[2].replace(/[.:)!?]+$/, ""), m[0]));
+      nodes.push(citationLink(m[1].toUpperCase(), m[2].replace(/[.:)!?]+$/, ""), m[0], passages));
       last = m.index + m[0].length;
     }
     if (last < text.length) { nodes.push(document.createTextNode(text.slice(last))); }
     return nodes;
+  }
+
+  // A structured answer's text less the numbered lines (and their indented passages) of the
+  // records its table shows: the table is the one view of them.
+  function withoutTabledLines(text, tabled) {
+    const out = [];
+    let dropping = false;
+    for (const line of text.split("\n")) {
+      const m = line.match(RECORD_LINE);
+      if (m) { dropping = tabled.has(recordKey(m[1], m[2])); }
+      else if (dropping && !/^\s{2,}\S/.test(line)) { dropping = false; }
+      if (!dropping) { out.push(line); }
+    }
+    return out.join("\n").replace(/\n{3,}/g, "\n\n").trim();
   }
 
   function addMessage(role, text, citations, isError, answer) {
@@ -205,17 +236,27 @@
     who.textContent = role === "user" ? "You" : "Assistant";
     const content = document.createElement("div");
     content.className = "content";
-    if (role === "assistant" && !isError) { content.replaceChildren(...linkAnchors(text)); }
-    else { content.textContent = text; }
     li.append(who, content);
-    const structured = role === "assistant" && !isError && answer && window.OracleRagStructured
-      ? window.OracleRagStructured.render(answer, {
-        chunkHref: chunkHref, openChunk: openChunk,
+    if (role !== "assistant" || isError) {
+      content.textContent = text;
+    } else {
+      const cited = citations || [];
+      const passages = new Map(cited.map((c) => [recordKey(c.source_type, c.source_id), snippetText(c)]));
+      const views = window.OracleRagStructured;
+      const tabled = answer && views ? views.tabled(answer) : new Set();
+      const shown = tabled.size && answer.answerer === "structured" ? withoutTabledLines(text, tabled) : text;
+      content.replaceChildren(...linkAnchors(shown, passages));
+      const structured = answer && views ? views.render(answer, {
+        chunkHref: chunkHref,
+        openChunk: (type, id, opener) => openChunk(type, id, opener, passages.get(recordKey(type, id)) || ""),
+        passageOf: (type, id) => passages.get(recordKey(type, id)) || "",
         reask: (drop) => { if (!busy) { ask(answer.question, $("mode").value, drop); } },
-      })
-      : null;
-    if (structured) { li.appendChild(structured); }
-    if (role === "assistant" && !isError) { li.appendChild(renderCitations(citations || [])); }
+      }) : null;
+      if (structured) { li.appendChild(structured); }
+      // records the table shows are not listed again under Sources
+      const rest = cited.filter((c) => !tabled.has(recordKey(c.source_type, c.source_id)));
+      if (rest.length || !tabled.size) { li.appendChild(renderCitations(rest, passages)); }
+    }
     $("messages").appendChild(li);
     li.scrollIntoView({ block: "end" });
     return li;
@@ -304,25 +345,41 @@
   }
 
   // -- record detail ------------------------------------------------------------------
-  async function openChunk(type, id, opener) {
+  // The whole record (a long one's windows joined by the server), opened at the cited passage:
+  // the server says where the passage is; it is marked and scrolled into view.
+  async function openChunk(type, id, opener, passage) {
     const panel = $("detail");
     const title = $("detail-title");
     const content = $("detail-content");
+    let mark = null;
     try {
-      const d = await api("/chunks/" + encodeURIComponent(type) + "/" + encodeURIComponent(id));
+      const query = passage ? "?passage=" + encodeURIComponent(passage) : "";
+      const d = await api("/chunks/" + encodeURIComponent(type) + "/" + encodeURIComponent(id) + query);
       title.textContent = d.anchor;
-      content.textContent = d.content;
+      if (d.passage) {
+        mark = document.createElement("mark");
+        mark.id = "detail-passage";
+        mark.textContent = d.content.slice(d.passage.start, d.passage.end);
+        content.replaceChildren(d.content.slice(0, d.passage.start), mark, d.content.slice(d.passage.end));
+      } else {
+        content.textContent = d.content;
+      }
     } catch (e) {
-      title.textContent = "[" + type + " #" + id + "]";
+      title.textContent = anchorText(type, id);
       content.textContent = e.status === 404 ? "This record does not exist, or you may not see it." : e.message;
     }
     lastOpener = opener || null;
     panel.hidden = false;
-    title.focus();
+    panel.parentElement.classList.add("with-detail");
+    content.scrollTop = 0;
+    if (mark) { content.scrollTop = mark.offsetTop - content.offsetTop - content.clientHeight / 3; }
+    title.focus({ preventScroll: true });
   }
 
   function closeChunk() {
-    $("detail").hidden = true;
+    const panel = $("detail");
+    panel.hidden = true;
+    panel.parentElement.classList.remove("with-detail");
     if (lastOpener) { lastOpener.focus(); } else { $("question").focus(); }
   }
 
@@ -391,7 +448,9 @@
       try { await initDemo(); } catch (e) { setStatus("Demo identities unavailable: " + e.message); }
     }
     await refresh();
-    if (body.dataset.chunkType) { await openChunk(body.dataset.chunkType, body.dataset.chunkId, null); }
+    if (body.dataset.chunkType) {
+      await openChunk(body.dataset.chunkType, body.dataset.chunkId, null, body.dataset.chunkPassage || "");
+    }
     body.dataset.ready = "true";
   }
 

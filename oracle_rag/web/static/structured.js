@@ -76,7 +76,11 @@
       });
       cell.appendChild(link);
       row.appendChild(cell);
-      row.appendChild(el("td", "", r.title));
+      const title = el("td", "title", r.title);
+      // ranked by a topic: the passage that matched it, under the title (the citation's snippet)
+      const passage = data.topic && handlers.passageOf ? handlers.passageOf(r.source_type, r.source_id) : "";
+      if (passage) { title.appendChild(el("span", "passage", passage)); }
+      row.appendChild(title);
       for (const name of data.columns) {
         row.appendChild(el("td", "", (r.values && r.values[name]) || "-"));
       }
@@ -125,5 +129,13 @@
     return wrap.childNodes.length ? wrap : null;
   }
 
-  window.OracleRagStructured = { render: render };
+  // "TYPE #id" of the records the table shows: the page lists them there only (not again in the
+  // answer's text or under Sources).
+  function tabled(answer) {
+    const data = answer && answer.structured;
+    if (!data || data.kind !== "list") { return new Set(); }
+    return new Set(data.records.map((r) => String(r.source_type).toUpperCase() + " #" + r.source_id));
+  }
+
+  window.OracleRagStructured = { render: render, tabled: tabled };
 })();
