@@ -11,12 +11,11 @@ what comes back, never about which engine ran.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from oracle_helpers import RO_VIEWS, require_oracle
+from oracle_helpers import require_oracle, run_user_file
 
 from oracle_rag import auth
 from oracle_rag.aggregate.service import AggregateService
@@ -145,10 +144,7 @@ def _aggregate_service(system, request: pytest.FixtureRequest, tmp_path: Path) -
     target = require_oracle(request)
     if not target.ro_url or not target.ro_password_env:
         pytest.skip("no read-only user: set ORACLE_RAG_TEST_RO_URL and ORACLE_RAG_TEST_RO_PASSWORD")
-    ro_user = re.match(r"^[a-z+]+://([^@/:]+)@", target.ro_url).group(1).upper()  # type: ignore[union-attr]
-    with system.engine.begin() as conn:  # local/grant_readonly.sql
-        for view in RO_VIEWS:
-            conn.exec_driver_sql(f"GRANT READ ON {view} TO {ro_user}")
+    run_user_file(target, "local/grant_readonly.sql")  # the file itself, as the owner of the views
     from oracle_rag.system import RagSystem
 
     guarded = RagSystem(target.settings(tmp_path / "guarded", aggregate_database_url=target.ro_url,

@@ -14,7 +14,7 @@ import numpy as np
 import oracledb
 import pytest
 import sqlalchemy as sa
-from oracle_helpers import OracleTarget, drop_model, load_model, new_system
+from oracle_helpers import OracleTarget, cli, drop_model, load_model, new_system
 
 from oracle_rag import provision
 from oracle_rag.caller import Caller
@@ -113,13 +113,14 @@ def test_a_4000_byte_text_embeds_like_the_local_runtime(oracle_target: OracleTar
         system.close()
 
 
-# -- 10. two deploys at once: the second waits on the lock and finds the model --------------------
+# -- 10. two deploys at once: the second waits on the row lock and finds the model ------------------
 
 
 def test_concurrent_loads_serialise_on_the_named_lock(oracle_target: OracleTarget, model_path: Path,
                                                       tmp_path: Path) -> None:
     name = "RAG_TEST_LOCKED_LOAD"
     system = new_system(oracle_target, tmp_path)
+    cli(oracle_target, ["migrate"])  # the lock row lives in RAG_MAINTENANCE (V7)
     drop_model(system.engine, name)
     outcomes: list[str] = []
     errors: list[BaseException] = []
