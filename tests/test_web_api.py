@@ -111,7 +111,7 @@ def test_chat_answer_shape(web) -> None:
     assert body["route"] == "retrieval" and body["aggregate"] is None and body["structured"] is None
     assert body["answer"].startswith(EXTRACTIVE_HEADER) and body["answerer"] == "extractive"
     assert set(body["retrieval"]) >= {"mode", "k", "latency_ms"} and body["retrieval"]["mode"] == "hybrid"
-    assert body["citations"] and all(set(c) == {"source_type", "source_id", "snippet"} for c in body["citations"])
+    assert body["citations"] and all(set(c) == {"source_type", "source_id", "anchor", "snippet"} for c in body["citations"])
     assert response.headers["Cache-Control"] == "no-store"
 
 

@@ -31,7 +31,19 @@ WHERE c.CHUNK_NO = 0
   AND {SCOPE}
   AND /* where */ 1 = 1
 ORDER BY c.SOURCE_TYPE, LENGTH(c.SOURCE_ID), c.SOURCE_ID"""
-LIST_RECORDS = Sql(sqlite=_RECORDS + "\nLIMIT :limit", oracle=_RECORDS + "\nFETCH FIRST :limit ROWS ONLY")
+# SQLite: the ids first, from the facet indexes alone, then the text of those few records (sorting
+# every match with its text read a 2 KB row per match: 0.7 s for 2,000 matches of 100,000 records).
+_RECORDS_BY_INDEX = f"""SELECT c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, c.FACETS
+FROM RAG_CHUNK c
+WHERE c.CHUNK_ID IN (SELECT c.CHUNK_ID
+                     FROM RAG_CHUNK c
+                     WHERE c.CHUNK_NO = 0
+                       AND {SCOPE}
+                       AND /* where */ 1 = 1
+                     ORDER BY c.SOURCE_TYPE, LENGTH(c.SOURCE_ID), c.SOURCE_ID
+                     LIMIT :limit)
+ORDER BY c.SOURCE_TYPE, LENGTH(c.SOURCE_ID), c.SOURCE_ID"""
+LIST_RECORDS = Sql(sqlite=_RECORDS_BY_INDEX, oracle=_RECORDS + "\nFETCH FIRST :limit ROWS ONLY")
 
 COUNT_RECORDS = Sql.both(f"""SELECT COUNT(*)
 FROM RAG_CHUNK c
