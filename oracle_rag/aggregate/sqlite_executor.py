@@ -276,7 +276,9 @@ class SqliteExecutor:
             return GuardrailError(f"the database refused the query: {why}")
         if "pattern too complex" in text:
             return GuardrailError(f"size limit: a LIKE or GLOB pattern longer than {LIKE_PATTERN_LIMIT} bytes")
-        if "too big" in text or oversized or isinstance(exc, OverflowError | MemoryError):
+        if oversized:
+            return GuardrailError(f"size limit: {oversized[0]}")
+        if "too big" in text or isinstance(exc, OverflowError | MemoryError):
             return GuardrailError(f"size limit: a value or row exceeded {VALUE_LIMIT:,} bytes")
         if "too many" in text or "too deep" in text or "depth" in text:
             return GuardrailError(f"depth or size limit: {text[:200]}")

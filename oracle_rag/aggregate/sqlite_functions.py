@@ -95,7 +95,7 @@ def _replace(limit: int, refused: list[str]) -> Callable[[Any, Any, Any], str | 
         if new is None:
             return None
         if len(new) > len(find) and len(text) + text.count(find) * (len(new) - len(find)) > limit:
-            refused.append(f"replace() result over {limit:,} characters")
+            refused.append(f"replace() would build a value over {limit:,} characters")
             raise ValueError(refused[-1])  # SQLite reports "user-defined function raised exception"
         return text.replace(find, new)
 
