@@ -42,7 +42,7 @@ HANG_GUARD_CPU_S = 30.0
 _VALUES = ("WITH RECURSIVE big(s, n) AS (SELECT 'a', 0 UNION ALL SELECT s || s, n + 1 FROM big WHERE n < 19), "
            "v(s, p) AS (SELECT (SELECT s FROM big WHERE n = 19), "
            "(SELECT replace(s, 'a', 'b') FROM big WHERE n = 18) || 'a'), ")
-_SHORT = "substr(replace(p, 'b', 'a'), 1, {n}) || 'b'".format(n=LIKE_PATTERN_LIMIT - 2)  # the longest allowed
+_SHORT = f"substr(replace(p, 'b', 'a'), 1, {LIKE_PATTERN_LIMIT - 2}) || 'b'"  # the longest allowed
 
 
 def _calls(expr: str) -> str:
