@@ -210,12 +210,13 @@ def test_a_port_in_use_is_one_line_before_anything_changes(tmp_path: Path) -> No
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        for command in (["demo", "--port", str(port)], ["serve", "--port", str(port)]):
-            if command[0] == "serve":  # serve needs a database: give it an (empty-schema) migrated one
+        for command in (["demo", "--port", str(port)], ["serve", "--port", str(port)],
+                        ["mcp", "--http", "--port", str(port)]):
+            if command[0] == "serve":  # serve and mcp need a database: give them a migrated one
                 assert CliRunner().invoke(main, ["--config", str(cfg), "migrate"]).exit_code == 0
             result = CliRunner().invoke(main, ["--config", str(cfg), *command])
             assert result.exit_code == 2, result.output
-            lines = result.stderr.strip().splitlines()
+            lines = [line for line in result.stderr.strip().splitlines() if not line.startswith("data_dir ")]
             assert len(lines) == 1 and lines[0].startswith("error: CONFIGURATION: port "), result.stderr
             assert f"in use (held by pid {os.getpid()} " in lines[0]
             if command[0] == "demo":  # checked before the model, the schema, the seed or the tokens

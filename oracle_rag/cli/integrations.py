@@ -6,6 +6,7 @@ import click
 
 from ..data_dir import data_dir_line
 from ..system import RagSystem
+from ..web.server import check_port
 from .context import pass_system
 
 
@@ -29,6 +30,7 @@ def mcp(rag: RagSystem, use_http: bool, host: str, port: int) -> None:
     if where := data_dir_line(rag.settings):
         click.echo(where, err=True)
     if use_http:
+        check_port(host, port)  # a port in use is one line naming its holder, not a traceback
         run_http(rag, host, port, on_ready=lambda url: click.echo(f"MCP on {url} (Ctrl-C to stop)", err=True))
     else:
         run_stdio(rag)
