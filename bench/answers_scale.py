@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 import qa_tickets  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
-from oracle_rag.caller import load_caller  # noqa: E402
+from oracle_rag.access import load_caller  # noqa: E402
 from oracle_rag.chat import Chat  # noqa: E402
 from oracle_rag.config import load_settings  # noqa: E402
 from oracle_rag.demo.seed import seed  # noqa: E402
