@@ -67,6 +67,13 @@ def service(demo_rag):
     return AggregateService(demo_rag.engine, demo_rag.settings.with_overrides(aggregate_timeout_s=0.5))
 
 
+@pytest.fixture
+def relaxed(demo_rag):
+    """For queries that must succeed: the timeout is only a hang guard."""
+    demo_rag.migrate(demo=True)
+    return AggregateService(demo_rag.engine, demo_rag.settings.with_overrides(aggregate_timeout_s=60.0))
+
+
 @pytest.mark.parametrize("name", list(ATTACKS))
 def test_a_runaway_of_quadratic_calls_stops_at_the_timeout(service, name: str) -> None:
     started = time.thread_time()
@@ -76,12 +83,12 @@ def test_a_runaway_of_quadratic_calls_stops_at_the_timeout(service, name: str) -
 
 
 @pytest.mark.parametrize("op", ["LIKE", "GLOB"])
-def test_a_pattern_over_the_limit_is_refused_with_the_reason(service, op: str) -> None:
+def test_a_pattern_over_the_limit_is_refused_with_the_reason(relaxed, op: str) -> None:
     wildcard = "%" if op == "LIKE" else "*"
     sql = f"SELECT count(*) FROM RAG_V_TASK WHERE TITLE {op} '{wildcard}{'a' * LIKE_PATTERN_LIMIT}b'"
     with pytest.raises(GuardrailError, match=f"LIKE or GLOB pattern longer than {LIKE_PATTERN_LIMIT} bytes"):
-        service.run_sql(sql, ADMIN)
-    ok = service.run_sql(f"SELECT count(*) FROM RAG_V_TASK WHERE TITLE {op} '{wildcard}{'a' * 50}'", ADMIN)
+        relaxed.run_sql(sql, ADMIN)
+    ok = relaxed.run_sql(f"SELECT count(*) FROM RAG_V_TASK WHERE TITLE {op} '{wildcard}{'a' * 50}'", ADMIN)
     assert ok.rows == [[0]]
 
 
@@ -95,7 +102,7 @@ def test_a_replace_over_the_value_cap_is_refused_before_it_is_built(service) -> 
     ("trim(TITLE, 'x')", "trim"), ("ltrim(TITLE, 'x')", "trim"), ("rtrim(TITLE, 'x')", "trim"),
     ("replace(TITLE, 'a', 'b')", "replace"), ("instr(TITLE, 'a')", "_instr"),
 ])
-def test_the_guarded_connection_runs_the_linear_versions(service, call: str, function: str) -> None:
+def test_the_guarded_connection_runs_the_linear_versions(relaxed, call: str, function: str) -> None:
     """Seen by a profiler hook on this thread (the guarded query runs on it), not by timing."""
     import sys
 
@@ -107,7 +114,7 @@ def test_the_guarded_connection_runs_the_linear_versions(service, call: str, fun
 
     sys.setprofile(profile)
     try:
-        result = service.run_sql(f"SELECT {call} FROM RAG_V_TASK", ADMIN)
+        result = relaxed.run_sql(f"SELECT {call} FROM RAG_V_TASK", ADMIN)
     finally:
         sys.setprofile(None)
     assert result.rows and function in called, called
@@ -199,9 +206,9 @@ def test_the_text_check_and_the_database_allow_the_same_functions(demo_rag) -> N
     assert {n.upper() for n in EXPECTED_ALLOWED} <= ALLOWED_FUNCTIONS
 
 
-def test_instr_passes_both_checks(service) -> None:
+def test_instr_passes_both_checks(relaxed) -> None:
     """sqlglot reads INSTR as STR_POSITION; the text check used to refuse what the database allows."""
     sql = "SELECT count(*) FROM RAG_V_TASK WHERE instr(TITLE, 'a') > 0"
     assert check_sql(sql, VIEWS, "sqlite").sql == sql
     check_sql("SELECT count(*) FROM RAG_V_TASK WHERE INSTR(TITLE, 'a') > 0", VIEWS, "oracle")
-    assert service.run_sql(sql, ADMIN).rows[0][0] > 0
+    assert relaxed.run_sql(sql, ADMIN).rows[0][0] > 0

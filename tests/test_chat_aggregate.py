@@ -40,8 +40,9 @@ def agg_rag(demo_rag):
 def _chat(rag, server, **overrides):
     """The text-to-SQL path under test: structured answers (which take understood counts such as
     "how many tasks are blocked?" before any router call, tests/test_answers.py) are off."""
+    overrides.setdefault("aggregate_timeout_s", 60.0)  # a hang guard: a legitimate query never races it
     settings = rag.settings.with_overrides(llm_url=server.url, llm_model="m", llm_api_key="k",
-                                           llm_max_retries=0, aggregate_timeout_s=1.0, **overrides)
+                                           llm_max_retries=0, **overrides)
     return Chat(rag, LLMClient.from_settings(settings), settings=settings, structured=False)
 
 
@@ -111,7 +112,7 @@ def test_runaway_query_is_stopped_and_reported(agg_rag, llm):
     llm.push_route(AGG_ONLY)
     for _ in range(3):
         llm.push(json.dumps({"sql": runaway}))
-    answer = _chat(agg_rag, llm).answer("count forever", ADMIN, store=False)
+    answer = _chat(agg_rag, llm, aggregate_timeout_s=1.0).answer("count forever", ADMIN, store=False)
     assert answer.aggregate.timed_out and "timeout" in answer.aggregate.error
 
 

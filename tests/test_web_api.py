@@ -52,11 +52,22 @@ def llm() -> Iterator[ScriptedLLM]:
         yield server
 
 
-@pytest.fixture
-def web_llm(demo_rag, llm: ScriptedLLM) -> SimpleNamespace:
-    settings = demo_rag.settings.with_overrides(llm_url=llm.url, llm_model="m", llm_timeout_s=1.0,
+def _web_with_llm(demo_rag, llm: ScriptedLLM, budget_s: float) -> SimpleNamespace:
+    settings = demo_rag.settings.with_overrides(llm_url=llm.url, llm_model="m", llm_timeout_s=budget_s,
                                                 llm_max_retries=2)
     return make_web(demo_rag, ORACLE_RAG_LLM=LLMClient(settings))
+
+
+@pytest.fixture
+def web_llm(demo_rag, llm: ScriptedLLM) -> SimpleNamespace:
+    """The model's budget is a hang guard here: an answer from the local scripted model never races it."""
+    return _web_with_llm(demo_rag, llm, 60.0)
+
+
+@pytest.fixture
+def web_llm_1s(demo_rag, llm: ScriptedLLM) -> SimpleNamespace:
+    """For the tests whose subject is the budget: a model that stalls for 30 s against 1 s."""
+    return _web_with_llm(demo_rag, llm, 1.0)
 
 
 def assert_json_error(response, status: int, code: str) -> dict:
@@ -281,9 +292,9 @@ def test_links_to_a_hidden_record_are_redacted_too(web_llm, llm: ScriptedLLM) ->
     assert streamed == "See /chunk/[reference removed] now."
 
 
-def test_stream_error_mid_answer_is_an_event(web_llm, llm: ScriptedLLM) -> None:
+def test_stream_error_mid_answer_is_an_event(web_llm_1s, llm: ScriptedLLM) -> None:
     llm.push(Reply(text="", pieces=["partial "], stall_after_pieces=30))
-    response = web_llm.client.post("/api/chat/stream", headers=web_llm.as_(DEV_A), json={"question": "audit log"})
+    response = web_llm_1s.client.post("/api/chat/stream", headers=web_llm_1s.as_(DEV_A), json={"question": "audit log"})
     assert response.status_code == 200
     events = parse_sse(response.get_data(as_text=True))
     assert [e for e, _ in events] == ["meta", "token", "error"]
@@ -336,9 +347,9 @@ def test_llm_failure_is_a_502(web_llm, llm: ScriptedLLM) -> None:
                                           json={"question": "login timeout"}), 502, "LLM")
 
 
-def test_slow_llm_is_a_504(web_llm, llm: ScriptedLLM) -> None:
+def test_slow_llm_is_a_504(web_llm_1s, llm: ScriptedLLM) -> None:
     llm.push(Reply(text="late", delay_s=30))
-    body = assert_json_error(web_llm.client.post("/api/chat", headers=web_llm.as_(DEV_A),
+    body = assert_json_error(web_llm_1s.client.post("/api/chat", headers=web_llm_1s.as_(DEV_A),
                                                  json={"question": "login timeout"}), 504, "LLM")
     assert "llm_timeout_s" in body["error"]
 
