@@ -53,8 +53,10 @@ QUESTIONS = {
     "per-facet count": "how many tickets per region?",
     "per-facet count, filtered": "how many open tickets per severity?",
 }
-INSERT = sa.text("INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, FACETS, CONTENT, EMBEDDING, "
-                 "CONTENT_HASH) VALUES ('tickets', :id, 0, :owner, :facets, :content, :vector, :hash)")
+# The access columns as the indexer writes them for this source's policy (the owner; an unowned row public).
+INSERT = sa.text("INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, ACCESS_OWNER, ACCESS_PUBLIC, FACETS, "
+                 "CONTENT, EMBEDDING, CONTENT_HASH) VALUES ('tickets', :id, 0, :owner, :owner, :public, :facets, "
+                 ":content, :vector, :hash)")
 
 
 def build(data_dir: Path, rows: int) -> RagSystem:
@@ -72,7 +74,8 @@ def build(data_dir: Path, rows: int) -> RagSystem:
     with rag.engine.begin() as conn:
         batch: list[dict[str, Any]] = []
         for d in docs.values():
-            batch.append({"id": d.document_id, "owner": d.owner_id, "facets": json.dumps(d.facets),
+            batch.append({"id": d.document_id, "owner": d.owner_id, "public": 1 if d.owner_id is None else 0,
+                          "facets": json.dumps(d.facets),
                           "content": d.chunk_text, "vector": vector, "hash": d.doc_hash})
             if len(batch) == 5000:
                 conn.execute(INSERT, batch)

@@ -172,7 +172,9 @@ def concrete(vocab: Vocabulary, source_type: str, slots: list[Slot], intents: li
         if isinstance(s, Intent):
             items.append(s)
             continue
-        term = next((t for t in s.terms if t.facet in names), None)
+        own = [t for t in s.terms if t.facet in names]
+        # several facets of this type hold the value (an owner and a reporter): the one named next to it
+        term = next((t for t in own if t.facet in s.cued), own[0] if own else None)
         word = next((k for k in s.lexical if k in ("open", "finished")), None)
         if term is not None and word and term.facet == m.lifecycle and m.done and term.facet not in s.cued:
             # "open tickets" where OPEN is also a state: the lifecycle phrase ("not finished") wins
