@@ -183,6 +183,16 @@ def directory_for(engine: Engine | None) -> CallerDirectory:
         return found
 
 
+def access_status(engine: Engine) -> dict[str, Any]:
+    """What ``oracle-rag status`` says about callers' roles and groups in this process."""
+    directory = directory_for(engine)
+    state = directory.state
+    return {"see_all_roles": list(directory.see_all_roles),
+            "roles_from": "roles_query" if directory.roles_query else "EMPLOYEE.ROLE (when the table exists)",
+            "groups_query": directory.groups_query is not None, "query_failures": state.failures,
+            "last_error": state.last_error}
+
+
 def load_caller(conn: sa.Connection, employee_id: int, engine: Engine | None = None) -> Caller:
     """The caller ``employee_id`` as the deployment declares it (``engine`` brings the settings).
 

@@ -1,4 +1,5 @@
-"""Background work of a running product: the queue worker, the start-up backfill, the SQL-source refresh.
+"""Background work of a running product: the queue worker, the start-up backfill, the SQL-source refresh,
+the audit trail's pruning (rows older than ``audit_retention``).
 
 The library's, not the web layer's: ``oracle-rag serve`` runs these threads
 beside the app (``web/server.py`` wires them and shows their state on
@@ -15,11 +16,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .audit import audit_for, prune_safely
 from .errors import RagError
 from .system import RagSystem
 from .worker import Worker
 
 log = logging.getLogger("oracle_rag.services")
+AUDIT_PRUNE_INTERVAL_S = 3600.0
 
 
 class BackgroundServices:
@@ -44,6 +47,7 @@ class BackgroundServices:
             self._spawn("oracle-rag-worker", lambda: worker_.run(self.stop_event))
             if self.rag.settings.sources:
                 self._spawn("oracle-rag-sources", self._refresh_sources)
+            self._spawn("oracle-rag-audit-prune", self._prune_audit)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -74,6 +78,14 @@ class BackgroundServices:
             log.error("SQL-source refresh stopped: %s", self.sources_error)
 
     sources_error: str | None = None
+
+    def _prune_audit(self) -> None:
+        """Delete audit rows older than ``audit_retention``, at start and then hourly, until stopped."""
+        trail = audit_for(self.rag.engine)
+        while True:
+            prune_safely(trail)
+            if self.stop_event.wait(AUDIT_PRUNE_INTERVAL_S):
+                return
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Signal the threads and wait; True when all have finished."""

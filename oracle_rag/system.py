@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .access import access_status
+from .audit import flush_audit
 from .backfill import BackfillReport, Progress, backfill
 from .config import Settings, load_settings
 from .engines import Engine, create_engine
@@ -67,6 +69,7 @@ class RagSystem:
             # The error of the oldest failing row: the cause an operator fixes first.
             head = self.engine.list_queue(conn, failed_only=False, max_attempts=self.settings.max_attempts,
                                           limit=100) if stats.depth else []
+            failures = self.engine.access_failures(conn)
         return {
             "engine": self.engine.name,
             "model": self.engine.model_label,
@@ -76,9 +79,13 @@ class RagSystem:
             "failed_rows": stats.failed,
             "last_error": next((r.last_error for r in head if r.last_error), None),
             "chunks": stats.chunks_by_type,
+            # Sources whose permission data (acl_query) failed: hidden from callers without see-all.
+            "access_hidden_sources": sorted(failures),
+            "access": access_status(self.engine),
         }
 
     def close(self) -> None:
+        flush_audit(self.engine)  # events recorded by this process reach RAG_AUDIT before the engine goes
         if self._sql_sources is not None:
             self._sql_sources.close()
         self.engine.dispose()

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import tracing
+from ..audit import audit_for
 from ..caller import Caller, require_caller
 from ..config import Settings
 from ..engines import Engine
@@ -135,6 +136,7 @@ class AggregateService:
         out = AggregateResult(None, checked.sql, res.columns, [list(r) for r in res.rows], res.truncated,
                               res.row_cap, cap=res.cap, byte_cap=res.byte_cap, attempts=1)
         out.answer = summarise(out)
+        audit_for(self.engine).record(who.employee_id, "sql", guarded_sql=checked.sql)
         return out
 
     def ask(self, question: str, caller: Caller, complete: Complete) -> AggregateResult:

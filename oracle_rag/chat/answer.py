@@ -34,6 +34,7 @@ from .. import tracing
 from ..aggregate import AggregateResult, AggregateService
 from ..answers import render as structured_render
 from ..answers.service import AnswerService, StructuredResult
+from ..audit import audit_for
 from ..caller import Caller, require_caller
 from ..config import Settings
 from ..errors import InputError, LLMError, RagError
@@ -246,6 +247,9 @@ class Chat:
             self.store.append_turn(prep.conversation_id, prep.caller.employee_id, prep.question, text, citations,
                                    new=prep.new_conversation)
         self._observe("answer", 0.0, answerer=answerer)
+        audit_for(self.rag.engine).record(
+            prep.caller.employee_id, "answer", [(c.source_type, c.source_id) for c in citations],
+            guarded_sql=prep.aggregate.sql if prep.aggregate is not None else None, question=prep.question)
         route_name = "structured" if prep.structured is not None else prep.route.name if prep.route else "retrieval"
         details = (structured_render.structured_dict(prep.structured, prep.caller.employee_id)
                    if prep.structured is not None else None)

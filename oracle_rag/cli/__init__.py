@@ -13,6 +13,7 @@ to exit codes, the system opened and closed per invocation) is in
 * :mod:`.sources`: ``sources``
 * :mod:`.demo`: ``demo``, ``demo seed``
 * :mod:`.integrations`: ``mcp``
+* :mod:`.access`: ``audit``
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import logging
 
 import click
 
+from ..audit import ENTRY_POINT
 from ..logsafety import install as install_log_scrubber
-from . import aggregate, database, demo, integrations, readpath, sources, web, writepath
+from . import access, aggregate, database, demo, integrations, readpath, sources, web, writepath
 from .context import RagGroup
 
 
@@ -39,6 +41,7 @@ def main(ctx: click.Context, config: str | None, verbose: bool) -> None:
     install_log_scrubber()  # no URL query string or user-info in any log line (httpx logs request URLs at INFO)
     ctx.ensure_object(dict)
     ctx.obj["config"] = config
+    ENTRY_POINT.set("cli")  # the audit's entry point (serve and mcp set their own per request)
 
 
 for command in (
@@ -50,6 +53,7 @@ for command in (
     sources.sources,
     demo.demo,
     integrations.mcp,
+    access.audit,
 ):
     main.add_command(command)
 

@@ -12,6 +12,7 @@ import click
 
 from .. import search_output
 from ..access import load_caller
+from ..audit import audit_for, record_keys
 from ..engines import Filters
 from ..evaluation import run_eval
 from ..retriever import MODES
@@ -39,6 +40,7 @@ def search(rag: RagSystem, question: str, as_id: int, mode: str, k: int | None, 
                      *rag.engine.queue_stats(conn, rag.settings.max_attempts).chunks_by_type}
             types = search_output.resolve_types(types, known)
     results = rag.retriever().search(question, k, caller, mode, Filters(project, sprint, types), exact=exact)
+    audit_for(rag.engine).record(caller.employee_id, "search", record_keys(results), question=question)
     who = f"employee {caller.employee_id} ({caller.name or 'no name'}, {', '.join(caller.roles) or 'no role'})"
     click.echo(search_output.header(mode, who, len(results)))
     for line in search_output.lines(results, mode):

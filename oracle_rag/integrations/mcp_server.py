@@ -46,6 +46,7 @@ from mcp_types import INVALID_REQUEST, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import tracing
+from ..audit import ENTRY_POINT, audit_for, record_keys
 from ..auth import caller_for_token, hash_token
 from ..caller import Caller
 from ..chat import Chat
@@ -258,7 +259,9 @@ def build_server(rag: RagSystem, identity: Identity, *, chat: Chat | None = None
                             source_types=tuple(t.upper() for t in f.source_types or ()))
 
         def run() -> SearchResult:
+            ENTRY_POINT.set("mcp")
             chunks = Retriever(rag.engine, rag.settings).search(query, k, who, mode, narrowing)
+            audit_for(rag.engine).record(who.employee_id, "search", record_keys(chunks), question=query)
             return SearchResult(mode=mode, k=k, hits=[
                 SearchHit(anchor=c.anchor, source_type=c.source_type, source_id=c.source_id, rank=c.rank,
                           score=c.score, legs=list(c.legs), content=c.content, project_id=c.project_id,
@@ -276,8 +279,10 @@ def build_server(rag: RagSystem, identity: Identity, *, chat: Chat | None = None
         who = await identity()
 
         def run() -> Record:
+            ENTRY_POINT.set("mcp")
             with rag.engine.connect() as conn:
                 detail = chunk_detail(conn, rag.engine, who, type, id)
+            audit_for(rag.engine).record(who.employee_id, "record", [(detail.source_type, detail.source_id)])
             return Record(**detail.to_dict())
 
         result: Record = await _in_thread(run)
@@ -294,6 +299,7 @@ def build_server(rag: RagSystem, identity: Identity, *, chat: Chat | None = None
         who = await identity()
 
         def run() -> AskResult:
+            ENTRY_POINT.set("mcp")
             answer = answers.answer(question, who, None, mode, store=False)
             agg = answer.aggregate
             return AskResult(

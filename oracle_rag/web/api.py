@@ -16,6 +16,7 @@ from typing import Any
 from flask import Blueprint, Response, g, jsonify, request, stream_with_context
 from werkzeug.exceptions import BadRequest, RequestEntityTooLarge, UnsupportedMediaType
 
+from ..audit import ENTRY_POINT
 from ..caller import Caller
 from ..chat.answer import check_drop
 from ..chat.chunks import chunk_detail
@@ -36,6 +37,8 @@ CHAT_FIELDS = {"question", "conversation_id", "mode", "drop_filters"}
 @api_bp.before_request
 def _before() -> None:
     g.oracle_rag_started = time.perf_counter()
+    # The audit's entry point: the page's own fetches are same-origin browser requests; anything else is the API.
+    ENTRY_POINT.set("page" if request.headers.get("Sec-Fetch-Site") == "same-origin" else "api")
     request.max_content_length = state().max_body
     if request.content_length is not None and request.content_length > state().max_body:
         raise RequestEntityTooLarge()

@@ -37,6 +37,7 @@ def health_report() -> tuple[bool, dict[str, Any]]:
             report["queue"] = {"depth": stats.depth, "stalled_rows": stats.stalled, "failed_rows": stats.failed,
                                "oldest_age_s": stats.oldest_age_s}
             report["indexing"] = indexing_report(stats)
+            report["access"] = {"hidden_sources": sorted(rag.engine.access_failures(conn))}
             model = rag.engine.model_status(conn)
             model_ok = bool(model.get("present")) and int(model.get("dimensions") or 0) > 0
             report["model"] = {"ok": model_ok, "name": model.get("model"), "dimensions": model.get("dimensions")}
@@ -93,6 +94,10 @@ def degraded_reasons(report: dict[str, Any]) -> list[str]:
         out.append(f"queue: {queue['stalled_rows']} stalled row(s) (ATTEMPTS >= 3)")
     if queue.get("failed_rows"):
         out.append(f"queue: {queue['failed_rows']} row(s) parked at max_attempts; see `oracle-rag queue list --failed`")
+    hidden = (report.get("access") or {}).get("hidden_sources")
+    if hidden:
+        out.append(f"access: permission data of {', '.join(hidden)} could not be read; their records are hidden "
+                   f"from callers without see-all until it succeeds")
     llm = report.get("llm") or {}
     if llm.get("last_error"):
         out.append(f"llm: last call failed: {llm['last_error']}")

@@ -47,6 +47,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ..audit import audit_for
 from ..auth import bearer_token
 from ..errors import RagError
 from ..system import RagSystem
@@ -84,6 +85,15 @@ class _QueueCollector(Collector):
             ("oracle_rag_queue_stalled_rows", "Queue rows with ATTEMPTS >= 3", stats.stalled),
             ("oracle_rag_queue_failed_rows", "Queue rows parked at max_attempts", stats.failed),
             ("oracle_rag_queue_oldest_age_seconds", "Age of the oldest queue row", stats.oldest_age_s or 0.0),
+        ):
+            family = GaugeMetricFamily(name, doc)
+            family.add_metric([], float(value))
+            yield family
+        trail = audit_for(self.rag.engine)
+        for name, doc, value in (
+            ("oracle_rag_audit_written", "Audit events written to RAG_AUDIT by this process", trail.written),
+            ("oracle_rag_audit_write_failures", "Audit events that could not be written (logged; answers unaffected)",
+             trail.write_failures),
         ):
             family = GaugeMetricFamily(name, doc)
             family.add_metric([], float(value))

@@ -38,6 +38,7 @@ from typing import Any
 from flask import Blueprint, Response, g, jsonify, request, stream_with_context
 from werkzeug.exceptions import HTTPException
 
+from ..audit import ENTRY_POINT
 from ..caller import Caller
 from ..chat.answer import ChatAnswer
 from ..chat.citations import Citation, snippet
@@ -101,6 +102,7 @@ def _unexpected(exc: Exception) -> Response:
 @openai_bp.before_request
 def _before() -> None:
     g.oracle_rag_started = time.perf_counter()
+    ENTRY_POINT.set("v1")  # the audit's entry point
     request.max_content_length = state().max_body
 
 
