@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .access import access_status
+from .answers.facet_indexes import ensure_facet_indexes
 from .audit import flush_audit
 from .backfill import BackfillReport, Progress, backfill
 from .config import Settings, load_settings
@@ -15,6 +16,7 @@ from .migrations import MigrationReport, migrate_all
 from .queue import enqueue
 from .retriever import Retriever
 from .sources import Source, SourceRegistry, reference_sources
+from .sources.meanings import Declaration
 from .sources.refresh import SourceRefresher
 from .sources.sql_query import SqlSource, load_sql_sources
 from .worker import Worker
@@ -32,8 +34,24 @@ class RagSystem:
         self._sql_sources: SourceRefresher | None = None
 
     def migrate(self, *, demo: bool = False, progress: Callable[[str], None] | None = None) -> dict[str, MigrationReport]:
+        """Apply the migrations, then create the indexes the declared facets need (Oracle)."""
         sets = ("rag", "demo") if demo else ("rag",)
-        return migrate_all(self.engine, sets, progress)
+        reports = migrate_all(self.engine, sets, progress)
+        self.ensure_facet_indexes(progress)
+        return reports
+
+    def declarations(self) -> list[Declaration]:
+        """What every source declares: the registry's sources and the SQL-query sources."""
+        return [s.declaration() for s in self.sources] + [s.declaration() for s in self.sql_source_definitions()]
+
+    def ensure_facet_indexes(self, progress: Callable[[str], None] | None = None) -> list[str]:
+        """One index per declared facet for the structured answers' predicates (answers/facet_indexes.py)."""
+        if not self.engine.indexes_facets:
+            return []
+        names = ensure_facet_indexes(self.engine, self.declarations())
+        if names and progress:
+            progress(f"facet indexes: {', '.join(names)}")
+        return names
 
     def enqueue(self, conn: Any, source_type: str, source_id: Any, action: str = "UPSERT") -> None:
         enqueue(conn, source_type, source_id, action)

@@ -25,6 +25,18 @@ GROUP_MARKER = "/* group */ c.FACETS"
 FACET_TEXT = Sql(oracle="JSON_VALUE(c.FACETS, '{path}')", sqlite="json_extract(c.FACETS, '{path}')")
 FACET_NUMBER = Sql(oracle="JSON_VALUE(c.FACETS, '{path}' RETURNING NUMBER)", sqlite="json_extract(c.FACETS, '{path}')")
 
+# An index per declared facet on Oracle (answers/facet_indexes.py): the
+# expression marker becomes the facet's Oracle expression above with the
+# table's own column, so it is the predicate's expression exactly (a
+# function-based index is used only for the same expression and return type);
+# the name marker a name built from the checked facet name. Oracle 23ai's IF
+# NOT EXISTS makes a re-run a no-op. The markers are valid SQL, so the
+# template parses as it is.
+FACET_INDEX_NAME_MARKER = "RAG_CHUNK_FACET_IX"
+FACET_EXPRESSION_MARKER = "/* facet */ FACETS"
+CREATE_FACET_INDEX = Sql(
+    oracle=f"CREATE INDEX IF NOT EXISTS {FACET_INDEX_NAME_MARKER} ON RAG_CHUNK ({FACET_EXPRESSION_MARKER})")
+
 _RECORDS = f"""SELECT c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, c.FACETS
 FROM RAG_CHUNK c
 WHERE c.CHUNK_NO = 0

@@ -52,6 +52,8 @@ def bootstrap(rag: RagSystem) -> None:
     for line in provision.bootstrap(rag.engine, rag.settings, par_url,
                                     progress=lambda m: click.echo(m, err=True)):
         click.echo(line)
+    if rag.engine.indexes_facets:
+        click.echo(f"facet indexes: {', '.join(rag.ensure_facet_indexes()) or 'none declared'}")
 
 
 @click.group()

@@ -66,6 +66,7 @@ class Engine(ABC):
     loads_models: bool = False  # the model is loaded into the database (DBMS_VECTOR), not run in-process
     clob_binds: bool = False  # long text binds must be typed CLOB (Oracle's VARCHAR2 limit)
     maintains_indexes: bool = False  # approximate/text indexes to rebuild and optimise (`oracle-rag index`)
+    indexes_facets: bool = False  # facet predicates get function-based indexes (answers/facet_indexes.py)
     ddl_compile_warnings: bool = False  # PL/SQL DDL can "succeed" with compile errors, seen only on a raw cursor
     # One write lock for the whole database (SQLite): the worker picks, loads and
     # embeds a batch outside it (embed_texts) and holds it only to write the

@@ -94,6 +94,7 @@ class OracleEngine(Engine):
     loads_models = True
     clob_binds = True
     maintains_indexes = True  # the vector index (IVF centroids fixed at build time)
+    indexes_facets = True  # JSON_VALUE function-based indexes on the declared facets
     ddl_compile_warnings = True  # CREATE TRIGGER with errors: DPY-7000 warning, USER_ERRORS rows
 
     def __init__(self, settings: Settings) -> None:

@@ -1,0 +1,89 @@
+"""BM25 ranked inside Oracle, and the facet indexes, as Oracle plans them (issue 24: N9, N11).
+
+Marked ``oracle`` by conftest.py and skipped with one line without a database.
+The plans are read with EXPLAIN PLAN + DBMS_XPLAN.DISPLAY for the exact text
+the engine sends (the binds bound, as values are not peeked).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from oracle_rag.answers import answers_sql
+from oracle_rag.answers.facet_indexes import facet_index_ddl
+from oracle_rag.answers.predicates import build_predicate
+from oracle_rag.answers.understood import Condition
+from oracle_rag.caller import Caller
+from oracle_rag.engines import Filters, Scope, engine_sql
+from oracle_rag.engines.records import Where, search_binds
+from oracle_rag.engines.statements import stmt
+
+
+def _index(system) -> None:  # type: ignore[no-untyped-def]
+    system.backfill()
+    result = system.worker().drain()
+    assert result.failed_rows == 0, result.errors
+
+
+def _plan(conn, sql: str, binds: dict, expanding: tuple[str, ...] = ()) -> str:  # type: ignore[type-arg]
+    conn.execute(stmt("EXPLAIN PLAN FOR " + sql, expanding), binds)
+    plan = "\n".join(r[0] for r in conn.execute(sa.text(
+        "SELECT PLAN_TABLE_OUTPUT FROM TABLE(DBMS_XPLAN.DISPLAY(NULL, NULL, 'TYPICAL'))")))
+    conn.rollback()
+    return plan
+
+
+def test_keyword_statement_reads_postings_by_term_and_returns_the_top_k(oracle_system) -> None:  # type: ignore[no-untyped-def]
+    _index(oracle_system)
+    engine = oracle_system.engine
+    terms = {"login": 1, "timeout": 1}
+    binds = {**search_binds(Scope(17, False), Filters()), **engine_sql.keyword_binds(terms), "k": 8,
+             "k1": 1.5, "b": 0.75}
+    with engine.connect() as conn:
+        plan = _plan(conn, engine.text(engine_sql.keyword_top(len(terms))), binds, ("f_types",))
+        rows = conn.execute(engine.statement(engine_sql.keyword_top(len(terms))), binds).fetchall()
+    # the postings by the primary key (TERM, CHUNK_ID), one range per term; never a full scan of them
+    assert "RAG_CHUNK_TERM_PK" in plan, plan
+    assert "TABLE ACCESS FULL        | RAG_CHUNK_TERM" not in plan and "INDEX FAST FULL SCAN| RAG_CHUNK_TERM_PK" \
+        not in plan, plan
+    # the row limit is applied in the database (a stopkey / pushed rank), so only k rows leave it
+    assert "STOPKEY" in plan or "PUSHED RANK" in plan, plan
+    scored = [r for r in rows if r[2] is None]
+    assert 0 < len(scored) <= 8 and {r[2] for r in rows if r[2] is not None} <= set(terms)
+
+
+def test_keyword_ranking_in_oracle_equals_the_reference(oracle_system) -> None:  # type: ignore[no-untyped-def]
+    from bm25_reference import scores
+
+    _index(oracle_system)
+    visible: dict[str, str] = {}
+    with oracle_system.engine.connect() as conn:
+        for source in oracle_system.sources:
+            for doc in source.load_many(conn, source.all_ids(conn)).values():
+                visible[f"{doc.source_type}#{doc.source_id}"] = doc.content
+    query = "login timeout mobile"
+    expected = scores(visible, query)
+    hits = oracle_system.retriever().search(query, 20, Caller(3, "manager"), "keyword")
+    ranked = sorted(expected.items(), key=lambda kv: (-round(kv[1], 9), kv[0]))
+    assert len(hits) == min(20, len(expected))
+    for hit in hits:
+        assert abs(hit.score - expected[f"{hit.source_type}#{hit.source_id}"]) <= 1e-9 * max(1.0, hit.score)
+    assert {f"{h.source_type}#{h.source_id}" for h in hits} == {k for k, _ in ranked[: len(hits)]}
+
+
+def test_declared_facets_are_indexed_with_the_predicates_expression(oracle_system) -> None:  # type: ignore[no-untyped-def]
+    _index(oracle_system)
+    expected = dict(facet_index_ddl(oracle_system.declarations()))
+    with oracle_system.engine.connect() as conn:
+        found = {r[0] for r in conn.execute(sa.text(
+            "SELECT INDEX_NAME FROM USER_INDEXES WHERE TABLE_NAME = 'RAG_CHUNK' AND INDEX_NAME LIKE 'RAG_CHUNK_F%'"))}
+        assert set(expected) <= found, sorted(set(expected) - found)
+        facets = {f.name: f for d in oracle_system.declarations() for f in d.facets}
+        predicate = build_predicate([Condition("status", "in", ("DONE",), "status", "done")], facets, "TASK")
+        where = Where(predicate.sql.oracle or "", predicate.binds)
+        # A hint naming the index is followed only when the predicate's expression is the indexed one:
+        # a plan without it means the texts differ (or the return type does).
+        sql = where.apply(oracle_system.engine.text(answers_sql.COUNT_RECORDS)).replace(
+            "SELECT COUNT(*)", "SELECT /*+ INDEX(c RAG_CHUNK_FT_STATUS_IX) */ COUNT(*)", 1)
+        plan = _plan(conn, sql, {**predicate.binds, "see_all": 1, "caller_id": 3})
+    assert "RAG_CHUNK_FT_STATUS_IX" in plan, plan
