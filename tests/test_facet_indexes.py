@@ -77,7 +77,7 @@ def test_the_embedded_engine_creates_no_facet_index(make_settings) -> None:  # t
         assert rag.ensure_facet_indexes() == []
         with rag.engine.connect() as conn:
             names = [r[0] for r in conn.exec_driver_sql(
-                "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'RAG_CHUNK_F%'")]
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND name GLOB 'RAG_CHUNK_F[NT]_*'")]
         assert names == []
     finally:
         rag.close()
