@@ -102,17 +102,17 @@ def grouped(sql: Sql, expression: Sql) -> Sql:
 
 # An index per facet for the embedded engine: a count, a GROUP BY or a filter on a facet reads the
 # index instead of every record's row (whose vector and text make a scan of 100,000 records take
-# seconds; bench/answers_scale.py). ``{name}`` is RAG_CHUNK_FACET_<facet>_IX and ``{expr}`` the facet's
+# seconds; bench/answers_scale.py). ``{name}`` is RAG_CHUNK_FACET_<facet>_X and ``{expr}`` the facet's
 # expression without the table alias, both from a declared facet name (check_facet_name). On Oracle
 # facets are read with JSON_VALUE from native JSON and no index is made at run time (a schema change is
 # a DBA's decision there), so the statement is a no-op.
 FACET_INDEX = Sql(oracle="SELECT 1 FROM dual",
                   sqlite="CREATE INDEX IF NOT EXISTS {name} ON RAG_CHUNK (CHUNK_NO, {expr}, SOURCE_TYPE, ACCESS_PUBLIC, "
-                         "ACCESS_OWNER, FACETS)")
+                         "ACCESS_OWNER, SOURCE_ID, FACETS)")
 
 
 def facet_index(name: str, expression: Sql) -> Sql:
     """:data:`FACET_INDEX` for one facet (``expression``: :func:`predicates.facet_expression`)."""
     sqlite = (expression.sqlite or "").replace("c.FACETS", "FACETS")
-    return replace(FACET_INDEX, sqlite=(FACET_INDEX.sqlite or "").replace("{name}", f"RAG_CHUNK_FACET_{name.upper()}_IX")
+    return replace(FACET_INDEX, sqlite=(FACET_INDEX.sqlite or "").replace("{name}", f"RAG_CHUNK_FACET_{name.upper()}_X")
                    .replace("{expr}", sqlite))
