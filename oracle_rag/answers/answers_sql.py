@@ -104,8 +104,8 @@ def grouped(sql: Sql, expression: Sql) -> Sql:
 # index instead of every record's row (whose vector and text make a scan of 100,000 records take
 # seconds; bench/answers_scale.py). ``{name}`` is RAG_CHUNK_FACET_<facet>_X and ``{expr}`` the facet's
 # expression without the table alias, both from a declared facet name (check_facet_name). On Oracle
-# facets are read with JSON_VALUE from native JSON and no index is made at run time (a schema change is
-# a DBA's decision there), so the statement is a no-op.
+# no index is made at run time, so the statement is a no-op: its facet indexes are made by `oracle-rag
+# migrate` / `bootstrap` (CREATE_FACET_INDEX above, answers/facet_indexes.py).
 FACET_INDEX = Sql(oracle="SELECT 1 FROM dual",
                   sqlite="CREATE INDEX IF NOT EXISTS {name} ON RAG_CHUNK (CHUNK_NO, {expr}, SOURCE_TYPE, ACCESS_PUBLIC, "
                          "ACCESS_OWNER, SOURCE_ID, FACETS)")
