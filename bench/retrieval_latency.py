@@ -73,7 +73,7 @@ from oracle_rag.engines.records import hits, search_binds  # noqa: E402
 from oracle_rag.engines.statements import stmt  # noqa: E402
 
 _PRODUCT_SEMANTIC = engine_sql.SEMANTIC_SEARCH.sqlite or ""
-from oracle_rag.retriever import rrf  # noqa: E402
+from oracle_rag.retriever import rrf, with_text  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402
 
 DIM = 384
@@ -370,11 +370,23 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
                 return run
 
             def hybrid_by_vector(caller: Caller) -> Callable[[int], Any]:
-                sem = cached_by_vector(caller, fetch)
-
+                # Retriever.search's hybrid minus the query embedding: legs without text,
+                # fusion, then the text of the fused top k (retriever.with_text).
                 def run(i: int) -> Any:
-                    legs = {"semantic": sem(i),
-                            "keyword": engine.keyword_search(conn, queries[i], fetch, caller.scope(), Filters())}
+                    scope = caller.scope()
+                    legs = {"semantic": engine.semantic_search_by_vector(conn, qblobs[i], fetch, scope, Filters(),
+                                                                         text=False),
+                            "keyword": engine.keyword_search(conn, queries[i], fetch, scope, Filters(), text=False)}
+                    return with_text(engine, conn, rrf(legs, K, settings.rrf_k, weights), legs, scope, Filters(),
+                                     None)
+                return run
+
+            def hybrid_full_legs(caller: Caller) -> Callable[[int], Any]:
+                # Before issue 25: both 100-deep legs with their text, then fusion.
+                def run(i: int) -> Any:
+                    scope = caller.scope()
+                    legs = {"semantic": engine.semantic_search_by_vector(conn, qblobs[i], fetch, scope, Filters()),
+                            "keyword": engine.keyword_search(conn, queries[i], fetch, scope, Filters())}
                     return rrf(legs, K, settings.rrf_k, weights)
                 return run
 
@@ -419,6 +431,7 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
                 variants[f"keyword_sql_scanned_stats_{label}"] = (
                     lambda i, c=caller: oracle_form_retriever.search(queries[i], K, c, "keyword"))
                 variants[f"hybrid_excl_embedding_{label}"] = hybrid_by_vector(caller)
+                variants[f"hybrid_full_legs_excl_embedding_{label}"] = hybrid_full_legs(caller)
                 variants[f"hybrid_incl_embedding_{label}"] = (
                     lambda i, c=caller: retriever.search(queries[i], K, c, "hybrid"))
             alt: dict[str, tuple[str, Callable[[int], Any]]] = {}
@@ -468,6 +481,12 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
             checks[f"keyword_index_equals_sql_scanned_stats_{label}"] = (
                 [ids_of(r) for r in outputs[f"keyword_{label}"]]
                 == [ids_of(r) for r in outputs[f"keyword_sql_scanned_stats_{label}"]])
+            checks[f"hybrid_equals_full_legs_{label}"] = (
+                [ids_of(r) for r in outputs[f"hybrid_excl_embedding_{label}"]]
+                == [ids_of(r) for r in outputs[f"hybrid_full_legs_excl_embedding_{label}"]])
+            checks[f"hybrid_incl_equals_excl_{label}"] = (
+                [ids_of(r) for r in outputs[f"hybrid_incl_embedding_{label}"]]
+                == [ids_of(r) for r in outputs[f"hybrid_excl_embedding_{label}"]])
         checks["cache_fallbacks"] = engine.cache_fallbacks
         checks["cache_full_loads"] = engine.vector_cache().full_loads
         for name, (label, _) in alt.items():
@@ -500,6 +519,13 @@ def goals(timings: dict[str, dict[str, float]], n: int) -> dict[str, dict[str, A
         name = f"{mode}_manager" if mode.startswith("keyword") else f"{mode}_excl_embedding_manager"
         ratio = timings[name]["ratio_to_numpy_p50"]
         out[mode] = {"variant": name, "ratio": ratio, "limit": limit, "met": ratio <= limit}
+    # Issue 25: hybrid no slower than its legs run on their own (p50, query vector given).
+    legs = timings["semantic_excl_embedding_manager"]["p50_ms"] + timings["keyword_manager"]["p50_ms"]
+    ratio = round(timings["hybrid_excl_embedding_manager"]["p50_ms"] / legs, 3)
+    before = round(timings["hybrid_full_legs_excl_embedding_manager"]["p50_ms"] / legs, 3)
+    out["hybrid_vs_legs"] = {"variant": "hybrid_excl_embedding_manager / (semantic_excl_embedding_manager + "
+                                        "keyword_manager)", "ratio": ratio, "limit": 1.1, "met": ratio <= 1.1,
+                             "ratio_with_full_legs (before issue 25)": before}
     return out
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import tracing
 from .caller import Caller, require_caller
 from .config import Settings
-from .engines import Engine, Filters, Hit, Where, embed_text
+from .engines import Engine, Filters, Hit, KeywordHits, Scope, Where, embed_text
 from .errors import InputError
 from .sources.meanings import anchor_of
 
@@ -107,6 +107,46 @@ def rrf(legs: dict[str, list[Hit]], k: int, rrf_k: int, weights: dict[str, float
     return out
 
 
+def with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs: dict[str, list[Hit]], scope: Scope,
+              filters: Filters, where: Where | None) -> list[RetrievedChunk]:
+    """The fused top k with their text, fetched for them alone (the legs fetched none).
+
+    A record shown from the keyword leg (it ranked the record best) gets its
+    passage, chosen among its chunks as a keyword search chooses it; one
+    shown from the semantic leg gets its nearest chunk's text. Both re-apply
+    the scope in SQL: a record deleted or hidden since the legs ran is dropped
+    and the ranks close up.
+    """
+    keyword = legs.get("keyword")
+    keyword_rank = {(h.source_type, h.source_id): r for r, h in enumerate(keyword or [], 1)}
+    semantic_rank = {(h.source_type, h.source_id): r for r, h in enumerate(legs.get("semantic", []), 1)}
+
+    def from_keyword(c: RetrievedChunk) -> bool:  # rrf keeps the hit of the leg with the better rank
+        key = (c.source_type, c.source_id)
+        return key in keyword_rank and keyword_rank[key] < semantic_rank.get(key, float("inf"))
+
+    passages: dict[tuple[str, str], Hit] = {}
+    if isinstance(keyword, KeywordHits):
+        shown = [(c.chunk_id, c.keyword_score or 0.0) for c in fused if from_keyword(c)]
+        found, _ = engine.record_passages(conn, shown, keyword.terms, keyword.weights, scope, filters, where)
+        passages = {(h.source_type, h.source_id): h for h in found}
+    texts = engine.chunk_texts(conn, [c.chunk_id for c in fused if not c.content and not from_keyword(c)],
+                               scope, filters, where)
+    out: list[RetrievedChunk] = []
+    for c in fused:
+        key = (c.source_type, c.source_id)
+        if key in passages:
+            h = passages[key]
+            c = replace(c, content=h.content, chunk_id=h.chunk_id, chunk_no=h.chunk_no, facets=h.facets)
+        elif c.chunk_id in texts:
+            content, facets = texts[c.chunk_id]
+            c = replace(c, content=content, facets=facets)
+        elif not c.content:
+            continue  # gone or hidden since the legs ran
+        out.append(replace(c, rank=len(out) + 1))
+    return out
+
+
 def _leg(leg: str, k: int) -> Any:
     """The span of one search leg (the query's embedding, where it runs here, is its child)."""
     return tracing.span(f"search {leg}", {"oracle_rag.search.leg": leg, "oracle_rag.search.k": k})
@@ -162,16 +202,19 @@ class Retriever:
                 legs = {"keyword": len(result)}
             else:
                 fetch = min(max(k, self.settings.hybrid_depth), 4 * MAX_K)
-                raw = {}
+                raw: dict[str, list[Hit]] = {}
+                # The legs fetch keys and scores only (text=False); the fused top k get their text.
                 with _leg("semantic", fetch) as leg:
-                    raw["semantic"] = self.engine.semantic_search(conn, sem_text, fetch, scope, filters, exact, where)
+                    raw["semantic"] = self.engine.semantic_search(conn, sem_text, fetch, scope, filters, exact, where,
+                                                                  text=False)
                     leg.set_attribute("oracle_rag.search.hits", len(raw["semantic"]))
                 with _leg("keyword", fetch) as leg:
-                    raw["keyword"] = self.engine.keyword_search(conn, text, fetch, scope, filters, where)
+                    raw["keyword"] = self.engine.keyword_search(conn, text, fetch, scope, filters, where, text=False)
                     leg.set_attribute("oracle_rag.search.hits", len(raw["keyword"]))
                 weights = {"semantic": self.settings.semantic_weight, "keyword": self.settings.keyword_weight}
                 with tracing.span("fusion", {"oracle_rag.fusion.method": "rrf", "oracle_rag.fusion.k": k}) as fused:
-                    result = rrf(raw, k, self.settings.rrf_k, weights)
+                    result = with_text(self.engine, conn, rrf(raw, k, self.settings.rrf_k, weights), raw,
+                                       scope, filters, where)
                     fused.set_attribute("oracle_rag.search.hits", len(result))
                 legs = {leg: len(h) for leg, h in raw.items()}
         self.last_stats = SearchStats(mode, k, (time.perf_counter() - started) * 1000, legs)

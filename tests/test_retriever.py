@@ -365,6 +365,29 @@ def test_hybrid_results_record_their_legs(demo, retriever):
     assert [r.score for r in res] == sorted((r.score for r in res), reverse=True)
 
 
+def test_hybrid_fetches_text_for_the_fused_top_k_only_and_shows_the_same(demo, retriever):
+    """Issue 25: the legs run without text, the fused top k get theirs; the result equals fusing
+    full legs (same records, scores, legs, and the chunk, text and facets of the best leg)."""
+    from oracle_rag.engines import KeywordHits, embed_text
+
+    fetch = max(8, demo.settings.hybrid_depth)
+    weights = {"semantic": demo.settings.semantic_weight, "keyword": demo.settings.keyword_weight}
+    for question, caller in [("invoice PDF generation", demo.callers[3]), ("sprint review demo", demo.callers[1]),
+                             ("login error after password reset", demo.callers[3])]:
+        got = retriever.search(question, 8, caller, "hybrid")
+        with demo.engine.connect() as conn:
+            scope = caller.scope()
+            light = demo.engine.keyword_search(conn, question, fetch, scope, Filters(), text=False)
+            full = {"semantic": demo.engine.semantic_search(conn, embed_text(question), fetch, scope, Filters()),
+                    "keyword": demo.engine.keyword_search(conn, question, fetch, scope, Filters())}
+        assert isinstance(light, KeywordHits) and not any(h.content for h in light)
+        want = rrf(full, 8, demo.settings.rrf_k, weights)
+        assert got and all(r.content for r in got)
+        assert [(r.source_type, r.source_id, r.chunk_id, r.chunk_no, r.content, r.facets, r.score, r.legs, r.rank)
+                for r in got] == [(r.source_type, r.source_id, r.chunk_id, r.chunk_no, r.content, r.facets, r.score,
+                                   r.legs, r.rank) for r in want], question
+
+
 # -- RRF --------------------------------------------------------------------------------
 def _hit(cid: int, score: float) -> Hit:
     return Hit(cid, "TASK", str(cid), f"chunk {cid}", score)

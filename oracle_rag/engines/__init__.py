@@ -8,6 +8,7 @@ from .records import (
     ChunkWrite,
     Filters,
     Hit,
+    KeywordHits,
     QueueRow,
     QueueStats,
     RecordAccess,
@@ -21,7 +22,8 @@ from .records import (
 )
 from .statements import Sql
 
-__all__ = ["ChunkWrite", "Engine", "Filters", "Hit", "QueueRow", "QueueStats", "RecordAccess", "Scope", "Sql", "StoredRecord", "Where",
+__all__ = ["ChunkWrite", "Engine", "Filters", "Hit", "KeywordHits", "QueueRow", "QueueStats", "RecordAccess", "Scope", "Sql",
+           "StoredRecord", "Where",
            "content_hash", "create_engine", "embed_text", "facets_json", "facets_value"]
 
 

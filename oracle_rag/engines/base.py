@@ -32,6 +32,7 @@ from .records import (
     Filters,
     GuardedAccess,
     Hit,
+    KeywordHits,
     QueueRow,
     QueueStats,
     RecordAccess,
@@ -411,9 +412,13 @@ class Engine(ABC):
 
     def semantic_search(
         self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters, exact: bool = False,
-        where: Where | None = None,
+        where: Where | None = None, text: bool = True,
     ) -> list[Hit]:
-        """The ``k`` records nearest to ``query`` (one hit each: its nearest chunk)."""
+        """The ``k`` records nearest to ``query`` (one hit each: its nearest chunk).
+
+        ``text=False`` allows hits without content (``chunk_texts`` fills
+        them in later); this statement returns it anyway.
+        """
 
         template = q.SEMANTIC_SEARCH_EXACT if exact else q.SEMANTIC_SEARCH
         fetch = k * self.semantic_fanout
@@ -429,7 +434,7 @@ class Engine(ABC):
         return bm25.Bm25Params(self.settings.bm25_k1, self.settings.bm25_b)
 
     def keyword_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
-                       where: Where | None = None) -> list[Hit]:
+                       where: Where | None = None, text: bool = True) -> list[Hit]:
         """The ``k`` best records by BM25 (bm25.py) over the records this search may return, ranked in SQL.
 
         N, the average length and each term's document frequency come from
@@ -457,7 +462,8 @@ class Engine(ABC):
                 scores[int(chunk_id)] = float(score)
             else:
                 weights[str(term)] = bm25.idf(int(n), int(df))
-        found, _ = self.record_passages(conn, bm25.top(scores, k), terms, weights, scope, filters, where)
+        found, _ = self.record_passages(conn, bm25.top(scores, k), terms, weights, scope, filters, where,
+                                        text=text)
         return found
 
     def keyword_stats(self, conn: sa.Connection, scope: Scope, filters: Filters,
@@ -471,14 +477,19 @@ class Engine(ABC):
 
     def record_passages(self, conn: sa.Connection, best: Sequence[tuple[int, float]], terms: Mapping[str, int],
                         weights: Mapping[str, float], scope: Scope, filters: Filters, where: Where | None,
-                        lengths: Mapping[int, int] | None = None) -> tuple[list[Hit], bool]:
+                        lengths: Mapping[int, int] | None = None, text: bool = True) -> tuple[list[Hit], bool]:
         """The best records (chunk 0 ids, scores) as hits, scope re-applied in SQL.
 
         Each hit is the record's chunk holding most of the query (its
         passage), scored with the record's score. The flag is False when SQL
         dropped a record or (given ``lengths``) disagrees on its length.
+        Without ``text`` each hit is the record's chunk 0 with no content, in
+        a :class:`KeywordHits` that can choose the passages later (hybrid
+        search shows only its fused top k).
         """
 
+        if not text:
+            return self._record_keys(conn, best, terms, weights, scope, filters, where, lengths)
         if not best:
             return [], True
         rows = conn.execute(self.statement(q.KEYWORD_PASSAGES, where),
@@ -500,3 +511,34 @@ class Engine(ABC):
                 passages, key=lambda h: (bm25.passage_weight(terms, h.content, weights), -h.chunk_no))
             out.append(replace(chosen, score=value))
         return out, complete
+
+    def _record_keys(self, conn: sa.Connection, best: Sequence[tuple[int, float]], terms: Mapping[str, int],
+                     weights: Mapping[str, float], scope: Scope, filters: Filters, where: Where | None,
+                     lengths: Mapping[int, int] | None) -> tuple[KeywordHits, bool]:
+        """``record_passages`` without text: one row per record, no chunk read, no passage chosen."""
+        if not best:
+            return KeywordHits([], terms, weights), True
+        rows = {int(r[10]): r for r in conn.execute(
+            self.statement(q.RECORD_KEYS, where), search_binds(scope, filters, where, ids=[rid for rid, _ in best]))}
+        out = []
+        complete = True
+        for rid, value in best:
+            r = rows.get(rid)
+            if r is None:  # gone since the postings were read, or no longer visible
+                complete = False
+                continue
+            if lengths is not None and int(r[4]) != lengths.get(rid):
+                complete = False
+            out.append(Hit(rid, r[1], str(r[2]), "", value, None if r[5] is None else int(r[5]),
+                           None if r[6] is None else int(r[6]), None if r[7] is None else int(r[7]), int(r[8])))
+        return KeywordHits(out, terms, weights), complete
+
+    def chunk_texts(self, conn: sa.Connection, chunk_ids: Sequence[int], scope: Scope, filters: Filters,
+                    where: Where | None = None) -> dict[int, tuple[str, dict[str, Any]]]:
+        """CONTENT and facets of chunks found without their text, scope re-applied (a chunk
+        deleted or no longer visible since is absent)."""
+        if not chunk_ids:
+            return {}
+        rows = conn.execute(self.statement(q.CHUNK_TEXTS, where),
+                            search_binds(scope, filters, where, ids=list(chunk_ids))).fetchall()
+        return {int(r[0]): (lob_text(r[1]), facets_value(r[2])) for r in rows}

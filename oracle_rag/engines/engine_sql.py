@@ -558,6 +558,34 @@ WHERE c.CHUNK_ID IN :ids
   AND {FILTERS}
 ORDER BY SCORE, c.CHUNK_ID""", expanding=("f_types", "ids"))
 
+# -- hybrid search: the legs fetch no text, the fused top k do (retriever.py) -----------
+# The cache's candidates re-checked as SEMANTIC_CANDIDATES does, without the
+# text: CONTENT comes back empty and FACETS NULL (hits() reads them as "" and {}).
+SEMANTIC_CANDIDATE_KEYS = Sql(sqlite=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, '' AS CONTENT,
+       vec_distance_cosine(c.EMBEDDING, :qvec) AS SCORE,
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, NULL AS FACETS
+FROM RAG_CHUNK c
+WHERE c.CHUNK_ID IN :ids
+  AND {SCOPE}
+  AND {FILTERS}
+ORDER BY SCORE, c.CHUNK_ID""", expanding=("f_types", "ids"))
+
+# The best records of a keyword leg (their chunk 0 ids), scope re-applied,
+# without text; the passage is chosen later, for the fused top k only.
+RECORD_KEYS = Sql.both(f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, '' AS CONTENT, c.TERM_COUNT AS SCORE,
+       c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, NULL AS FACETS, c.CHUNK_ID AS RECORD_CHUNK_ID
+FROM RAG_CHUNK c
+WHERE c.CHUNK_ID IN :ids
+  AND {SCOPE}
+  AND {FILTERS}""", expanding=("f_types", "ids"))
+
+# The text and facets of the fused top k's chunks, scope re-applied.
+CHUNK_TEXTS = Sql.both(f"""SELECT c.CHUNK_ID, c.CONTENT, c.FACETS
+FROM RAG_CHUNK c
+WHERE c.CHUNK_ID IN :ids
+  AND {SCOPE}
+  AND {FILTERS}""", expanding=("f_types", "ids"))
+
 # What the cache holds per chunk: the scope and filter columns and the vector.
 # The cache reads on its own plain DBAPI connection (no expanding binds):
 # :ids is a JSON array of integers.

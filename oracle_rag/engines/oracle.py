@@ -252,7 +252,7 @@ class OracleEngine(Engine):
         return queue_rows(rows)
 
     def semantic_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
-                        exact: bool = False, where: Where | None = None) -> list[Hit]:
+                        exact: bool = False, where: Where | None = None, text: bool = True) -> list[Hit]:
         """APPROX top-k, re-run EXACT when it comes back with fewer than ``k`` rows.
 
         With a selective scope (a developer's own tasks) the optimizer may pick

@@ -294,6 +294,17 @@ class Hit:
     facets: dict[str, Any] = field(default_factory=dict)
 
 
+class KeywordHits(list[Hit]):
+    """A keyword leg's best records fetched without text (``text=False``): each its chunk 0,
+    empty content, the record's score; with the query terms and weights that choose the
+    passages of the few records shown (``Engine.record_passages``)."""
+
+    def __init__(self, hits: Iterable[Hit], terms: Mapping[str, int], weights: Mapping[str, float]) -> None:
+        super().__init__(hits)
+        self.terms = dict(terms)
+        self.weights = dict(weights)
+
+
 @dataclass
 class QueueStats:
     depth: int = 0

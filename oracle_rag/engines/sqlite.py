@@ -222,7 +222,7 @@ class SqliteEngine(Engine):
             return super().embed(conn, text)
 
     def semantic_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
-                        exact: bool = False, where: Where | None = None) -> list[Hit]:
+                        exact: bool = False, where: Where | None = None, text: bool = True) -> list[Hit]:
         """Exact top-k by cosine distance, scope and filters applied before the top-k.
 
         With ``embedded_vector_cache`` (the default) the in-process matrix
@@ -233,7 +233,7 @@ class SqliteEngine(Engine):
         with embedding_errors():
             if not self.settings.embedded_vector_cache:
                 return super().semantic_search(conn, query, k, scope, filters, exact, where)
-            return self._cached_search(conn, query, k, scope, filters, where)
+            return self._cached_search(conn, query, k, scope, filters, where, text)
 
     # -- the in-process vector cache ----------------------------------------
     def vector_cache(self) -> VectorCache:
@@ -244,13 +244,13 @@ class SqliteEngine(Engine):
             return self._vector_cache
 
     def _cached_search(self, conn: sa.Connection, query: str, k: int, scope: Scope,
-                       filters: Filters, where: Where | None = None) -> list[Hit]:
+                       filters: Filters, where: Where | None = None, text: bool = True) -> list[Hit]:
         # The query is embedded in the database, like every chunk.
         qblob = conn.execute(self.statement(q.EMBED), {"text": query}).scalar_one()
-        return self.semantic_search_by_vector(conn, bytes(qblob), k, scope, filters, where)
+        return self.semantic_search_by_vector(conn, bytes(qblob), k, scope, filters, where, text)
 
     def semantic_search_by_vector(self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope,
-                                  filters: Filters, where: Where | None = None) -> list[Hit]:
+                                  filters: Filters, where: Where | None = None, text: bool = True) -> list[Hit]:
         """The cached search for an already embedded query (a float32 blob); benches time this.
 
         The ``k`` nearest records (each its nearest chunk): the cache proposes
@@ -260,14 +260,14 @@ class SqliteEngine(Engine):
         be evaluated in numpy: the exact SQL statement answers then.
         """
         if where is None:
-            answer = self._cache_answer(conn, qblob, k, scope, filters)
+            answer = self._cache_answer(conn, qblob, k, scope, filters, text)
             if answer is not None:
                 return answer
         binds = search_binds(scope, filters, where, qvec=qblob, k=k)
         return hits(conn.execute(self.statement(q.SEMANTIC_RECORDS_BY_VECTOR, where), binds).fetchall())
 
     def _cache_answer(self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope,
-                      filters: Filters) -> list[Hit] | None:
+                      filters: Filters, text: bool = True) -> list[Hit] | None:
         cache = self.vector_cache()
         try:
             cache.sync()
@@ -282,7 +282,8 @@ class SqliteEngine(Engine):
             if not found.ids:
                 return []
             binds = search_binds(scope, filters, qvec=qblob, ids=found.ids)
-            rows = conn.execute(self.statement(q.SEMANTIC_CANDIDATES), binds).fetchall()
+            rows = conn.execute(self.statement(q.SEMANTIC_CANDIDATES if text else q.SEMANTIC_CANDIDATE_KEYS),
+                                binds).fetchall()
             if not (len(rows) == len(found.ids) and all(
                     abs(float(r[4]) - found.distances[int(r[0])]) <= DISTANCE_TOLERANCE for r in rows)):
                 # SQL dropped a candidate (scope, filters or a concurrent delete)
@@ -307,14 +308,14 @@ class SqliteEngine(Engine):
             return self._term_index
 
     def keyword_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
-                       where: Where | None = None) -> list[Hit]:
+                       where: Where | None = None, text: bool = True) -> list[Hit]:
         """BM25 from the in-process index (``embedded_term_index``), re-checked in SQL; else the SQL path.
 
         A ``where`` fragment cannot be evaluated in numpy: the SQL path answers then.
         """
         terms = query_terms(query)
         if where is not None or not terms or not self.settings.embedded_term_index:
-            return super().keyword_search(conn, query, k, scope, filters, where)
+            return super().keyword_search(conn, query, k, scope, filters, where, text)
         index = self.term_index()
         try:
             index.sync()
@@ -324,7 +325,7 @@ class SqliteEngine(Engine):
         found = index.search(terms, k, scope, filters, params.k1, params.b)
         if found is not None:
             result, complete = self.record_passages(conn, found.best, terms, found.weights, scope, filters, None,
-                                                    found.lengths)
+                                                    found.lengths, text)
             if complete:
                 return result
             self.cache_fallbacks += 1
@@ -332,7 +333,7 @@ class SqliteEngine(Engine):
                 index.refresh([rid for rid, _ in found.best])
             except sqlean.Error as exc:
                 raise wrap_driver_error(exc, "term index refresh") from None
-        return super().keyword_search(conn, query, k, scope, filters, where)
+        return super().keyword_search(conn, query, k, scope, filters, where, text)
 
     # The keyword statement's N and total length per scope, valid while the
     # change log has not moved (every write of RAG_CHUNK logs a row, and a
