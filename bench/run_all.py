@@ -42,6 +42,7 @@ QUICK: dict[str, list[str]] = {
     "chat_load": ["--clients", "4", "--duration", "5", "--tasks", "200"],
     "soak": ["--seconds", "20", "--tasks", "200", "--clients", "2", "--drain-seconds", "30"],
     "aggregate_cost": ["--tasks", "300", "--timeout", "2"],
+    "access_scope": ["--chunks", "5000", "--groups", "100", "--queries", "10", "--rounds", "1"],
 }
 
 

@@ -163,7 +163,7 @@ class AuditTrail:
         """Delete rows older than the retention; returns how many."""
         before = (now or self.clock()) - dt.timedelta(seconds=self.retention_s)
         with self.engine.begin() as conn:
-            return int(conn.execute(self.engine.statement(q.PRUNE_AUDIT), {"before": iso(before)}).rowcount or 0)
+            return int(conn.execute(self.engine.statement(q.DELETE_OLD_AUDIT), {"before": iso(before)}).rowcount or 0)
 
 
 _TRAILS: weakref.WeakKeyDictionary[Engine, AuditTrail] = weakref.WeakKeyDictionary()

@@ -25,4 +25,4 @@ WHERE (:caller_id IS NULL OR CALLER_ID = :caller_id) AND (:since IS NULL OR AT >
 ORDER BY AT DESC, AUDIT_ID DESC
 LIMIT :limit""",
 )
-PRUNE_AUDIT = Sql.both("DELETE FROM RAG_AUDIT WHERE AT < :before")
+DELETE_OLD_AUDIT = Sql.both("DELETE FROM RAG_AUDIT WHERE AT < :before")

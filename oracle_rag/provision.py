@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from .config import Settings
 from .engines import Engine, engine_sql
 from .engines import oracle_provision_sql as q
+from .engines import oracle_vpd_sql as vpd
 from .engines.statements import Sql
 from .errors import ConfigurationError, DatabaseError, InputError, wrap_driver_error
 from .index_maintenance import rebuild_if_due
@@ -243,3 +244,24 @@ def bootstrap(engine: Engine, settings: Settings, par_url: str | None,
                          f"`oracle-rag model load --file FILE --name {model}` or set {PAR_URL_ENV}")
     lines.append(rebuild_if_due(engine))  # IVF centroids from real data: once after the first backfill
     return lines
+
+
+def provision_vpd(engine: Engine) -> list[str]:
+    """Oracle's second wall (engines/oracle_vpd_sql.py): the access context, its package, the VPD policies.
+
+    Re-runnable (``CREATE OR REPLACE``; each policy is dropped first when it
+    exists). Needs EXECUTE on DBMS_RLS and the CREATE ANY CONTEXT privilege
+    for the application user (docs/access.md).
+    """
+    _require_oracle(engine)
+    done = []
+    try:
+        with engine.begin() as conn:
+            for sql, what in zip(vpd.PROVISION, ("context RAG_ACCESS_CTX", "package RAG_ACCESS_CTX_PKG",
+                                                 "package body RAG_ACCESS_CTX_PKG", "policy RAG_CHUNK_ACCESS",
+                                                 "policy RAG_CHUNK_ACL_ACCESS"), strict=True):
+                conn.exec_driver_sql(engine.text(sql))
+                done.append(f"created {what}")
+    except Exception as exc:
+        raise wrap_driver_error(exc, "provisioning the VPD policy") from None
+    return done

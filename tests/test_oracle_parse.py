@@ -84,6 +84,15 @@ EXCEPTIONS: tuple[ParserException, ...] = (
         "ddl",
     ),
     ParserException(
+        "CREATE CONTEXT ... USING",
+        re.compile(rf"CREATE\s+OR\s+REPLACE\s+CONTEXT\s+{_IDENT}\s+USING\s+(?:{_IDENT}\.)?{_IDENT}", _FLAGS),
+        None,
+        "sqlfluff's Oracle dialect has no CREATE CONTEXT (SQL Language Reference, CREATE CONTEXT: "
+        "CREATE [OR REPLACE] CONTEXT namespace USING [schema.]package); the VPD context of docs/access.md.",
+        r"CREATE\s+(?:OR\s+REPLACE\s+)?CONTEXT\b",
+        "ddl",
+    ),
+    ParserException(
         "SET TRANSACTION READ ONLY",
         re.compile(r"SET\s+TRANSACTION\s+READ\s+ONLY", _FLAGS),
         None,
@@ -252,6 +261,7 @@ _DDL_WORDS = {"CREATE", "DROP", "ALTER", "TRUNCATE", "DDL", "GRANT", "REBUILD", 
 # Migration statements that change data rather than the schema, each with why.
 DATA_MIGRATION_STATEMENTS = {
     "sql.oracle.V8__bm25_folds_accents[2]": "marks every record's BM25 analysis out of date (a new analyser)",
+    "sql.oracle.V10__access[2]": "gives existing chunks the access rule the product applied before V10",
 }
 
 
@@ -305,6 +315,7 @@ SQLGLOT_LIMITS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bVECTOR\(\s*\d+\s*,\s*(?:FLOAT32|FLOAT64|INT8|BINARY)\s*\)", re.IGNORECASE),
      "VECTOR(n, format) column types"),
     (re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?TRIGGER\b", re.IGNORECASE), "trigger bodies (PL/SQL)"),
+    (re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?PACKAGE\b", re.IGNORECASE), "package specs and bodies (PL/SQL)"),
 )
 _HEADS = ((r"CREATE|DROP|ALTER|TRUNCATE|GRANT|REVOKE|COMMENT", "ddl"), (r"SELECT|WITH", "query"),
           (r"INSERT|UPDATE|DELETE|MERGE", "dml"), (r"SET\s+TRANSACTION", "control"))

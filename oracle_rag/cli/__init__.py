@@ -13,7 +13,7 @@ to exit codes, the system opened and closed per invocation) is in
 * :mod:`.sources`: ``sources``
 * :mod:`.demo`: ``demo``, ``demo seed``
 * :mod:`.integrations`: ``mcp``
-* :mod:`.access`: ``audit``
+* :mod:`.access`: ``audit``, ``provision --vpd``
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ for command in (
     demo.demo,
     integrations.mcp,
     access.audit,
+    access.provision,
 ):
     main.add_command(command)
 

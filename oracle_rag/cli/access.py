@@ -7,10 +7,11 @@ import json
 
 import click
 
+from .. import provision as provisioning
 from ..audit import audit_for, utc_now
 from ..config import duration_seconds
 from ..system import RagSystem
-from .context import pass_system
+from .context import pass_new_system, pass_system
 
 
 def _since(value: str | None) -> dt.datetime | None:
@@ -52,3 +53,14 @@ def audit(rag: RagSystem, caller_id: int | None, since: str | None, limit: int, 
         click.echo(line)
     if not rows:
         click.echo("(no audit rows)", err=True)
+
+
+@click.command("provision")
+@click.option("--vpd", is_flag=True, required=True,
+              help="Oracle: create the access context, its package and the VPD policies on RAG_CHUNK and "
+                   "RAG_CHUNK_ACL (docs/access.md).")
+@pass_new_system
+def provision(rag: RagSystem, vpd: bool) -> None:
+    """Install optional database-side protections (Oracle only): ``--vpd``, the second wall."""
+    for line in provisioning.provision_vpd(rag.engine):
+        click.echo(line)

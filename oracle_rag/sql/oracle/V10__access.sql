@@ -9,7 +9,7 @@
 --     else everyone except for an unowned TASK), so nothing changes for them.
 -- (b) RAG_CHUNK_ACL: one row per (record, group); the scope predicate
 --     (engine_sql.SCOPE) matches the caller's groups against PRINCIPAL, so the
---     key leads with it (an index-organized table: the key is the row).
+--     key leads with it.
 -- (c) RAG_ACCESS_FAILURE: a source whose permission data (acl_query) could
 --     not be read: its records are hidden from callers without see-all until
 --     the next successful read deletes the row.
@@ -35,7 +35,7 @@ CREATE TABLE RAG_CHUNK_ACL (
   SOURCE_TYPE  VARCHAR2(64 CHAR)  NOT NULL,
   SOURCE_ID    VARCHAR2(256 CHAR) NOT NULL,
   CONSTRAINT RAG_CHUNK_ACL_PK PRIMARY KEY (PRINCIPAL, SOURCE_TYPE, SOURCE_ID)
-) ORGANIZATION INDEX;
+);
 
 CREATE INDEX RAG_CHUNK_ACL_RECORD_IX ON RAG_CHUNK_ACL (SOURCE_TYPE, SOURCE_ID);
 

@@ -1,0 +1,171 @@
+"""The cost of the declared-access predicate (issue 23): groups against owner-only scope, same run, same file.
+
+Synthetic records on the embedded engine: N chunks (one per record), each
+owned by one of 500 employees and carrying 1 or 2 of G groups (RAG_CHUNK_ACL
+and ACCESS_GROUPS, as the indexer writes them), random unit vectors (no
+embedding of the corpus) and BM25 postings from a Zipf vocabulary. The
+caller owns ~N/500 records and is in 20 groups.
+
+Measured, p50 over the queries, through the product's own paths:
+
+* semantic: ``Retriever.search(..., "semantic")`` (query embedded by the real
+  model; the in-process vector cache's mask, then SQL re-checks with SCOPE);
+* keyword: ``Retriever.search(..., "keyword")`` (the term index's mask, SQL re-check);
+* structured count: ``answers_sql.COUNT_RECORDS`` (the SQL every count answer runs).
+
+Against baselines in the same run: the same caller with no groups
+(owner-only scope through the same code: it sees ~N/500 records), an
+owner-only caller who owns as many records as the group member sees (the
+like-for-like baseline: search and count costs grow with the visible set
+whatever the rule), and for the count the pre-issue-23 predicate text
+(owner, or unowned non-task). The issue bounds groups/owner-only at 1.3;
+both ratios are reported. Writes
+``bench/results/access_scope.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "access_scope.json"
+sys.path.insert(0, str(ROOT))
+
+from oracle_rag.answers import answers_sql  # noqa: E402
+from oracle_rag.bm25 import analyze_record  # noqa: E402
+from oracle_rag.caller import Caller  # noqa: E402
+from oracle_rag.config import load_settings  # noqa: E402
+from oracle_rag.engines import engine_sql  # noqa: E402
+from oracle_rag.engines.statements import Sql  # noqa: E402
+from oracle_rag.system import RagSystem  # noqa: E402
+
+DIM = 384
+OWNERS = 500
+OLD_SCOPE = "(:see_all = 1 OR c.OWNER_ID = :caller_id OR (c.OWNER_ID IS NULL AND c.SOURCE_TYPE <> 'TASK'))"
+OLD_COUNT = Sql.both((answers_sql.COUNT_RECORDS.sqlite or "").replace(engine_sql.SCOPE, OLD_SCOPE))
+INSERT_CHUNK = """INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, OWNER_ID, CONTENT, EMBEDDING, CONTENT_HASH,
+  TERM_COUNT, ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)"""
+INSERT_TERM = "INSERT INTO RAG_CHUNK_TERM (TERM, CHUNK_ID, TF) VALUES (?, ?, ?)"
+INSERT_ACL = "INSERT INTO RAG_CHUNK_ACL (PRINCIPAL, SOURCE_TYPE, SOURCE_ID) VALUES (?, ?, ?)"
+
+
+BUSY_OWNER = OWNERS + 1  # owns as many records as the caller in groups sees: the like-for-like baseline
+
+
+def fill(rag: RagSystem, n: int, groups: int, rng: np.random.Generator, member_of: int) -> list[str]:
+    words = [f"w{i}" for i in range(5000)]
+    raw = rag.engine.sa_engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        rows, terms, acl = [], [], []
+        for i in range(n):
+            text = " ".join(words[min(int(z), 4999)] for z in rng.zipf(1.3, 12))
+            vec = rng.standard_normal(DIM).astype("<f4")
+            vec /= np.linalg.norm(vec)
+            mine = [f"g{int(g)}" for g in sorted(set(rng.integers(0, groups, int(rng.integers(1, 3)))))]
+            analysis = analyze_record(text)
+            # ACCESS_OWNER = the owner (policy ["owner", "group"]); the busy owner gets the share of the
+            # records that member_of groups of `groups` give a member (1.5 groups per record on average).
+            busy = rng.random() < min(1.0, 1.5 * member_of / groups)
+            owner = BUSY_OWNER if busy else int(rng.integers(1, OWNERS + 1))
+            rows.append(("DOC", str(i), owner, text, vec.tobytes(), "h", analysis.length, owner, json.dumps(mine)))
+            terms.extend((t, i + 1, tf) for t, tf in analysis.terms)
+            acl.extend((g, "DOC", str(i)) for g in mine)
+        cur.executemany(INSERT_CHUNK, rows)
+        cur.executemany(INSERT_TERM, terms)
+        cur.executemany(INSERT_ACL, acl)
+        raw.commit()
+    finally:
+        raw.close()
+    return words
+
+
+def p50(fn: Callable[[str], Any], queries: list[str], rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        for q in queries:
+            start = time.perf_counter()
+            fn(q)
+            times.append((time.perf_counter() - start) * 1000.0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--groups", type=int, default=1000)
+    parser.add_argument("--member-of", type=int, default=20)
+    parser.add_argument("--queries", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    from oracle_rag.embedding import ensure_model
+
+    base = load_settings()
+    ensure_model(base.data_path)
+    rng = np.random.default_rng(20261201)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "models").mkdir()
+        shutil.copyfile(base.model_path, Path(tmp) / "models" / base.model_path.name)
+        rag = RagSystem(base.with_overrides(data_dir=tmp))
+        rag.migrate()
+        started = time.perf_counter()
+        words = fill(rag, args.chunks, args.groups, rng, args.member_of)
+        load_s = time.perf_counter() - started
+        qrng = np.random.default_rng(7)
+        queries = [" ".join(words[min(int(z), 4999)] for z in qrng.zipf(1.3, 3)) for _ in range(args.queries)]
+        member = tuple(f"g{g}" for g in range(args.member_of))
+        in_groups = Caller(7, ("developer",), member, name="bench")
+        owner_only = Caller(7, ("developer",), (), name="bench")
+        busy_owner = Caller(BUSY_OWNER, ("developer",), (), name="bench busy owner")
+        retriever = rag.retriever()
+        out: dict[str, Any] = {"chunks": args.chunks, "groups": args.groups, "member_of": args.member_of,
+                               "queries": args.queries, "rounds": args.rounds, "load_s": round(load_s, 1)}
+        for mode in ("semantic", "keyword"):
+            retriever.search(queries[0], 8, in_groups, mode)  # load the in-process index once
+            base_ms = p50(lambda q, m=mode: retriever.search(q, 8, owner_only, m), queries, args.rounds)
+            busy_ms = p50(lambda q, m=mode: retriever.search(q, 8, busy_owner, m), queries, args.rounds)
+            groups_ms = p50(lambda q, m=mode: retriever.search(q, 8, in_groups, m), queries, args.rounds)
+            out[mode] = {"owner_only_p50_ms": round(base_ms, 2), "owner_only_same_visible_p50_ms": round(busy_ms, 2),
+                         "groups_p50_ms": round(groups_ms, 2), "ratio": round(groups_ms / base_ms, 3),
+                         "ratio_same_visible": round(groups_ms / busy_ms, 3)}
+
+        def count(caller: Caller, sql: Sql) -> int:
+            with rag.engine.connect() as conn:
+                return int(conn.execute(rag.engine.statement(sql), caller.scope().binds()).scalar_one())
+
+        old_ms = p50(lambda _q: count(owner_only, OLD_COUNT), queries, args.rounds)
+        base_ms = p50(lambda _q: count(owner_only, answers_sql.COUNT_RECORDS), queries, args.rounds)
+        groups_ms = p50(lambda _q: count(in_groups, answers_sql.COUNT_RECORDS), queries, args.rounds)
+        busy_ms = p50(lambda _q: count(busy_owner, answers_sql.COUNT_RECORDS), queries, args.rounds)
+        out["structured_count"] = {
+            "owner_only_same_visible_p50_ms": round(busy_ms, 2), "ratio_same_visible": round(groups_ms / busy_ms, 3),
+            "visible_busy_owner": count(busy_owner, answers_sql.COUNT_RECORDS),
+            "pre_issue_23_predicate_p50_ms": round(old_ms, 2), "owner_only_p50_ms": round(base_ms, 2),
+            "groups_p50_ms": round(groups_ms, 2), "ratio": round(groups_ms / base_ms, 3),
+            "ratio_vs_pre_issue_23": round(groups_ms / old_ms, 3),
+            "visible": count(in_groups, answers_sql.COUNT_RECORDS), "owned": count(owner_only, answers_sql.COUNT_RECORDS)}
+        rag.close()
+    out["environment"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
+                          "load_average_at_start": os.getloadavg()}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
