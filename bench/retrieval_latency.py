@@ -90,9 +90,12 @@ if _CTE not in _PRODUCT_SEMANTIC or _EMBEDDED_VECTOR not in _PRODUCT_SEMANTIC:
 # The product statement with the query vector bound instead of embedded.
 SEMANTIC_BY_VECTOR = _PRODUCT_SEMANTIC.replace(_CTE, "").replace(_EMBEDDED_VECTOR, ":qvec")
 
+# The access columns as the reference sources' policy writes them (sources/access.py): a task
+# is its assignee's, sprints and projects are public; an unassigned task is managers' only.
 INSERT_CHUNK = """INSERT INTO RAG_CHUNK
-  (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CONTENT, EMBEDDING, CONTENT_HASH, TERM_COUNT)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+  (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CONTENT, EMBEDDING, CONTENT_HASH, TERM_COUNT,
+   ACCESS_OWNER, ACCESS_PUBLIC)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?3, CASE WHEN ?3 IS NULL AND ?1 <> 'TASK' THEN 1 ELSE 0 END)"""
 # Each record's BM25 postings, as the indexer writes them (bm25.analyze_record); the
 # scratch file is fresh, so the i-th row's CHUNK_ID is i + 1.
 INSERT_TERM = "INSERT INTO RAG_CHUNK_TERM (TERM, CHUNK_ID, TF) VALUES (?, ?, ?)"
@@ -431,9 +434,12 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
                 variants[f"keyword_sql_scanned_stats_{label}"] = (
                     lambda i, c=caller: oracle_form_retriever.search(queries[i], K, c, "keyword"))
                 variants[f"hybrid_excl_embedding_{label}"] = hybrid_by_vector(caller)
-                variants[f"hybrid_full_legs_excl_embedding_{label}"] = hybrid_full_legs(caller)
                 variants[f"hybrid_incl_embedding_{label}"] = (
                     lambda i, c=caller: retriever.search(queries[i], K, c, "hybrid"))
+            # Before issue 25, placed apart from hybrid_excl: a variant run right after another
+            # on the same query finds its pages and matrix warm.
+            variants = {"hybrid_full_legs_excl_embedding_manager": hybrid_full_legs(MANAGER), **variants,
+                        "hybrid_full_legs_excl_embedding_developer": hybrid_full_legs(DEVELOPER)}
             alt: dict[str, tuple[str, Callable[[int], Any]]] = {}
             if with_alternatives:
                 dev = {"caller_id": DEVELOPER.employee_id}
