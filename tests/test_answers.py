@@ -208,7 +208,8 @@ def test_with_a_model_the_numbers_and_records_come_from_sql(demo_rag):
         assert first_number(head) == len(want)  # the first line is computed, whatever the model says
         assert cited_tasks(answer) == want
         prompt = llm.requests[0].last_user
-        assert "<facts>" in prompt and f"{len(want)} tasks match" in prompt and f'<chunk id="TASK #{first}">' in prompt
+        assert "<facts>" in prompt and f"{len(want)} tasks match" in prompt and f'"id": "TASK #{first}"' in prompt
+        assert "999" not in answer.answer and answer.checked == {"sentences": 1, "removed": 1}  # a count it made up
         llm.push(Reply(text="Mostly payments.", pieces=["Mostly ", "payments."]))
         events = list(c.stream("what is blocked in the current sprint?", caller, store=False))
         assert events[0].text.startswith(head) and events[-1].answer is not None

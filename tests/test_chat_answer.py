@@ -67,9 +67,11 @@ def test_llm_answer_cites_only_retrieved_chunks(demo_rag, llm: ScriptedLLM) -> N
     dev = caller(demo_rag, DEV_A)
     own = task_chunks_of(demo_rag, DEV_A)[0]
     foreign = task_chunks_of(demo_rag, DEV_B)[0]
-    llm.push(f"It is [TASK #{own.task_id}]; see also [TASK #{foreign.task_id}] and [TASK #999999].")
+    llm.push(f"It is [TASK #{own.task_id}]. See also [TASK #{foreign.task_id}] and [TASK #999999].")
     result = llm_chat(demo_rag, llm).answer(own.title, dev)
     assert result.answerer == "llm"
+    # the sentence naming records the model was not given is removed whole, not patched
+    assert result.answer == f"It is [TASK #{own.task_id}]." and result.checked == {"sentences": 2, "removed": 1}
     assert [(c.source_type, c.source_id) for c in result.citations] == [("TASK", str(own.task_id))]
     prompt = llm.requests[0].last_user
     assert f'<chunk id="TASK #{own.task_id}">' in prompt
@@ -128,19 +130,18 @@ def test_stream_extractive_events(demo_rag) -> None:
 
 def test_stream_llm_pieces_then_done(demo_rag, llm: ScriptedLLM) -> None:
     own = task_chunks_of(demo_rag, DEV_A)[0]
-    llm.push(Reply(text="x", pieces=["Answer: ", f"[TASK #{own.task_id}]", " [TASK #424242]"]))
+    llm.push(Reply(text="x", pieces=["Answer: ", f"[TASK #{own.task_id}]", ". Also ", "[TASK #424242", "]."]))
     events = list(llm_chat(demo_rag, llm).stream(own.title, caller(demo_rag, DEV_A)))
-    # Pieces pass through as they arrive; a task id the caller may not see (here: none
-    # such exists) is replaced in the text itself, not only dropped from the citations.
-    assert [e.text for e in events if e.kind == "token"] == ["Answer: ", f"[TASK #{own.task_id}]",
-                                                             " [reference removed]"]
+    # A sentence is shown once it is complete and checked: the one naming a task id the caller
+    # may not see (here: none such exists) is removed whole, before any of it is sent.
+    assert [e.text for e in events if e.kind == "token"] == [f"Answer: [TASK #{own.task_id}]."]
     done = events[-1].answer
     assert done is not None and [c.source_id for c in done.citations] == [str(own.task_id)]
-    assert "424242" not in done.answer
+    assert "424242" not in done.answer and done.checked == {"sentences": 2, "removed": 1}
 
 
 def test_stream_failure_mid_answer_is_an_event_and_stores_nothing(demo_rag, llm: ScriptedLLM) -> None:
-    llm.push(Reply(text="x", pieces=["partial"], stall_after_pieces=30))
+    llm.push(Reply(text="x", pieces=["A whole sentence. ", "partial"], stall_after_pieces=30))
     chat = llm_chat(demo_rag, llm, llm_timeout_s=0.5)
     stream = chat.stream("offline sync conflicts", caller(demo_rag, DEV_B))
     events = list(stream)

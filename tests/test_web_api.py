@@ -118,8 +118,9 @@ def test_chat_answer_shape(web) -> None:
     assert response.status_code == 200 and response.mimetype == "application/json"
     body = response.get_json()
     assert list(body) == ["answer", "citations", "conversation_id", "retrieval", "answerer", "route", "aggregate",
-                          "structured"]
+                          "structured", "checked"]
     assert body["route"] == "retrieval" and body["aggregate"] is None and body["structured"] is None
+    assert body["checked"] is None  # no model wrote anything
     assert body["answer"].startswith(EXTRACTIVE_HEADER) and body["answerer"] == "extractive"
     assert set(body["retrieval"]) >= {"mode", "k", "latency_ms"} and body["retrieval"]["mode"] == "hybrid"
     assert body["citations"] and all(set(c) == {"source_type", "source_id", "anchor", "snippet"} for c in body["citations"])
@@ -262,12 +263,13 @@ def test_stream_framing_extractive(web) -> None:
 def test_stream_with_llm_filters_citations(web_llm, llm: ScriptedLLM) -> None:
     own = task_chunks_of(web_llm.rag, DEV_A)[0]
     foreign = task_chunks_of(web_llm.rag, DEV_B)[0]
-    pieces = ["Found ", f"[TASK #{own.task_id}]", f" and [TASK #{foreign.task_id}]."]
+    pieces = ["Found ", f"[TASK #{own.task_id}]", ". Also ", f"[TASK #{foreign.task_id}]."]
     llm.push(Reply(text="", pieces=pieces))
     response = web_llm.client.post("/api/chat/stream", headers=web_llm.as_(DEV_A), json={"question": own.title})
     events = parse_sse(response.get_data(as_text=True))
-    # the foreign id is replaced in the streamed text itself
-    assert [d["text"] for e, d in events if e == "token"] == pieces[:2] + [" and [reference removed]."]
+    # the sentence naming the foreign id is removed whole before any of it is streamed
+    assert [d["text"] for e, d in events if e == "token"] == [f"Found [TASK #{own.task_id}]."]
+    assert events[-1][1]["checked"] == {"sentences": 2, "removed": 1}
     assert str(foreign.task_id) not in "".join(d["text"] for e, d in events if e == "token")
     done = events[-1][1]
     assert events[-1][0] == "done" and done["answerer"] == "llm"
@@ -293,7 +295,7 @@ def test_links_to_a_hidden_record_are_redacted_too(web_llm, llm: ScriptedLLM) ->
 
 
 def test_stream_error_mid_answer_is_an_event(web_llm_1s, llm: ScriptedLLM) -> None:
-    llm.push(Reply(text="", pieces=["partial "], stall_after_pieces=30))
+    llm.push(Reply(text="", pieces=["A first sentence. ", "partial "], stall_after_pieces=30))
     response = web_llm_1s.client.post("/api/chat/stream", headers=web_llm_1s.as_(DEV_A), json={"question": "audit log"})
     assert response.status_code == 200
     events = parse_sse(response.get_data(as_text=True))

@@ -42,10 +42,12 @@ from ..retriever import MODES, RetrievedChunk, Retriever, clean_query
 from ..sources.meanings import Declaration
 from ..system import RagSystem
 from . import chat_sql
+from .checking import Checked, Evidence, SentenceChecker
 from .citations import Citation, citation_for, select_citations, snippet
 from .conversations import ConversationStore, new_conversation_id
+from .evidence import structured_data, structured_evidence, topic_evidence
 from .llm import LLMClient
-from .mentions import redact, redact_stream
+from .mentions import redact_stream
 from .prompt import Turn, build_messages, build_structured_messages, select_history
 from .router import AGGREGATION_UNAVAILABLE, Route, looks_aggregate, route
 
@@ -54,6 +56,9 @@ EXTRACTIVE_HEADER = "No language model is configured; here are the most relevant
 EXTRACTIVE_COUNT = 3
 NOTHING_FOUND = ("I could not find any records you are allowed to see that match the question, "
                  "so I cannot answer it.")
+UNCHECKED = ("The language model's answer could not be checked against the records it was given, "
+             "so here are the most relevant records instead:")
+MODEL_FAILED = "({what}; the answer above is computed from the data.)"
 
 Observer = Callable[[str, float, dict[str, str]], None]
 _UNSET: Any = object()
@@ -80,6 +85,7 @@ class ChatAnswer:
     route: str = "retrieval"  # "retrieval" | "aggregation" | "both" | "structured"
     aggregate: AggregateResult | None = None
     structured: dict[str, Any] | None = None  # what was understood and computed (answers.render)
+    checked: dict[str, Any] | None = None  # the model's sentences checked and removed (chat.checking)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +97,7 @@ class ChatAnswer:
             "route": self.route,
             "aggregate": aggregate_dict(self.aggregate),
             "structured": self.structured,
+            "checked": self.checked,
         }
 
 
@@ -242,7 +249,8 @@ class Chat:
         return _Prepared(who, text, mode, conversation_id, new, store or not new, chunks, info, history,
                          chosen, aggregate)
 
-    def _finish(self, prep: _Prepared, text: str, citations: list[Citation], answerer: str) -> ChatAnswer:
+    def _finish(self, prep: _Prepared, text: str, citations: list[Citation], answerer: str,
+                checked: dict[str, Any] | None = None) -> ChatAnswer:
         if prep.store and prep.conversation_id is not None:
             self.store.append_turn(prep.conversation_id, prep.caller.employee_id, prep.question, text, citations,
                                    new=prep.new_conversation)
@@ -254,7 +262,7 @@ class Chat:
         details = (structured_render.structured_dict(prep.structured, prep.caller.employee_id)
                    if prep.structured is not None else None)
         return ChatAnswer(text, citations, prep.conversation_id if prep.store else None, prep.retrieval, answerer,
-                          route_name, prep.aggregate, details)
+                          route_name, prep.aggregate, details, checked)
 
     def _answerer(self, prep: _Prepared) -> str:
         if prep.structured is not None:
@@ -294,13 +302,78 @@ class Chat:
 
         return check
 
+    def _given(self, prep: _Prepared) -> list[RetrievedChunk]:
+        """The chunks a topic answer hands to the model: the first ``llm_passages``."""
+        return prep.chunks[:self.settings.llm_passages]
+
+    def _usable_aggregate(self, prep: _Prepared) -> AggregateResult | None:
+        return prep.aggregate if prep.aggregate is not None and not prep.aggregate.error else None
+
     def _messages(self, prep: _Prepared) -> list[dict[str, str]]:
         if prep.structured is not None:
-            facts = structured_render.render_text(prep.structured, prep.caller.employee_id)
-            return build_structured_messages(prep.question, prep.structured, facts, prep.history)
-        usable = prep.aggregate if prep.aggregate is not None and not prep.aggregate.error else None
-        return build_messages(prep.question, prep.chunks, prep.history, usable,
+            shown = structured_render.render_text(prep.structured, prep.caller.employee_id)
+            facts = structured_data(prep.structured, prep.caller.employee_id, shown.split("\n", 1)[0],
+                                    self.settings.llm_passages)
+            return build_structured_messages(prep.question, facts, prep.history)
+        return build_messages(prep.question, self._given(prep), prep.history, self._usable_aggregate(prep),
                               query_chars=self.settings.aggregate_prompt_chars)
+
+    def _evidence(self, prep: _Prepared) -> Evidence:
+        """What the model's sentences are checked against (:mod:`oracle_rag.chat.evidence`)."""
+        if prep.structured is not None:
+            shown = structured_render.render_text(prep.structured, prep.caller.employee_id)
+            return structured_evidence(prep.structured, shown, self.settings.llm_passages)
+        vocab = self.answers.parser(prep.caller.scope()).vocab if self.answers is not None else None
+        return topic_evidence(self._given(prep), vocab, self._usable_aggregate(prep))
+
+    def _head(self, prep: _Prepared) -> str:
+        """The computed part shown before the model's prose, verbatim: a structured answer, or what
+        the guarded query returned ("" for a topic answer)."""
+        if prep.structured is not None:
+            return structured_render.render_text(prep.structured, prep.caller.employee_id)
+        usable = self._usable_aggregate(prep)
+        return usable.answer if usable is not None and not prep.chunks else ""
+
+    def _compose(self, prep: _Prepared, open_model: Callable[[], Iterator[str]], run: _Run) -> Iterator[str]:
+        """The answer's pieces: the computed head at once, then the model's checked sentences.
+
+        ``open_model`` is called after the head is out, so a slow model never delays it; when it
+        fails, the head stands alone with a note saying so (a topic answer has no head: its model
+        is opened before this is called, so a refusal is still an HTTP status). A topic answer
+        with no supported sentence ends with the extractive answer, saying so."""
+        head = self._head(prep)
+        evidence = self._evidence(prep)
+        if head:
+            yield head
+        if prep.structured is not None:
+            run.citations = structured_citations(prep.structured)
+        started = time.monotonic()
+        checker = SentenceChecker(evidence)
+        run.tally = checker.tally
+        gap = "\n\n" if head else ""  # what goes before the next kept sentence (its predecessor's spacing)
+        try:
+            for sentence in checker.feed(redact_stream(open_model(), self.visible_tasks(prep.caller))):
+                body = sentence.rstrip()
+                yield gap + body
+                gap = sentence[len(body):]
+        except LLMError as exc:
+            self._observe("llm", time.monotonic() - started, outcome="error")
+            if not head:
+                raise
+            run.model_error = exc.message
+            yield "\n\n" + MODEL_FAILED.format(what=exc.message)
+            return
+        self._observe("llm", time.monotonic() - started, outcome="ok")
+        self._observe("checked", 0.0, kept=str(checker.tally.sentences - checker.tally.removed),
+                      removed=str(checker.tally.removed))
+        kept = checker.text
+        tally = checker.tally
+        if tally.sentences and ((evidence.cite and tally.removed and not tally.cited) or (not head and not kept)):
+            text, run.citations = extractive_answer(prep.chunks, prep.question)
+            run.answerer = "extractive"
+            yield ("\n\n" if kept else "") + UNCHECKED + "\n\n" + text.split("\n", 2)[2]
+        elif not head:
+            run.citations = select_citations(kept, self._given(prep), prep.question)
 
     # -- public ----------------------------------------------------------
     def answer(self, question: str, caller: Caller, conversation_id: str | None = None,
@@ -313,19 +386,25 @@ class Chat:
         answerer = self._answerer(prep)
         if answerer != "llm":
             return self._finish(prep, *self._direct_text(prep, answerer), answerer)
-        assert self.llm is not None
-        started = time.monotonic()
-        try:
-            text = self.llm.complete(self._messages(prep))
-        except LLMError:
-            self._observe("llm", time.monotonic() - started, outcome="error")
-            raise
-        self._observe("llm", time.monotonic() - started, outcome="ok")
-        if prep.structured is not None:
-            return self._finish(prep, structured_head(prep) + redact(text, self.visible_tasks(prep.caller)),
-                                structured_citations(prep.structured), answerer)
-        return self._finish(prep, redact(text, self.visible_tasks(prep.caller)),
-                            select_citations(text, prep.chunks, prep.question), answerer)
+        llm = self.llm
+        assert llm is not None
+        messages = self._messages(prep)
+        if self._head(prep):
+            def opened() -> Iterator[str]:
+                return iter([llm.complete(messages)])
+        else:
+            started = time.monotonic()
+            try:  # a topic answer's model failure is the request's failure (there is nothing else to show)
+                reply = llm.complete(messages)
+            except LLMError:
+                self._observe("llm", time.monotonic() - started, outcome="error")
+                raise
+
+            def opened() -> Iterator[str]:
+                return iter([reply])
+        run = _Run(answerer)
+        text = "".join(self._compose(prep, opened, run))
+        return self._finish(prep, text, run.citations, run.answerer, run.checked())
 
     def stream(self, question: str, caller: Caller, conversation_id: str | None = None,
                mode: str | None = None, *, store: bool = True, history: Sequence[Turn] = (),
@@ -333,21 +412,42 @@ class Chat:
         """Prepare and open the answer; iterate the result for ``ChatEvent``s."""
         prep = self._prepare(question, caller, conversation_id, mode, store, history, drop_filters)
         answerer = self._answerer(prep)
-        started = time.monotonic()
+        run = _Run(answerer)
         pieces: Iterator[str]
         if answerer != "llm":
-            text, _ = self._direct_text(prep, answerer)
+            text, run.citations = self._direct_text(prep, answerer)
             pieces = iter([line + "\n" for line in text.split("\n")[:-1]] + [text.split("\n")[-1]])
-        else:
-            assert self.llm is not None
-            try:
-                pieces = redact_stream(self.llm.stream(self._messages(prep)), self.visible_tasks(prep.caller))
-                if prep.structured is not None:
-                    pieces = _prefixed(structured_head(prep), pieces)
-            except LLMError:
-                self._observe("llm", time.monotonic() - started, outcome="error")
-                raise
-        return ChatStream(self, prep, answerer, pieces, started)
+            return ChatStream(self, prep, run, pieces)
+        llm = self.llm
+        assert llm is not None
+        messages = self._messages(prep)
+        if self._head(prep):
+            return ChatStream(self, prep, run, self._compose(prep, lambda: llm.stream(messages), run))
+        started = time.monotonic()
+        try:  # opened now: a refusing endpoint is an HTTP status, before any byte is sent
+            opened = llm.stream(messages)
+        except LLMError:
+            self._observe("llm", time.monotonic() - started, outcome="error")
+            raise
+        return ChatStream(self, prep, run, self._compose(prep, lambda: opened, run))
+
+
+@dataclass
+class _Run:
+    """What composing an answer decided on the way: the answerer, citations, the checking tally."""
+
+    answerer: str
+    citations: list[Citation] = field(default_factory=list)
+    tally: Checked | None = None
+    model_error: str | None = None
+
+    def checked(self) -> dict[str, Any] | None:
+        if self.tally is None:
+            return None
+        out = self.tally.to_dict()
+        if self.model_error:
+            out["model_error"] = self.model_error
+        return out
 
 
 def structured_citations(result: StructuredResult) -> list[Citation]:
@@ -375,40 +475,15 @@ def check_drop(drop: Any) -> tuple[str, ...]:
     return tuple(drop)
 
 
-def structured_head(prep: _Prepared) -> str:
-    """The computed first lines (totals, counts) put before a model's prose: numbers never come from it."""
-    assert prep.structured is not None
-    text = structured_render.render_text(prep.structured, prep.caller.employee_id)
-    u = prep.structured.understanding
-    if u.kind == "count":
-        head = text.split("\n\n", 1)[0]
-    elif u.kind == "lookup":
-        return ""
-    else:
-        head = text.split("\n", 1)[0]
-    return head + "\n\n"
-
-
-def _prefixed(head: str, pieces: Iterator[str]) -> Iterator[str]:
-    try:
-        if head:
-            yield head
-        yield from pieces
-    finally:
-        close = getattr(pieces, "close", None)
-        if close is not None:
-            close()
-
-
 class ChatStream:
     """Iterable of :class:`ChatEvent`; knows its conversation and retrieval before the first token."""
 
-    def __init__(self, chat: Chat, prep: _Prepared, answerer: str, pieces: Iterator[str], started: float) -> None:
+    def __init__(self, chat: Chat, prep: _Prepared, run: _Run, pieces: Iterator[str]) -> None:
         self._chat = chat
         self._prep = prep
         self._pieces = pieces
-        self._started = started
-        self.answerer = answerer
+        self._run = run
+        self.answerer = run.answerer
         self.conversation_id = prep.conversation_id if prep.store else None
         self.retrieval = prep.retrieval
         self.answer: ChatAnswer | None = None
@@ -421,23 +496,16 @@ class ChatStream:
                     parts.append(piece)
                     yield ChatEvent("token", text=piece)
             except LLMError as exc:
-                self._chat._observe("llm", time.monotonic() - self._started, outcome="error")
                 yield ChatEvent("error", error=exc)
                 return
             text = "".join(parts)
-            if self.answerer == "llm":
-                self._chat._observe("llm", time.monotonic() - self._started, outcome="ok")
-                if not text.strip():
-                    yield ChatEvent("error", error=LLMError("the language model returned an empty answer",
-                                                            http_status=502))
-                    return
-                citations = (structured_citations(self._prep.structured)
-                             if self._prep.structured is not None
-                             else select_citations(text, self._prep.chunks, self._prep.question))
-            else:
-                citations = self._chat._direct_text(self._prep, self.answerer)[1]
+            if self.answerer == "llm" and not text.strip():
+                yield ChatEvent("error", error=LLMError("the language model returned an empty answer",
+                                                        http_status=502))
+                return
             try:
-                self.answer = self._chat._finish(self._prep, text, citations, self.answerer)
+                self.answer = self._chat._finish(self._prep, text, self._run.citations, self._run.answerer,
+                                                 self._run.checked())
             except RagError as exc:
                 yield ChatEvent("error", error=exc)
                 return

@@ -161,34 +161,26 @@ def build_messages(question: str, chunks: Sequence[Any], history: Sequence[Turn]
     return messages
 
 
-STRUCTURED_RULES = """The <facts> block was computed in SQL over the records the user may see: what the \
-question was understood to ask, the exact total and counts, and which records match. Use its numbers \
-exactly as given; never count or estimate yourself. The user already sees the first line of the facts \
-(the total or the counts): write only a short explanation in the language of the question, citing the \
-records you mention, for example [TASK #42]."""
+STRUCTURED_RULES = """The <facts> block is data computed in SQL over the records the user may see: the \
+question as understood ("summary"), the exact total and counts, and records with their values (status, \
+priority, person, dates as given). The user already sees the summary, the counts and the list above your \
+text: do not restate counts or totals, never count yourself, and never give a record a value that its data \
+does not show. Write one to three short sentences in the language of the question about what the records \
+say, citing each record you mention by its id in square brackets, for example [TASK #42]. Name only the \
+records in the <facts> block."""
 
 
 def render_facts(facts: str) -> str:
-    """The ``<facts>`` block of a structured answer: the understood filters, totals, counts, record ids."""
+    """The ``<facts>`` block of a structured answer: the computed facts as JSON data."""
     return "\n".join(["<facts>", neutralise(facts), "</facts>"])
 
 
-def build_structured_messages(question: str, result: Any, facts: str,
-                              history: Sequence[Turn] = ()) -> list[dict[str, str]]:
-    """Messages for a structured answer: the SQL-computed facts (the structured answer's text), the
-    records' text, the question."""
+def build_structured_messages(question: str, facts: str, history: Sequence[Turn] = ()) -> list[dict[str, str]]:
+    """Messages for a structured answer: the SQL-computed facts as data (records and their values
+    included, :func:`oracle_rag.chat.evidence.structured_data`), then the question."""
     messages = [{"role": "system", "content": SYSTEM_PROMPT + "\n\n" + STRUCTURED_RULES}]
     for turn in history:
         messages.append({"role": turn.role, "content": neutralise(turn.content)})
-    chunks = [_RecordChunk(r.source_type, r.source_id, r.content if not r.passage else
-                           r.content.split("\n", 1)[0] + "\n" + r.passage) for r in result.records]
-    user = f"{render_facts(facts)}\n{render_context(chunks)}\n\nQuestion: {neutralise(question)}"
+    user = f"{render_facts(facts)}\n\nQuestion: {neutralise(question)}"
     messages.append({"role": "user", "content": user})
     return messages
-
-
-@dataclass(frozen=True)
-class _RecordChunk:
-    source_type: str
-    source_id: str
-    content: str

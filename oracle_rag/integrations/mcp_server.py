@@ -130,6 +130,9 @@ class AskResult(BaseModel):
     rows: list[list[Any]] = Field(default_factory=list)
     truncated: bool = False
     sql_error: str | None = None
+    checked: dict[str, Any] | None = Field(
+        default=None, description="With a model: its sentences checked against the computed result and how many "
+                                  "were removed ({\"sentences\": N, \"removed\": M}).")
 
 
 Mode = Literal["semantic", "keyword", "hybrid"]
@@ -308,7 +311,7 @@ def build_server(rag: RagSystem, identity: Identity, *, chat: Chat | None = None
                                        snippet=snippet(c.snippet)) for c in answer.citations],
                 sql=agg.sql if agg else None, columns=list(agg.columns) if agg else [],
                 rows=[list(r) for r in agg.rows] if agg else [], truncated=bool(agg and agg.truncated),
-                sql_error=agg.error if agg else None)
+                sql_error=agg.error if agg else None, checked=answer.checked)
 
         result: AskResult = await _in_thread(run)
         return result

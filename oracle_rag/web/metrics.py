@@ -117,6 +117,8 @@ class Metrics:
         self.llm = Histogram("oracle_rag_llm_duration_seconds", "Language model call time",
                              ["outcome"], buckets=_LATENCY_BUCKETS, registry=r)
         self.answers = Counter("oracle_rag_chat_answers", "Answers given, by answerer", ["answerer"], registry=r)
+        self.checked = Counter("oracle_rag_llm_sentences", "Model sentences checked against the computed result, "
+                               "by outcome (kept, removed)", ["outcome"], registry=r)
         self.embedding = Histogram("oracle_rag_embedding_duration_seconds", "In-process embedding time per text",
                                    buckets=_EMBED_BUCKETS, registry=r)
         r.register(_QueueCollector(rag))
@@ -141,6 +143,9 @@ class Metrics:
             self.llm.labels(labels.get("outcome", "")).observe(seconds)
         elif what == "answer":
             self.answers.labels(labels.get("answerer", "")).inc()
+        elif what == "checked":
+            for outcome in ("kept", "removed"):
+                self.checked.labels(outcome).inc(int(labels.get(outcome, "0")))
 
     def observe_request(self, endpoint: str, method: str, status: int, seconds: float) -> None:
         self.requests.labels(endpoint, method, str(status)).inc()

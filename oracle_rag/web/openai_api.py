@@ -191,7 +191,7 @@ def extras(answer: ChatAnswer) -> dict[str, Any]:
     body = answer.to_dict()
     return {"citations": [citation_dict(c) for c in answer.citations],
             "oracle_rag": {"answerer": answer.answerer, "route": answer.route, "retrieval": body["retrieval"],
-                           "aggregate": body["aggregate"]}}
+                           "aggregate": body["aggregate"], "checked": body["checked"]}}
 
 
 def _usage(prompt: str, completion: str) -> dict[str, int]:

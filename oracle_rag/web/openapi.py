@@ -99,6 +99,8 @@ def _schemas(max_question_chars: int) -> dict[str, Any]:
             "route": {"type": "string", "enum": ["retrieval", "aggregation", "both", "structured"]},
             "aggregate": _ref("Aggregate"),
             "structured": _ref("Structured"),
+            "checked": _nullable(_obj({"sentences": _INT, "removed": _INT, "model_error": _STR},
+                                      required=["sentences", "removed"])),
         }),
         "Structured": _nullable(_obj({
             "kind": {"type": "string", "enum": ["lookup", "list", "count", "notice"]},

@@ -1,0 +1,370 @@
+"""Check a model's prose against what was computed, sentence by sentence, before it is shown.
+
+A model adds fluency; it must never subtract correctness. Measured with a
+small local model, the prose contradicted the SQL-computed first line ("there
+are two tasks" under "1 task matches"), invented anchors (``[TASK #55]``,
+``[TODO #572]``) and said a TODO task was completed. So every sentence the
+model writes is checked against the :class:`Evidence` it was given, and a
+sentence that fails is removed whole (never patched: a patched sentence is a
+sentence nobody wrote). The checks:
+
+* **numbers**: every number it states (digits, dates, or number words in
+  English or Spanish) is a number of the computed result or of the records
+  given to it; a number that counts records ("21 tasks", "veinte tareas",
+  "no critical tasks") must be one of the computed counts;
+* **records**: every anchor (``TYPE #id``, bracketed or not) and every
+  "task 61"-style mention names a record given to the model;
+* **facet values**: a sentence naming records may not say one of them has a
+  value of a declared facet (status, priority, person ...) that none of them
+  has, nor deny a value they have. Facets, their values and their words come
+  from the sources' declarations (the caller's :class:`Vocabulary`), never
+  from this module;
+* **citations** (topic answers): a sentence that states something carries a
+  citation of a passage given to the model.
+
+What a sentence is: text up to ``.``, ``!`` or ``?`` followed by a space, or
+a line. A sentence that is only anchors belongs to the one before it.
+Streamed answers are checked the same way as they arrive: a sentence is held
+until it is complete, then shown or dropped (:class:`SentenceChecker`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..answers.lexicon import fold
+from ..answers.vocabulary import Vocabulary, words
+from .mentions import REMOVED
+
+_ANCHOR = re.compile(r"(?<![\w.\-])([A-Za-z][A-Za-z0-9_.\-]*)\s*#\s*([A-Za-z0-9_\-]*[0-9][A-Za-z0-9_\-]*)")
+_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(?:([.,])(\d+))?(?![\w])")
+_BOUNDARY = re.compile(r"(?<=[.!?])[ \t]+(?=\S)|\n+")
+_ONLY_ANCHORS = re.compile(r"^[\s\[\](),;.]*(?:\[[^\[\]]*#[^\[\]]*\][\s\[\](),;.]*)+$")
+_DONT_KNOW = re.compile(
+    r"\b(do(?:es)? not (?:know|say)|don'?t (?:know|say)|not (?:enough|contain|include|mention)|no information|cannot (?:tell|say|"
+    r"answer|find)|can'?t (?:tell|say)|unclear|no s[eé]|no (?:lo )?(?:contiene|menciona|indica)|no hay informaci[oó]n)\b",
+    re.IGNORECASE)
+_NEGATION = {"not", "no", "isn", "isnt", "aren", "arent", "never", "nunca", "ni", "without", "sin"}
+
+# Number words, EN and ES (folded). "one"/"uno"/"una"/"un" count only before a record word.
+_UNITS_EN = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+             "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+_TENS_EN = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
+            "ninety": 90, "hundred": 100}
+_UNITS_ES = ["cero", "uno", "dos", "tres", "cuatro", "cinco", "seis", "siete", "ocho", "nueve", "diez", "once",
+             "doce", "trece", "catorce", "quince", "dieciseis", "diecisiete", "dieciocho", "diecinueve", "veinte",
+             "veintiuno", "veintidos", "veintitres", "veinticuatro", "veinticinco", "veintiseis", "veintisiete",
+             "veintiocho", "veintinueve"]
+_TENS_ES = {"treinta": 30, "cuarenta": 40, "cincuenta": 50, "sesenta": 60, "setenta": 70, "ochenta": 80,
+            "noventa": 90, "cien": 100, "ciento": 100}
+NUMBER_WORDS: dict[str, int] = {**{w: i for i, w in enumerate(_UNITS_EN)}, **_TENS_EN,
+                                **{w: i for i, w in enumerate(_UNITS_ES)}, **_TENS_ES,
+                                "una": 1, "un": 1, "veintiun": 21, "veintiuna": 21, "couple": 2, "dozen": 12,
+                                "docena": 12}
+_WEAK_ONE = {"one", "uno", "una", "un", "couple"}
+_ZERO_WORDS = {"no", "zero", "none", "ningun", "ninguna", "ninguno", "nada", "cero"}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the model was given: the numbers it may state, the records it may name and their facets.
+
+    ``counts``: the computed counts (a number stated next to a record word must be one of them; empty
+    means such numbers are checked against ``numbers`` only). ``records``: (TYPE, id) of every record
+    given, with its facet values and title. ``vocab``: the caller's vocabulary (declared facets, values,
+    words), or None to skip facet checks. ``cite``: a claim needs a citation (topic answers)."""
+
+    numbers: frozenset[float]
+    counts: frozenset[float] = frozenset()
+    records: Mapping[tuple[str, str], tuple[dict[str, Any], str]] = field(default_factory=dict)
+    vocab: Vocabulary | None = None
+    cite: bool = False
+    dates: frozenset[str] = frozenset()
+
+    @property
+    def anchors(self) -> set[tuple[str, str]]:
+        return set(self.records)
+
+
+def numbers_in(text: str) -> set[float]:
+    """Every number written in ``text`` with digits (``1,234``, ``6.5``, ``6,5``, date parts)."""
+    out: set[float] = set()
+    for m in _NUMBER.finditer(text):
+        whole = m.group(1).replace(",", "")
+        out.add(float(whole))
+        if m.group(3) is not None:
+            out.add(float(f"{whole}.{m.group(3)}"))
+            out.add(float(m.group(3)))
+    for d in _DATE.findall(text):
+        out.update(float(p) for p in d.split("-"))
+    return out
+
+
+def stated_number(token: str) -> float:
+    """The number a token of digits states: ``1,234`` is 1234, ``6.5`` and ``6,5`` are 6.5."""
+    if re.fullmatch(r"\d{1,3}(?:,\d{3})+", token):
+        return float(token.replace(",", ""))
+    head, _, tail = token.replace(",", ".").partition(".")
+    return float(f"{head}.{tail.split('.')[0]}") if tail else float(head)
+
+
+def supported(value: float, token: str, numbers: frozenset[float]) -> bool:
+    """Is ``value`` one of ``numbers``, or one of them rounded as written (6.51 or 6.5 for 6.507)?"""
+    if value in numbers:
+        return True
+    decimals = len(token.replace(",", ".").partition(".")[2]) if re.search(r"[.,]\d{1,2}$", token) else 0
+    return any(n != int(n) and round(n, decimals) == value for n in numbers)
+
+
+def evidence_from(texts: Iterable[str], *, counts: Iterable[float] = (),
+                  records: Mapping[tuple[str, str], tuple[dict[str, Any], str]] | None = None,
+                  vocab: Vocabulary | None = None, cite: bool = False) -> Evidence:
+    """Evidence from the texts the model was given (facts, records, query results) and the counts."""
+    numbers: set[float] = set()
+    dates: set[str] = set()
+    for text in texts:
+        numbers |= numbers_in(text)
+        dates.update(_DATE.findall(text))
+    given = dict(records or {})
+    for facets, _title in given.values():
+        for value in facets.values():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                numbers.add(float(value))
+            elif isinstance(value, str):
+                numbers |= numbers_in(value)
+                dates.update(_DATE.findall(value))
+    return Evidence(frozenset(numbers), frozenset(float(c) for c in counts), given, vocab, cite, frozenset(dates))
+
+
+# -- sentences -----------------------------------------------------------------------------
+def split_sentences(text: str) -> list[str]:
+    """``text`` cut into sentences, each keeping the whitespace that follows it (joined back verbatim)."""
+    parts: list[str] = []
+    last = 0
+    for m in _BOUNDARY.finditer(text):
+        parts.append(text[last:m.end()])
+        last = m.end()
+    if last < len(text):
+        parts.append(text[last:])
+    merged: list[str] = []
+    for part in parts:
+        if merged and _ONLY_ANCHORS.match(part.strip() or "x") and part.strip():
+            merged[-1] += part
+        else:
+            merged.append(part)
+    return merged
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reason: str = ""  # "number", "count", "anchor", "facet", "citation", "removed"
+    cited: bool = False
+
+
+def _key(source_type: str, source_id: str) -> tuple[str, str]:
+    return source_type.upper(), source_id.rstrip(".:)!?")
+
+
+def check_sentence(sentence: str, evidence: Evidence) -> Verdict:
+    """Does ``sentence`` say only what ``evidence`` supports? (See the module docstring.)"""
+    if REMOVED in sentence:
+        return Verdict(False, "removed")
+    named: list[tuple[str, str]] = []
+    rest = sentence
+    for m in _ANCHOR.finditer(sentence):
+        key = _key(m.group(1), m.group(2))
+        if key not in evidence.records:
+            return Verdict(False, "anchor")
+        named.append(key)
+    rest = _ANCHOR.sub(" ", rest)
+    vocab = evidence.vocab
+    folded = fold(rest)
+    if vocab is not None:
+        for m in re.finditer(r"\b([a-z]+)\s+(?:no\.?\s*|number\s+|numero\s+|n[º°o]\.?\s*)?(\d+)\b", folded):
+            source_type = vocab.type_words.get(m.group(1))
+            if source_type and m.group(1) in {source_type.lower(), source_type.lower() + "s"}:
+                key = (source_type.upper(), m.group(2))
+                if key in evidence.records:
+                    named.append(key)
+                elif float(m.group(2)) not in evidence.numbers:  # not a name the facts use ("Sprint 14")
+                    return Verdict(False, "anchor")
+        folded = re.sub(r"\b([a-z]+)\s+(?:no\.?\s*|number\s+|numero\s+)?\d+\b",
+                        lambda m: " " if m.group(1) in vocab.type_words else m.group(0), folded)
+    for d in _DATE.findall(folded):
+        if d not in evidence.dates:
+            return Verdict(False, "number")
+    body = _DATE.sub(" ", folded)
+    reason = _numbers_ok(body, evidence)
+    if reason:
+        return Verdict(False, reason)
+    if named and vocab is not None and not _facets_ok(body, named, evidence, vocab):
+        return Verdict(False, "facet")
+    if evidence.cite and not named and _claims(sentence):
+        return Verdict(False, "citation")
+    return Verdict(True, cited=bool(named))
+
+
+def _record_word(word: str, evidence: Evidence) -> bool:
+    vocab = evidence.vocab
+    if vocab is not None:
+        return word in vocab.type_words
+    return word in {"task", "tasks", "record", "records", "tarea", "tareas", "registro", "registros"}
+
+
+def _numbers_ok(text: str, evidence: Evidence) -> str:
+    tokens = re.findall(r"\d+(?:[.,]\d+)*|[a-z]+", text)
+    skip = 0
+    for i, token in enumerate(tokens):
+        if skip:
+            skip -= 1
+            continue
+        after = tokens[i + 1:i + 4]
+        counts_records = any(_record_word(w, evidence) for w in after)
+        value: float | None = None
+        if token[0].isdigit():
+            value = stated_number(token)
+            if not supported(value, token, evidence.numbers):
+                return "number"
+        elif token in NUMBER_WORDS:
+            if token in _WEAK_ONE and not counts_records:
+                continue
+            value = float(NUMBER_WORDS[token])
+            nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
+            if token in _TENS_EN and nxt in NUMBER_WORDS and NUMBER_WORDS[nxt] < 10:
+                value += NUMBER_WORDS[nxt]
+                skip = 1
+            elif token in _TENS_ES and nxt == "y" and i + 2 < len(tokens) and tokens[i + 2] in NUMBER_WORDS:
+                value += NUMBER_WORDS[tokens[i + 2]]
+                skip = 2
+            counts_records = any(_record_word(w, evidence) for w in tokens[i + 1 + skip:i + 4 + skip])
+            if value not in evidence.numbers:
+                return "number"
+        elif token in _ZERO_WORDS and tokens[i + 1:i + 2] and counts_records:
+            value = 0.0
+            if evidence.counts and value not in evidence.counts:
+                return "count"
+            continue
+        else:
+            continue
+        if counts_records and evidence.counts and value not in evidence.counts:
+            return "count"
+    return ""
+
+
+def _facets_ok(text: str, named: list[tuple[str, str]], evidence: Evidence, vocab: Vocabulary) -> bool:
+    """No value of a declared facet is claimed for the named records unless one of them has it."""
+    for key in named:
+        title = evidence.records[key][1]
+        if title:
+            text = text.replace(fold(title), " ")
+    tokens = list(words(text))
+    longest = vocab.max_phrase
+    i = 0
+    while i < len(tokens):
+        for n in range(min(longest, len(tokens) - i), 0, -1):
+            phrase = tuple(tokens[i:i + n])
+            terms = [t for t in vocab.terms.get(phrase, ()) if t.kind in ("value", "null")]
+            if not terms:
+                continue
+            negated = any(w in _NEGATION for w in tokens[max(0, i - 2):i])
+            for term in terms:
+                holders = [evidence.records[k][0] for k in named if term.facet in evidence.records[k][0]]
+                if not holders:
+                    continue
+                has = [(facets.get(term.facet) is None) if term.kind == "null" else
+                       (_plain(facets.get(term.facet)) in {_plain(v) for v in term.values}) for facets in holders]
+                if negated and all(has):
+                    return False
+                if not negated and not any(has):
+                    return False
+            i += n - 1
+            break
+        i += 1
+    return True
+
+
+def _plain(value: Any) -> str:
+    return str(value).upper() if value is not None else ""
+
+
+def _claims(sentence: str) -> bool:
+    """Does a sentence state something (rather than say the records do not tell)?"""
+    if _DONT_KNOW.search(sentence):
+        return False
+    return len(re.findall(r"\w+", sentence)) >= 4
+
+
+# -- whole answers and streams --------------------------------------------------------------
+@dataclass
+class Checked:
+    """The outcome of checking one answer's prose."""
+
+    sentences: int = 0
+    removed: int = 0
+    cited: int = 0  # kept sentences that cite a given record
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sentences": self.sentences, "removed": self.removed}
+
+    def note(self, verdict: Verdict) -> None:
+        self.sentences += 1
+        if not verdict.ok:
+            self.removed += 1
+            self.reasons[verdict.reason] = self.reasons.get(verdict.reason, 0) + 1
+        elif verdict.cited:
+            self.cited += 1
+
+
+def check_text(text: str, evidence: Evidence) -> tuple[str, Checked]:
+    """The sentences of ``text`` that pass, joined verbatim, and the tally."""
+    tally = Checked()
+    kept: list[str] = []
+    for sentence in split_sentences(text):
+        if not sentence.strip():
+            kept.append(sentence)
+            continue
+        verdict = check_sentence(sentence, evidence)
+        tally.note(verdict)
+        if verdict.ok:
+            kept.append(sentence)
+    return "".join(kept).strip(), tally
+
+
+class SentenceChecker:
+    """Check streamed pieces: yield each sentence once it is complete and has passed."""
+
+    def __init__(self, evidence: Evidence) -> None:
+        self.evidence = evidence
+        self.tally = Checked()
+        self.kept: list[str] = []
+
+    def _emit(self, sentence: str) -> Iterator[str]:
+        if not sentence.strip():
+            return
+        verdict = check_sentence(sentence, self.evidence)
+        self.tally.note(verdict)
+        if verdict.ok:
+            self.kept.append(sentence)
+            yield sentence
+
+    def feed(self, pieces: Iterable[str]) -> Iterator[str]:
+        buffer = ""
+        for piece in pieces:
+            buffer += piece
+            parts = split_sentences(buffer)
+            # the last part may still grow, and a part starting with "[" may still be anchors only
+            while len(parts) > 2 or (len(parts) == 2 and not parts[1].lstrip().startswith("[")):
+                head = parts.pop(0)
+                buffer = buffer[len(head):]
+                yield from self._emit(head)
+        yield from (s for part in split_sentences(buffer) for s in self._emit(part))
+
+    @property
+    def text(self) -> str:
+        return "".join(self.kept).strip()

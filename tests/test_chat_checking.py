@@ -1,0 +1,179 @@
+"""The model's prose is checked sentence by sentence (oracle_rag.chat.checking).
+
+Unit part: the checks on a vocabulary built from the reference sources' own
+facet declarations (no facet is described here). End-to-end part: the demo
+database and the scripted OpenAI-protocol server replying adversarially, the
+way a small local model was measured to (wrong counts, invented anchors,
+wrong statuses, Spanish number words).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import pytest
+import sqlalchemy as sa
+from chat_helpers import DEV_A, MANAGER
+from llm_server import Reply, ScriptedLLM
+
+from oracle_rag.answers.lexicon import TYPE_WORDS
+from oracle_rag.answers.vocabulary import build_vocabulary
+from oracle_rag.caller import load_caller
+from oracle_rag.chat import Chat, LLMClient
+from oracle_rag.chat.checking import SentenceChecker, check_text, evidence_from, split_sentences
+from oracle_rag.sources.reference import TaskSource
+
+TODAY = dt.date(2026, 3, 11)
+
+
+@pytest.fixture(scope="module")
+def evidence():
+    vocab = build_vocabulary({"TASK": TaskSource.facets},
+                             {"status": {"TODO", "BLOCKED", "DONE"}, "priority": {"HIGH", "LOW", "CRITICAL"}},
+                             {"assignee_id": {9: "Ana Ruiz", 10: "Bob Lee"}}, TYPE_WORDS)
+    records = {("TASK", "23"): ({"status": "TODO", "priority": "HIGH", "assignee_id": 9}, "Fix login timeout"),
+               ("TASK", "41"): ({"status": "BLOCKED", "priority": "LOW", "assignee_id": 10}, "Invoice export")}
+    shown = ("35 tasks match status: BLOCKED; the first 20 in id order:\n1. [TASK #23] Fix login timeout \u2014 TODO \u00b7 HIGH \u00b7 due "
+             "2026-03-14\n2. [TASK #41] Invoice export \u2014 BLOCKED \u00b7 LOW\n   estimate 6.507 hours")
+    return evidence_from([shown], counts=[35, 20], records=records, vocab=vocab)
+
+
+@pytest.mark.parametrize("sentence", [
+    "There are 35 of them.",
+    "[TASK #41] is blocked waiting for the invoice service.",
+    "[TASK #23] is not done yet and is due 2026-03-14.",
+    "Ana Ruiz owns [TASK #23].",
+    "The estimate of [TASK #41] is about 6.51 hours.",
+    "Treinta y cinco tareas coinciden.",
+    "Fix login timeout [TASK #23] is the one to start with.",
+])
+def test_supported_sentences_pass(evidence, sentence):
+    text, tally = check_text(sentence, evidence)
+    assert text == sentence and tally.to_dict() == {"sentences": 1, "removed": 0}
+
+
+@pytest.mark.parametrize(("sentence", "reason"), [
+    ("There are two tasks.", "count"),                     # computed: 35
+    ("You have 21 overdue tasks.", "number"),
+    ("There are no critical tasks.", "count"),
+    ("Tengo veintidós tareas.", "number"),
+    ("The team completed the login fix [TASK #23].", "facet"),  # #23 is TODO
+    ("[TASK #23] is blocked.", "facet"),
+    ("[TASK #41] is not blocked.", "facet"),
+    ("Bob Lee is working on [TASK #23].", "facet"),           # #23 is Ana Ruiz's
+    ("See [TASK #55] for details.", "anchor"),                 # not given to the model
+    ("It is tracked as [TODO #572].", "anchor"),
+    ("Task 99 is related.", "anchor"),
+    ("A leftover [reference removed] here.", "removed"),
+    ("[TASK #23] is due 2026-04-01.", "number"),
+])
+def test_unsupported_sentences_are_removed_whole(evidence, sentence, reason):
+    from oracle_rag.chat.checking import check_sentence
+
+    verdict = check_sentence(sentence, evidence)
+    assert not verdict.ok and verdict.reason == reason
+    text, tally = check_text(f"[TASK #41] is blocked. {sentence}", evidence)
+    assert text == "[TASK #41] is blocked." and tally.to_dict() == {"sentences": 2, "removed": 1}
+
+
+def test_topic_sentences_need_a_citation_of_a_given_passage(evidence):
+    from dataclasses import replace
+
+    topic = replace(evidence, cite=True)
+    text, tally = check_text("The export fails on large files [TASK #41]. It also affects payroll exports "
+                             "every month. The records do not say more.", topic)
+    assert text == "The export fails on large files [TASK #41]. The records do not say more."
+    assert (tally.removed, tally.cited) == (1, 1)
+
+
+def test_sentences_and_streams_agree(evidence):
+    text = "First about [TASK #41]. [TASK #23]\nSecond line with 999 items! Third is fine."
+    assert split_sentences(text) == ["First about [TASK #41]. [TASK #23]\n", "Second line with 999 items! ",
+                                     "Third is fine."]
+    whole, tally = check_text(text, evidence)
+    for size in (1, 3, 7):
+        checker = SentenceChecker(evidence)
+        pieces = [text[i:i + size] for i in range(0, len(text), size)]
+        assert "".join(checker.feed(pieces)).strip() == whole
+        assert checker.tally.to_dict() == tally.to_dict() == {"sentences": 3, "removed": 1}
+
+
+# -- end to end: demo database, scripted model ------------------------------------------------
+def _who(rag, employee_id):
+    with rag.engine.connect() as conn:
+        return load_caller(conn, employee_id)
+
+
+def _chat(rag, llm: ScriptedLLM, **overrides) -> Chat:
+    settings = rag.settings.with_overrides(llm_url=llm.url, llm_model="m", llm_max_retries=0, **overrides)
+    return Chat(rag, LLMClient(settings, sleep=lambda s: None), settings=settings, today=lambda: TODAY)
+
+
+def _status(rag, task_id: str) -> str:
+    with rag.engine.connect() as conn:
+        return str(conn.execute(sa.text("SELECT STATUS FROM TASK WHERE TASK_ID = :i"), {"i": int(task_id)}).scalar_one())
+
+
+def test_adversarial_model_never_changes_what_sql_computed(demo_rag):
+    manager = _who(demo_rag, MANAGER)
+    plain = Chat(demo_rag, None, today=lambda: TODAY).answer("how many critical tasks are not done?", manager,
+                                                              store=False)
+    total = plain.structured["total"]
+    with ScriptedLLM() as llm:
+        chat = _chat(demo_rag, llm)
+        llm.push(f"There are {total + 2} critical tasks. No, there are no critical tasks at all. "
+                 "See [TASK #999999] and [TODO #572].")
+        answer = chat.answer("how many critical tasks are not done?", manager, store=False)
+        assert answer.answer == plain.answer  # every sentence removed: the structured part alone
+        assert answer.checked == {"sentences": 3, "removed": 3} and answer.answerer == "llm"
+        sent = llm.requests[0].last_user
+        assert f'"total": {total}' in sent and "do not restate counts" in llm.requests[0].system
+
+        listed = Chat(demo_rag, None, today=lambda: TODAY).answer("which tasks are blocked?", manager, store=False)
+        first = listed.structured["records"][0]["source_id"]
+        wrong = next(s for s in ("DONE", "TODO") if s != _status(demo_rag, first))
+        llm.push(f"[TASK #{first}] is blocked by a dependency. [TASK #{first}] is {wrong.lower()}. "
+                 f"Tengo noventa y nueve tareas bloqueadas.")
+        answer = chat.answer("which tasks are blocked?", manager, store=False)
+        assert answer.answer == listed.answer + f"\n\n[TASK #{first}] is blocked by a dependency."
+        assert answer.checked == {"sentences": 3, "removed": 2}
+
+
+def test_topic_answer_without_support_falls_back_to_the_extractive_answer(demo_rag):
+    dev = _who(demo_rag, DEV_A)
+    with ScriptedLLM() as llm:
+        llm.push("The deployment was completed last week by the platform team without issues. "
+                 "Everything is green now [TASK #55].")
+        answer = _chat(demo_rag, llm).answer("kubernetes deployment", dev, store=False)
+    assert answer.answerer == "extractive" and answer.checked == {"sentences": 2, "removed": 2}
+    assert answer.answer.startswith("The language model's answer could not be checked")
+    assert answer.citations and all(c.anchor in answer.answer for c in answer.citations)
+
+
+def test_the_structured_part_streams_before_the_model_is_asked(demo_rag):
+    manager = _who(demo_rag, MANAGER)
+    with ScriptedLLM() as llm:
+        chat = _chat(demo_rag, llm)
+        llm.push(Reply(text="x", pieces=["All of them ", "are blocked. ", "There are 4242 tasks."]))
+        events = iter(chat.stream("which tasks are blocked?", manager, store=False))
+        head = next(events)
+        assert head.kind == "token" and re.match(r"\d+ tasks match", head.text)
+        assert llm.requests == []  # the first token did not wait for the model
+        rest = list(events)
+        assert [e.text for e in rest if e.kind == "token"] == ["\n\nAll of them are blocked."]
+        assert rest[-1].answer is not None and rest[-1].answer.checked == {"sentences": 2, "removed": 1}
+
+
+def test_a_model_that_times_out_leaves_the_structured_part(demo_rag):
+    manager = _who(demo_rag, MANAGER)
+    with ScriptedLLM() as llm:
+        llm.push(Reply(text="late", delay_s=30))
+        events = list(_chat(demo_rag, llm, llm_timeout_s=0.5).stream("which tasks are blocked?", manager,
+                                                                       store=False))
+    done = events[-1].answer
+    assert events[-1].kind == "done" and done is not None
+    assert done.answer.endswith("(the language model did not answer within 0.5 s (llm_timeout_s); "
+                                "the answer above is computed from the data.)")
+    assert done.checked is not None and "did not answer" in done.checked["model_error"]
+    assert done.structured is not None and done.citations
