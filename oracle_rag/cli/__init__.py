@@ -14,6 +14,7 @@ to exit codes, the system opened and closed per invocation) is in
 * :mod:`.demo`: ``demo``, ``demo seed``
 * :mod:`.integrations`: ``mcp``
 * :mod:`.access`: ``audit``, ``provision --vpd``
+* :mod:`.llm`: ``llm check``
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import click
 
 from ..audit import ENTRY_POINT
 from ..logsafety import install as install_log_scrubber
-from . import access, aggregate, database, demo, integrations, readpath, sources, web, writepath
+from . import access, aggregate, database, demo, integrations, llm, readpath, sources, web, writepath
 from .context import RagGroup
 
 
@@ -55,6 +56,7 @@ for command in (
     integrations.mcp,
     access.audit,
     access.provision,
+    llm.llm,
 ):
     main.add_command(command)
 
