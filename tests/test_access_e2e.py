@@ -302,7 +302,7 @@ def test_model_anchors_of_forbidden_tasks_are_never_cited(world, data) -> None:
     question = data.draw(st.sampled_from([str(t[2]) for t in world.tasks if int(t[0]) in own]), label="question")
     stream = data.draw(st.booleans(), label="stream")
     # the model cites forbidden tasks (invented, or read about), plus every task the caller owns
-    text = " ".join(f"See [TASK #{b}]." for b in bad) + " " + " ".join(f"[TASK #{o}]" for o in own)
+    text = " ".join(f"See [TASK #{b}]." for b in bad) + " " + " ".join(f"It is about [TASK #{o}]." for o in own)
     world.llm.push(text)
     headers = bearer(world.tokens[caller])
     if stream:
@@ -314,13 +314,15 @@ def test_model_anchors_of_forbidden_tasks_are_never_cited(world, data) -> None:
         response = world.llm_client.post("/api/chat", json={"question": question}, headers=headers)
         assert response.status_code == 200
         body = response.get_json()
-    assert body["answerer"] == "llm"
+    # the model's sentences are checked: with no sentence left that cites a record it was given, the
+    # answer is the extractive one (issue 26)
+    assert body["answerer"] in ("llm", "extractive")
     cited = {int(c["source_id"]) for c in body["citations"] if c["source_type"] == "TASK"}
     assert cited and cited <= world.allowed[caller] and not cited & set(bad)
-    # the strict rule holds for the answer text too: forbidden ids the model wrote are replaced
+    # the strict rule holds for the answer text too: a sentence naming a forbidden id is removed whole
     assert_only_allowed(world, caller, body, where="llm")
-    assert all(f"TASK #{b}]" not in body["answer"] for b in bad)
-    assert body["answer"].count("[reference removed]") == len(bad)
+    assert all(f"TASK #{b}]" not in body["answer"] for b in bad) and "[reference removed]" not in body["answer"]
+    assert body["checked"]["removed"] >= len(bad)
     stored = world.client.get(f"/api/conversations/{body['conversation_id']}", headers=headers).get_json()
     assert {int(c["source_id"]) for c in stored["messages"][-1]["citations"]} == cited
 

@@ -73,7 +73,10 @@ def test_chat_page_streams_an_answer_and_opens_its_citation(site) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     task = site["task"]
-    answer = f"The work is tracked in [TASK #{task.task_id}], which matches your question."
+    # the model's prose is shown sentence by sentence, once each is checked (issue 26)
+    answer = " ".join(f"{s} [TASK #{task.task_id}]." for s in (
+        "The work is tracked here", "It matches your question", "The record has the details",
+        "Open it to read more"))
     site["llm"].push(Reply(text=answer, piece_delay_s=0.05))
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
@@ -107,7 +110,7 @@ def test_chat_page_streams_an_answer_and_opens_its_citation(site) -> None:
             citation = reply.locator(".citations").get_by_role("link", name=f"[TASK #{task.task_id}]")
             expect(citation).to_be_visible()
             # issue 18: the anchor inside the answer text is a link too, and a Sources line names it once
-            inline = reply.locator(".content").get_by_role("link", name=f"[TASK #{task.task_id}]")
+            inline = reply.locator(".content").get_by_role("link", name=f"[TASK #{task.task_id}]").first
             # issue 25: the link opens the record at the cited passage, in a new tab too
             expect(inline).to_have_attribute("href", re.compile(rf"^/chunk/TASK/{task.task_id}\?passage=\S+"))
             source_line = reply.locator(".citations li").first
@@ -165,7 +168,7 @@ def test_inline_anchor_opens_the_record_and_indexing_progress_shows(site) -> Non
             page.get_by_label("Act as").select_option(label="Manager Three \u2014 manager (#3)")
             expect(page.locator("#identity")).to_contain_text("(#3, manager) \u2014 sees every record")
             question = page.get_by_label("Your question")
-            question.fill("where do I start?")
+            question.fill(f"where do I start with {task.title}?")  # the task is among the passages given
             question.press("Enter")
             inline = page.locator("#messages .message.assistant .content").get_by_role(
                 "link", name=f"[TASK #{task.task_id}]")

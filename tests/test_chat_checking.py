@@ -17,11 +17,11 @@ import sqlalchemy as sa
 from chat_helpers import DEV_A, MANAGER
 from llm_server import Reply, ScriptedLLM
 
-from oracle_rag.answers.lexicon import TYPE_WORDS
 from oracle_rag.answers.vocabulary import build_vocabulary
 from oracle_rag.caller import load_caller
 from oracle_rag.chat import Chat, LLMClient
 from oracle_rag.chat.checking import SentenceChecker, check_text, evidence_from, split_sentences
+from oracle_rag.sources.meanings import Declaration
 from oracle_rag.sources.reference import TaskSource
 
 TODAY = dt.date(2026, 3, 11)
@@ -29,9 +29,9 @@ TODAY = dt.date(2026, 3, 11)
 
 @pytest.fixture(scope="module")
 def evidence():
-    vocab = build_vocabulary({"TASK": TaskSource.facets},
+    vocab = build_vocabulary([Declaration("TASK", tuple(TaskSource.facets), TaskSource.meanings)],
                              {"status": {"TODO", "BLOCKED", "DONE"}, "priority": {"HIGH", "LOW", "CRITICAL"}},
-                             {"assignee_id": {9: "Ana Ruiz", 10: "Bob Lee"}}, TYPE_WORDS)
+                             {"assignee_id": {9: "Ana Ruiz", 10: "Bob Lee"}})
     records = {("TASK", "23"): ({"status": "TODO", "priority": "HIGH", "assignee_id": 9}, "Fix login timeout"),
                ("TASK", "41"): ({"status": "BLOCKED", "priority": "LOW", "assignee_id": 10}, "Invoice export")}
     shown = ("35 tasks match status: BLOCKED; the first 20 in id order:\n1. [TASK #23] Fix login timeout \u2014 TODO \u00b7 HIGH \u00b7 due "

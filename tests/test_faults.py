@@ -391,9 +391,9 @@ def test_llm_down_then_slow_then_back(demo_rag, llm_port, tmp_path, caplog) -> N
         assert "is rate limiting requests" in caplog.text
         body = client.get("/healthz").get_json()
         assert body["llm"]["ok"] is True and body["llm"]["last_error"] is None and body["degraded"] == []
-        llm.push("And the CLI answers too.")
+        llm.push("CLI answers too.")
         asked = run_cli(["ask", "login timeout", "--as", str(DEV_A)], config=cfg)
-        assert asked.returncode == 0 and asked.stdout.startswith("And the CLI answers too."), asked.stderr
+        assert asked.returncode == 0 and asked.stdout.startswith("CLI answers too."), asked.stderr
 
 
 # -- docs/operations.md names only real signals -------------------------------------------------------

@@ -116,7 +116,7 @@ def test_a_full_session_leaks_no_secret(demo_rag, session_env, tmp_path: Path) -
 
             assert call("healthz", "GET", "/healthz").status == 200
             assert call("me", "GET", "/api/me", headers=auth).status == 200
-            llm.push("Login timeouts are tracked in [TASK #1].")
+            llm.push("See the records.")
             answer = call("chat", "POST", "/api/chat", {"question": "login timeout"}, auth)
             assert answer.status == 200 and answer.json()["answerer"] == "llm"
             conversation = answer.json()["conversation_id"]

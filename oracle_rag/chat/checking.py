@@ -186,13 +186,15 @@ def check_sentence(sentence: str, evidence: Evidence) -> Verdict:
     folded = fold(rest)
     if vocab is not None:
         for m in re.finditer(r"\b([a-z]+)\s+(?:no\.?\s*|number\s+|numero\s+|n[º°o]\.?\s*)?(\d+)\b", folded):
-            source_type = vocab.type_words.get(m.group(1))
-            if source_type and m.group(1) in {source_type.lower(), source_type.lower() + "s"}:
-                key = (source_type.upper(), m.group(2))
-                if key in evidence.records:
-                    named.append(key)
-                elif float(m.group(2)) not in evidence.numbers:  # not a name the facts use ("Sprint 14")
-                    return Verdict(False, "anchor")
+            types = [t for t in vocab.type_words.get(m.group(1), ())
+                     if m.group(1) in {fold(t), fold(t) + "s", fold(t).rstrip("s")}]
+            if not types:
+                continue
+            keys = [(t.upper(), m.group(2)) for t in types if (t.upper(), m.group(2)) in evidence.records]
+            if keys:
+                named.extend(keys)
+            elif float(m.group(2)) not in evidence.numbers:  # not a name the facts use ("Sprint 14")
+                return Verdict(False, "anchor")
         folded = re.sub(r"\b([a-z]+)\s+(?:no\.?\s*|number\s+|numero\s+)?\d+\b",
                         lambda m: " " if m.group(1) in vocab.type_words else m.group(0), folded)
     for d in _DATE.findall(folded):

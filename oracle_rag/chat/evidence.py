@@ -20,7 +20,14 @@ from typing import Any
 from ..answers import render as structured_render
 from ..answers.service import Record, StructuredResult
 from ..answers.vocabulary import Vocabulary
+from ..sources.meanings import anchor_of
 from .checking import Evidence, evidence_from
+
+
+def anchor_key(anchor: str) -> tuple[str, str]:
+    """``[TICKETS #1042]`` -> ("TICKETS", "1042"): how the checker keys a record the model may name."""
+    shown_type, _, shown_id = anchor.strip("[]").partition("#")
+    return shown_type.strip().upper(), shown_id.strip()
 
 
 def given_records(result: StructuredResult, passages: int) -> list[Record]:
@@ -37,7 +44,7 @@ def structured_data(result: StructuredResult, caller_id: int | None, summary: st
                           for v, n in result.groups}
     records = []
     for r in given_records(result, passages):
-        item: dict[str, Any] = {"id": f"{r.source_type} #{r.source_id}", "title": r.title}
+        item: dict[str, Any] = {"id": r.anchor[1:-1], "title": r.title}
         item.update(structured_render.record_values(r, result, caller_id))
         text = r.passage or "\n".join(r.content.strip().split("\n")[1:])
         item["text"] = " ".join(text.split())[:600]
@@ -53,7 +60,7 @@ def structured_evidence(result: StructuredResult, shown: str, passages: int) -> 
     given = given_records(result, passages)
     counts = [c for c in (result.total, len(result.records) or None) if c is not None]  # total; "the first 20"
     counts += [n for _, n in result.groups]
-    records = {(r.source_type.upper(), r.source_id): (dict(r.facets), r.title) for r in given}
+    records = {anchor_key(r.anchor): (dict(r.facets), r.title) for r in given}
     return evidence_from([shown, *(r.content for r in given), *(r.passage for r in given)], counts=counts,
                          records=records, vocab=result.vocab)
 
@@ -64,7 +71,7 @@ def topic_evidence(chunks: Sequence[Any], vocab: Vocabulary | None, query_result
     records = {}
     for c in chunks:
         first = c.content.strip().split("\n", 1)[0]
-        records[(c.source_type.upper(), str(c.source_id))] = (dict(getattr(c, "facets", {}) or {}), first)
+        records[anchor_key(anchor_of(c.source_type, str(c.source_id)))] = (dict(getattr(c, "facets", {}) or {}), first)
     counts: list[float] = []
     if query_result is not None:
         for row in query_result.rows:
