@@ -18,7 +18,7 @@ from chat_helpers import DEV_A, MANAGER
 from llm_server import Reply, ScriptedLLM
 
 from oracle_rag.answers.vocabulary import build_vocabulary
-from oracle_rag.caller import load_caller
+from oracle_rag.access import load_caller
 from oracle_rag.chat import Chat, LLMClient
 from oracle_rag.chat.checking import SentenceChecker, check_text, evidence_from, split_sentences
 from oracle_rag.sources.meanings import Declaration

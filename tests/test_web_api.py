@@ -286,12 +286,13 @@ def test_links_to_a_hidden_record_are_redacted_too(web_llm, llm: ScriptedLLM) ->
     llm.push(text)
     body = web_llm.client.post("/api/chat", headers=web_llm.as_(DEV_A), json={"question": own.title}).get_json()
     assert body["answerer"] == "llm" and str(foreign.task_id) not in body["answer"]
-    assert body["answer"] == (f"Yours: /chunk/task/{own.task_id}. See /chunk/[reference removed] and "
-                              "[details](/api/chunks/[reference removed]).")
-    llm.push(Reply(text="", pieces=["See /chu", "nk/ta", f"sk/{foreign.task_id}", " now."]))
+    # issue 26: the sentence whose link was redacted is removed whole; a link names a record like an anchor
+    assert body["answer"] == f"Yours: /chunk/task/{own.task_id}." and body["checked"]["removed"] == 1
+    llm.push(Reply(text="", pieces=["Yours: /chunk/task/", f"{own.task_id}. See /chu", "nk/ta",
+                                    f"sk/{foreign.task_id}", " now."]))
     response = web_llm.client.post("/api/chat/stream", headers=web_llm.as_(DEV_A), json={"question": own.title})
     streamed = "".join(d["text"] for e, d in parse_sse(response.get_data(as_text=True)) if e == "token")
-    assert streamed == "See /chunk/[reference removed] now."
+    assert streamed == f"Yours: /chunk/task/{own.task_id}."
 
 
 def test_stream_error_mid_answer_is_an_event(web_llm_1s, llm: ScriptedLLM) -> None:

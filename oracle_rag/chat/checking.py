@@ -40,6 +40,8 @@ from ..answers.vocabulary import Vocabulary, words
 from .mentions import REMOVED
 
 _ANCHOR = re.compile(r"(?<![\w.\-])([A-Za-z][A-Za-z0-9_.\-]*)\s*#\s*([A-Za-z0-9_\-]*[0-9][A-Za-z0-9_\-]*)")
+# A link to a record's page or API (docs/chat.md): /chunk/task/42, /api/chunks/TASK/42 names TASK #42.
+_LINK = re.compile(r"/(?:api/)?chunks?/([A-Za-z][A-Za-z0-9_.\-]*)/([A-Za-z0-9_\-]+)")
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(?:([.,])(\d+))?(?![\w])")
 _BOUNDARY = re.compile(r"(?<=[.!?])[ \t]+(?=\S)|\n+")
@@ -175,8 +177,13 @@ def check_sentence(sentence: str, evidence: Evidence) -> Verdict:
     if REMOVED in sentence:
         return Verdict(False, "removed")
     named: list[tuple[str, str]] = []
-    rest = sentence
-    for m in _ANCHOR.finditer(sentence):
+    for m in _LINK.finditer(sentence):
+        key = _key(m.group(1), m.group(2))
+        if key not in evidence.records:
+            return Verdict(False, "anchor")
+        named.append(key)
+    rest = _LINK.sub(" ", sentence)
+    for m in _ANCHOR.finditer(rest):
         key = _key(m.group(1), m.group(2))
         if key not in evidence.records:
             return Verdict(False, "anchor")
