@@ -67,6 +67,7 @@ import sqlalchemy as sa  # noqa: E402
 
 from oracle_rag.access import load_caller  # noqa: E402
 from oracle_rag.chat import Chat, LLMClient  # noqa: E402
+from oracle_rag.chat.answer import UNCHECKED  # noqa: E402
 from oracle_rag.config import load_settings  # noqa: E402
 from oracle_rag.demo.seed import seed  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402
@@ -168,6 +169,7 @@ def audit(text: str, computed: str, cited_text: str) -> tuple[int, int]:
     """(numbers, anchors) in the model's part of ``text`` found in neither the computed part nor the cited
     records: a check that does not share code with oracle_rag.chat.checking."""
     prose = text[len(computed):] if computed and text.startswith(computed) else text
+    prose = prose.split(UNCHECKED, 1)[0]  # what follows is the extractive answer: records quoted as stored
     known = computed + "\n" + cited_text
     known_numbers = {n.replace(",", ".") for n in _NUM.findall(known)}
     known_anchors = {(t.upper(), i) for t, i in _ANCHOR.findall(known)}
@@ -231,8 +233,12 @@ def run(rag: RagSystem, questions: list[dict[str, Any]], chat: Chat, today: dt.d
             answer = done.to_dict()
             computed = plain.answer(q["question"], caller, store=False, mode=mode).answer if plain else ""
             cited_text = "\n".join(c["snippet"] for c in answer["citations"])
-            numbers, anchors = audit(answer["answer"], computed if answer["route"] == "structured" else "",
-                                     cited_text)
+            if answer["route"] != "structured":  # what the guarded query returned is computed too
+                agg = answer["aggregate"] or {}
+                computed = "\n".join(" ".join(str(v) for v in row) for row in agg.get("rows") or [])
+                cited_text += "\n" + computed
+                computed = ""
+            numbers, anchors = audit(answer["answer"], computed, cited_text)
             extra = {"ttft": round(first_token or 0.0, 3), "checked": answer["checked"], "route": answer["route"],
                      "unsupported_numbers": numbers, "unsupported_anchors": anchors}
         else:

@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from chat_helpers import DEV_A, MANAGER
 from llm_server import Reply, ScriptedLLM
 
-from oracle_rag.answers.vocabulary import build_vocabulary
 from oracle_rag.access import load_caller
+from oracle_rag.answers.vocabulary import build_vocabulary
 from oracle_rag.chat import Chat, LLMClient
 from oracle_rag.chat.checking import SentenceChecker, check_text, evidence_from, split_sentences
 from oracle_rag.sources.meanings import Declaration
@@ -177,3 +177,13 @@ def test_a_model_that_times_out_leaves_the_structured_part(demo_rag):
                                 "the answer above is computed from the data.)")
     assert done.checked is not None and "did not answer" in done.checked["model_error"]
     assert done.structured is not None and done.citations
+
+
+def test_a_sentence_repeating_a_computed_line_is_removed(evidence):
+    from dataclasses import replace
+
+    from oracle_rag.chat.checking import check_sentence
+
+    shown = replace(evidence, shown=frozenset({"critical: 18", "high: 53"}))
+    assert check_sentence("- CRITICAL: 18\n", shown).reason == "repeat"
+    assert check_sentence("Most of them are critical: 35 in all.", shown).ok

@@ -387,7 +387,7 @@ def test_llm_down_then_slow_then_back(demo_rag, llm_port, tmp_path, caplog) -> N
         llm.push(Reply(status=429, retry_after="0"), Reply("Back to normal."))
         with caplog.at_level(logging.WARNING, logger="oracle_rag"):
             ok = client.post("/api/chat", json=question, headers=who)
-        assert ok.status_code == 200 and ok.get_json()["answer"] == "Back to normal."
+        assert ok.status_code == 200 and ok.get_json()["answer"].startswith("Back to normal.")
         assert "is rate limiting requests" in caplog.text
         body = client.get("/healthz").get_json()
         assert body["llm"]["ok"] is True and body["llm"]["last_error"] is None and body["degraded"] == []

@@ -116,9 +116,9 @@ def test_a_full_session_leaks_no_secret(demo_rag, session_env, tmp_path: Path) -
 
             assert call("healthz", "GET", "/healthz").status == 200
             assert call("me", "GET", "/api/me", headers=auth).status == 200
-            llm.push("See the records.")
+            llm.push("See the records.")  # uncited: the extractive answer follows it (issue 26)
             answer = call("chat", "POST", "/api/chat", {"question": "login timeout"}, auth)
-            assert answer.status == 200 and answer.json()["answerer"] == "llm"
+            assert answer.status == 200 and answer.json()["answerer"] == "extractive" and llm.requests
             conversation = answer.json()["conversation_id"]
             llm.push("Streaming works too.")
             assert call("stream", "POST", "/api/chat/stream", {"question": "and invoices?",

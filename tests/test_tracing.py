@@ -98,7 +98,8 @@ def ask_once(rag: Any, path: str, question: str, token: str) -> tuple[int, str]:
 
 def test_span_tree_of_one_chat_request(demo_rag, exporter) -> None:
     token = issue_tokens(demo_rag, (DEV_A,))[DEV_A]
-    question = task_chunks_of(demo_rag, DEV_A)[0].title
+    # an aggregate-looking question: only those are routed by the model (issue 26)
+    question = "average estimate of " + task_chunks_of(demo_rag, DEV_A)[0].title
     status, _ = ask_once(demo_rag, "/api/chat", question, token)
     assert status == 200
     spans = exporter.get_finished_spans()
@@ -165,7 +166,7 @@ def test_a_structured_answer_has_its_sql_span(demo_rag, exporter) -> None:
 
 def test_content_is_captured_only_when_allowed(demo_rag) -> None:
     token = issue_tokens(demo_rag, (DEV_A,))[DEV_A]
-    question = task_chunks_of(demo_rag, DEV_A)[0].title
+    question = "average estimate of " + task_chunks_of(demo_rag, DEV_A)[0].title
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))

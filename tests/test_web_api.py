@@ -336,7 +336,7 @@ def test_injected_instructions_stay_data_and_scope_holds(web_llm, llm: ScriptedL
 def test_llm_retries_then_answers(web_llm, llm: ScriptedLLM, statuses: list[int]) -> None:
     llm.push(*[Reply(status=s, retry_after="0" if s == 429 else None) for s in statuses], "recovered")
     response = web_llm.client.post("/api/chat", headers=web_llm.as_(DEV_A), json={"question": "login timeout"})
-    assert response.status_code == 200 and response.get_json()["answer"] == "recovered"
+    assert response.status_code == 200 and response.get_json()["answer"].startswith("recovered")
     assert len(llm.requests) == len(statuses) + 1
 
 

@@ -49,7 +49,7 @@ from .evidence import structured_data, structured_evidence, topic_evidence
 from .llm import LLMClient
 from .mentions import redact_stream
 from .prompt import Turn, build_messages, build_structured_messages, select_history
-from .router import AGGREGATION_UNAVAILABLE, Route, looks_aggregate, route
+from .router import AGGREGATION_UNAVAILABLE, Route, fallback_route, looks_aggregate, route
 
 DEFAULT_MODE = "hybrid"
 EXTRACTIVE_HEADER = "No language model is configured; here are the most relevant records:"
@@ -86,6 +86,11 @@ class ChatAnswer:
     aggregate: AggregateResult | None = None
     structured: dict[str, Any] | None = None  # what was understood and computed (answers.render)
     checked: dict[str, Any] | None = None  # the model's sentences checked and removed (chat.checking)
+
+    @property
+    def model_answered(self) -> bool:
+        """The model was asked and answered (its sentences may still have been removed)."""
+        return self.checked is not None and "model_error" not in self.checked
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -215,7 +220,11 @@ class Chat:
         with tracing.span("query understanding") as understood:
             structured, topic = self._understand(text, who, mode, check_drop(drop))
             if structured is None:
-                chosen = route(text, self.llm)
+                # With the structured answerer on, a question that does not look like an aggregate is a
+                # topic question: asking a (slow, maybe weak) model to route it cost a model call and
+                # sent "is there anything about the nightly backup?" to SQL (issue 26).
+                chosen = (route(text, self.llm) if self.answers is None or looks_aggregate(text)
+                          else fallback_route(text, llm_available=False))
                 understood.set_attributes({"oracle_rag.route": chosen.name,
                                            "oracle_rag.route.retrieval": chosen.retrieval,
                                            "oracle_rag.route.aggregation": chosen.aggregation})
@@ -368,7 +377,7 @@ class Chat:
                       removed=str(checker.tally.removed))
         kept = checker.text
         tally = checker.tally
-        if tally.sentences and ((evidence.cite and tally.removed and not tally.cited) or (not head and not kept)):
+        if tally.sentences and ((evidence.cite and not tally.cited) or (not head and not kept)):
             text, run.citations = extractive_answer(prep.chunks, prep.question)
             run.answerer = "extractive"
             yield ("\n\n" if kept else "") + UNCHECKED + "\n\n" + text.split("\n", 2)[2]

@@ -50,6 +50,7 @@ _DONT_KNOW = re.compile(
     r"\b(do(?:es)? not (?:know|say)|don'?t (?:know|say)|not (?:enough|contain|include|mention)|no information|cannot (?:tell|say|"
     r"answer|find)|can'?t (?:tell|say)|unclear|no s[eé]|no (?:lo )?(?:contiene|menciona|indica)|no hay informaci[oó]n)\b",
     re.IGNORECASE)
+_MARKER = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
 _NEGATION = {"not", "no", "isn", "isnt", "aren", "arent", "never", "nunca", "ni", "without", "sin"}
 
 # Number words, EN and ES (folded). "one"/"uno"/"una"/"un" count only before a record word.
@@ -86,6 +87,7 @@ class Evidence:
     vocab: Vocabulary | None = None
     cite: bool = False
     dates: frozenset[str] = frozenset()
+    shown: frozenset[str] = frozenset()  # the computed part's lines (folded): a sentence repeating one adds nothing
 
     @property
     def anchors(self) -> set[tuple[str, str]]:
@@ -122,9 +124,13 @@ def supported(value: float, token: str, numbers: frozenset[float]) -> bool:
     return any(n != int(n) and round(n, decimals) == value for n in numbers)
 
 
+def _line(text: str) -> str:
+    return " ".join(fold(_MARKER.sub("", text.strip())).split()).rstrip(".")
+
+
 def evidence_from(texts: Iterable[str], *, counts: Iterable[float] = (),
                   records: Mapping[tuple[str, str], tuple[dict[str, Any], str]] | None = None,
-                  vocab: Vocabulary | None = None, cite: bool = False) -> Evidence:
+                  vocab: Vocabulary | None = None, cite: bool = False, shown: str = "") -> Evidence:
     """Evidence from the texts the model was given (facts, records, query results) and the counts."""
     numbers: set[float] = set()
     dates: set[str] = set()
@@ -139,7 +145,9 @@ def evidence_from(texts: Iterable[str], *, counts: Iterable[float] = (),
             elif isinstance(value, str):
                 numbers |= numbers_in(value)
                 dates.update(_DATE.findall(value))
-    return Evidence(frozenset(numbers), frozenset(float(c) for c in counts), given, vocab, cite, frozenset(dates))
+    lines = frozenset(_line(x) for x in shown.split("\n") if x.strip())
+    return Evidence(frozenset(numbers), frozenset(float(c) for c in counts), given, vocab, cite, frozenset(dates),
+                    lines)
 
 
 # -- sentences -----------------------------------------------------------------------------
@@ -176,6 +184,8 @@ def check_sentence(sentence: str, evidence: Evidence) -> Verdict:
     """Does ``sentence`` say only what ``evidence`` supports? (See the module docstring.)"""
     if REMOVED in sentence:
         return Verdict(False, "removed")
+    if evidence.shown and _line(sentence) in evidence.shown:
+        return Verdict(False, "repeat")  # the user already sees it, verbatim, above
     named: list[tuple[str, str]] = []
     for m in _LINK.finditer(sentence):
         key = _key(m.group(1), m.group(2))

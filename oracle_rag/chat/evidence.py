@@ -62,7 +62,7 @@ def structured_evidence(result: StructuredResult, shown: str, passages: int) -> 
     counts += [n for _, n in result.groups]
     records = {anchor_key(r.anchor): (dict(r.facets), r.title) for r in given}
     return evidence_from([shown, *(r.content for r in given), *(r.passage for r in given)], counts=counts,
-                         records=records, vocab=result.vocab)
+                         records=records, vocab=result.vocab, shown=shown)
 
 
 def topic_evidence(chunks: Sequence[Any], vocab: Vocabulary | None, query_result: Any = None) -> Evidence:
@@ -84,5 +84,5 @@ def topic_evidence(chunks: Sequence[Any], vocab: Vocabulary | None, query_result
     evidence = evidence_from(texts, counts=(), records=records, vocab=vocab, cite=bool(chunks))
     if counts:
         evidence = Evidence(evidence.numbers | frozenset(counts), evidence.counts, evidence.records,
-                            evidence.vocab, evidence.cite and query_result is None, evidence.dates)
+                            evidence.vocab, evidence.cite and query_result is None, evidence.dates, evidence.shown)
     return evidence

@@ -25,7 +25,18 @@ import click
 
 from ..audit import ENTRY_POINT
 from ..logsafety import install as install_log_scrubber
-from . import access, aggregate, database, demo, integrations, llm, readpath, sources, web, writepath
+from . import (
+    access,
+    aggregate,
+    database,
+    demo,
+    integrations,
+    llm,
+    readpath,
+    sources,
+    web,
+    writepath,
+)
 from .context import RagGroup
 
 

@@ -103,7 +103,7 @@ def chat() -> Response:
     except LLMError as exc:
         state().llm_health.failed(exc)  # /healthz lists the model under "degraded"
         raise
-    if answer.answerer == "llm":
+    if answer.model_answered:
         state().llm_health.ok()
     return jsonify(answer.to_dict())
 
@@ -134,7 +134,7 @@ def chat_stream() -> Response:
                 if event.kind == "token":
                     yield sse("token", {"text": event.text})
                 elif event.kind == "done" and event.answer is not None:
-                    if event.answer.answerer == "llm":
+                    if event.answer.model_answered:
                         llm_health.ok()
                     yield sse("done", event.answer.to_dict())
                 elif event.kind == "error" and event.error is not None:

@@ -239,7 +239,7 @@ def chat_completions() -> Response:
     except LLMError as exc:
         web.llm_health.failed(exc)
         raise
-    if answer.answerer == "llm":
+    if answer.model_answered:
         web.llm_health.ok()
     text = answer.answer + sources_footer(answer)
     return jsonify({"id": completion_id, "object": "chat.completion", "created": int(time.time()),
@@ -265,7 +265,7 @@ def _stream(completion_id: str, question: str, caller: Caller, history: list[Tur
                 if event.kind == "token":
                     yield _chunk(completion_id, {"content": event.text})
                 elif event.kind == "done" and event.answer is not None:
-                    if event.answer.answerer == "llm":
+                    if event.answer.model_answered:
                         llm_health.ok()
                     footer = sources_footer(event.answer)
                     if footer:
