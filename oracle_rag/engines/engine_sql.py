@@ -57,15 +57,21 @@ HISTORY_DDL = Sql(
 # (``see_all_roles``) read everything; everyone else reads, unless the
 # chunk's source could not read its permission data (RAG_ACCESS_FAILURE:
 # fail closed), the chunks that are public, that they own through the owner
-# rule, or that carry one of their groups (RAG_CHUNK_ACL). The access columns
-# are written from each source's declared policy (sources/access.py), so no
-# source type or rule is named here. ``:access_groups`` is the caller's
-# groups, an expanding bind padded to a power of two (records.padded_groups):
-# the non-correlated IN is computed once per statement, then probed per row.
+# rule, or whose record carries one of their groups (RAG_CHUNK_ACL). The
+# access columns are written from each source's declared policy
+# (sources/access.py), so no source type or rule is named here.
+# ``:access_groups`` is the caller's groups, an expanding bind padded to a
+# power of two (records.padded_groups). The group test is a non-correlated
+# IN over CHUNK_IDs: the caller's ACL rows joined to their chunks once per
+# statement, then one integer probe per row. Measured at 100k chunks, 1,000
+# groups, a caller in 20 (bench/access_scope.py): a structured count takes
+# 19 ms this way against 96 ms for a (SOURCE_TYPE, SOURCE_ID) row-value IN
+# and 1,086 ms for a correlated EXISTS.
 SCOPE = (
     "(:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) "
     "AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id "
-    "OR (c.SOURCE_TYPE, c.SOURCE_ID) IN (SELECT scope_a.SOURCE_TYPE, scope_a.SOURCE_ID FROM RAG_CHUNK_ACL scope_a "
+    "OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c "
+    "ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID "
     "WHERE scope_a.PRINCIPAL IN :access_groups))))"
 )
 FILTERS = (

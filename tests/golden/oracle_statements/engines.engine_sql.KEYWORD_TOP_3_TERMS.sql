@@ -12,7 +12,7 @@ WITH q AS (
   FROM RAG_CHUNK c
   WHERE c.CHUNK_NO = 0
     AND c.TERM_COUNT IS NOT NULL
-    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR (c.SOURCE_TYPE, c.SOURCE_ID) IN (SELECT scope_a.SOURCE_TYPE, scope_a.SOURCE_ID FROM RAG_CHUNK_ACL scope_a WHERE scope_a.PRINCIPAL IN :access_groups))))
+    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN :access_groups))))
     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) AND /* where */ 1 = 1
 ), postings AS (
   SELECT t.CHUNK_ID, t.TERM, t.TF, c.TERM_COUNT
@@ -21,7 +21,7 @@ WITH q AS (
   WHERE t.TERM IN (:t0, :t1, :t2)
     AND c.CHUNK_NO = 0
     AND c.TERM_COUNT IS NOT NULL
-    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR (c.SOURCE_TYPE, c.SOURCE_ID) IN (SELECT scope_a.SOURCE_TYPE, scope_a.SOURCE_ID FROM RAG_CHUNK_ACL scope_a WHERE scope_a.PRINCIPAL IN :access_groups))))
+    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN :access_groups))))
     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) AND /* where */ 1 = 1
 ), df AS (
   SELECT p.TERM, COUNT(*) AS DF FROM postings p GROUP BY p.TERM
@@ -56,7 +56,7 @@ SELECT NULL, NULL, w.TERM, w.DF, w.N FROM weight w
 --   FROM RAG_CHUNK c
 --   WHERE c.CHUNK_NO = 0
 --     AND c.TERM_COUNT IS NOT NULL
---     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR (c.SOURCE_TYPE, c.SOURCE_ID) IN (SELECT scope_a.SOURCE_TYPE, scope_a.SOURCE_ID FROM RAG_CHUNK_ACL scope_a WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
+--     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
 --     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN (:f_types_1, :f_types_2)) AND /* where */ 1 = 1
 -- ), postings AS (
 --   SELECT t.CHUNK_ID, t.TERM, t.TF, c.TERM_COUNT
@@ -65,7 +65,7 @@ SELECT NULL, NULL, w.TERM, w.DF, w.N FROM weight w
 --   WHERE t.TERM IN (:t0, :t1, :t2)
 --     AND c.CHUNK_NO = 0
 --     AND c.TERM_COUNT IS NOT NULL
---     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR (c.SOURCE_TYPE, c.SOURCE_ID) IN (SELECT scope_a.SOURCE_TYPE, scope_a.SOURCE_ID FROM RAG_CHUNK_ACL scope_a WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
+--     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
 --     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN (:f_types_1, :f_types_2)) AND /* where */ 1 = 1
 -- ), df AS (
 --   SELECT p.TERM, COUNT(*) AS DF FROM postings p GROUP BY p.TERM
