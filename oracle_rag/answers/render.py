@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .dates import OPEN_END, OPEN_START
 from .service import Record, StructuredResult
 from .targets import describe_types
 from .understood import Condition
@@ -86,8 +87,10 @@ def describe_condition(c: Condition, vocab: Vocabulary, caller_id: int | None, l
         return f"{label}: {any_}"
     if c.op == "lt":
         return f"{label} {before} {c.values[0]}"
-    if c.values[1] == "9999-12-31":
+    if c.values[1] == OPEN_END:
         return f"{label} {from_} {c.values[0]}"
+    if c.values[0] == OPEN_START:
+        return f"{label} {'hasta' if lang == 'es' else 'until'} {c.values[1]}"
     return f"{label} {c.values[0]} {to} {c.values[1]}"
 
 

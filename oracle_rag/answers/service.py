@@ -137,16 +137,19 @@ class AnswerService:
     def _load(self, scope: Scope) -> Vocabulary:
         self._index_facets()
         values: dict[str, set[Any]] = {}
+        held: dict[str, dict[str, set[Any]]] = {}  # per type: a value's words mean it only where it is held
         with self.engine.connect() as conn:
             labels = self._names(conn)
-            for name, facet in {f.name: f for d in self.declared for f in d.facets}.items():
-                if facet.kind != "enum":
-                    continue
-                types = [d.source_type for d in self.declared if any(f.name == name for f in d.facets)]
-                rows = conn.execute(self.engine.statement(q.grouped(q.FACET_VALUES, facet_expression(facet))),
-                                    {"types": types, **scope.binds()})
-                values[name] = {r[0] for r in rows if r[0] is not None}
-        return build_vocabulary(self.declared, values, labels)
+            for d in self.declared:
+                for facet in d.facets:
+                    if facet.kind != "enum":
+                        continue
+                    rows = conn.execute(self.engine.statement(q.grouped(q.FACET_VALUES, facet_expression(facet))),
+                                        {"types": [d.source_type], **scope.binds()})
+                    found = {r[0] for r in rows if r[0] is not None}
+                    held.setdefault(d.source_type, {})[facet.name] = found
+                    values.setdefault(facet.name, set()).update(found)
+        return build_vocabulary(self.declared, values, labels, held)
 
     def _names(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
         now = time.monotonic()

@@ -24,7 +24,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from ..sources.facets import Facet
-from .dates import OPEN_END, window
+from .dates import OPEN_START, bound, window
 from .lexicon import DUE_CUES, fold
 from .understood import Condition
 from .vocabulary import Term, Vocabulary
@@ -105,7 +105,7 @@ def choose_targets(vocab: Vocabulary, strong: list[str], weak: list[str], slots:
                    intents: list[Intent], group: list[str]) -> Targets:
     def fits(t: str) -> bool:
         for s in slots:
-            if not _declares(vocab, t, [term.facet for term in s.terms]) and not any(
+            if not _declares(vocab, t, [term.facet for term in s.terms if term.applies_to(t)]) and not any(
                     _intent_applies(vocab, t, k) for k in s.lexical):
                 return False
         return not group or group_facet(vocab, t, group) is not None
@@ -119,7 +119,8 @@ def choose_targets(vocab: Vocabulary, strong: list[str], weak: list[str], slots:
     if hit:
         return Targets(hit[:1], False)
     if not candidates:
-        scored = sorted(types, key=lambda t: -sum(_declares(vocab, t, [x.facet for x in s.terms]) for s in slots))
+        scored = sorted(types, key=lambda t: -sum(_declares(vocab, t, [x.facet for x in s.terms if x.applies_to(t)])
+                                                  for s in slots))
         candidates = scored[:1]
     applicable = [t for t in candidates if all(_intent_applies(vocab, t, i.kind) for i in intents)]
     candidates = applicable or candidates
@@ -128,7 +129,7 @@ def choose_targets(vocab: Vocabulary, strong: list[str], weak: list[str], slots:
 
 
 def _date_facet(vocab: Vocabulary, source_type: str, intent: Intent,
-                completion: bool) -> tuple[Facet | None, str | None]:
+                completion: bool, language: str = "en") -> tuple[Facet | None, str | None]:
     """The date facet a date phrase is about for ``source_type``, and a note when that needs saying."""
     m = vocab.meaning(source_type)
     dates = [vocab.facets[n] for n in vocab.types.get(source_type, ()) if vocab.facets[n].kind == "date"]
@@ -136,26 +137,34 @@ def _date_facet(vocab: Vocabulary, source_type: str, intent: Intent,
         cues = {fold(c) for c in f.cues} | (set(DUE_CUES) if f.name == m.due else set())
         if cues & set(intent.cues):
             return f, None
-    plural = m.noun(2, "en")
+    plural = m.noun(2, language)
+    es = language == "es"
     if completion:
-        return None, (f"no completion dates are recorded for {plural}: \u201c{intent.text}\u201d was not applied")
+        return None, (f"no hay fechas de finalización para {plural}: \u201c{intent.text}\u201d no se aplicó" if es
+                      else f"no completion dates are recorded for {plural}: \u201c{intent.text}\u201d was not applied")
     if m.due is not None:
         return vocab.facets[m.due], None
     if len(dates) == 1:
         return dates[0], None
     if dates:
-        others = ", ".join(f.label for f in dates[1:])
+        others = ", ".join(f.label_in(language) for f in dates[1:])
+        if es:
+            return dates[0], (f"\u201c{intent.text}\u201d leído como {dates[0].label_in(language)} "
+                              f"(otras fechas: {others})")
         return dates[0], f"\u201c{intent.text}\u201d read as {dates[0].label} (also dated: {others})"
+    if es:
+        return None, f"{plural} no tienen fechas: \u201c{intent.text}\u201d no se aplicó"
     return None, f"{plural} have no dates: \u201c{intent.text}\u201d was not applied"
 
 
 def concrete(vocab: Vocabulary, source_type: str, slots: list[Slot], intents: list[Intent],
-             caller_id: int | None, today: dt.date) -> Concrete:
+             caller_id: int | None, today: dt.date, language: str = "en") -> Concrete:
     """The conditions ``slots`` and ``intents`` mean for ``source_type``, and what could not be applied."""
     out = Concrete()
     m = vocab.meaning(source_type)
     names = vocab.types.get(source_type, ())
-    plural = m.noun(2, "en")
+    plural = m.noun(2, language)
+    es = language == "es"
     completion = False
 
     def lifecycle(kind: str, negated: bool, text: str, key: str | None = None) -> bool:
@@ -172,7 +181,7 @@ def concrete(vocab: Vocabulary, source_type: str, slots: list[Slot], intents: li
         if isinstance(s, Intent):
             items.append(s)
             continue
-        own = [t for t in s.terms if t.facet in names]
+        own = [t for t in s.terms if t.facet in names and t.applies_to(source_type)]
         # several facets of this type hold the value (an owner and a reporter): the one named next to it
         term = next((t for t in own if t.facet in s.cued), own[0] if own else None)
         word = next((k for k in s.lexical if k in ("open", "finished")), None)
@@ -193,7 +202,8 @@ def concrete(vocab: Vocabulary, source_type: str, slots: list[Slot], intents: li
         if lexical is not None:
             items.append(Intent(lexical, s.negated, s.text, at=s.at))
             continue
-        out.notes.append(f"\u201c{s.text}\u201d does not apply to {plural}: not applied")
+        out.notes.append(f"\u201c{s.text}\u201d no se aplica a {plural}: no se aplicó" if es else
+                         f"\u201c{s.text}\u201d does not apply to {plural}: not applied")
     completion = completion or any(isinstance(i, Intent) and i.kind == "finished" and not i.negated for i in items)
     for i in items:
         if isinstance(i, Condition):
@@ -223,14 +233,16 @@ def concrete(vocab: Vocabulary, source_type: str, slots: list[Slot], intents: li
             else:
                 out.conditions.append(Condition(m.due, "null", (), m.due, i.text))
         elif i.kind in ("window", "bound"):
-            dated, note = _date_facet(vocab, source_type, i, completion)
+            dated, note = _date_facet(vocab, source_type, i, completion, language)
             if note:
                 out.notes.append(note)
             if dated is not None:
                 out.conditions.append(_date_condition(dated.name, i, today))
             continue
         if not applied:
-            out.notes.append(f"\u201c{i.text}\u201d does not apply to {plural} ({_missing(i.kind)}): not applied")
+            out.notes.append(f"\u201c{i.text}\u201d no se aplica a {plural} ({_missing(i.kind, language)}): no se aplicó"
+                             if es else
+                             f"\u201c{i.text}\u201d does not apply to {plural} ({_missing(i.kind)}): not applied")
     return out
 
 
@@ -238,12 +250,18 @@ def _date_condition(facet: str, i: Intent, today: dt.date) -> Condition:
     if i.kind == "window":
         lo, hi = window(i.window, today)
         return Condition(facet, "range", (lo.isoformat(), hi.isoformat()), facet, i.text)
-    if i.op == "lt":
+    op, first, last = bound(i.op, i.day)
+    if op == "lt":
         return Condition(facet, "lt", (i.day,), f"{facet}:before", i.text)
-    return Condition(facet, "range", (i.day, OPEN_END), f"{facet}:after", i.text)
+    return Condition(facet, "range", (first, last), f"{facet}:{'before' if first == OPEN_START else 'after'}", i.text)
 
 
-def _missing(kind: str) -> str:
+def _missing(kind: str, language: str = "en") -> str:
+    if language == "es":
+        return {"open": "no se declara un ciclo de vida", "finished": "no se declara un ciclo de vida",
+                "mine": "no se declara una persona", "nobody": "no se declara una persona",
+                "overdue": "no se declara una fecha de vencimiento",
+                "no_due": "no se declara una fecha de vencimiento"}.get(kind, "no declarado")
     return {"open": "no lifecycle is declared", "finished": "no lifecycle is declared",
             "mine": "no person facet is declared", "nobody": "no person facet is declared",
             "overdue": "no due date is declared", "no_due": "no due date is declared"}.get(kind, "not declared")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import lexicon as lx
-from .dates import BEFORE_LEADS, DATE_BOUND
+from .dates import BOUND_OPS, DATE_BOUND
 from .lexicon import fold
 from .targets import PERSON, Intent, Slot, choose_targets, concrete, group_facet
 from .typos import Corrector
@@ -152,7 +152,7 @@ class QueryParser:
         conditions: dict[str, list[Condition]] = {}
         notes: list[str] = []
         for t in targets.types:
-            made = concrete(self.vocab, t, slots, intents, caller_id, today)
+            made = concrete(self.vocab, t, slots, intents, caller_id, today, out.language)
             conditions[t] = made.conditions
             notes += [n for n in made.notes if n not in notes]
         first = targets.types[0] if targets.types else None
@@ -174,7 +174,28 @@ class QueryParser:
         out.notes = notes if out.targets else []
         out.topic = " ".join(t.text for t in tokens if t.used is None and t.word not in lx.STOPWORDS
                              and t.word not in self.vocab.type_words and t.word not in self.cues)
+        if out.targets and (out.count or out.has_conditions) and not out.lookups:
+            out.notes += [n for n in self._unknown_values(tokens, out) if n not in out.notes]
         return out
+
+    def _unknown_values(self, tokens: list[_Token], out: Understanding) -> list[str]:
+        """Not silent: a word that reads like a value of the records named ("rechazados" in "mis pedidos
+        rechazados", "rejected orders") but is no known value is said, not dropped: the word right before
+        the record word in English, right after it in Spanish, when it is no word of the lexicon."""
+        notes = []
+        step = 1 if out.language == "es" else -1
+        for i, t in enumerate(tokens):
+            j = i + step
+            if t.used != "type" or not 0 <= j < len(tokens):
+                continue
+            w = tokens[j]
+            if w.used is not None or len(w.word) < 4 or not w.word.isalpha() or w.word in self.corrector.known:
+                continue
+            plural = self.vocab.meaning(out.target_type).noun(2, out.language)
+            notes.append(f"“{w.text}” no es un valor conocido de {plural}: no se aplicó como filtro"
+                         if out.language == "es" else
+                         f"“{w.text}” is not a known value of {plural}: not applied as a filter")
+        return notes
 
     def _correct(self, tokens: list[_Token], out: Understanding) -> None:
         """One typo per unknown word of five letters or more, when one known word is that close."""
@@ -224,7 +245,7 @@ class QueryParser:
         return found
 
     def _date_bounds(self, text: str, spans: list[tuple[int, int, str]]) -> list[tuple[int, str, str, str]]:
-        """ISO dates after before/after words: (start, lt|after, day, text)."""
+        """ISO dates after before/after words: (start, op of dates.BOUND_OPS, day, text)."""
         out = []
         for m in DATE_BOUND.finditer(text):
             try:
@@ -233,7 +254,7 @@ class QueryParser:
                 continue
             lead = fold(m.group(1)).split()[0]
             spans.append((m.start(), m.end(), "date"))
-            out.append((m.start(), "lt" if lead in BEFORE_LEADS else "after", day.isoformat(), m.group(0)))
+            out.append((m.start(), BOUND_OPS.get(lead, "ge"), day.isoformat(), m.group(0)))
         return out
 
     def _group_facets(self, word: str) -> list[str]:

@@ -78,7 +78,8 @@ class Understanding:
             return "topic"
         if self.count or self.group_by:
             # "how many tasks mention invoices": a topic is not a filter, so there is nothing exact to count
-            if self.topic and not self.has_conditions and not self.group_by:
+            # (a word said not to be a known value is not a topic: the count is of the type, with the note)
+            if self.topic and not self.has_conditions and not self.group_by and not self.notes:
                 return "topic"
             return "count"
         if self.has_conditions or self.advice:

@@ -15,11 +15,12 @@ project's first word counts alone when no other name starts with it
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..sources.facets import SYNONYMS, Facet
 from ..sources.meanings import Declaration, Meanings, anchor_of
+from . import lexicon as lx
 from .lexicon import STOPWORDS, fold
 
 Phrase = tuple[str, ...]
@@ -55,6 +56,10 @@ class Term:
     values: tuple[Any, ...]
     kind: str = "value"
     lang: str | None = None
+    types: frozenset[str] = frozenset()  # the source types it means this for (empty: every type)
+
+    def applies_to(self, source_type: str) -> bool:
+        return not self.types or source_type in self.types
 
 
 @dataclass
@@ -114,16 +119,26 @@ class Vocabulary:
         if not phrase:
             return
         bucket = self.terms.setdefault(phrase, [])
-        if term not in bucket:
-            bucket.append(term)
+        for i, known in enumerate(bucket):
+            if (known.facet, known.values, known.kind) == (term.facet, term.values, term.kind):
+                if known.types and term.types:  # the same meaning for one more type
+                    bucket[i] = replace(known, types=known.types | term.types)
+                elif known.types:
+                    bucket[i] = term
+                return
+        bucket.append(term)
 
 
 def build_vocabulary(declared: Iterable[Declaration], values: Mapping[str, Iterable[Any]],
-                     labels: Mapping[str, Mapping[Any, str]]) -> Vocabulary:
+                     labels: Mapping[str, Mapping[Any, str]],
+                     type_values: Mapping[str, Mapping[str, Iterable[Any]]] | None = None) -> Vocabulary:
     """The vocabulary of the ``declared`` source types, with the data's values and names.
 
     A word names the types whose nouns it is (a SQL source ``tickets`` owns
     "ticket"); only when no type owns it, the types that list it in ``words``.
+    ``type_values``: the enum values each type's records hold (``{type: {facet:
+    values}}``); a value's words mean it only for the types that hold it
+    (without it, every type declaring the facet holds ``values``).
     """
     vocab = Vocabulary()
     declared = list(declared)
@@ -149,20 +164,72 @@ def build_vocabulary(declared: Iterable[Declaration], values: Mapping[str, Itera
         if facet.kind == "ref":
             vocab.values[name] |= set(vocab.labels[name])
             _add_names(vocab, facet)
-        elif facet.kind == "enum":
-            _add_enum(vocab, facet)
         for item in facet.none_words:
             vocab._add(words(item), Term(name, (), "null"))
+    for d in declared:
+        for facet in d.facets:
+            if facet.kind != "enum":
+                continue
+            if type_values is None:
+                held = set(vocab.values[facet.name])
+            else:
+                held = {v for v in type_values.get(d.source_type, {}).get(facet.name, ()) if v is not None}
+                vocab.values[facet.name] |= held
+            _add_enum(vocab, d, facet, held | set(facet.values))
     return vocab
 
 
-def _add_enum(vocab: Vocabulary, facet: Facet) -> None:
-    for value in sorted(vocab.values[facet.name], key=str):
-        text = str(value)
-        vocab._add(words(text), Term(facet.name, (value,)))
-        for lang, items in SYNONYMS.get(text.upper(), {}).items():
-            for item in items:
-                vocab._add(words(item), Term(facet.name, (value,), "value", lang))
+def inflections(word: str) -> tuple[str, ...]:
+    """Plural and gender forms of one EN/ES word: rechazado -> rechazados, rechazada, rechazadas."""
+    if len(word) < 4 or not word.isalpha():
+        return ()
+    out = [word + "s", word + "es"] if word[-1] not in "aeiou" else [word + "s"]
+    if word[-1] in "oa":
+        other = word[:-1] + ("a" if word[-1] == "o" else "o")
+        out += [other, other + "s"]
+    if word.endswith("s"):
+        out.append(word[:-1])
+        if word.endswith("es"):
+            out.append(word[:-2])
+    return tuple(w for w in out if len(w) >= 4 and w not in _RESERVED)
+
+
+# Words an inflected form must never become: filler, and the single words of the lexicon's phrases.
+_RESERVED = frozenset(STOPWORDS) | lx.RECORD_WORDS | {p[0] for group in (
+    lx.COUNT, lx.NEGATION, lx.CALLER, lx.OVERDUE, lx.NO_DUE_DATE, lx.MOST, lx.FEWEST, lx.OPEN, lx.FINISHED,
+    lx.NOBODY, lx.BEFORE, lx.AFTER, lx.GROUP_LEAD, lx.WHO, *lx.WINDOWS.values()) for p in group if len(p) == 1}
+
+
+def _add_enum(vocab: Vocabulary, d: Declaration, facet: Facet, held: set[Any]) -> None:
+    """A type's words for its values: own text first, then its declared words, then the common table.
+
+    Each is kept only where no earlier kind already gives the phrase another value of this facet in this
+    type (the orders' own URGENT wins over the table's "urgent" for CRITICAL), and every word is also
+    matched in its plural and other gender (*rechazados*, *urgentes*)."""
+    types = frozenset({d.source_type})
+    taken: dict[Phrase, Any] = {}
+    by_text = {str(v).upper(): v for v in held}
+    layers: list[list[tuple[Phrase, Any]]] = [[(words(str(v)), v) for v in sorted(held, key=str)], [], []]
+    for value, items in d.meanings.value_words.items():
+        if str(value).upper() in by_text:
+            layers[1] += [(words(item), by_text[str(value).upper()]) for item in items]
+    for text, value in sorted(by_text.items()):
+        layers[2] += [(words(item), value) for items in SYNONYMS.get(text, {}).values() for item in items]
+    for layer in layers:
+        fresh = [(p, v) for p, v in layer if p and taken.setdefault(p, v) == v]
+        for phrase, value in fresh:
+            vocab._add(phrase, Term(facet.name, (value,), types=types))
+    for layer in layers:
+        for phrase, value in layer:
+            if len(phrase) != 1:
+                continue
+            for form in inflections(phrase[0]):
+                known = vocab.terms.get((form,), [])
+                if form in vocab.type_words or any((t.facet, t.values) != (facet.name, (value,)) and t.applies_to(
+                        d.source_type) for t in known):
+                    continue  # a form that already means something else keeps that meaning
+                if taken.setdefault((form,), value) == value:
+                    vocab._add((form,), Term(facet.name, (value,), types=types))
 
 
 def _add_names(vocab: Vocabulary, facet: Facet) -> None:

@@ -52,6 +52,11 @@ class Meanings:
     citations name it (``[TASK #42]``, ``[TICKETS #1042]``). ``bare_ids``: a
     bare "#42" may mean this type's record 42. ``id_prefix``: what the stored
     SOURCE_ID puts before the row id (a SQL source stores ``tickets#1042``).
+    ``value_words``: other words (any language) for this type's enum values,
+    ``{"REJECTED": ("rechazado", ...)}``; they mean the value only for this
+    type, only when its data (or its facet's declaration) has the value, and
+    never where the phrase is another value's own text in this type.
+    ``labels_es``: a facet's label in Spanish answers (``{"stage": "etapa"}``).
     """
 
     nouns: Mapping[str, tuple[str, str]] = field(default_factory=dict)
@@ -64,6 +69,8 @@ class Meanings:
     anchor: str = ""
     bare_ids: bool = True
     id_prefix: str = ""
+    value_words: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    labels_es: Mapping[str, str] = field(default_factory=dict)
 
     def noun(self, n: int, language: str) -> str:
         forms = self.nouns.get(language) or self.nouns.get("en")

@@ -9,6 +9,9 @@
     due_facet = "due"                           # the date "overdue" / "due this week" use
     facet_cues = { severity = ["severidad"] }   # more words naming a facet
     display = ["severity", "state", "opened"]   # facets a list shows per record
+    value_words = { SOLVED = ["resuelto", "resuelta"] }   # other words for its values (plurals/gender follow)
+    nouns_es = ["caso", "casos"]                # how Spanish answers name one and several records
+    labels_es = { severity = "severidad" }      # a facet's label in Spanish answers
 
 Defaults: the person facet is the owner column (when the source declares
 facets); the due facet is the one date facet with "due" in its name; a
@@ -26,7 +29,8 @@ from ..errors import ConfigurationError
 from .facets import PERSON_CUES, Facet, check_facet_name
 from .meanings import Meanings, check_meanings
 
-MEANING_KEYS = ("words", "person_facets", "lifecycle", "done_values", "due_facet", "facet_cues", "display")
+MEANING_KEYS = ("words", "person_facets", "lifecycle", "done_values", "due_facet", "facet_cues", "display",
+                "value_words", "nouns_es", "labels_es")
 MAX_WORDS = 64
 
 
@@ -145,9 +149,39 @@ def sql_meanings(name: str, options: Mapping[str, Any], facet_columns: Mapping[s
                                      key=f"{prefix}.display")
     words = _word_list(options["words"], f"{prefix}.words") if options.get("words") is not None else ()
     singular, plural = record_nouns(name)
-    meanings = Meanings(nouns={"en": (singular, plural), "es": (singular, plural)}, words=words,
+    nouns_es = (singular, plural)
+    if options.get("nouns_es") is not None:
+        given = _word_list(options["nouns_es"], f"{prefix}.nouns_es", limit=2)
+        if len(given) != 2:
+            raise ConfigurationError(f"{prefix}.nouns_es: expected [singular, plural]", key=f"{prefix}.nouns_es")
+        nouns_es = (given[0], given[1])
+        words = tuple(dict.fromkeys([*words, *given]))
+    value_words: dict[str, tuple[str, ...]] = {}
+    raw_values = options.get("value_words")
+    if raw_values is not None:
+        if not isinstance(raw_values, Mapping) or not raw_values or len(raw_values) > 256:
+            raise ConfigurationError(f"{prefix}.value_words: expected a table of VALUE = [words]",
+                                     key=f"{prefix}.value_words")
+        for value, items in raw_values.items():
+            value_words[str(value)] = _word_list(items, f"{prefix}.value_words.{value}")
+    labels_es: dict[str, str] = {}
+    raw_labels = options.get("labels_es")
+    if raw_labels is not None:
+        if not isinstance(raw_labels, Mapping) or not raw_labels:
+            raise ConfigurationError(f"{prefix}.labels_es: expected a table of facet = \"label\"",
+                                     key=f"{prefix}.labels_es")
+        for facet, label in raw_labels.items():
+            if str(facet).lower() not in facets:
+                raise ConfigurationError(f"{prefix}.labels_es: {facet!r} is not a facet of this source",
+                                         key=f"{prefix}.labels_es")
+            if not isinstance(label, str) or not 0 < len(label.strip()) <= 60:
+                raise ConfigurationError(f"{prefix}.labels_es.{facet}: expected a label (1-60 characters)",
+                                         key=f"{prefix}.labels_es")
+            labels_es[str(facet).lower()] = label.strip()
+    meanings = Meanings(nouns={"en": (singular, plural), "es": nouns_es}, words=words,
                         mine=people[0] if people else None, lifecycle=lifecycle, done=done, due=due,
-                        display=display, anchor=name.upper(), id_prefix=f"{name}#")
+                        display=display, anchor=name.upper(), id_prefix=f"{name}#", value_words=value_words,
+                        labels_es=labels_es)
     return SqlMeanings(people, meanings, cues)
 
 
@@ -157,11 +191,12 @@ def sql_facets(source: str, facet_columns: Mapping[str, str], meanings: SqlMeani
     for label, kind in facet_columns.items():
         name = label.lower()
         cues = tuple(dict.fromkeys([*default_cues(name), *meanings.cues.get(name, ())]))
-        out.append(Facet(name, kind, name.replace("_", " "), cues, due=name == meanings.meanings.due))
+        out.append(Facet(name, kind, name.replace("_", " "), cues, due=name == meanings.meanings.due,
+                         label_es=meanings.meanings.labels_es.get(name, "")))
     for name in meanings.person_columns:
         label = " ".join(w for w in name.split("_") if w != "id") or name
         cues = tuple(dict.fromkeys([*default_cues(name), *PERSON_CUES, *meanings.cues.get(name, ())]))
-        out.append(Facet(name, "ref", label, cues, person=True))
+        out.append(Facet(name, "ref", label, cues, person=True, label_es=meanings.meanings.labels_es.get(name, "")))
     facets = tuple(out)
     check_meanings(source, facets, meanings.meanings, key=f"sources.{source}")
     return facets
