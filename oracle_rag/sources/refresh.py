@@ -80,6 +80,7 @@ class SourceResult:
     documents: int = 0
     rescoped: int = 0  # documents whose access changed (owner/group/ACL), rewritten without embedding
     error: RagError | None = None
+    warnings: list[str] = field(default_factory=list)  # declarations the data contradicts (done_values unseen)
 
     @property
     def embedded(self) -> int:
@@ -93,7 +94,8 @@ class SourceResult:
             return f"{self.name}: skipped (refreshed concurrently by another process)"
         return (f"{self.name}: {self.outcome} ({self.mode} read, {self.rows_read} rows read): "
                 f"{self.new} new, {self.updated} updated, {self.removed} removed, {self.unchanged} unchanged"
-                + (f", {self.rescoped} re-scoped" if self.rescoped else "") + f"; {self.documents} documents")
+                + (f", {self.rescoped} re-scoped" if self.rescoped else "") + f"; {self.documents} documents"
+                + "".join(f"\n  warning: {w}" for w in self.warnings))
 
 
 @dataclass
@@ -213,7 +215,12 @@ class SourceRefresher:
                 state = self.state(source.name)
                 plan = self._read(source, state, full)
                 mode = plan.mode
-                return self._apply(source, state, plan, now)
+                result = self._apply(source, state, plan, now)
+                if plan.mode.startswith("full") and result.outcome != "skipped":
+                    result.warnings = source.meaning_warnings(plan.docs.values())
+                    for warning in result.warnings:
+                        log.warning("source %r: %s", source.name, warning)
+                return result
             except Exception as exc:
                 error = exc if isinstance(exc, RagError) else SourceLoadingError(
                     f"source {source.name!r}: internal error [{type(exc).__name__}]")

@@ -21,7 +21,7 @@ checked here, with a ConfigurationError naming the key.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -200,3 +200,21 @@ def sql_facets(source: str, facet_columns: Mapping[str, str], meanings: SqlMeani
     facets = tuple(out)
     check_meanings(source, facets, meanings.meanings, key=f"sources.{source}")
     return facets
+
+
+def meaning_warnings(name: str, meanings: Meanings, facets: Iterable[Mapping[str, Any]]) -> list[str]:
+    """``done_values`` the lifecycle facet never holds in the rows read (a typo, or values not there yet).
+
+    A warning, not an error: a new table may hold no finished row yet. But "open" means "none of the
+    done values", so a misspelt one counts every finished row as open; the refresh says so."""
+    if meanings.lifecycle is None or not meanings.done:
+        return []
+    held = {f.get(meanings.lifecycle) for f in facets} - {None}
+    if not held:
+        return []
+    unseen = [v for v in meanings.done if v not in held]
+    if not unseen:
+        return []
+    return [f"sources.{name}.done_values: {', '.join(map(repr, unseen))} not found among the values of "
+            f"{meanings.lifecycle!r} in the data ({', '.join(sorted(map(str, held)))}); \"open\" counts every row "
+            f"that is not {' or '.join(meanings.done)}"]

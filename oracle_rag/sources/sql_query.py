@@ -29,7 +29,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -54,7 +54,7 @@ from .connections import (
 from .durations import checked_duration
 from .facets import Facet, check_facet_name
 from .meanings import Declaration
-from .sql_meanings import MEANING_KEYS, sql_facets, sql_meanings
+from .sql_meanings import MEANING_KEYS, meaning_warnings, sql_facets, sql_meanings
 
 # -- options ---------------------------------------------------------------------------
 ROLE_OPTIONS = {"id": "id_column", "content": "content_column", "title": "title_column",
@@ -307,6 +307,10 @@ class SqlSource:
         return q.wrap(q.IDS_TEMPLATE, self.query, id=self.columns["id"])
 
     # -- reading -------------------------------------------------------------------------
+    def meaning_warnings(self, documents: Iterable[SqlDocument]) -> list[str]:
+        """What the data read contradicts in the meaning declarations (sql_meanings.meaning_warnings)."""
+        return meaning_warnings(self.name, self.meanings, (d.facets for d in documents))
+
     def read(self, conn: sa.Connection, *, watermark: Watermark | None = None) -> ReadResult:
         """Rows to documents: the full query, or the rows at/after ``watermark``."""
         if watermark is None:
@@ -556,6 +560,11 @@ class _Plan:
                 raise ConfigurationError(
                     f"source {name!r}: the query has no column {label!r} (facet_columns); its columns are: "
                     f"{', '.join(labels)}", key=f"sources.{name}.facet_columns")
+        for label in source.sql_meanings.person_columns:
+            if label not in position:
+                raise ConfigurationError(
+                    f"source {name!r}: the query has no column {label!r} (person_facets); its columns are: "
+                    f"{', '.join(labels)}", key=f"sources.{name}.person_facets")
         reserved = source.reserved_metadata()
         metadata = []
         for i, label in enumerate(labels):
