@@ -33,6 +33,7 @@ SQL_SYSTEM_PROMPT = """You write one read-only SQL query ({dialect}) that answer
 Rules: use only these views and columns; one SELECT (or WITH ... SELECT); no comments; no semicolon;
 no functions other than standard aggregates, CASE, CAST, COALESCE/NVL, ROUND, date and string basics.
 The views already contain only the rows this user may see: never filter by user identity.
+A column's comment says what its values and NULL mean: follow it. Name result columns for what they hold.
 Reply with JSON only: {{"sql": "<the query>"}} or {{"sql": null, "reason": "<why it cannot be answered>"}}.
 
 {schema}"""
