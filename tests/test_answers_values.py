@@ -161,3 +161,26 @@ def test_declarations_checked_against_the_query_and_the_data(orders, demo_rag, m
     _, results = _system(demo_rag, make_settings, dict(SOURCE, done_values=["CLOSD", "REJECTED"]))
     assert results[0].outcome != "failed" and results[0].warnings
     assert "'CLOSD' not found among the values of 'stage'" in results[0].summary()
+
+
+@pytest.mark.parametrize("employee", [MANAGER, DEV_A])
+def test_comparisons_on_a_declared_number_facet(orders, employee):
+    system, rows = orders
+    cases = {"how many orders over 5000?": lambda r: r["amount"] > 5000,
+             "how many orders with an amount above 2.5k?": lambda r: r["amount"] > 2500,
+             "¿cuántos pedidos de menos de 700 hay?": lambda r: r["amount"] < 700,
+             "how many orders between 1000 and 2000?": lambda r: 1000 <= r["amount"] <= 2000,
+             "how many urgent orders of at least 3,000?": lambda r: r["amount"] >= 3000 and r["priority"] == "URGENT"}
+    for question, keep in cases.items():
+        answer, caller = ask(system, question, employee)
+        assert first_number(answer.answer) == sum(1 for r in visible(rows, caller) if keep(r)), question
+        assert "amount" in answer.answer.split("\n", 1)[0], question
+    answer, caller = ask(system, "orders over 6000 that are still open", employee)
+    want = {f"purchase_orders#{r['no']}" for r in visible(rows, caller)
+            if r["amount"] > 6000 and r["stage"] not in ("CLOSED", "REJECTED")}
+    assert {c.source_id for c in answer.citations} == want
+    # a type without numbers is told, not filtered; a sum is not a list that pretends
+    answer, _ = ask(system, "how many tasks over 5?", employee)
+    assert "have no numbers" in answer.answer
+    answer, _ = ask(system, "total amount of approved orders", employee)
+    assert answer.structured is None or answer.structured.get("kind") not in ("list", "count")

@@ -20,7 +20,8 @@ from ..sources.facets import Facet, check_facet_name
 from .answers_sql import FACET_NUMBER, FACET_TEXT
 from .understanding import Condition
 
-OPS = ("in", "not_in", "null", "not_null", "lt", "range")
+OPS = ("in", "not_in", "null", "not_null", "lt", "gt", "le", "ge", "range")
+_COMPARE = {"lt": "<", "gt": ">", "le": "<=", "ge": ">="}
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,8 @@ def _build(conditions: list[Condition], facets: Mapping[str, Facet], source_type
             parts.append(f"{expr} IS NULL")
         elif cond.op == "not_null":
             parts.append(f"{expr} IS NOT NULL")
-        elif cond.op == "lt":
-            parts.append(f"{expr} < {bind(values[0])}")
+        elif cond.op in _COMPARE:
+            parts.append(f"{expr} {_COMPARE[cond.op]} {bind(values[0])}")
         else:
             parts.append(f"{expr} BETWEEN {bind(values[0])} AND {bind(values[1])}")
     return (" AND ".join(parts) if parts else "1 = 1"), binds

@@ -73,6 +73,9 @@ _WORDS = {"en": ("not", "none", "any", "before", "to", "from"), "es": ("no", "ni
                                                                        "a", "desde")}
 
 
+_SIGNS = {"lt": "<", "gt": ">", "le": "\u2264", "ge": "\u2265"}
+
+
 def describe_condition(c: Condition, vocab: Vocabulary, caller_id: int | None, lang: str = "en") -> str:
     label = vocab.facets[c.facet].label_in(lang)
     shown = ", ".join(value_text(vocab, c.facet, v, caller_id, lang) for v in c.values)
@@ -85,6 +88,11 @@ def describe_condition(c: Condition, vocab: Vocabulary, caller_id: int | None, l
         return f"{label}: {none}"
     if c.op == "not_null":
         return f"{label}: {any_}"
+    if vocab.facets[c.facet].kind == "number" and c.op != "in":
+        shown_n = [f"{v:g}" if isinstance(v, float) else str(v) for v in c.values]
+        if c.op == "range":
+            return f"{label} {shown_n[0]}\u2013{shown_n[1]}"
+        return f"{label} {_SIGNS.get(c.op, c.op)} {shown_n[0]}"
     if c.op == "lt":
         return f"{label} {before} {c.values[0]}"
     if c.values[1] == OPEN_END:

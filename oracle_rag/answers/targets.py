@@ -56,6 +56,7 @@ class Intent:
     day: str = ""
     cues: tuple[str, ...] = ()  # folded words next to it (a date facet's cue names the date)
     at: int = 0
+    numbers: tuple[float, ...] = ()  # a comparison's number(s) (kind "number", op gt|lt|ge|le|range)
 
 
 @dataclass
@@ -84,6 +85,8 @@ def _intent_applies(vocab: Vocabulary, source_type: str, kind: str) -> bool:
         return m.due is not None
     if kind in ("window", "bound"):
         return any(f.kind == "date" for f in (vocab.facets[n] for n in vocab.types.get(source_type, ())))
+    if kind == "number":
+        return any(f.kind == "number" for f in (vocab.facets[n] for n in vocab.types.get(source_type, ())))
     return True
 
 
@@ -155,6 +158,24 @@ def _date_facet(vocab: Vocabulary, source_type: str, intent: Intent,
     if es:
         return None, f"{plural} no tienen fechas: \u201c{intent.text}\u201d no se aplicó"
     return None, f"{plural} have no dates: \u201c{intent.text}\u201d was not applied"
+
+
+def _number_facet(vocab: Vocabulary, source_type: str, intent: Intent,
+                  language: str) -> tuple[Facet | None, str | None]:
+    """The number facet a comparison is about: the one whose cue is next to it, else the only one."""
+    numeric = [vocab.facets[n] for n in vocab.types.get(source_type, ()) if vocab.facets[n].kind == "number"]
+    for f in numeric:
+        if {w for c in f.cues for w in fold(c).split()} & set(intent.cues):
+            return f, None
+    if len(numeric) == 1:
+        return numeric[0], None
+    plural = vocab.meaning(source_type).noun(2, language)
+    if numeric:
+        names = ", ".join(f.label_in(language) for f in numeric)
+        return None, (f"\u201c{intent.text}\u201d: ¿qué número? ({names}); no se aplicó" if language == "es" else
+                      f"\u201c{intent.text}\u201d: which number? ({names}); not applied")
+    return None, (f"{plural} no tienen números: \u201c{intent.text}\u201d no se aplicó" if language == "es" else
+                  f"{plural} have no numbers: \u201c{intent.text}\u201d was not applied")
 
 
 def concrete(vocab: Vocabulary, source_type: str, slots: list[Slot], intents: list[Intent],
@@ -232,6 +253,13 @@ def concrete(vocab: Vocabulary, source_type: str, slots: list[Slot], intents: li
                 applied = False
             else:
                 out.conditions.append(Condition(m.due, "null", (), m.due, i.text))
+        elif i.kind == "number":
+            numeric, note = _number_facet(vocab, source_type, i, language)
+            if note:
+                out.notes.append(note)
+            if numeric is not None:
+                out.conditions.append(Condition(numeric.name, i.op, i.numbers, f"{numeric.name}:{i.op}", i.text))
+            continue
         elif i.kind in ("window", "bound"):
             dated, note = _date_facet(vocab, source_type, i, completion, language)
             if note:

@@ -29,6 +29,7 @@ from typing import Any
 from . import lexicon as lx
 from .dates import BOUND_OPS, DATE_BOUND
 from .lexicon import fold
+from .numbers import AGGREGATE_WORDS, comparisons
 from .targets import PERSON, Intent, Slot, choose_targets, concrete, group_facet
 from .typos import Corrector
 from .understood import Condition, Notice, Understanding
@@ -104,6 +105,8 @@ class QueryParser:
             for cue in facet.cues:
                 self.cues.setdefault(fold(cue), []).append(facet.name)
         self.date_cues = {fold(c) for f in vocab.facets.values() if f.kind == "date" for c in f.cues} | lx.DUE_CUES
+        self.number_cues = {w for f in vocab.facets.values() if f.kind == "number" for c in f.cues
+                            for w in fold(c).split()}
         known = {w for phrase in self.table for w in phrase} | set(vocab.type_words) | set(self.cues) \
             | set(lx.STOPWORDS) | set(lx.SPANISH) | set(lx.ENGLISH) | set(lx.OTHER_AGGREGATE) | set(lx.RECORD_WORDS)
         candidates = {w for phrase in self.table for w in phrase} | set(vocab.type_words) | set(self.cues)
@@ -125,6 +128,8 @@ class QueryParser:
         self._language = "en"
         self._named_facets: set[str] = set()
         spans: list[tuple[int, int, str]] = []
+        numbers = [c for c in comparisons(question) if self.number_cues]
+        spans += [(c.start, c.end, "number") for c in numbers]
         mentions = self._mentions(question, spans)
         intents: list[Intent] = []
         bounds = self._date_bounds(question, spans)
@@ -138,9 +143,14 @@ class QueryParser:
         for b_start, op, day, text in bounds:
             intents.append(Intent("bound", False, text, op=op, day=day, cues=self._near_cues(tokens, b_start),
                                   at=b_start))
+        for c in numbers:
+            intents.append(Intent("number", False, c.text, op=c.op, numbers=c.values,
+                                  cues=self._number_cues(tokens, c.start, c.end), at=c.start))
+        self._aggregate_of_numbers(tokens, out)
         named = [t for tok in tokens for t in self.vocab.type_words.get(tok.word, [])]
         self._named_facets = {f for t in named for f in self.vocab.types.get(t, ())}
-        out.other_aggregate = any(t.word in lx.OTHER_AGGREGATE for t in tokens)
+        out.other_aggregate = out.other_aggregate or any(t.word in lx.OTHER_AGGREGATE and t.used is None
+                                                         for t in tokens)
         group = self._group_by(tokens, out, named)
         matches = self._phrases(tokens)
         if self._uncorrect(tokens, matches, out):
@@ -224,6 +234,24 @@ class QueryParser:
                 t.word, t.typed = t.typed, ""
                 undone = True
         return undone
+
+    def _number_cues(self, tokens: list[_Token], start: int, end: int) -> tuple[str, ...]:
+        """Number facets' cue words next to a comparison ("amount above 5k", "more than 3 story points");
+        they name the facet, so they are neither a topic nor an aggregate word."""
+        near = [t for t in tokens if t.end <= start][-2:] + [t for t in tokens if t.start >= end][:2]
+        found = []
+        for t in near:
+            if t.word in self.number_cues and t.used is None:
+                t.used = "cue"
+                found.append(t.word)
+        return tuple(found)
+
+    def _aggregate_of_numbers(self, tokens: list[_Token], out: Understanding) -> None:
+        """ "total amount of approved orders": a sum of a number facet is the aggregate path's (with a model,
+        guarded SQL), never a list that pretends to answer it."""
+        for i, t in enumerate(tokens):
+            if t.word in AGGREGATE_WORDS and any(x.word in self.number_cues for x in tokens[i + 1:i + 4]):
+                out.other_aggregate = True
 
     def _near_cues(self, tokens: list[_Token], start: int) -> tuple[str, ...]:
         """Date cue words just before a character position ("opened before ...", "vence esta semana")."""
