@@ -192,7 +192,7 @@ def test_group_and_acl_changes_rescope_without_embedding(helpdesk: RagSystem) ->
     assert acl == {("docs#10", "net"), ("docs#11", "finance"), ("docs#11", "ops")}
 
 
-def test_a_failed_acl_query_hides_the_source_until_it_succeeds(helpdesk: RagSystem) -> None:
+def test_a_failed_acl_query_hides_the_source_until_it_succeeds(helpdesk: RagSystem, cli) -> None:
     ops, lead = _caller(helpdesk, 101), _caller(helpdesk, 105)
     assert "docs#10" in _visible(helpdesk, ops)
     _exec(helpdesk, "ALTER TABLE doc_acl RENAME TO doc_acl_moved")
@@ -200,6 +200,8 @@ def test_a_failed_acl_query_hides_the_source_until_it_succeeds(helpdesk: RagSyst
     assert result.outcome == "failed" and "acl_query failed" in str(result.error)
     with helpdesk.engine.connect() as conn:
         assert set(helpdesk.engine.access_failures(conn)) == {"docs"}
+    status = cli("status")  # QA D-7: `oracle-rag status` says it in words
+    assert status.exit_code == 0 and "WARNING: source 'docs' is hidden" in status.output, status.output
     for mode in ("keyword", "semantic", "hybrid"):
         assert not any(s.startswith("docs#") for s in _visible(helpdesk, ops, mode))
         assert {"docs#10", "docs#11", "docs#12"} <= _visible(helpdesk, lead, mode)  # see-all: unchanged
@@ -208,6 +210,35 @@ def test_a_failed_acl_query_hides_the_source_until_it_succeeds(helpdesk: RagSyst
     assert "docs#10" in _visible(helpdesk, ops)
     with helpdesk.engine.connect() as conn:
         assert helpdesk.engine.access_failures(conn) == {}
+    assert "WARNING" not in cli("status").output
+
+
+def test_a_failure_is_cleared_when_the_source_now_reads_its_access_another_way(helpdesk: RagSystem,
+                                                                                make_settings) -> None:
+    """QA D-0: an acl_query replaced by a group_column must not leave the source hidden for good."""
+    ops = _caller(helpdesk, 101)
+    _exec(helpdesk, "ALTER TABLE doc_acl RENAME TO doc_acl_moved")
+    assert {r.name: r for r in helpdesk.sql_sources().sync()}["docs"].outcome == "failed"
+    assert not any(s.startswith("docs#") for s in _visible(helpdesk, ops))
+    sources = dict(SOURCES, docs={
+        "query": "SELECT d.id, d.title, d.body AS content, "
+                 "(SELECT MIN(a.grp) FROM doc_acl_moved a WHERE a.doc_id = d.id) AS grp FROM doc d",
+        "access": ["group"], "group_column": "grp"})
+    fixed = RagSystem(make_settings(sources=sources, see_all_roles="lead",
+                                    access_groups_query="SELECT member_id, team FROM team_member",
+                                    access_roles_query="SELECT member_id, role FROM member_role"))
+    try:
+        result = {r.name: r for r in fixed.sql_sources().sync()}["docs"]
+        assert result.outcome != "failed", result.summary()
+        with fixed.engine.connect() as conn:
+            assert fixed.engine.access_failures(conn) == {}
+        # doc 10's first group is "net", doc 11's "finance": ops (101) now sees neither; net (102) sees 10.
+        assert not any(s.startswith("docs#") for s in _visible(fixed, _caller(fixed, 101)))
+        assert {s for s in _visible(fixed, _caller(fixed, 102)) if s.startswith("docs#")} == {"docs#10"}
+        assert {s for s in _visible(fixed, _caller(fixed, 104)) if s.startswith("docs#")} == {"docs#11"}
+        assert fixed.status()["access_hidden_sources"] == []
+    finally:
+        fixed.close()
 
 
 def test_a_failed_groups_query_fails_closed(make_settings) -> None:

@@ -83,6 +83,10 @@ def status(rag: RagSystem, as_json: bool) -> None:
         return
     for key, value in info.items():
         click.echo(f"{key}: {value}")
+    for name in info.get("access_hidden_sources") or ():
+        # Said in words, not only as a list value (QA D-7): these records are invisible to most callers.
+        click.echo(f"WARNING: source {name!r} is hidden from callers without see-all: its acl_query failed "
+                   f"(`oracle-rag sources list` shows the error; it clears on its next successful sync)")
 
 
 @click.group()

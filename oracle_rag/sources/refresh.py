@@ -373,8 +373,10 @@ class SourceRefresher:
                 result.rescoped = self.engine.write_access(conn, self._access_changes(conn, source, plan))
                 if result.rescoped and result.outcome == "unchanged":
                     result.outcome = "changed"
-                if source.acl_query is not None:
-                    self.engine.set_access_failure(conn, name, None)
+                # The access data the source declares NOW was read: an earlier acl_query failure
+                # no longer holds, whatever the policy has become (QA D-0: a group_column that
+                # replaced a failing acl_query left the source hidden for good).
+                self.engine.set_access_failure(conn, name, None)
                 mark = plan.watermark
                 conn.execute(self.engine.statement(q.RECORD_SUCCESS), {
                     "name": name, "definition_hash": source.definition_hash, "now": when,
