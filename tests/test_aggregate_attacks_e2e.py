@@ -117,8 +117,10 @@ def test_attacks_through_the_chat_api_and_stream(planted, chat_rag, text_check, 
         stored = conn.execute(sa.text("SELECT group_concat(CONTENT, ' ') FROM RAG_MESSAGE")).scalar_one() or ""
     assert CANARY not in stored
     after = _snapshot(planted)
-    assert {k: v for k, v in after.items() if not k.startswith("RAG_MESSAGE") and k != "RAG_CONVERSATION"} == \
-        {k: v for k, v in before.items() if not k.startswith("RAG_MESSAGE") and k != "RAG_CONVERSATION"}
+    # what the product itself writes for every answer: the conversation and the audit trail
+    written = ("RAG_CONVERSATION", "RAG_AUDIT")
+    assert {k: v for k, v in after.items() if not k.startswith("RAG_MESSAGE") and k not in written} == \
+        {k: v for k, v in before.items() if not k.startswith("RAG_MESSAGE") and k not in written}
     # The server is still up and answers a legitimate aggregate.
     llm.push_route(AGG_ONLY)
     llm.push(json.dumps({"sql": "SELECT COUNT(*) AS N FROM RAG_V_TASK"}), "N tasks.")

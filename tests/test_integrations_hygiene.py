@@ -77,8 +77,8 @@ def test_serve_v1_logs_and_spans_hold_no_secret(setup, tmp_path: Path) -> None:
             server.stop()
         assert any(LLM_KEY in r.headers.get("authorization", "") for r in llm.requests), "the key was used"
     log = server.log()
-    assert '"name": "POST /v1/chat/completions"' in log and '"name": "chat integ-model"' in log
-    assert '"name": "search semantic"' in log, "the spans were exported where this test reads"
+    assert 'span "POST /v1/chat/completions"' in log and 'span "chat integ-model"' in log
+    assert 'span "search semantic"' in log, "the spans were exported where this test reads"
     assert not leaks(log, {"token": token, "db password": DB_PASSWORD, "llm key": LLM_KEY})
     assert own.title not in log, "no question text in a span or log line without tracing_capture_content"
 
@@ -107,6 +107,6 @@ def test_mcp_stdio_logs_and_spans_hold_no_secret(setup, tmp_path: Path) -> None:
     errlog.seek(0)
     log = errlog.read()
     errlog.close()
-    assert '"name": "search semantic"' in log and '"name": "retrieval"' in log, "spans reached stderr"
+    assert 'span "search semantic"' in log and 'span "retrieval"' in log, "spans reached stderr"
     assert not leaks(log, {"token": token, "bad token": token[:-2] + "zz", "db password": DB_PASSWORD})
     assert own.title not in log and other.title not in log

@@ -157,8 +157,10 @@ def test_is_plsql(statement: str, plsql: bool) -> None:
 
 @pytest.mark.parametrize("path", sorted(SQL_ROOT.glob("oracle/**/*.sql")), ids=lambda p: p.name)
 def test_shipped_oracle_scripts_split_cleanly(path: Path) -> None:
-    statements = split_oracle_script(path.read_text("utf-8"))
-    assert statements
+    text = path.read_text("utf-8")
+    statements = split_oracle_script(text)
+    # a retired version (migrations.py) runs nothing and says which text it replaces
+    assert statements or "-- replaces checksum: " in text
     for sql in statements:
         assert sql == sql.strip()
         assert not sql.startswith("--")

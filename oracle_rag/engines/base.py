@@ -519,7 +519,7 @@ class Engine(ABC):
         if not best:
             return KeywordHits([], terms, weights), True
         rows = {int(r[10]): r for r in conn.execute(
-            self.statement(q.RECORD_KEYS, where), search_binds(scope, filters, where, ids=[rid for rid, _ in best]))}
+            self.statement(q.KEYS_OF_RECORDS, where), search_binds(scope, filters, where, ids=[rid for rid, _ in best]))}
         out = []
         complete = True
         for rid, value in best:

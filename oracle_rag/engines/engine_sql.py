@@ -578,7 +578,7 @@ ORDER BY SCORE, c.CHUNK_ID""", expanding=("f_types", "ids"))
 
 # The best records of a keyword leg (their chunk 0 ids), scope re-applied,
 # without text; the passage is chosen later, for the fused top k only.
-RECORD_KEYS = Sql.both(f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, '' AS CONTENT, c.TERM_COUNT AS SCORE,
+KEYS_OF_RECORDS = Sql.both(f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, '' AS CONTENT, c.TERM_COUNT AS SCORE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, NULL AS FACETS, c.CHUNK_ID AS RECORD_CHUNK_ID
 FROM RAG_CHUNK c
 WHERE c.CHUNK_ID IN :ids

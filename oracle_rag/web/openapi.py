@@ -62,8 +62,10 @@ ERROR_DESCRIPTIONS = {
 
 
 def _schemas(max_question_chars: int) -> dict[str, Any]:
-    citation = _obj({"source_type": _STR, "source_id": _STR,
-                     "snippet": {"type": "string", "maxLength": SNIPPET_CHARS}})
+    # anchor: how the answer cites the record ([TICKETS #1042]); history stored before it had none
+    citation = _obj({"source_type": _STR, "source_id": _STR, "anchor": _STR,
+                     "snippet": {"type": "string", "maxLength": SNIPPET_CHARS}},
+                    required=["source_type", "source_id", "snippet"])
     aggregate = _nullable(_obj({
         "sql": _nullable(_STR),
         "columns": {"type": "array", "items": _STR},
@@ -133,8 +135,9 @@ def _schemas(max_question_chars: int) -> dict[str, Any]:
                              "chunks": {"type": "array", "items": _obj({"chunk_no": _INT, "start": _INT,
                                                                          "end": _INT})},
                              "passage": _nullable(_obj({"start": _INT, "end": _INT}))}),
-        "Me": _obj({"employee_id": _INT, "name": _nullable(_STR),
-                    "role": {"type": "string", "enum": ["developer", "manager", "admin"]},
+        # roles come from EMPLOYEE.ROLE or a declared roles_query (any names); role is the first of them
+        "Me": _obj({"employee_id": _INT, "name": _nullable(_STR), "role": _STR,
+                    "roles": {"type": "array", "items": _STR}, "groups": {"type": "array", "items": _STR},
                     "sees_all": _BOOL, "demo": _BOOL}),
         "DemoIdentities": _obj({
             "demo": _BOOL, "notice": _STR,
