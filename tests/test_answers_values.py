@@ -184,3 +184,16 @@ def test_comparisons_on_a_declared_number_facet(orders, employee):
     assert "have no numbers" in answer.answer
     answer, _ = ask(system, "total amount of approved orders", employee)
     assert answer.structured is None or answer.structured.get("kind") not in ("list", "count")
+
+
+def test_a_lookup_shows_its_facets_and_a_dated_list_the_date_asked(orders):
+    system, rows = orders
+    row = rows[10]
+    answer, _ = ask(system, f"order {row['no']}", MANAGER)
+    facts = answer.answer.split("\n")[1]
+    assert f"stage: {row['stage']}" in facts and f"requested: {row['requested']}" in facts
+    day = (TODAY - dt.timedelta(days=3)).isoformat()
+    answer, _ = ask(system, f"urgent orders requested before {day}", MANAGER)
+    assert answer.structured["columns"][0] == "requested"
+    lines = [line for line in answer.answer.split("\n") if re.match(r"\d+\. \[", line)]
+    assert lines and all(re.search(r"\u2014 (\d{4}-\d{2}-\d{2})", line).group(1) < day for line in lines)

@@ -125,7 +125,11 @@ def columns(result: StructuredResult) -> list[tuple[str, str]]:
         m = vocab.meaning(t)
         shown = [vocab.facets[n] for n in m.display if n in vocab.facets] or [
             f for f in vocab.facets_of(t) if (f.kind == "enum" and f.display) or f.person or f.name == m.due]
-        for f in shown:
+        # a date or number the question compares ("requested before ...", "over 10000") is shown first,
+        # so the reader can check each record against it
+        asked = [vocab.facets[c.facet] for c in result.understanding.conditions_of(t)
+                 if c.facet in vocab.types.get(t, ()) and vocab.facets[c.facet].kind in ("date", "number")]
+        for f in [*dict.fromkeys(asked), *shown]:
             if (f.name, f.label) not in out:
                 out.append((f.name, f.label))
     if not out:
@@ -138,7 +142,7 @@ def record_values(record: Record, result: StructuredResult, caller_id: int | Non
     for name, label in columns(result):
         if name in record.facets:
             value = record.facets[name]
-            shown = value_text(result.vocab, name, value, None)
+            shown = value_text(result.vocab, name, value, None, result.understanding.language)
             out[label] = "-" if shown == "none" else shown
     return out
 
@@ -280,6 +284,24 @@ def _count_lines(result: StructuredResult, desc: str, caller_id: int | None) -> 
     return lines
 
 
+def _lookup_facts(record: Record, result: StructuredResult, text: str) -> str:
+    """A looked-up record's display facets its text does not already say (a SQL row's stage, dates,
+    person), as "label: value" joined by middots."""
+    vocab = result.vocab
+    m = vocab.meaning(record.source_type)
+    lang = result.understanding.language
+    names = [n for n in m.display if n in vocab.facets] or [n for n in vocab.types.get(record.source_type, ())]
+    parts = []
+    for name in names:
+        value = record.facets.get(name)
+        if value is None:
+            continue
+        shown = value_text(vocab, name, value, None, lang)
+        if shown and shown not in text:
+            parts.append(f"{vocab.facets[name].label_in(lang)}: {shown}")
+    return " \u00b7 ".join(parts)
+
+
 def _lookup_text(result: StructuredResult) -> str:
     u = result.understanding
     lines: list[str] = []
@@ -292,6 +314,9 @@ def _lookup_text(result: StructuredResult) -> str:
         head = head[len(record.anchor):].strip() if head.startswith(record.anchor) else head
         lines.append(f"{record.anchor} {head}")
         rest = body[1:]
+        facts = _lookup_facts(record, result, "\n".join(body[:12]))
+        if facts:
+            lines.append(facts)
         if record.passage:
             lines.extend(line for line in rest[:2] if line not in record.passage)
             lines.extend(record.passage.split("\n"))
