@@ -232,7 +232,8 @@ def run(rag: RagSystem, questions: list[dict[str, Any]], chat: Chat, today: dt.d
             assert done is not None
             answer = done.to_dict()
             computed = plain.answer(q["question"], caller, store=False, mode=mode).answer if plain else ""
-            cited_text = "\n".join(c["snippet"] for c in answer["citations"])
+            # the records cited (their anchors: the checker let only given records be cited) and their snippets
+            cited_text = "\n".join(f'{c["anchor"]} {c["snippet"]}' for c in answer["citations"])
             if answer["route"] != "structured":  # what the guarded query returned is computed too
                 agg = answer["aggregate"] or {}
                 computed = "\n".join(" ".join(str(v) for v in row) for row in agg.get("rows") or [])
@@ -240,6 +241,7 @@ def run(rag: RagSystem, questions: list[dict[str, Any]], chat: Chat, today: dt.d
                 computed = ""
             numbers, anchors = audit(answer["answer"], computed, cited_text)
             extra = {"ttft": round(first_token or 0.0, 3), "checked": answer["checked"], "route": answer["route"],
+                     "answer": answer["answer"],
                      "unsupported_numbers": numbers, "unsupported_anchors": anchors}
         else:
             answer = chat.answer(q["question"], caller, store=False, mode=mode).to_dict()
