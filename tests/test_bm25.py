@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from bm25_reference import ranking as reference_ranking
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from oracle_rag import bm25
@@ -194,6 +194,9 @@ def _results(rag: Any, query: str, caller: Caller) -> dict[str, list[tuple[str, 
        hidden=st.lists(text, min_size=1, max_size=5), query=st.lists(st.sampled_from(WORDS), min_size=1,
                                                                       max_size=3).map(" ".join))
 def test_records_the_caller_cannot_see_change_nothing(notes, oracle_form, mine, org, hidden, query) -> None:
+    # Two visible records of the very same text tie for every query, in an order a reset may change
+    # (chunk ids are renumbered): the property is about others' records, so visible texts differ.
+    assume(len(set(mine + org)) == len(mine) + len(org))
     system, sql_path, source = notes
     visible = {f"m{i}": (t, ME) for i, t in enumerate(mine)} | {f"o{i}": (t, None) for i, t in enumerate(org)}
     developer = Caller(ME, "developer")
