@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from oracle_rag.access import CallerDirectory, directory_for, load_caller
 from oracle_rag.caller import Caller
-from oracle_rag.engines import RecordAccess
+from oracle_rag.engines import RecordAccess, facets_value
 from oracle_rag.errors import AccessError, ConfigurationError, NotFoundError
 from oracle_rag.sources.access import LEGACY, OWNER_ONLY, PUBLIC, AccessPolicy, record_access
 from oracle_rag.sources.sql_query import SqlSource
@@ -239,6 +239,33 @@ def test_a_failure_is_cleared_when_the_source_now_reads_its_access_another_way(h
         assert fixed.status()["access_hidden_sources"] == []
     finally:
         fixed.close()
+
+
+def test_the_group_column_can_also_be_a_facet(helpdesk: RagSystem, make_settings) -> None:
+    """QA D-3: `team` as group_column AND facet used to read null on every row ("per team: none")."""
+    sources = dict(SOURCES, tickets=dict(SOURCES["tickets"], facet_columns={"team": "enum"}))
+    rag = RagSystem(make_settings(sources=sources, see_all_roles="lead",
+                                  access_groups_query="SELECT member_id, team FROM team_member",
+                                  access_roles_query="SELECT member_id, role FROM member_role"))
+
+    def facets() -> dict[str, object]:
+        with rag.engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT SOURCE_ID, FACETS FROM RAG_CHUNK WHERE SOURCE_TYPE = 'tickets'"))
+            return {str(r[0]): facets_value(r[1]).get("team") for r in rows}
+
+    try:
+        assert {r.name: r for r in rag.sql_sources().sync()}["tickets"].outcome == "changed"
+        assert facets() == {f"tickets#{t[0]}": t[4] for t in TICKETS}
+        for employee_id in (101, 102, 103, 104, 105):
+            caller = _caller(rag, employee_id)
+            assert _visible(rag, caller) == _expected(rag, caller), employee_id
+        _exec(rag, "UPDATE ticket SET team = 'net' WHERE id = 3")
+        result = {r.name: r for r in rag.sql_sources().sync()}["tickets"]
+        assert result.updated == 1  # the facet changed: the chunk is rewritten, with its new access
+        assert facets()["tickets#3"] == "net"
+        assert "tickets#3" in _visible(rag, _caller(rag, 102)) and "tickets#3" not in _visible(rag, _caller(rag, 101))
+    finally:
+        rag.close()
 
 
 def test_a_failed_groups_query_fails_closed(make_settings) -> None:

@@ -555,6 +555,11 @@ class _Plan:
                 raise ConfigurationError(f"source {name!r}: group_column {source.group_column!r} already plays "
                                          f"another role", key=f"sources.{name}.group_column")
             roles["group"] = index
+        # A column that plays a role is not metadata, except a group_column also declared a facet
+        # (QA D-3: "per team" read none on every row): it stays metadata so the facet reads it,
+        # and, being hashed with the facets, a change of it rewrites the chunk as any facet does.
+        facet_labels = {label.lower() for label in source.facet_columns}
+        skip = {i for role, i in roles.items() if role != "group" or labels[i].lower() not in facet_labels}
         for label in source.facet_columns:
             if label.lower() not in position:
                 raise ConfigurationError(
@@ -568,7 +573,7 @@ class _Plan:
         reserved = source.reserved_metadata()
         metadata = []
         for i, label in enumerate(labels):
-            if i in roles.values():
+            if i in skip:
                 continue
             if label.lower() in reserved:
                 raise ConfigurationError(
