@@ -155,3 +155,15 @@ def test_meaning_options_are_checked_with_the_key_named():
     assert (m.mine, m.lifecycle, m.done, m.due, m.anchor) == ("owner_id", "state", ("SOLVED",), "due", "TICKETS")
     assert m.nouns["en"] == ("ticket", "tickets") and "caso" in m.words
     assert [f.name for f in source.facets if f.person] == ["owner_id"]
+
+
+def test_a_cue_of_several_words_names_its_date(tickets, make_settings):
+    system, rows = tickets
+    from oracle_rag.system import RagSystem
+
+    cued = dict(SOURCE, facet_cues={**SOURCE["facet_cues"], "opened": ["fecha de alta"], "due": ["fecha limite"]})
+    other = RagSystem(make_settings(sources={"tickets": cued}), engine=system.engine)
+    answer, caller = ask(other, "¿cuántos tickets con fecha de alta antes del 2026-02-20?", MANAGER)
+    assert first_number(answer.answer) == sum(1 for r in rows if r["opened"] < "2026-02-20")
+    answer, caller = ask(other, "¿cuántos tickets con fecha límite antes del 2026-02-20?", MANAGER)
+    assert first_number(answer.answer) == sum(1 for r in rows if r["due"] and r["due"] < "2026-02-20")

@@ -165,7 +165,7 @@ def _number_facet(vocab: Vocabulary, source_type: str, intent: Intent,
     """The number facet a comparison is about: the one whose cue is next to it, else the only one."""
     numeric = [vocab.facets[n] for n in vocab.types.get(source_type, ()) if vocab.facets[n].kind == "number"]
     for f in numeric:
-        if {w for c in f.cues for w in fold(c).split()} & set(intent.cues):
+        if {w for c in f.cues for w in [fold(c), *fold(c).split()]} & set(intent.cues):
             return f, None
     if len(numeric) == 1:
         return numeric[0], None

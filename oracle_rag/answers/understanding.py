@@ -105,8 +105,10 @@ class QueryParser:
             for cue in facet.cues:
                 self.cues.setdefault(fold(cue), []).append(facet.name)
         self.date_cues = {fold(c) for f in vocab.facets.values() if f.kind == "date" for c in f.cues} | lx.DUE_CUES
+        self.long_cues = {tuple(c.split()) for c in self.cues if " " in c} - set(self.table)
+        self.long_cues_max = max((len(c) for c in self.long_cues), default=0)
         self.number_cues = {w for f in vocab.facets.values() if f.kind == "number" for c in f.cues
-                            for w in fold(c).split()}
+                            for w in [fold(c), *fold(c).split()]}
         known = {w for phrase in self.table for w in phrase} | set(vocab.type_words) | set(self.cues) \
             | set(lx.STOPWORDS) | set(lx.SPANISH) | set(lx.ENGLISH) | set(lx.OTHER_AGGREGATE) | set(lx.RECORD_WORDS)
         candidates = {w for phrase in self.table for w in phrase} | set(vocab.type_words) | set(self.cues)
@@ -139,6 +141,7 @@ class QueryParser:
                 if tok.start < end and tok.end > start:
                     tok.used = why
         out.language = self._language = language_of([t.word for t in tokens])
+        tokens = self._join_cues(tokens, question)
         self._correct(tokens, out)
         for b_start, op, day, text in bounds:
             intents.append(Intent("bound", False, text, op=op, day=day, cues=self._near_cues(tokens, b_start),
@@ -234,6 +237,28 @@ class QueryParser:
                 t.word, t.typed = t.typed, ""
                 undone = True
         return undone
+
+    def _join_cues(self, tokens: list[_Token], question: str) -> list[_Token]:
+        """A cue of several words ("fecha limite", "needed by", "story points") becomes one token, so it
+        names its facet like a one-word cue does (a phrase that is also a value or a lexicon phrase stays
+        as it is)."""
+        if not self.long_cues:
+            return tokens
+        out: list[_Token] = []
+        i = 0
+        while i < len(tokens):
+            for n in range(min(self.long_cues_max, len(tokens) - i), 1, -1):
+                window = tokens[i:i + n]
+                phrase = tuple(t.word for t in window)
+                if phrase in self.long_cues and all(t.used is None for t in window):
+                    out.append(_Token(question[window[0].start:window[-1].end], " ".join(phrase),
+                                      window[0].start, window[-1].end))
+                    i += n
+                    break
+            else:
+                out.append(tokens[i])
+                i += 1
+        return out
 
     def _number_cues(self, tokens: list[_Token], start: int, end: int) -> tuple[str, ...]:
         """Number facets' cue words next to a comparison ("amount above 5k", "more than 3 story points");
