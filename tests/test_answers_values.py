@@ -126,6 +126,8 @@ def test_an_unknown_value_word_next_to_the_record_word_is_said(orders, demo_rag,
     answer, _ = ask(other, "¿cuántos pedidos cancelados hay?", MANAGER)
     assert first_number(answer.answer) == len(rows) and "\u201ccancelados\u201d no es un valor" in answer.answer
     # a known word is no such note
+    answer, _ = ask(other, "pedidos de mobiliario urgentes", MANAGER)
+    assert "\u201cmobiliario\u201d no es un valor" in answer.answer
     answer, _ = ask(other, "how many approved orders?", MANAGER)
     assert not answer.structured["notes"]
 

@@ -194,11 +194,13 @@ class QueryParser:
     def _unknown_values(self, tokens: list[_Token], out: Understanding) -> list[str]:
         """Not silent: a word that reads like a value of the records named ("rechazados" in "mis pedidos
         rechazados", "rejected orders") but is no known value is said, not dropped: the word right before
-        the record word in English, right after it in Spanish, when it is no word of the lexicon."""
+        the record word in English, right after it (or after its "de") in Spanish, when it is no known word."""
         notes = []
         step = 1 if out.language == "es" else -1
         for i, t in enumerate(tokens):
             j = i + step
+            if step == 1 and j + 1 < len(tokens) and tokens[j].word in ("de", "del") and tokens[j].used is None:
+                j += 1  # "pedidos de mobiliario"
             if t.used != "type" or not 0 <= j < len(tokens):
                 continue
             w = tokens[j]
