@@ -199,3 +199,9 @@ def test_a_lookup_shows_its_facets_and_a_dated_list_the_date_asked(orders):
     assert answer.structured["columns"][0] == "requested"
     lines = [line for line in answer.answer.split("\n") if re.match(r"\d+\. \[", line)]
     assert lines and all(re.search(r"\u2014 (\d{4}-\d{2}-\d{2})", line).group(1) < day for line in lines)
+
+
+def test_spanish_none_agrees_with_the_declared_noun(orders):
+    system, _ = orders
+    answer, _ = ask(system, "mis pedidos rechazados de mobiliario urgentes", 12)  # 12 requests no furniture
+    assert answer.structured["total"] == 0 and answer.answer.startswith("Ningún pedido ")

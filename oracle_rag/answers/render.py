@@ -224,8 +224,10 @@ def _render_text(result: StructuredResult, caller_id: int | None) -> str:
         types = u.targets or [kind or ""]
         nouns = (" or " if lang == "en" else " ni ").join(noun(vocab, t, 2 if lang == "en" else 1, lang)
                                                           for t in types)
+        # "ninguna tarea", "ningún pedido": the Spanish article follows the first noun's ending
+        article = "Ninguna" if nouns.split(" ni ")[0].endswith("a") else "Ningún"
         lines.append(f"No {nouns} you may see match {desc}." if lang == "en" else
-                     f"Ninguna {nouns} visible para usted coincide con {desc}.")
+                     f"{article} {nouns} visible para usted coincide con {desc}.")
     else:
         shown = len(result.records)
         if len(result.totals) > 1:
