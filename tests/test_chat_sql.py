@@ -80,14 +80,16 @@ def test_sqlite_v3_applies_and_enforces_its_constraints(rag) -> None:
             try:
                 with conn.begin_nested():
                     conn.execute(query(chat_sql.INSERT_MESSAGE),
-                                 {"conversation_id": "a" * 32, "content": "x", **bad})
+                                 {"conversation_id": "a" * 32, "content": "x", "understood": None,
+                                  "guarded_sql": None, **bad})
             except sa.exc.IntegrityError:
                 continue
             raise AssertionError(f"accepted {bad}")
         try:
             with conn.begin_nested():
                 conn.execute(query(chat_sql.INSERT_MESSAGE),
-                             {"conversation_id": "b" * 32, "role": "user", "content": "x", "citations": None})
+                             {"conversation_id": "b" * 32, "role": "user", "content": "x", "citations": None,
+                              "understood": None, "guarded_sql": None})
         except sa.exc.IntegrityError:
             pass
         else:

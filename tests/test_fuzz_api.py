@@ -105,7 +105,7 @@ def test_the_served_document_is_the_built_one(web) -> None:
     # path is left out of what it tests when loaded from the app)
     loaded = schemathesis.openapi.from_wsgi("/api/openapi.json", web.app)
     assert {op.ok().label for op in loaded.get_all_operations()} | {"GET /api/openapi.json"} == {
-        "POST /api/chat", "POST /api/chat/stream", "GET /api/conversations",
+        "POST /api/chat", "POST /api/chat/stream", "POST /api/feedback", "GET /api/conversations",
         "GET /api/conversations/{conversation_id}", "GET /api/chunks/{source_type}/{source_id}", "GET /api/me",
         "GET /api/demo/identities", "GET /api/openapi.json", "GET /healthz", "GET /metrics"}
 

@@ -59,7 +59,8 @@ def test_text_alone_would_bind_nvarchar(engine: OracleEngine) -> None:
 
 @pytest.mark.parametrize(("name", "clause", "clobs"), [
     ("UPSERT_CHUNK", lambda e: e.statement(engine_sql.UPSERT_CHUNK), {"content", "access_groups_json"}),
-    ("INSERT_MESSAGE", lambda e: e.statement(chat_sql.INSERT_MESSAGE), {"content", "citations"}),
+    ("INSERT_MESSAGE", lambda e: e.statement(chat_sql.INSERT_MESSAGE),
+     {"content", "citations", "understood", "guarded_sql"}),
     ("UPSERT_DOCUMENT", lambda e: e.statement(sql_query_sql.UPSERT_DOCUMENT), {"metadata"}),
 ])
 def test_clob_columns_are_bound_as_db_type_clob(engine: OracleEngine, name: str, clause: Any,

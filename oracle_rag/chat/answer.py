@@ -86,6 +86,7 @@ class ChatAnswer:
     aggregate: AggregateResult | None = None
     structured: dict[str, Any] | None = None  # what was understood and computed (answers.render)
     checked: dict[str, Any] | None = None  # the model's sentences checked and removed (chat.checking)
+    message_id: int | None = None  # the stored answer's id, what POST /api/feedback rates (None: not stored)
 
     @property
     def model_answered(self) -> bool:
@@ -103,6 +104,7 @@ class ChatAnswer:
             "aggregate": aggregate_dict(self.aggregate),
             "structured": self.structured,
             "checked": self.checked,
+            "message_id": self.message_id,
         }
 
 
@@ -260,18 +262,22 @@ class Chat:
 
     def _finish(self, prep: _Prepared, text: str, citations: list[Citation], answerer: str,
                 checked: dict[str, Any] | None = None) -> ChatAnswer:
+        guarded_sql = prep.aggregate.sql if prep.aggregate is not None else None
+        details = (structured_render.structured_dict(prep.structured, prep.caller.employee_id)
+                   if prep.structured is not None else None)
+        message_id = None
         if prep.store and prep.conversation_id is not None:
-            self.store.append_turn(prep.conversation_id, prep.caller.employee_id, prep.question, text, citations,
-                                   new=prep.new_conversation)
+            understood = {"kind": details["kind"], "filters": details["filters"]} if details else None
+            message_id = self.store.append_turn(prep.conversation_id, prep.caller.employee_id, prep.question, text,
+                                                citations, new=prep.new_conversation, understood=understood,
+                                                guarded_sql=guarded_sql)
         self._observe("answer", 0.0, answerer=answerer)
         audit_for(self.rag.engine).record(
             prep.caller.employee_id, "answer", [(c.source_type, c.source_id) for c in citations],
-            guarded_sql=prep.aggregate.sql if prep.aggregate is not None else None, question=prep.question)
+            guarded_sql=guarded_sql, question=prep.question)
         route_name = "structured" if prep.structured is not None else prep.route.name if prep.route else "retrieval"
-        details = (structured_render.structured_dict(prep.structured, prep.caller.employee_id)
-                   if prep.structured is not None else None)
         return ChatAnswer(text, citations, prep.conversation_id if prep.store else None, prep.retrieval, answerer,
-                          route_name, prep.aggregate, details, checked)
+                          route_name, prep.aggregate, details, checked, message_id)
 
     def _answerer(self, prep: _Prepared) -> str:
         if prep.structured is not None:

@@ -52,11 +52,17 @@ FETCH FIRST :limit ROWS ONLY""",
 )
 
 # Oracle CLOB columns: bound as CLOB so long answers are not cut at the VARCHAR2 limit.
+# UNDERSTOOD (the structured part's kind and filters) and GUARDED_SQL: migration V12 (SQLite) / V11 (Oracle),
+# what a rating of this answer carries (chat/feedback.py).
 INSERT_MESSAGE = Sql.both(
-    "INSERT INTO RAG_MESSAGE (CONVERSATION_ID, ROLE, CONTENT, CITATIONS) "
-    "VALUES (:conversation_id, :role, :content, :citations)",
-    clobs=("content", "citations"),
+    "INSERT INTO RAG_MESSAGE (CONVERSATION_ID, ROLE, CONTENT, CITATIONS, UNDERSTOOD, GUARDED_SQL) "
+    "VALUES (:conversation_id, :role, :content, :citations, :understood, :guarded_sql)",
+    clobs=("content", "citations", "understood", "guarded_sql"),
 )
+
+# The id of the message just stored: read in the same transaction, after the conversation row was
+# inserted or updated (that row lock orders two appends to one conversation), so it is this turn's answer.
+LAST_MESSAGE_ID = Sql.both("SELECT MAX(MESSAGE_ID) FROM RAG_MESSAGE WHERE CONVERSATION_ID = :conversation_id")
 
 LIST_MESSAGES = Sql.both("""SELECT MESSAGE_ID, ROLE, CONTENT, CITATIONS, CREATED_AT
 FROM RAG_MESSAGE

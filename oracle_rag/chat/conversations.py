@@ -116,8 +116,13 @@ class ConversationStore:
         return [Turn(str(r[1]), _text(r[2])) for r in reversed(rows)]
 
     def append_turn(self, conversation_id: str, employee_id: int, question: str, answer: str,
-                    citations: Sequence[Citation], *, new: bool) -> None:
-        """Store a question and its answer; creates the conversation when ``new``."""
+                    citations: Sequence[Citation], *, new: bool, understood: dict[str, Any] | None = None,
+                    guarded_sql: str | None = None) -> int:
+        """Store a question and its answer; creates the conversation when ``new``.
+
+        Returns the answer's message id (what a client rates, chat/feedback.py). ``understood`` and
+        ``guarded_sql`` are kept with the answer so a rating carries them.
+        """
         cited = json.dumps([c.to_dict() for c in citations], ensure_ascii=False)
         with self.engine.begin_exclusive() as conn:
             if new:
@@ -129,8 +134,13 @@ class ConversationStore:
                                        {"conversation_id": conversation_id, "employee_id": int(employee_id)})
                 if not touched.rowcount:
                     raise NotFoundError("conversation not found")
-            conn.execute(self.engine.statement(q.INSERT_MESSAGE), [
-                {"conversation_id": conversation_id, "role": "user", "content": question, "citations": None},
-                {"conversation_id": conversation_id, "role": "assistant", "content": answer,
-                 "citations": cited},
-            ])
+            conn.execute(self.engine.statement(q.INSERT_MESSAGE),
+                         {"conversation_id": conversation_id, "role": "user", "content": question,
+                          "citations": None, "understood": None, "guarded_sql": None})
+            conn.execute(self.engine.statement(q.INSERT_MESSAGE),
+                         {"conversation_id": conversation_id, "role": "assistant", "content": answer,
+                          "citations": cited,
+                          "understood": json.dumps(understood, ensure_ascii=False) if understood else None,
+                          "guarded_sql": guarded_sql})
+            return int(conn.execute(self.engine.statement(q.LAST_MESSAGE_ID),
+                                    {"conversation_id": conversation_id}).scalar_one())

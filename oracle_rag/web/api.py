@@ -21,6 +21,7 @@ from ..caller import Caller
 from ..chat.answer import check_drop
 from ..chat.chunks import chunk_detail
 from ..chat.conversations import ConversationStore
+from ..chat.feedback import FeedbackStore, check_comment, check_rating
 from ..errors import AccessError, InputError, LLMError, NotFoundError, RagError
 from ..hosts import is_loopback_request
 from . import json_errors
@@ -31,6 +32,7 @@ api_bp = Blueprint("oracle_rag_api", __name__)
 json_errors.register(api_bp)
 
 CHAT_FIELDS = {"question", "conversation_id", "mode", "drop_filters"}
+FEEDBACK_FIELDS = {"message_id", "rating", "comment"}
 
 
 # -- request plumbing -----------------------------------------------------------
@@ -174,6 +176,22 @@ def conversation(conversation_id: str) -> Response:
     summary = store.get(conn, conversation_id, caller.employee_id)
     messages = store.messages(conn, conversation_id, caller.employee_id)
     return jsonify({**summary.to_dict(), "messages": [m.to_dict() for m in messages]})
+
+
+# -- feedback ------------------------------------------------------------------------
+@api_bp.post("/feedback")
+def feedback() -> tuple[Response, int]:
+    """Thumbs up/down on one of the caller's stored answers (``message_id`` of the answer's JSON)."""
+    caller = current_caller()
+    body = _json_object(FEEDBACK_FIELDS)
+    message_id = body.get("message_id")
+    if isinstance(message_id, bool) or not isinstance(message_id, int):
+        raise InputError("message_id is required and must be an integer")
+    rating = check_rating(body.get("rating"))
+    comment = check_comment(body.get("comment"))
+    release_db()
+    FeedbackStore(state().rag.engine).record(message_id, caller.employee_id, rating, comment)
+    return jsonify({"recorded": True, "message_id": message_id, "rating": body["rating"]}), 201
 
 
 # -- citation detail ----------------------------------------------------------------

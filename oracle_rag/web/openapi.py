@@ -103,7 +103,16 @@ def _schemas(max_question_chars: int) -> dict[str, Any]:
             "structured": _ref("Structured"),
             "checked": _nullable(_obj({"sentences": _INT, "removed": _INT, "model_error": _STR},
                                       required=["sentences", "removed"])),
+            "message_id": {"type": "integer", "nullable": True,
+                           "description": "the stored answer's id, what POST /feedback rates (null: not stored)"},
         }),
+        "FeedbackRequest": _obj({
+            "message_id": {"type": "integer", "description": "an answer's message_id, in one of your conversations"},
+            "rating": {"type": "string", "enum": ["up", "down"]},
+            "comment": {"type": "string", "nullable": True, "maxLength": 2000},
+        }, ["message_id", "rating"]),
+        "FeedbackRecorded": _obj({"recorded": _BOOL, "message_id": _INT,
+                                  "rating": {"type": "string", "enum": ["up", "down"]}}),
         "Structured": _nullable(_obj({
             "kind": {"type": "string", "enum": ["lookup", "list", "count", "notice"]},
             "type": _nullable(_STR), "language": {"type": "string", "enum": ["en", "es"]},
@@ -216,6 +225,13 @@ def build_spec(api_prefix: str = "/api", ops_prefix: str = "", *, max_question_c
                 "parameters": [_path_param("conversation_id", "32 hex characters; anyone else's is a 404")],
                 "responses": {"200": _json(_ref("Conversation"), "the conversation"),
                               **_errors("404", *_AUTH_ERRORS)},
+            }},
+            f"{api}/feedback": {"post": {
+                "operationId": "feedback", "summary": "Thumbs up/down (and a comment) on one of your answers",
+                "requestBody": {"required": True,
+                                "content": {"application/json": {"schema": _ref("FeedbackRequest")}}},
+                "responses": {"201": _json(_ref("FeedbackRecorded"), "recorded"),
+                              **_errors("400", "404", "413", "415", *_AUTH_ERRORS)},
             }},
             f"{api}/chunks/{{source_type}}/{{source_id}}": {"get": {
                 "operationId": "getChunk", "summary": "A cited record's whole text, if your scope allows it",

@@ -1,0 +1,38 @@
+"""Every statement feedback on answers sends (migration V12 SQLite / V11 Oracle, ``RAG_FEEDBACK``).
+
+Ownership is part of the insert: a message of another caller's conversation (or a question, or a
+missing id) inserts no row, which the caller reports as "not found".
+"""
+
+from __future__ import annotations
+
+from ..engines.statements import Sql
+
+# Copies what was understood and the guarded SQL from the rated answer; never its rows.
+INSERT_FEEDBACK = Sql.both("""INSERT INTO RAG_FEEDBACK (MESSAGE_ID, CALLER_ID, RATING, COMMENT_TEXT, UNDERSTOOD, GUARDED_SQL)
+SELECT m.MESSAGE_ID, :caller_id, :rating, :comment_text, m.UNDERSTOOD, m.GUARDED_SQL
+FROM RAG_MESSAGE m
+JOIN RAG_CONVERSATION c ON c.CONVERSATION_ID = m.CONVERSATION_ID
+WHERE m.MESSAGE_ID = :message_id
+  AND m.ROLE = 'assistant'
+  AND c.EMPLOYEE_ID = :caller_id""")
+
+# Each rating with the answer it rates and the question asked just before it in the same conversation.
+# :since is an ISO-8601 time without zone ('YYYY-MM-DDTHH:MM:SS', UTC); NULL binds mean "any".
+_LIST = """SELECT f.FEEDBACK_ID, f.MESSAGE_ID, f.CALLER_ID, f.RATING, f.COMMENT_TEXT, f.UNDERSTOOD, f.GUARDED_SQL,
+       f.CREATED_AT, m.CONTENT,
+       (SELECT q.CONTENT FROM RAG_MESSAGE q
+        WHERE q.MESSAGE_ID = (SELECT MAX(u.MESSAGE_ID) FROM RAG_MESSAGE u
+                              WHERE u.CONVERSATION_ID = m.CONVERSATION_ID
+                                AND u.ROLE = 'user'
+                                AND u.MESSAGE_ID < m.MESSAGE_ID)) AS QUESTION
+FROM RAG_FEEDBACK f
+JOIN RAG_MESSAGE m ON m.MESSAGE_ID = f.MESSAGE_ID
+WHERE (:rating IS NULL OR f.RATING = :rating)
+  AND (:since IS NULL OR f.CREATED_AT >= {since})
+ORDER BY f.FEEDBACK_ID"""
+
+LIST_FEEDBACK = Sql(
+    sqlite=_LIST.format(since=":since"),
+    oracle=_LIST.format(since="TO_TIMESTAMP(:since, 'YYYY-MM-DD\"T\"HH24:MI:SS')"),
+)
