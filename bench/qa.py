@@ -274,6 +274,16 @@ def run(rag: RagSystem, questions: list[dict[str, Any]], chat: Chat, today: dt.d
     return out
 
 
+def load_questions(path: Path) -> list[dict]:
+    """A question set's questions; items marked ``needs_truth`` (``oracle-rag feedback export``) are left out
+    until a person writes their truth."""
+    questions = json.loads(path.read_text(encoding="utf-8"))["questions"]
+    ready = [q for q in questions if not q.get("needs_truth")]
+    if len(ready) < len(questions):
+        print(f"{path}: {len(questions) - len(ready)} question(s) still need their truth; skipped")
+    return ready
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--data-dir", default=str(ROOT / ".oracle-rag" / "bench-qa"))
@@ -293,9 +303,9 @@ def main() -> None:
     today = dt.date.fromisoformat(args.today)
     sets = []
     if args.domain in ("tasks", "both"):
-        sets.append(("tasks", json.loads(Path(args.questions).read_text(encoding="utf-8"))["questions"], VISIBLE))
+        sets.append(("tasks", load_questions(Path(args.questions)), VISIBLE))
     if args.domain in ("tickets", "both"):
-        sets.append(("tickets", json.loads(Path(args.ticket_questions).read_text(encoding="utf-8"))["questions"],
+        sets.append(("tickets", load_questions(Path(args.ticket_questions)),
                      qa_tickets.VISIBLE))
     if args.sample:
         sets = [(domain, sample(questions, args.sample), visible) for domain, questions, visible in sets]

@@ -3,6 +3,7 @@ real SQLite; the stored rows read back through the store and the CLI."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -37,7 +38,8 @@ def test_an_answer_is_rated_with_what_was_understood(web) -> None:
     assert row.question == "how many open tasks are there?"
     assert row.answer == answer["answer"]
     if answer["structured"] is not None:
-        assert row.understood == {"kind": answer["structured"]["kind"], "filters": answer["structured"]["filters"]}
+        s = answer["structured"]
+        assert row.understood == {"kind": s["kind"], "filters": s["filters"], "language": s["language"]}
     sql = (answer.get("aggregate") or {}).get("sql")
     assert row.guarded_sql == sql
 
@@ -82,3 +84,43 @@ def test_openapi_documents_feedback(web) -> None:
     spec = web.client.get("/api/openapi.json").get_json()
     assert "201" in spec["paths"]["/api/feedback"]["post"]["responses"]
     assert "message_id" in spec["components"]["schemas"]["ChatAnswer"]["properties"]
+
+
+def test_cli_lists_and_exports_ratings_as_a_question_set(web, cli, tmp_path) -> None:
+    up = ask(web, DEV_A, "how many open tasks are there?")
+    down = ask(web, DEV_B, "what is blocked?")
+    for who, answer, rating in ((DEV_A, up, "up"), (DEV_B, down, "down")):
+        r = web.client.post("/api/feedback", json={"message_id": answer["message_id"], "rating": rating,
+                                                   "comment": f"{rating} comment"}, headers=web.as_(who))
+        assert r.status_code == 201
+    listed = cli("feedback", "list", "--json")
+    assert listed.exit_code == 0, listed.output
+    rows = [json.loads(line) for line in listed.output.splitlines()]
+    assert [(r["caller_id"], r["rating"]) for r in rows] == [(DEV_A, "up"), (DEV_B, "down")]
+    only_down = cli("feedback", "list", "--rating", "down")
+    assert only_down.exit_code == 0 and "what is blocked?" in only_down.output and "open tasks" not in only_down.output
+    assert cli("feedback", "list", "--since", "2999-01-01").output == ""
+    assert cli("feedback", "list", "--since", "yesterday").exit_code != 0
+
+    out = tmp_path / "fb.json"
+    result = cli("feedback", "export", "--out", out, "--rating", "down")
+    assert result.exit_code == 0, result.output
+    [item] = json.loads(out.read_text(encoding="utf-8"))["questions"]
+    assert item["question"] == "what is blocked?" and item["as"] == DEV_B and item["rating"] == "down"
+    assert item["answer_given"] == down["answer"] and item["truth"] is None and item["needs_truth"] is True
+    assert {"id", "category", "lang", "as", "question", "truth"} <= set(item)
+
+
+def test_bench_qa_skips_items_that_need_truth(tmp_path) -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import qa
+
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps({"questions": [
+        {"id": "a", "category": "count", "lang": "en", "as": 3, "question": "q", "truth": "SELECT 1"},
+        {"id": "fb1", "category": "topic", "lang": "en", "as": 3, "question": "q", "truth": None,
+         "needs_truth": True}]}), encoding="utf-8")
+    assert [q["id"] for q in qa.load_questions(path)] == ["a"]

@@ -267,7 +267,8 @@ class Chat:
                    if prep.structured is not None else None)
         message_id = None
         if prep.store and prep.conversation_id is not None:
-            understood = {"kind": details["kind"], "filters": details["filters"]} if details else None
+            understood = ({"kind": details["kind"], "filters": details["filters"], "language": details["language"]}
+                          if details else None)
             message_id = self.store.append_turn(prep.conversation_id, prep.caller.employee_id, prep.question, text,
                                                 citations, new=prep.new_conversation, understood=understood,
                                                 guarded_sql=guarded_sql)

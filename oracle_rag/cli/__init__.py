@@ -15,6 +15,7 @@ to exit codes, the system opened and closed per invocation) is in
 * :mod:`.integrations`: ``mcp``
 * :mod:`.access`: ``audit``, ``provision --vpd``
 * :mod:`.llm`: ``llm check``
+* :mod:`.feedback`: ``feedback list|export``
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from . import (
     aggregate,
     database,
     demo,
+    feedback,
     integrations,
     llm,
     readpath,
@@ -68,6 +70,7 @@ for command in (
     access.audit,
     access.provision,
     llm.llm,
+    feedback.feedback,
 ):
     main.add_command(command)
 
