@@ -264,4 +264,7 @@ def provision_vpd(engine: Engine) -> list[str]:
                 done.append(f"created {what}")
     except Exception as exc:
         raise wrap_driver_error(exc, "provisioning the VPD policy") from None
+    if not engine.settings.access_vpd:
+        done.append("now set [access] vpd = true (access_vpd) and restart: until then this schema's own "
+                    "sessions have no access context and read no RAG_CHUNK row")
     return done

@@ -23,6 +23,7 @@ from ..scripts import is_plsql, split_oracle_script
 from ..tracing import tag_oracle_sessions
 from . import engine_sql as q
 from .base import Engine
+from .oracle_vpd import install_vpd_context
 from .records import ChunkWrite, Filters, Hit, QueueRow, ReadOnlyUser, Scope, Where, queue_rows
 from .statements import Sql
 
@@ -149,6 +150,8 @@ class OracleEngine(Engine):
         )
         install_type_handlers(engine)
         tag_oracle_sessions(engine)  # MODULE/ACTION/CLIENT_INFO join V$SESSION to the trace
+        if self.settings.access_vpd:  # the VPD second wall is provisioned: every session gets a context
+            install_vpd_context(engine, self.text)
         if not password and sa.engine.make_url(self.settings.database_url or "oracle+oracledb://").username:
             self._refuse_connecting_without_password(engine)
         return engine

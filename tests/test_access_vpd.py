@@ -1,0 +1,84 @@
+"""The VPD context hooks (engines/oracle_vpd.py): which package call runs when, with which binds.
+
+No Oracle here. The hooks are installed on a real pool (the embedded
+engine's) with each package call rendered as a SELECT of a recording SQL
+function, so the real checkout/statement/checkin events and the real scoped
+statements of a search decide what is called; the Oracle text of each call
+is pinned by tests/test_oracle_golden.py (oracle_vpd_sql.SET_CALLER ...),
+and its bind names are checked against the binds the hook passes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import sqlalchemy as sa
+
+from oracle_rag.caller import Caller
+from oracle_rag.config import load_settings
+from oracle_rag.engines import oracle_vpd_sql as vpd
+from oracle_rag.engines.oracle import OracleEngine
+from oracle_rag.engines.oracle_vpd import context_call, install_vpd_context
+from oracle_rag.engines.records import NO_GROUP
+from oracle_rag.system import RagSystem
+
+
+def _recording(engine: sa.Engine) -> list[tuple]:
+    calls: list[tuple] = []
+
+    @sa.event.listens_for(engine, "connect")
+    def _register(dbapi_connection, _record) -> None:
+        dbapi_connection.create_function("ctx", -1, lambda *args: calls.append(args) or 0)
+
+    engine.dispose()  # connections opened before the function existed
+    render = {vpd.SET_SYSTEM: "SELECT ctx('SET_SYSTEM')",
+              vpd.SET_CALLER: "SELECT ctx('SET_CALLER', :caller_id, :see_all, :groups)",
+              vpd.CLEAR_CALLER: "SELECT ctx('CLEAR_CALLER')"}
+    install_vpd_context(engine, lambda sql: render[sql])
+    return calls
+
+
+def test_a_scoped_search_runs_as_its_caller_and_the_connection_returns_clean(demo_rag: RagSystem) -> None:
+    calls = _recording(demo_rag.engine.sa_engine)
+    caller = Caller(7, (), ["ops", "net"])
+    demo_rag.retriever().search("payment gateway", 5, caller, "semantic")
+    names = [c[0] for c in calls]
+    assert names[0] == "SET_SYSTEM" and names[-1] == "CLEAR_CALLER", names
+    callers = [c for c in calls if c[0] == "SET_CALLER"]
+    assert callers and set(callers) == {("SET_CALLER", 7, 0, '["net","ops"]')}  # padding removed, sorted
+    # set once per checkout while the scope is unchanged, cleared at every return
+    assert names.count("SET_CALLER") <= names.count("SET_SYSTEM") == names.count("CLEAR_CALLER")
+    calls.clear()
+    with demo_rag.engine.connect() as conn:  # the product's own (unscoped) work: system context only
+        conn.execute(sa.text("SELECT COUNT(*) FROM RAG_CHUNK")).scalar()
+    assert [c[0] for c in calls] == ["SET_SYSTEM", "CLEAR_CALLER"]
+
+
+def test_see_all_and_the_context_binds() -> None:
+    assert context_call({"k": 5}) is None and context_call([{"see_all": 1, "caller_id": 3}]) is None
+    call = context_call({"see_all": 1, "caller_id": 3, "access_groups": ["b", "a", NO_GROUP, NO_GROUP]})
+    assert call == ((3, 1, ("a", "b")), {"caller_id": 3, "see_all": 1, "groups": '["a","b"]'})
+    spread = context_call({"see_all": 0, "caller_id": 4, "access_groups_1": "é", "access_groups_2": NO_GROUP})
+    assert spread is not None and json.loads(spread[1]["groups"]) == ["é"]
+
+
+def test_the_oracle_calls_take_exactly_the_binds_the_hook_passes(tmp_path) -> None:
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+
+    def engine(**settings: object) -> OracleEngine:
+        return OracleEngine(load_settings(env={}, config_file=str(empty),
+                                          database_url="oracle+oracledb://@127.0.0.1:1/?service_name=FREEPDB1",
+                                          **settings))
+
+    wired = engine(access_vpd=True)
+    assert wired.text(vpd.SET_CALLER) == "BEGIN RAG_ACCESS_CTX_PKG.SET_CALLER(:caller_id, :see_all, :groups); END;"
+    assert wired.text(vpd.SET_SYSTEM) == "BEGIN RAG_ACCESS_CTX_PKG.SET_SYSTEM; END;"
+    assert wired.text(vpd.CLEAR_CALLER) == "BEGIN RAG_ACCESS_CTX_PKG.CLEAR_CALLER; END;"
+    call = context_call({"see_all": 0, "caller_id": 1, "access_groups": []})
+    assert call is not None and set(call[1]) == {"caller_id", "see_all", "groups"}
+    # The engine is made without connecting: the hooks are on its pool only when access_vpd is set.
+    on, off = wired.sa_engine, engine().sa_engine
+    for events, name in ((lambda e: e.pool.dispatch, "checkout"), (lambda e: e.pool.dispatch, "checkin"),
+                         (lambda e: e.dispatch, "before_cursor_execute")):
+        assert len(getattr(events(on), name)) == len(getattr(events(off), name)) + 1, name
