@@ -403,3 +403,30 @@ def test_a_long_record_opens_whole_at_the_cited_passage(site, tmp_path: Path) ->
             expect(page.locator("#detail-passage")).to_contain_text("Comment 117")
         finally:
             browser.close()
+
+
+def test_thumbs_down_under_an_answer_records_feedback(plain_site) -> None:
+    """One click on a thumb posts /api/feedback; the page says so and the row is in RAG_FEEDBACK."""
+    _require_chromium()
+    from playwright.sync_api import expect, sync_playwright
+
+    from oracle_rag.chat.feedback import FeedbackStore
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.goto(plain_site["url"])
+            expect(page.locator("body[data-ready='true']")).to_be_attached()
+            page.get_by_label("Act as").select_option(label="Manager Three \u2014 manager (#3)")
+            expect(page.locator("#identity")).to_contain_text("(#3, manager)")
+            question = page.get_by_label("Your question")
+            question.fill("what is blocked in the current sprint?")
+            question.press("Enter")
+            answer = page.locator("#messages .message.assistant").last
+            answer.get_by_role("button", name="Bad answer").click(timeout=60_000)
+            expect(answer.locator(".feedback-note")).to_have_text("Thanks \u2014 feedback recorded.")
+        finally:
+            browser.close()
+    [row] = FeedbackStore(plain_site["rag"].engine).list()
+    assert (row.caller_id, row.rating, row.question) == (MANAGER, -1, "what is blocked in the current sprint?")

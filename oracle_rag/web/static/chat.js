@@ -228,6 +228,36 @@
     return out.join("\n").replace(/\n{3,}/g, "\n\n").trim();
   }
 
+  // Thumbs up/down under a stored answer: POST /api/feedback (docs/chat.md), then say it was recorded.
+  function renderFeedback(messageId) {
+    const box = document.createElement("div");
+    box.className = "feedback";
+    const note = document.createElement("span");
+    note.className = "feedback-note";
+    note.setAttribute("role", "status");
+    const buttons = [["up", "\u{1F44D}", "Good answer"], ["down", "\u{1F44E}", "Bad answer"]].map(([rating, icon, label]) => {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.textContent = icon;
+      b.setAttribute("aria-label", label);
+      b.title = label;
+      b.addEventListener("click", async () => {
+        buttons.forEach((x) => { x.disabled = true; });
+        try {
+          await api("/feedback", { method: "POST", body: JSON.stringify({ message_id: messageId, rating: rating }) });
+          b.setAttribute("aria-pressed", "true");
+          note.textContent = "Thanks \u2014 feedback recorded.";
+        } catch (err) {
+          buttons.forEach((x) => { x.disabled = false; });
+          note.textContent = "Feedback not recorded: " + err.message;
+        }
+      });
+      return b;
+    });
+    box.append(...buttons, note);
+    return box;
+  }
+
   function addMessage(role, text, citations, isError, answer) {
     const li = document.createElement("li");
     li.className = "message " + role + (isError ? " error" : "");
@@ -256,6 +286,7 @@
       // records the table shows are not listed again under Sources
       const rest = cited.filter((c) => !tabled.has(recordKey(c.source_type, c.source_id)));
       if (rest.length || !tabled.size) { li.appendChild(renderCitations(rest, passages)); }
+      if (answer && answer.message_id) { li.appendChild(renderFeedback(answer.message_id)); }
     }
     $("messages").appendChild(li);
     li.scrollIntoView({ block: "end" });
