@@ -45,6 +45,7 @@ QUICK: dict[str, list[str]] = {
     "access_scope": ["--chunks", "5000", "--groups", "100", "--queries", "10", "--rounds", "1"],
     "answers_scale": ["--rows", "5000", "--baseline-rows", "1000", "--repeat", "3"],
     "writers": ["--tasks", "120"],
+    "aggregate_qa": [],  # measures a model: skips itself without --llm-url
 }
 
 

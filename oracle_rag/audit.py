@@ -40,6 +40,21 @@ log = logging.getLogger("oracle_rag.audit")
 ENTRY_POINTS = ("page", "api", "v1", "mcp", "cli", "python")
 ACTIONS = ("answer", "search", "record", "sql")
 ENTRY_POINT: contextvars.ContextVar[str] = contextvars.ContextVar("oracle_rag_entry_point", default="python")
+
+
+def leave_entry_point(token: contextvars.Token[str] | None) -> None:
+    """Undo the ``ENTRY_POINT.set`` of a request or a command when it ends.
+
+    A server thread or a CLI process serves one entry point at a time, but a host that runs
+    commands and requests in one thread (a test, an app calling the CLI in-process) would
+    otherwise record its next plain Python call under the last entry point seen.
+    """
+    if token is None:
+        return
+    try:
+        ENTRY_POINT.reset(token)
+    except ValueError:  # set in another context (the request's thread): nothing leaked into this one
+        pass
 MAX_SQL_CHARS = 20_000
 MAX_QUESTION_CHARS = 4_000
 

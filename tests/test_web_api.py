@@ -118,7 +118,7 @@ def test_chat_answer_shape(web) -> None:
     assert response.status_code == 200 and response.mimetype == "application/json"
     body = response.get_json()
     assert list(body) == ["answer", "citations", "conversation_id", "retrieval", "answerer", "route", "aggregate",
-                          "structured", "checked"]
+                          "structured", "checked", "message_id"]
     assert body["route"] == "retrieval" and body["aggregate"] is None and body["structured"] is None
     assert body["checked"] is None  # no model wrote anything
     assert body["answer"].startswith(EXTRACTIVE_HEADER) and body["answerer"] == "extractive"

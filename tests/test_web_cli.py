@@ -113,8 +113,8 @@ def test_ask_prints_answer_and_citations(demo_rag, tmp_path: Path) -> None:
     assert "Citations:\n" in result.stdout and f"[TASK #{own.task_id}]" in result.stdout
     saved = runner.invoke(main, ["--config", str(cfg), "ask", "invoices", "--as", str(DEV_A), "--save", "--json"])
     body = json.loads(saved.stdout)
-    assert set(body) == {"answer", "citations", "conversation_id", "retrieval", "answerer", "route", "aggregate",
-                         "structured"}
+    assert set(body) == {"answer", "citations", "conversation_id", "message_id", "retrieval", "answerer", "route",
+                         "aggregate", "structured", "checked"}
     follow = runner.invoke(main, ["--config", str(cfg), "ask", "and payments?", "--as", str(DEV_A),
                                   "--conversation", body["conversation_id"], "--json"])
     assert follow.exit_code == 0 and json.loads(follow.stdout)["conversation_id"] == body["conversation_id"]

@@ -21,10 +21,11 @@ to exit codes, the system opened and closed per invocation) is in
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import click
 
-from ..audit import ENTRY_POINT
+from ..audit import ENTRY_POINT, leave_entry_point
 from ..logsafety import install as install_log_scrubber
 from . import (
     access,
@@ -55,7 +56,8 @@ def main(ctx: click.Context, config: str | None, verbose: bool) -> None:
     install_log_scrubber()  # no URL query string or user-info in any log line (httpx logs request URLs at INFO)
     ctx.ensure_object(dict)
     ctx.obj["config"] = config
-    ENTRY_POINT.set("cli")  # the audit's entry point (serve and mcp set their own per request)
+    # the audit's entry point (serve and mcp set their own per request), undone when the command ends
+    ctx.call_on_close(partial(leave_entry_point, ENTRY_POINT.set("cli")))
 
 
 for command in (

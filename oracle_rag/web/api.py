@@ -16,7 +16,7 @@ from typing import Any
 from flask import Blueprint, Response, g, jsonify, request, stream_with_context
 from werkzeug.exceptions import BadRequest, RequestEntityTooLarge, UnsupportedMediaType
 
-from ..audit import ENTRY_POINT
+from ..audit import ENTRY_POINT, leave_entry_point
 from ..caller import Caller
 from ..chat.answer import check_drop
 from ..chat.chunks import chunk_detail
@@ -40,13 +40,18 @@ FEEDBACK_FIELDS = {"message_id", "rating", "comment"}
 def _before() -> None:
     g.oracle_rag_started = time.perf_counter()
     # The audit's entry point: the page's own fetches are same-origin browser requests; anything else is the API.
-    ENTRY_POINT.set("page" if request.headers.get("Sec-Fetch-Site") == "same-origin" else "api")
+    g.oracle_rag_entry = ENTRY_POINT.set("page" if request.headers.get("Sec-Fetch-Site") == "same-origin" else "api")
     request.max_content_length = state().max_body
     if request.content_length is not None and request.content_length > state().max_body:
         raise RequestEntityTooLarge()
 
 
 api_bp.after_request(finish_api_response)
+
+
+@api_bp.teardown_request
+def _entry_point_done(_exc: BaseException | None) -> None:
+    leave_entry_point(g.pop("oracle_rag_entry", None))
 
 
 def current_caller() -> Caller:

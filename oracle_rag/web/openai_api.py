@@ -38,7 +38,7 @@ from typing import Any
 from flask import Blueprint, Response, g, jsonify, request, stream_with_context
 from werkzeug.exceptions import HTTPException
 
-from ..audit import ENTRY_POINT
+from ..audit import ENTRY_POINT, leave_entry_point
 from ..caller import Caller
 from ..chat.answer import ChatAnswer
 from ..chat.citations import Citation, snippet
@@ -102,11 +102,16 @@ def _unexpected(exc: Exception) -> Response:
 @openai_bp.before_request
 def _before() -> None:
     g.oracle_rag_started = time.perf_counter()
-    ENTRY_POINT.set("v1")  # the audit's entry point
+    g.oracle_rag_entry = ENTRY_POINT.set("v1")  # the audit's entry point
     request.max_content_length = state().max_body
 
 
 openai_bp.after_request(finish_api_response)
+
+
+@openai_bp.teardown_request
+def _entry_point_done(_exc: BaseException | None) -> None:
+    leave_entry_point(g.pop("oracle_rag_entry", None))
 
 
 def _caller() -> Caller:
