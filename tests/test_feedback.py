@@ -124,3 +124,33 @@ def test_bench_qa_skips_items_that_need_truth(tmp_path) -> None:
         {"id": "fb1", "category": "topic", "lang": "en", "as": 3, "question": "q", "truth": None,
          "needs_truth": True}]}), encoding="utf-8")
     assert [q["id"] for q in qa.load_questions(path)] == ["a"]
+
+
+def test_accepted_aggregate_sql_becomes_an_example_for_similar_questions(demo_rag) -> None:
+    from llm_server import ScriptedLLM
+
+    from oracle_rag.access import load_caller
+    from oracle_rag.aggregate.service import AggregateService
+    from oracle_rag.chat import LLMClient
+    from oracle_rag.chat.conversations import ConversationStore, new_conversation_id
+
+    store, feedback = ConversationStore(demo_rag.engine), FeedbackStore(demo_rag.engine)
+    up_sql = "SELECT AVG(ESTIMATED_HOURS) AS AVG_HOURS FROM RAG_V_TASK WHERE STATUS = 'OPEN'"
+    down_sql = "SELECT SUM(ESTIMATED_HOURS) AS WRONG FROM RAG_V_TASK"
+    for who, asked, sql, rating in ((DEV_B, "average estimated hours of open tasks", up_sql, 1),
+                                    (DEV_B, "average estimated hours of open tasks please", down_sql, -1)):
+        message_id = store.append_turn(new_conversation_id(), who, asked, "42", [], new=True, guarded_sql=sql)
+        feedback.record(message_id, who, rating, None)
+    with demo_rag.engine.connect() as conn:
+        manager = load_caller(conn, 3)
+    with ScriptedLLM() as llm:
+        llm.push('{"sql": "SELECT AVG(ESTIMATED_HOURS) AS A FROM RAG_V_TASK"}',
+                 '{"sql": "SELECT COUNT(*) AS N FROM RAG_V_TASK"}')
+        settings = demo_rag.settings.with_overrides(llm_url=llm.url, llm_model="m", llm_max_retries=0)
+        service = AggregateService(demo_rag.engine, settings)
+        service.ask("what are the average estimated hours of open tasks?", manager, LLMClient(settings).complete)
+        service.ask("how many sprints are there?", manager, LLMClient(settings).complete)
+        similar, unrelated = llm.requests[0].system, llm.requests[1].system
+    assert f"SQL: {up_sql}" in similar and "Q: average estimated hours of open tasks" in similar
+    assert down_sql not in similar  # a "down" answer is never an example
+    assert "Queries accepted" not in unrelated

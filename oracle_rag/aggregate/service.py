@@ -23,6 +23,7 @@ from ..config import Settings
 from ..engines import Engine
 from ..errors import GuardrailError, InputError, LLMError, RagError
 from .catalog import REFERENCE_CATALOG, Catalog
+from .examples import examples_text, similar_examples
 from .executors import guarded_executor
 from .guard import CheckedQuery, check_sql
 from .results import GuardedExecutor
@@ -146,6 +147,7 @@ class AggregateService:
         if not question or not question.strip():
             raise InputError("question is empty")
         system = SQL_SYSTEM_PROMPT.format(dialect=self.engine.sql_dialect_name, schema=self.catalog.describe())
+        system += examples_text(similar_examples(self.engine, question))  # accepted answers (issue 26)
         messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
         result = AggregateResult(question, None)
         for attempt in range(1, self.settings.aggregate_retries + 2):
