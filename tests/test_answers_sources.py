@@ -15,13 +15,11 @@ import datetime as dt
 import pytest
 import sqlalchemy as sa
 from chat_helpers import DEV_A, MANAGER
+from source_answers_helpers import TODAY, ask, first_number, visible
 
-from oracle_rag.access import load_caller
-from oracle_rag.chat import Chat
 from oracle_rag.errors import ConfigurationError
 from oracle_rag.sources import SqlSource
 
-TODAY = dt.date(2026, 3, 11)
 SOURCE = {
     "query": "SELECT ticket_no AS id, subject AS title, body AS content, severity, region, state, opened, due, "
              "owner_id FROM ticket",
@@ -62,20 +60,7 @@ def tickets(demo_rag, make_settings):
     return system, rows
 
 
-def visible(rows: list[dict], caller) -> list[dict]:
-    return [r for r in rows if caller.sees_all or r["owner"] in (None, caller.employee_id)]
 
-
-def ask(system, question: str, employee: int):
-    with system.engine.connect() as conn:
-        caller = load_caller(conn, employee)
-    return Chat(system, None, today=lambda: TODAY).answer(question, caller, store=False), caller
-
-
-def first_number(text: str) -> int:
-    import re
-
-    return int(re.match(r"\D*?(\d+)", text.split("\n", 1)[0]).group(1))
 
 
 @pytest.mark.parametrize("employee", [MANAGER, DEV_A])

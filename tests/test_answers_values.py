@@ -16,12 +16,10 @@ import re
 import pytest
 import sqlalchemy as sa
 from chat_helpers import DEV_A, MANAGER
+from source_answers_helpers import TODAY, ask, first_number, visible
 
-from oracle_rag.access import load_caller
-from oracle_rag.chat import Chat
 from oracle_rag.errors import ConfigurationError
 
-TODAY = dt.date(2026, 3, 11)
 SOURCE = {
     "query": "SELECT po_id AS id, title, body AS content, category, priority, stage, requested, amount, requester_id "
              "FROM purchase_order",
@@ -67,18 +65,7 @@ def orders(demo_rag, make_settings):
     return system, rows
 
 
-def visible(rows: list[dict], caller) -> list[dict]:
-    return [r for r in rows if caller.sees_all or r["owner"] in (None, caller.employee_id)]
 
-
-def ask(system, question: str, employee: int):
-    with system.engine.connect() as conn:
-        caller = load_caller(conn, employee)
-    return Chat(system, None, today=lambda: TODAY).answer(question, caller, store=False), caller
-
-
-def first_number(text: str) -> int:
-    return int(re.match(r"\D*?(\d+)", text.split("\n", 1)[0]).group(1))
 
 
 def conditions(answer) -> set[tuple[str, str, tuple]]:
