@@ -303,8 +303,9 @@ def test_disk_full(demo_template, model_path, tmp_path) -> None:
                 body = wait_until(worker_failed)
                 assert body["status"] == "ok" and body["worker"]["running"] is True
                 assert "the disk is full" in body["worker"]["last_error"]
-                assert "worker batch failed: DATABASE: sqlite queue transaction failed " \
-                       "[OperationalError, SQLITE_FULL]: the disk is full" in server.log()
+                # the worker records its error, then logs it; the log line reaches us through a pipe
+                assert wait_until(lambda: "worker batch failed: DATABASE: sqlite queue transaction failed "
+                                          "[OperationalError, SQLITE_FULL]: the disk is full" in server.log())
                 # the rows are all still there; ATTEMPTS cannot be recorded on a full disk (and a
                 # full disk is not the rows' fault: they are not pushed towards parking)
                 assert [r[0] for r in queue_rows(db)] == [str(t) for t in own]
