@@ -116,6 +116,10 @@ def _schemas(max_question_chars: int) -> dict[str, Any]:
         "Structured": _nullable(_obj({
             "kind": {"type": "string", "enum": ["lookup", "list", "count", "notice"]},
             "type": _nullable(_STR), "language": {"type": "string", "enum": ["en", "es"]},
+            # several types answered: each with its own total; notes: understood but not applied (or which
+            # date was used); read_as: words read with a typo corrected
+            "types": _nullable({"type": "array", "items": _obj({"type": _STR, "total": _INT})}),
+            "notes": {"type": "array", "items": _STR}, "read_as": {"type": "array", "items": _STR},
             "filters": {"type": "array", "items": _obj({
                 "key": _STR, "label": _STR,
                 "conditions": {"type": "array", "items": _obj({
