@@ -251,7 +251,7 @@ def provision_vpd(engine: Engine) -> list[str]:
 
     Re-runnable (``CREATE OR REPLACE``; each policy is dropped first when it
     exists). Needs EXECUTE on DBMS_RLS and the CREATE ANY CONTEXT privilege
-    for the application user (docs/access.md).
+    for the application user: ``local/grant_vpd.sql``, run once as a DBA (docs/access.md).
     """
     _require_oracle(engine)
     done = []

@@ -65,6 +65,7 @@ USER_FILES = {
     "local/bootstrap.sh": "APP (runs `oracle-rag bootstrap` as the application user)",
     "local/readonly_synonyms.sql": "SYS",
     "local/grant_readonly.sql": "APP",
+    "local/grant_vpd.sql": "SYS",
     "oracle_rag/sql/oracle/load_model.sql": "APP",
 }
 DEFAULT_MODEL_NAME = "ALL_MINILM_L6_V2"

@@ -41,7 +41,9 @@ CREATE_PACKAGE = Sql(oracle="""CREATE OR REPLACE PACKAGE RAG_ACCESS_CTX_PKG AS
 END RAG_ACCESS_CTX_PKG;""")
 
 # The groups: the caller's groups as a JSON array (at most 4000 bytes: a context value's limit).
-_GROUPS = ("SELECT jt.g FROM JSON_TABLE(SYS_CONTEXT(''RAG_ACCESS_CTX'', ''GROUPS''), ''$[*]'' "
+# SYS_CONTEXT returns at most 256 bytes unless its third argument asks for more (up to 4000):
+# without it a longer array came back cut, the JSON was invalid and the caller lost every group.
+_GROUPS = ("SELECT jt.g FROM JSON_TABLE(SYS_CONTEXT(''RAG_ACCESS_CTX'', ''GROUPS'', 4000), ''$[*]'' "
            "COLUMNS (g VARCHAR2(200 CHAR) PATH ''$'')) jt")
 
 CREATE_PACKAGE_BODY = Sql(oracle=f"""CREATE OR REPLACE PACKAGE BODY RAG_ACCESS_CTX_PKG AS
