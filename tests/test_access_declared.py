@@ -241,6 +241,37 @@ def test_a_failure_is_cleared_when_the_source_now_reads_its_access_another_way(h
         fixed.close()
 
 
+def test_a_failure_of_a_source_removed_from_the_configuration_is_cleared(helpdesk: RagSystem, make_settings,
+                                                                         cli) -> None:
+    """A failure row of a source that left the configuration was reported by status and /healthz for good."""
+    _exec(helpdesk, "ALTER TABLE doc_acl RENAME TO doc_acl_moved")
+    assert {r.name: r for r in helpdesk.sql_sources().sync()}["docs"].outcome == "failed"
+    without = {k: v for k, v in SOURCES.items() if k != "docs"}
+    removed = RagSystem(make_settings(sources=without, see_all_roles="lead",
+                                      access_groups_query="SELECT member_id, team FROM team_member",
+                                      access_roles_query="SELECT member_id, role FROM member_role"))
+    try:
+        refresher = removed.sql_sources()
+        # Its records are still indexed: the failure still hides them (fail closed) and is still reported.
+        refresher.refresh_due()
+        assert removed.status()["access_hidden_sources"] == ["docs"]
+        assert not any(s.startswith("docs#") for s in _visible(removed, _caller(removed, 101)))
+        # Dropped (the documented step after removing a source): nothing is left to hide, nothing is reported.
+        assert refresher.drop("docs") == len(DOCS)
+        assert removed.status()["access_hidden_sources"] == []
+        status = cli("status")
+        assert status.exit_code == 0 and "WARNING" not in status.output, status.output
+        # A row left by an older version that dropped without clearing: the periodic refresh clears it.
+        with removed.engine.begin() as conn:
+            removed.engine.set_access_failure(conn, "docs", "2026-03-01T00:00:00Z", "DATABASE")
+            removed.engine.set_access_failure(conn, "tickets", "2026-03-01T00:00:00Z", "DATABASE")
+        refresher.refresh_due()
+        with removed.engine.connect() as conn:  # tickets is configured: only its next sync clears it
+            assert set(removed.engine.access_failures(conn)) == {"tickets"}
+    finally:
+        removed.close()
+
+
 def test_the_group_column_can_also_be_a_facet(helpdesk: RagSystem, make_settings) -> None:
     """QA D-3: `team` as group_column AND facet used to read null on every row ("per team: none")."""
     sources = dict(SOURCES, tickets=dict(SOURCES["tickets"], facet_columns={"team": "enum"}))

@@ -11,6 +11,7 @@ The end-to-end run against a READ ONLY user is in tests/oracle/test_oracle_guard
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import oracledb
@@ -116,7 +117,9 @@ def test_no_session_schema_is_switched() -> None:
     _result, pooled = _run({})
     conn = pooled.driver_connection
     assert [name for name, _ in conn.set] == ["client_identifier", "call_timeout", "call_timeout", "client_identifier"]
-    assert ("client_identifier", "17") in conn.set and conn.set[-1] == ("client_identifier", "")
+    # The session carries an unguessable token, never the caller's id (the views read the caller by it).
+    token = conn.set[0][1]
+    assert re.fullmatch(r"[0-9a-f]{32}", token) and "17" != token and conn.set[-1] == ("client_identifier", "")
 
 
 def test_a_timeout_stays_the_error_when_clean_up_finds_the_connection_closed() -> None:

@@ -27,3 +27,13 @@ UNION VALUES ('sqlite_schema'), ('sqlite_master'), ('sqlite_temp_schema'), ('sql
 # {select} come from the view's own stored definition, never from a query.
 SQLITE_SEAL_BODY = "CREATE TEMP VIEW {sealed}{columns} AS SELECT * FROM ({select}) LIMIT -1 OFFSET 0"
 SQLITE_SEAL_NAME = "CREATE TEMP VIEW {view} AS SELECT * FROM {sealed}"
+
+# Oracle: the caller of one guarded query, written by the product's own
+# session under an unguessable token that the read-only session carries as
+# CLIENT_IDENTIFIER (V12, engines/guarded_scope_sql.py), deleted after the
+# query with any row a crashed process left (older than a day).
+INSERT_GUARDED_CALLER = Sql(
+    oracle="INSERT INTO RAG_GUARDED_CALLER (TOKEN, CALLER_ID, SEE_ALL) VALUES (:token, :caller_id, :see_all)")
+INSERT_GUARDED_GROUP = Sql(oracle="INSERT INTO RAG_GUARDED_GROUP (TOKEN, PRINCIPAL) VALUES (:token, :principal)")
+DELETE_GUARDED_CALLER = Sql(
+    oracle="DELETE FROM RAG_GUARDED_CALLER WHERE TOKEN = :token OR CREATED_AT < SYSTIMESTAMP - INTERVAL '1' DAY")

@@ -6,26 +6,31 @@ that decides alone, value/row/byte caps, timeout).
 Oracle: a separate least-privilege READ ONLY user (READ on the views only,
 reached through private synonyms), ``SET TRANSACTION READ ONLY`` for a user
 that is not READ ONLY (ORA-28194 from one that is is tolerated),
-``call_timeout``, the caller's id in ``CLIENT_IDENTIFIER`` (read by the
-views), rows capped at fetch, and the connection rolled back and reset before
+``call_timeout``, the caller written by the product's session under an
+unguessable token that the read-only session carries in
+``CLIENT_IDENTIFIER`` (the views read it: engines/guarded_scope_sql.py),
+rows capped at fetch, and the connection rolled back and reset before
 it returns to the pool (or discarded when that fails).
 """
 
 from __future__ import annotations
 
+import logging
+import secrets
 import time
 from typing import Any
 
-from ..engines import Engine
+from ..engines import Engine, Scope
 from ..engines.records import ReadOnlyFile, ReadOnlyUser
 from ..errors import DatabaseError, GuardrailError, wrap_driver_error
 from . import aggregate_sql as q
 from .guard import CheckedQuery
-from .results import GuardedExecutor, QueryResult, fetch_capped
+from .results import GuardedExecutor, QueryResult, caller_scope, fetch_capped
 from .sqlite_executor import SqliteExecutor
 
 __all__ = ["OracleExecutor", "QueryResult", "SqliteExecutor", "guarded_executor"]
 
+log = logging.getLogger("oracle_rag.aggregate")
 
 
 def guarded_executor(engine: Engine, views: tuple[str, ...], *, timeout_s: float, row_cap: int,
@@ -35,7 +40,8 @@ def guarded_executor(engine: Engine, views: tuple[str, ...], *, timeout_s: float
     if isinstance(access, ReadOnlyFile):
         return SqliteExecutor(access.path, views, timeout_s=timeout_s, row_cap=row_cap, byte_cap=byte_cap)
     if isinstance(access, ReadOnlyUser):
-        return OracleExecutor(access.sa_engine, timeout_s=timeout_s, row_cap=row_cap, byte_cap=byte_cap)
+        return OracleExecutor(access.sa_engine, timeout_s=timeout_s, row_cap=row_cap, byte_cap=byte_cap,
+                              owner=engine)
     raise TypeError(f"no guarded executor for {type(access).__name__}")
 
 
@@ -57,16 +63,57 @@ class OracleExecutor:
     ``ALTER SESSION`` a READ ONLY user is not documented to be allowed, and a
     session setting a pooled connection could keep. With synonyms the
     model's unqualified ``FROM RAG_V_TASK`` resolves in the user's own schema.
+
+    The caller: ``owner`` (the product's engine, the schema owner) writes it
+    to RAG_GUARDED_CALLER/RAG_GUARDED_GROUP under a fresh 128-bit token and
+    commits; the read-only session sets ``CLIENT_IDENTIFIER`` to the token;
+    the row is deleted after the query. A read-only session cannot set an
+    application context (that needs the schema's package), and a token, not
+    the caller's id, is what it carries: a query that managed to change its
+    identifier would still have to guess a live token. Without ``owner``
+    no row is written and the views return nothing (fail closed).
     """
 
-    def __init__(self, sa_engine: Any, *, timeout_s: float, row_cap: int, byte_cap: int = 1_000_000) -> None:
+    def __init__(self, sa_engine: Any, *, timeout_s: float, row_cap: int, byte_cap: int = 1_000_000,
+                 owner: Engine | None = None) -> None:
         self.sa_engine = sa_engine
+        self.owner = owner
         self.byte_cap = byte_cap
         self.timeout_s = timeout_s
         self.row_cap = row_cap
 
-    def run(self, checked: CheckedQuery, caller_id: int) -> QueryResult:
+    def run(self, checked: CheckedQuery, caller: Scope | int) -> QueryResult:
         started = time.monotonic()
+        token = secrets.token_hex(16)
+        self._enter(token, caller_scope(caller))
+        try:
+            return self._run(checked, token, started)
+        finally:
+            self._leave(token)
+
+    def _enter(self, token: str, scope: Scope) -> None:
+        if self.owner is None:
+            return
+        try:
+            with self.owner.begin() as conn:
+                conn.execute(self.owner.statement(q.INSERT_GUARDED_CALLER),
+                             {"token": token, "caller_id": scope.caller_id, "see_all": 1 if scope.see_all else 0})
+                if scope.groups:
+                    conn.execute(self.owner.statement(q.INSERT_GUARDED_GROUP),
+                                 [{"token": token, "principal": g} for g in scope.groups])
+        except Exception as exc:
+            raise wrap_driver_error(exc, "recording the guarded query's caller") from None
+
+    def _leave(self, token: str) -> None:
+        if self.owner is None:
+            return
+        try:
+            with self.owner.begin() as conn:
+                conn.execute(self.owner.statement(q.DELETE_GUARDED_CALLER), {"token": token})
+        except Exception as exc:  # the token is dead anyway; a row left behind is pruned a day later
+            log.warning("could not delete a guarded query's caller row: %s", wrap_driver_error(exc, "").message)
+
+    def _run(self, checked: CheckedQuery, token: str, started: float) -> QueryResult:
         try:
             pooled = self.sa_engine.raw_connection()
         except Exception as exc:
@@ -74,7 +121,7 @@ class OracleExecutor:
         conn = pooled.driver_connection
         failure: GuardrailError | None = None
         try:
-            conn.client_identifier = str(caller_id)
+            conn.client_identifier = token
             conn.call_timeout = int(self.timeout_s * 1000)
             cur = conn.cursor()
             try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..engines import Scope
 from .guard import CheckedQuery
 
 
@@ -29,7 +30,14 @@ class QueryResult:
 class GuardedExecutor(Protocol):
     """The read-only path for untrusted SQL on an engine (``executors.guarded_executor``)."""
 
-    def run(self, checked: CheckedQuery, caller_id: int) -> QueryResult: ...
+    def run(self, checked: CheckedQuery, caller: Scope | int) -> QueryResult: ...
+
+
+def caller_scope(caller: Scope | int) -> Scope:
+    """The caller a guarded query runs for; a bare employee id is a caller without see-all or groups."""
+    if isinstance(caller, Scope):
+        return caller
+    return Scope(caller_id=int(caller), see_all=False)
 
 
 def _jsonable(value: Any) -> Any:

@@ -133,7 +133,7 @@ class AggregateService:
         with tracing.span("guarded sql", {"db.system.name": self.engine.sql_dialect, "db.operation.name": "SELECT",
                                           "db.query.text": checked.sql if tracing.capture_content() else None},
                           kind="client") as ran:
-            res = self.executor.run(checked, who.employee_id)
+            res = self.executor.run(checked, who.scope())
             ran.set_attributes({"db.response.returned_rows": len(res.rows), "oracle_rag.sql.truncated": res.truncated})
         out = AggregateResult(None, checked.sql, res.columns, [list(r) for r in res.rows], res.truncated,
                               res.row_cap, cap=res.cap, byte_cap=res.byte_cap, attempts=1)

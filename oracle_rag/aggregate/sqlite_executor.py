@@ -24,7 +24,7 @@ Each query gets a fresh connection on which:
   extension virtual tables (``sqlite_dbpage``, ``sqlite_stmt``, FTS5 shadow
   tables, ``json_each``), ``pragma_*`` table-valued functions, temp
   objects, attached schemas; every statement other than SELECT; every
-  function not in ``ALLOWED_FUNCTIONS``; ``rag_caller_id()`` outside a
+  function not in ``ALLOWED_FUNCTIONS``; the caller functions outside a
   sealed body;
 * a progress handler and a watchdog (``interrupt``) stop the query at the
   timeout, also while another query holds the GIL or a sort runs. Both act
@@ -34,12 +34,15 @@ Each query gets a fresh connection on which:
   ``LIKE_PATTERN_LIMIT`` bytes;
 * rows are fetched one by one under a row cap and a byte cap.
 
-The caller's id reaches the views through ``rag_caller_id()``, registered on
-this connection only.
+The caller reaches the views through ``rag_caller_id()``,
+``rag_caller_see_all()`` and ``rag_caller_groups()`` (a JSON array),
+registered on this connection only; the views apply the one scope
+predicate with them (engines/guarded_scope_sql.py).
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 import time
@@ -50,11 +53,12 @@ from urllib.parse import quote
 
 import sqlean
 
+from ..engines import Scope
 from ..errors import ConfigurationError, GuardrailError, wrap_driver_error
 from . import aggregate_sql as q
 from .guard import ALLOWED_FUNCTIONS, CheckedQuery
 from .lexer import WORD, LexError, code_tokens, tokenize
-from .results import QueryResult, fetch_capped
+from .results import QueryResult, caller_scope, fetch_capped
 from .sqlite_functions import LIKE_PATTERN_LIMIT, register
 from .sqlite_native import (
     LIMIT_ATTACHED,
@@ -84,7 +88,7 @@ GUARDED_LIMITS = {
     LIMIT_WORKER_THREADS: 0,
     LIMIT_LIKE_PATTERN_LENGTH: LIKE_PATTERN_LIMIT,
 }
-_CALLER_FUNCTION = "RAG_CALLER_ID"
+_CALLER_FUNCTIONS = frozenset({"RAG_CALLER_ID", "RAG_CALLER_SEE_ALL", "RAG_CALLER_GROUPS"})
 # EXPLAIN and EXPLAIN QUERY PLAN compile like their SELECT (so the authorizer
 # has already judged every read) but return the plan; they are recognised by
 # their fixed result columns and refused.
@@ -159,7 +163,7 @@ class _Decisions:
                               + " (only the allowed views may be read)")
         if action == sqlean.SQLITE_FUNCTION:
             name = str(arg2 or "").upper()
-            if name == _CALLER_FUNCTION:
+            if name in _CALLER_FUNCTIONS:
                 return sqlean.SQLITE_OK if through_sealed else self._deny(f"function {arg2} outside the views")
             if name in ALLOWED_FUNCTIONS:
                 return sqlean.SQLITE_OK
@@ -224,7 +228,8 @@ class SqliteExecutor:
             sealed.add(name)
         return frozenset(sealed), frozenset(known | set(self.views))
 
-    def run(self, checked: CheckedQuery, caller_id: int) -> QueryResult:
+    def run(self, checked: CheckedQuery, caller: Scope | int) -> QueryResult:
+        scope = caller_scope(caller)
         started = time.monotonic()
         conn = self._open()
         deadline = started + self.timeout_s
@@ -244,7 +249,10 @@ class SqliteExecutor:
         decisions = _Decisions(frozenset(self.views), frozenset(), frozenset())
         oversized: list[str] = []
         try:
-            conn.create_function("rag_caller_id", 0, lambda: caller_id, deterministic=True)
+            groups = json.dumps(list(scope.groups))
+            conn.create_function("rag_caller_id", 0, lambda: scope.caller_id, deterministic=True)
+            conn.create_function("rag_caller_see_all", 0, lambda: 1 if scope.see_all else 0, deterministic=True)
+            conn.create_function("rag_caller_groups", 0, lambda: groups, deterministic=True)
             oversized = register(conn, VALUE_LIMIT)
             decisions.sealed, decisions.known = self._seal(conn)
             conn.execute(q.QUERY_ONLY.sqlite)

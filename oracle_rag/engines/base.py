@@ -27,6 +27,7 @@ from ..chunking import ChunkPlan, join_chunks
 from ..config import Settings
 from ..errors import wrap_driver_error
 from . import engine_sql as q
+from . import guarded_scope_sql
 from .records import (
     ChunkWrite,
     Filters,
@@ -159,8 +160,8 @@ class Engine(ABC):
     def split_script(self, script: str) -> list[str]: ...
 
     def render_migration(self, script: str) -> str:
-        """Fill configuration placeholders in a migration template."""
-        return script
+        """Fill placeholders in a migration template (the guarded views' access predicate)."""
+        return guarded_scope_sql.render(script, self.name)
 
     def history_ddl(self) -> list[str]:
         return [self.text(q.HISTORY_DDL)]

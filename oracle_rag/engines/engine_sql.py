@@ -67,13 +67,25 @@ HISTORY_DDL = Sql(
 # groups, a caller in 20 (bench/access_scope.py): a structured count takes
 # 19 ms this way against 96 ms for a (SOURCE_TYPE, SOURCE_ID) row-value IN
 # and 1,086 ms for a correlated EXISTS.
-SCOPE = (
-    "(:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) "
-    "AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id "
-    "OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c "
-    "ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID "
-    "WHERE scope_a.PRINCIPAL IN :access_groups))))"
-)
+def scope_predicate(chunk: str = "c", *, caller_id: str = ":caller_id", see_all: str = ":see_all",
+                    groups: str = ":access_groups") -> str:
+    """The scope rule over the chunk row ``chunk``, the caller given as SQL expressions.
+
+    The one generator of the access predicate: every read statement uses it
+    with binds (``SCOPE``); the guarded aggregate views use it with the caller
+    read from the guarded session (``guarded_scope_sql``). ``groups`` is what
+    follows ``PRINCIPAL IN``: an expanding bind or a parenthesised subquery.
+    """
+    return (
+        f"({see_all} = 1 OR ({chunk}.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) "
+        f"AND ({chunk}.ACCESS_PUBLIC = 1 OR {chunk}.ACCESS_OWNER = {caller_id} "
+        f"OR {chunk}.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c "
+        "ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID "
+        f"WHERE scope_a.PRINCIPAL IN {groups}))))"
+    )
+
+
+SCOPE = scope_predicate()
 FILTERS = (
     "(:f_project IS NULL OR c.PROJECT_ID = :f_project) "
     "AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) "

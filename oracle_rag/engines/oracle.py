@@ -186,7 +186,7 @@ class OracleEngine(Engine):
             )
         if not 1 <= int(accuracy) <= 100:
             raise ConfigurationError("vector_index_accuracy: must be in [1, 100]", key="vector_index_accuracy")
-        rendered = script.replace("{{VECTOR_INDEX_ORGANIZATION}}", _ORGANIZATION[kind])
+        rendered = super().render_migration(script).replace("{{VECTOR_INDEX_ORGANIZATION}}", _ORGANIZATION[kind])
         rendered = rendered.replace("{{VECTOR_INDEX_ACCURACY}}", str(int(accuracy)))
         if self.settings.vector_index_partitions and kind == "IVF":
             rendered = rendered.replace(

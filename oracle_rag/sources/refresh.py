@@ -183,6 +183,7 @@ class SourceRefresher:
         for a source's failure. Returns the results of the refreshes it ran.
         """
         now = _aware(now)
+        self.clear_orphan_failures()
         results = []
         for source in list(self.sources.values()):
             if source.name not in self._loaded:
@@ -277,10 +278,26 @@ class SourceRefresher:
                         removed += self.engine.delete_chunks(conn, name, part)
                     conn.execute(self.engine.statement(q.DELETE_DOCUMENTS), {"name": name})
                     conn.execute(self.engine.statement(q.DELETE_SOURCE), {"name": name})
+                    self.engine.set_access_failure(conn, name, None)  # nothing of it is left to hide
             except sa.exc.DBAPIError as exc:
                 raise wrap_driver_error(exc, f"dropping SQL source {name!r}") from None
             self._loaded.discard(name)
             return removed
+
+    def clear_orphan_failures(self) -> int:
+        """Forget the permission-data failures of sources no longer configured and with no record left.
+
+        Such a row hides nothing, yet ``oracle-rag status`` and /healthz kept
+        reporting it for good. Never raises (called by the periodic refresh).
+        """
+        try:
+            with self.engine.begin() as conn:
+                return int(conn.execute(self.engine.statement(q.CLEAR_ORPHAN_ACCESS_FAILURES),
+                                        {"configured": sorted(self.sources)}).rowcount or 0)
+        except sa.exc.DBAPIError as exc:
+            log.warning("could not clear the access failures of removed sources: %s",
+                        wrap_driver_error(exc, "clearing access failures").message)
+            return 0
 
     def poll_interval(self) -> float:
         """How often a loop should call :meth:`refresh_due`: the shortest interval, within [1 s, 60 s]."""

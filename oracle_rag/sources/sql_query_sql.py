@@ -139,6 +139,15 @@ RECORD_FAILURE = _state("RECORD_FAILURE")
 ENSURE_SOURCE = _state("ENSURE_SOURCE")
 UPSERT_DOCUMENT = _state("UPSERT_DOCUMENT", clobs=("metadata",))
 
+# A permission-data failure of a source that left the configuration and has no
+# record left (dropped, or never indexed): nothing is hidden by it any more, so
+# status and /healthz stop reporting it. A source that left but still has
+# records keeps it (fail closed) until `oracle-rag sources drop` removes them.
+CLEAR_ORPHAN_ACCESS_FAILURES = Sql.both(
+    "DELETE FROM RAG_ACCESS_FAILURE WHERE RAG_ACCESS_FAILURE.SOURCE_TYPE NOT IN :configured "
+    "AND NOT EXISTS (SELECT 1 FROM RAG_CHUNK c WHERE c.SOURCE_TYPE = RAG_ACCESS_FAILURE.SOURCE_TYPE)",
+    expanding=("configured",))
+
 # -- read sessions on a source's database ----------------------------------------
 # SQLite: on the raw DBAPI connection, outside any transaction; the previous
 # value is read first and put back after the read (see connections.py).

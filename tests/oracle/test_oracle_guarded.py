@@ -60,10 +60,10 @@ def test_a_timeout_is_reported_and_the_pool_still_works(guarded) -> None:  # typ
                         "RAG_V_TASK e, RAG_V_TASK f", ("RAG_V_TASK",))
     manager = Caller(employee_id=3, role="manager")
     with pytest.raises(GuardrailError) as err:
-        executor.run(slow, manager.employee_id)
+        executor.run(slow, manager.scope())
     assert err.value.message == "query stopped at the 0.3 s timeout"
     for _ in range(3):  # a broken session was discarded, not handed out again
-        ok = executor.run(CheckedQuery("SELECT COUNT(*) AS N FROM RAG_V_TASK", ("RAG_V_TASK",)), manager.employee_id)
+        ok = executor.run(CheckedQuery("SELECT COUNT(*) AS N FROM RAG_V_TASK", ("RAG_V_TASK",)), manager.scope())
         assert ok.rows and int(ok.rows[0][0]) >= 0
     executor.sa_engine.dispose()
 
