@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,6 +23,7 @@ from chat_helpers import DEV_A, DEV_B, MANAGER, issue_tokens, task_chunks_of, vi
 from llm_server import Reply, ScriptedLLM
 
 from oracle_rag.chat import LLMClient
+from oracle_rag.chat.feedback import FeedbackStore
 from oracle_rag.web import create_app
 from oracle_rag.web.openai_api import MODEL_ID
 from oracle_rag.web.server import make_server, serve_until
@@ -194,6 +196,69 @@ def test_without_a_token_chat_is_refused(web) -> None:
             model=MODEL_ID, messages=[{"role": "user", "content": "x"}])
     assert refused.value.body["code"] == "invalid_api_key"
     assert refused.value.response.headers["www-authenticate"].startswith("Bearer")
+
+
+def rate(client: openai.OpenAI, **body: Any) -> Any:
+    """``POST /v1/feedback`` through the SDK's own request path (the protocol has no feedback call)."""
+    return client.post("/feedback", body=body, cast_to=object)
+
+
+def test_an_answer_carries_its_id_and_only_its_caller_rates_it(web) -> None:
+    own = task_chunks_of(web.rag, DEV_A)[0]
+    completion = web.client(DEV_A).chat.completions.create(
+        model=MODEL_ID, messages=[{"role": "user", "content": "an earlier question"},
+                                  {"role": "assistant", "content": "an earlier answer"},
+                                  {"role": "user", "content": own.title}])
+    message_id = extra(completion, "oracle_rag")["message_id"]
+    assert isinstance(message_id, int) and message_id > 0
+    # another caller, a missing id: 404 in the protocol's error body, nothing stored
+    for who, rated in ((DEV_B, message_id), (MANAGER, message_id), (DEV_A, message_id + 1000)):
+        with pytest.raises(openai.NotFoundError) as refused:
+            rate(web.client(who), message_id=rated, rating="up")
+        assert refused.value.body["code"] == "not_found", (who, rated)
+    assert FeedbackStore(web.rag.engine).list() == []
+    for body, param in (({"message_id": message_id, "rating": "meh"}, "rating"),
+                        ({"message_id": str(message_id), "rating": "up"}, "message_id"),
+                        ({"message_id": message_id, "rating": "up", "comment": 5}, "comment"),
+                        ({"message_id": message_id, "rating": "up", "stars": 5}, "stars")):
+        with pytest.raises(openai.BadRequestError) as bad:
+            rate(web.client(DEV_A), **body)
+        assert bad.value.body["param"] == param
+    with pytest.raises(openai.AuthenticationError):
+        rate(web.client(key="not-a-token"), message_id=message_id, rating="up")
+
+    done = rate(web.client(DEV_A), message_id=message_id, rating="down", comment="wrong task")
+    assert done == {"object": "feedback", "recorded": True, "message_id": message_id, "rating": "down"}
+    [row] = FeedbackStore(web.rag.engine).list()
+    assert (row.message_id, row.caller_id, row.rating, row.comment) == (message_id, DEV_A, -1, "wrong task")
+    # the stored turn is this completion's question and answer, not the client's earlier turns
+    assert (row.question, row.answer) == (own.title, completion.choices[0].message.content)
+    # /api/feedback takes the same id with the same token
+    api = urllib.request.Request(web.base.removesuffix("/v1") + "/api/feedback", method="POST",
+                                 data=json.dumps({"message_id": message_id, "rating": "up"}).encode(),
+                                 headers={"Authorization": f"Bearer {web.tokens[DEV_A]}",
+                                          "Content-Type": "application/json"})
+    with urllib.request.urlopen(api, timeout=30) as response:  # noqa: S310 (a local URL)
+        assert response.status == 201
+    assert [r.rating for r in FeedbackStore(web.rag.engine).list()] == [-1, 1]
+
+
+def test_a_streamed_answer_carries_its_id_on_the_last_chunk_and_store_false_keeps_none(web) -> None:
+    own = task_chunks_of(web.rag, DEV_A)[0]
+    chunks = list(web.client(DEV_A).chat.completions.create(
+        model=MODEL_ID, messages=[{"role": "user", "content": own.title}], stream=True))
+    message_id = extra(chunks[-1], "oracle_rag")["message_id"]
+    assert isinstance(message_id, int) and all(extra(c, "oracle_rag") is None for c in chunks[:-1])
+    assert rate(web.client(DEV_A), message_id=message_id, rating="up")["recorded"] is True
+    before = len(FeedbackStore(web.rag.engine).list())
+    unstored = web.client(DEV_A).chat.completions.create(
+        model=MODEL_ID, messages=[{"role": "user", "content": own.title}], store=False)
+    assert extra(unstored, "oracle_rag")["message_id"] is None
+    with pytest.raises(openai.BadRequestError) as bad:
+        web.client(DEV_A).chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": "x"}],
+                                                  extra_body={"store": "yes"})
+    assert bad.value.body["param"] == "store"
+    assert len(FeedbackStore(web.rag.engine).list()) == before == 1
 
 
 def test_docs_page_has_client_configurations() -> None:

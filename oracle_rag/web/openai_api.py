@@ -5,7 +5,15 @@ A chat front-end that speaks this protocol (Open WebUI, LibreChat, the
 scoped oracle-rag client: the API key is an oracle-rag API token and is the
 caller (the app's caller loader, ``Authorization: Bearer``), the last user
 message is the question and the earlier user/assistant messages are the
-conversation, which the client keeps (nothing is stored server-side).
+conversation, which the client keeps.
+
+Each answer is stored as a one-turn conversation of the caller (the question
+and the answer, what was understood and any guarded SQL; not the client's
+earlier turns) so that it can be rated: ``oracle_rag.message_id`` names it,
+and ``POST /v1/feedback`` (or ``POST /api/feedback``, same token) takes
+``{"message_id", "rating": "up" | "down", "comment"}``; a caller can rate only
+their own answers (anything else is 404, as for a missing id). The protocol's
+own ``"store": false`` keeps an answer unstored (``message_id`` is then null).
 
 What the protocol cannot say is carried without breaking it:
 
@@ -14,8 +22,8 @@ What the protocol cannot say is carried without breaking it:
   shows only text still shows the citations;
 - a non-standard top-level ``citations`` field carries them structured
   (``source_type``, ``source_id``, ``anchor``, ``snippet``), and
-  ``oracle_rag`` carries the answerer, the route and an aggregate's SQL and
-  rows. Streamed, both arrive on the final chunk (the one with
+  ``oracle_rag`` carries the answerer, the route, an aggregate's SQL and
+  rows, and the stored answer's ``message_id``. Streamed, both arrive on the final chunk (the one with
   ``finish_reason``). The ``openai`` SDK keeps unknown fields (``model_extra``).
 
 System and developer messages are ignored: the product's own rules govern
@@ -42,6 +50,7 @@ from ..audit import ENTRY_POINT, leave_entry_point
 from ..caller import Caller
 from ..chat.answer import ChatAnswer
 from ..chat.citations import Citation, snippet
+from ..chat.feedback import FeedbackStore, check_comment, check_rating
 from ..chat.prompt import Turn
 from ..errors import AccessError, InputError, LLMError, NotFoundError, RagError
 from . import json_errors
@@ -51,6 +60,7 @@ MODEL_ID = "oracle-rag"
 CREATED = 1_767_225_600  # 2026-01-01: a fixed "created" for the one model (the protocol wants an int)
 SOURCE_SNIPPET = 80
 ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+FEEDBACK_FIELDS = {"message_id", "rating", "comment"}
 
 openai_bp = Blueprint("oracle_rag_openai", __name__)
 
@@ -145,6 +155,14 @@ def _text(content: Any, index: int) -> str:
                      param=f"messages[{index}].content")
 
 
+def parse_store(body: dict[str, Any]) -> bool:
+    """The protocol's ``store`` field: whether the answer is kept (and so can be rated); default yes."""
+    store = body.get("store", True)
+    if not isinstance(store, bool):
+        raise InputError("store must be a boolean", param="store")
+    return store
+
+
 def parse_request(body: Any) -> tuple[str, list[Turn], bool]:
     """(question, earlier turns, stream) from a chat-completions body, or InputError naming the field."""
     options = body.get("stream_options") if isinstance(body, dict) else None
@@ -196,7 +214,8 @@ def extras(answer: ChatAnswer) -> dict[str, Any]:
     body = answer.to_dict()
     return {"citations": [citation_dict(c) for c in answer.citations],
             "oracle_rag": {"answerer": answer.answerer, "route": answer.route, "retrieval": body["retrieval"],
-                           "aggregate": body["aggregate"], "checked": body["checked"]}}
+                           "aggregate": body["aggregate"], "checked": body["checked"],
+                           "message_id": answer.message_id}}
 
 
 def _usage(prompt: str, completion: str) -> dict[str, int]:
@@ -218,29 +237,34 @@ def models() -> Response:
                                                 "owned_by": "oracle-rag"}]})
 
 
-@openai_bp.post("/chat/completions")
-def chat_completions() -> Response:
-    caller = _caller()
+def _json_body() -> Any:
     if not request.is_json:
         raise InputError("send the request body as JSON with Content-Type: application/json")
     try:
-        body = request.get_json()
+        return request.get_json()
     except RecursionError:
         raise InputError("the request body is not valid JSON (nested too deeply)") from None
     except HTTPException as exc:
         if exc.code == 413:
             raise
         raise InputError("the request body is not valid JSON") from None
+
+
+@openai_bp.post("/chat/completions")
+def chat_completions() -> Response:
+    caller = _caller()
+    body = _json_body()
     question, history, stream = parse_request(body)
+    store = parse_store(body)
     web = state()
     web.metrics.instrument_embedding()
     release_db()  # the answer may wait on the model: do not hold a pooled connection meanwhile
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     if stream:
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        return _stream(completion_id, question, caller, history, usage)
+        return _stream(completion_id, question, caller, history, usage, store)
     try:
-        answer = web.chat.answer(question, caller, None, None, store=False, history=history)
+        answer = web.chat.answer(question, caller, None, None, store=store, history=history)
     except LLMError as exc:
         web.llm_health.failed(exc)
         raise
@@ -254,10 +278,11 @@ def chat_completions() -> Response:
                     "usage": _usage(question, text), **extras(answer)})
 
 
-def _stream(completion_id: str, question: str, caller: Caller, history: list[Turn], usage: bool) -> Response:
+def _stream(completion_id: str, question: str, caller: Caller, history: list[Turn], usage: bool,
+            store: bool) -> Response:
     web = state()
     try:
-        stream = web.chat.stream(question, caller, None, None, store=False, history=history)
+        stream = web.chat.stream(question, caller, None, None, store=store, history=history)
     except LLMError as exc:  # before any byte: a plain error response
         web.llm_health.failed(exc)
         raise
@@ -296,6 +321,35 @@ def _stream(completion_id: str, question: str, caller: Caller, history: list[Tur
     response.headers["Cache-Control"] = "no-cache, no-store"
     response.headers["X-Accel-Buffering"] = "no"
     return response
+
+
+def _checked(check: Any, value: Any, param: str) -> Any:
+    """``check(value)``, its InputError naming the field (the protocol's ``param``)."""
+    try:
+        return check(value)
+    except InputError as exc:
+        raise InputError(exc.message, param=param) from None
+
+
+@openai_bp.post("/feedback")
+def feedback() -> tuple[Response, int]:
+    """Thumbs up/down on one of the caller's answers: ``message_id`` from the answer's ``oracle_rag``."""
+    caller = _caller()
+    body = _json_body()
+    if not isinstance(body, dict):
+        raise InputError("the request body must be a JSON object")
+    unknown = sorted(set(body) - FEEDBACK_FIELDS)
+    if unknown:
+        raise InputError(f"unknown field {unknown[0]!r}; send {', '.join(sorted(FEEDBACK_FIELDS))}", param=unknown[0])
+    message_id = body.get("message_id")
+    if isinstance(message_id, bool) or not isinstance(message_id, int):
+        raise InputError("message_id is required and must be an integer", param="message_id")
+    rating = _checked(check_rating, body.get("rating"), "rating")
+    comment = _checked(check_comment, body.get("comment"), "comment")
+    release_db()
+    FeedbackStore(state().rag.engine).record(message_id, caller.employee_id, rating, comment)
+    return jsonify({"object": "feedback", "recorded": True, "message_id": message_id,
+                    "rating": body["rating"]}), 201
 
 
 def _stream_error(exc: RagError) -> str:
