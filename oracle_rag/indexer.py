@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from .bm25 import Analysis
+from .bm25 import Analysis, analyze_record
 from .engines import Engine, RecordAccess, StoredRecord, facets_json
 from .errors import SourceLoadingError
-from .record_writes import RecordWrite, plan_of, record_write, write_records
+from .record_writes import RecordWrite, plan_of, planned_hash, record_write, write_records
 from .sources import SourceRegistry
 from .sources.access import record_access
 
@@ -76,6 +76,11 @@ class IndexPlan:
     def texts(self) -> list[str]:
         """The texts to embed: every chunk of every changed record."""
         return [c.embed_text for r in self.changed for c in r.chunks]
+
+    def written(self) -> set[Key]:
+        """The loaded records this plan writes something for (text, scope or analysis)."""
+        return ({(r.source_type, r.source_id) for r in self.changed} | {(r[0], r[1]) for r in self.rescope}
+                | {(a[0], a[1]) for a in self.analyse})
 
     def only(self, keys: Collection[Key]) -> IndexPlan:
         """The part of the plan about ``keys``."""
@@ -144,9 +149,14 @@ class Indexer:
         return result
 
     def stored_now(self, conn: sa.Connection, plan: IndexPlan) -> dict[Key, StoredRecord | None]:
-        """The stored state of the plan's loaded records, read again (compare with ``plan.stored``)."""
+        """The stored state of the loaded records the plan writes, read again (compare with ``plan.stored``).
+
+        A record the plan leaves as it is needs no second look: writing
+        nothing cannot write it stale, and a change made since has its own
+        queue row.
+        """
         by_type: dict[str, list[str]] = {}
-        for source_type, source_id in plan.stored:
+        for source_type, source_id in plan.written() & plan.stored.keys():
             by_type.setdefault(source_type, []).append(source_id)
         now: dict[Key, StoredRecord | None] = {}
         for source_type, ids in by_type.items():
@@ -166,13 +176,14 @@ class Indexer:
         for doc in docs.values():
             facets = facets_json(doc.facets)
             access = record_access(source.access, doc.owner_id, doc.groups)
-            record = record_write(self.plan_settings, doc.source_type, doc.source_id, doc.content,
-                                  owner_id=doc.owner_id, project_id=doc.project_id, sprint_id=doc.sprint_id,
-                                  facets=facets, access=access)
+            planned = planned_hash(self.plan_settings, doc.content)
             old = stored.get(doc.source_id)
             plan.stored[(source_type, doc.source_id)] = old
-            if old is None or old.content_hash != record.record_hash:
-                plan.changed.append(record)
+            if old is None or old.content_hash != planned[1]:
+                plan.changed.append(record_write(self.plan_settings, doc.source_type, doc.source_id, doc.content,
+                                                 owner_id=doc.owner_id, project_id=doc.project_id,
+                                                 sprint_id=doc.sprint_id, facets=facets, access=access,
+                                                 planned=planned))
                 continue
             # Same text: no embedding. An owner/project/sprint/facet/access change
             # rewrites those columns on every chunk (the access scope must
@@ -180,8 +191,8 @@ class Indexer:
             scope = (doc.owner_id, doc.project_id, doc.sprint_id, facets, access)
             if old.scope != scope:
                 plan.rescope.append((doc.source_type, doc.source_id, *scope))
-            if not old.analysed and record.chunks[0].analysis is not None:
-                plan.analyse.append((doc.source_type, doc.source_id, record.chunks[0].analysis))
+            if not old.analysed:
+                plan.analyse.append((doc.source_type, doc.source_id, analyze_record(doc.content)))
             if old.scope == scope and old.analysed:
                 plan.unchanged += 1
             else:

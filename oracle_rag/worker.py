@@ -207,7 +207,7 @@ class Worker:
             ready: dict[tuple[str, str], list[int]] = {}
             for (source_type, source_id), (_action, ids) in groups.items():
                 key = self.indexer.key(source_type, source_id)
-                if all(i in present for i in ids) and (key not in plan.stored or plan.stored[key] == stored[key]):
+                if all(i in present for i in ids) and (key not in stored or plan.stored[key] == stored[key]):
                     ready[key] = ids
                 else:
                     result.deferred_rows += sum(1 for i in ids if i in present)
