@@ -31,9 +31,10 @@ sys.path.insert(0, str(ROOT))
 import sqlalchemy as sa  # noqa: E402
 
 from oracle_rag.access import load_caller  # noqa: E402
-from oracle_rag.aggregate import AggregateService  # noqa: E402
+from oracle_rag.aggregate import AggregateResult, AggregateService  # noqa: E402
 from oracle_rag.chat import LLMClient  # noqa: E402
 from oracle_rag.config import load_settings  # noqa: E402
+from oracle_rag.errors import RagError  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402
 
 
@@ -83,11 +84,15 @@ def main() -> None:
             with rag.engine.connect() as conn:
                 truth = [list(r) for r in conn.execute(sa.text(q["truth"])).fetchall()]
             started = time.perf_counter()
-            result = service.ask(q["question"], caller, llm.complete)
+            try:
+                result = service.ask(q["question"], caller, llm.complete_query)
+            except RagError as exc:  # the model's failure is a wrong answer, not the end of the run
+                result = AggregateResult(q["question"], None, error=str(exc))
             seconds = time.perf_counter() - started
             ok = result.error is None and right(truth, result.rows)
             rows.append({"id": q["id"], "lang": q["lang"], "question": q["question"], "right": ok,
                          "seconds": round(seconds, 1), "sql": result.sql, "error": result.error,
+                         "repairs": getattr(result, "repairs", []),
                          "columns": result.columns, "rows": result.rows[:5], "truth": truth[:5]})
             print(f"{q['id']} {'ok ' if ok else 'BAD'} {seconds:5.0f} s  {result.sql or result.error}", flush=True)
     finally:

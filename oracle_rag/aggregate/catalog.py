@@ -10,15 +10,42 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..sources.facets import PRIORITY, PROJECT_STATUS, SPRINT_STATUS, Facet
 from ..sources.meanings import Meanings
 from ..sources.reference import TaskSource
+
+# Words that mean "not finished" / "finished" in a question, shown to the model beside the rule (EN and ES;
+# the full lists the repair reads are answers.lexicon.OPEN and FINISHED).
+OPEN_WORDS = ("open", "pending", "not done", "unfinished", "abiertas", "pendientes", "sin terminar")
+DONE_WORDS = ("done", "finished", "completed", "terminadas", "completadas")
 
 
 @dataclass(frozen=True)
 class Column:
+    """A view column and what its values mean, declared: ``values`` (an enum's values, exactly as stored),
+    ``done`` (the values of the record's lifecycle meaning finished: "open" is every other value),
+    ``null_means`` (what NULL means for a measure, e.g. "not estimated": never 0) and ``unit``."""
+
     name: str
     type: str
     comment: str = ""
+    values: tuple[str, ...] = ()
+    done: tuple[str, ...] = ()
+    null_means: str = ""
+    unit: str = ""
+
+    @property
+    def text(self) -> str:
+        """The column's comment: the declared note and meanings (the prompt's schema, Oracle's COMMENT ON)."""
+        parts = [p for p in (self.unit, self.comment) if p]
+        if self.values:
+            parts.append("values " + ", ".join(self.values))
+        if self.done:
+            parts.append(f"finished = {quoted(self.done)}; open (not finished) = {self.name} NOT IN "
+                         f"({quoted(self.done)}), every other value included")
+        if self.null_means:
+            parts.append(f"NULL = {self.null_means} (not 0)")
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -26,6 +53,9 @@ class View:
     name: str
     comment: str
     columns: tuple[Column, ...]
+
+    def column(self, name: str) -> Column | None:
+        return next((c for c in self.columns if c.name == name.upper()), None)
 
 
 @dataclass(frozen=True)
@@ -36,31 +66,48 @@ class Catalog:
     def names(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.views)
 
+    def view(self, name: str) -> View | None:
+        return next((v for v in self.views if v.name == name.upper()), None)
+
     def describe(self) -> str:
-        """The schema text sent to the query model."""
+        """The schema text sent to the query model (on Oracle the views carry the same comments)."""
         parts = []
         for view in self.views:
-            cols = "\n".join(
-                f"  {c.name} {c.type}" + (f" -- {c.comment}" if c.comment else "") for c in view.columns
-            )
+            cols = "\n".join(f"  {c.name} {c.type}" + (f" -- {c.text}" if c.text else "") for c in view.columns)
             parts.append(f"VIEW {view.name} -- {view.comment}\n{cols}")
         return "\n\n".join(parts)
 
+    def rules(self) -> str:
+        """The declared meanings as rules the query must follow (a small model ignores comments: issue 26)."""
+        lines = ["- Compare a column that lists its values only with those values, exactly as written (upper case)."]
+        for view in self.views:
+            for c in view.columns:
+                if c.done:
+                    lines.append(
+                        f"- {'/'.join(OPEN_WORDS)} {view.name} rows: WHERE {c.name} NOT IN ({quoted(c.done)}) "
+                        f"({', '.join(v for v in c.values if v not in c.done)} are all open; never "
+                        f"{c.name} = 'OPEN'); {'/'.join(DONE_WORDS)}: {c.name} IN ({quoted(c.done)}).")
+                if c.null_means:
+                    lines.append(
+                        f"- {view.name}.{c.name} is NULL when {c.null_means}: an average is AVG({c.name}) (over the "
+                        f"rows that have one), never SUM({c.name})/COUNT(*) and never COALESCE({c.name}, 0).")
+        return "\n".join(lines)
 
-def lifecycle_comment(values: str, meanings: Meanings, column: str) -> str:
-    """What a state column's values mean, from the source's declared lifecycle (issue 22): which are
-    finished, so that "open" is every other value (a model left BLOCKED out of "open": issue 26)."""
-    if not meanings.done:
-        return values
-    done = ", ".join(f"'{v}'" for v in meanings.done)
-    return (f"{values}; finished = {done}: 'open', 'pending', 'not done', 'abiertas', 'sin terminar' mean "
-            f"{column} NOT IN ({done}), every other value included")
+
+def quoted(values: tuple[str, ...]) -> str:
+    return ", ".join(f"'{v}'" for v in values)
 
 
-def not_estimated(column: str, unit: str) -> str:
-    """A nullable measure: NULL means "not estimated", never 0 (SUM/COUNT(*) counted them as 0: issue 26)."""
-    return (f"{unit}; NULL = not estimated (not 0): an average is AVG({column}) over the estimated rows, and the "
-            f"query also returns COUNT({column}) AS ESTIMATED and COUNT(*) - COUNT({column}) AS NOT_ESTIMATED")
+def enum_column(name: str, facet: Facet, meanings: Meanings | None = None, comment: str = "") -> Column:
+    """A column holding a declared enum facet: its values, and its finished values when it is the
+    source's declared lifecycle (sources/meanings.py), so that "open" includes BLOCKED (issue 26)."""
+    done = meanings.done if meanings is not None and meanings.lifecycle == facet.name else ()
+    return Column(name, "TEXT", comment, values=facet.values, done=done)
+
+
+def lifecycle_facet(facets: tuple[Facet, ...], meanings: Meanings) -> Facet:
+    """The enum facet a source declares as its records' lifecycle."""
+    return next(f for f in facets if f.name == meanings.lifecycle)
 
 
 REFERENCE_CATALOG = Catalog(
@@ -68,28 +115,27 @@ REFERENCE_CATALOG = Catalog(
         View("RAG_V_TASK", "tasks the caller may see", (
             Column("TASK_ID", "INTEGER", "primary key"),
             Column("TITLE", "TEXT"),
-            Column("STATUS", "TEXT", lifecycle_comment("TODO, IN_PROGRESS, IN_REVIEW, DONE or BLOCKED",
-                                                       TaskSource.meanings, "STATUS")),
-            Column("PRIORITY", "TEXT", "LOW, MEDIUM, HIGH or CRITICAL"),
+            enum_column("STATUS", lifecycle_facet(TaskSource.facets, TaskSource.meanings), TaskSource.meanings),
+            enum_column("PRIORITY", PRIORITY),
             Column("SPRINT_ID", "INTEGER", "RAG_V_SPRINT.SPRINT_ID; NULL when in the backlog"),
             Column("PROJECT_ID", "INTEGER", "RAG_V_PROJECT.PROJECT_ID"),
             Column("ASSIGNEE_ID", "INTEGER", "RAG_V_EMPLOYEE.EMPLOYEE_ID; NULL when unassigned"),
-            Column("STORY_POINTS", "INTEGER", not_estimated("STORY_POINTS", "story points")),
-            Column("ESTIMATED_HOURS", "NUMBER", not_estimated("ESTIMATED_HOURS", "hours of work")),
+            Column("STORY_POINTS", "INTEGER", null_means="not estimated", unit="story points"),
+            Column("ESTIMATED_HOURS", "NUMBER", null_means="not estimated", unit="hours of work"),
             Column("DUE_DATE", "DATE", "may be NULL"),
         )),
         View("RAG_V_SPRINT", "sprints", (
             Column("SPRINT_ID", "INTEGER", "primary key; sprint 14 has SPRINT_ID 14 and NAME 'Sprint 14'"),
             Column("PROJECT_ID", "INTEGER"),
             Column("NAME", "TEXT"),
-            Column("STATUS", "TEXT", "CLOSED, ACTIVE or PLANNED"),
+            enum_column("STATUS", SPRINT_STATUS),
             Column("START_DATE", "DATE"),
             Column("END_DATE", "DATE"),
         )),
         View("RAG_V_PROJECT", "projects", (
             Column("PROJECT_ID", "INTEGER", "primary key"),
             Column("NAME", "TEXT"),
-            Column("STATUS", "TEXT", "ACTIVE, ON_HOLD or PLANNING"),
+            enum_column("STATUS", PROJECT_STATUS),
             Column("START_DATE", "DATE"),
             Column("END_DATE", "DATE"),
         )),

@@ -26,6 +26,7 @@ from .catalog import REFERENCE_CATALOG, Catalog
 from .examples import examples_text, similar_examples
 from .executors import guarded_executor
 from .guard import CheckedQuery, check_sql
+from .repair import repair
 from .results import GuardedExecutor
 
 Complete = Callable[[list[dict[str, str]]], str]
@@ -37,7 +38,10 @@ The views already contain only the rows this user may see: never filter by user 
 A column's comment says what its values and NULL mean: follow it. Name result columns for what they hold.
 Reply with JSON only: {{"sql": "<the query>"}} or {{"sql": null, "reason": "<why it cannot be answered>"}}.
 
-{schema}"""
+{schema}
+
+What the words and values mean (follow these exactly):
+{rules}"""
 
 
 @dataclass
@@ -54,13 +58,15 @@ class AggregateResult:
     attempts: int = 0
     answer: str = ""
     error: str | None = None
+    repairs: list[str] = field(default_factory=list)  # declared meanings the model's SQL broke, mended
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def parse_sql_reply(text: str) -> tuple[str | None, str | None]:
-    """The model's strict-JSON reply → (sql, reason). Tolerates a fenced JSON block."""
+    """The model's strict-JSON reply → (sql, reason). Tolerates a fenced JSON block, and a reply that is
+    only a query (bare or in a ```sql fence: a small model's habit even when asked for JSON)."""
     body = text.strip()
     fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", body, re.DOTALL)
     if fenced:
@@ -68,6 +74,9 @@ def parse_sql_reply(text: str) -> tuple[str | None, str | None]:
     try:
         data = json.loads(body)
     except json.JSONDecodeError:
+        query = re.fullmatch(r"(?:```sql\s*)?((?:SELECT|WITH)\b.*?)\s*;?\s*(?:```)?", body, re.DOTALL | re.IGNORECASE)
+        if query:
+            return query.group(1), None
         raise LLMError("the query model did not reply with JSON") from None
     if not isinstance(data, dict) or "sql" not in data:
         raise LLMError('the query model\'s JSON has no "sql" key')
@@ -146,20 +155,29 @@ class AggregateService:
         who = require_caller(caller)
         if not question or not question.strip():
             raise InputError("question is empty")
-        system = SQL_SYSTEM_PROMPT.format(dialect=self.engine.sql_dialect_name, schema=self.catalog.describe())
+        system = SQL_SYSTEM_PROMPT.format(dialect=self.engine.sql_dialect_name, schema=self.catalog.describe(),
+                                          rules=self.catalog.rules())
         system += examples_text(similar_examples(self.engine, question))  # accepted answers (issue 26)
         messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
         result = AggregateResult(question, None)
         for attempt in range(1, self.settings.aggregate_retries + 2):
             result.attempts = attempt
-            sql, reason = parse_sql_reply(complete(messages))
+            reply = complete(messages)
+            try:
+                sql, reason = parse_sql_reply(reply)
+            except LLMError as exc:  # asked again, like a refused query
+                result.error = exc.message
+                messages += [{"role": "assistant", "content": reply},
+                             {"role": "user", "content": 'Reply with JSON only: {"sql": "<the query>"}.'}]
+                continue
             if sql is None:
                 result.error = reason or "the model found no query for this question"
                 result.answer = f"This cannot be answered from the data I may query: {result.error}"
                 return result
-            result.sql = sql
+            mended = repair(sql, question, self.catalog, self.engine.sql_dialect)
+            result.sql, result.repairs = mended.sql, mended.notes
             try:
-                ran = self.run_sql(sql, who)
+                ran = self.run_sql(mended.sql, who)
             except GuardrailError as exc:
                 result.error = str(exc)
                 result.timed_out = "timeout" in exc.message
@@ -167,7 +185,9 @@ class AggregateService:
                              {"role": "user", "content": f"That query was refused or failed: {exc.message}. "
                                                           "Write a corrected query (JSON only)."}]
                 continue
-            ran.question, ran.attempts = question, attempt
+            ran.question, ran.attempts, ran.repairs = question, attempt, mended.notes
+            if mended.notes:
+                ran.answer += "\n(" + "; ".join(mended.notes) + ")"
             return ran
         result.answer = f"I could not produce a valid query after {result.attempts} attempts: {result.error}"
         return result

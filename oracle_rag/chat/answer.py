@@ -253,7 +253,7 @@ class Chat:
         if chosen.aggregation and self.llm is not None:
             started = time.monotonic()
             with tracing.span("aggregate", {"enduser.id": str(who.employee_id)}) as counted:
-                aggregate = self.aggregates.ask(text, who, self.llm.complete)
+                aggregate = self.aggregates.ask(text, who, self.llm.complete_query)
                 counted.set_attributes({"oracle_rag.sql.attempts": aggregate.attempts,
                                         "oracle_rag.sql.outcome": "error" if aggregate.error else "ok"})
             self._observe("aggregate", time.monotonic() - started, outcome="error" if aggregate.error else "ok")

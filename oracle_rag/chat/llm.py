@@ -96,6 +96,7 @@ class LLMClient:
         self._sleep = sleep
         # Local servers (Ollama, llama.cpp, vLLM) accept any key; the SDK requires one.
         protect_library_loggers()  # httpx logs each request URL at INFO; keep queries and user-info out
+        self._not_given = openai.omit  # a parameter left to the server's default
         self._client = openai.OpenAI(base_url=settings.llm_url, api_key=settings.llm_key() or "unused",
                                      timeout=settings.llm_timeout_s, max_retries=0)
 
@@ -126,8 +127,8 @@ class LLMClient:
         return f"LLMClient(model={self.model!r})"
 
     # -- calls -----------------------------------------------------------
-    def complete(self, messages: list[dict[str, str]]) -> str:
-        """The whole answer text."""
+    def complete(self, messages: list[dict[str, str]], *, temperature: float | None = None) -> str:
+        """The whole answer text (``temperature``: the server's default when None)."""
 
         with tracing.span(f"chat {self.model}", self._span_attributes, kind="client") as current:
             tracing.record_messages(current, messages)
@@ -135,6 +136,7 @@ class LLMClient:
             def call(timeout: float) -> str:
                 response = self._client.chat.completions.create(
                     model=self.model, messages=messages, max_tokens=self.max_tokens, timeout=timeout,  # type: ignore[arg-type]
+                    temperature=self._not_given if temperature is None else temperature,
                 )
                 tracing.record_llm_response(current, response)
                 if not response.choices:
@@ -146,6 +148,11 @@ class LLMClient:
             if not text.strip():
                 raise LLMError("the language model returned an empty answer", http_status=502)
             return text
+
+    def complete_query(self, messages: list[dict[str, str]]) -> str:
+        """A query (text-to-SQL): temperature 0, the model's most likely query, the same one each time
+        (a local server's default, 0.8 in llama.cpp, sampled a different query on each run)."""
+        return self.complete(messages, temperature=0.0)
 
     def stream(self, messages: list[dict[str, str]]) -> Iterator[str]:
         """Open a streamed completion (retrying until the response starts) and yield text pieces.

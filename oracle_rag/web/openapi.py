@@ -73,6 +73,8 @@ def _schemas(max_question_chars: int) -> dict[str, Any]:
         "truncated": _BOOL, "row_cap": _INT, "cap": _nullable({"type": "string", "enum": ["rows", "bytes"]}),
         "byte_cap": _INT, "timed_out": _BOOL,
         "error": _nullable(_STR), "attempts": _INT,
+        "repairs": {"type": "array", "items": _STR,
+                    "description": "declared meanings the model's SQL broke, mended before it ran"},
     }))
     summary = {"id": _STR, "title": _STR, "created_at": _STR, "updated_at": _STR}
     return {

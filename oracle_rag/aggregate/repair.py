@@ -1,0 +1,248 @@
+"""Mend a model's SQL where it breaks a meaning the catalogue declares, before the guard sees it.
+
+Told in the prompt that "open" means every status but the finished ones and that NULL hours are "not
+estimated", a 1.5B model still wrote ``STATUS = 'open'``, ``STATUS IN ('TODO', 'IN_PROGRESS')`` for
+"open" (BLOCKED left out) and ``SUM(h)/COUNT(*)`` (NULL counted as 0) (issue 26). These are not matters
+of taste: the declarations say what the words mean, so the query is mended deterministically:
+
+* a state column compared with a word that is not one of its values: a value in another case is that
+  value (``'blocked'`` -> ``'BLOCKED'``); "open"/"pending"/"abierta" is ``NOT IN (finished)``,
+  "done"/"closed" is ``IN (finished)``;
+* a question that says "open" (and names no state value): every predicate on the lifecycle column
+  becomes ``NOT IN (finished)``, and one is added when the query has none;
+* an average of a measure whose NULL means "not estimated": ``SUM(x)/COUNT(*)`` and
+  ``AVG(COALESCE(x, 0))`` become ``AVG(x)``, and the query also returns how many rows were left out
+  (``COUNT(*) - COUNT(x) AS NOT_ESTIMATED``), so the answer can say what it averaged.
+
+Everything comes from the :class:`Catalog` (values, finished values, what NULL means) and the question
+words of ``answers.lexicon``, nothing about tasks. The mended text is checked by the guard like any
+other; a query this module cannot read is returned unchanged (the guard then decides).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+
+from ..answers.lexicon import FINISHED, OPEN, fold
+from .catalog import Catalog, Column
+
+
+@dataclass
+class Repaired:
+    sql: str
+    notes: list[str] = field(default_factory=list)
+
+
+def _phrase_in(tokens: list[str], phrase: tuple[str, ...]) -> bool:
+    n = len(phrase)
+    return any(tuple(tokens[i:i + n]) == phrase for i in range(len(tokens) - n + 1))
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", fold(text).replace("_", " "))
+
+
+def _value_phrase(value: str) -> tuple[str, ...]:
+    return tuple(_words(value))
+
+
+def _open_words_in(question: str, catalog: Catalog) -> tuple[bool, list[str]]:
+    """Does the question say "open" (a word that is not itself a declared value, like "active")? And the
+    question's words with the "open" phrases taken out (so "not done" does not name DONE)."""
+    tokens = _words(question)
+    values = {_value_phrase(v) for view in catalog.views for c in view.columns for v in c.values}
+    found = False
+    for phrase in sorted(OPEN, key=len, reverse=True):
+        if phrase in values or not _phrase_in(tokens, phrase):
+            continue
+        found = True
+        n = len(phrase)
+        i = 0
+        while i <= len(tokens) - n:
+            if tuple(tokens[i:i + n]) == phrase:
+                tokens[i:i + n] = ["_"]
+            i += 1
+    return found, tokens
+
+
+def _names_a_state(tokens: list[str], column: Column) -> bool:
+    """Does the question name one of the column's values ("blocked", "in progress") or "finished"?"""
+    if any(_phrase_in(tokens, _value_phrase(v)) for v in column.values):
+        return True
+    return any(_phrase_in(tokens, phrase) for phrase in FINISHED)
+
+
+class _Scope:
+    """The views a SELECT reads, by the name or alias its columns use."""
+
+    def __init__(self, select: exp.Select, catalog: Catalog) -> None:
+        self.by_name: dict[str, str] = {}
+        self.written: dict[str, str] = {}  # the alias as the query writes it
+        for table in select.find_all(exp.Table):
+            if table.find_ancestor(exp.Select) is not select:
+                continue
+            view = catalog.view(table.name)
+            if view is None:
+                continue
+            written = table.alias_or_name or table.name
+            self.by_name[written.upper()] = view.name
+            self.written[written.upper()] = written
+        self.catalog = catalog
+
+    def column(self, col: exp.Column) -> tuple[str, Column] | None:
+        if col.table:
+            name = self.by_name.get(col.table.upper())
+            view = self.catalog.view(name) if name else None
+            found = view.column(col.name) if view else None
+            return (view.name, found) if view and found else None
+        hits = []
+        for name in dict.fromkeys(self.by_name.values()):
+            view = self.catalog.view(name)
+            found = view.column(col.name) if view else None
+            if view and found:
+                hits.append((view.name, found))
+        return hits[0] if len(hits) == 1 else None
+
+
+def _literals(node: exp.Expression | exp.Condition) -> list[exp.Literal] | None:
+    if isinstance(node, exp.In):
+        items = node.expressions
+    elif isinstance(node, exp.EQ | exp.NEQ):
+        items = [node.expression]
+    else:
+        return None
+    if not items or not all(isinstance(i, exp.Literal) and i.is_string for i in items):
+        return None
+    return list(items)
+
+
+def _finished(col: exp.Column, column: Column, negate: bool) -> exp.Expression:
+    """``col IN (finished)`` or ``col NOT IN (finished)``."""
+    pred = exp.In(this=col.copy(), expressions=[exp.Literal.string(v) for v in column.done])
+    return exp.Not(this=pred) if negate else pred
+
+
+def _fix_state_predicates(select: exp.Select, scope: _Scope, means_open: bool, tokens: list[str],
+                          notes: list[str]) -> set[str]:
+    """Mend predicates on declared state columns; returns the lifecycle views the SELECT filters on."""
+    filtered: set[str] = set()
+    for node in list(select.find_all(exp.EQ, exp.NEQ, exp.In)):
+        if node.find_ancestor(exp.Select) is not select or not isinstance(node.this, exp.Column):
+            continue
+        found = scope.column(node.this)
+        literals = _literals(node)
+        if found is None or literals is None or not found[1].values:
+            continue
+        view, column = found
+        negated = isinstance(node, exp.NEQ) or isinstance(node.parent, exp.Not)
+        target = node.parent if isinstance(node.parent, exp.Not) else node
+        if column.done:
+            filtered.add(view)
+        if column.done and means_open and not _names_a_state(tokens, column):
+            if not (negated and {lit.this for lit in literals} == set(column.done)):
+                target.replace(_finished(node.this, column, negate=True))
+                notes.append(f"open = {column.name} NOT IN ({', '.join(column.done)})")
+            continue
+        for lit in literals:
+            if lit.this in column.values:
+                continue
+            same = next((v for v in column.values if v.upper() == lit.this.upper().replace(" ", "_")), None)
+            word = tuple(_words(lit.this))
+            if same is not None:
+                lit.replace(exp.Literal.string(same))
+                notes.append(f"{column.name} '{lit.this}' = '{same}'")
+            elif column.done and len(literals) == 1 and (word in OPEN or word in FINISHED):
+                target.replace(_finished(node.this, column, negate=(word in OPEN) != negated))
+                notes.append(f"{lit.this} = {column.name} {'NOT IN' if word in OPEN else 'IN'} "
+                             f"({', '.join(column.done)})")
+    return filtered
+
+
+def _add_open_filter(select: exp.Select, scope: _Scope, catalog: Catalog, tokens: list[str], filtered: set[str],
+                     notes: list[str]) -> None:
+    for alias, name in scope.by_name.items():
+        view = catalog.view(name)
+        column = next((c for c in view.columns if c.done), None) if view else None
+        if view is None or column is None or name in filtered or _names_a_state(tokens, column):
+            continue
+        qualify = len(scope.by_name) > 1 or alias != name
+        col = exp.column(column.name, table=scope.written[alias] if qualify else None)
+        select.where(_finished(col, column, negate=True), copy=False)
+        notes.append(f"open = {column.name} NOT IN ({', '.join(column.done)})")
+        filtered.add(name)
+
+
+def _measure(node: exp.Expression, scope: _Scope) -> tuple[exp.Column, Column] | None:
+    if isinstance(node, exp.Column):
+        found = scope.column(node)
+        if found and found[1].null_means:
+            return node, found[1]
+    return None
+
+
+def _fix_averages(select: exp.Select, scope: _Scope, notes: list[str]) -> None:
+    averaged: list[tuple[exp.Column, Column]] = []
+    for div in list(select.find_all(exp.Div)):
+        if div.find_ancestor(exp.Select) is not select:
+            continue
+        top, bottom = div.this, div.expression
+        if isinstance(top, exp.Sum) and isinstance(bottom, exp.Count):
+            hit = _measure(top.this, scope)
+            counted = bottom.this
+            if hit and not (isinstance(counted, exp.Column) and counted.name.upper() == hit[0].name.upper()):
+                div.replace(exp.Avg(this=hit[0].copy()))
+                notes.append(f"average of {hit[1].name} over the rows that have one (NULL = {hit[1].null_means})")
+    for avg in list(select.find_all(exp.Avg)):
+        if avg.find_ancestor(exp.Select) is not select:
+            continue
+        inner = avg.this
+        if isinstance(inner, exp.Coalesce) and _measure(inner.this, scope):
+            avg.set("this", inner.this.copy())
+            notes.append(f"average of {inner.this.name} without counting NULL as 0")
+        hit = _measure(avg.this, scope)
+        if hit and avg.find_ancestor(exp.Window) is None and all(hit[1].name != c.name for _, c in averaged):
+            averaged.append(hit)
+    if select is not select.root() or select.args.get("distinct"):
+        return
+    names = {e.alias_or_name.upper() for e in select.expressions}
+    for col, column in averaged:
+        alias = re.sub(r"\W+", "_", column.null_means.upper())
+        if len(averaged) > 1:
+            alias += f"_{column.name}"
+        if alias in names:
+            continue
+        left_out = exp.Sub(this=exp.Count(this=exp.Star()), expression=exp.Count(this=col.copy()))
+        select.select(exp.alias_(left_out, alias), copy=False)
+
+
+def repair(sql: str, question: str, catalog: Catalog, dialect: str) -> Repaired:
+    """``sql`` mended where it breaks a declared meaning (the module docstring), with what was changed."""
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect)
+    except (sqlglot.errors.SqlglotError, RecursionError):
+        return Repaired(sql)
+    if not isinstance(tree, exp.Select | exp.SetOperation):
+        return Repaired(sql)
+    means_open, tokens = _open_words_in(question, catalog)
+    notes: list[str] = []
+    added = False
+    for select in list(tree.find_all(exp.Select)):
+        scope = _Scope(select, catalog)
+        if not scope.by_name:
+            continue
+        filtered = _fix_state_predicates(select, scope, means_open, tokens, notes)
+        if means_open and not added and select.args.get("from_") is not None:
+            count = len(notes)
+            _add_open_filter(select, scope, catalog, tokens, filtered, notes)
+            added = len(notes) > count
+        had = len(select.expressions)
+        _fix_averages(select, scope, notes)
+        if len(select.expressions) > had:
+            notes.append("rows left out of the average are counted")
+    if not notes:
+        return Repaired(sql)
+    return Repaired(tree.sql(dialect=dialect), list(dict.fromkeys(notes)))
