@@ -1,7 +1,7 @@
 """The guarded views carry the catalogue's comments on Oracle (issue 26), as Select AI reads them.
 
 On SQLite the same text reaches the query model as the schema in its prompt; on Oracle the demo
-migration ``V3__aggregate_view_comments.sql`` writes it as ``COMMENT ON TABLE``/``COMMENT ON COLUMN``
+migration ``V4__aggregate_view_comments.sql`` writes it as ``COMMENT ON TABLE``/``COMMENT ON COLUMN``
 (its exact text is pinned by the golden files of tests/test_oracle_golden.py). Here: every comment of
 that file is the catalogue's text, and every commented column of the catalogue is in the file.
 """
@@ -14,7 +14,7 @@ from oracle_rag.aggregate.catalog import REFERENCE_CATALOG
 from oracle_rag.engines.base import SQL_ROOT
 from oracle_rag.scripts import split_oracle_script
 
-SCRIPT = SQL_ROOT / "oracle" / "demo" / "V3__aggregate_view_comments.sql"
+SCRIPT = SQL_ROOT / "oracle" / "demo" / "V4__aggregate_view_comments.sql"
 COMMENT = re.compile(r"COMMENT ON (TABLE|COLUMN) ([A-Z_]+)(?:\.([A-Z_]+))? IS '((?:[^']|'')*)'", re.DOTALL)
 
 

@@ -2,6 +2,7 @@
 -- query model receives as the schema (oracle_rag/aggregate/catalog.py, REFERENCE_CATALOG, which
 -- derives it from the sources' declarations: enum values, the lifecycle's finished values, what NULL
 -- means). tests/test_aggregate_comments.py checks that every comment here is the catalogue's text.
+-- It runs after V3 (which recreated the views) and replaces V2/V3's shorter comments.
 
 COMMENT ON TABLE RAG_V_TASK IS 'tasks the caller may see';
 
