@@ -75,6 +75,16 @@ def test_rules_come_from_the_declarations_not_from_tasks():
     ("What is the average estimated hours per task?",
      "SELECT SUM(ESTIMATED_HOURS) / COUNT(*) AS AVG_HOURS FROM RAG_V_TASK",
      "SELECT AVG(ESTIMATED_HOURS) AS AVG_HOURS, COUNT(*) - COUNT(ESTIMATED_HOURS) AS NOT_ESTIMATED FROM RAG_V_TASK"),
+    # the aggregate the question asks for, not another
+    ("Total estimated hours per priority",
+     "SELECT PRIORITY, ROUND(AVG(ESTIMATED_HOURS), 2) AS H FROM RAG_V_TASK GROUP BY PRIORITY",
+     "SELECT PRIORITY, ROUND(SUM(ESTIMATED_HOURS), 2) AS H FROM RAG_V_TASK GROUP BY PRIORITY"),
+    ("¿Cuál es la estimación máxima en horas de las tareas bloqueadas?",
+     "SELECT SUM(ESTIMATED_HOURS) FROM RAG_V_TASK WHERE STATUS = 'BLOCKED'",
+     "SELECT MAX(ESTIMATED_HOURS) FROM RAG_V_TASK WHERE STATUS = 'BLOCKED'"),
+    ("Promedio de puntos de historia por estado", "SELECT STATUS, SUM(STORY_POINTS) FROM RAG_V_TASK GROUP BY STATUS",
+     "SELECT STATUS, AVG(STORY_POINTS), COUNT(*) - COUNT(STORY_POINTS) AS NOT_ESTIMATED FROM RAG_V_TASK "
+     "GROUP BY STATUS"),
 ])
 def test_sql_that_breaks_a_declared_meaning_is_mended(dialect, question, sql, mended):
     got = repair(sql, question, REFERENCE_CATALOG, dialect)
@@ -91,6 +101,8 @@ def test_sql_that_breaks_a_declared_meaning_is_mended(dialect, question, sql, me
     ("Average hours of done tasks", "SELECT AVG(ESTIMATED_HOURS), COUNT(*) - COUNT(ESTIMATED_HOURS) AS NOT_ESTIMATED "
                                     "FROM RAG_V_TASK WHERE STATUS = 'DONE'"),
     ("Total hours per priority", "SELECT PRIORITY, SUM(ESTIMATED_HOURS) FROM RAG_V_TASK GROUP BY PRIORITY"),
+    ("Total and average hours", "SELECT SUM(ESTIMATED_HOURS), MAX(ESTIMATED_HOURS) FROM RAG_V_TASK"),  # two asked
+    ("Total number of tasks per priority", "SELECT PRIORITY, COUNT(*) FROM RAG_V_TASK GROUP BY PRIORITY"),
     ("anything", "SELECT FROM WHERE"),  # unreadable: left to the guard
 ])
 def test_sql_that_keeps_the_meanings_is_left_as_written(question, sql):

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import sqlglot
 from sqlglot import exp
 
-from ..answers.lexicon import FINISHED, OPEN, fold
+from ..answers.lexicon import AGGREGATE_WORDS, FINISHED, OPEN, fold
 from .catalog import Catalog, Column
 
 
@@ -179,9 +179,14 @@ def _add_open_filter(select: exp.Select, scope: _Scope, catalog: Catalog, tokens
 def _measure(node: exp.Expression, scope: _Scope) -> tuple[exp.Column, Column] | None:
     if isinstance(node, exp.Column):
         found = scope.column(node)
-        if found and found[1].null_means:
+        if found and (found[1].null_means or found[1].unit):  # a declared measure
             return node, found[1]
     return None
+
+
+def _nullable_measure(node: exp.Expression, scope: _Scope) -> tuple[exp.Column, Column] | None:
+    hit = _measure(node, scope)
+    return hit if hit and hit[1].null_means else None
 
 
 def _fix_averages(select: exp.Select, scope: _Scope, notes: list[str]) -> None:
@@ -191,7 +196,7 @@ def _fix_averages(select: exp.Select, scope: _Scope, notes: list[str]) -> None:
             continue
         top, bottom = div.this, div.expression
         if isinstance(top, exp.Sum) and isinstance(bottom, exp.Count):
-            hit = _measure(top.this, scope)
+            hit = _nullable_measure(top.this, scope)
             counted = bottom.this
             if hit and not (isinstance(counted, exp.Column) and counted.name.upper() == hit[0].name.upper()):
                 div.replace(exp.Avg(this=hit[0].copy()))
@@ -200,11 +205,12 @@ def _fix_averages(select: exp.Select, scope: _Scope, notes: list[str]) -> None:
         if avg.find_ancestor(exp.Select) is not select:
             continue
         inner = avg.this
-        if isinstance(inner, exp.Coalesce) and _measure(inner.this, scope):
+        if isinstance(inner, exp.Coalesce) and _nullable_measure(inner.this, scope):
             avg.set("this", inner.this.copy())
             notes.append(f"average of {inner.this.name} without counting NULL as 0")
-        hit = _measure(avg.this, scope)
-        if hit and avg.find_ancestor(exp.Window) is None and all(hit[1].name != c.name for _, c in averaged):
+        hit = _nullable_measure(avg.this, scope)
+        if hit and avg.find_ancestor(exp.Window) is None and all(
+                hit[1].name != c.name for _, c in averaged):
             averaged.append(hit)
     if select is not select.root() or select.args.get("distinct"):
         return
@@ -217,6 +223,30 @@ def _fix_averages(select: exp.Select, scope: _Scope, notes: list[str]) -> None:
             continue
         left_out = exp.Sub(this=exp.Count(this=exp.Star()), expression=exp.Count(this=col.copy()))
         select.select(exp.alias_(left_out, alias), copy=False)
+
+
+_AGGREGATES: dict[str, type[exp.AggFunc]] = {"AVG": exp.Avg, "SUM": exp.Sum, "MAX": exp.Max, "MIN": exp.Min}
+
+
+def _asked_aggregate(tokens: list[str]) -> str | None:
+    """The one aggregate the question's words ask for ("total" SUM, "promedio" AVG...), or None."""
+    asked = [name for name, phrases in AGGREGATE_WORDS.items() if any(_phrase_in(tokens, p) for p in phrases)]
+    return asked[0] if len(asked) == 1 else None
+
+
+def _fix_aggregate_function(select: exp.Select, scope: _Scope, asked: str | None, notes: list[str]) -> None:
+    """The question asks for one aggregate of a measure and the query computes another of it: the asked one."""
+    if asked is None:
+        return
+    calls = [n for n in select.find_all(*_AGGREGATES.values())
+             if n.find_ancestor(exp.Select) is select and n.find_ancestor(exp.Window) is None
+             and not isinstance(n.parent, exp.Div) and isinstance(n.this, exp.Column) and _measure(n.this, scope)]
+    if not calls or any(isinstance(n, _AGGREGATES[asked]) for n in calls):
+        return
+    for call in calls:
+        wrote = next(name for name, kind in _AGGREGATES.items() if isinstance(call, kind))
+        call.replace(_AGGREGATES[asked](this=call.this.copy()))
+        notes.append(f"{asked}({call.this.name}) as asked, not {wrote}")
 
 
 def repair(sql: str, question: str, catalog: Catalog, dialect: str) -> Repaired:
@@ -240,6 +270,7 @@ def repair(sql: str, question: str, catalog: Catalog, dialect: str) -> Repaired:
             _add_open_filter(select, scope, catalog, tokens, filtered, notes)
             added = len(notes) > count
         had = len(select.expressions)
+        _fix_aggregate_function(select, scope, _asked_aggregate(tokens), notes)
         _fix_averages(select, scope, notes)
         if len(select.expressions) > had:
             notes.append("rows left out of the average are counted")

@@ -28,6 +28,16 @@ COUNT = phrases("how many", "how much", "number of", "count", "count of", "total
 OTHER_AGGREGATE = frozenset(fold(w) for w in (
     "average", "avg", "mean", "median", "sum", "summed", "hours", "points", "estimate", "estimated", "velocity",
     "promedio", "mediana", "suma", "horas", "puntos", "estimacion", "velocidad"))
+# Which aggregate a question asks of a measure (text-to-SQL repair: a model wrote AVG for "total").
+AGGREGATE_WORDS = {
+    "AVG": phrases("average", "avg", "mean", "on average", "promedio", "media", "en promedio"),
+    "SUM": phrases("total", "sum", "add up", "adds up", "add up to", "altogether", "summed", "suma", "suman",
+                   "sumar", "sumadas", "en total"),
+    "MAX": phrases("largest", "highest", "biggest", "maximum", "max", "greatest", "maxima", "maximo", "mayor",
+                   "mas alta", "mas alto"),
+    "MIN": phrases("smallest", "lowest", "minimum", "min", "least", "fewest", "minima", "minimo", "menor",
+                   "mas baja", "mas bajo"),
+}
 # "per project", "por proyecto": these words followed by a facet's cue word.
 GROUP_LEAD = phrases("per", "by", "for each", "each", "for every", "every", "grouped by", "broken down by",
                      "split by", "por", "por cada", "de cada", "en cada", "para cada", "cada", "agrupadas por",
