@@ -17,8 +17,11 @@ The predicate is the same rule as ``engine_sql.SCOPE`` with the caller read
 from the context: see-all or system mode: no restriction; a caller:
 public, owned, or one of the caller's groups (a JSON array in the context,
 expanded by JSON_TABLE), unless the source's permission data failed; no
-context at all: ``1 = 0`` (fail closed). So a statement that forgets the
-predicate still returns nothing it should not.
+context: the same rule for the guarded session's caller (the
+``RAG_GUARDED_CALLER`` row of its CLIENT_IDENTIFIER token, what the
+aggregate views read), and nothing at all without such a row (fail
+closed). So a statement that forgets the predicate still returns nothing
+it should not.
 
 Nothing can run Oracle here: tests/test_oracle_golden.py pins the text and
 docs/oracle-reference.md says what was verified where.
@@ -45,6 +48,16 @@ END RAG_ACCESS_CTX_PKG;""")
 # without it a longer array came back cut, the JSON was invalid and the caller lost every group.
 _GROUPS = ("SELECT jt.g FROM JSON_TABLE(SYS_CONTEXT(''RAG_ACCESS_CTX'', ''GROUPS'', 4000), ''$[*]'' "
            "COLUMNS (g VARCHAR2(200 CHAR) PATH ''$'')) jt")
+
+# A session with no context may still be a guarded (read-only) session reading the aggregate views
+# (engines/guarded_scope_sql.py): it cannot set this context (it may not run the package), so its
+# caller is the RAG_GUARDED_CALLER row of the token it carries as CLIENT_IDENTIFIER, the rows the
+# views themselves read. No such row: nothing (fail closed). The subqueries run with the policy
+# function owner's rights (DBMS_RLS overview), so the read-only user needs no grant on them.
+_TOKEN = "SYS_CONTEXT(''USERENV'', ''CLIENT_IDENTIFIER'')"
+_GUARDED_KNOWN = f"{_TOKEN} IN (SELECT g.TOKEN FROM RAG_GUARDED_CALLER g)"
+_GUARDED_SEE_ALL = f"{_TOKEN} IN (SELECT g.TOKEN FROM RAG_GUARDED_CALLER g WHERE g.SEE_ALL = 1)"
+_GUARDED_GROUPS = f"SELECT gg.PRINCIPAL FROM RAG_GUARDED_GROUP gg WHERE gg.TOKEN = {_TOKEN}"
 
 CREATE_PACKAGE_BODY = Sql(oracle=f"""CREATE OR REPLACE PACKAGE BODY RAG_ACCESS_CTX_PKG AS
   PROCEDURE SET_CALLER(p_caller_id IN NUMBER, p_see_all IN NUMBER, p_groups IN VARCHAR2) IS
@@ -78,7 +91,11 @@ CREATE_PACKAGE_BODY = Sql(oracle=f"""CREATE OR REPLACE PACKAGE BODY RAG_ACCESS_C
     IF UNRESTRICTED THEN
       RETURN NULL;
     ELSIF SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') IS NULL THEN
-      RETURN '1 = 0';
+      RETURN '{_GUARDED_KNOWN} AND ({_GUARDED_SEE_ALL} '
+          || 'OR (SOURCE_TYPE NOT IN (SELECT f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE f) AND (ACCESS_PUBLIC = 1 '
+          || 'OR ACCESS_OWNER IN (SELECT g.CALLER_ID FROM RAG_GUARDED_CALLER g WHERE g.TOKEN = {_TOKEN}) '
+          || 'OR (SOURCE_TYPE, SOURCE_ID) IN (SELECT a.SOURCE_TYPE, a.SOURCE_ID FROM RAG_CHUNK_ACL a '
+          || 'WHERE a.PRINCIPAL IN ({_GUARDED_GROUPS})))))';
     END IF;
     RETURN 'SOURCE_TYPE NOT IN (SELECT f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE f) AND (ACCESS_PUBLIC = 1 '
         || 'OR ACCESS_OWNER = TO_NUMBER(SYS_CONTEXT(''RAG_ACCESS_CTX'', ''CALLER_ID'')) '
@@ -91,7 +108,7 @@ CREATE_PACKAGE_BODY = Sql(oracle=f"""CREATE OR REPLACE PACKAGE BODY RAG_ACCESS_C
     IF UNRESTRICTED THEN
       RETURN NULL;
     ELSIF SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') IS NULL THEN
-      RETURN '1 = 0';
+      RETURN '{_GUARDED_KNOWN} AND ({_GUARDED_SEE_ALL} OR PRINCIPAL IN ({_GUARDED_GROUPS}))';
     END IF;
     RETURN 'PRINCIPAL IN ({_GROUPS})';
   END ACL_PREDICATE;

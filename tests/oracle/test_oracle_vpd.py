@@ -13,7 +13,10 @@ hooks run):
   raises ORA-01031, for the application user and the read-only user alike, and the read-only
   user cannot call the package (no EXECUTE);
 * ``CLEAR_CALLER`` at checkin: the returned connection holds no context (a raw read sees nothing)
-  and the next checkout of the same connection is the system context, with no caller left.
+  and the next checkout of the same connection is the system context, with no caller left;
+* the guarded aggregate views, read by the read-only user (which has no context and cannot set
+  one) under its CLIENT_IDENTIFIER token, still give each caller exactly its rows: the policy
+  reads that session's caller from RAG_GUARDED_CALLER, as the views do.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import pytest
 import sqlalchemy as sa
 from oracle_helpers import OracleTarget, cli, new_system, run_user_file
 
+from oracle_rag.aggregate.service import AggregateService
+from oracle_rag.caller import Caller
 from oracle_rag.engines.engine_sql import SCOPE
 from oracle_rag.engines.records import Scope
 
@@ -194,3 +199,30 @@ def test_checkin_clears_the_caller_and_the_next_checkout_is_the_system_context(w
                                    "SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') FROM DUAL")).one()
         assert tuple(row) == ("1", None)
         assert {int(r[0]) for r in _rows(conn, RAW_CHUNKS)} == set(world.chunks)
+
+
+def test_the_aggregate_views_keep_each_callers_rows_behind_the_wall(world: World, oracle_target: OracleTarget,
+                                                                     tmp_path: Path) -> None:
+    if not oracle_target.ro_url or not oracle_target.ro_password_env:
+        pytest.skip("no read-only user: set ORACLE_RAG_TEST_RO_URL and ORACLE_RAG_TEST_RO_PASSWORD")
+    run_user_file(oracle_target, "local/grant_readonly.sql")
+    system = new_system(oracle_target, tmp_path / "guarded", access_vpd=True,
+                        aggregate_database_url=oracle_target.ro_url,
+                        aggregate_db_password_env=oracle_target.ro_password_env, aggregate_timeout_s=5.0)
+    try:
+        service = AggregateService(system.engine, system.settings)
+        with system.engine.connect() as conn:
+            all_tasks = int(conn.execute(sa.text("SELECT COUNT(*) FROM TASK")).scalar_one())
+        for caller, groups in ((Caller(world.owner, role="developer", groups=MANY_GROUPS), MANY_GROUPS),
+                               (Caller(world.owner, role="developer"), ()),
+                               (Caller(world.owner, role="manager"), None)):
+            if groups is None:
+                expected = all_tasks
+            else:
+                allowed = world.allowed(world.owner, False, groups)
+                expected = len({i for cid, (t, i, _o, _p) in world.chunks.items() if t == "TASK" and cid in allowed})
+            result = service.run_sql("SELECT COUNT(*) AS N FROM RAG_V_TASK", caller)
+            assert int(result.rows[0][0]) == expected, (caller, groups)
+            assert expected > 0
+    finally:
+        system.close()
