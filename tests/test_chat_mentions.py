@@ -5,28 +5,30 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oracle_rag.chat.mentions import REMOVED, redact, redact_stream
+from oracle_rag.chat.mentions import REMOVED, RecordWords, find_mentions, redact, redact_stream
 
-VISIBLE = {"5", "21", "300"}
+VISIBLE = {("TASK", "5"), ("TASK", "21"), ("TASK", "300")}
+# The words the reference app's task declares (the product builds these from the declarations).
+WORDS = RecordWords.of({"task": ["TASK"], "tasks": ["TASK"]}, ["TASK"])
 
 
-def visible(ids: set[str]) -> set[str]:
-    return ids & VISIBLE
+def visible(keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    return keys & VISIBLE
 
 
 def test_redact_replaces_only_invisible_ids():
     text = "See [TASK #21], [TASK #7], task #0005, Task # 9 and SPRINT #7."
-    assert redact(text, visible) == f"See [TASK #21], {REMOVED}, task #0005, {REMOVED} and SPRINT #7."
+    assert redact(text, visible, WORDS) == f"See [TASK #21], {REMOVED}, task #0005, {REMOVED} and SPRINT #7."
 
 
 def test_no_mentions_means_no_scope_query():
     calls = []
-    assert redact("nothing here [SPRINT #3]", lambda ids: calls.append(ids) or set()) == "nothing here [SPRINT #3]"
+    assert redact("nothing here [SPRINT #3]", lambda ids: calls.append(ids) or set(), WORDS) == "nothing here [SPRINT #3]"
     assert calls == []
 
 
 def test_stream_passes_pieces_through_unless_a_mention_may_be_arriving():
-    out = list(redact_stream(["The ta", "sk is [TA", "SK #", "4", "2] and TASK #5", " done. Test it"], visible))
+    out = list(redact_stream(["The ta", "sk is [TA", "SK #", "4", "2] and TASK #5", " done. Test it"], visible, WORDS))
     assert "".join(out) == f"The task is {REMOVED} and TASK #5 done. Test it"
     assert out[0] == "The "  # "ta" could start "task #": held back, the rest sent at once
 
@@ -38,7 +40,7 @@ def test_stream_equals_whole_text_redaction_for_any_split(tokens, size):
     """However the model's text is cut into pieces, the stream says what redacting the whole says."""
     text = "".join(tokens)
     pieces = [text[i:i + size] for i in range(0, len(text), size)]
-    assert "".join(redact_stream(pieces, visible)) == redact(text, visible)
+    assert "".join(redact_stream(pieces, visible, WORDS)) == redact(text, visible, WORDS)
 
 
 HIDDEN = [
@@ -54,7 +56,7 @@ HIDDEN = [
 
 def test_every_spelling_of_an_invisible_mention_is_removed():
     for text in HIDDEN:
-        out = redact(f"See {text} now.", visible)
+        out = redact(f"See {text} now.", visible, WORDS)
         assert REMOVED in out, text
         rest = out.replace("#21", "")
         assert "7" not in rest and "７" not in rest, (text, out)
@@ -63,12 +65,12 @@ def test_every_spelling_of_an_invisible_mention_is_removed():
 def test_visible_mentions_and_ordinary_words_are_kept():
     kept = ("TASK #21, task #0005, multitask 7, SPRINT #7, 7TASK #7, TASK #21 and 2 others, the task is done, "
             "/chunk/TASK/21, /api/chunks/task/5, /chunk/SPRINT/7, a task/subtask split")
-    assert redact(kept, visible) == kept
+    assert redact(kept, visible, WORDS) == kept
 
 
 def test_an_id_longer_than_any_real_id_is_removed_without_a_query():
     asked = []
-    out = redact("TASK #1234567890123456789012", lambda ids: asked.append(ids) or ids)
+    out = redact("TASK #1234567890123456789012", lambda ids: asked.append(ids) or ids, WORDS)
     assert out == REMOVED and asked == []
 
 
@@ -80,5 +82,58 @@ def test_an_id_longer_than_any_real_id_is_removed_without_a_query():
 def test_stream_equals_whole_text_redaction_for_normalised_spellings(tokens, size):
     text = "".join(tokens)
     pieces = [text[i:i + size] for i in range(0, len(text), size)]
-    streamed = "".join(redact_stream(pieces, visible))
-    assert streamed == redact(text, visible)
+    streamed = "".join(redact_stream(pieces, visible, WORDS))
+    assert streamed == redact(text, visible, WORDS)
+
+
+# Another deployment's declarations: a SQL source "tickets" (nouns ticket/tickets, Spanish
+# "incidencia"), a "purchase order" phrase, and one word ("item") that two types declare.
+OTHER = RecordWords.of({"ticket": ["TICKETS"], "tickets": ["TICKETS"], "incidencia": ["TICKETS"],
+                        "purchase order": ["ORDERS"], "item": ["TICKETS", "ORDERS"]},
+                       ["TICKETS", "ORDERS"], {"ORDERS": "PO-"})
+OTHER_VISIBLE = {("TICKETS", "1042"), ("ORDERS", "PO-7")}
+
+
+def other_visible(keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    return keys & OTHER_VISIBLE
+
+
+def test_the_words_come_from_the_declarations_not_from_this_module():
+    text = ("TICKETS #1042, ticket 1043, Incidéncia nº 1043, /chunk/tickets/1043, purchase   order #7, "
+            "Purchase Order #8, TASK #1043")
+    out = redact(text, other_visible, OTHER)
+    assert out == (f"TICKETS #1042, {REMOVED}, {REMOVED}, /chunk/{REMOVED}, purchase   order #7, {REMOVED}, "
+                   "TASK #1043")  # TASK is no word of this deployment: not a record here
+
+
+def test_a_word_naming_two_types_keeps_a_mention_visible_under_either():
+    asked: list[set[tuple[str, str]]] = []
+
+    def spy(keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        asked.append(set(keys))
+        return other_visible(keys)
+
+    assert redact("item 7 and item 1042, item 9", spy, OTHER) == f"item 7 and item 1042, {REMOVED}"
+    assert asked == [{("TICKETS", "7"), ("ORDERS", "PO-7"), ("TICKETS", "1042"), ("ORDERS", "PO-1042"),
+                      ("TICKETS", "9"), ("ORDERS", "PO-9")}]
+
+
+def test_mentions_name_their_word_and_id():
+    assert [m[2:] for m in find_mentions("see ticket #0042 and incidencias? no: INCIDENCIA 5", OTHER)] == [
+        ("ticket", "42"), ("incidencia", "5")]
+
+
+@given(st.lists(st.sampled_from(["TICKET", "ticket", "s", " #", "1042", "43", "purchase", " ", "order", "Inci",
+                                 "déncia", "[", "]", "/chunk/", "item", " and ", "#7", "text"]), max_size=40),
+       st.integers(min_value=1, max_value=9))
+@settings(max_examples=300, deadline=None)
+def test_stream_equals_whole_text_redaction_for_declared_words(tokens, size):
+    text = "".join(tokens)
+    pieces = [text[i:i + size] for i in range(0, len(text), size)]
+    assert "".join(redact_stream(pieces, other_visible, OTHER)) == redact(text, other_visible, OTHER)
+
+
+def test_no_declared_words_means_nothing_is_a_mention():
+    none = RecordWords({})
+    assert redact("TASK #7 and ticket 9", lambda keys: set(), none) == "TASK #7 and ticket 9"
+    assert "".join(redact_stream(["TASK #", "7"], lambda keys: set(), none)) == "TASK #7"

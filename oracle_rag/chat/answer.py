@@ -47,7 +47,7 @@ from .citations import Citation, citation_for, select_citations, snippet
 from .conversations import ConversationStore, new_conversation_id
 from .evidence import structured_data, structured_evidence, topic_evidence
 from .llm import LLMClient
-from .mentions import redact_stream
+from .mentions import RecordWords, Visible, redact_stream
 from .prompt import Turn, build_messages, build_structured_messages, select_history
 from .router import AGGREGATION_UNAVAILABLE, Route, fallback_route, looks_aggregate, route
 
@@ -308,15 +308,30 @@ class Chat:
             text = f"{AGGREGATION_UNAVAILABLE}\n\n{text}"
         return text, citations
 
-    def visible_tasks(self, caller: Caller) -> Callable[[set[str]], set[str]]:
-        """A scope check for task ids mentioned in an answer, run in SQL."""
-        def check(ids: set[str]) -> set[str]:
+    def visible_records(self, caller: Caller) -> Visible:
+        """A scope check for the records an answer's text mentions, run in SQL (one statement per type)."""
+        def check(keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
+            by_type: dict[str, list[str]] = {}
+            for source_type, source_id in keys:
+                by_type.setdefault(source_type, []).append(source_id)
+            seen: set[tuple[str, str]] = set()
             with self.rag.engine.connect() as conn:
-                rows = conn.execute(self.rag.engine.statement(chat_sql.VISIBLE_TASKS),
-                                    {"ids": sorted(ids), **caller.scope().binds()})
-                return {str(r[0]) for r in rows}
+                for source_type, ids in sorted(by_type.items()):
+                    rows = conn.execute(self.rag.engine.statement(chat_sql.VISIBLE_RECORDS),
+                                        {"source_type": source_type, "ids": sorted(ids), **caller.scope().binds()})
+                    seen |= {(source_type, str(r[0])) for r in rows}
+            return seen
 
         return check
+
+    def record_words(self, caller: Caller) -> RecordWords:
+        """The words that name records (the sources' declarations), for redacting mentions."""
+        types = self.rag.sources.types()
+        if self.answers is None:
+            return RecordWords.of({}, types)
+        vocab = self.answers.parser(caller.scope()).vocab
+        prefixes = {t: m.id_prefix for t, m in vocab.meanings.items() if m.id_prefix}
+        return RecordWords.of(vocab.type_words, [*types, *vocab.types], prefixes)
 
     def _given(self, prep: _Prepared) -> list[RetrievedChunk]:
         """The chunks a topic answer hands to the model: the first ``llm_passages``."""
@@ -368,7 +383,8 @@ class Chat:
         run.tally = checker.tally
         gap = "\n\n" if head else ""  # what goes before the next kept sentence (its predecessor's spacing)
         try:
-            for sentence in checker.feed(redact_stream(open_model(), self.visible_tasks(prep.caller))):
+            for sentence in checker.feed(redact_stream(open_model(), self.visible_records(prep.caller),
+                                                           self.record_words(prep.caller))):
                 body = sentence.rstrip()
                 yield gap + body
                 gap = sentence[len(body):]

@@ -98,9 +98,10 @@ WHERE c.SOURCE_TYPE = :source_type
   AND """ + SCOPE)
 
 # Which of the task ids an answer mentions the caller may see (same scope predicate).
-VISIBLE_TASKS = Sql.both("""SELECT c.SOURCE_ID
+# The records of one type an answer mentions that the caller may see (chat/mentions.py).
+VISIBLE_RECORDS = Sql.both("""SELECT DISTINCT c.SOURCE_ID
 FROM RAG_CHUNK c
-WHERE c.SOURCE_TYPE = 'TASK'
+WHERE c.SOURCE_TYPE = :source_type
   AND c.SOURCE_ID IN :ids
   AND """ + SCOPE, expanding=("ids",))
 
