@@ -122,6 +122,7 @@ class Settings:
     semantic_weight: float = setting(1.0, 0.0, 100.0, help='RRF weight of the vector leg')
     keyword_weight: float = setting(1.0, 0.0, 100.0, help='RRF weight of the keyword leg')
     hybrid_depth: int = setting(100, 1, 400, help='each hybrid leg fetches its top `max(k, hybrid_depth)` records (capped at 400) for Reciprocal Rank Fusion')
+    hybrid_semantic_chunk: str = setting("FIRST", choices=('FIRST', 'NEAREST'), help="which chunk ranks a record in hybrid's semantic leg: FIRST = its first window, as a single-vector retriever and the RRF baseline rank it; NEAREST = its nearest chunk, as semantic mode does (see docs/retrieval.md)")
     embedded_vector_cache: bool = setting(True,
                                           help='embedded engine: semantic search through an in-process exact vector index (4 B × 384 per chunk: 154 MB at 100k chunks, loaded on the first search), SQL re-checks scope; false = the SQL scan (see docs/retrieval.md)')
     embedded_term_index: bool = setting(True, help='embedded engine: keyword search through an in-process BM25 index of RAG_CHUNK_TERM (loaded on the first keyword search), SQL re-checks the results; `false` = BM25 in SQL (see docs/retrieval.md)')

@@ -231,7 +231,7 @@ BIND_EXAMPLES: dict[str, Any] = {
     "max_attempts": 5, "dirty_id": 1001, "error": "SOURCE_LOADING: task 42 not found",
     "failed_only": 0, "limit": 50, "text": "login timeout on the mobile app",
     "query": "login timeout on the mobile app", "match": '"login" OR "timeout"', "k": 8,
-    "see_all": 0, "caller_id": 17, "f_project": None, "f_sprint": None, "f_all_types": 0,
+    "see_all": 0, "caller_id": 17, "f_project": None, "f_sprint": None, "f_all_types": 0, "f_first_chunk": 0,
     "f_types": ["TASK", "SPRINT"], "model_name": DEFAULT_MODEL, "statement_id": "rag-plan-1",
     "replace": 0, "model_data": "<BLOB: the ONNX file's bytes>", "uri": "<pre-authenticated URL, secret>",
     "outcome": "<OUT VARCHAR2: LOADED|REPLACED|SKIPPED|CONCURRENT>", "id": 42, "names": ["RAG_TASK_ENQUEUE"],

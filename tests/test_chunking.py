@@ -177,9 +177,20 @@ def test_a_20_kb_document_is_found_first_by_the_fact_in_its_last_paragraph(docs)
         assert found.facets == {"kind": "doc"}, mode
         # Semantic finds it first (its last chunk is the question's nearest). Keyword ranks whole
         # records by BM25, whose length normalisation weighs one paragraph of 20 KB less than a
-        # one-line distractor sharing three words; hybrid fuses the two.
+        # one-line distractor sharing three words; hybrid fuses keyword with the records' first
+        # windows (hybrid_semantic_chunk = FIRST, the RRF baseline's list), so here the keyword leg
+        # carries it, with its passage.
         ranked = [h.source_id for h in hits]
-        assert ranked.index("long") < {"semantic": 1, "hybrid": 3, "keyword": 5}[mode], (mode, ranked)
+        assert ranked.index("long") < {"semantic": 1, "hybrid": 5, "keyword": 5}[mode], (mode, ranked)
+    # With NEAREST, hybrid fuses semantic mode's list: the last chunk lifts the record in both legs.
+    from oracle_rag.system import RagSystem
+
+    nearest = RagSystem(system.settings.with_overrides(hybrid_semantic_chunk="NEAREST"), sources=[source])
+    try:
+        ranked = [h.source_id for h in nearest.retriever().search(question, 5, MANAGER, "hybrid")]
+    finally:
+        nearest.close()
+    assert ranked.index("long") < 3, ranked
 
 
 def test_hash_skip_rescope_shrink_and_delete_work_per_record(docs) -> None:

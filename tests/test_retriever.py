@@ -24,7 +24,7 @@ from oracle_rag.caller import Caller
 from oracle_rag.config import load_settings
 from oracle_rag.engines import Filters, Hit
 from oracle_rag.errors import AccessError, InputError
-from oracle_rag.retriever import MODES, RetrievedChunk, Retriever, rrf
+from oracle_rag.retriever import MODES, RetrievedChunk, Retriever, rrf, semantic_leg_filters
 from oracle_rag.system import RagSystem
 
 VOCABULARY = ["invoice", "payment", "login", "timeout", "mobile", "Kubernetes", "facturas", "sprint", "PDF",
@@ -378,7 +378,8 @@ def test_hybrid_fetches_text_for_the_fused_top_k_only_and_shows_the_same(demo, r
         with demo.engine.connect() as conn:
             scope = caller.scope()
             light = demo.engine.keyword_search(conn, question, fetch, scope, Filters(), text=False)
-            full = {"semantic": demo.engine.semantic_search(conn, embed_text(question), fetch, scope, Filters()),
+            full = {"semantic": demo.engine.semantic_search(conn, embed_text(question), fetch, scope,
+                                                            semantic_leg_filters(demo.settings, Filters())),
                     "keyword": demo.engine.keyword_search(conn, question, fetch, scope, Filters())}
         assert isinstance(light, KeywordHits) and not any(h.content for h in light)
         want = rrf(full, 8, demo.settings.rrf_k, weights)

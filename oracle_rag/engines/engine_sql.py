@@ -90,6 +90,7 @@ FILTERS = (
     "(:f_project IS NULL OR c.PROJECT_ID = :f_project) "
     "AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) "
     "AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) "
+    "AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) "
     "AND /* where */ 1 = 1"
 )
 
@@ -608,7 +609,7 @@ WHERE c.CHUNK_ID IN :ids
 # The cache reads on its own plain DBAPI connection (no expanding binds):
 # :ids is a JSON array of integers.
 _VECTOR_ROWS = ("SELECT CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, EMBEDDING, "
-                "ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS FROM RAG_CHUNK")
+                "ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, CHUNK_NO FROM RAG_CHUNK")
 VECTOR_ROWS = Sql(sqlite=_VECTOR_ROWS)
 VECTOR_ROWS_BY_ID = Sql(sqlite=_VECTOR_ROWS + " WHERE CHUNK_ID IN (SELECT value FROM json_each(:ids))")
 

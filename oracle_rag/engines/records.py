@@ -231,14 +231,23 @@ class Scope:
 
 @dataclass(frozen=True)
 class Filters:
-    """Optional narrowing applied in SQL next to the scope predicate."""
+    """Optional narrowing applied in SQL next to the scope predicate.
+
+    ``first_chunk`` keeps each record's first chunk only (``CHUNK_NO = 0``):
+    semantic search then ranks a record by the window a single-vector
+    retriever embeds (the model's first 256 wordpieces), which is what
+    hybrid's semantic leg fuses (retriever.py). Keyword search already ranks
+    whole records through their chunk 0, so it changes nothing there.
+    """
 
     project_id: int | None = None
     sprint_id: int | None = None
     source_types: tuple[str, ...] = ()
+    first_chunk: bool = False
 
     def binds(self) -> dict[str, Any]:
-        return {"f_project": self.project_id, "f_sprint": self.sprint_id}
+        return {"f_project": self.project_id, "f_sprint": self.sprint_id,
+                "f_first_chunk": 1 if self.first_chunk else 0}
 
 
 _WHERE_BIND = re.compile(r"^w_[a-z0-9_]{1,28}$")

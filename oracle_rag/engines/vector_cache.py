@@ -126,6 +126,7 @@ class VectorCache:
         self._sprint = np.full(capacity, NULL, dtype=np.int64)
         self._type = np.full(capacity, -1, dtype=np.int32)
         self._live = np.zeros(capacity, dtype=bool)
+        self._first = np.zeros(capacity, dtype=bool)  # CHUNK_NO = 0 (Filters.first_chunk)
         self._access.grow(capacity)
 
     def _grow(self, needed: int) -> None:
@@ -140,7 +141,8 @@ class VectorCache:
         self._access.grow(new)
 
     def _arrays(self) -> tuple[np.ndarray, ...]:
-        return (self._vectors, self._ids, self._owner, self._project, self._sprint, self._type, self._live)
+        return (self._vectors, self._ids, self._owner, self._project, self._sprint, self._type, self._live,
+                self._first)
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -306,7 +308,7 @@ class VectorCache:
 
     def _store(self, rows: Sequence[Any]) -> None:
         """Insert or overwrite rows (CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, EMBEDDING,
-        ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS)."""
+        ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, CHUNK_NO)."""
         if not rows:
             return
         if self._dim == 0:
@@ -348,6 +350,7 @@ class VectorCache:
             self._sprint[slot] = int_or_null(r[4])
             self._type[slot] = code
             self._access.set(slot, int_or_null(r[6]), r[7], r[8])
+            self._first[slot] = r[9] == 0
             self._live[slot] = True
 
     # -- searching -----------------------------------------------------------
@@ -379,6 +382,8 @@ class VectorCache:
             if filters.source_types:
                 codes = [self._types[t] for t in filters.source_types if t in self._types]
                 mask &= np.isin(self._type[:n], np.asarray(codes, dtype=np.int32))
+            if filters.first_chunk:
+                mask &= self._first[:n]
             visible = np.flatnonzero(mask)
             if len(visible) == 0:
                 return Candidates([], {})

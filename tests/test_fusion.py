@@ -1,0 +1,180 @@
+"""Hybrid is, by construction, the Reciprocal Rank Fusion of two record lists (issue 25).
+
+The quality baseline (bench/data/cranfield/SOURCE.md) fuses BM25 over each
+record with dense retrieval of each record as the model reads it (its first
+256 wordpieces), each list cut to 100, score = sum of 1 / (60 + rank). With
+``hybrid_semantic_chunk = FIRST`` the product fuses exactly those two lists;
+with ``NEAREST`` it fuses semantic mode's list (each record at its nearest
+chunk) instead. Both are pinned here against lists computed independently:
+keyword mode's ranking, and a numpy ranking of the stored first-chunk
+vectors (not the engine's filter, nor its cache). Real SQLite files, the
+real model, records long enough to be several chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from oracle_rag.caller import Caller
+from oracle_rag.engines import Filters, embed_text
+from oracle_rag.sources import Document, Source
+
+MANAGER = Caller(employee_id=1, role="manager", name="m")
+FILLER = ("The quarterly planning meeting reviewed the roadmap for the mobile application and agreed to move "
+          "the onboarding redesign into the next sprint, pending a review of the analytics dashboards. ")
+NOTES = {
+    # long records: a first window about one thing, later windows about another
+    "long-gen": FILLER * 12 + "The backup diesel generator at the Reykjavik data centre is serviced by Nordlys Power.",
+    "long-pay": "Payment gateway timeouts during checkout. " + FILLER * 10
+                + "Invoices in PDF fail to render for customers in Spain.",
+    "long-sso": "Single sign-on rollout plan for the identity provider. " + FILLER * 9
+                + "The generator fuel contract was renewed for two years.",
+    "gen": "The office generator was replaced last year after a failed inspection.",
+    "dc": "Our data centre in Frankfurt is audited every spring for power redundancy.",
+    "pay": "Checkout payments time out when the gateway is slow; retries double charge customers.",
+    "pdf": "PDF invoice generation fails for Spanish customers because of a font issue.",
+    "sso": "Users cannot log in with single sign-on after the password reset.",
+    "plan": FILLER,
+}
+QUESTIONS = ["Who services the backup generator at the Reykjavik data centre?",
+             "payment gateway timeout at checkout", "PDF invoices fail for customers in Spain",
+             "single sign-on login problems", "roadmap for the mobile application"]
+FIRST_CHUNKS = sa.text("SELECT CHUNK_ID, SOURCE_ID, EMBEDDING FROM RAG_CHUNK WHERE CHUNK_NO = 0")
+
+
+class NoteSource(Source):
+    SOURCE_TYPE = "NOTE"
+
+    def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:
+        return {i: Document("NOTE", i, NOTES[i]) for i in ids if i in NOTES}
+
+    def all_ids(self, conn: sa.Connection) -> list[str]:
+        return list(NOTES)
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory, model_path):
+    """The notes indexed once; each test opens systems with the settings it studies."""
+    import os
+    import shutil
+
+    from oracle_rag.config import load_settings
+    from oracle_rag.system import RagSystem
+
+    d = tmp_path_factory.mktemp("fusion")
+    (d / "models").mkdir()
+    try:
+        os.link(model_path, d / "models" / model_path.name)
+    except OSError:
+        shutil.copyfile(model_path, d / "models" / model_path.name)
+    system = RagSystem(load_settings(env={}, data_dir=str(d)), sources=[NoteSource()])
+    system.migrate()
+    with system.engine.begin() as conn:
+        system.indexer.apply(conn, [("NOTE", i) for i in NOTES])
+    with system.engine.connect() as conn:
+        chunks = {r[0]: r[1] for r in conn.exec_driver_sql(
+            "SELECT SOURCE_ID, COUNT(*) FROM RAG_CHUNK GROUP BY SOURCE_ID")}
+    assert all(chunks[i] > 1 for i in ("long-gen", "long-pay", "long-sso")), chunks
+    system.close()
+
+    def open_system(**overrides: Any) -> Any:
+        return RagSystem(load_settings(env={}, data_dir=str(d), **overrides), sources=[NoteSource()])
+
+    return open_system
+
+
+def _first_window_ranking(conn: Any, question: str) -> list[tuple[str, int]]:
+    """(record, chunk id) by cosine distance of the record's first chunk, in numpy: the reference's dense list."""
+    query = np.frombuffer(bytes(conn.exec_driver_sql("SELECT vector_embedding(?)", (embed_text(question),))
+                                .scalar_one()), dtype="<f4").astype(np.float64)
+    rows = conn.execute(FIRST_CHUNKS).fetchall()
+    dist = []
+    for chunk_id, source_id, blob in rows:
+        v = np.frombuffer(bytes(blob), dtype="<f4").astype(np.float64)
+        dist.append((1.0 - float(v @ query) / (np.linalg.norm(v) * np.linalg.norm(query)), int(chunk_id), source_id))
+    return [(s, c) for _, c, s in sorted(dist)]
+
+
+def _reference_rrf(lists: Mapping[str, Sequence[tuple[str, int]]], rrf_k: int, k: int) -> list[tuple[str, float]]:
+    """Sum of 1 / (rrf_k + rank) over the lists; ties by the best rank, then the shown chunk's id."""
+    score: dict[str, float] = {}
+    best: dict[str, tuple[int, int]] = {}
+    for ranked in lists.values():
+        for rank, (record, chunk_id) in enumerate(ranked, 1):
+            score[record] = score.get(record, 0.0) + 1.0 / (rrf_k + rank)
+            best[record] = min(best.get(record, (rank, chunk_id)), (rank, chunk_id))
+    order = sorted(score, key=lambda r: (-score[r], best[r]))[:k]
+    return [(r, score[r]) for r in order]
+
+
+@pytest.mark.parametrize("depth", [3, 6, 100])
+def test_hybrid_is_the_rrf_of_keyword_and_first_window_lists(indexed, depth) -> None:
+    system = indexed(hybrid_depth=depth)  # hybrid_semantic_chunk = FIRST is the default
+    try:
+        assert system.settings.hybrid_semantic_chunk == "FIRST"
+        retriever = system.retriever()
+        for question in QUESTIONS:
+            k = min(5, depth)
+            fetch = max(k, depth)
+            with system.engine.connect() as conn:
+                dense = _first_window_ranking(conn, question)[:fetch]
+                chunk0 = {s: c for c, s, _ in conn.execute(FIRST_CHUNKS)}
+            # a record's keyword hit is shown from its chunk 0 in the leg (its passage comes later)
+            keyword = [(h.source_id, chunk0[h.source_id]) for h in retriever.search(question, fetch, MANAGER,
+                                                                                      "keyword")]
+            want = _reference_rrf({"semantic": dense, "keyword": keyword}, system.settings.rrf_k, k)
+            got = retriever.search(question, k, MANAGER, "hybrid")
+            assert [h.source_id for h in got] == [r for r, _ in want], question
+            assert [h.score for h in got] == pytest.approx([s for _, s in want], abs=1e-12), question
+            assert retriever.last_stats is not None and retriever.last_stats.legs["semantic"] == min(fetch, len(NOTES))
+    finally:
+        system.close()
+
+
+def test_nearest_fuses_semantic_modes_list_and_differs_on_a_deep_fact(indexed) -> None:
+    first, nearest = indexed(), indexed(hybrid_semantic_chunk="NEAREST")
+    try:
+        question = QUESTIONS[0]  # its answer is in long-gen's last window only
+        r = nearest.retriever()
+        semantic = [(h.source_id, h.chunk_id) for h in r.search(question, 100, MANAGER, "semantic")]
+        keyword = [(h.source_id, h.chunk_id) for h in r.search(question, 100, MANAGER, "keyword")]
+        # the reference tie rule needs the shown chunk: keyword shows chunk 0's id for a record, semantic its nearest
+        with nearest.engine.connect() as conn:
+            chunk0 = {s: c for c, s, _ in conn.execute(FIRST_CHUNKS)}
+        keyword = [(s, chunk0[s]) for s, _ in keyword]
+        want = _reference_rrf({"semantic": semantic, "keyword": keyword}, nearest.settings.rrf_k, 5)
+        got = r.search(question, 5, MANAGER, "hybrid")
+        assert [(h.source_id, h.score) for h in got] == [(s, pytest.approx(v, abs=1e-12)) for s, v in want]
+        # semantic mode ranks long-gen by its last window, the first-window list far lower: the settings differ
+        assert semantic[0][0] == "long-gen"
+        with first.engine.connect() as conn:
+            assert [s for s, _ in _first_window_ranking(conn, question)].index("long-gen") > 0
+        assert [h.source_id for h in got] != [h.source_id for h in first.retriever().search(question, 5, MANAGER,
+                                                                                               "hybrid")]
+    finally:
+        first.close()
+        nearest.close()
+
+
+def test_first_chunk_filter_is_the_same_on_the_cache_and_the_sql_scan(indexed) -> None:
+    cached, scan = indexed(), indexed(embedded_vector_cache=False)
+    try:
+        filters = Filters(first_chunk=True)
+        for question in QUESTIONS:
+            with cached.engine.connect() as conn:
+                want = [s for s, _ in _first_window_ranking(conn, question)][:6]
+                a = cached.engine.semantic_search(conn, embed_text(question), 6, MANAGER.scope(), filters)
+            with scan.engine.connect() as conn:
+                b = scan.engine.semantic_search(conn, embed_text(question), 6, MANAGER.scope(), filters)
+            assert [h.source_id for h in a] == [h.source_id for h in b] == want, question
+            assert all(h.chunk_no == 0 for h in a + b)
+            assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+        assert cached.engine.vector_cache().loaded  # the cache answered, not a fallback to the scan
+    finally:
+        cached.close()
+        scan.close()
