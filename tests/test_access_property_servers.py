@@ -1,0 +1,211 @@
+"""Issue 23, property, every entry point: the real servers and the guarded views obey the declared policy.
+
+The same world and the same plain Python model as tests/test_access_property.py
+(policies per source, owners and groups per record, failed permission data),
+but the callers are a deployment's: ids with roles and groups in tables read
+by the declared ``[access] roles_query`` / ``groups_query`` (no EMPLOYEE
+table), reached through API tokens. Per example, through:
+
+* the Flask app served by waitress on 127.0.0.1, over HTTP: the record
+  detail ``/api/chunks/<type>/<id>`` (200 exactly for the allowed records,
+  the same 404 body otherwise), ``/api/chat`` and ``/v1/chat/completions``
+  (every cited record allowed, none when nothing is);
+* the MCP server (streamable HTTP on uvicorn, the SDK's own client, bearer
+  tokens): ``search`` (exactly the allowed set) and ``get_record`` (found
+  exactly for the allowed records);
+* the guarded aggregate path (``AggregateService.run_sql``, the ``oracle-rag
+  sql`` path) over views ``RAG_V_<TYPE>`` whose scope is the generated
+  ``{{RAG_RECORD_VISIBLE:...}}`` predicate, as the demo migration's:
+  ``COUNT(*)`` exactly, the ids as a set.
+
+Servers start once per module; few examples (each one re-scopes the records
+with no embedding and reloads the declared roles and groups).
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import anyio
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reliability_helpers import http_request
+from test_access_property import (
+    GROUPS,
+    RECORDS,
+    TYPES,
+    WORDS,
+    _apply,
+    allowed,
+    policies,
+    record_data,
+)
+from test_mcp import http_client, uvicorn_app
+
+from oracle_rag.access import directory_for, load_caller
+from oracle_rag.aggregate import AggregateService
+from oracle_rag.aggregate.catalog import Catalog, Column, View
+from oracle_rag.auth import create_token
+from oracle_rag.chat import Chat
+from oracle_rag.config import load_settings
+from oracle_rag.integrations.mcp_server import http_app
+from oracle_rag.record_writes import plan_of, record_write, write_records
+from oracle_rag.system import RagSystem
+from oracle_rag.web import create_app
+from oracle_rag.web.server import make_server, serve_until
+
+IDS = (1, 2, 3, 4, 5, 6)
+EXAMPLES = settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+CATALOG = Catalog(tuple(View(f"RAG_V_{t}", f"{t.lower()} records the caller may see",
+                             (Column("ID", "INTEGER", "primary key"),)) for t in TYPES))
+QUESTION = "zebra record"
+
+
+def _create_views(rag: RagSystem) -> None:
+    """Tables with the records' ids and guarded views over them, scoped by the generated predicate."""
+    script = "".join(
+        f"CREATE TABLE {t} (ID INTEGER PRIMARY KEY);\n"
+        f"CREATE VIEW RAG_V_{t} AS SELECT x.ID FROM {t} x WHERE {{{{RAG_RECORD_VISIBLE:{t}:x.ID}}}};\n"
+        for t in TYPES)
+    with rag.engine.begin() as conn:
+        for statement in rag.engine.split_script(rag.engine.render_migration(script)):
+            conn.exec_driver_sql(statement)
+        for t in TYPES:
+            conn.execute(sa.text(f"INSERT INTO {t} (ID) VALUES (:id)"), [{"id": int(i)} for tt, i in RECORDS if tt == t])
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory, model_path) -> Iterator[SimpleNamespace]:
+    data = tmp_path_factory.mktemp("access-servers")
+    (data / "models").mkdir(exist_ok=True)
+    shutil.copyfile(model_path, data / "models" / model_path.name)
+    rag = RagSystem(load_settings(env={}, data_dir=str(data), see_all_roles="lead",
+                                  access_roles_query="SELECT member_id, role FROM member_role",
+                                  access_groups_query="SELECT member_id, grp FROM member_group"))
+    rag.migrate()
+    plan = plan_of(rag.engine.settings)
+    with rag.engine.begin() as conn:
+        write_records(rag.engine, conn, [
+            record_write(plan, t, i, f"[{t} #{i}] zebra {WORDS[int(i) % len(WORDS)]} record {t.lower()} {i}")
+            for t, i in RECORDS])
+        conn.exec_driver_sql("CREATE TABLE member_role (member_id INTEGER, role TEXT)")
+        conn.exec_driver_sql("CREATE TABLE member_group (member_id INTEGER, grp TEXT)")
+    _create_views(rag)
+    tokens = {i: create_token(rag.engine, i, check_employee=False).token for i in IDS}
+    server = make_server(create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": None}), "127.0.0.1", 0, threads=4)
+    stop = threading.Event()
+    thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
+    thread.start()
+    try:
+        with uvicorn_app(http_app(rag, chat=Chat(rag, None))) as mcp_url:
+            yield SimpleNamespace(rag=rag, tokens=tokens, api=f"127.0.0.1:{server.effective_port}",
+                                  mcp=mcp_url, aggregates=AggregateService(rag.engine, rag.settings, CATALOG))
+    finally:
+        stop.set()
+        thread.join(60)
+        rag.close()
+
+
+def _declare_members(rag: RagSystem, members: dict[int, tuple[frozenset[str], frozenset[str]]]) -> None:
+    """The deployment's roles and groups tables, then a forced refresh of the declared queries."""
+    with rag.engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM member_role")
+        conn.exec_driver_sql("DELETE FROM member_group")
+        for member, (roles, groups) in members.items():
+            for role in sorted(roles):
+                conn.execute(sa.text("INSERT INTO member_role VALUES (:m, :r)"), {"m": member, "r": role})
+            for group in sorted(groups):
+                conn.execute(sa.text("INSERT INTO member_group VALUES (:m, :g)"), {"m": member, "g": group})
+    directory_for(rag.engine).refresh(rag.engine.sa_engine, force=True)
+
+
+def _cited(body: dict) -> set[tuple[str, str]]:
+    return {(c["source_type"], c["source_id"]) for c in body.get("citations") or ()}
+
+
+def _check_http(world: SimpleNamespace, member: int, want: set[tuple[str, str]]) -> None:
+    headers = {"Authorization": f"Bearer {world.tokens[member]}"}
+
+    def call(method: str, path: str, body: dict | None = None):  # noqa: ANN202
+        return http_request(world.api, method, path, body, headers=headers)
+
+    missing = call("GET", "/api/chunks/ALPHA/999")
+    assert missing.status == 404
+    for key in RECORDS:
+        got = call("GET", f"/api/chunks/{key[0]}/{key[1]}")
+        if key in want:
+            assert got.status == 200 and got.json()["source_id"] == key[1], (member, key)
+        else:
+            assert (got.status, got.json()) == (404, missing.json()), (member, key)
+    chat = call("POST", "/api/chat", {"question": QUESTION})
+    assert chat.status == 200, chat.text
+    assert _cited(chat.json()) <= want, member
+    v1 = call("POST", "/v1/chat/completions", {"model": "oracle-rag",
+                                                "messages": [{"role": "user", "content": QUESTION}]})
+    assert v1.status == 200, v1.text
+    assert _cited(v1.json()) <= want, member
+
+
+async def _check_mcp(world: SimpleNamespace, member: int, want: set[tuple[str, str]]) -> None:
+    async with http_client(world.mcp, world.tokens[member]) as client:
+        found = await client.call_tool("search", {"query": QUESTION, "mode": "keyword", "k": 100})
+        assert not found.is_error
+        assert {(h["source_type"], h["source_id"]) for h in found.structured_content["hits"]} == want, member
+        for key in RECORDS:
+            got = await client.call_tool("get_record", {"type": key[0], "id": key[1]})
+            assert got.is_error is (key not in want), (member, key)
+
+
+def _check_aggregates(world: SimpleNamespace, member: int, want: set[tuple[str, str]]) -> None:
+    with world.rag.engine.connect() as conn:
+        caller = load_caller(conn, member, world.rag.engine)
+    for t in TYPES:
+        expected = {i for tt, i in want if tt == t}
+        counted = world.aggregates.run_sql(f"SELECT COUNT(*) AS N FROM RAG_V_{t}", caller)
+        assert counted.rows == [[len(expected)]], (member, t)
+        listed = world.aggregates.run_sql(f"SELECT ID FROM RAG_V_{t}", caller)
+        assert {str(r[0]) for r in listed.rows} == expected, (member, t)
+
+
+members = st.dictionaries(st.sampled_from(IDS),
+                          st.tuples(st.frozensets(st.sampled_from(("dev", "lead", "ops")), max_size=2),
+                                    st.frozensets(st.sampled_from(GROUPS), max_size=3)),
+                          min_size=1, max_size=3)
+
+
+@EXAMPLES
+@given(pols=st.fixed_dictionaries({t: policies for t in TYPES}),
+       data=st.fixed_dictionaries({k: record_data for k in RECORDS}),
+       failed=st.frozensets(st.sampled_from(TYPES), max_size=2),
+       who=members)
+def test_servers_and_views_return_exactly_what_the_policy_allows(world: SimpleNamespace, pols, data, failed,
+                                                                  who) -> None:
+    rag = world.rag
+    _apply(rag, pols, data, set(failed))
+    _declare_members(rag, who)
+    for member in who:
+        with rag.engine.connect() as conn:
+            caller = load_caller(conn, member, rag.engine)
+        assert set(caller.roles) == set(who[member][0]) and set(caller.groups) == set(who[member][1])
+        want = {k for k in RECORDS if allowed(pols[k[0]], *data[k], k[0] in failed, caller)}
+        _check_http(world, member, want)
+        anyio.run(_check_mcp, world, member, want)
+        _check_aggregates(world, member, want)
+
+
+def test_the_caller_functions_are_refused_outside_the_views(world: SimpleNamespace) -> None:
+    """The guarded connection's caller functions are refused outside a view's body (they set nothing)."""
+    from oracle_rag.errors import GuardrailError
+
+    with world.rag.engine.connect() as conn:
+        caller = load_caller(conn, 1, world.rag.engine)
+    service = AggregateService(world.rag.engine, world.rag.settings, CATALOG)
+    service.text_check = False  # the database alone decides
+    for call in ("rag_caller_see_all()", "rag_caller_groups()", "rag_caller_id()"):
+        with pytest.raises(GuardrailError, match="outside the views"):
+            service.run_sql(f"SELECT {call} FROM RAG_V_ALPHA", caller)
