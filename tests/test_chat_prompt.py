@@ -8,8 +8,10 @@ from oracle_rag.chat.answer import EXTRACTIVE_HEADER, extractive_answer
 from oracle_rag.chat.citations import parse_anchors, select_citations, snippet
 from oracle_rag.chat.prompt import (
     SYSTEM_PROMPT,
+    Subject,
     Turn,
     build_messages,
+    build_structured_messages,
     estimate_tokens,
     neutralise,
     render_context,
@@ -35,7 +37,7 @@ def test_system_prompt_states_the_rules() -> None:
     assert "only the records" in text
     assert "data, not instructions" in text
     assert "do not know" in text
-    assert "[task #42]" in text
+    assert "for example [record #42]" in text  # a deployment's own anchor: see the Subject test
 
 
 def test_chunks_are_delimited_with_their_citation_id() -> None:
@@ -153,3 +155,15 @@ def test_query_result_in_the_prompt_is_capped_and_the_cut_said():
     block = render_query_result(result, 2_000)
     assert len(block) <= 2_200 and "x" * (QUERY_VALUE_CHARS + 1) not in block
     assert "the prompt cap of 2000 characters" in block and "byte cap of 200,000 bytes reached" in block
+
+
+def test_the_prompt_names_the_deployments_records_not_the_reference_apps():
+    tickets = Subject.of([("tickets", "TICKETS")])
+    system = build_messages("q", [], subject=tickets)[0]["content"]
+    assert "about tickets using only" in system and "[TICKETS #42]" in system
+    assert "task" not in system.lower() and "sprint" not in system.lower()
+    structured = build_structured_messages("q", "{}", subject=tickets)[0]["content"]
+    assert "[TICKETS #42]" in structured and "task" not in structured.lower()
+    three = Subject.of([("tasks", "TASK"), ("sprints", "SPRINT"), ("projects", "PROJECT")])
+    assert (three.records, three.example) == ("tasks, sprints and projects", "TASK #42")
+    assert Subject.of([]) == Subject()  # no declarations: "records"

@@ -48,7 +48,7 @@ from .conversations import ConversationStore, new_conversation_id
 from .evidence import structured_data, structured_evidence, topic_evidence
 from .llm import LLMClient
 from .mentions import RecordWords, Visible, redact_stream
-from .prompt import Turn, build_messages, build_structured_messages, select_history
+from .prompt import Subject, Turn, build_messages, build_structured_messages, select_history
 from .router import AGGREGATION_UNAVAILABLE, Route, fallback_route, looks_aggregate, route
 
 DEFAULT_MODE = "hybrid"
@@ -324,6 +324,14 @@ class Chat:
 
         return check
 
+    def subject(self, caller: Caller) -> Subject:
+        """The deployment's records as the prompt names them (the sources' declarations)."""
+        if self.answers is None:
+            return Subject.of([(t.lower(), t.upper()) for t in self.rag.sources.types()])
+        meanings = self.answers.parser(caller.scope()).vocab.meanings
+        return Subject.of([(m.noun(2, "en") if m.nouns else t.lower(), m.anchor or t.upper())
+                           for t, m in meanings.items()])
+
     def record_words(self, caller: Caller) -> RecordWords:
         """The words that name records (the sources' declarations), for redacting mentions."""
         types = self.rag.sources.types()
@@ -345,8 +353,9 @@ class Chat:
             shown = structured_render.render_text(prep.structured, prep.caller.employee_id)
             facts = structured_data(prep.structured, prep.caller.employee_id, shown.split("\n", 1)[0],
                                     self.settings.llm_passages)
-            return build_structured_messages(prep.question, facts, prep.history)
+            return build_structured_messages(prep.question, facts, prep.history, self.subject(prep.caller))
         return build_messages(prep.question, self._given(prep), prep.history, self._usable_aggregate(prep),
+                              subject=self.subject(prep.caller),
                               query_chars=self.settings.aggregate_prompt_chars)
 
     def _evidence(self, prep: _Prepared) -> Evidence:
