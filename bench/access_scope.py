@@ -13,7 +13,8 @@ Measured, p50 over the queries, through the product's own paths:
 * keyword: ``Retriever.search(..., "keyword")`` (the term index's mask, SQL re-check);
 * structured count: ``answers_sql.COUNT_RECORDS`` (the SQL every count answer runs).
 
-Against baselines in the same run: the same caller with no groups
+All variants run interleaved, query by query (:func:`interleaved`). Against
+baselines in the same run: the same caller with no groups
 (owner-only scope through the same code: it sees ~N/500 records), an
 owner-only caller who owns as many records as the group member sees (the
 like-for-like baseline: search and count costs grow with the visible set
@@ -93,14 +94,26 @@ def fill(rag: RagSystem, n: int, groups: int, rng: np.random.Generator, member_o
     return words
 
 
-def p50(fn: Callable[[str], Any], queries: list[str], rounds: int) -> float:
-    times = []
+def interleaved(variants: dict[str, Callable[[str], Any]], queries: list[str], rounds: int) -> dict[str, float]:
+    """p50 ms of every variant, run query by query in a rotating order (one warm-up run each).
+
+    The machine is shared and its load drifts: running the variants back to
+    back on each query exposes them to the same load, so their ratios hold
+    even when the absolute numbers move.
+    """
+    for fn in variants.values():
+        fn(queries[0])
+    names = list(variants)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    step = 0
     for _ in range(rounds):
         for q in queries:
-            start = time.perf_counter()
-            fn(q)
-            times.append((time.perf_counter() - start) * 1000.0)
-    return statistics.median(times)
+            step += 1
+            for name in names[step % len(names):] + names[: step % len(names)]:
+                start = time.perf_counter()
+                variants[name](q)
+                times[name].append((time.perf_counter() - start) * 1000.0)
+    return {n: statistics.median(t) for n, t in times.items()}
 
 
 def main() -> None:
@@ -135,23 +148,26 @@ def main() -> None:
         retriever = rag.retriever()
         out: dict[str, Any] = {"chunks": args.chunks, "groups": args.groups, "member_of": args.member_of,
                                "queries": args.queries, "rounds": args.rounds, "load_s": round(load_s, 1)}
-        for mode in ("semantic", "keyword"):
-            retriever.search(queries[0], 8, in_groups, mode)  # load the in-process index once
-            base_ms = p50(lambda q, m=mode: retriever.search(q, 8, owner_only, m), queries, args.rounds)
-            busy_ms = p50(lambda q, m=mode: retriever.search(q, 8, busy_owner, m), queries, args.rounds)
-            groups_ms = p50(lambda q, m=mode: retriever.search(q, 8, in_groups, m), queries, args.rounds)
-            out[mode] = {"owner_only_p50_ms": round(base_ms, 2), "owner_only_same_visible_p50_ms": round(busy_ms, 2),
-                         "groups_p50_ms": round(groups_ms, 2), "ratio": round(groups_ms / base_ms, 3),
-                         "ratio_same_visible": round(groups_ms / busy_ms, 3)}
+        callers = {"owner_only": owner_only, "busy_owner": busy_owner, "in_groups": in_groups}
 
         def count(caller: Caller, sql: Sql) -> int:
             with rag.engine.connect() as conn:
                 return int(conn.execute(rag.engine.statement(sql), caller.scope().binds()).scalar_one())
 
-        old_ms = p50(lambda _q: count(owner_only, OLD_COUNT), queries, args.rounds)
-        base_ms = p50(lambda _q: count(owner_only, answers_sql.COUNT_RECORDS), queries, args.rounds)
-        groups_ms = p50(lambda _q: count(in_groups, answers_sql.COUNT_RECORDS), queries, args.rounds)
-        busy_ms = p50(lambda _q: count(busy_owner, answers_sql.COUNT_RECORDS), queries, args.rounds)
+        variants: dict[str, Callable[[str], Any]] = {}
+        for name, caller in callers.items():
+            for mode in ("semantic", "keyword"):
+                variants[f"{mode}_{name}"] = lambda q, c=caller, m=mode: retriever.search(q, 8, c, m)
+            variants[f"count_{name}"] = lambda _q, c=caller: count(c, answers_sql.COUNT_RECORDS)
+        variants["count_pre_issue_23"] = lambda _q: count(owner_only, OLD_COUNT)
+        ms = interleaved(variants, queries, args.rounds)
+        for mode in ("semantic", "keyword"):
+            base_ms, busy_ms, groups_ms = (ms[f"{mode}_{n}"] for n in callers)
+            out[mode] = {"owner_only_p50_ms": round(base_ms, 2), "owner_only_same_visible_p50_ms": round(busy_ms, 2),
+                         "groups_p50_ms": round(groups_ms, 2), "ratio": round(groups_ms / base_ms, 3),
+                         "ratio_same_visible": round(groups_ms / busy_ms, 3)}
+        base_ms, busy_ms, groups_ms = (ms[f"count_{n}"] for n in callers)
+        old_ms = ms["count_pre_issue_23"]
         out["structured_count"] = {
             "owner_only_same_visible_p50_ms": round(busy_ms, 2), "ratio_same_visible": round(groups_ms / busy_ms, 3),
             "visible_busy_owner": count(busy_owner, answers_sql.COUNT_RECORDS),

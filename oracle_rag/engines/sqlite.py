@@ -351,7 +351,9 @@ class SqliteEngine(Engine):
             self._chunk_log_exists = bool(conn.execute(self.statement(q.CHUNK_LOG_EXISTS)).scalar())
             if not self._chunk_log_exists:
                 return None
-        key: Any = (scope.see_all, None if scope.see_all else scope.caller_id, filters.project_id,
+        # The groups are part of the visible set (a caller in a group sees more than without it).
+        key: Any = (scope.see_all, None if scope.see_all else (scope.caller_id, tuple(sorted(set(scope.groups)))),
+                    filters.project_id,
                     filters.sprint_id, tuple(filters.source_types),
                     None if where is None else (where.sql, tuple(sorted(where.binds.items()))))
         try:
