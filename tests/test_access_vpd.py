@@ -12,14 +12,21 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import sqlalchemy as sa
 
 from oracle_rag.caller import Caller
 from oracle_rag.config import load_settings
 from oracle_rag.engines import oracle_vpd_sql as vpd
 from oracle_rag.engines.oracle import OracleEngine
-from oracle_rag.engines.oracle_vpd import context_call, install_vpd_context
+from oracle_rag.engines.oracle_vpd import (
+    NOT_PROVISIONED,
+    checkout_failure,
+    context_call,
+    install_vpd_context,
+)
 from oracle_rag.engines.records import NO_GROUP
+from oracle_rag.errors import ConfigurationError
 from oracle_rag.system import RagSystem
 
 
@@ -82,3 +89,38 @@ def test_the_oracle_calls_take_exactly_the_binds_the_hook_passes(tmp_path) -> No
     for events, name in ((lambda e: e.pool.dispatch, "checkout"), (lambda e: e.pool.dispatch, "checkin"),
                          (lambda e: e.dispatch, "before_cursor_execute")):
         assert len(getattr(events(on), name)) == len(getattr(events(off), name)) + 1, name
+
+
+def test_a_missing_package_at_checkout_says_what_to_run() -> None:
+    """access_vpd set before `provision --vpd`: every checkout's SET_SYSTEM fails; say so in one line."""
+    # The text python-oracledb gives for a call of a package that does not exist.
+    missing = Exception("ORA-06550: line 1, column 7:\nPLS-00201: identifier 'RAG_ACCESS_CTX_PKG.SET_SYSTEM' must "
+                        "be declared\nORA-06550: line 1, column 7:\nPL/SQL: Statement ignored")
+    failure = checkout_failure(missing)
+    assert isinstance(failure, ConfigurationError) and failure.message == NOT_PROVISIONED
+    assert "provision --vpd" in str(failure) and "\n" not in str(failure)
+    other = Exception("ORA-12541: Cannot connect. No listener at host 127.0.0.1 port 1521.")
+    assert checkout_failure(other) is other
+    unrelated = Exception("ORA-06550: line 1, column 7:\nPLS-00201: identifier 'SOMETHING_ELSE' must be declared")
+    assert checkout_failure(unrelated) is unrelated
+
+
+def test_the_checkout_hook_raises_the_explanation(tmp_path) -> None:
+    """On a real pool: a checkout whose SET_SYSTEM fails naming the missing package raises the
+    configuration error; another failure propagates as it is. (SQLite stands in for Oracle: its
+    "no such column: <name>" carries the text Oracle's PLS-00201 would.)"""
+    def pool(set_system: str) -> sa.Engine:
+        engine = sa.create_engine(f"sqlite:///{tmp_path / 'x.db'}")
+        render = {vpd.SET_SYSTEM: set_system, vpd.SET_CALLER: "SELECT 1", vpd.CLEAR_CALLER: "SELECT 1"}
+        install_vpd_context(engine, lambda sql: render[sql])
+        return engine
+
+    with pytest.raises(ConfigurationError) as told:
+        with pool("SELECT [PLS-00201: identifier RAG_ACCESS_CTX_PKG.SET_SYSTEM]").connect():
+            pass
+    assert told.value.message == NOT_PROVISIONED
+    with pytest.raises(sa.exc.OperationalError):
+        with pool("SELECT [something else]").connect():
+            pass
+    with pool("SELECT 1").connect() as conn:
+        assert conn.execute(sa.text("SELECT 2")).scalar_one() == 2

@@ -34,6 +34,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..errors import ConfigurationError
 from . import oracle_vpd_sql as vpd
 from .records import NO_GROUP
 
@@ -70,13 +71,34 @@ def _call(dbapi_connection: Any, text: str, binds: Mapping[str, Any] | None = No
         cursor.close()
 
 
+NOT_PROVISIONED = ("access_vpd is set but this schema has no RAG_ACCESS_CTX_PKG: run `oracle-rag provision --vpd` "
+                   "with access_vpd unset first, then set it (docs/access.md)")
+# How Oracle says a called package does not exist (or is invalid): PLS-00201 "identifier ... must be
+# declared" under ORA-06550, ORA-04067 "not executed, ... does not exist", ORA-04063 "has errors".
+_MISSING_PACKAGE = re.compile(r"PLS-00201|ORA-04067|ORA-04063")
+
+
+def checkout_failure(exc: BaseException) -> BaseException:
+    """The error to raise when SET_SYSTEM fails at checkout: a missing package is a setup mistake,
+    said in one line (every connection would fail the same way); anything else as it is."""
+    if _MISSING_PACKAGE.search(str(getattr(exc, "orig", None) or exc)) and "RAG_ACCESS_CTX_PKG" in str(exc).upper():
+        return ConfigurationError(NOT_PROVISIONED)
+    return exc
+
+
 def install_vpd_context(engine: sa.Engine, render: Any) -> None:
     """Register the checkout / scoped-statement / checkin hooks on ``engine`` (``render``: Sql -> text)."""
     set_system, set_caller, clear = render(vpd.SET_SYSTEM), render(vpd.SET_CALLER), render(vpd.CLEAR_CALLER)
 
     @sa.event.listens_for(engine, "checkout")
     def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        _call(dbapi_connection, set_system)
+        try:
+            _call(dbapi_connection, set_system)
+        except Exception as exc:
+            failure = checkout_failure(exc)
+            if failure is exc:
+                raise
+            raise failure from None
         record.info[_INFO_KEY] = SYSTEM
 
     @sa.event.listens_for(engine, "before_cursor_execute")
