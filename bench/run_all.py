@@ -43,6 +43,7 @@ QUICK: dict[str, list[str]] = {
     "soak": ["--seconds", "20", "--tasks", "200", "--clients", "2", "--drain-seconds", "30"],
     "aggregate_cost": ["--tasks", "300", "--timeout", "2"],
     "access_scope": ["--chunks", "5000", "--groups", "100", "--queries", "10", "--rounds", "1"],
+    "aggregate_scope": ["--tasks", "2000", "--runs", "5"],
     "answers_scale": ["--rows", "5000", "--baseline-rows", "1000", "--repeat", "3"],
     "writers": ["--tasks", "120"],
     "aggregate_qa": [],  # measures a model: skips itself without --llm-url
