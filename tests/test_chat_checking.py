@@ -47,6 +47,7 @@ def evidence():
     "The estimate of [TASK #41] is about 6.51 hours.",
     "Treinta y cinco tareas coinciden.",
     "Fix login timeout [TASK #23] is the one to start with.",
+    "The service is written in C# and F# by the team.",  # not anchors
 ])
 def test_supported_sentences_pass(evidence, sentence):
     text, tally = check_text(sentence, evidence)
@@ -64,6 +65,8 @@ def test_supported_sentences_pass(evidence, sentence):
     ("Bob Lee is working on [TASK #23].", "facet"),           # #23 is Ana Ruiz's
     ("See [TASK #55] for details.", "anchor"),                 # not given to the model
     ("It is tracked as [TODO #572].", "anchor"),
+    ("[PROJECT #Plataforma Clientes] [TASK #23] is overdue.", "anchor"),  # an id without a digit is one too
+    ("It belongs to PROJECT #Atlas.", "anchor"),
     ("Task 99 is related.", "anchor"),
     ("A leftover [reference removed] here.", "removed"),
     ("[TASK #23] is due 2026-04-01.", "number"),

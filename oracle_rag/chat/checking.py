@@ -40,6 +40,9 @@ from ..answers.vocabulary import Vocabulary, words
 from .mentions import REMOVED
 
 _ANCHOR = re.compile(r"(?<![\w.\-])([A-Za-z][A-Za-z0-9_.\-]*)\s*#\s*([A-Za-z0-9_\-]*[0-9][A-Za-z0-9_\-]*)")
+# A bracketed anchor whose id has no digit ("[PROJECT #Plataforma Clientes]", measured with a 1.5B model) and
+# an upper-case type before one ("PROJECT #Atlas"): they name a record too, so it must be a given one.
+_WORD_ANCHOR = re.compile(r"\[\s*([A-Za-z][A-Za-z0-9_.\-]*)\s*#\s*([^\[\]#]*?)\s*\]|(?<![\w.\-])([A-Z][A-Z0-9_]+)\s*#\s*([A-Za-z]\w*)")
 # A link to a record's page or API (docs/chat.md): /chunk/task/42, /api/chunks/TASK/42 names TASK #42.
 _LINK = re.compile(r"/(?:api/)?chunks?/([A-Za-z][A-Za-z0-9_.\-]*)/([A-Za-z0-9_\-]+)")
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
@@ -199,6 +202,12 @@ def check_sentence(sentence: str, evidence: Evidence) -> Verdict:
             return Verdict(False, "anchor")
         named.append(key)
     rest = _ANCHOR.sub(" ", rest)
+    for m in _WORD_ANCHOR.finditer(rest):
+        key = _key(m.group(1) or m.group(3), m.group(2) if m.group(1) else m.group(4))
+        if key not in evidence.records:
+            return Verdict(False, "anchor")
+        named.append(key)
+    rest = _WORD_ANCHOR.sub(" ", rest)
     vocab = evidence.vocab
     folded = fold(rest)
     if vocab is not None:
