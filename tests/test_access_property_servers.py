@@ -8,11 +8,12 @@ table), reached through API tokens. Per example, through:
 
 * the Flask app served by waitress on 127.0.0.1, over HTTP: the record
   detail ``/api/chunks/<type>/<id>`` (200 exactly for the allowed records,
-  the same 404 body otherwise), ``/api/chat`` and ``/v1/chat/completions``
-  (every cited record allowed, none when nothing is);
+  the same 404 body otherwise), ``/api/chat`` structured counts ("how many
+  widgets are there?", the types declared with nouns: exactly), and
+  ``/api/chat`` and ``/v1/chat/completions`` answers (every cited record allowed);
 * the MCP server (streamable HTTP on uvicorn, the SDK's own client, bearer
-  tokens): ``search`` (exactly the allowed set) and ``get_record`` (found
-  exactly for the allowed records);
+  tokens): ``search`` (exactly the allowed set), ``get_record`` (found
+  exactly for the allowed records) and ``ask`` (every cited record allowed);
 * the guarded aggregate path (``AggregateService.run_sql``, the ``oracle-rag
   sql`` path) over views ``RAG_V_<TYPE>`` whose scope is the generated
   ``{{RAG_RECORD_VISIBLE:...}}`` predicate, as the demo migration's:
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
 
 import anyio
@@ -55,6 +56,8 @@ from oracle_rag.chat import Chat
 from oracle_rag.config import load_settings
 from oracle_rag.integrations.mcp_server import http_app
 from oracle_rag.record_writes import plan_of, record_write, write_records
+from oracle_rag.sources.base import Document, Source
+from oracle_rag.sources.meanings import Meanings
 from oracle_rag.system import RagSystem
 from oracle_rag.web import create_app
 from oracle_rag.web.server import make_server, serve_until
@@ -64,6 +67,26 @@ EXAMPLES = settings(max_examples=6, deadline=None, derandomize=True, suppress_he
 CATALOG = Catalog(tuple(View(f"RAG_V_{t}", f"{t.lower()} records the caller may see",
                              (Column("ID", "INTEGER", "primary key"),)) for t in TYPES))
 QUESTION = "zebra record"
+NOUNS = {"ALPHA": ("widget", "widgets"), "BETA": ("gadget", "gadgets"), "GAMMA": ("gizmo", "gizmos")}
+
+
+class _Declared(Source):
+    """A record type the question understanding knows by its nouns ("how many widgets"), rows in its table."""
+
+    def __init__(self, source_type: str) -> None:
+        self.SOURCE_TYPE = source_type
+        self.meanings = Meanings(nouns={"en": NOUNS[source_type]})
+
+    def _text(self, i: str) -> str:
+        return f"[{self.SOURCE_TYPE} #{i}] zebra {WORDS[int(i) % len(WORDS)]} record {self.SOURCE_TYPE.lower()} {i}"
+
+    def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:
+        rows = conn.execute(sa.text(f"SELECT ID FROM {self.SOURCE_TYPE} WHERE ID IN :ids").bindparams(
+            sa.bindparam("ids", expanding=True)), {"ids": [int(i) for i in ids]})
+        return {str(r[0]): Document(self.SOURCE_TYPE, str(r[0]), self._text(str(r[0]))) for r in rows}
+
+    def all_ids(self, conn: sa.Connection) -> list[str]:
+        return [str(r[0]) for r in conn.execute(sa.text(f"SELECT ID FROM {self.SOURCE_TYPE}"))]
 
 
 def _create_views(rag: RagSystem) -> None:
@@ -86,7 +109,8 @@ def world(tmp_path_factory: pytest.TempPathFactory, model_path) -> Iterator[Simp
     shutil.copyfile(model_path, data / "models" / model_path.name)
     rag = RagSystem(load_settings(env={}, data_dir=str(data), see_all_roles="lead",
                                   access_roles_query="SELECT member_id, role FROM member_role",
-                                  access_groups_query="SELECT member_id, grp FROM member_group"))
+                                  access_groups_query="SELECT member_id, grp FROM member_group"),
+                    sources=[_Declared(t) for t in TYPES])
     rag.migrate()
     plan = plan_of(rag.engine.settings)
     with rag.engine.begin() as conn:
@@ -142,6 +166,10 @@ def _check_http(world: SimpleNamespace, member: int, want: set[tuple[str, str]])
             assert got.status == 200 and got.json()["source_id"] == key[1], (member, key)
         else:
             assert (got.status, got.json()) == (404, missing.json()), (member, key)
+    for t in TYPES:  # a structured count: exactly
+        counted = call("POST", "/api/chat", {"question": f"how many {NOUNS[t][1]} are there?"}).json()
+        assert counted["route"] == "structured" and counted["structured"]["type"] == t, counted
+        assert counted["structured"]["count"] == len([k for k in want if k[0] == t]), (member, t)
     chat = call("POST", "/api/chat", {"question": QUESTION})
     assert chat.status == 200, chat.text
     assert _cited(chat.json()) <= want, member
@@ -159,6 +187,8 @@ async def _check_mcp(world: SimpleNamespace, member: int, want: set[tuple[str, s
         for key in RECORDS:
             got = await client.call_tool("get_record", {"type": key[0], "id": key[1]})
             assert got.is_error is (key not in want), (member, key)
+        asked = await client.call_tool("ask", {"question": QUESTION})
+        assert not asked.is_error and _cited(asked.structured_content) <= want, member
 
 
 def _check_aggregates(world: SimpleNamespace, member: int, want: set[tuple[str, str]]) -> None:
