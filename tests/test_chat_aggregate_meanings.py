@@ -75,6 +75,15 @@ def test_rules_come_from_the_declarations_not_from_tasks():
     ("What is the average estimated hours per task?",
      "SELECT SUM(ESTIMATED_HOURS) / COUNT(*) AS AVG_HOURS FROM RAG_V_TASK",
      "SELECT AVG(ESTIMATED_HOURS) AS AVG_HOURS, COUNT(*) - COUNT(ESTIMATED_HOURS) AS NOT_ESTIMATED FROM RAG_V_TASK"),
+    # a value of another declared column, and NULL is not a value for MIN either
+    ("Average story points of critical tasks",
+     "SELECT AVG(T1.STORY_POINTS) FROM RAG_V_TASK AS T1 JOIN RAG_V_PROJECT AS T2 ON T1.PROJECT_ID = T2.PROJECT_ID "
+     "WHERE T2.STATUS = 'CRITICAL'",
+     "SELECT AVG(T1.STORY_POINTS), COUNT(*) - COUNT(T1.STORY_POINTS) AS NOT_ESTIMATED FROM RAG_V_TASK{as}T1 "
+     "JOIN RAG_V_PROJECT{as}T2 ON T1.PROJECT_ID = T2.PROJECT_ID WHERE T1.PRIORITY = 'CRITICAL'"),
+    ("Mínimo de horas estimadas de las tareas críticas",
+     "SELECT MIN(COALESCE(ESTIMATED_HOURS, 0)) AS M FROM RAG_V_TASK WHERE PRIORITY = 'CRITICAL'",
+     "SELECT MIN(ESTIMATED_HOURS) AS M FROM RAG_V_TASK WHERE PRIORITY = 'CRITICAL'"),
     # the aggregate the question asks for, not another
     ("Total estimated hours per priority",
      "SELECT PRIORITY, ROUND(AVG(ESTIMATED_HOURS), 2) AS H FROM RAG_V_TASK GROUP BY PRIORITY",

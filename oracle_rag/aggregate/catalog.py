@@ -79,7 +79,9 @@ class Catalog:
 
     def rules(self) -> str:
         """The declared meanings as rules the query must follow (a small model ignores comments: issue 26)."""
-        lines = ["- Compare a column that lists its values only with those values, exactly as written (upper case)."]
+        lines = [f"- Only these views exist: {', '.join(self.names)}. A column that lists its values holds them "
+                 "itself (there is no lookup table): filter and GROUP BY that column directly.",
+                 "- Compare a column that lists its values only with those values, exactly as written (upper case)."]
         for view in self.views:
             for c in view.columns:
                 if c.done:

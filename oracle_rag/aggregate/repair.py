@@ -126,6 +126,25 @@ def _finished(col: exp.Column, column: Column, negate: bool) -> exp.Expression:
     return exp.Not(this=pred) if negate else pred
 
 
+def _owner_of(literals: list[exp.Literal], scope: _Scope, column: Column
+              ) -> tuple[exp.Column, tuple[str, Column]] | None:
+    """The one other enum column in scope holding every literal when ``column`` holds none of them."""
+    wanted = {lit.this.upper() for lit in literals}
+    if wanted & {v.upper() for v in column.values}:
+        return None
+    hits = []
+    for alias, name in scope.by_name.items():
+        view = scope.catalog.view(name)
+        for c in view.columns if view else ():
+            if c is not column and wanted <= {v.upper() for v in c.values}:
+                hits.append((alias, name, c))
+    if len(hits) != 1:
+        return None
+    alias, name, c = hits[0]
+    qualify = len(scope.by_name) > 1 or alias != name
+    return exp.column(c.name, table=scope.written[alias] if qualify else None), (name, c)
+
+
 def _fix_state_predicates(select: exp.Select, scope: _Scope, means_open: bool, tokens: list[str],
                           notes: list[str]) -> set[str]:
     """Mend predicates on declared state columns; returns the lifecycle views the SELECT filters on."""
@@ -137,6 +156,11 @@ def _fix_state_predicates(select: exp.Select, scope: _Scope, means_open: bool, t
         literals = _literals(node)
         if found is None or literals is None or not found[1].values:
             continue
+        owner = _owner_of(literals, scope, found[1])
+        if owner is not None:  # a value of another declared column ("project STATUS = 'CRITICAL'")
+            col, found = owner
+            node.this.replace(col)
+            notes.append(f"{', '.join(lit.this for lit in literals)}: a value of {found[0]}.{found[1].name}")
         view, column = found
         negated = isinstance(node, exp.NEQ) or isinstance(node.parent, exp.Not)
         target = node.parent if isinstance(node.parent, exp.Not) else node
@@ -201,13 +225,15 @@ def _fix_averages(select: exp.Select, scope: _Scope, notes: list[str]) -> None:
             if hit and not (isinstance(counted, exp.Column) and counted.name.upper() == hit[0].name.upper()):
                 div.replace(exp.Avg(this=hit[0].copy()))
                 notes.append(f"average of {hit[1].name} over the rows that have one (NULL = {hit[1].null_means})")
+    for call in list(select.find_all(exp.Avg, exp.Min, exp.Max, exp.Count)):
+        inner = call.this
+        if (call.find_ancestor(exp.Select) is select and isinstance(inner, exp.Coalesce)
+                and _nullable_measure(inner.this, scope)):
+            call.set("this", inner.this.copy())
+            notes.append(f"{call.key.upper()} of {inner.this.name} without counting NULL as a value")
     for avg in list(select.find_all(exp.Avg)):
         if avg.find_ancestor(exp.Select) is not select:
             continue
-        inner = avg.this
-        if isinstance(inner, exp.Coalesce) and _nullable_measure(inner.this, scope):
-            avg.set("this", inner.this.copy())
-            notes.append(f"average of {inner.this.name} without counting NULL as 0")
         hit = _nullable_measure(avg.this, scope)
         if hit and avg.find_ancestor(exp.Window) is None and all(
                 hit[1].name != c.name for _, c in averaged):
