@@ -80,10 +80,14 @@ class BackgroundServices:
     sources_error: str | None = None
 
     def _prune_audit(self) -> None:
-        """Delete audit rows older than ``audit_retention``, at start and then hourly, until stopped."""
+        """At start and then hourly, until stopped: delete audit rows older than ``audit_retention``;
+        without SQL-query sources (whose refresh does it), forget the permission-data failures of
+        removed sources with no record left, which status and /healthz would otherwise report for good."""
         trail = audit_for(self.rag.engine)
         while True:
             prune_safely(trail)
+            if not self.rag.settings.sources:
+                self.rag.sql_sources().clear_orphan_failures()
             if self.stop_event.wait(AUDIT_PRUNE_INTERVAL_S):
                 return
 

@@ -272,6 +272,27 @@ def test_a_failure_of_a_source_removed_from_the_configuration_is_cleared(helpdes
         removed.close()
 
 
+def test_a_deployment_without_sql_sources_clears_an_orphan_failure_in_its_background_services(
+        make_settings) -> None:
+    """The last SQL source removed: no refresh thread runs, the hourly upkeep clears a row that hides nothing."""
+    from reliability_helpers import wait_until
+
+    from oracle_rag.services import BackgroundServices
+
+    rag = RagSystem(make_settings(worker_initial_delay_ms=0))
+    rag.migrate()
+    with rag.engine.begin() as conn:
+        rag.engine.set_access_failure(conn, "docs", "2026-03-01T00:00:00Z", "DATABASE")
+    assert rag.status()["access_hidden_sources"] == ["docs"]
+    services = BackgroundServices(rag, worker=True, backfill=False)
+    services.start()
+    try:
+        wait_until(lambda: rag.status()["access_hidden_sources"] == [])
+    finally:
+        assert services.stop()
+        rag.close()
+
+
 def test_the_group_column_can_also_be_a_facet(helpdesk: RagSystem, make_settings) -> None:
     """QA D-3: `team` as group_column AND facet used to read null on every row ("per team: none")."""
     sources = dict(SOURCES, tickets=dict(SOURCES["tickets"], facet_columns={"team": "enum"}))
