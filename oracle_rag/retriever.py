@@ -5,12 +5,15 @@ applied before the top-k, so a developer's search returns k rows whenever
 k are visible and can never return a row they may not see, whatever the
 query or the model says. Hybrid search fuses the two legs with Reciprocal
 Rank Fusion; each leg fetches more than k so fusion has room to reorder.
+On the embedded engine the legs come from the in-process indexes (the same
+scope as masks) and SQL re-checks the k records shown (:func:`hybrid`).
 """
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -136,6 +139,16 @@ def with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs: dict
     the scope in SQL: a record deleted or hidden since the legs ran is dropped
     and the ranks close up.
     """
+    return shown_with_text(engine, conn, fused, legs, scope, filters, where)[0]
+
+
+def shown_with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs: dict[str, list[Hit]],
+                    scope: Scope, filters: Filters, where: Where | None) -> tuple[list[RetrievedChunk], bool]:
+    """:func:`with_text`, and whether SQL found every record shown as the legs had it.
+
+    False when a record was dropped (gone, or not visible to ``scope``) or,
+    for a keyword leg proposed by an in-process index, its length differs.
+    """
     keyword = legs.get("keyword")
     keyword_rank = {(h.source_type, h.source_id): r for r, h in enumerate(keyword or [], 1)}
     semantic_rank = {(h.source_type, h.source_id): r for r, h in enumerate(legs.get("semantic", []), 1)}
@@ -145,12 +158,15 @@ def with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs: dict
         return key in keyword_rank and keyword_rank[key] < semantic_rank.get(key, float("inf"))
 
     passages: dict[tuple[str, str], Hit] = {}
+    complete = True
     if isinstance(keyword, KeywordHits):
         shown = [(c.chunk_id, c.keyword_score or 0.0) for c in fused if from_keyword(c)]
-        found, _ = engine.record_passages(conn, shown, keyword.terms, keyword.weights, scope, filters, where)
+        found, complete = engine.record_passages(conn, shown, keyword.terms, keyword.weights, scope, filters, where,
+                                                 keyword.lengths)
         passages = {(h.source_type, h.source_id): h for h in found}
-    texts = engine.chunk_texts(conn, [c.chunk_id for c in fused if not c.content and not from_keyword(c)],
-                               scope, filters, where)
+    wanted = [c.chunk_id for c in fused if not c.content and not from_keyword(c)]
+    texts = engine.chunk_texts(conn, wanted, scope, filters, where)
+    complete = complete and len(texts) == len(set(wanted))
     out: list[RetrievedChunk] = []
     for c in fused:
         key = (c.source_type, c.source_id)
@@ -161,9 +177,60 @@ def with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs: dict
             content, facets = texts[c.chunk_id]
             c = replace(c, content=content, facets=facets)
         elif not c.content:
+            complete = False
             continue  # gone or hidden since the legs ran
         out.append(replace(c, rank=len(out) + 1))
-    return out
+    return out, complete
+
+
+# Hybrid's semantic leg: (k, filters, proposed) -> hits. ``proposed``: the
+# engine may answer from its in-process index without a SQL re-check (None
+# when it cannot); otherwise the checked leg, without text.
+SemanticLeg = Callable[[int, Filters, bool], "list[Hit] | None"]
+
+
+def hybrid(engine: Engine, conn: Any, settings: Settings, semantic: SemanticLeg, query: str, k: int, scope: Scope,
+           filters: Filters, where: Where | None = None) -> tuple[list[RetrievedChunk], dict[str, list[Hit]]]:
+    """Both legs, fused (:func:`rrf`), the fused top k with their text; and the legs.
+
+    With the embedded engine's in-process indexes the legs are proposals: no
+    SQL re-checks their ``hybrid_depth`` candidates each (that was ~80 % of
+    hybrid's time); the scope is re-applied in SQL to the k records shown
+    (:func:`shown_with_text`), as it is to every record shown anyway. The
+    indexes apply the same scope and filters as masks, so the legs are the
+    ones SQL would give; if the re-check finds a shown record gone, hidden or
+    changed, the indexes are repaired and the checked legs run (the refill:
+    no hidden record shows, the ranks close up, still k records when k are
+    visible). A ``where`` fragment has no in-process form: checked legs.
+    """
+    fetch = min(max(k, settings.hybrid_depth), 4 * MAX_K)
+    weights = {"semantic": settings.semantic_weight, "keyword": settings.keyword_weight}
+    semantic_filters = semantic_leg_filters(settings, filters)
+    attempts = [True, False] if where is None else [False]
+    for proposed in attempts:
+        raw: dict[str, list[Hit]] = {}
+        with _leg("semantic", fetch) as leg:
+            found = semantic(fetch, semantic_filters, proposed)
+            leg.set_attribute("oracle_rag.search.hits", len(found or []))
+        if found is None:
+            continue
+        raw["semantic"] = found
+        with _leg("keyword", fetch) as leg:
+            keyword: list[Hit] | None = (
+                engine.propose_keyword(conn, query, fetch, scope, filters) if proposed
+                else engine.keyword_search(conn, query, fetch, scope, filters, where, text=False))
+            leg.set_attribute("oracle_rag.search.hits", len(keyword or []))
+        if keyword is None:
+            continue
+        raw["keyword"] = keyword
+        with tracing.span("fusion", {"oracle_rag.fusion.method": "rrf", "oracle_rag.fusion.k": k}) as fused:
+            result, complete = shown_with_text(engine, conn, rrf(raw, k, settings.rrf_k, weights), raw,
+                                               scope, filters, where)
+            fused.set_attribute("oracle_rag.search.hits", len(result))
+        if complete or not proposed:
+            return result, raw
+        engine.reject_proposals(raw)
+    raise AssertionError("the checked legs always answer")  # pragma: no cover
 
 
 def _leg(leg: str, k: int) -> Any:
@@ -220,22 +287,13 @@ class Retriever:
                     leg.set_attribute("oracle_rag.search.hits", len(result))
                 legs = {"keyword": len(result)}
             else:
-                fetch = min(max(k, self.settings.hybrid_depth), 4 * MAX_K)
-                raw: dict[str, list[Hit]] = {}
-                # The legs fetch keys and scores only (text=False); the fused top k get their text.
-                with _leg("semantic", fetch) as leg:
-                    raw["semantic"] = self.engine.semantic_search(conn, sem_text, fetch, scope,
-                                                                  semantic_leg_filters(self.settings, filters),
-                                                                  exact, where, text=False)
-                    leg.set_attribute("oracle_rag.search.hits", len(raw["semantic"]))
-                with _leg("keyword", fetch) as leg:
-                    raw["keyword"] = self.engine.keyword_search(conn, text, fetch, scope, filters, where, text=False)
-                    leg.set_attribute("oracle_rag.search.hits", len(raw["keyword"]))
-                weights = {"semantic": self.settings.semantic_weight, "keyword": self.settings.keyword_weight}
-                with tracing.span("fusion", {"oracle_rag.fusion.method": "rrf", "oracle_rag.fusion.k": k}) as fused:
-                    result = with_text(self.engine, conn, rrf(raw, k, self.settings.rrf_k, weights), raw,
-                                       scope, filters, where)
-                    fused.set_attribute("oracle_rag.search.hits", len(result))
+                def semantic(n: int, leg_filters: Filters, proposed: bool) -> list[Hit] | None:
+                    if proposed:
+                        return self.engine.propose_semantic(conn, sem_text, n, scope, leg_filters)
+                    return self.engine.semantic_search(conn, sem_text, n, scope, leg_filters, exact, where,
+                                                       text=False)
+
+                result, raw = hybrid(self.engine, conn, self.settings, semantic, text, k, scope, filters, where)
                 legs = {leg: len(h) for leg, h in raw.items()}
         self.last_stats = SearchStats(mode, k, (time.perf_counter() - started) * 1000, legs)
         return result

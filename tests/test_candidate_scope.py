@@ -11,14 +11,20 @@ group set.
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
+import pytest
 import sqlalchemy as sa
 
 from oracle_rag.bm25 import analyze_record
+from oracle_rag.caller import Caller
+from oracle_rag.config import load_settings
 from oracle_rag.engines import ChunkWrite, Filters, Scope, content_hash, engine_sql
 from oracle_rag.engines.access_mask import NULL, AccessSlots
 from oracle_rag.engines.records import RecordAccess, search_binds
+from oracle_rag.system import RagSystem
 
 DOCS = {
     "1": ("alpha beta", RecordAccess(owner=5)),
@@ -96,3 +102,84 @@ def test_group_masks_follow_membership_changes():
     assert visible(Scope(8, False, ("net",))) == [1]
     slots.set(3, int(NULL), 0, json.dumps(["ops"]))
     assert visible(Scope(8, False, ("ops", "net"))) == [1, 3]
+
+
+# -- hybrid's legs proposed by the in-process indexes (retriever.hybrid) ------------------------------
+QUESTIONS = ["invoice PDF generation", "sprint review demo", "login error after password reset",
+             "payment gateway timeout"]
+
+
+@pytest.fixture
+def pair(tmp_path: Path, demo_template: Path, model_path: Path):
+    """The demo data twice on one file: the indexes on (proposals) and off (every leg checked in SQL)."""
+    d = tmp_path / "hybrid"
+    (d / "models").mkdir(parents=True)
+    shutil.copyfile(model_path, d / "models" / model_path.name)
+    shutil.copyfile(demo_template, d / "oracle-rag.db")
+    cached = RagSystem(load_settings(env={}, data_dir=str(d)))
+    scan = RagSystem(load_settings(env={}, data_dir=str(d), embedded_vector_cache=False, embedded_term_index=False))
+    yield cached, scan
+    cached.close()
+    scan.close()
+
+
+def _shown(results) -> list[tuple]:
+    return [(r.source_type, r.source_id, r.chunk_id, r.chunk_no, r.content, r.facets, r.score, r.legs, r.rank)
+            for r in results]
+
+
+def test_hybrid_from_proposals_equals_the_checked_legs(pair):
+    cached, scan = pair
+    for caller in (Caller(3, "manager", name="m"), Caller(12, "developer", name="d"), Caller(20, "developer")):
+        for question in QUESTIONS:
+            got = cached.retriever().search(question, 8, caller, "hybrid")
+            want = scan.retriever().search(question, 8, caller, "hybrid")
+            assert got and _shown(got) == _shown(want), (caller, question)
+            assert [r.distance is None for r in got] == [r.distance is None for r in want]
+            assert np.allclose([r.distance or 0.0 for r in got], [r.distance or 0.0 for r in want], rtol=0,
+                               atol=1e-6)
+    assert cached.engine.cache_fallbacks == 0  # answered from the proposals
+
+
+def test_a_hidden_record_proposed_by_a_wrong_mask_never_shows_and_the_ranks_refill(pair):
+    """The indexes wrongly believe developer 12 owns another developer's tasks: hybrid's re-check of
+    the records shown drops them, the indexes are repaired, and the checked legs give the k records
+    the scan gives."""
+    cached, scan = pair
+    dev = Caller(12, "developer", name="dev")
+    with cached.engine.connect() as conn:
+        foreign = conn.execute(sa.text(
+            "SELECT CHUNK_ID, CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND OWNER_ID = 20 AND CHUNK_NO = 0 "
+            "ORDER BY CHUNK_ID LIMIT 3")).fetchall()
+    question = foreign[0][1][:200]
+    want = scan.retriever().search(question, 8, dev, "hybrid")
+    assert len(want) == 8
+    cached.retriever().search("warm up", 1, dev, "hybrid")
+    cache, index = cached.engine.vector_cache(), cached.engine.term_index()
+    for chunk_id, _ in foreign:
+        cache._access.owner[cache._slot[int(chunk_id)]] = 12
+        index._access.owner[index._slot[int(chunk_id)]] = 12
+    got = cached.retriever().search(question, 8, dev, "hybrid")
+    assert {int(c) for c, _ in foreign}.isdisjoint(r.chunk_id for r in got)
+    assert cached.engine.cache_fallbacks == 1
+    assert _shown(got) == _shown(want)
+    # the entries re-read: the next search is answered from the proposals again, the same way
+    assert cache._access.owner[cache._slot[int(foreign[0][0])]] == 20
+    assert index._access.owner[index._slot[int(foreign[0][0])]] == 20
+    assert _shown(cached.retriever().search(question, 8, dev, "hybrid")) == _shown(want)
+    assert cached.engine.cache_fallbacks == 1
+
+
+def test_near_ties_are_ordered_by_sqls_distances(pair):
+    """Candidates closer than near_tie are ranked by SQL's distance, as the checked leg ranks them."""
+    cached, _ = pair
+    engine = cached.engine
+    engine.near_tie = 1.0  # every candidate in one run: all ordered by SQL's distances
+    manager = Caller(3, "manager", name="m")
+    with engine.connect() as conn:
+        for question in QUESTIONS:
+            qblob = bytes(conn.execute(sa.text("SELECT vector_embedding(:t)"), {"t": question}).scalar_one())
+            proposed = engine.propose_semantic_by_vector(conn, qblob, 30, manager.scope(), Filters())
+            checked = engine.semantic_search_by_vector(conn, qblob, 30, manager.scope(), Filters(), text=False)
+            assert proposed is not None
+            assert [(h.chunk_id, h.score) for h in proposed] == [(h.chunk_id, h.score) for h in checked]

@@ -475,6 +475,25 @@ class Engine(ABC):
                                         text=text)
         return found
 
+    # -- hybrid's legs as proposals (retriever.hybrid) ------------------------------
+    # An engine with in-process indexes can give hybrid's two legs without a
+    # SQL re-check of each leg's candidates: keys and scores ranked over the
+    # same visible set, to be shown only through chunk_texts / record_passages
+    # (which re-apply the scope). When that re-check drops a record or
+    # disagrees with the index, the caller calls reject_proposals and runs the
+    # checked legs. None: no proposal (this engine, or its index cannot answer).
+    def propose_semantic(self, conn: sa.Connection, query: str, k: int, scope: Scope,
+                         filters: Filters) -> list[Hit] | None:
+        return None
+
+    def propose_keyword(self, conn: sa.Connection, query: str, k: int, scope: Scope,
+                        filters: Filters) -> KeywordHits | None:
+        return None
+
+    def reject_proposals(self, legs: Mapping[str, Sequence[Hit]]) -> None:
+        """The re-check of proposed legs found a record gone, hidden or changed: repair the indexes."""
+        del legs  # no in-process index here, nothing to repair
+
     def keyword_stats(self, conn: sa.Connection, scope: Scope, filters: Filters,
                       where: Where | None) -> bm25.Stats | None:
         """The visible set's N and total length when this engine knows them without a scan; else None.

@@ -622,11 +622,20 @@ WHERE c.CHUNK_ID IN :ids
   AND {SCOPE_OF_IDS}
   AND {FILTERS}""", expanding=("f_types", "ids"))
 
+# Hybrid's semantic leg from the cache (SqliteEngine.propose_semantic): the
+# distances SQL computes for candidates whose cache distances are too close
+# to order by them (float32 dot products in numpy and in sqlite-vec differ by
+# ~1e-7), so the leg ranks exactly as SEMANTIC_CANDIDATE_KEYS would. No scope:
+# the records shown are re-checked with it (retriever.with_text).
+CANDIDATE_DISTANCES = Sql(sqlite="""SELECT c.CHUNK_ID, vec_distance_cosine(c.EMBEDDING, :qvec) AS SCORE
+FROM RAG_CHUNK c
+WHERE c.CHUNK_ID IN (SELECT value FROM json_each(:ids))""")
+
 # What the cache holds per chunk: the scope and filter columns and the vector.
 # The cache reads on its own plain DBAPI connection (no expanding binds):
 # :ids is a JSON array of integers.
 _VECTOR_ROWS = ("SELECT CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, EMBEDDING, "
-                "ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, CHUNK_NO FROM RAG_CHUNK")
+                "ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, CHUNK_NO, SOURCE_ID FROM RAG_CHUNK")
 VECTOR_ROWS = Sql(sqlite=_VECTOR_ROWS)
 VECTOR_ROWS_BY_ID = Sql(sqlite=_VECTOR_ROWS + " WHERE CHUNK_ID IN (SELECT value FROM json_each(:ids))")
 
@@ -650,7 +659,7 @@ CHUNK_LOG_EXISTS = Sql(
 # -- the in-process BM25 index (engines/term_index.py) ---------------------------
 # Records (chunk 0 of each analysed record) with their scope columns and length.
 _TERM_RECORDS = """SELECT CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, TERM_COUNT,
-       ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS FROM RAG_CHUNK
+       ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, SOURCE_ID FROM RAG_CHUNK
 WHERE CHUNK_NO = 0 AND TERM_COUNT IS NOT NULL"""
 TERM_RECORDS = Sql(sqlite=_TERM_RECORDS)
 TERM_RECORDS_BY_ID = Sql(sqlite=_TERM_RECORDS + " AND CHUNK_ID IN (SELECT value FROM json_each(:ids))")

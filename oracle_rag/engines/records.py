@@ -308,10 +308,14 @@ class KeywordHits(list[Hit]):
     empty content, the record's score; with the query terms and weights that choose the
     passages of the few records shown (``Engine.record_passages``)."""
 
-    def __init__(self, hits: Iterable[Hit], terms: Mapping[str, int], weights: Mapping[str, float]) -> None:
+    def __init__(self, hits: Iterable[Hit], terms: Mapping[str, int], weights: Mapping[str, float],
+                 lengths: Mapping[int, int] | None = None) -> None:
         super().__init__(hits)
         self.terms = dict(terms)
         self.weights = dict(weights)
+        # Proposed by an in-process index (Engine.propose_keyword): each record's length as the
+        # index knows it, re-checked in SQL with the passages of the records shown.
+        self.lengths = None if lengths is None else dict(lengths)
 
 
 @dataclass

@@ -21,6 +21,7 @@ Why these choices:
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import threading
@@ -48,6 +49,7 @@ from .records import (
     ChunkWrite,
     Filters,
     Hit,
+    KeywordHits,
     QueueRow,
     ReadOnlyFile,
     Scope,
@@ -298,6 +300,123 @@ class SqliteEngine(Engine):
             if len(best) >= k or len(found.ids) < fetch:  # enough records, or every visible chunk seen
                 return best[:k]
             fetch *= 4
+
+    # -- hybrid's legs without a per-leg SQL re-check (base.Engine.propose_*) -------------
+    # Cache distances closer than this are ordered by SQL's (CANDIDATE_DISTANCES):
+    # numpy's float32 dot and sqlite-vec's differ by ~2e-7 at most (measured), so
+    # two candidates further apart rank the same either way.
+    near_tie = 2e-6
+
+    def propose_semantic(self, conn: sa.Connection, query: str, k: int, scope: Scope,
+                         filters: Filters) -> list[Hit] | None:
+        if not self._cache_ready():
+            return None
+        with embedding_errors():
+            qblob = conn.execute(self.statement(q.EMBED), {"text": query}).scalar_one()
+        return self.propose_semantic_by_vector(conn, bytes(qblob), k, scope, filters)
+
+    def _cache_ready(self) -> bool:
+        if not self.settings.embedded_vector_cache:
+            return False
+        cache = self.vector_cache()
+        try:
+            cache.sync()
+        except sqlean.Error as exc:
+            raise wrap_driver_error(exc, "vector cache sync") from None
+        return cache.loaded and not cache.unusable
+
+    def propose_semantic_by_vector(self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope,
+                                   filters: Filters) -> list[Hit] | None:
+        """The ``k`` nearest records from the cache alone, ranked as the SQL re-check would rank them.
+
+        The cache's candidates (keys included) are ordered by distance, then
+        chunk id, as SEMANTIC_CANDIDATE_KEYS orders them; runs of candidates
+        whose cache distances lie within ``near_tie`` of each other are
+        ordered by the distances SQL computes for them. No scope check here:
+        the caller shows these records only through ``chunk_texts``.
+        """
+        if not self._cache_ready():
+            return None
+        cache = self.vector_cache()
+        query = np.frombuffer(qblob, dtype="<f4")
+        fetch = k + max(8, k // 4)
+        while True:
+            found = cache.candidates(query, fetch, scope, filters, keys=True)
+            if found is None or found.keys is None:
+                return None
+            distances = self._exact_distances(conn, qblob, found.distances)
+            if distances is None:
+                return None
+            order = sorted(found.ids, key=lambda i: (distances[i], i))
+            keys = found.keys
+            best = one_per_record([Hit(i, keys[i][0], keys[i][1], "", distances[i], keys[i][2], keys[i][3],
+                                       keys[i][4], keys[i][5]) for i in order])
+            if len(best) >= k or len(found.ids) < fetch:
+                return best[:k]
+            fetch *= 4
+
+    def _exact_distances(self, conn: sa.Connection, qblob: bytes,
+                         distances: Mapping[int, float]) -> dict[int, float] | None:
+        """``distances`` with SQL's value for every candidate in a run closer than ``near_tie``.
+
+        Candidates in different runs are further apart than twice the
+        difference between the two computations, so sorting them by these
+        values gives SQL's order. None: SQL lost a candidate or disagrees on
+        one (a concurrent write, a stale entry): the caller uses the checked leg.
+        """
+        ranked = sorted(distances.items(), key=lambda item: item[1])
+        tied: set[int] = set()
+        for (a, da), (b, db) in zip(ranked, ranked[1:], strict=False):
+            if db - da < self.near_tie:
+                tied.update((a, b))
+        out = dict(distances)
+        if not tied:
+            return out
+        rows = conn.execute(self.statement(q.CANDIDATE_DISTANCES),
+                            {"qvec": qblob, "ids": json.dumps(sorted(tied))}).fetchall()
+        if len(rows) != len(tied):
+            return None
+        for chunk_id, score in rows:
+            if abs(float(score) - distances[int(chunk_id)]) > DISTANCE_TOLERANCE:
+                return None
+            out[int(chunk_id)] = float(score)
+        return out
+
+    def propose_keyword(self, conn: sa.Connection, query: str, k: int, scope: Scope,
+                        filters: Filters) -> KeywordHits | None:
+        """The ``k`` best records by BM25 from the in-process index alone (their chunk 0, no text).
+
+        The index ranks exactly as the SQL statement does (term_index.py);
+        the lengths it used travel with the hits, for ``record_passages`` to
+        re-check with the scope when the records are shown.
+        """
+        terms = query_terms(query)
+        if not terms:
+            return KeywordHits([], terms, {}, {})
+        if not self.settings.embedded_term_index:
+            return None
+        index = self.term_index()
+        try:
+            index.sync()
+        except sqlean.Error as exc:
+            raise wrap_driver_error(exc, "term index sync") from None
+        params = self.bm25_params()
+        found = index.search(terms, k, scope, filters, params.k1, params.b)
+        if found is None:
+            return None
+        keys = found.keys
+        return KeywordHits([Hit(rid, keys[rid][0], keys[rid][1], "", value, keys[rid][2], keys[rid][3], keys[rid][4])
+                            for rid, value in found.best], terms, found.weights, found.lengths)
+
+    def reject_proposals(self, legs: Mapping[str, Sequence[Hit]]) -> None:
+        self.cache_fallbacks += 1
+        try:
+            if legs.get("semantic"):
+                self.vector_cache().refresh([h.chunk_id for h in legs["semantic"]])
+            if legs.get("keyword"):
+                self.term_index().refresh([h.chunk_id for h in legs["keyword"]])
+        except sqlean.Error as exc:
+            raise wrap_driver_error(exc, "in-process index refresh") from None
 
     # -- the in-process BM25 index ---------------------------------------------
     def term_index(self) -> TermIndex:

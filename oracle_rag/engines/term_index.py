@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,15 @@ from ..bm25 import RANK_DECIMALS
 from . import engine_sql as q
 from .access_mask import AccessSlots
 from .records import Filters, Scope
-from .vector_cache import ID_BATCH, NULL, Unusable, VectorCache, int_or_null, sqlite_text
+from .vector_cache import (
+    ID_BATCH,
+    NULL,
+    Unusable,
+    VectorCache,
+    int_or_null,
+    record_keys,
+    sqlite_text,
+)
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,8 @@ class TermHits:
     best: list[tuple[int, float]]  # (chunk 0 id, score), best first
     lengths: dict[int, int]  # record length per id in ``best`` (re-checked in SQL)
     weights: dict[str, float]  # idf per query term present in the visible set
+    # per id in ``best``: (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID), None for NULL
+    keys: dict[int, tuple[Any, ...]] = field(default_factory=dict)
 
 
 class TermIndex(VectorCache):
@@ -71,6 +81,7 @@ class TermIndex(VectorCache):
         self._type = np.zeros(0, dtype=np.int32)
         self._length = np.zeros(0, dtype=np.float64)
         self._live = np.zeros(0, dtype=bool)
+        self._source_id = np.zeros(0, dtype=object)
         self._access = AccessSlots()
         self._failed: frozenset[str] = frozenset()
         self._base: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -80,7 +91,8 @@ class TermIndex(VectorCache):
         self._dead = 0
 
     def _arrays(self) -> tuple[np.ndarray, ...]:
-        return (self._ids, self._owner, self._project, self._sprint, self._type, self._length, self._live)
+        return (self._ids, self._owner, self._project, self._sprint, self._type, self._length, self._live,
+                self._source_id)
 
     @property
     def nbytes(self) -> int:
@@ -97,12 +109,13 @@ class TermIndex(VectorCache):
             b = np.zeros(new, dtype=a.dtype)
             b[: len(a)] = a
             grown.append(b)
-        self._ids, self._owner, self._project, self._sprint, self._type, self._length, self._live = grown
+        (self._ids, self._owner, self._project, self._sprint, self._type, self._length, self._live,
+         self._source_id) = grown
         self._access.grow(new)
 
     def _add_records(self, rows: Sequence[Any]) -> None:
         """New slots for records (CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, TERM_COUNT,
-        ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS)."""
+        ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, SOURCE_ID)."""
         self._grow(self._n + len(rows))
         for r in rows:
             slot = self._n
@@ -116,6 +129,7 @@ class TermIndex(VectorCache):
             self._sprint[slot] = int_or_null(r[4])
             self._type[slot] = self._types.setdefault(r[1], len(self._types))
             self._length[slot] = float(int(r[5]))
+            self._source_id[slot] = str(r[9])
             self._access.set(slot, int_or_null(r[6]), r[7], r[8])
             self._live[slot] = True
 
@@ -230,4 +244,6 @@ class TermIndex(VectorCache):
             order = np.lexsort((ids, -ranked))[:k]
             best = [(int(ids[i]), float(values[i])) for i in order]
             found_lengths = {int(ids[i]): int(lengths[cand[i]]) for i in order}
-        return TermHits(n, total, best, found_lengths, weights)
+            keys = record_keys(cand[order], self._ids, self._types, self._type, self._source_id, self._owner,
+                               self._project, self._sprint)
+        return TermHits(n, total, best, found_lengths, weights, keys)

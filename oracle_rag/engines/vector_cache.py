@@ -70,6 +70,8 @@ class Candidates:
 
     ids: list[int]
     distances: dict[int, float]
+    # With ``keys``: per id (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CHUNK_NO), None for NULL.
+    keys: dict[int, tuple[Any, ...]] | None = None
 
 
 class Unusable(Exception):
@@ -127,6 +129,8 @@ class VectorCache:
         self._type = np.full(capacity, -1, dtype=np.int32)
         self._live = np.zeros(capacity, dtype=bool)
         self._first = np.zeros(capacity, dtype=bool)  # CHUNK_NO = 0 (Filters.first_chunk)
+        self._chunk_no = np.zeros(capacity, dtype=np.int64)
+        self._source_id = np.full(capacity, None, dtype=object)  # what a hit needs besides the scope columns
         self._access.grow(capacity)
 
     def _grow(self, needed: int) -> None:
@@ -142,7 +146,7 @@ class VectorCache:
 
     def _arrays(self) -> tuple[np.ndarray, ...]:
         return (self._vectors, self._ids, self._owner, self._project, self._sprint, self._type, self._live,
-                self._first)
+                self._first, self._chunk_no, self._source_id)
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -308,7 +312,7 @@ class VectorCache:
 
     def _store(self, rows: Sequence[Any]) -> None:
         """Insert or overwrite rows (CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, EMBEDDING,
-        ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, CHUNK_NO)."""
+        ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, CHUNK_NO, SOURCE_ID)."""
         if not rows:
             return
         if self._dim == 0:
@@ -351,14 +355,19 @@ class VectorCache:
             self._type[slot] = code
             self._access.set(slot, int_or_null(r[6]), r[7], r[8])
             self._first[slot] = r[9] == 0
+            self._chunk_no[slot] = int(r[9])
+            self._source_id[slot] = str(r[10])
             self._live[slot] = True
 
     # -- searching -----------------------------------------------------------
-    def candidates(self, query: np.ndarray, k: int, scope: Scope, filters: Filters) -> Candidates | None:
+    def candidates(self, query: np.ndarray, k: int, scope: Scope, filters: Filters,
+                   keys: bool = False) -> Candidates | None:
         """Ids that contain the exact top-k of the rows visible to ``scope`` and ``filters``.
 
         ``None`` means "use the SQL scan" (the cache is unusable, a bound value
-        cannot be compared exactly in numpy, or too many near-ties).
+        cannot be compared exactly in numpy, or too many near-ties). ``keys``
+        adds what a hit needs besides its distance (hybrid's semantic leg is
+        built from them without SQL: SqliteEngine.propose_semantic).
         """
         binds = [scope.caller_id, filters.project_id, filters.sprint_id]
         if any(v is not None and not (isinstance(v, int) and NULL < v <= np.iinfo(np.int64).max) for v in binds):
@@ -386,18 +395,35 @@ class VectorCache:
                 mask &= self._first[:n]
             visible = np.flatnonzero(mask)
             if len(visible) == 0:
-                return Candidates([], {})
+                return Candidates([], {}, {} if keys else None)
             if len(visible) * 2 < n:
                 scores = self._vectors[visible] @ q
             else:
                 scores = (self._vectors[:n] @ q)[visible]
+            if len(visible) > k:
+                top = np.argpartition(-scores, k - 1)[:k]
+                kth = float(scores[top].min())
+                keep = np.flatnonzero(scores >= kth - TIE_MARGIN)
+                if len(keep) > MAX_CANDIDATES:
+                    return None
+                visible, scores = visible[keep], scores[keep]
             ids = self._ids[visible]
-        if len(visible) > k:
-            top = np.argpartition(-scores, k - 1)[:k]
-            kth = float(scores[top].min())
-            keep = np.flatnonzero(scores >= kth - TIE_MARGIN)
-            if len(keep) > MAX_CANDIDATES:
-                return None
-            ids, scores = ids[keep], scores[keep]
+            found = self._keys(visible) if keys else None
         distances = {int(i): 1.0 - float(s) for i, s in zip(ids, scores, strict=True)}
-        return Candidates([int(i) for i in ids], distances)
+        return Candidates([int(i) for i in ids], distances, found)
+
+    def _keys(self, slots: np.ndarray) -> dict[int, tuple[Any, ...]]:
+        """Per slot's chunk id: (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CHUNK_NO) (call with the lock)."""
+        return record_keys(slots, self._ids, self._types, self._type, self._source_id, self._owner, self._project,
+                           self._sprint, self._chunk_no)
+
+
+def record_keys(slots: np.ndarray, ids: np.ndarray, type_codes: dict[str, int], *columns: np.ndarray
+                ) -> dict[int, tuple[Any, ...]]:
+    """Per slot's id: the type's name, then each column's value at the slot (NULL as None), column by column
+    (``tolist`` per column, not one numpy scalar per value: hybrid builds ~150 of them per search)."""
+    names = {code: name for name, code in type_codes.items()}
+    values = [c[slots].tolist() for c in columns]
+    types, rest = values[0], values[1:]
+    nulls = [[None if v == NULL else v for v in col] for col in rest]
+    return {i: (names[t], *row) for i, t, *row in zip(ids[slots].tolist(), types, *nulls, strict=True)}
