@@ -98,6 +98,10 @@ GOLDEN = {
         'WHEN NOT MATCHED THEN INSERT (SOURCE_NAME, ROW_ID, DOC_HASH, METADATA, UPDATED_AT)\n'
         'VALUES (s.SOURCE_NAME, s.ROW_ID, :doc_hash, :metadata, TO_TIMESTAMP_TZ(:now, \'YYYY-MM-DD"T"HH24:MI:SS.FF6TZH:TZM\'))'
     ),
+    'CLEAR_ORPHAN_ACCESS_FAILURES': (
+        'DELETE FROM RAG_ACCESS_FAILURE WHERE RAG_ACCESS_FAILURE.SOURCE_TYPE NOT IN :configured '
+        'AND NOT EXISTS (SELECT 1 FROM RAG_CHUNK c WHERE c.SOURCE_TYPE = RAG_ACCESS_FAILURE.SOURCE_TYPE)'
+    ),
     'READ_ONLY': (
         'SET TRANSACTION READ ONLY'
     ),
@@ -137,6 +141,7 @@ BINDS = {
     "RECORD_FAILURE": {"name", "now", "mode", "error", "error_code"},
     "ENSURE_SOURCE": {"name"},
     "UPSERT_DOCUMENT": {"name", "row_id", "doc_hash", "metadata", "now"},
+    "CLEAR_ORPHAN_ACCESS_FAILURES": {"configured"},
     "READ_ONLY": set(),
     "DELTA_TEMPLATE": {"watermark"},
     "DELTA_TZ_TEMPLATE": {"watermark"},
@@ -173,7 +178,7 @@ KINDS = {"Select": ("SOURCE_STATE", "ALL_SOURCE_STATES", "DOCUMENT_HASHES", "DOC
                     "DELTA_TZ_TEMPLATE", "DELTA_NAIVE_TEMPLATE",
                     "IDS_TEMPLATE"),
          "Update": ("CLAIM", "RECORD_SUCCESS", "RECORD_FAILURE"),
-         "Delete": ("DELETE_DOCUMENT", "DELETE_DOCUMENTS", "DELETE_SOURCE"),
+         "Delete": ("DELETE_DOCUMENT", "DELETE_DOCUMENTS", "DELETE_SOURCE", "CLEAR_ORPHAN_ACCESS_FAILURES"),
          "Merge": ("ENSURE_SOURCE", "UPSERT_DOCUMENT"),
          "Set": ("READ_ONLY",)}
 
