@@ -28,6 +28,17 @@ positive judgements of the query (retrieved or not); only queries with at
 least one positive judgement are scored, and the mean is over those. A query
 the retriever refuses (empty text) counts as retrieving nothing and scores 0,
 as with ``trec_eval -c``; it is listed in ``details.queries_refused``.
+
+Hybrid is checked against its own legs in the same run: ``details`` holds
+semantic search ranking each record by its first window only
+(``semantic_first_window``, the list a single-vector baseline has) and
+``rrf_reference``, the plain RRF (k=60, top-100 lists, ties by ascending
+id: :func:`plain_rrf`, not the product's code) of the keyword run with that
+run and with semantic mode's run. With ``hybrid_semantic_chunk = FIRST``
+hybrid fuses the first pair by construction, so hybrid and
+``rrf_reference["keyword+semantic_first_window"]`` differ only where equal
+fused scores are ordered differently (the product: best leg rank, then chunk
+id; the reference: id).
 """
 
 from __future__ import annotations
@@ -64,10 +75,12 @@ Progress = Callable[[str, int, int], None]
 DOCUMENT_TYPE = "DOCUMENT"
 NDCG_AT = 10
 RECALL_AT = 100
+REFERENCE_RRF_K = 60  # the baselines' plain RRF (SOURCE.md), not the configured rrf_k
 MAX_ID_CHARS = 256  # RAG_CHUNK.SOURCE_ID is VARCHAR2(256 CHAR) on Oracle
 # The evaluating identity: a developer with no tasks. Documents carry no
 # owner and are not TASK rows, so the scope predicate lets every caller see
 # them; searching as the least privileged role proves exactly that.
+FIRST_WINDOW = "semantic_first_window"
 EVAL_CALLER = Caller(employee_id=0, roles=("developer",), name="evaluation")
 
 
@@ -372,14 +385,33 @@ def indexed_collection(settings: Settings, data: Dataset,
         yield rag, _index(rag, len(data.documents), progress)
 
 
-def _ranked(retriever: Any, text: str, mode: str) -> list[str] | None:
+def _ranked(retriever: Any, text: str, mode: str, *, first_chunk: bool = False) -> list[str] | None:
     """The ranked document ids, or None when the retriever refuses the text (empty, too long)."""
     try:
-        hits = retriever.search(text, RECALL_AT, EVAL_CALLER, mode, Filters(source_types=(DOCUMENT_TYPE,)),
-                                max_chars=100_000)
+        hits = retriever.search(text, RECALL_AT, EVAL_CALLER, mode,
+                                Filters(source_types=(DOCUMENT_TYPE,), first_chunk=first_chunk), max_chars=100_000)
     except InputError:
         return None
     return [h.source_id for h in hits]
+
+
+def _id_order(doc: str) -> tuple[int, int | str]:
+    """Ascending document id, numerically when the id is a number (the baselines' tie order)."""
+    return (0, int(doc)) if doc.isdigit() else (1, doc)
+
+
+def plain_rrf(runs: Sequence[Sequence[str]], *, rrf_k: int = REFERENCE_RRF_K, cut: int = RECALL_AT) -> list[str]:
+    """Reciprocal Rank Fusion as the baselines define it, independent of the product's ``rrf``.
+
+    Each id scores the sum of ``1 / (rrf_k + rank)`` (rank from 1) over the
+    runs holding it; ids are ordered by score, ties by ascending id, and the
+    list is cut to ``cut`` (bench/data/cranfield/SOURCE.md, "RRF (k=60)").
+    """
+    score: dict[str, float] = {}
+    for run in runs:
+        for rank, doc in enumerate(run, 1):
+            score[doc] = score.get(doc, 0.0) + 1.0 / (rrf_k + rank)
+    return sorted(score, key=lambda d: (-score[d], _id_order(d)))[:cut]
 
 
 def _chunk_count(rag: Any) -> int:
@@ -392,7 +424,9 @@ def run_eval(settings: Settings, dataset: Path, *, max_docs: int | None = None,
     """Index the collection, search every judged query in every mode, score the runs.
 
     Returns ``{"semantic": {"ndcg@10": x, "recall@100": y}, "keyword": {...},
-    "hybrid": {...}, "documents": n, "queries": m, "details": {...}}``.
+    "hybrid": {...}, "documents": n, "queries": m, "details": {...}}``
+    (``details.semantic_first_window`` and ``details.rrf_reference``: see the
+    module docstring).
     """
     data = load_dataset(dataset, max_docs=max_docs, max_queries=max_queries)
     for warning in data.warnings:
@@ -401,22 +435,28 @@ def run_eval(settings: Settings, dataset: Path, *, max_docs: int | None = None,
     scores: dict[str, dict[str, float]] = {}
     timings: dict[str, float] = {}
     refused: set[str] = set()
+    runs: dict[str, dict[str, list[str]]] = {}
     with indexed_collection(settings, data, progress) as (rag, index_s):
         retriever = rag.retriever()
-        for mode in MODES:
-            runs: dict[str, list[str]] = {}
+        # the three modes, then semantic ranking each record by its first window (FIRST_WINDOW)
+        for name, mode, first in [(m, m, False) for m in MODES] + [(FIRST_WINDOW, "semantic", True)]:
+            runs[name] = {}
             started = time.perf_counter()
             for n, qid in enumerate(judged, 1):
-                ranked = _ranked(retriever, data.queries[qid], mode)
+                ranked = _ranked(retriever, data.queries[qid], mode, first_chunk=first)
                 if ranked is None:  # scored as retrieving nothing, like trec_eval -c
                     refused.add(qid)
-                runs[qid] = ranked or []
+                runs[name][qid] = ranked or []
                 if progress:
-                    progress(mode, n, len(judged))
-            timings[mode] = (time.perf_counter() - started) * 1000 / len(judged)
-            scores[mode] = score_runs(runs, data.qrels)
+                    progress(name, n, len(judged))
+            timings[name] = (time.perf_counter() - started) * 1000 / len(judged)
+            scores[name] = score_runs(runs[name], data.qrels)
         chunks = _chunk_count(rag)
-    result: dict[str, Any] = dict(scores)
+    # Plain RRF of this run's own lists, as the baselines fuse theirs: hybrid
+    # (hybrid_semantic_chunk = FIRST) fuses the first two by construction.
+    reference = {leg: score_runs({q: plain_rrf([runs[leg][q], runs["keyword"][q]]) for q in judged}, data.qrels)
+                 for leg in (FIRST_WINDOW, "semantic")}
+    result: dict[str, Any] = {m: scores[m] for m in MODES}
     result["documents"] = len(data.documents)
     result["queries"] = len(judged)
     result["details"] = {
@@ -433,9 +473,13 @@ def run_eval(settings: Settings, dataset: Path, *, max_docs: int | None = None,
         "bm25": {"k1": settings.bm25_k1, "b": settings.bm25_b},
         "chunking": {"window": settings.chunk_window, "overlap": settings.chunk_overlap},
         "chunks": chunks,
+        "hybrid_semantic_chunk": settings.hybrid_semantic_chunk,
+        FIRST_WINDOW: scores[FIRST_WINDOW],
+        "rrf_reference": {"keyword+semantic_first_window": reference[FIRST_WINDOW],
+                          "keyword+semantic_nearest_chunk": reference["semantic"]},
     }
     return result
 
 
 __all__ = ["DOCUMENT_TYPE", "EVAL_CALLER", "Dataset", "DocumentSource", "document_text",
-           "indexed_collection", "load_dataset", "ndcg_at_k", "recall_at_k", "run_eval", "score_runs"]
+           "indexed_collection", "load_dataset", "ndcg_at_k", "plain_rrf", "recall_at_k", "run_eval", "score_runs"]

@@ -274,6 +274,12 @@ def test_eval_cli_end_to_end(tmp_path, data_dir, monkeypatch):
     assert report["keyword"]["ndcg@10"] > 0.7
     assert report["hybrid"]["ndcg@10"] > 0.8
     assert report["details"]["engine"] == "sqlite"
+    # Hybrid (hybrid_semantic_chunk = FIRST) is the plain RRF of the keyword and first-window runs.
+    reference = report["details"]["rrf_reference"]
+    assert set(reference) == {"keyword+semantic_first_window", "keyword+semantic_nearest_chunk"}
+    assert report["hybrid"] == pytest.approx(reference["keyword+semantic_first_window"], abs=1e-12)
+    assert set(report["details"]["semantic_first_window"]) == {"ndcg@10", "recall@100"}
+    assert f"rrf       nDCG@10 {reference['keyword+semantic_first_window']['ndcg@10']:.4f}" in result.output
     # The scratch database lived elsewhere: the configured data directory holds only the model.
     assert not (data_dir / "oracle-rag.db").exists()
     assert sorted(p.name for p in data_dir.iterdir()) == ["models"]

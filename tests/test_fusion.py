@@ -178,3 +178,13 @@ def test_first_chunk_filter_is_the_same_on_the_cache_and_the_sql_scan(indexed) -
     finally:
         cached.close()
         scan.close()
+
+
+def test_the_evaluations_plain_rrf_by_hand() -> None:
+    from oracle_rag.evaluation import plain_rrf
+
+    # 1: 1/61 + 1/63 and 3: 1/63 + 1/61 tie (ascending id); 2 and 4: 1/62 each; ids compare as numbers
+    assert plain_rrf([["1", "2", "3"], ["3", "4", "1"]]) == ["1", "3", "2", "4"]
+    assert plain_rrf([["10"], ["9"]]) == ["9", "10"]
+    assert plain_rrf([["b", "a"], ["a", "b"]], cut=1) == ["a"]
+    assert plain_rrf([["1", "2"]], rrf_k=1) == ["1", "2"]

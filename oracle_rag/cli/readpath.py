@@ -63,6 +63,9 @@ def eval_cmd(ctx: click.Context, dataset: Path, json_out: Path | None, max_docs:
     for mode in MODES:
         m = result[mode]
         click.echo(f"{mode:<9} nDCG@10 {m['ndcg@10']:.4f}  Recall@100 {m['recall@100']:.4f}")
+    ref = result["details"]["rrf_reference"]["keyword+semantic_first_window"]
+    click.echo(f"{'rrf':<9} nDCG@10 {ref['ndcg@10']:.4f}  Recall@100 {ref['recall@100']:.4f}  "
+               f"(plain RRF k=60 of the keyword and first-window semantic runs: what hybrid fuses)")
     click.echo(f"documents {result['documents']}, queries {result['queries']}")
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
