@@ -59,7 +59,9 @@ OLD_SCOPE = "(:see_all = 1 OR c.OWNER_ID = :caller_id OR (c.OWNER_ID IS NULL AND
 OLD_COUNT = Sql.both((answers_sql.COUNT_RECORDS.sqlite or "").replace(engine_sql.SCOPE, OLD_SCOPE))
 INSERT_CHUNK = """INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, OWNER_ID, CONTENT, EMBEDDING, CONTENT_HASH,
   TERM_COUNT, ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)"""
-INSERT_TERM = "INSERT INTO RAG_CHUNK_TERM (TERM, CHUNK_ID, TF) VALUES (?, ?, ?)"
+# (TERM, CHUNK_ID, TF) rows; each posting carries its record's columns (engine_sql.POSTING_COLUMNS).
+INSERT_TERM = (f"INSERT INTO RAG_CHUNK_TERM (TERM, TF, {', '.join(engine_sql.POSTING_COLUMNS)}) "
+               f"SELECT ?1, ?3, {', '.join(engine_sql.POSTING_COLUMNS)} FROM RAG_CHUNK WHERE CHUNK_ID = ?2")
 INSERT_ACL = "INSERT INTO RAG_CHUNK_ACL (PRINCIPAL, SOURCE_TYPE, SOURCE_ID) VALUES (?, ?, ?)"
 
 

@@ -98,7 +98,9 @@ INSERT_CHUNK = """INSERT INTO RAG_CHUNK
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?3, CASE WHEN ?3 IS NULL AND ?1 <> 'TASK' THEN 1 ELSE 0 END)"""
 # Each record's BM25 postings, as the indexer writes them (bm25.analyze_record); the
 # scratch file is fresh, so the i-th row's CHUNK_ID is i + 1.
-INSERT_TERM = "INSERT INTO RAG_CHUNK_TERM (TERM, CHUNK_ID, TF) VALUES (?, ?, ?)"
+# (TERM, CHUNK_ID, TF) rows; each posting carries its record's columns (engine_sql.POSTING_COLUMNS).
+INSERT_TERM = (f"INSERT INTO RAG_CHUNK_TERM (TERM, TF, {', '.join(engine_sql.POSTING_COLUMNS)}) "
+               f"SELECT ?1, ?3, {', '.join(engine_sql.POSTING_COLUMNS)} FROM RAG_CHUNK WHERE CHUNK_ID = ?2")
 
 # vec0 experiment: SCOPE_OWNER = the owner for owned rows, 0 for rows every
 # caller sees (no owner, not a task), -1 for unowned tasks (managers only).

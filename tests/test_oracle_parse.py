@@ -262,6 +262,8 @@ _DDL_WORDS = {"CREATE", "DROP", "ALTER", "TRUNCATE", "DDL", "GRANT", "REBUILD", 
 DATA_MIGRATION_STATEMENTS = {
     "sql.oracle.V8__bm25_folds_accents[2]": "marks every record's BM25 analysis out of date (a new analyser)",
     "sql.oracle.V10__access[2]": "gives existing chunks the access rule the product applied before V10",
+    "sql.oracle.V13__postings_carry_record[2]": "copies each record's length, scope and filter columns to its postings",
+    "sql.oracle.V13__postings_carry_record[3]": "deletes the postings of records not analysed (never read)",
 }
 
 
@@ -316,6 +318,9 @@ SQLGLOT_LIMITS: tuple[tuple[re.Pattern[str], str], ...] = (
      "VECTOR(n, format) column types"),
     (re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?TRIGGER\b", re.IGNORECASE), "trigger bodies (PL/SQL)"),
     (re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?PACKAGE\b", re.IGNORECASE), "package specs and bodies (PL/SQL)"),
+    (re.compile(r"^\s*ALTER\s+TABLE\s+\w+\s+MODIFY\s*\(", re.IGNORECASE), "ALTER TABLE ... MODIFY (column NOT NULL)"),
+    (re.compile(r"^\s*CREATE\s+INDEX\b[^;]*\)\s*COMPRESS\s+\d+\s*$", re.IGNORECASE),
+     "CREATE INDEX ... COMPRESS n (prefix compression)"),
 )
 _HEADS = ((r"CREATE|DROP|ALTER|TRUNCATE|GRANT|REVOKE|COMMENT", "ddl"), (r"SELECT|WITH", "query"),
           (r"INSERT|UPDATE|DELETE|MERGE", "dml"), (r"SET\s+TRANSACTION", "control"))

@@ -137,7 +137,25 @@ def index_mismatches(rag: Any) -> list[str]:
             problems.append(f"{key}: CONTENT_HASH is not sha256(CONTENT)")
         if h["embedding_bytes"] != 1536:
             problems.append(f"{key}: embedding has {h['embedding_bytes']} bytes")
-    return problems
+    return problems + postings_out_of_step(rag)
+
+
+def postings_out_of_step(rag: Any) -> list[str]:
+    """Postings whose carried record columns differ from their chunk 0 (or of a chunk with no analysis).
+
+    The keyword statement reads only RAG_CHUNK_TERM (engine_sql.POSTING_COLUMNS), so every write
+    path must keep them equal to the record's chunk 0 (SQLite's ``IS NOT``: NULL-safe).
+    """
+    from oracle_rag.engines.engine_sql import POSTING_COLUMNS
+
+    differs = " OR ".join(f"t.{col} IS NOT c.{col}" for col in POSTING_COLUMNS)
+    with rag.engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT c.SOURCE_TYPE, c.SOURCE_ID, t.TERM FROM RAG_CHUNK_TERM t "
+            "LEFT JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID "
+            f"WHERE c.CHUNK_ID IS NULL OR c.CHUNK_NO <> 0 OR c.TERM_COUNT IS NULL OR {differs} "
+            "ORDER BY 1, 2, 3")).fetchall()
+    return [f"({r[0]}, {r[1]}) posting {r[2]!r} out of step with its chunk 0" for r in rows]
 
 
 def embedding_matches_content(rag: Any, keys: list[tuple[str, str]]) -> list[str]:

@@ -253,6 +253,12 @@ class Engine(ABC):
         self._write_acl(conn, [(c.source_type, c.source_id, c.record_access) for c in chunks if c.chunk_no == 0])
         self._write_postings(conn, [(c.source_type, c.source_id, c.analysis) for c in chunks
                                     if c.analysis is not None and c.chunk_no == 0])
+        # A chunk 0 written without an analysis leaves its record unanalysed (TERM_COUNT NULL):
+        # no postings either, so the keyword statement, which reads only the postings, skips it.
+        unanalysed = [{"source_type": c.source_type, "source_id": c.source_id} for c in chunks
+                      if c.analysis is None and c.chunk_no == 0]
+        if unanalysed:
+            conn.execute(self.statement(q.DELETE_TERMS), unanalysed)
         return len(chunks)
 
     def write_analyses(self, conn: sa.Connection, records: Sequence[tuple[str, str, Analysis]]) -> int:
@@ -309,6 +315,7 @@ class Engine(ABC):
         params = [{"source_type": t, "source_id": i, "owner_id": o, "project_id": p, "sprint_id": s,
                    "facets": f, **access_params(a)} for t, i, o, p, s, f, a in rows]
         conn.execute(self.statement(q.UPDATE_SCOPE), params)
+        conn.execute(self.statement(q.UPDATE_TERM_SCOPE), [{"source_type": r[0], "source_id": r[1]} for r in rows])
         self._write_acl(conn, [(t, i, a) for t, i, _o, _p, _s, _f, a in rows])
         return len(records)
 
@@ -318,6 +325,7 @@ class Engine(ABC):
             return 0
         conn.execute(self.statement(q.UPDATE_ACCESS),
                      [{"source_type": t, "source_id": i, **access_params(a)} for t, i, a in records])
+        conn.execute(self.statement(q.UPDATE_TERM_SCOPE), [{"source_type": t, "source_id": i} for t, i, _ in records])
         self._write_acl(conn, records)
         return len(records)
 
@@ -462,8 +470,8 @@ class Engine(ABC):
         stats = self.keyword_stats(conn, scope, filters, where)
         if stats is not None:
             binds.update(n=stats.n, total_length=stats.total_length)
-        rows = conn.execute(self.statement(q.keyword_top(len(terms), stats_bound=stats is not None), where),
-                            binds).fetchall()
+        statement = q.keyword_top(len(terms), stats_bound=stats is not None, joined=where is not None)
+        rows = conn.execute(self.statement(statement, where), binds).fetchall()
         scores: dict[int, float] = {}
         weights: dict[str, float] = {}
         for chunk_id, score, term, df, n in rows:

@@ -249,14 +249,33 @@ UPDATE_TERM_COUNT = Sql.both(
     "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id AND CHUNK_NO = 0"
 )
 
-# ... and its postings, replaced whenever the record is written or analysed.
+# ... and its postings, replaced whenever the record is written or analysed
+# (and deleted when its chunk 0 is written without an analysis: a record has
+# postings exactly when its TERM_COUNT is set). Each posting carries what the
+# keyword statement reads of its record (POSTING_COLUMNS: the length, the
+# scope and filter columns), copied from chunk 0 as it is when the postings
+# are written, so scoring reads the query terms' postings and nothing else.
 DELETE_TERMS = Sql.both(
     "DELETE FROM RAG_CHUNK_TERM WHERE CHUNK_ID IN (SELECT CHUNK_ID FROM RAG_CHUNK "
     "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id AND CHUNK_NO = 0)"
 )
+# The record's columns each posting carries, under their RAG_CHUNK names.
+POSTING_COLUMNS = ("CHUNK_ID", "TERM_COUNT", "SOURCE_TYPE", "ACCESS_PUBLIC", "ACCESS_OWNER", "PROJECT_ID", "SPRINT_ID")
+_CARRIED = ", ".join(POSTING_COLUMNS)
 INSERT_TERM = Sql.both(
-    "INSERT INTO RAG_CHUNK_TERM (TERM, CHUNK_ID, TF) SELECT :term, CHUNK_ID, :tf FROM RAG_CHUNK "
-    "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id AND CHUNK_NO = 0"
+    f"INSERT INTO RAG_CHUNK_TERM (TERM, TF, {_CARRIED}) SELECT :term, :tf, {_CARRIED} FROM RAG_CHUNK "
+    "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id AND CHUNK_NO = 0 AND TERM_COUNT IS NOT NULL"
+)
+# After a record's scope or access changed without a new analysis (UPDATE_SCOPE,
+# UPDATE_ACCESS): its postings take the new values from its chunk 0. No alias
+# on the updated table (Oracle's UPDATE takes no AS, SQLite's no bare alias).
+_SYNCED = ("PROJECT_ID", "SPRINT_ID", "ACCESS_OWNER", "ACCESS_PUBLIC")
+UPDATE_TERM_SCOPE = Sql.both(
+    "UPDATE RAG_CHUNK_TERM SET "
+    + ", ".join(f"{col} = (SELECT c.{col} FROM RAG_CHUNK c WHERE c.CHUNK_ID = RAG_CHUNK_TERM.CHUNK_ID)"
+                for col in _SYNCED)
+    + " WHERE CHUNK_ID IN (SELECT CHUNK_ID FROM RAG_CHUNK "
+    "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id AND CHUNK_NO = 0)"
 )
 
 # Records not analysed with the current analyser (TERM_COUNT NULL on chunk 0:
@@ -428,38 +447,44 @@ KEYWORD_STATS = Sql.both(_KEYWORD_VISIBLE.replace("\n  ", "\n"), expanding=("f_t
 # document frequency and weight over the visible postings, every candidate's
 # score summed per record, and only the best :k rows leave the database,
 # followed by one row per query term found (TERM, DF, N: the passage weights).
-# The postings are read by the RAG_CHUNK_TERM primary key (TERM, CHUNK_ID),
-# one range per term, so the work grows with the query terms' postings. The
-# order is ROUND(SCORE, 9) then CHUNK_ID (bm25.RANK_DECIMALS): Oracle sums
-# NUMBERs, SQLite doubles in its own order, numpy in term order; rounded,
-# every form ranks the same records the same way.
+# The postings are read by term (RAG_CHUNK_TERM's key leads with TERM; on
+# Oracle RAG_CHUNK_TERM_SCORE_IX holds every column read), one range per term
+# and twice (the document frequencies, then the scores with the weights as
+# the outer side of the join), so the work grows with the query terms'
+# postings. Each posting carries its record's length, scope and filter
+# columns under their RAG_CHUNK names, so without a ``where`` fragment the
+# postings are the row ``c`` that SCOPE and the filters read and RAG_CHUNK is
+# not joined; a ``where`` fragment may read any chunk column (FACETS), so
+# that form joins each posting to its chunk. The order is ROUND(SCORE, 9)
+# then CHUNK_ID (bm25.RANK_DECIMALS): Oracle sums NUMBERs, SQLite doubles in
+# its own order, numpy in term order; rounded, every form ranks the same
+# records the same way. SQLite is told to compute the weights once
+# (MATERIALIZED) rather than fold them into the per-posting join.
 # Generated for n terms by keyword_top (its names come from keyword_binds).
 _KEYWORD_TOP = """WITH q AS (
   {terms}
 ), visible_set AS (
   {visible}
-), postings AS (
-  SELECT t.CHUNK_ID, t.TERM, t.TF, c.TERM_COUNT
-  FROM RAG_CHUNK_TERM t
-  JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID
-  WHERE t.TERM IN ({term_list})
-    AND c.CHUNK_NO = 0
-    AND c.TERM_COUNT IS NOT NULL
+), df AS (
+  SELECT {p}.TERM, COUNT(*) AS DF
+  FROM {postings}
+  WHERE {p}.TERM IN ({term_list})
     AND {scope}
     AND {filters}
-), df AS (
-  SELECT p.TERM, COUNT(*) AS DF FROM postings p GROUP BY p.TERM
-), weight AS (
+  GROUP BY {p}.TERM
+), weight AS {materialized}(
   SELECT d.TERM, d.DF, v.N, q.QTF * LN(1.0 + (v.N - d.DF + 0.5) / (d.DF + 0.5)) AS W,
          CASE WHEN v.TOTAL_LENGTH > 0 THEN 1.0 * v.TOTAL_LENGTH / v.N ELSE 1.0 END AS AVGDL
   FROM df d
   JOIN q ON q.TERM = d.TERM
   CROSS JOIN visible_set v
 ), scored AS (
-  SELECT p.CHUNK_ID, SUM(w.W * p.TF / (p.TF + :k1 * (1.0 - :b + :b * p.TERM_COUNT / w.AVGDL))) AS SCORE
-  FROM postings p
-  JOIN weight w ON w.TERM = p.TERM
-  GROUP BY p.CHUNK_ID
+  SELECT {p}.CHUNK_ID, SUM(w.W * {p}.TF / ({p}.TF + :k1 * (1.0 - :b + :b * {p}.TERM_COUNT / w.AVGDL))) AS SCORE
+  FROM weight w
+  JOIN {postings_on}
+  WHERE {scope}
+    AND {filters}
+  GROUP BY {p}.CHUNK_ID
 ), best AS (
   SELECT s.CHUNK_ID, s.SCORE
   FROM scored s
@@ -470,32 +495,53 @@ SELECT b.CHUNK_ID, b.SCORE, NULL AS TERM, NULL AS DF, NULL AS N FROM best b
 UNION ALL
 SELECT NULL, NULL, w.TERM, w.DF, w.N FROM weight w"""
 
+# The filters over a posting: every posting is of an analysed chunk 0 (so the
+# first-chunk test holds) and no where fragment applies (that form joins RAG_CHUNK).
+_FIRST_CHUNK, _WHERE = "AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) ", " AND /* where */ 1 = 1"  # records.WHERE_MARKER
+if _FIRST_CHUNK not in FILTERS or not FILTERS.endswith(_WHERE):
+    raise RuntimeError("FILTERS changed shape: update POSTING_FILTERS (engine_sql.py)")
+POSTING_FILTERS = FILTERS.replace(_FIRST_CHUNK, "").removesuffix(_WHERE)
+_READ = set(re.findall(r"\bc\.([A-Z_]+)", SCOPE + " " + POSTING_FILTERS))
+if not _READ <= set(POSTING_COLUMNS):
+    raise RuntimeError(f"the scope or filters read {sorted(_READ - set(POSTING_COLUMNS))}, which the postings "
+                       "do not carry: add them to POSTING_COLUMNS and a migration")
+
 _TERM_ROW = {"oracle": "SELECT :t{i} AS TERM, :f{i} AS QTF FROM dual", "sqlite": "SELECT :t{i} AS TERM, :f{i} AS QTF"}
 _LIMIT = {"oracle": "FETCH FIRST :k ROWS ONLY", "sqlite": "LIMIT :k"}
+_MATERIALIZED = {"oracle": "", "sqlite": "MATERIALIZED "}
 # The visible set's statistics bound (from the embedded engine's per-scope cache) instead of scanned.
 _VISIBLE_BOUND = {"oracle": "SELECT :n AS N, :total_length AS TOTAL_LENGTH FROM dual",
                   "sqlite": "SELECT :n AS N, :total_length AS TOTAL_LENGTH"}
 
 
-def _keyword_top_text(side: str, terms: int, stats_bound: bool) -> str:
+def _keyword_top_text(side: str, terms: int, stats_bound: bool, joined: bool) -> str:
     rows = "\n  UNION ALL ".join(_TERM_ROW[side].format(i=i) for i in range(terms))
+    if joined:
+        p, postings = "t", "RAG_CHUNK_TERM t\n  JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID"
+        postings_on = "RAG_CHUNK_TERM t ON t.TERM = w.TERM\n  JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID"
+        filters = FILTERS
+    else:
+        p, postings, postings_on, filters = "c", "RAG_CHUNK_TERM c", "RAG_CHUNK_TERM c ON c.TERM = w.TERM", POSTING_FILTERS
     return _KEYWORD_TOP.format(
-        terms=rows, visible=_VISIBLE_BOUND[side] if stats_bound else _KEYWORD_VISIBLE,
-        term_list=", ".join(f":t{i}" for i in range(terms)), scope=SCOPE, filters=FILTERS, limit=_LIMIT[side])
+        terms=rows, visible=_VISIBLE_BOUND[side] if stats_bound else _KEYWORD_VISIBLE, p=p, postings=postings,
+        postings_on=postings_on, term_list=", ".join(f":t{i}" for i in range(terms)), scope=SCOPE, filters=filters,
+        materialized=_MATERIALIZED[side], limit=_LIMIT[side])
 
 
-@lru_cache(maxsize=2 * MAX_QUERY_TERMS)
-def keyword_top(terms: int, *, stats_bound: bool = False) -> Sql:
+@lru_cache(maxsize=4 * MAX_QUERY_TERMS)
+def keyword_top(terms: int, *, stats_bound: bool = False, joined: bool = False) -> Sql:
     """The BM25 top-k statement for ``terms`` distinct query terms (1..MAX_QUERY_TERMS).
 
     ``stats_bound``: N and the total length come as binds (``:n``,
     ``:total_length``) rather than from a scan of the visible records; only
     the embedded engine, which knows when they change, uses that form.
+    ``joined``: each posting joined to its chunk, for a search with a
+    ``where`` fragment (only that form carries the marker).
     """
     if isinstance(terms, bool) or not isinstance(terms, int) or not 1 <= terms <= MAX_QUERY_TERMS:
         raise ValueError(f"keyword_top takes 1..{MAX_QUERY_TERMS} terms, got {terms!r}")
-    return Sql(oracle=None if stats_bound else _keyword_top_text("oracle", terms, False),
-               sqlite=_keyword_top_text("sqlite", terms, stats_bound), expanding=("f_types",))
+    return Sql(oracle=None if stats_bound else _keyword_top_text("oracle", terms, False, joined),
+               sqlite=_keyword_top_text("sqlite", terms, stats_bound, joined), expanding=("f_types",))
 
 
 def keyword_binds(terms: Mapping[str, int]) -> dict[str, Any]:
@@ -511,7 +557,8 @@ def keyword_binds(terms: Mapping[str, int]) -> dict[str, Any]:
 
 # The Oracle form as the golden and parse tests pin it (one and three terms;
 # the other forms differ only in the number of :t/:f binds).
-KEYWORD_TOP_FORMS = {"KEYWORD_TOP_1_TERM": keyword_top(1), "KEYWORD_TOP_3_TERMS": keyword_top(3)}
+KEYWORD_TOP_FORMS = {"KEYWORD_TOP_1_TERM": keyword_top(1), "KEYWORD_TOP_3_TERMS": keyword_top(3),
+                     "KEYWORD_TOP_2_TERMS_JOINED": keyword_top(2, joined=True)}
 
 # The chunks of the best records (by their chunk 0 id), scope re-applied: the
 # snippet is the chunk holding most of the query (bm25.passage_weight).

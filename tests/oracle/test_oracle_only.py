@@ -198,6 +198,12 @@ def test_keyword_search_sees_a_record_once_committed(oracle_system) -> None:  # 
         write_records(engine, conn, [record_write(ChunkPlan(), "PROJECT", "9001", text)])
         assert found("zyxwvortex") == []  # not committed: invisible to other sessions
     assert found("zyxwvortex") == [("PROJECT", "9001")]  # postings in RAG_CHUNK_TERM, same transaction
+    # each posting carries its record's length, scope and filter columns (V13), equal to chunk 0's
+    differs = " OR ".join(f"DECODE(t.{col}, c.{col}, 0, 1) = 1" for col in engine_sql.POSTING_COLUMNS)
+    assert _scalar(oracle_system, "SELECT COUNT(*) FROM RAG_CHUNK_TERM t JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID "
+                                  f"WHERE c.SOURCE_ID = '9001' AND (c.CHUNK_NO <> 0 OR {differs})") == 0
+    assert _scalar(oracle_system, "SELECT COUNT(*) FROM RAG_CHUNK_TERM t JOIN RAG_CHUNK c "
+                                  "ON c.CHUNK_ID = t.CHUNK_ID WHERE c.SOURCE_ID = '9001'") > 0
     _write(engine, "PROJECT", "9001", "[PROJECT #9001] Quibblefrost migration plan")
     assert found("quibblefrost") == [("PROJECT", "9001")] and found("zyxwvortex") == []
     with engine.begin() as conn:

@@ -12,17 +12,13 @@ WITH q AS (
     AND c.TERM_COUNT IS NOT NULL
     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN :access_groups))))
     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) AND /* where */ 1 = 1
-), postings AS (
-  SELECT t.CHUNK_ID, t.TERM, t.TF, c.TERM_COUNT
-  FROM RAG_CHUNK_TERM t
-  JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID
-  WHERE t.TERM IN (:t0)
-    AND c.CHUNK_NO = 0
-    AND c.TERM_COUNT IS NOT NULL
-    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN :access_groups))))
-    AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) AND /* where */ 1 = 1
 ), df AS (
-  SELECT p.TERM, COUNT(*) AS DF FROM postings p GROUP BY p.TERM
+  SELECT c.TERM, COUNT(*) AS DF
+  FROM RAG_CHUNK_TERM c
+  WHERE c.TERM IN (:t0)
+    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN :access_groups))))
+    AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types)
+  GROUP BY c.TERM
 ), weight AS (
   SELECT d.TERM, d.DF, v.N, q.QTF * LN(1.0 + (v.N - d.DF + 0.5) / (d.DF + 0.5)) AS W,
          CASE WHEN v.TOTAL_LENGTH > 0 THEN 1.0 * v.TOTAL_LENGTH / v.N ELSE 1.0 END AS AVGDL
@@ -30,10 +26,12 @@ WITH q AS (
   JOIN q ON q.TERM = d.TERM
   CROSS JOIN visible_set v
 ), scored AS (
-  SELECT p.CHUNK_ID, SUM(w.W * p.TF / (p.TF + :k1 * (1.0 - :b + :b * p.TERM_COUNT / w.AVGDL))) AS SCORE
-  FROM postings p
-  JOIN weight w ON w.TERM = p.TERM
-  GROUP BY p.CHUNK_ID
+  SELECT c.CHUNK_ID, SUM(w.W * c.TF / (c.TF + :k1 * (1.0 - :b + :b * c.TERM_COUNT / w.AVGDL))) AS SCORE
+  FROM weight w
+  JOIN RAG_CHUNK_TERM c ON c.TERM = w.TERM
+  WHERE (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN :access_groups))))
+    AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types)
+  GROUP BY c.CHUNK_ID
 ), best AS (
   SELECT s.CHUNK_ID, s.SCORE
   FROM scored s
@@ -54,17 +52,13 @@ SELECT NULL, NULL, w.TERM, w.DF, w.N FROM weight w
 --     AND c.TERM_COUNT IS NOT NULL
 --     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
 --     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN (:f_types_1, :f_types_2)) AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) AND /* where */ 1 = 1
--- ), postings AS (
---   SELECT t.CHUNK_ID, t.TERM, t.TF, c.TERM_COUNT
---   FROM RAG_CHUNK_TERM t
---   JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID
---   WHERE t.TERM IN (:t0)
---     AND c.CHUNK_NO = 0
---     AND c.TERM_COUNT IS NOT NULL
---     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
---     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN (:f_types_1, :f_types_2)) AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) AND /* where */ 1 = 1
 -- ), df AS (
---   SELECT p.TERM, COUNT(*) AS DF FROM postings p GROUP BY p.TERM
+--   SELECT c.TERM, COUNT(*) AS DF
+--   FROM RAG_CHUNK_TERM c
+--   WHERE c.TERM IN (:t0)
+--     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
+--     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN (:f_types_1, :f_types_2))
+--   GROUP BY c.TERM
 -- ), weight AS (
 --   SELECT d.TERM, d.DF, v.N, q.QTF * LN(1.0 + (v.N - d.DF + 0.5) / (d.DF + 0.5)) AS W,
 --          CASE WHEN v.TOTAL_LENGTH > 0 THEN 1.0 * v.TOTAL_LENGTH / v.N ELSE 1.0 END AS AVGDL
@@ -72,10 +66,12 @@ SELECT NULL, NULL, w.TERM, w.DF, w.N FROM weight w
 --   JOIN q ON q.TERM = d.TERM
 --   CROSS JOIN visible_set v
 -- ), scored AS (
---   SELECT p.CHUNK_ID, SUM(w.W * p.TF / (p.TF + :k1 * (1.0 - :b + :b * p.TERM_COUNT / w.AVGDL))) AS SCORE
---   FROM postings p
---   JOIN weight w ON w.TERM = p.TERM
---   GROUP BY p.CHUNK_ID
+--   SELECT c.CHUNK_ID, SUM(w.W * c.TF / (c.TF + :k1 * (1.0 - :b + :b * c.TERM_COUNT / w.AVGDL))) AS SCORE
+--   FROM weight w
+--   JOIN RAG_CHUNK_TERM c ON c.TERM = w.TERM
+--   WHERE (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
+--     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN (:f_types_1, :f_types_2))
+--   GROUP BY c.CHUNK_ID
 -- ), best AS (
 --   SELECT s.CHUNK_ID, s.SCORE
 --   FROM scored s
