@@ -143,11 +143,18 @@ def with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs: dict
 
 
 def shown_with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs: dict[str, list[Hit]],
-                    scope: Scope, filters: Filters, where: Where | None) -> tuple[list[RetrievedChunk], bool]:
+                    scope: Scope, filters: Filters, where: Where | None,
+                    keyword_passages: bool = False) -> tuple[list[RetrievedChunk], bool]:
     """:func:`with_text`, and whether SQL found every record shown as the legs had it.
 
     False when a record was dropped (gone, or not visible to ``scope``) or,
     for a keyword leg proposed by an in-process index, its length differs.
+    ``keyword_passages``: every record the keyword leg found shows its keyword
+    passage, whichever leg ranked it better. Hybrid sets it when its semantic
+    leg ranks records by their first window (``hybrid_semantic_chunk`` =
+    ``FIRST``): that chunk says which record, not where in it the answer is,
+    and the passage with the question's words does (a long record then opens
+    at the comment asked about, not at its start).
     """
     keyword = legs.get("keyword")
     keyword_rank = {(h.source_type, h.source_id): r for r, h in enumerate(keyword or [], 1)}
@@ -155,6 +162,8 @@ def shown_with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs
 
     def from_keyword(c: RetrievedChunk) -> bool:  # rrf keeps the hit of the leg with the better rank
         key = (c.source_type, c.source_id)
+        if keyword_passages:
+            return key in keyword_rank
         return key in keyword_rank and keyword_rank[key] < semantic_rank.get(key, float("inf"))
 
     passages: dict[tuple[str, str], Hit] = {}
@@ -225,7 +234,7 @@ def hybrid(engine: Engine, conn: Any, settings: Settings, semantic: SemanticLeg,
         raw["keyword"] = keyword
         with tracing.span("fusion", {"oracle_rag.fusion.method": "rrf", "oracle_rag.fusion.k": k}) as fused:
             result, complete = shown_with_text(engine, conn, rrf(raw, k, settings.rrf_k, weights), raw,
-                                               scope, filters, where)
+                                               scope, filters, where, semantic_filters.first_chunk)
             fused.set_attribute("oracle_rag.search.hits", len(result))
         if complete or not proposed:
             return result, raw
