@@ -84,6 +84,11 @@ def test_rules_come_from_the_declarations_not_from_tasks():
     ("Mínimo de horas estimadas de las tareas críticas",
      "SELECT MIN(COALESCE(ESTIMATED_HOURS, 0)) AS M FROM RAG_V_TASK WHERE PRIORITY = 'CRITICAL'",
      "SELECT MIN(ESTIMATED_HOURS) AS M FROM RAG_V_TASK WHERE PRIORITY = 'CRITICAL'"),
+    # a lookup view that does not exist, named for a view and its enum column, is that column
+    ("Suma de puntos de historia por prioridad",
+     "SELECT SUM(T1.STORY_POINTS) AS S, T2.PRIORITY FROM RAG_V_TASK AS T1 INNER JOIN RAG_V_TASK_PRIORITY AS T2 "
+     "ON T1.PRIORITY = T2.PRIORITY GROUP BY T2.PRIORITY",
+     "SELECT SUM(T1.STORY_POINTS) AS S, T1.PRIORITY FROM RAG_V_TASK{as}T1 GROUP BY T1.PRIORITY"),
     # the aggregate the question asks for, not another
     ("Total estimated hours per priority",
      "SELECT PRIORITY, ROUND(AVG(ESTIMATED_HOURS), 2) AS H FROM RAG_V_TASK GROUP BY PRIORITY",
@@ -113,6 +118,7 @@ def test_sql_that_breaks_a_declared_meaning_is_mended(dialect, question, sql, me
     ("Total and average hours", "SELECT SUM(ESTIMATED_HOURS), MAX(ESTIMATED_HOURS) FROM RAG_V_TASK"),  # two asked
     ("Total number of tasks per priority", "SELECT PRIORITY, COUNT(*) FROM RAG_V_TASK GROUP BY PRIORITY"),
     ("anything", "SELECT FROM WHERE"),  # unreadable: left to the guard
+    ("anything", "SELECT COUNT(*) FROM RAG_V_TASK t JOIN RAG_V_FOO f ON f.ID = t.TASK_ID"),  # the guard refuses it
 ])
 def test_sql_that_keeps_the_meanings_is_left_as_written(question, sql):
     got = repair(sql, question, REFERENCE_CATALOG, "sqlite")

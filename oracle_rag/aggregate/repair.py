@@ -251,6 +251,33 @@ def _fix_averages(select: exp.Select, scope: _Scope, notes: list[str]) -> None:
         select.select(exp.alias_(left_out, alias), copy=False)
 
 
+def _drop_lookup_joins(select: exp.Select, catalog: Catalog, notes: list[str]) -> None:
+    """A join to a "lookup view" that does not exist, named for a view and one of its enum columns
+    (``RAG_V_TASK_PRIORITY``: a 1.5B model grouping "por prioridad"), is that column itself: the join goes
+    and the lookup's columns become the column (the values are in the view, the prompt says so)."""
+    scope = _Scope(select, catalog)
+    for join in list(select.args.get("joins") or []):
+        table = join.this
+        if not isinstance(table, exp.Table) or catalog.view(table.name) is not None:
+            continue
+        name = table.name.upper()
+        owner = next(((alias, v) for alias, v in scope.by_name.items() if name.startswith(v + "_")), None)
+        view = catalog.view(owner[1]) if owner else None
+        column = view.column(name[len(view.name) + 1:]) if view else None
+        if owner is None or view is None or column is None or not column.values:
+            continue
+        lookup = (table.alias_or_name or table.name).upper()
+        written = scope.written[owner[0]]
+        if any(isinstance(n, exp.Table) and n.name.upper() == name for n in select.find_all(exp.Table)
+               if n is not table):
+            continue  # read again elsewhere (a subquery): left to the guard
+        join.pop()
+        for col in list(select.find_all(exp.Column)):
+            if col.table and col.table.upper() == lookup:
+                col.replace(exp.column(column.name, table=written))
+        notes.append(f"{table.name} is {view.name}.{column.name} (no such view)")
+
+
 _AGGREGATES: dict[str, type[exp.AggFunc]] = {"AVG": exp.Avg, "SUM": exp.Sum, "MAX": exp.Max, "MIN": exp.Min}
 
 
@@ -287,6 +314,7 @@ def repair(sql: str, question: str, catalog: Catalog, dialect: str) -> Repaired:
     notes: list[str] = []
     added = False
     for select in list(tree.find_all(exp.Select)):
+        _drop_lookup_joins(select, catalog, notes)
         scope = _Scope(select, catalog)
         if not scope.by_name:
             continue
