@@ -120,3 +120,30 @@ def test_access_change_and_a_write_without_analysis_keep_the_postings_in_step(de
         engine.upsert_chunks(conn, [ChunkWrite("TASK", "1", str(content), "h", owner_id=owner)])
     assert postings_out_of_step(demo_rag) == []
     assert ("TASK", "1") not in _sql_keyword(engine, title, Scope(1, True))
+
+
+def test_exact_ties_beyond_k_rank_by_chunk_id_in_every_form(make_settings) -> None:
+    # SQLite rounds only the scores within 1e-9 of the k-th best (engine_sql._BEST): twelve records
+    # of one text tie exactly, so the top 5 must be the five lowest chunk ids, as in the index.
+    from oracle_rag import bm25
+    from oracle_rag.system import RagSystem
+
+    system = RagSystem(make_settings())
+    try:
+        system.migrate()
+        engine = system.engine
+        text = "quokka burrow survey"
+        with engine.begin() as conn:
+            engine.upsert_chunks(conn, [ChunkWrite("NOTE", f"n{i:02d}", text, "h", analysis=bm25.analyze_record(text))
+                                        for i in range(12)] + [
+                ChunkWrite("NOTE", "best", "quokka quokka burrow", "h",
+                           analysis=bm25.analyze_record("quokka quokka burrow"))])
+        manager = Scope(1, True)
+        with engine.connect() as conn:
+            ids = {r[0]: r[1] for r in conn.execute(sa.text("SELECT SOURCE_ID, CHUNK_ID FROM RAG_CHUNK"))}
+            index = [h.source_id for h in engine.keyword_search(conn, "quokka", 5, manager, Filters())]
+            sql = [h.source_id for h in Engine.keyword_search(engine, conn, "quokka", 5, manager, Filters())]
+        tied = sorted((sid for sid in ids if sid != "best"), key=lambda sid: ids[sid])
+        assert sql == index == ["best", *tied[:4]]
+    finally:
+        system.close()

@@ -485,12 +485,7 @@ _KEYWORD_TOP = """WITH q AS (
   WHERE {scope}
     AND {filters}
   GROUP BY {p}.CHUNK_ID
-), best AS (
-  SELECT s.CHUNK_ID, s.SCORE
-  FROM scored s
-  ORDER BY ROUND(s.SCORE, 9) DESC, s.CHUNK_ID
-  {limit}
-)
+){best}
 SELECT b.CHUNK_ID, b.SCORE, NULL AS TERM, NULL AS DF, NULL AS N FROM best b
 UNION ALL
 SELECT NULL, NULL, w.TERM, w.DF, w.N FROM weight w"""
@@ -507,8 +502,30 @@ if not _READ <= set(POSTING_COLUMNS):
                        "do not carry: add them to POSTING_COLUMNS and a migration")
 
 _TERM_ROW = {"oracle": "SELECT :t{i} AS TERM, :f{i} AS QTF FROM dual", "sqlite": "SELECT :t{i} AS TERM, :f{i} AS QTF"}
-_LIMIT = {"oracle": "FETCH FIRST :k ROWS ONLY", "sqlite": "LIMIT :k"}
 _MATERIALIZED = {"oracle": "", "sqlite": "MATERIALIZED "}
+# The best k by ROUND(SCORE, 9) then CHUNK_ID. SQLite's round() goes through
+# text (printf and back): over every scored record it cost as much as the
+# scoring (measured at 100k, about half of the statement), so SQLite rounds
+# only the records within 1e-9 of the k-th best raw score: rounding is
+# monotone and moves a score by at most 0.5e-9, so every record of the
+# rounded top k is among them, and the order among them is the same.
+_BEST = {
+    "oracle": """, best AS (
+  SELECT s.CHUNK_ID, s.SCORE
+  FROM scored s
+  ORDER BY ROUND(s.SCORE, 9) DESC, s.CHUNK_ID
+  FETCH FIRST :k ROWS ONLY
+)""",
+    "sqlite": """, top_raw AS (
+  SELECT s.SCORE FROM scored s ORDER BY s.SCORE DESC LIMIT :k
+), best AS (
+  SELECT s.CHUNK_ID, s.SCORE
+  FROM scored s
+  WHERE s.SCORE >= (SELECT MIN(r.SCORE) FROM top_raw r) - 0.000000001
+  ORDER BY ROUND(s.SCORE, 9) DESC, s.CHUNK_ID
+  LIMIT :k
+)""",
+}
 # The visible set's statistics bound (from the embedded engine's per-scope cache) instead of scanned.
 _VISIBLE_BOUND = {"oracle": "SELECT :n AS N, :total_length AS TOTAL_LENGTH FROM dual",
                   "sqlite": "SELECT :n AS N, :total_length AS TOTAL_LENGTH"}
@@ -525,7 +542,7 @@ def _keyword_top_text(side: str, terms: int, stats_bound: bool, joined: bool) ->
     return _KEYWORD_TOP.format(
         terms=rows, visible=_VISIBLE_BOUND[side] if stats_bound else _KEYWORD_VISIBLE, p=p, postings=postings,
         postings_on=postings_on, term_list=", ".join(f":t{i}" for i in range(terms)), scope=SCOPE, filters=filters,
-        materialized=_MATERIALIZED[side], limit=_LIMIT[side])
+        materialized=_MATERIALIZED[side], best=_BEST[side])
 
 
 @lru_cache(maxsize=4 * MAX_QUERY_TERMS)
