@@ -82,8 +82,10 @@ def test_rules_come_from_the_declarations_not_from_tasks():
      "SELECT AVG(T1.STORY_POINTS), COUNT(*) - COUNT(T1.STORY_POINTS) AS NOT_ESTIMATED FROM RAG_V_TASK{as}T1 "
      "JOIN RAG_V_PROJECT{as}T2 ON T1.PROJECT_ID = T2.PROJECT_ID WHERE T1.PRIORITY = 'CRITICAL'"),
     ("Mínimo de horas estimadas de las tareas críticas",
-     "SELECT MIN(COALESCE(ESTIMATED_HOURS, 0)) AS M FROM RAG_V_TASK WHERE PRIORITY = 'CRITICAL'",
+     "SELECT AVG(COALESCE(ESTIMATED_HOURS, 0)) AS M FROM RAG_V_TASK WHERE PRIORITY = 'CRITICAL'",
      "SELECT MIN(ESTIMATED_HOURS) AS M FROM RAG_V_TASK WHERE PRIORITY = 'CRITICAL'"),
+    ("Lowest estimated hours of a task", "SELECT MIN(COALESCE(ESTIMATED_HOURS, 0)) FROM RAG_V_TASK",
+     "SELECT MIN(ESTIMATED_HOURS) FROM RAG_V_TASK"),
     # a lookup view that does not exist, named for a view and its enum column, is that column
     ("Suma de puntos de historia por prioridad",
      "SELECT SUM(T1.STORY_POINTS) AS S, T2.PRIORITY FROM RAG_V_TASK AS T1 INNER JOIN RAG_V_TASK_PRIORITY AS T2 "

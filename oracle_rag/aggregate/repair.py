@@ -213,8 +213,9 @@ def _nullable_measure(node: exp.Expression, scope: _Scope) -> tuple[exp.Column, 
     return hit if hit and hit[1].null_means else None
 
 
-def _fix_averages(select: exp.Select, scope: _Scope, notes: list[str]) -> None:
-    averaged: list[tuple[exp.Column, Column]] = []
+def _strip_nulls(select: exp.Select, scope: _Scope, notes: list[str]) -> None:
+    """NULL of a measure ("not estimated") is not 0: SUM(x)/COUNT(*) is AVG(x); COALESCE(x, 0) in AVG, MIN,
+    MAX or COUNT is x."""
     for div in list(select.find_all(exp.Div)):
         if div.find_ancestor(exp.Select) is not select:
             continue
@@ -231,12 +232,16 @@ def _fix_averages(select: exp.Select, scope: _Scope, notes: list[str]) -> None:
                 and _nullable_measure(inner.this, scope)):
             call.set("this", inner.this.copy())
             notes.append(f"{call.key.upper()} of {inner.this.name} without counting NULL as a value")
+
+
+def _count_left_out(select: exp.Select, scope: _Scope) -> None:
+    """The outer query averaging a measure whose NULL has a meaning also returns how many rows it left out."""
+    averaged: list[tuple[exp.Column, Column]] = []
     for avg in list(select.find_all(exp.Avg)):
         if avg.find_ancestor(exp.Select) is not select:
             continue
         hit = _nullable_measure(avg.this, scope)
-        if hit and avg.find_ancestor(exp.Window) is None and all(
-                hit[1].name != c.name for _, c in averaged):
+        if hit and avg.find_ancestor(exp.Window) is None and all(hit[1].name != c.name for _, c in averaged):
             averaged.append(hit)
     if select is not select.root() or select.args.get("distinct"):
         return
@@ -324,8 +329,9 @@ def repair(sql: str, question: str, catalog: Catalog, dialect: str) -> Repaired:
             _add_open_filter(select, scope, catalog, tokens, filtered, notes)
             added = len(notes) > count
         had = len(select.expressions)
+        _strip_nulls(select, scope, notes)
         _fix_aggregate_function(select, scope, _asked_aggregate(tokens), notes)
-        _fix_averages(select, scope, notes)
+        _count_left_out(select, scope)
         if len(select.expressions) > had:
             notes.append("rows left out of the average are counted")
     if not notes:
