@@ -259,7 +259,8 @@ def provision_vpd(engine: Engine) -> list[str]:
         with engine.begin() as conn:
             for sql, what in zip(vpd.PROVISION, ("context RAG_ACCESS_CTX", "package RAG_ACCESS_CTX_PKG",
                                                  "package body RAG_ACCESS_CTX_PKG", "policy RAG_CHUNK_ACCESS",
-                                                 "policy RAG_CHUNK_ACL_ACCESS"), strict=True):
+                                                 "policy RAG_CHUNK_ACL_ACCESS", "policy RAG_CHUNK_TERM_ACCESS"),
+                                strict=True):
                 conn.exec_driver_sql(engine.text(sql))
                 done.append(f"created {what}")
     except Exception as exc:

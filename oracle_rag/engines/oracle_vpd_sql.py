@@ -1,4 +1,4 @@
-"""Oracle's second wall for declared access (issue 23): a VPD policy on RAG_CHUNK and RAG_CHUNK_ACL.
+"""Oracle's second wall for declared access (issue 23): VPD policies on RAG_CHUNK, RAG_CHUNK_ACL, RAG_CHUNK_TERM.
 
 ``oracle-rag provision --vpd`` creates, in the application schema:
 
@@ -9,7 +9,7 @@
 * the package: ``SET_CALLER(caller_id, see_all, groups_json)``,
   ``SET_SYSTEM`` (the product's own writer sessions), ``CLEAR_CALLER``
   (``DBMS_SESSION.CLEAR_ALL_CONTEXT``), and the policy functions;
-* ``DBMS_RLS.ADD_POLICY`` on RAG_CHUNK and RAG_CHUNK_ACL for SELECT,
+* ``DBMS_RLS.ADD_POLICY`` on RAG_CHUNK, RAG_CHUNK_ACL and RAG_CHUNK_TERM for SELECT,
   ``CONTEXT_SENSITIVE`` (the predicate is re-evaluated when the context
   changes, Oracle's documented policy type for context-driven predicates).
 
@@ -21,7 +21,11 @@ context: the same rule for the guarded session's caller (the
 ``RAG_GUARDED_CALLER`` row of its CLIENT_IDENTIFIER token, what the
 aggregate views read), and nothing at all without such a row (fail
 closed). So a statement that forgets the predicate still returns nothing
-it should not.
+it should not. The BM25 postings carry their record's access columns (V13)
+and the keyword statement reads them without RAG_CHUNK, so they get the
+same rule (``TERM_PREDICATE``: the group test by CHUNK_ID, as the postings
+have no SOURCE_ID); a session with no context reads no posting (the guarded
+user's aggregate views do not read them).
 
 Nothing can run Oracle here: tests/test_oracle_golden.py pins the text and
 docs/oracle-reference.md says what was verified where.
@@ -41,6 +45,7 @@ CREATE_PACKAGE = Sql(oracle="""CREATE OR REPLACE PACKAGE RAG_ACCESS_CTX_PKG AS
   PROCEDURE CLEAR_CALLER;
   FUNCTION CHUNK_PREDICATE(p_schema IN VARCHAR2, p_object IN VARCHAR2) RETURN VARCHAR2;
   FUNCTION ACL_PREDICATE(p_schema IN VARCHAR2, p_object IN VARCHAR2) RETURN VARCHAR2;
+  FUNCTION TERM_PREDICATE(p_schema IN VARCHAR2, p_object IN VARCHAR2) RETURN VARCHAR2;
 END RAG_ACCESS_CTX_PKG;""")
 
 # The groups: the caller's groups as a JSON array (at most 4000 bytes: a context value's limit).
@@ -112,6 +117,20 @@ CREATE_PACKAGE_BODY = Sql(oracle=f"""CREATE OR REPLACE PACKAGE BODY RAG_ACCESS_C
     END IF;
     RETURN 'PRINCIPAL IN ({_GROUPS})';
   END ACL_PREDICATE;
+
+  FUNCTION TERM_PREDICATE(p_schema IN VARCHAR2, p_object IN VARCHAR2) RETURN VARCHAR2 IS
+  BEGIN
+    IF UNRESTRICTED THEN
+      RETURN NULL;
+    ELSIF SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') IS NULL THEN
+      RETURN '1 = 0';
+    END IF;
+    RETURN 'SOURCE_TYPE NOT IN (SELECT f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE f) AND (ACCESS_PUBLIC = 1 '
+        || 'OR ACCESS_OWNER = TO_NUMBER(SYS_CONTEXT(''RAG_ACCESS_CTX'', ''CALLER_ID'')) '
+        || 'OR CHUNK_ID IN (SELECT c.CHUNK_ID FROM RAG_CHUNK c JOIN RAG_CHUNK_ACL a '
+        || 'ON a.SOURCE_TYPE = c.SOURCE_TYPE AND a.SOURCE_ID = c.SOURCE_ID '
+        || 'WHERE a.PRINCIPAL IN ({_GROUPS})))';
+  END TERM_PREDICATE;
 END RAG_ACCESS_CTX_PKG;""")
 
 
@@ -139,9 +158,10 @@ END;""")
 
 ADD_CHUNK_POLICY = _add_policy("RAG_CHUNK", "RAG_CHUNK_ACCESS", "CHUNK_PREDICATE")
 ADD_ACL_POLICY = _add_policy("RAG_CHUNK_ACL", "RAG_CHUNK_ACL_ACCESS", "ACL_PREDICATE")
+ADD_TERM_POLICY = _add_policy("RAG_CHUNK_TERM", "RAG_CHUNK_TERM_ACCESS", "TERM_PREDICATE")
 
 # What provisioning runs, in order.
-PROVISION = (CREATE_CONTEXT, CREATE_PACKAGE, CREATE_PACKAGE_BODY, ADD_CHUNK_POLICY, ADD_ACL_POLICY)
+PROVISION = (CREATE_CONTEXT, CREATE_PACKAGE, CREATE_PACKAGE_BODY, ADD_CHUNK_POLICY, ADD_ACL_POLICY, ADD_TERM_POLICY)
 
 # Per pooled connection: a caller's reads, the product's own writes, and the return to the pool.
 SET_CALLER = Sql(oracle="BEGIN RAG_ACCESS_CTX_PKG.SET_CALLER(:caller_id, :see_all, :groups); END;")

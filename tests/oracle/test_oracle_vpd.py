@@ -42,6 +42,7 @@ SCOPED_COUNT = sa.text(f"SELECT COUNT(*) FROM RAG_CHUNK c WHERE {SCOPE}").bindpa
     sa.bindparam("access_groups", expanding=True))
 RAW_CHUNKS = "SELECT CHUNK_ID FROM RAG_CHUNK"  # no predicate: what VPD alone lets through
 RAW_ACL = "SELECT PRINCIPAL, SOURCE_TYPE, SOURCE_ID FROM RAG_CHUNK_ACL"
+RAW_POSTINGS = "SELECT DISTINCT CHUNK_ID FROM RAG_CHUNK_TERM"  # the BM25 postings (V13: they carry the access)
 GROUP = "ops"
 # Enough groups that the context's JSON array is longer than SYS_CONTEXT's default 256 bytes,
 # sorted before GROUP so GROUP sits past byte 256 (the bug the 4000-byte length fixed).
@@ -96,6 +97,7 @@ def world(oracle_system, oracle_target: OracleTarget, tmp_path: Path) -> Iterato
     run_user_file(oracle_target, "local/grant_vpd.sql")  # as SYS (skips without a SYS password)
     out = cli(oracle_target, ["provision", "--vpd"], tmp_path / "cli")
     assert "created policy RAG_CHUNK_ACCESS" in out and "created policy RAG_CHUNK_ACL_ACCESS" in out, out
+    assert "created policy RAG_CHUNK_TERM_ACCESS" in out, out
     system = new_system(oracle_target, tmp_path / "vpd", access_vpd=True)
     try:
         yield World(system, chunks, acl, set(failed), owner)
@@ -104,7 +106,8 @@ def world(oracle_system, oracle_target: OracleTarget, tmp_path: Path) -> Iterato
         conn = oracle_target.connect_app()  # leave no policy behind for the next test's schema
         try:
             with conn.cursor() as cur:
-                for table, policy in (("RAG_CHUNK", "RAG_CHUNK_ACCESS"), ("RAG_CHUNK_ACL", "RAG_CHUNK_ACL_ACCESS")):
+                for table, policy in (("RAG_CHUNK", "RAG_CHUNK_ACCESS"), ("RAG_CHUNK_ACL", "RAG_CHUNK_ACL_ACCESS"),
+                                      ("RAG_CHUNK_TERM", "RAG_CHUNK_TERM_ACCESS")):
                     cur.execute("BEGIN DBMS_RLS.DROP_POLICY(USER, :t, :p); END;", {"t": table, "p": policy})
         finally:
             conn.close()
@@ -125,12 +128,15 @@ def test_a_statement_without_the_predicate_returns_only_what_the_policy_allows(
     with world.system.engine.connect() as conn:
         # Checkout: SET_SYSTEM, the product's own work reads everything.
         assert {r[0] for r in _rows(conn, RAW_CHUNKS)} == set(world.chunks)
+        postings = {int(r[0]) for r in _rows(conn, RAW_POSTINGS)}
         scoped = int(conn.execute(SCOPED_COUNT, caller.binds()).scalar_one())  # the hook: SET_CALLER
         assert conn.execute(sa.text("SELECT SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') FROM DUAL")).scalar_one() \
             == str(world.owner)
         raw = {int(r[0]) for r in _rows(conn, RAW_CHUNKS)}  # forgets the predicate
         acl = {tuple(r) for r in _rows(conn, RAW_ACL)}
+        raw_postings = {int(r[0]) for r in _rows(conn, RAW_POSTINGS)}
     assert raw == expected and scoped == len(expected)
+    assert postings and raw_postings == postings & expected  # the postings' own policy, same rule
     assert acl == (world.acl if see_all else {a for a in world.acl if a[0] in groups})
     if not see_all:
         assert raw < set(world.chunks)  # the wall took something away
