@@ -298,6 +298,9 @@ class SourceRefresher:
             log.warning("could not clear the access failures of removed sources: %s",
                         wrap_driver_error(exc, "clearing access failures").message)
             return 0
+        except errors.RagError as exc:  # the connection or transaction itself failed (already wrapped)
+            log.warning("could not clear the access failures of removed sources: %s", exc.message)
+            return 0
 
     def poll_interval(self) -> float:
         """How often a loop should call :meth:`refresh_due`: the shortest interval, within [1 s, 60 s]."""
