@@ -86,6 +86,10 @@ def test_rules_come_from_the_declarations_not_from_tasks():
      "SELECT MIN(ESTIMATED_HOURS) AS M FROM RAG_V_TASK WHERE PRIORITY = 'CRITICAL'"),
     ("Lowest estimated hours of a task", "SELECT MIN(COALESCE(ESTIMATED_HOURS, 0)) FROM RAG_V_TASK",
      "SELECT MIN(ESTIMATED_HOURS) FROM RAG_V_TASK"),
+    # the one state the question names (its declared words: "en progreso"), not a list around it
+    ("Suma de horas estimadas de las tareas en progreso",
+     "SELECT SUM(ESTIMATED_HOURS) FROM RAG_V_TASK WHERE STATUS IN ('IN_PROGRESS', 'IN_REVIEW', 'BLOCKED')",
+     "SELECT SUM(ESTIMATED_HOURS) FROM RAG_V_TASK WHERE STATUS = 'IN_PROGRESS'"),
     # a lookup view that does not exist, named for a view and its enum column, is that column
     ("Suma de puntos de historia por prioridad",
      "SELECT SUM(T1.STORY_POINTS) AS S, T2.PRIORITY FROM RAG_V_TASK AS T1 INNER JOIN RAG_V_TASK_PRIORITY AS T2 "
@@ -114,6 +118,8 @@ def test_sql_that_breaks_a_declared_meaning_is_mended(dialect, question, sql, me
      "SELECT SUM(t.ESTIMATED_HOURS) FROM RAG_V_TASK t JOIN RAG_V_SPRINT s ON s.SPRINT_ID = t.SPRINT_ID "
      "WHERE s.STATUS = 'ACTIVE'"),
     ("How many tasks are not done?", "SELECT COUNT(*) FROM RAG_V_TASK WHERE STATUS NOT IN ('DONE')"),
+    ("Hours of tasks in progress or in review",
+     "SELECT SUM(ESTIMATED_HOURS) FROM RAG_V_TASK WHERE STATUS IN ('IN_PROGRESS', 'IN_REVIEW')"),
     ("Average hours of done tasks", "SELECT AVG(ESTIMATED_HOURS), COUNT(*) - COUNT(ESTIMATED_HOURS) AS NOT_ESTIMATED "
                                     "FROM RAG_V_TASK WHERE STATUS = 'DONE'"),
     ("Total hours per priority", "SELECT PRIORITY, SUM(ESTIMATED_HOURS) FROM RAG_V_TASK GROUP BY PRIORITY"),

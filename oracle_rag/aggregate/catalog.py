@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..sources.facets import PRIORITY, PROJECT_STATUS, SPRINT_STATUS, Facet
+from ..sources.facets import PRIORITY, PROJECT_STATUS, SPRINT_STATUS, SYNONYMS, Facet
 from ..sources.meanings import Meanings
 from ..sources.reference import TaskSource
 
@@ -33,6 +33,7 @@ class Column:
     done: tuple[str, ...] = ()
     null_means: str = ""
     unit: str = ""
+    words: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (value, other words for it, any language)
 
     @property
     def text(self) -> str:
@@ -104,7 +105,10 @@ def enum_column(name: str, facet: Facet, meanings: Meanings | None = None, comme
     """A column holding a declared enum facet: its values, and its finished values when it is the
     source's declared lifecycle (sources/meanings.py), so that "open" includes BLOCKED (issue 26)."""
     done = meanings.done if meanings is not None and meanings.lifecycle == facet.name else ()
-    return Column(name, "TEXT", comment, values=facet.values, done=done)
+    declared = dict(meanings.value_words) if meanings is not None else {}
+    words = tuple((v, (*(w for forms in SYNONYMS.get(v, {}).values() for w in forms), *declared.get(v, ())))
+                  for v in facet.values)
+    return Column(name, "TEXT", comment, values=facet.values, done=done, words=words)
 
 
 def lifecycle_facet(facets: tuple[Facet, ...], meanings: Meanings) -> Facet:

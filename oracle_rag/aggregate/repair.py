@@ -76,6 +76,15 @@ def _names_a_state(tokens: list[str], column: Column) -> bool:
     return any(_phrase_in(tokens, phrase) for phrase in FINISHED)
 
 
+def _named_values(tokens: list[str], column: Column) -> set[str]:
+    """The column's values the question names, by their own text or their declared words."""
+    named = {v for v in column.values if _phrase_in(tokens, _value_phrase(v))}
+    for value, words in column.words:
+        if any(_phrase_in(tokens, tuple(_words(w))) for w in words if _words(w)):
+            named.add(value)
+    return named
+
+
 class _Scope:
     """The views a SELECT reads, by the name or alias its columns use."""
 
@@ -170,6 +179,12 @@ def _fix_state_predicates(select: exp.Select, scope: _Scope, means_open: bool, t
             if not (negated and {lit.this for lit in literals} == set(column.done)):
                 target.replace(_finished(node.this, column, negate=True))
                 notes.append(f"open = {column.name} NOT IN ({', '.join(column.done)})")
+            continue
+        named = _named_values(tokens, column) if isinstance(node, exp.In) and not negated else set()
+        if len(named) == 1 and len(literals) > 1 and named <= {lit.this for lit in literals}:
+            value = named.pop()  # "en progreso" is IN_PROGRESS, not IN ('IN_PROGRESS', 'IN_REVIEW', 'BLOCKED')
+            node.replace(exp.EQ(this=node.this.copy(), expression=exp.Literal.string(value)))
+            notes.append(f"{column.name} = '{value}' as named")
             continue
         for lit in literals:
             if lit.this in column.values:
