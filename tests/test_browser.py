@@ -61,6 +61,9 @@ def act_as(page: Page, employee: int) -> None:
     expect(page.locator("#identity")).to_contain_text(shown)
 
 
+HANG_GUARD_MS = 60_000
+
+
 @contextmanager
 def open_as(url: str, employee: int | None = None, *, viewport: dict[str, int] | None = None,
             errors: list[str] | None = None, console_errors: bool = True) -> Iterator[Page]:
@@ -72,10 +75,14 @@ def open_as(url: str, employee: int | None = None, *, viewport: dict[str, int] |
     _require_chromium()
     from playwright.sync_api import expect, sync_playwright
 
+    # Playwright's 5 s defaults would bound how fast a loaded machine answers a click: every wait
+    # gets a minute-long hang guard instead (what a wait checks is the page's state, not its speed).
+    expect.set_options(timeout=HANG_GUARD_MS)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport=viewport) if viewport else browser.new_page()
+            page.set_default_timeout(HANG_GUARD_MS)
             if errors is not None:
                 page.on("pageerror", lambda exc: errors.append(str(exc)))
                 if console_errors:
