@@ -70,6 +70,16 @@ except ImportError:  # pragma: no cover - Windows: no flock
 log = logging.getLogger("oracle_rag.engines.sqlite")
 
 
+@contextmanager
+def index_reads(what: str) -> Iterator[None]:
+    """A driver error while an in-process index (vector cache, term index) reads the database,
+    raised as the product's typed error naming ``what``."""
+    try:
+        yield
+    except sqlean.Error as exc:
+        raise wrap_driver_error(exc, what) from None
+
+
 class SqliteEngine(Engine):
     name = "sqlite"
     transactional_ddl = True
@@ -271,10 +281,8 @@ class SqliteEngine(Engine):
     def _cache_answer(self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope,
                       filters: Filters, text: bool = True) -> list[Hit] | None:
         cache = self.vector_cache()
-        try:
+        with index_reads("vector cache sync"):
             cache.sync()
-        except sqlean.Error as exc:
-            raise wrap_driver_error(exc, "vector cache sync") from None
         query = np.frombuffer(qblob, dtype="<f4")
         fetch = k + max(8, k // 4)  # most records are one chunk; the loop below asks for more when not
         while True:
@@ -291,10 +299,8 @@ class SqliteEngine(Engine):
                 # SQL dropped a candidate (scope, filters or a concurrent delete)
                 # or disagrees on a distance: repair those entries, scan this time.
                 self.cache_fallbacks += 1
-                try:
+                with index_reads("vector cache refresh"):
                     cache.refresh(found.ids)
-                except sqlean.Error as exc:
-                    raise wrap_driver_error(exc, "vector cache refresh") from None
                 return None
             best = one_per_record(hits(rows))
             if len(best) >= k or len(found.ids) < fetch:  # enough records, or every visible chunk seen
@@ -319,10 +325,8 @@ class SqliteEngine(Engine):
         if not self.settings.embedded_vector_cache:
             return False
         cache = self.vector_cache()
-        try:
+        with index_reads("vector cache sync"):
             cache.sync()
-        except sqlean.Error as exc:
-            raise wrap_driver_error(exc, "vector cache sync") from None
         return cache.loaded and not cache.unusable
 
     def propose_semantic_by_vector(self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope,
@@ -396,10 +400,8 @@ class SqliteEngine(Engine):
         if not self.settings.embedded_term_index:
             return None
         index = self.term_index()
-        try:
+        with index_reads("term index sync"):
             index.sync()
-        except sqlean.Error as exc:
-            raise wrap_driver_error(exc, "term index sync") from None
         params = self.bm25_params()
         found = index.search(terms, k, scope, filters, params.k1, params.b)
         if found is None:
@@ -410,13 +412,11 @@ class SqliteEngine(Engine):
 
     def reject_proposals(self, legs: Mapping[str, Sequence[Hit]]) -> None:
         self.cache_fallbacks += 1
-        try:
+        with index_reads("in-process index refresh"):
             if legs.get("semantic"):
                 self.vector_cache().refresh([h.chunk_id for h in legs["semantic"]])
             if legs.get("keyword"):
                 self.term_index().refresh([h.chunk_id for h in legs["keyword"]])
-        except sqlean.Error as exc:
-            raise wrap_driver_error(exc, "in-process index refresh") from None
 
     # -- the in-process BM25 index ---------------------------------------------
     def term_index(self) -> TermIndex:
@@ -436,10 +436,8 @@ class SqliteEngine(Engine):
         if where is not None or not terms or not self.settings.embedded_term_index:
             return super().keyword_search(conn, query, k, scope, filters, where, text)
         index = self.term_index()
-        try:
+        with index_reads("term index sync"):
             index.sync()
-        except sqlean.Error as exc:
-            raise wrap_driver_error(exc, "term index sync") from None
         params = self.bm25_params()
         found = index.search(terms, k, scope, filters, params.k1, params.b)
         if found is not None:
@@ -448,10 +446,8 @@ class SqliteEngine(Engine):
             if complete:
                 return result
             self.cache_fallbacks += 1
-            try:
+            with index_reads("term index refresh"):
                 index.refresh([rid for rid, _ in found.best])
-            except sqlean.Error as exc:
-                raise wrap_driver_error(exc, "term index refresh") from None
         return super().keyword_search(conn, query, k, scope, filters, where, text)
 
     # The keyword statement's N and total length per scope, valid while the
