@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from model_helpers import link_model
 
 
 # --- embedding model (oracle_rag.embedding) ---------------------------------
@@ -27,23 +28,11 @@ def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # --- engines and demo data (shared by write path, read path, web tests) ------
-def _link_model(model: Path, data_dir: Path) -> None:
-    target = data_dir / "models" / model.name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if not target.exists():
-        try:
-            os.link(model, target)
-        except OSError:
-            import shutil
-
-            shutil.copyfile(model, target)
-
-
 @pytest.fixture
 def data_dir(tmp_path: Path, model_path: Path) -> Path:
     """A fresh data directory that already holds the session's model file."""
     d = tmp_path / "data"
-    _link_model(model_path, d)
+    link_model(model_path, d)
     return d
 
 
@@ -84,7 +73,7 @@ def demo_template(tmp_path_factory: pytest.TempPathFactory, model_path: Path) ->
     from oracle_rag.system import RagSystem
 
     d = tmp_path_factory.mktemp("demo-template")
-    _link_model(model_path, d)
+    link_model(model_path, d)
     system = RagSystem(load_settings(env={}, data_dir=str(d)))
     system.migrate(demo=True)
     seed(system.engine, DEMO_TASKS, today=DEMO_DAY)

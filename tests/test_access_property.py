@@ -16,13 +16,13 @@ predicate or ``record_access``.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from model_helpers import link_model
 
 from oracle_rag.answers import answers_sql
 from oracle_rag.caller import Caller
@@ -45,8 +45,7 @@ EXAMPLES = settings(max_examples=25, deadline=None, derandomize=True, suppress_h
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory: pytest.TempPathFactory, model_path) -> Iterator[RagSystem]:
     data = tmp_path_factory.mktemp("access-property")
-    (data / "models").mkdir(exist_ok=True)
-    shutil.copyfile(model_path, data / "models" / model_path.name)
+    link_model(model_path, data)
     rag = RagSystem(load_settings(env={}, data_dir=str(data)))
     rag.migrate()
     plan = plan_of(rag.engine.settings)

@@ -25,7 +25,6 @@ with no embedding and reloads the declared roles and groups).
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
@@ -35,6 +34,7 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from model_helpers import link_model
 from reliability_helpers import http_request
 from test_access_property import (
     GROUPS,
@@ -105,8 +105,7 @@ def _create_views(rag: RagSystem) -> None:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory, model_path) -> Iterator[SimpleNamespace]:
     data = tmp_path_factory.mktemp("access-servers")
-    (data / "models").mkdir(exist_ok=True)
-    shutil.copyfile(model_path, data / "models" / model_path.name)
+    link_model(model_path, data)
     rag = RagSystem(load_settings(env={}, data_dir=str(data), see_all_roles="lead",
                                   access_roles_query="SELECT member_id, role FROM member_role",
                                   access_groups_query="SELECT member_id, grp FROM member_group"),

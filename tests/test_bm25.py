@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from bm25_reference import ranking as reference_ranking
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from model_helpers import link_model
 
 from oracle_rag import bm25
 from oracle_rag.caller import Caller
@@ -84,18 +85,12 @@ class NoteSource(Source):
 
 @pytest.fixture(scope="module")
 def notes(tmp_path_factory: pytest.TempPathFactory, model_path) -> Any:
-    import os
-    import shutil
 
     from oracle_rag.config import load_settings
     from oracle_rag.system import RagSystem
 
     data = tmp_path_factory.mktemp("bm25") / "data"
-    (data / "models").mkdir(parents=True)
-    try:  # the session's model, as conftest.data_dir links it
-        os.link(model_path, data / "models" / model_path.name)
-    except OSError:
-        shutil.copyfile(model_path, data / "models" / model_path.name)
+    link_model(model_path, data)
     source = NoteSource()
     system = RagSystem(load_settings(env={}, data_dir=str(data)), sources=[source])
     system.migrate()

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sqlalchemy as sa
+from model_helpers import link_model
 
 from oracle_rag.bm25 import analyze_record
 from oracle_rag.caller import Caller
@@ -113,8 +114,7 @@ QUESTIONS = ["invoice PDF generation", "sprint review demo", "login error after 
 def pair(tmp_path: Path, demo_template: Path, model_path: Path):
     """The demo data twice on one file: the indexes on (proposals) and off (every leg checked in SQL)."""
     d = tmp_path / "hybrid"
-    (d / "models").mkdir(parents=True)
-    shutil.copyfile(model_path, d / "models" / model_path.name)
+    link_model(model_path, d)
     shutil.copyfile(demo_template, d / "oracle-rag.db")
     cached = RagSystem(load_settings(env={}, data_dir=str(d)))
     scan = RagSystem(load_settings(env={}, data_dir=str(d), embedded_vector_cache=False, embedded_term_index=False))

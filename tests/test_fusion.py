@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import sqlalchemy as sa
+from model_helpers import link_model
 
 from oracle_rag.caller import Caller
 from oracle_rag.engines import Filters, embed_text
@@ -60,18 +61,12 @@ class NoteSource(Source):
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory, model_path):
     """The notes indexed once; each test opens systems with the settings it studies."""
-    import os
-    import shutil
 
     from oracle_rag.config import load_settings
     from oracle_rag.system import RagSystem
 
     d = tmp_path_factory.mktemp("fusion")
-    (d / "models").mkdir()
-    try:
-        os.link(model_path, d / "models" / model_path.name)
-    except OSError:
-        shutil.copyfile(model_path, d / "models" / model_path.name)
+    link_model(model_path, d)
     system = RagSystem(load_settings(env={}, data_dir=str(d)), sources=[NoteSource()])
     system.migrate()
     with system.engine.begin() as conn:

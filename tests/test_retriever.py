@@ -8,7 +8,6 @@ product's scope predicate, so a wrong predicate cannot agree with itself.
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from model_helpers import link_model
 
 from oracle_rag.access import load_caller
 from oracle_rag.bm25 import query_terms
@@ -52,11 +52,7 @@ TASK_ASSIGNEE = sa.text("SELECT TASK_ID, ASSIGNEE_ID FROM TASK")
 def demo(tmp_path_factory, demo_template: Path, model_path: Path):
     """One read-only indexed demo system for the module (searches never write)."""
     d = tmp_path_factory.mktemp("retriever")
-    (d / "models").mkdir()
-    try:
-        os.link(model_path, d / "models" / model_path.name)
-    except OSError:
-        shutil.copyfile(model_path, d / "models" / model_path.name)
+    link_model(model_path, d)
     shutil.copyfile(demo_template, d / "oracle-rag.db")
     system = RagSystem(load_settings(env={}, data_dir=str(d)))
     with system.engine.connect() as conn:

@@ -22,6 +22,7 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from model_helpers import link_model
 
 from oracle_rag.access import load_caller
 from oracle_rag.caller import Caller
@@ -41,11 +42,7 @@ LOG_SEQ = sa.text("SELECT seq FROM sqlite_sequence WHERE name = 'RAG_CHUNK_LOG'"
 
 
 def _copy_demo(demo_template: Path, model_path: Path, d: Path) -> Path:
-    (d / "models").mkdir(parents=True)
-    try:
-        os.link(model_path, d / "models" / model_path.name)
-    except OSError:
-        shutil.copyfile(model_path, d / "models" / model_path.name)
+    link_model(model_path, d)
     shutil.copyfile(demo_template, d / "oracle-rag.db")
     return d
 
