@@ -170,6 +170,7 @@ def audit(text: str, computed: str, cited_text: str) -> tuple[int, int]:
     records: a check that does not share code with oracle_rag.chat.checking."""
     prose = text[len(computed):] if computed and text.startswith(computed) else text
     prose = prose.split(UNCHECKED, 1)[0]  # what follows is the extractive answer: records quoted as stored
+    prose = re.sub(r"(?m)^[ \t]*\d{1,3}[.)][ \t]+", "", prose)  # "3. [TASK #9] ...": a list's marker, not a number
     known = computed + "\n" + cited_text
     known_numbers = {n.replace(",", ".") for n in _NUM.findall(known)}
     known_anchors = {(t.upper(), i) for t, i in _ANCHOR.findall(known)}

@@ -90,6 +90,15 @@ def test_topic_sentences_need_a_citation_of_a_given_passage(evidence):
     assert (tally.removed, tally.cited) == (1, 1)
 
 
+def test_a_numbered_list_marker_is_not_a_number_stated(evidence):
+    """A topic answer listed as "1. [TASK #41] ...": the marker stays with its item and is not checked."""
+    text = "7. [TASK #41] Export fails.\n8. [TASK #23] Login fix.\n9. See [TASK #55]."
+    assert split_sentences(text) == ["7. [TASK #41] Export fails.\n", "8. [TASK #23] Login fix.\n", "9. See [TASK #55]."]
+    kept, tally = check_text(text, evidence)
+    assert kept == "7. [TASK #41] Export fails.\n8. [TASK #23] Login fix." and tally.to_dict() == {
+        "sentences": 3, "removed": 1}
+
+
 def test_sentences_and_streams_agree(evidence):
     text = "First about [TASK #41]. [TASK #23]\nSecond line with 999 items! Third is fine."
     assert split_sentences(text) == ["First about [TASK #41]. [TASK #23]\n", "Second line with 999 items! ",

@@ -54,6 +54,7 @@ _DONT_KNOW = re.compile(
     r"answer|find)|can'?t (?:tell|say)|unclear|no s[eé]|no (?:lo )?(?:contiene|menciona|indica)|no hay informaci[oó]n)\b",
     re.IGNORECASE)
 _MARKER = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
+_LIST_MARKER = re.compile(r"\s*\d{1,3}[.)]\s*")  # a numbered list item's marker: formatting, not a number stated
 _NEGATION = {"not", "no", "isn", "isnt", "aren", "arent", "never", "nunca", "ni", "without", "sin"}
 
 # Number words, EN and ES (folded). "one"/"uno"/"una"/"un" count only before a record word.
@@ -165,8 +166,9 @@ def split_sentences(text: str) -> list[str]:
         parts.append(text[last:])
     merged: list[str] = []
     for part in parts:
-        if merged and _ONLY_ANCHORS.match(part.strip() or "x") and part.strip():
-            merged[-1] += part
+        if merged and ((_ONLY_ANCHORS.match(part.strip() or "x") and part.strip())
+                       or _LIST_MARKER.fullmatch(merged[-1])):
+            merged[-1] += part  # anchors belong to the sentence before; "1. " to the list item after
         else:
             merged.append(part)
     return merged
@@ -189,6 +191,7 @@ def check_sentence(sentence: str, evidence: Evidence) -> Verdict:
         return Verdict(False, "removed")
     if evidence.shown and _line(sentence) in evidence.shown:
         return Verdict(False, "repeat")  # the user already sees it, verbatim, above
+    sentence = re.sub(r"^\s*\d{1,3}[.)]\s+", "", sentence)  # "3. [TASK #9] ...": the 3 is the list's
     named: list[tuple[str, str]] = []
     for m in _LINK.finditer(sentence):
         key = _key(m.group(1), m.group(2))
