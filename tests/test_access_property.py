@@ -48,13 +48,18 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, model_path) -> Iterator[Ra
     link_model(model_path, data)
     rag = RagSystem(load_settings(env={}, data_dir=str(data)))
     rag.migrate()
-    plan = plan_of(rag.engine.settings)
     with rag.engine.begin() as conn:
-        write_records(rag.engine, conn, [
-            record_write(plan, t, i, f"[{t} #{i}] zebra {WORDS[int(i) % len(WORDS)]} record {t.lower()} {i}")
-            for t, i in RECORDS])
+        write_synthetic_records(rag, conn)
     yield rag
     rag.close()
+
+
+def write_synthetic_records(rag: RagSystem, conn: sa.Connection) -> None:
+    """Every record of :data:`RECORDS`, indexed (the servers' property test writes the same ones)."""
+    plan = plan_of(rag.engine.settings)
+    write_records(rag.engine, conn, [
+        record_write(plan, t, i, f"[{t} #{i}] zebra {WORDS[int(i) % len(WORDS)]} record {t.lower()} {i}")
+        for t, i in RECORDS])
 
 
 policies = st.builds(

@@ -45,6 +45,7 @@ from test_access_property import (
     allowed,
     policies,
     record_data,
+    write_synthetic_records,
 )
 from test_mcp import http_client, uvicorn_app
 
@@ -55,7 +56,6 @@ from oracle_rag.auth import create_token
 from oracle_rag.chat import Chat
 from oracle_rag.config import load_settings
 from oracle_rag.integrations.mcp_server import http_app
-from oracle_rag.record_writes import plan_of, record_write, write_records
 from oracle_rag.sources.base import Document, Source
 from oracle_rag.sources.meanings import Meanings
 from oracle_rag.system import RagSystem
@@ -111,11 +111,8 @@ def world(tmp_path_factory: pytest.TempPathFactory, model_path) -> Iterator[Simp
                                   access_groups_query="SELECT member_id, grp FROM member_group"),
                     sources=[_Declared(t) for t in TYPES])
     rag.migrate()
-    plan = plan_of(rag.engine.settings)
     with rag.engine.begin() as conn:
-        write_records(rag.engine, conn, [
-            record_write(plan, t, i, f"[{t} #{i}] zebra {WORDS[int(i) % len(WORDS)]} record {t.lower()} {i}")
-            for t, i in RECORDS])
+        write_synthetic_records(rag, conn)
         conn.exec_driver_sql("CREATE TABLE member_role (member_id INTEGER, role TEXT)")
         conn.exec_driver_sql("CREATE TABLE member_group (member_id INTEGER, grp TEXT)")
     _create_views(rag)

@@ -17,13 +17,13 @@ each test rebuilds its state in the one schema.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from model_helpers import link_model
 from oracle_helpers import (
     clear_rows,
     fold_skip_report,
@@ -52,16 +52,6 @@ def engine_kind(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-def _link_model(model: Path, data_dir: Path) -> None:
-    target = data_dir / "models" / model.name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if not target.exists():
-        try:
-            os.link(model, target)
-        except OSError:
-            shutil.copyfile(model, target)
-
-
 def _sqlite_system(data_dir: Path, runtime: Any) -> Any:
     from oracle_rag.config import load_settings
     from oracle_rag.system import RagSystem
@@ -86,7 +76,7 @@ def sqlite_templates(tmp_path_factory: pytest.TempPathFactory, model_path: Path,
     from oracle_rag.demo.seed import seed
 
     build = tmp_path_factory.mktemp("conformance-template")
-    _link_model(model_path, build)
+    link_model(model_path, build)
     system = _sqlite_system(build, sqlite_runtime)
     system.migrate(demo=True)
     seed(system.engine, SEED_TASKS)
@@ -111,7 +101,7 @@ def _system(request: pytest.FixtureRequest, kind: str, tmp_path: Path, state: st
     data_dir = tmp_path / "data"
     if kind == "sqlite":
         runtime = request.getfixturevalue("sqlite_runtime")
-        _link_model(request.getfixturevalue("model_path"), data_dir)
+        link_model(request.getfixturevalue("model_path"), data_dir)
         if state != "empty":
             shutil.copyfile(request.getfixturevalue("sqlite_templates")[state], data_dir / "oracle-rag.db")
         return _sqlite_system(data_dir, runtime)
