@@ -31,7 +31,7 @@ until it is complete, then shown or dropped (:class:`SentenceChecker`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,6 +185,14 @@ def _key(source_type: str, source_id: str) -> tuple[str, str]:
     return source_type.upper(), source_id.rstrip(".:)!?")
 
 
+# How a sentence names a record, and the (type, id) each match names.
+_RECORD_FORMS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], tuple[str, str]]], ...] = (
+    (_LINK, lambda m: (m.group(1), m.group(2))),
+    (_ANCHOR, lambda m: (m.group(1), m.group(2))),
+    (_WORD_ANCHOR, lambda m: (m.group(1) or m.group(3), m.group(2) if m.group(1) else m.group(4))),
+)
+
+
 def check_sentence(sentence: str, evidence: Evidence) -> Verdict:
     """Does ``sentence`` say only what ``evidence`` supports? (See the module docstring.)"""
     if REMOVED in sentence:
@@ -193,24 +201,15 @@ def check_sentence(sentence: str, evidence: Evidence) -> Verdict:
         return Verdict(False, "repeat")  # the user already sees it, verbatim, above
     sentence = re.sub(r"^\s*\d{1,3}[.)]\s+", "", sentence)  # "3. [TASK #9] ...": the 3 is the list's
     named: list[tuple[str, str]] = []
-    for m in _LINK.finditer(sentence):
-        key = _key(m.group(1), m.group(2))
-        if key not in evidence.records:
-            return Verdict(False, "anchor")
-        named.append(key)
-    rest = _LINK.sub(" ", sentence)
-    for m in _ANCHOR.finditer(rest):
-        key = _key(m.group(1), m.group(2))
-        if key not in evidence.records:
-            return Verdict(False, "anchor")
-        named.append(key)
-    rest = _ANCHOR.sub(" ", rest)
-    for m in _WORD_ANCHOR.finditer(rest):
-        key = _key(m.group(1) or m.group(3), m.group(2) if m.group(1) else m.group(4))
-        if key not in evidence.records:
-            return Verdict(False, "anchor")
-        named.append(key)
-    rest = _WORD_ANCHOR.sub(" ", rest)
+    rest = sentence
+    # Links first, then anchors, then word anchors: each form is taken out before the next looks.
+    for pattern, parts in _RECORD_FORMS:
+        for m in pattern.finditer(rest):
+            key = _key(*parts(m))
+            if key not in evidence.records:
+                return Verdict(False, "anchor")
+            named.append(key)
+        rest = pattern.sub(" ", rest)
     vocab = evidence.vocab
     folded = fold(rest)
     if vocab is not None:

@@ -81,7 +81,8 @@ _MISSING_PACKAGE = re.compile(r"PLS-00201|ORA-04067|ORA-04063")
 def checkout_failure(exc: BaseException) -> BaseException:
     """The error to raise when SET_SYSTEM fails at checkout: a missing package is a setup mistake,
     said in one line (every connection would fail the same way); anything else as it is."""
-    if _MISSING_PACKAGE.search(str(getattr(exc, "orig", None) or exc)) and "RAG_ACCESS_CTX_PKG" in str(exc).upper():
+    text = str(getattr(exc, "orig", None) or exc)
+    if _MISSING_PACKAGE.search(text) and "RAG_ACCESS_CTX_PKG" in text.upper():
         return ConfigurationError(NOT_PROVISIONED)
     return exc
 
