@@ -10,7 +10,11 @@ table), reached through API tokens. Per example, through:
   detail ``/api/chunks/<type>/<id>`` (200 exactly for the allowed records,
   the same 404 body otherwise), ``/api/chat`` structured counts ("how many
   widgets are there?", the types declared with nouns: exactly), and
-  ``/api/chat`` and ``/v1/chat/completions`` answers (every cited record allowed);
+  ``/api/chat`` answers (every cited record allowed);
+* ``/v1/chat/completions`` through the ``openai`` SDK, read from the
+  response's ``oracle_rag.structured`` (the computed result, no prose
+  parsed): the count per type and over all types exactly, a lookup of every
+  record of a type by id as a set, and a free answer's citations allowed;
 * the MCP server (streamable HTTP on uvicorn, the SDK's own client, bearer
   tokens): ``search`` (exactly the allowed set), ``get_record`` (found
   exactly for the allowed records) and ``ask`` (every cited record allowed);
@@ -30,6 +34,7 @@ from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
 
 import anyio
+import openai
 import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
@@ -60,6 +65,7 @@ from oracle_rag.sources.base import Document, Source
 from oracle_rag.sources.meanings import Meanings
 from oracle_rag.system import RagSystem
 from oracle_rag.web import create_app
+from oracle_rag.web.openai_api import MODEL_ID
 from oracle_rag.web.server import make_server, serve_until
 
 IDS = (1, 2, 3, 4, 5, 6)
@@ -169,10 +175,34 @@ def _check_http(world: SimpleNamespace, member: int, want: set[tuple[str, str]])
     chat = call("POST", "/api/chat", {"question": QUESTION})
     assert chat.status == 200, chat.text
     assert _cited(chat.json()) <= want, member
-    v1 = call("POST", "/v1/chat/completions", {"model": "oracle-rag",
-                                                "messages": [{"role": "user", "content": QUESTION}]})
-    assert v1.status == 200, v1.text
-    assert _cited(v1.json()) <= want, member
+
+
+def _check_v1(world: SimpleNamespace, member: int, want: set[tuple[str, str]]) -> None:
+    """``/v1/chat/completions`` through the ``openai`` SDK: the computed result in ``oracle_rag.structured``."""
+    client = openai.OpenAI(base_url=f"http://{world.api}/v1", api_key=world.tokens[member], max_retries=0,
+                           timeout=60)
+
+    def ask(question: str) -> tuple[dict, dict | None]:
+        completion = client.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": question}])
+        extra = completion.model_extra or {}
+        return extra, extra["oracle_rag"]["structured"]
+
+    for t in TYPES:
+        ids = {i for tt, i in want if tt == t}
+        _extra, counted = ask(f"how many {NOUNS[t][1]} are there?")  # a count: exactly
+        assert counted is not None and (counted["kind"], counted["type"]) == ("count", t), counted
+        assert counted["count"] == len(ids), (member, t)
+        # every record of the type by id: a lookup lists exactly the ones the caller may see (as a set)
+        named = ", ".join(f"{NOUNS[t][0]} {i}" for tt, i in RECORDS if tt == t)
+        _extra, listed = ask(named)
+        assert listed is not None and listed["kind"] == "lookup", listed
+        assert {(r["source_type"], r["source_id"]) for r in listed["records"]} == {(t, i) for i in ids}, (member, t)
+    _extra, every = ask("how many " + ", ".join(NOUNS[t][1] for t in TYPES) + " are there?")
+    assert every is not None and every["count"] == len(want), member
+    assert {(x["type"], x["total"]) for x in every["types"]} == {(t, len([k for k in want if k[0] == t]))
+                                                                 for t in TYPES}, member
+    extra, _ = ask(QUESTION)  # a free answer cites its top records only: within the allowed set
+    assert {(c["source_type"], c["source_id"]) for c in extra["citations"]} <= want, member
 
 
 async def _check_mcp(world: SimpleNamespace, member: int, want: set[tuple[str, str]]) -> None:
@@ -220,6 +250,7 @@ def test_servers_and_views_return_exactly_what_the_policy_allows(world: SimpleNa
         assert set(caller.roles) == set(who[member][0]) and set(caller.groups) == set(who[member][1])
         want = {k for k in RECORDS if allowed(pols[k[0]], *data[k], k[0] in failed, caller)}
         _check_http(world, member, want)
+        _check_v1(world, member, want)
         anyio.run(_check_mcp, world, member, want)
         _check_aggregates(world, member, want)
 

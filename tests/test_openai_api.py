@@ -108,6 +108,27 @@ def test_another_developers_task_never_reaches_the_answer(web) -> None:
                                            for c in extra(managed, "citations")}
 
 
+def test_a_count_carries_its_computed_result_plain_and_streamed(web) -> None:
+    """``oracle_rag.structured``: the exact count (and a lookup's records) without parsing the answer's prose."""
+    own = {c.task_id for c in task_chunks_of(web.rag, DEV_A)}
+    messages = [{"role": "user", "content": "how many tasks are there?"}]
+    for employee, expected in ((DEV_A, len(own)), (DEV_B, len({c.task_id for c in task_chunks_of(web.rag, DEV_B)}))):
+        plain = web.client(employee).chat.completions.create(model=MODEL_ID, messages=messages)
+        counted = extra(plain, "oracle_rag")["structured"]
+        assert (counted["kind"], counted["type"], counted["count"]) == ("count", "TASK", expected), employee
+        assert str(expected) in plain.choices[0].message.content
+    last = list(web.client().chat.completions.create(model=MODEL_ID, messages=messages, stream=True))[-1]
+    assert extra(last, "oracle_rag")["structured"]["count"] == len(own)
+    other = task_chunks_of(web.rag, DEV_B)[0].task_id
+    mine = min(own)
+    looked = web.client().chat.completions.create(
+        model=MODEL_ID, messages=[{"role": "user", "content": f"task {mine} and task {other}"}])
+    found = extra(looked, "oracle_rag")["structured"]
+    assert found["kind"] == "lookup" and [r["source_id"] for r in found["records"]] == [str(mine)]
+    assert extra(web.client().chat.completions.create(model=MODEL_ID, messages=[
+        {"role": "user", "content": "zebra printer budget"}]), "oracle_rag")["structured"] is None
+
+
 def test_model_answer_history_and_sources_footer(web_llm) -> None:
     own = task_chunks_of(web_llm.rag, DEV_A)[0]
     anchor = f"[TASK #{own.task_id}]"

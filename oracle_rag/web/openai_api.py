@@ -23,7 +23,10 @@ What the protocol cannot say is carried without breaking it:
 - a non-standard top-level ``citations`` field carries them structured
   (``source_type``, ``source_id``, ``anchor``, ``snippet``), and
   ``oracle_rag`` carries the answerer, the route, an aggregate's SQL and
-  rows, and the stored answer's ``message_id``. Streamed, both arrive on the final chunk (the one with
+  rows, a structured answer's computed result (``structured``: the exact
+  ``count``/``total`` and the listed ``records``, as ``/api/chat`` gives it,
+  so a client reads the number without parsing prose), and the stored
+  answer's ``message_id``. Streamed, both arrive on the final chunk (the one with
   ``finish_reason``). The ``openai`` SDK keeps unknown fields (``model_extra``).
 
 System and developer messages are ignored: the product's own rules govern
@@ -214,8 +217,8 @@ def extras(answer: ChatAnswer) -> dict[str, Any]:
     body = answer.to_dict()
     return {"citations": [citation_dict(c) for c in answer.citations],
             "oracle_rag": {"answerer": answer.answerer, "route": answer.route, "retrieval": body["retrieval"],
-                           "aggregate": body["aggregate"], "checked": body["checked"],
-                           "message_id": answer.message_id}}
+                           "aggregate": body["aggregate"], "structured": body["structured"],
+                           "checked": body["checked"], "message_id": answer.message_id}}
 
 
 def _usage(prompt: str, completion: str) -> dict[str, int]:
