@@ -11,6 +11,7 @@ scope as masks) and SQL re-checks the k records shown (:func:`hybrid`).
 
 from __future__ import annotations
 
+import heapq
 import re
 import time
 from collections.abc import Callable
@@ -84,7 +85,9 @@ def rrf(legs: dict[str, list[Hit]], k: int, rrf_k: int, weights: dict[str, float
     """Reciprocal Rank Fusion over records: score = sum of weight / (rrf_k + rank) over the legs.
 
     Each leg lists each record once (its best chunk); the fused result shows
-    the chunk of the leg that ranked the record best.
+    the chunk of the leg that ranked the record best. Ties in score go to the
+    better best rank, then the lower chunk id. Only the records that can be
+    among the k best are sorted (hybrid fuses two 100-deep legs into ~8).
     """
     Key = tuple[str, str]
     scores: dict[Key, float] = {}
@@ -93,14 +96,26 @@ def rrf(legs: dict[str, list[Hit]], k: int, rrf_k: int, weights: dict[str, float
     dist: dict[Key, float] = {}
     kw: dict[Key, float] = {}
     for leg, hits in legs.items():
+        weight = weights.get(leg, 1.0)
+        values = dist if leg == "semantic" else kw
         for rank, hit in enumerate(hits, 1):
             key = (hit.source_type, hit.source_id)
-            scores[key] = scores.get(key, 0.0) + weights.get(leg, 1.0) / (rrf_k + rank)
-            found.setdefault(key, []).append(leg)
-            if key not in best or rank < best[key][0]:
+            if key in scores:
+                scores[key] += weight / (rrf_k + rank)
+                found[key].append(leg)
+                if rank < best[key][0]:
+                    best[key] = (rank, hit)
+            else:
+                scores[key] = 0.0 + weight / (rrf_k + rank)
+                found[key] = [leg]
                 best[key] = (rank, hit)
-            (dist if leg == "semantic" else kw)[key] = hit.score
-    order = sorted(scores, key=lambda key: (-scores[key], best[key][0], best[key][1].chunk_id))[:k]
+            values[key] = hit.score
+    if len(scores) > k:  # the k-th best score: no record below it can be shown
+        floor = heapq.nlargest(k, scores.values())[-1]
+        contenders = [key for key, score in scores.items() if score >= floor]
+    else:
+        contenders = list(scores)
+    order = sorted(contenders, key=lambda key: (-scores[key], best[key][0], best[key][1].chunk_id))[:k]
     out = []
     for rank, key in enumerate(order, 1):
         hit = best[key][1]
@@ -166,29 +181,33 @@ def shown_with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs
             return key in keyword_rank
         return key in keyword_rank and keyword_rank[key] < semantic_rank.get(key, float("inf"))
 
-    passages: dict[tuple[str, str], Hit] = {}
-    complete = True
+    best: list[tuple[int, float]] = []
+    terms: dict[str, int] = {}
+    weights: dict[str, float] = {}
+    lengths: dict[int, int] | None = None
     if isinstance(keyword, KeywordHits):
-        shown = [(c.chunk_id, c.keyword_score or 0.0) for c in fused if from_keyword(c)]
-        found, complete = engine.record_passages(conn, shown, keyword.terms, keyword.weights, scope, filters, where,
-                                                 keyword.lengths)
-        passages = {(h.source_type, h.source_id): h for h in found}
+        best = [(c.chunk_id, c.keyword_score or 0.0) for c in fused if from_keyword(c)]
+        terms, weights, lengths = keyword.terms, keyword.weights, keyword.lengths
     wanted = [c.chunk_id for c in fused if not c.content and not from_keyword(c)]
-    texts = engine.chunk_texts(conn, wanted, scope, filters, where)
-    complete = complete and len(texts) == len(set(wanted))
+    # One statement for both (Engine.shown_chunks): the passages and the other chunks' texts.
+    texts, found, complete = engine.shown_chunks(conn, wanted, best, terms, weights, scope, filters, where, lengths)
+    passages = {(h.source_type, h.source_id): h for h in found}
     out: list[RetrievedChunk] = []
     for c in fused:
         key = (c.source_type, c.source_id)
         if key in passages:
             h = passages[key]
-            c = replace(c, content=h.content, chunk_id=h.chunk_id, chunk_no=h.chunk_no, facets=h.facets)
+            c = replace(c, content=h.content, chunk_id=h.chunk_id, chunk_no=h.chunk_no, facets=h.facets,
+                        rank=len(out) + 1)
         elif c.chunk_id in texts:
             content, facets = texts[c.chunk_id]
-            c = replace(c, content=content, facets=facets)
+            c = replace(c, content=content, facets=facets, rank=len(out) + 1)
         elif not c.content:
             complete = False
             continue  # gone or hidden since the legs ran
-        out.append(replace(c, rank=len(out) + 1))
+        else:
+            c = replace(c, rank=len(out) + 1)
+        out.append(c)
     return out, complete
 
 

@@ -530,23 +530,30 @@ class Engine(ABC):
             return [], True
         rows = conn.execute(self.statement(q.KEYWORD_PASSAGES, where),
                             search_binds(scope, filters, where, ids=[rid for rid, _ in best])).fetchall()
-        chunks: dict[int, list[Hit]] = {}
-        complete = True
-        for row, hit in zip(rows, hits(rows), strict=True):
-            rid = int(row[10])
-            chunks.setdefault(rid, []).append(hit)
-            if lengths is not None and int(row[4]) != lengths.get(rid):
-                complete = False
-        out = []
-        for rid, value in best:
-            passages = chunks.get(rid)
-            if not passages:  # gone since the postings were read, or no longer visible
-                complete = False
-                continue
-            chosen = passages[0] if len(passages) == 1 else max(
-                passages, key=lambda h: (bm25.passage_weight(terms, h.content, weights), -h.chunk_no))
-            out.append(replace(chosen, score=value))
-        return out, complete
+        return _passages(_by_record(rows, lengths), best, terms, weights)
+
+    def shown_chunks(self, conn: sa.Connection, chunk_ids: Sequence[int], best: Sequence[tuple[int, float]],
+                     terms: Mapping[str, int], weights: Mapping[str, float], scope: Scope, filters: Filters,
+                     where: Where | None = None, lengths: Mapping[int, int] | None = None
+                     ) -> tuple[dict[int, tuple[str, dict[str, Any]]], list[Hit], bool]:
+        """:meth:`chunk_texts` of ``chunk_ids`` and :meth:`record_passages` of ``best``, in one statement.
+
+        Hybrid search shows its fused top k this way (retriever.shown_with_text):
+        one round trip instead of two. The flag is False when SQL dropped a
+        chunk or a record, or (given ``lengths``) disagrees on a record's length.
+        """
+        if not chunk_ids and not best:
+            return {}, [], True
+        ids = list(dict.fromkeys([*chunk_ids, *(rid for rid, _ in best)]))
+        rows = conn.execute(self.statement(q.SHOWN_CHUNKS, where), search_binds(
+            scope, filters, where, ids=ids, passage_ids=[rid for rid, _ in best])).fetchall()
+        wanted = set(chunk_ids)
+        records = {rid for rid, _ in best}
+        texts = {int(r[0]): (lob_text(r[3]), facets_value(r[9])) for r in rows
+                 if int(r[0]) == int(r[10]) and int(r[0]) in wanted}
+        passages, complete = _passages(_by_record([r for r in rows if int(r[10]) in records], lengths), best,
+                                       terms, weights)
+        return texts, passages, complete and len(texts) == len(wanted)
 
     def _record_keys(self, conn: sa.Connection, best: Sequence[tuple[int, float]], terms: Mapping[str, int],
                      weights: Mapping[str, float], scope: Scope, filters: Filters, where: Where | None,
@@ -578,3 +585,31 @@ class Engine(ABC):
         rows = conn.execute(self.statement(q.CHUNK_TEXTS, where),
                             search_binds(scope, filters, where, ids=list(chunk_ids))).fetchall()
         return {int(r[0]): (lob_text(r[1]), facets_value(r[2])) for r in rows}
+
+
+def _by_record(rows: Sequence[Any], lengths: Mapping[int, int] | None) -> tuple[dict[int, list[Hit]], bool]:
+    """KEYWORD_PASSAGES rows as hits per record (its chunk 0 id); False if a length differs from ``lengths``."""
+    chunks: dict[int, list[Hit]] = {}
+    agree = True
+    for row, hit in zip(rows, hits(rows), strict=True):
+        rid = int(row[10])
+        chunks.setdefault(rid, []).append(hit)
+        if lengths is not None and int(row[4]) != lengths.get(rid):
+            agree = False
+    return chunks, agree
+
+
+def _passages(found: tuple[dict[int, list[Hit]], bool], best: Sequence[tuple[int, float]], terms: Mapping[str, int],
+              weights: Mapping[str, float]) -> tuple[list[Hit], bool]:
+    """Each record of ``best`` as its passage (the chunk holding most of the query), scored with the record's score."""
+    chunks, complete = found
+    out = []
+    for rid, value in best:
+        passages = chunks.get(rid)
+        if not passages:  # gone since the postings were read, or no longer visible
+            complete = False
+            continue
+        chosen = passages[0] if len(passages) == 1 else max(
+            passages, key=lambda h: (bm25.passage_weight(terms, h.content, weights), -h.chunk_no))
+        out.append(replace(chosen, score=value))
+    return out, complete

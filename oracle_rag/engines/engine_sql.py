@@ -686,6 +686,20 @@ WHERE c.CHUNK_ID IN :ids
   AND {SCOPE_OF_IDS}
   AND {FILTERS}""", expanding=("f_types", "ids"))
 
+# Both at once, for hybrid's fused top k (Engine.shown_chunks): every chunk of
+# the records in :passage_ids (their chunk 0 ids: the passage is chosen among
+# them, as KEYWORD_PASSAGES gives them) and the chunk itself for the other ids
+# (as CHUNK_TEXTS gives it); one statement instead of two.
+SHOWN_CHUNKS = Sql.both(f"""SELECT p.CHUNK_ID, p.SOURCE_TYPE, p.SOURCE_ID, p.CONTENT, c.TERM_COUNT AS SCORE,
+       p.OWNER_ID, p.PROJECT_ID, p.SPRINT_ID, p.CHUNK_NO, p.FACETS, c.CHUNK_ID AS RECORD_CHUNK_ID
+FROM RAG_CHUNK c
+JOIN RAG_CHUNK p ON p.SOURCE_TYPE = c.SOURCE_TYPE AND p.SOURCE_ID = c.SOURCE_ID
+WHERE c.CHUNK_ID IN :ids
+  AND (p.CHUNK_ID = c.CHUNK_ID OR c.CHUNK_ID IN :passage_ids)
+  AND {SCOPE_OF_IDS}
+  AND {FILTERS}
+ORDER BY c.CHUNK_ID, p.CHUNK_NO""", expanding=("f_types", "ids", "passage_ids"))
+
 # Hybrid's semantic leg from the cache (SqliteEngine.propose_semantic): the
 # distances SQL computes for candidates whose cache distances are too close
 # to order by them (float32 dot products in numpy and in sqlite-vec differ by
