@@ -172,9 +172,67 @@ def test_the_cached_statistics_follow_every_write(notes, oracle_form) -> None:
     check({i: t for i, t in CRANFIELD_LIKE.items() if i in ("2", "3", "4")})
 
 
+# -- max-score pruning in the SQL form (engine_sql.keyword_top; issue 24, N9) -----------------
+def _probed_terms(rag: Any, query: str, k: int, caller: Caller) -> list[str]:
+    """The query terms the SQL statement reads only by key probes of the records found through the others."""
+    from oracle_rag.engines import Filters, engine_sql
+    from oracle_rag.engines.records import search_binds
+    from oracle_rag.engines.statements import stmt
+
+    terms = bm25.query_terms(query)
+    text = engine_sql.keyword_top(len(terms)).sqlite or ""
+    sql = text[: text.index("), found AS")] + ")\nSELECT w.TERM FROM term_bound w WHERE w.ESSENTIAL = 0"
+    params = rag.engine.bm25_params()
+    binds = {**search_binds(caller.scope(), Filters()), **engine_sql.keyword_binds(terms), "k": k,
+             "k1": params.k1, "b": params.b}
+    with rag.engine.connect() as conn:
+        return sorted(str(r[0]) for r in conn.execute(stmt(sql, ("f_types",)), binds))
+
+
+ME, OTHER = 7, 8
+FILLER = ["refund", "invoice", "export", "retry", "gateway", "quokka", "payment", "timeout"]
+
+
+def test_a_common_term_is_probed_not_scanned_and_the_ranking_is_unchanged(notes, oracle_form) -> None:
+    """'ledger' is in every record: below the seed's k-th score, its postings are read for the candidates only."""
+    from bm25_reference import scores
+
+    system, sql_path, source = notes
+    docs = {str(i): " ".join(["ledger"] * (1 + i % 3) + ["wombat"] * (i % 2) + FILLER[: 1 + i % 7])
+            for i in range(40)}
+    _reset(system, source, {i: (t, None) for i, t in docs.items()})
+    manager, query, k = Caller(1, "manager"), "wombat ledger refund", 4
+    assert _probed_terms(sql_path, query, k, manager) == ["ledger", "refund"]
+    expected = scores(docs, query)
+    found = {name: [(h.source_id, round(h.score, 9)) for h in rag.retriever().search(query, k, manager, "keyword")]
+             for name, rag in (("index", system), ("sql", sql_path), ("oracle_form", oracle_form))}
+    assert found["sql"] == found["oracle_form"] == found["index"]
+    assert len(found["sql"]) == k
+    assert [s for _, s in found["sql"]] == sorted((round(v, 9) for v in expected.values()), reverse=True)[:k]
+    for hit in sql_path.retriever().search(query, k, manager, "keyword"):
+        assert hit.score == pytest.approx(expected[hit.source_id], rel=1e-9)
+    # with k above every seed the bound is 0: nothing is probed, the same ranking
+    assert _probed_terms(sql_path, query, 41, manager) == []
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(docs=st.lists(st.tuples(st.lists(st.sampled_from(["ledger"] * 4 + ["refund"] * 2 + FILLER + ["wombat"]),
+                                        min_size=1, max_size=7), st.sampled_from([None, ME, OTHER])),
+                     min_size=5, max_size=30),
+       query=st.lists(st.sampled_from(["ledger", "refund", "wombat", "quokka", "retry"]), min_size=1, max_size=4),
+       k=st.integers(1, 6))
+def test_pruned_sql_ranks_as_the_index(notes, oracle_form, docs, query, k) -> None:
+    """Whatever is pruned, both SQL forms return the in-process index's top k (which scores every record)."""
+    system, sql_path, source = notes
+    _reset(system, source, {str(i): (" ".join(["ledger", *words]), owner) for i, (words, owner) in enumerate(docs)})
+    developer, text = Caller(ME, "developer"), " ".join(query)
+    found = {name: [(h.source_id, round(h.score, 9)) for h in rag.retriever().search(text, k, developer, "keyword")]
+             for name, rag in (("index", system), ("sql", sql_path), ("oracle_form", oracle_form))}
+    assert found["sql"] == found["oracle_form"] == found["index"]
+
+
 # -- the leak property -------------------------------------------------------------------
 WORDS = ["payment", "gateway", "timeout", "invoice", "export", "wombat", "quokka", "refund", "ledger", "retry"]
-ME, OTHER = 7, 8
 text = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map(" ".join)
 
 

@@ -444,23 +444,38 @@ KEYWORD_STATS = Sql.both(_KEYWORD_VISIBLE.replace("\n  ", "\n"), expanding=("f_t
 # BM25 of the visible records in one statement (bm25.py's formula, term by
 # term in the same floating-point operations): the query's terms and their
 # counts (:t0.., :f0..), the visible set's N and average length, each term's
-# document frequency and weight over the visible postings, every candidate's
-# score summed per record, and only the best :k rows leave the database,
+# document frequency and weight over the visible postings, the candidates'
+# scores summed per record, and only the best :k rows leave the database,
 # followed by one row per query term found (TERM, DF, N: the passage weights).
 # The postings are read by term (RAG_CHUNK_TERM's key leads with TERM; on
 # Oracle RAG_CHUNK_TERM_SCORE_IX holds every column read), one range per term
-# and twice (the document frequencies, then the scores with the weights as
-# the outer side of the join), so the work grows with the query terms'
-# postings. Each posting carries its record's length, scope and filter
+# for the document frequencies. The scores skip what cannot reach the top k
+# (max-score pruning, issue 24 N9): a posting adds at most its term's weight
+# W (its tf part is below 1 when k1 >= 0 and 0 <= b <= 1), so a record that
+# holds only terms whose weights sum below the k-th best score is out. The
+# k-th best score is bounded from below by scoring in full up to
+# KEYWORD_SEED_ROWS visible records of the rarest term (``seed``: any visible
+# records give a lower bound; each term's posting of a record is one key
+# probe, (TERM, CHUNK_ID)), less 1e-6 so that no rounding at 9 decimals or
+# summation order can bring a pruned record level with it. Ranking the terms
+# by W, the longest run of the commonest whose weights sum below that bound
+# is ``ESSENTIAL = 0``: their postings are read only for the records found
+# through the others (again key probes), so a common term's thousands of
+# postings are never grouped. With fewer than :k seed records nothing is
+# pruned. The work grows with the query terms' postings (the document
+# frequencies) and with the rarer terms' postings (the scores), never with
+# the table. Each posting carries its record's length, scope and filter
 # columns under their RAG_CHUNK names, so without a ``where`` fragment the
 # postings are the row ``c`` that SCOPE and the filters read and RAG_CHUNK is
 # not joined; a ``where`` fragment may read any chunk column (FACETS), so
-# that form joins each posting to its chunk. The order is ROUND(SCORE, 9)
-# then CHUNK_ID (bm25.RANK_DECIMALS): Oracle sums NUMBERs, SQLite doubles in
-# its own order, numpy in term order; rounded, every form ranks the same
-# records the same way. SQLite is told to compute the weights once
-# (MATERIALIZED) rather than fold them into the per-posting join.
+# that form joins each posting to its chunk. A record's probes need no scope:
+# every posting of a record carries the same scope columns. The order is
+# ROUND(SCORE, 9) then CHUNK_ID (bm25.RANK_DECIMALS): Oracle sums NUMBERs,
+# SQLite doubles in its own order, numpy in term order; rounded, every form
+# ranks the same records the same way. SQLite is told to compute each step
+# once (MATERIALIZED) rather than fold it into the next one's loop.
 # Generated for n terms by keyword_top (its names come from keyword_binds).
+KEYWORD_SEED_ROWS = 1000
 _KEYWORD_TOP = """WITH q AS (
   {terms}
 ), visible_set AS (
@@ -478,13 +493,44 @@ _KEYWORD_TOP = """WITH q AS (
   FROM df d
   JOIN q ON q.TERM = d.TERM
   CROSS JOIN visible_set v
-), scored AS (
-  SELECT {p}.CHUNK_ID, SUM(w.W * {p}.TF / ({p}.TF + :k1 * (1.0 - :b + :b * {p}.TERM_COUNT / w.AVGDL))) AS SCORE
+), seed AS {materialized}(
+  SELECT {p}.CHUNK_ID
+  FROM {postings}
+  WHERE {p}.TERM = (SELECT w.TERM FROM weight w ORDER BY w.W DESC, w.TERM {first_row})
+    AND {scope}
+    AND {filters}
+  {seed_rows}
+), seed_scored AS (
+  SELECT (SELECT SUM({impact_x})
+          FROM weight w
+          CROSS JOIN RAG_CHUNK_TERM x
+          WHERE x.TERM = w.TERM AND x.CHUNK_ID = s.CHUNK_ID) AS SCORE
+  FROM seed s
+), threshold AS (
+  SELECT CASE WHEN COUNT(*) >= :k AND :k1 >= 0 AND :b >= 0 AND :b <= 1
+              THEN MIN(t.SCORE) - 0.000001 ELSE 0 END AS THETA
+  FROM (SELECT ss.SCORE FROM seed_scored ss ORDER BY ss.SCORE DESC {k_rows}) t
+), term_bound AS {materialized}(
+  SELECT w.TERM, w.W, w.AVGDL,
+         CASE WHEN SUM(w.W) OVER (ORDER BY w.W, w.TERM ROWS UNBOUNDED PRECEDING) < h.THETA
+              THEN 0 ELSE 1 END AS ESSENTIAL
   FROM weight w
+  CROSS JOIN threshold h
+), found AS {materialized}(
+  SELECT {p}.CHUNK_ID, SUM({impact_p}) AS SCORE
+  FROM term_bound w
   JOIN {postings_on}
-  WHERE {scope}
+  WHERE w.ESSENTIAL = 1
+    AND {scope}
     AND {filters}
   GROUP BY {p}.CHUNK_ID
+), scored AS {materialized}(
+  SELECT f.CHUNK_ID,
+         f.SCORE + COALESCE((SELECT SUM({impact_x})
+                             FROM term_bound w
+                             CROSS JOIN RAG_CHUNK_TERM x
+                             WHERE w.ESSENTIAL = 0 AND x.TERM = w.TERM AND x.CHUNK_ID = f.CHUNK_ID), 0) AS SCORE
+  FROM found f
 ){best}
 SELECT b.CHUNK_ID, b.SCORE, NULL AS TERM, NULL AS DF, NULL AS N FROM best b
 UNION ALL
@@ -501,6 +547,12 @@ if not _READ <= set(POSTING_COLUMNS):
     raise RuntimeError(f"the scope or filters read {sorted(_READ - set(POSTING_COLUMNS))}, which the postings "
                        "do not carry: add them to POSTING_COLUMNS and a migration")
 
+# A posting's part of its record's score (bm25.py): at most W, as k1 >= 0 and 0 <= b <= 1.
+_IMPACT = "w.W * {p}.TF / ({p}.TF + :k1 * (1.0 - :b + :b * {p}.TERM_COUNT / w.AVGDL))"
+# The row limits inside the statement: the seed term, the seed's postings, the k-th seed score.
+_ROWS = {"first_row": {"oracle": "FETCH FIRST 1 ROWS ONLY", "sqlite": "LIMIT 1"},
+         "seed_rows": {"oracle": f"FETCH FIRST {KEYWORD_SEED_ROWS} ROWS ONLY", "sqlite": f"LIMIT {KEYWORD_SEED_ROWS}"},
+         "k_rows": {"oracle": "FETCH FIRST :k ROWS ONLY", "sqlite": "LIMIT :k"}}
 _TERM_ROW = {"oracle": "SELECT :t{i} AS TERM, :f{i} AS QTF FROM dual", "sqlite": "SELECT :t{i} AS TERM, :f{i} AS QTF"}
 _MATERIALIZED = {"oracle": "", "sqlite": "MATERIALIZED "}
 # The best k by ROUND(SCORE, 9) then CHUNK_ID. SQLite's round() goes through
@@ -542,7 +594,8 @@ def _keyword_top_text(side: str, terms: int, stats_bound: bool, joined: bool) ->
     return _KEYWORD_TOP.format(
         terms=rows, visible=_VISIBLE_BOUND[side] if stats_bound else _KEYWORD_VISIBLE, p=p, postings=postings,
         postings_on=postings_on, term_list=", ".join(f":t{i}" for i in range(terms)), scope=SCOPE, filters=filters,
-        materialized=_MATERIALIZED[side], best=_BEST[side])
+        materialized=_MATERIALIZED[side], best=_BEST[side], impact_p=_IMPACT.format(p=p), impact_x=_IMPACT.format(p="x"),
+        **{name: rows_clause[side] for name, rows_clause in _ROWS.items()})
 
 
 @lru_cache(maxsize=4 * MAX_QUERY_TERMS)

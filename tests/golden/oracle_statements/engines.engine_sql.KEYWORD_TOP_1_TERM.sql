@@ -25,13 +25,44 @@ WITH q AS (
   FROM df d
   JOIN q ON q.TERM = d.TERM
   CROSS JOIN visible_set v
-), scored AS (
-  SELECT c.CHUNK_ID, SUM(w.W * c.TF / (c.TF + :k1 * (1.0 - :b + :b * c.TERM_COUNT / w.AVGDL))) AS SCORE
+), seed AS (
+  SELECT c.CHUNK_ID
+  FROM RAG_CHUNK_TERM c
+  WHERE c.TERM = (SELECT w.TERM FROM weight w ORDER BY w.W DESC, w.TERM FETCH FIRST 1 ROWS ONLY)
+    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN :access_groups))))
+    AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types)
+  FETCH FIRST 1000 ROWS ONLY
+), seed_scored AS (
+  SELECT (SELECT SUM(w.W * x.TF / (x.TF + :k1 * (1.0 - :b + :b * x.TERM_COUNT / w.AVGDL)))
+          FROM weight w
+          CROSS JOIN RAG_CHUNK_TERM x
+          WHERE x.TERM = w.TERM AND x.CHUNK_ID = s.CHUNK_ID) AS SCORE
+  FROM seed s
+), threshold AS (
+  SELECT CASE WHEN COUNT(*) >= :k AND :k1 >= 0 AND :b >= 0 AND :b <= 1
+              THEN MIN(t.SCORE) - 0.000001 ELSE 0 END AS THETA
+  FROM (SELECT ss.SCORE FROM seed_scored ss ORDER BY ss.SCORE DESC FETCH FIRST :k ROWS ONLY) t
+), term_bound AS (
+  SELECT w.TERM, w.W, w.AVGDL,
+         CASE WHEN SUM(w.W) OVER (ORDER BY w.W, w.TERM ROWS UNBOUNDED PRECEDING) < h.THETA
+              THEN 0 ELSE 1 END AS ESSENTIAL
   FROM weight w
+  CROSS JOIN threshold h
+), found AS (
+  SELECT c.CHUNK_ID, SUM(w.W * c.TF / (c.TF + :k1 * (1.0 - :b + :b * c.TERM_COUNT / w.AVGDL))) AS SCORE
+  FROM term_bound w
   JOIN RAG_CHUNK_TERM c ON c.TERM = w.TERM
-  WHERE (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN :access_groups))))
+  WHERE w.ESSENTIAL = 1
+    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN :access_groups))))
     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types)
   GROUP BY c.CHUNK_ID
+), scored AS (
+  SELECT f.CHUNK_ID,
+         f.SCORE + COALESCE((SELECT SUM(w.W * x.TF / (x.TF + :k1 * (1.0 - :b + :b * x.TERM_COUNT / w.AVGDL)))
+                             FROM term_bound w
+                             CROSS JOIN RAG_CHUNK_TERM x
+                             WHERE w.ESSENTIAL = 0 AND x.TERM = w.TERM AND x.CHUNK_ID = f.CHUNK_ID), 0) AS SCORE
+  FROM found f
 ), best AS (
   SELECT s.CHUNK_ID, s.SCORE
   FROM scored s
@@ -65,13 +96,44 @@ SELECT NULL, NULL, w.TERM, w.DF, w.N FROM weight w
 --   FROM df d
 --   JOIN q ON q.TERM = d.TERM
 --   CROSS JOIN visible_set v
--- ), scored AS (
---   SELECT c.CHUNK_ID, SUM(w.W * c.TF / (c.TF + :k1 * (1.0 - :b + :b * c.TERM_COUNT / w.AVGDL))) AS SCORE
+-- ), seed AS (
+--   SELECT c.CHUNK_ID
+--   FROM RAG_CHUNK_TERM c
+--   WHERE c.TERM = (SELECT w.TERM FROM weight w ORDER BY w.W DESC, w.TERM FETCH FIRST 1 ROWS ONLY)
+--     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
+--     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN (:f_types_1, :f_types_2))
+--   FETCH FIRST 1000 ROWS ONLY
+-- ), seed_scored AS (
+--   SELECT (SELECT SUM(w.W * x.TF / (x.TF + :k1 * (1.0 - :b + :b * x.TERM_COUNT / w.AVGDL)))
+--           FROM weight w
+--           CROSS JOIN RAG_CHUNK_TERM x
+--           WHERE x.TERM = w.TERM AND x.CHUNK_ID = s.CHUNK_ID) AS SCORE
+--   FROM seed s
+-- ), threshold AS (
+--   SELECT CASE WHEN COUNT(*) >= :k AND :k1 >= 0 AND :b >= 0 AND :b <= 1
+--               THEN MIN(t.SCORE) - 0.000001 ELSE 0 END AS THETA
+--   FROM (SELECT ss.SCORE FROM seed_scored ss ORDER BY ss.SCORE DESC FETCH FIRST :k ROWS ONLY) t
+-- ), term_bound AS (
+--   SELECT w.TERM, w.W, w.AVGDL,
+--          CASE WHEN SUM(w.W) OVER (ORDER BY w.W, w.TERM ROWS UNBOUNDED PRECEDING) < h.THETA
+--               THEN 0 ELSE 1 END AS ESSENTIAL
 --   FROM weight w
+--   CROSS JOIN threshold h
+-- ), found AS (
+--   SELECT c.CHUNK_ID, SUM(w.W * c.TF / (c.TF + :k1 * (1.0 - :b + :b * c.TERM_COUNT / w.AVGDL))) AS SCORE
+--   FROM term_bound w
 --   JOIN RAG_CHUNK_TERM c ON c.TERM = w.TERM
---   WHERE (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
+--   WHERE w.ESSENTIAL = 1
+--     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
 --     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN (:f_types_1, :f_types_2))
 --   GROUP BY c.CHUNK_ID
+-- ), scored AS (
+--   SELECT f.CHUNK_ID,
+--          f.SCORE + COALESCE((SELECT SUM(w.W * x.TF / (x.TF + :k1 * (1.0 - :b + :b * x.TERM_COUNT / w.AVGDL)))
+--                              FROM term_bound w
+--                              CROSS JOIN RAG_CHUNK_TERM x
+--                              WHERE w.ESSENTIAL = 0 AND x.TERM = w.TERM AND x.CHUNK_ID = f.CHUNK_ID), 0) AS SCORE
+--   FROM found f
 -- ), best AS (
 --   SELECT s.CHUNK_ID, s.SCORE
 --   FROM scored s
