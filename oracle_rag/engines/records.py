@@ -303,6 +303,27 @@ class Hit:
     facets: dict[str, Any] = field(default_factory=dict)
 
 
+_new_object = object.__new__
+
+
+def key_hits(rows: Iterable[tuple[Any, ...]]) -> list[Hit]:
+    """Hits without text from ``(CHUNK_ID, SOURCE_TYPE, SOURCE_ID, score, OWNER_ID, PROJECT_ID, SPRINT_ID,
+    CHUNK_NO)`` rows (NULL as None), as the in-process indexes propose hybrid's legs.
+
+    Equal to ``Hit(chunk_id, type, id, "", score, owner, project, sprint, chunk_no)``, built without the
+    frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field): the two legs are ~200 hits
+    per hybrid search, and building them that way cost about as much as fusing them.
+    """
+    out = []
+    for chunk_id, source_type, source_id, score, owner, project, sprint, chunk_no in rows:
+        hit = _new_object(Hit)
+        hit.__dict__.update(chunk_id=chunk_id, source_type=source_type, source_id=source_id, content="",
+                            score=score, owner_id=owner, project_id=project, sprint_id=sprint, chunk_no=chunk_no,
+                            facets={})
+        out.append(hit)
+    return out
+
+
 class KeywordHits(list[Hit]):
     """A keyword leg's best records fetched without text (``text=False``): each its chunk 0,
     empty content, the record's score; with the query terms and weights that choose the

@@ -55,6 +55,7 @@ from .records import (
     Scope,
     Where,
     hits,
+    key_hits,
     one_per_record,
     queue_rows,
     search_binds,
@@ -346,44 +347,49 @@ class SqliteEngine(Engine):
         fetch = k + max(8, k // 4)
         while True:
             found = cache.candidates(query, fetch, scope, filters, keys=True)
-            if found is None or found.keys is None:
+            if found is None or found.ranked is None:
                 return None
-            distances = self._exact_distances(conn, qblob, found.distances)
-            if distances is None:
+            ranked = self._exact_order(conn, qblob, found.ranked)
+            if ranked is None:
                 return None
-            order = sorted(found.ids, key=lambda i: (distances[i], i))
-            keys = found.keys
-            best = one_per_record([Hit(i, keys[i][0], keys[i][1], "", distances[i], keys[i][2], keys[i][3],
-                                       keys[i][4], keys[i][5]) for i in order])
+            best = one_per_record(key_hits(ranked))
             if len(best) >= k or len(found.ids) < fetch:
                 return best[:k]
             fetch *= 4
 
-    def _exact_distances(self, conn: sa.Connection, qblob: bytes,
-                         distances: Mapping[int, float]) -> dict[int, float] | None:
-        """``distances`` with SQL's value for every candidate in a run closer than ``near_tie``.
+    def _exact_order(self, conn: sa.Connection, qblob: bytes,
+                     ranked: list[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:
+        """``ranked`` (by cache distance, then id) in SQL's order: SQL's distance for every candidate
+        in a run closer than ``near_tie``, and the list sorted again by (distance, id).
 
         Candidates in different runs are further apart than twice the
         difference between the two computations, so sorting them by these
         values gives SQL's order. None: SQL lost a candidate or disagrees on
         one (a concurrent write, a stale entry): the caller uses the checked leg.
         """
-        ranked = sorted(distances.items(), key=lambda item: item[1])
+        near = self.near_tie
         tied: set[int] = set()
-        for (a, da), (b, db) in zip(ranked, ranked[1:], strict=False):
-            if db - da < self.near_tie:
-                tied.update((a, b))
-        out = dict(distances)
+        for a, b in zip(ranked, ranked[1:], strict=False):
+            if b[3] - a[3] < near:
+                tied.add(a[0])
+                tied.add(b[0])
         if not tied:
-            return out
+            return ranked
         rows = conn.execute(self.statement(q.CANDIDATE_DISTANCES),
                             {"qvec": qblob, "ids": json.dumps(sorted(tied))}).fetchall()
         if len(rows) != len(tied):
             return None
-        for chunk_id, score in rows:
-            if abs(float(score) - distances[int(chunk_id)]) > DISTANCE_TOLERANCE:
+        exact = {int(chunk_id): float(score) for chunk_id, score in rows}
+        out = []
+        for row in ranked:
+            value = exact.get(row[0])
+            if value is None:
+                out.append(row)
+            elif abs(value - row[3]) > DISTANCE_TOLERANCE:
                 return None
-            out[int(chunk_id)] = float(score)
+            else:
+                out.append((row[0], row[1], row[2], value, *row[4:]))
+        out.sort(key=lambda row: (row[3], row[0]))
         return out
 
     def propose_keyword(self, conn: sa.Connection, query: str, k: int, scope: Scope,
@@ -406,9 +412,7 @@ class SqliteEngine(Engine):
         found = index.search(terms, k, scope, filters, params.k1, params.b)
         if found is None:
             return None
-        keys = found.keys
-        return KeywordHits([Hit(rid, keys[rid][0], keys[rid][1], "", value, keys[rid][2], keys[rid][3], keys[rid][4])
-                            for rid, value in found.best], terms, found.weights, found.lengths)
+        return KeywordHits(key_hits(found.rows), terms, found.weights, found.lengths)
 
     def reject_proposals(self, legs: Mapping[str, Sequence[Hit]]) -> None:
         self.cache_fallbacks += 1

@@ -45,7 +45,7 @@ from .vector_cache import (
     Unusable,
     VectorCache,
     int_or_null,
-    record_keys,
+    record_rows,
     sqlite_text,
 )
 
@@ -59,8 +59,9 @@ class TermHits:
     best: list[tuple[int, float]]  # (chunk 0 id, score), best first
     lengths: dict[int, int]  # record length per id in ``best`` (re-checked in SQL)
     weights: dict[str, float]  # idf per query term present in the visible set
-    # per id in ``best``: (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID), None for NULL
-    keys: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    # per record of ``best``, in its order: (CHUNK_ID, SOURCE_TYPE, SOURCE_ID, score, OWNER_ID, PROJECT_ID,
+    # SPRINT_ID, CHUNK_NO = 0), None for NULL (records.key_hits)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
 
 
 class TermIndex(VectorCache):
@@ -244,6 +245,7 @@ class TermIndex(VectorCache):
             order = np.lexsort((ids, -ranked))[:k]
             best = [(int(ids[i]), float(values[i])) for i in order]
             found_lengths = {int(ids[i]): int(lengths[cand[i]]) for i in order}
-            keys = record_keys(cand[order], self._ids, self._types, self._type, self._source_id, self._owner,
-                               self._project, self._sprint)
-        return TermHits(n, total, best, found_lengths, weights, keys)
+            rows = [(*row, 0) for row in record_rows(cand[order], self._ids, self._types, self._type, self._source_id,
+                                                     [value for _, value in best], self._owner, self._project,
+                                                     self._sprint)]
+        return TermHits(n, total, best, found_lengths, weights, rows)

@@ -70,8 +70,9 @@ class Candidates:
 
     ids: list[int]
     distances: dict[int, float]
-    # With ``keys``: per id (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CHUNK_NO), None for NULL.
-    keys: dict[int, tuple[Any, ...]] | None = None
+    # With ``keys``: the candidates in the order (distance, chunk id), each (CHUNK_ID, SOURCE_TYPE,
+    # SOURCE_ID, distance, OWNER_ID, PROJECT_ID, SPRINT_ID, CHUNK_NO), None for NULL.
+    ranked: list[tuple[Any, ...]] | None = None
 
 
 class Unusable(Exception):
@@ -395,7 +396,7 @@ class VectorCache:
                 mask &= self._first[:n]
             visible = np.flatnonzero(mask)
             if len(visible) == 0:
-                return Candidates([], {}, {} if keys else None)
+                return Candidates([], {}, [] if keys else None)
             if len(visible) * 2 < n:
                 # numpy's own loop, not BLAS: OpenBLAS hands a gathered block of a few
                 # thousand rows to its threads, whose wake-up cost 6-10 ms a search on a
@@ -411,22 +412,25 @@ class VectorCache:
                     return None
                 visible, scores = visible[keep], scores[keep]
             ids = self._ids[visible]
-            found = self._keys(visible) if keys else None
+            ranked = None
+            if keys:  # 1 - float(s) as Python computes it, in double
+                distance = 1.0 - scores.astype(np.float64)
+                order = np.lexsort((ids, distance))
+                ranked = record_rows(visible[order], self._ids, self._types, self._type, self._source_id,
+                                     distance[order].tolist(), self._owner, self._project, self._sprint,
+                                     self._chunk_no)
         distances = {int(i): 1.0 - float(s) for i, s in zip(ids, scores, strict=True)}
-        return Candidates([int(i) for i in ids], distances, found)
-
-    def _keys(self, slots: np.ndarray) -> dict[int, tuple[Any, ...]]:
-        """Per slot's chunk id: (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CHUNK_NO) (call with the lock)."""
-        return record_keys(slots, self._ids, self._types, self._type, self._source_id, self._owner, self._project,
-                           self._sprint, self._chunk_no)
+        return Candidates([int(i) for i in ids], distances, ranked)
 
 
-def record_keys(slots: np.ndarray, ids: np.ndarray, type_codes: dict[str, int], *columns: np.ndarray
-                ) -> dict[int, tuple[Any, ...]]:
-    """Per slot's id: the type's name, then each column's value at the slot (NULL as None), column by column
-    (``tolist`` per column, not one numpy scalar per value: hybrid builds ~150 of them per search)."""
+def record_rows(slots: np.ndarray, ids: np.ndarray, type_codes: dict[str, int], types: np.ndarray,
+                source_ids: np.ndarray, scores: list[float], *columns: np.ndarray) -> list[tuple[Any, ...]]:
+    """Per slot, in order: (id, type name, source id, score, then each column's value, NULL as None).
+
+    Column by column (``tolist`` per column, not one numpy scalar per value):
+    hybrid builds ~200 of them per search, one :class:`Hit` each (records.key_hits).
+    """
     names = {code: name for name, code in type_codes.items()}
-    values = [c[slots].tolist() for c in columns]
-    types, rest = values[0], values[1:]
-    nulls = [[None if v == NULL else v for v in col] for col in rest]
-    return {i: (names[t], *row) for i, t, *row in zip(ids[slots].tolist(), types, *nulls, strict=True)}
+    nulls = [[None if v == NULL else v for v in c[slots].tolist()] for c in columns]
+    return [(i, names[t], s, score, *rest) for i, t, s, score, *rest in zip(
+        ids[slots].tolist(), types[slots].tolist(), source_ids[slots].tolist(), scores, *nulls, strict=True)]
