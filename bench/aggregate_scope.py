@@ -44,15 +44,15 @@ from oracle_rag.aggregate import AggregateService  # noqa: E402
 from oracle_rag.aggregate.catalog import Catalog, Column, View  # noqa: E402
 from oracle_rag.caller import Caller  # noqa: E402
 from oracle_rag.config import load_settings  # noqa: E402
-from oracle_rag.engines.engine_sql import scope_predicate  # noqa: E402
+from oracle_rag.engines.guarded_scope_sql import guarded_caller  # noqa: E402
+from oracle_rag.engines.scope_sql import scope_predicate  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402
 
 EMPLOYEES = 40
 V2_VIEW = """CREATE VIEW RAG_V_TASK_V2 AS SELECT t.TASK_ID, t.STATUS FROM TASK t WHERE EXISTS (
   SELECT 1 FROM EMPLOYEE e WHERE e.EMPLOYEE_ID = rag_caller_id()
     AND (e.ROLE IN ('manager', 'admin') OR t.ASSIGNEE_ID = e.EMPLOYEE_ID))"""
-_PROBE_SCOPE = scope_predicate("rag_chunk", caller_id="rag_caller_id()", see_all="rag_caller_see_all()",
-                               groups="(SELECT rag_g.value FROM json_each(rag_caller_groups()) rag_g)")
+_PROBE_SCOPE = scope_predicate("rag_chunk", guarded_caller("sqlite"))
 PROBE_VIEW = f"""CREATE VIEW RAG_V_TASK_PROBE AS SELECT t.TASK_ID, t.STATUS FROM TASK t WHERE
   rag_caller_id() IS NOT NULL AND (rag_caller_see_all() = 1 OR EXISTS (SELECT 1 FROM RAG_CHUNK rag_chunk
   WHERE rag_chunk.SOURCE_TYPE = 'TASK' AND rag_chunk.SOURCE_ID = CAST(t.TASK_ID AS TEXT)

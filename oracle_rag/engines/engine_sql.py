@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..bm25 import MAX_QUERY_TERMS
+from .scope_sql import scope_predicate
 from .statements import Sql
 
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_$#]{0,122}$")
@@ -53,46 +54,8 @@ HISTORY_DDL = Sql(
 )
 
 # The access scope: ONE predicate over the chunk row ``c`` for every read on
-# both engines (search, answers, chat detail, citations). Callers with see-all
-# (``see_all_roles``) read everything; everyone else reads, unless the
-# chunk's source could not read its permission data (RAG_ACCESS_FAILURE:
-# fail closed), the chunks that are public, that they own through the owner
-# rule, or whose record carries one of their groups (RAG_CHUNK_ACL). The
-# access columns are written from each source's declared policy
-# (sources/access.py), so no source type or rule is named here.
-# ``:access_groups`` is the caller's groups, an expanding bind padded to a
-# power of two (records.padded_groups). The group test is a non-correlated
-# IN over CHUNK_IDs: the caller's ACL rows joined to their chunks once per
-# statement, then one integer probe per row. Measured at 100k chunks, 1,000
-# groups, a caller in 20 (bench/access_scope.py): a structured count takes
-# 19 ms this way against 96 ms for a (SOURCE_TYPE, SOURCE_ID) row-value IN
-# and 1,086 ms for a correlated EXISTS.
-def scope_predicate(chunk: str = "c", *, caller_id: str = ":caller_id", see_all: str = ":see_all",
-                    groups: str = ":access_groups", per_row: bool = False) -> str:
-    """The scope rule over the chunk row ``chunk``, the caller given as SQL expressions.
-
-    The one generator of the access predicate: every read statement uses it
-    with binds (``SCOPE``); the guarded aggregate views use it with the caller
-    read from the guarded session (``guarded_scope_sql``). ``groups`` is what
-    follows ``PRINCIPAL IN``: an expanding bind or a parenthesised subquery.
-    ``per_row``: the group test as an EXISTS probe of RAG_CHUNK_ACL's primary
-    key for the row (``SCOPE_OF_IDS``) rather than one IN over the caller's
-    whole ACL joined to their chunks: the same rule.
-    """
-    if per_row:
-        group_test = (f"EXISTS (SELECT 1 FROM RAG_CHUNK_ACL scope_a WHERE scope_a.PRINCIPAL IN {groups} "
-                      f"AND scope_a.SOURCE_TYPE = {chunk}.SOURCE_TYPE AND scope_a.SOURCE_ID = {chunk}.SOURCE_ID)")
-    else:
-        group_test = (f"{chunk}.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c "
-                      "ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID "
-                      f"WHERE scope_a.PRINCIPAL IN {groups})")
-    return (
-        f"({see_all} = 1 OR ({chunk}.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) "
-        f"AND ({chunk}.ACCESS_PUBLIC = 1 OR {chunk}.ACCESS_OWNER = {caller_id} "
-        f"OR {group_test})))"
-    )
-
-
+# both engines, made by the one generator (engines/scope_sql.py) with the
+# caller as binds.
 SCOPE = scope_predicate()
 # The same rule for a statement bounded to a few candidate ids (``c.CHUNK_ID IN
 # :ids``: the in-process indexes' re-checks, the texts of a fused top k): the
@@ -102,7 +65,7 @@ SCOPE = scope_predicate()
 # (~3k rows for a caller in 20 of 1,000 groups, however few the candidates).
 # Over a whole table the IN form wins (a count: one probe per row into the
 # joined set; this form would be one correlated subquery per row).
-SCOPE_OF_IDS = scope_predicate(per_row=True)
+SCOPE_OF_IDS = scope_predicate(group_test="probe")
 FILTERS = (
     "(:f_project IS NULL OR c.PROJECT_ID = :f_project) "
     "AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) "

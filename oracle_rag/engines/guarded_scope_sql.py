@@ -4,7 +4,7 @@ Model-written SQL reads allow-listed views over the application's tables
 (``aggregate/catalog.py``). A view's rows must follow the same declared
 policy as every other read path (docs/access.md): a row of a declared
 source is visible when the caller sees all (``see_all_roles``) or when its
-record's chunk passes ``engine_sql.scope_predicate`` (owner, groups, public,
+record's chunk passes ``scope_sql.scope_predicate`` (owner, groups, public,
 failed permission data) with the caller read from the guarded session
 instead of binds (a view takes no binds):
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 
-from .engine_sql import scope_predicate
+from .scope_sql import CallerSql, scope_predicate
 
 _SOURCE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,29}\.[A-Za-z][A-Za-z0-9_]{0,127}$")
@@ -48,6 +48,15 @@ def caller_known(dialect: str) -> str:
     if dialect == "sqlite":
         return "rag_caller_id() IS NOT NULL"
     return f"EXISTS ({_ORACLE_ME})"
+
+
+def guarded_caller(dialect: str) -> CallerSql:
+    """The guarded session's caller as SQL expressions (no binds: a view takes none)."""
+    if dialect == "sqlite":
+        return CallerSql("rag_caller_id()", "rag_caller_see_all()",
+                         "(SELECT rag_g.value FROM json_each(rag_caller_groups()) rag_g)")
+    return CallerSql(_oracle_caller("CALLER_ID"), _oracle_caller("SEE_ALL"),
+                     f"(SELECT rag_g.PRINCIPAL FROM RAG_GUARDED_GROUP rag_g WHERE rag_g.TOKEN = {_TOKEN})")
 
 
 def _oracle_caller(column: str) -> str:
@@ -65,18 +74,12 @@ def record_visible(dialect: str, source_type: str, key: str) -> str:
     """
     if not _SOURCE.match(source_type) or not _KEY.match(key):
         raise ValueError("a guarded view's source type must be an upper-case name and its key alias.column")
-    if dialect == "sqlite":
-        caller_id, see_all = "rag_caller_id()", "rag_caller_see_all()"
-        groups = "(SELECT rag_g.value FROM json_each(rag_caller_groups()) rag_g)"
-        record = f"CAST({key} AS TEXT)"
-    else:
-        caller_id, see_all = _oracle_caller("CALLER_ID"), _oracle_caller("SEE_ALL")
-        groups = f"(SELECT rag_g.PRINCIPAL FROM RAG_GUARDED_GROUP rag_g WHERE rag_g.TOKEN = {_TOKEN})"
-        record = f"TO_CHAR({key})"
-    scope = scope_predicate("rag_chunk", caller_id=caller_id, see_all=see_all, groups=groups)
+    caller = guarded_caller(dialect)
+    record = f"CAST({key} AS TEXT)" if dialect == "sqlite" else f"TO_CHAR({key})"
+    scope = scope_predicate("rag_chunk", caller)
     visible = (f"SELECT rag_chunk.SOURCE_ID FROM RAG_CHUNK rag_chunk WHERE rag_chunk.SOURCE_TYPE = '{source_type}' "
                f"AND rag_chunk.CHUNK_NO = 0 AND {scope}")
-    return f"({caller_known(dialect)} AND ({see_all} = 1 OR {record} IN ({visible})))"
+    return f"({caller_known(dialect)} AND ({caller.see_all} = 1 OR {record} IN ({visible})))"
 
 
 def render(script: str, dialect: str) -> str:

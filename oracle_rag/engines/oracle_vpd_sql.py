@@ -13,26 +13,38 @@
   ``CONTEXT_SENSITIVE`` (the predicate is re-evaluated when the context
   changes, Oracle's documented policy type for context-driven predicates).
 
-The predicate is the same rule as ``engine_sql.SCOPE`` with the caller read
-from the context: see-all or system mode: no restriction; a caller:
-public, owned, or one of the caller's groups (a JSON array in the context,
-expanded by JSON_TABLE), unless the source's permission data failed; no
-context: the same rule for the guarded session's caller (the
-``RAG_GUARDED_CALLER`` row of its CLIENT_IDENTIFIER token, what the
-aggregate views read), and nothing at all without such a row (fail
+The predicates are not written here: each policy function returns text
+made by ``scope_sql``'s one generator (``scope_predicate``, and
+``acl_predicate`` for the ACL rows), the generator every read statement
+and the guarded views use, with the caller read from the context instead
+of binds (``CONTEXT_CALLER``), the row's columns unqualified (the predicate
+is the WHERE clause of a view over the one table), and the group test as a
+row-value IN on RAG_CHUNK (its policy must not read RAG_CHUNK). So a change
+of the rule changes both walls at once. What the package decides itself:
+see-all or system mode: no predicate (NULL); a caller: the generated
+predicate; no context: the same predicate for the guarded session's caller
+(``guarded_scope_sql.guarded_caller``: the ``RAG_GUARDED_CALLER`` row of
+its CLIENT_IDENTIFIER token, what the aggregate views read), behind
+``caller_known`` so that a session without such a row reads nothing (fail
 closed). So a statement that forgets the predicate still returns nothing
 it should not. The BM25 postings carry their record's access columns (V13)
 and the keyword statement reads them without RAG_CHUNK, so they get the
-same rule (``TERM_PREDICATE``: the group test by CHUNK_ID, as the postings
-have no SOURCE_ID); a session with no context reads no posting (the guarded
+same generated rule (the group test by CHUNK_ID: the postings have no
+SOURCE_ID); a session with no context reads no posting (the guarded
 user's aggregate views do not read them).
 
-Nothing can run Oracle here: tests/test_oracle_golden.py pins the text and
-docs/oracle-reference.md says what was verified where.
+Nothing can run Oracle here: tests/test_oracle_golden.py pins the text,
+tests/test_vpd_predicate.py decodes each function's returned text from the
+package, checks it is the generator's and evaluates it on SQLite against the
+bind form, and docs/oracle-reference.md says what was verified where.
 """
 
 from __future__ import annotations
 
+import textwrap
+
+from .guarded_scope_sql import caller_known, guarded_caller
+from .scope_sql import CallerSql, acl_predicate, scope_predicate
 from .statements import Sql
 
 CONTEXT = "RAG_ACCESS_CTX"
@@ -48,21 +60,60 @@ CREATE_PACKAGE = Sql(oracle="""CREATE OR REPLACE PACKAGE RAG_ACCESS_CTX_PKG AS
   FUNCTION TERM_PREDICATE(p_schema IN VARCHAR2, p_object IN VARCHAR2) RETURN VARCHAR2;
 END RAG_ACCESS_CTX_PKG;""")
 
-# The groups: the caller's groups as a JSON array (at most 4000 bytes: a context value's limit).
-# SYS_CONTEXT returns at most 256 bytes unless its third argument asks for more (up to 4000):
+# The caller read from the context. The groups: a JSON array (at most 4000 bytes: a context value's
+# limit). SYS_CONTEXT returns at most 256 bytes unless its third argument asks for more (up to 4000):
 # without it a longer array came back cut, the JSON was invalid and the caller lost every group.
-_GROUPS = ("SELECT jt.g FROM JSON_TABLE(SYS_CONTEXT(''RAG_ACCESS_CTX'', ''GROUPS'', 4000), ''$[*]'' "
-           "COLUMNS (g VARCHAR2(200 CHAR) PATH ''$'')) jt")
-
+CONTEXT_CALLER = CallerSql(
+    caller_id="TO_NUMBER(SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID'))",
+    see_all="TO_NUMBER(SYS_CONTEXT('RAG_ACCESS_CTX', 'SEE_ALL'))",
+    groups="(SELECT jt.g FROM JSON_TABLE(SYS_CONTEXT('RAG_ACCESS_CTX', 'GROUPS', 4000), '$[*]' "
+           "COLUMNS (g VARCHAR2(200 CHAR) PATH '$')) jt)")
 # A session with no context may still be a guarded (read-only) session reading the aggregate views
 # (engines/guarded_scope_sql.py): it cannot set this context (it may not run the package), so its
 # caller is the RAG_GUARDED_CALLER row of the token it carries as CLIENT_IDENTIFIER, the rows the
 # views themselves read. No such row: nothing (fail closed). The subqueries run with the policy
 # function owner's rights (DBMS_RLS overview), so the read-only user needs no grant on them.
-_TOKEN = "SYS_CONTEXT(''USERENV'', ''CLIENT_IDENTIFIER'')"
-_GUARDED_KNOWN = f"{_TOKEN} IN (SELECT g.TOKEN FROM RAG_GUARDED_CALLER g)"
-_GUARDED_SEE_ALL = f"{_TOKEN} IN (SELECT g.TOKEN FROM RAG_GUARDED_CALLER g WHERE g.SEE_ALL = 1)"
-_GUARDED_GROUPS = f"SELECT gg.PRINCIPAL FROM RAG_GUARDED_GROUP gg WHERE gg.TOKEN = {_TOKEN}"
+GUARDED_CALLER = guarded_caller("oracle")
+_GUARDED_KNOWN = caller_known("oracle")
+
+
+def chunk_predicate(caller: CallerSql) -> str:
+    """RAG_CHUNK's policy: the scope rule over the row itself (the group test must not read RAG_CHUNK)."""
+    return scope_predicate("", caller, group_test="records")
+
+
+def term_predicate(caller: CallerSql) -> str:
+    """RAG_CHUNK_TERM's policy: the scope rule over a posting's carried columns, the group test by CHUNK_ID."""
+    return scope_predicate("", caller, group_test="chunks")
+
+
+# What each policy function returns, per kind of session (see-all and system mode: NULL).
+PREDICATES = {
+    "CHUNK_PREDICATE": (chunk_predicate(CONTEXT_CALLER), f"{_GUARDED_KNOWN} AND {chunk_predicate(GUARDED_CALLER)}"),
+    "ACL_PREDICATE": (acl_predicate(CONTEXT_CALLER), f"{_GUARDED_KNOWN} AND {acl_predicate(GUARDED_CALLER)}"),
+    "TERM_PREDICATE": (term_predicate(CONTEXT_CALLER), "1 = 0"),
+}
+
+
+def plsql_string(text: str, indent: str = "      ") -> str:
+    """``text`` as a PL/SQL string expression: quotes doubled, cut at spaces into lines joined by ``||``."""
+    pieces = textwrap.wrap(text.replace("'", "''"), 100, break_long_words=False, break_on_hyphens=False,
+                           drop_whitespace=False)
+    return f"\n{indent}|| ".join(f"'{piece}'" for piece in pieces)
+
+
+def _policy_function(name: str) -> str:
+    caller, guarded = PREDICATES[name]
+    return f"""  FUNCTION {name}(p_schema IN VARCHAR2, p_object IN VARCHAR2) RETURN VARCHAR2 IS
+  BEGIN
+    IF UNRESTRICTED THEN
+      RETURN NULL;
+    ELSIF SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') IS NULL THEN
+      RETURN {plsql_string(guarded, "        ")};
+    END IF;
+    RETURN {plsql_string(caller)};
+  END {name};"""
+
 
 CREATE_PACKAGE_BODY = Sql(oracle=f"""CREATE OR REPLACE PACKAGE BODY RAG_ACCESS_CTX_PKG AS
   PROCEDURE SET_CALLER(p_caller_id IN NUMBER, p_see_all IN NUMBER, p_groups IN VARCHAR2) IS
@@ -84,6 +135,7 @@ CREATE_PACKAGE_BODY = Sql(oracle=f"""CREATE OR REPLACE PACKAGE BODY RAG_ACCESS_C
     DBMS_SESSION.CLEAR_ALL_CONTEXT('RAG_ACCESS_CTX');
   END CLEAR_CALLER;
 
+  -- The rule's see-all arm, decided once per parse rather than per row: no predicate at all.
   FUNCTION UNRESTRICTED RETURN BOOLEAN IS
   BEGIN
     RETURN SYS_CONTEXT('RAG_ACCESS_CTX', 'SYSTEM') = '1'
@@ -91,46 +143,11 @@ CREATE_PACKAGE_BODY = Sql(oracle=f"""CREATE OR REPLACE PACKAGE BODY RAG_ACCESS_C
             AND SYS_CONTEXT('RAG_ACCESS_CTX', 'SEE_ALL') = '1');
   END UNRESTRICTED;
 
-  FUNCTION CHUNK_PREDICATE(p_schema IN VARCHAR2, p_object IN VARCHAR2) RETURN VARCHAR2 IS
-  BEGIN
-    IF UNRESTRICTED THEN
-      RETURN NULL;
-    ELSIF SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') IS NULL THEN
-      RETURN '{_GUARDED_KNOWN} AND ({_GUARDED_SEE_ALL} '
-          || 'OR (SOURCE_TYPE NOT IN (SELECT f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE f) AND (ACCESS_PUBLIC = 1 '
-          || 'OR ACCESS_OWNER IN (SELECT g.CALLER_ID FROM RAG_GUARDED_CALLER g WHERE g.TOKEN = {_TOKEN}) '
-          || 'OR (SOURCE_TYPE, SOURCE_ID) IN (SELECT a.SOURCE_TYPE, a.SOURCE_ID FROM RAG_CHUNK_ACL a '
-          || 'WHERE a.PRINCIPAL IN ({_GUARDED_GROUPS})))))';
-    END IF;
-    RETURN 'SOURCE_TYPE NOT IN (SELECT f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE f) AND (ACCESS_PUBLIC = 1 '
-        || 'OR ACCESS_OWNER = TO_NUMBER(SYS_CONTEXT(''RAG_ACCESS_CTX'', ''CALLER_ID'')) '
-        || 'OR (SOURCE_TYPE, SOURCE_ID) IN (SELECT a.SOURCE_TYPE, a.SOURCE_ID FROM RAG_CHUNK_ACL a '
-        || 'WHERE a.PRINCIPAL IN ({_GROUPS})))';
-  END CHUNK_PREDICATE;
+{_policy_function("CHUNK_PREDICATE")}
 
-  FUNCTION ACL_PREDICATE(p_schema IN VARCHAR2, p_object IN VARCHAR2) RETURN VARCHAR2 IS
-  BEGIN
-    IF UNRESTRICTED THEN
-      RETURN NULL;
-    ELSIF SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') IS NULL THEN
-      RETURN '{_GUARDED_KNOWN} AND ({_GUARDED_SEE_ALL} OR PRINCIPAL IN ({_GUARDED_GROUPS}))';
-    END IF;
-    RETURN 'PRINCIPAL IN ({_GROUPS})';
-  END ACL_PREDICATE;
+{_policy_function("ACL_PREDICATE")}
 
-  FUNCTION TERM_PREDICATE(p_schema IN VARCHAR2, p_object IN VARCHAR2) RETURN VARCHAR2 IS
-  BEGIN
-    IF UNRESTRICTED THEN
-      RETURN NULL;
-    ELSIF SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') IS NULL THEN
-      RETURN '1 = 0';
-    END IF;
-    RETURN 'SOURCE_TYPE NOT IN (SELECT f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE f) AND (ACCESS_PUBLIC = 1 '
-        || 'OR ACCESS_OWNER = TO_NUMBER(SYS_CONTEXT(''RAG_ACCESS_CTX'', ''CALLER_ID'')) '
-        || 'OR CHUNK_ID IN (SELECT c.CHUNK_ID FROM RAG_CHUNK c JOIN RAG_CHUNK_ACL a '
-        || 'ON a.SOURCE_TYPE = c.SOURCE_TYPE AND a.SOURCE_ID = c.SOURCE_ID '
-        || 'WHERE a.PRINCIPAL IN ({_GROUPS})))';
-  END TERM_PREDICATE;
+{_policy_function("TERM_PREDICATE")}
 END RAG_ACCESS_CTX_PKG;""")
 
 

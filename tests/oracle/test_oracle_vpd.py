@@ -14,6 +14,10 @@ hooks run):
   user cannot call the package (no EXECUTE);
 * ``CLEAR_CALLER`` at checkin: the returned connection holds no context (a raw read sees nothing)
   and the next checkout of the same connection is the system context, with no caller left;
+* each policy function returns, for the caller the hook set, exactly the text
+  ``oracle_vpd_sql.PREDICATES`` generated from ``engine_sql.scope_predicate``
+  (tests/test_vpd_predicate.py checks that text against the bind form on
+  SQLite), and NULL for see-all and the system context;
 * the guarded aggregate views, read by the read-only user (which has no context and cannot set
   one) under its CLIENT_IDENTIFIER token, still give each caller exactly its rows: the policy
   reads that session's caller from RAG_GUARDED_CALLER, as the views do.
@@ -34,6 +38,7 @@ from oracle_helpers import OracleTarget, cli, new_system, run_user_file
 
 from oracle_rag.aggregate.service import AggregateService
 from oracle_rag.caller import Caller
+from oracle_rag.engines import oracle_vpd_sql as vpd
 from oracle_rag.engines.engine_sql import SCOPE
 from oracle_rag.engines.records import Scope
 
@@ -145,6 +150,24 @@ def test_a_statement_without_the_predicate_returns_only_what_the_policy_allows(
     if groups:
         shared = {cid for cid, (t, i, _o, _p) in world.chunks.items() if (GROUP, t, i) in world.acl}
         assert shared and shared <= raw  # GROUP, past the 256th byte of the context value, still counts
+
+
+@pytest.mark.parametrize("see_all", [False, True], ids=["caller", "see-all"])
+def test_the_policy_functions_return_the_generated_text(world: World, see_all: bool) -> None:
+    caller = Scope(caller_id=world.owner, see_all=see_all, groups=MANY_GROUPS)
+    functions = (("CHUNK_PREDICATE", "RAG_CHUNK"), ("ACL_PREDICATE", "RAG_CHUNK_ACL"),
+                 ("TERM_PREDICATE", "RAG_CHUNK_TERM"))
+
+    def returned(conn: sa.Connection, function: str, table: str) -> str | None:
+        return conn.execute(sa.text(f"SELECT RAG_ACCESS_CTX_PKG.{function}(USER, :t) FROM DUAL"),
+                            {"t": table}).scalar_one()
+
+    with world.system.engine.connect() as conn:
+        assert all(returned(conn, *f) is None for f in functions)  # checkout: SET_SYSTEM, no predicate
+        conn.execute(SCOPED_COUNT, caller.binds()).scalar_one()  # the hook: SET_CALLER
+        for function, table in functions:
+            expected = None if see_all else vpd.PREDICATES[function][0]
+            assert returned(conn, function, table) == expected, function
 
 
 def _connect(target: OracleTarget, *, readonly: bool) -> Any:
