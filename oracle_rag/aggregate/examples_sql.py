@@ -7,13 +7,10 @@ before it) and that SQL. Never rows: ``RAG_FEEDBACK`` does not hold any.
 from __future__ import annotations
 
 from ..engines.statements import Sql
+from ..messages_sql import question_before
 
-_ACCEPTED = """SELECT f.GUARDED_SQL,
-       (SELECT q.CONTENT FROM RAG_MESSAGE q
-        WHERE q.MESSAGE_ID = (SELECT MAX(u.MESSAGE_ID) FROM RAG_MESSAGE u
-                              WHERE u.CONVERSATION_ID = m.CONVERSATION_ID
-                                AND u.ROLE = 'user'
-                                AND u.MESSAGE_ID < m.MESSAGE_ID)) AS QUESTION
+_ACCEPTED = f"""SELECT f.GUARDED_SQL,
+       {question_before('m')} AS QUESTION
 FROM RAG_FEEDBACK f
 JOIN RAG_MESSAGE m ON m.MESSAGE_ID = f.MESSAGE_ID
 WHERE f.RATING = 1

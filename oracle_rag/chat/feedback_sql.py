@@ -7,6 +7,7 @@ missing id) inserts no row, which the caller reports as "not found".
 from __future__ import annotations
 
 from ..engines.statements import Sql
+from ..messages_sql import question_before
 
 # Copies what was understood and the guarded SQL from the rated answer; never its rows.
 INSERT_FEEDBACK = Sql.both("""INSERT INTO RAG_FEEDBACK (MESSAGE_ID, CALLER_ID, RATING, COMMENT_TEXT, UNDERSTOOD, GUARDED_SQL)
@@ -21,11 +22,7 @@ WHERE m.MESSAGE_ID = :message_id
 # :since is an ISO-8601 time without zone ('YYYY-MM-DDTHH:MM:SS', UTC); NULL binds mean "any".
 _LIST = """SELECT f.FEEDBACK_ID, f.MESSAGE_ID, f.CALLER_ID, f.RATING, f.COMMENT_TEXT, f.UNDERSTOOD, f.GUARDED_SQL,
        f.CREATED_AT, m.CONTENT,
-       (SELECT q.CONTENT FROM RAG_MESSAGE q
-        WHERE q.MESSAGE_ID = (SELECT MAX(u.MESSAGE_ID) FROM RAG_MESSAGE u
-                              WHERE u.CONVERSATION_ID = m.CONVERSATION_ID
-                                AND u.ROLE = 'user'
-                                AND u.MESSAGE_ID < m.MESSAGE_ID)) AS QUESTION
+       {question} AS QUESTION
 FROM RAG_FEEDBACK f
 JOIN RAG_MESSAGE m ON m.MESSAGE_ID = f.MESSAGE_ID
 WHERE (:rating IS NULL OR f.RATING = :rating)
@@ -33,6 +30,6 @@ WHERE (:rating IS NULL OR f.RATING = :rating)
 ORDER BY f.FEEDBACK_ID"""
 
 LIST_FEEDBACK = Sql(
-    sqlite=_LIST.format(since=":since"),
-    oracle=_LIST.format(since="TO_TIMESTAMP(:since, 'YYYY-MM-DD\"T\"HH24:MI:SS')"),
+    sqlite=_LIST.format(question=question_before("m"), since=":since"),
+    oracle=_LIST.format(question=question_before("m"), since="TO_TIMESTAMP(:since, 'YYYY-MM-DD\"T\"HH24:MI:SS')"),
 )
