@@ -14,14 +14,14 @@ from __future__ import annotations
 import heapq
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import tracing
 from .caller import Caller, require_caller
 from .config import Settings
-from .engines import Engine, Filters, Hit, KeywordHits, Scope, Where, embed_text
+from .engines import Engine, Filters, Hit, KeywordHits, Run, Scope, SemanticHits, Where, embed_text
 from .errors import InputError
 from .sources.meanings import anchor_of
 
@@ -123,6 +123,39 @@ def rrf(legs: dict[str, list[Hit]], k: int, rrf_k: int, weights: dict[str, float
                                   tuple(found[key]), hit.chunk_id, dist.get(key), kw.get(key), hit.owner_id,
                                   hit.project_id, hit.sprint_id, hit.chunk_no, hit.facets))
     return out
+
+
+def runs_that_matter(legs: dict[str, list[Hit]], runs: Sequence[Run], k: int, rrf_k: int,
+                     weights: dict[str, float]) -> list[Run]:
+    """The open runs of the semantic leg (:class:`SemanticHits`) whose order can change :func:`rrf`'s top k.
+
+    Whatever a run's order, each of its records has a semantic rank in the
+    run's positions, so its fused score lies between its score at the run's
+    last position (``low``) and at its first (``high``), computed with
+    :func:`rrf`'s float operations in its order (both monotonic: weights are
+    never negative). At least k records score at least the k-th largest
+    ``low``; a record whose ``high`` is below it is below those k whatever
+    the order, and so is every record of a run whose records all are: that
+    run cannot change the top k (its records, order, scores or chunks).
+    """
+    if not runs:
+        return []
+    place = {i: (a + 1, b) for a, b in runs for i in range(a, b)}  # position -> (best rank, worst rank)
+    low: dict[tuple[str, str], float] = {}
+    high: dict[tuple[str, str], float] = {}
+    for leg, hits in legs.items():
+        weight = weights.get(leg, 1.0)
+        for rank, hit in enumerate(hits, 1):
+            key = (hit.source_type, hit.source_id)
+            best, worst = place.get(rank - 1, (rank, rank)) if leg == "semantic" else (rank, rank)
+            low[key] = low.get(key, 0.0) + weight / (rrf_k + worst)
+            high[key] = high.get(key, 0.0) + weight / (rrf_k + best)
+    if len(low) <= k:
+        return list(runs)  # every record is shown
+    floor = heapq.nlargest(k, low.values())[-1]
+    semantic = legs["semantic"]
+    return [(a, b) for a, b in runs
+            if any(high[(h.source_type, h.source_id)] >= floor for h in semantic[a:b])]
 
 
 def semantic_leg_filters(settings: Settings, filters: Filters) -> Filters:
@@ -251,6 +284,13 @@ def hybrid(engine: Engine, conn: Any, settings: Settings, semantic: SemanticLeg,
         if keyword is None:
             continue
         raw["keyword"] = keyword
+        if isinstance(found, SemanticHits) and found.runs and found.settle is not None:
+            # Near ties left open by the index: SQL orders those that can change the fused top k.
+            needed = runs_that_matter(raw, found.runs, k, settings.rrf_k, weights)
+            settled = found.settle(needed) if needed else found
+            if settled is None:
+                continue
+            raw["semantic"] = settled
         with tracing.span("fusion", {"oracle_rag.fusion.method": "rrf", "oracle_rag.fusion.k": k}) as fused:
             result, complete = shown_with_text(engine, conn, rrf(raw, k, settings.rrf_k, weights), raw,
                                                scope, filters, where, semantic_filters.first_chunk)

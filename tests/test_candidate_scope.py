@@ -183,3 +183,48 @@ def test_near_ties_are_ordered_by_sqls_distances(pair):
             checked = engine.semantic_search_by_vector(conn, qblob, 30, manager.scope(), Filters(), text=False)
             assert proposed is not None
             assert [(h.chunk_id, h.score) for h in proposed] == [(h.chunk_id, h.score) for h in checked]
+
+
+def test_near_ties_the_cache_orders_otherwise_are_ranked_as_sql_ranks_them(pair):
+    """The keyword leg's four best records, a hair from the question (SQL distances ~1e-6 apart) that the cache orders the other
+    way round (their vectors permuted in the cache, each within DISTANCE_TOLERANCE of SQL's): they open
+    the semantic leg and all show, so hybrid settles their run in SQL and shows what the checked legs show."""
+    cached, scan = pair
+    engine = cached.engine
+    manager = Caller(3, "manager", name="m")
+    question = QUESTIONS[0]
+    with engine.connect() as conn:
+        q = np.frombuffer(bytes(conn.execute(sa.text("SELECT vector_embedding(:t)"), {"t": question}).scalar_one()),
+                          dtype="<f4").astype(np.float64)
+        record = {int(conn.execute(sa.text(
+            "SELECT CHUNK_ID FROM RAG_CHUNK WHERE SOURCE_TYPE = :t AND SOURCE_ID = :s AND CHUNK_NO = 0"),
+            {"t": r.source_type, "s": r.source_id}).scalar_one()): r.source_id
+            for r in scan.retriever().search(question, 4, manager, "keyword")}  # the keyword leg's best 4
+    ids = list(record)
+    q /= np.linalg.norm(q)
+    u = np.random.default_rng(3).standard_normal(len(q))
+    u -= (u @ q) * q
+    u /= np.linalg.norm(u)
+    with engine.begin() as conn:
+        for i, chunk_id in enumerate(ids):  # 1 - cos = eps^2 / 2 = 1e-5 + 1e-6 i
+            v = q + np.sqrt(2 * (1e-5 + 1e-6 * i)) * u
+            conn.execute(sa.text("UPDATE RAG_CHUNK SET EMBEDDING = :v WHERE CHUNK_ID = :id"),
+                         {"v": (v / np.linalg.norm(v)).astype("<f4").tobytes(), "id": chunk_id})
+    with engine.connect() as conn:
+        qblob = q.astype("<f4").tobytes()
+        exact = dict(conn.execute(engine.statement(engine_sql.CANDIDATE_DISTANCES),
+                                  {"qvec": qblob, "ids": json.dumps(ids)}).fetchall())
+    sql_order = sorted(ids, key=lambda i: (exact[i], i))
+    cache = engine.vector_cache()
+    cache.sync()
+    slots = [cache._slot[i] for i in sql_order]
+    cache._vectors[slots] = cache._vectors[slots][::-1].copy()
+    found = cache.candidates(q.astype(np.float32), 8, manager.scope(), Filters(first_chunk=True), keys=True)
+    assert [row[0] for row in found.ranked if row[0] in exact] == sql_order[::-1]  # the cache disagrees
+
+    want = scan.retriever().search(question, 8, manager, "hybrid")
+    got = cached.retriever().search(question, 8, manager, "hybrid")
+    assert [r.source_id for r in want if r.source_id in record.values()] == [record[i] for i in sql_order]
+    assert _shown(got) == _shown(want)
+    assert np.allclose([r.distance or 0.0 for r in got], [r.distance or 0.0 for r in want], rtol=0, atol=1e-6)
+    assert engine.cache_fallbacks == 0

@@ -183,3 +183,54 @@ def test_the_evaluations_plain_rrf_by_hand() -> None:
     assert plain_rrf([["10"], ["9"]]) == ["9", "10"]
     assert plain_rrf([["b", "a"], ["a", "b"]], cut=1) == ["a"]
     assert plain_rrf([["1", "2"]], rrf_k=1) == ["1", "2"]
+
+
+# -- near ties left open by the vector cache (SemanticHits, retriever.runs_that_matter) --------------
+def _near_tie_case(rng: np.random.Generator) -> tuple[list[Any], list[Any], list[tuple[int, int]], list[Any]]:
+    """A semantic leg in SQL's order, the same leg with runs of near ties in another order (as the
+    cache may propose it, each with the cache's distances), the runs, and a keyword leg."""
+    from oracle_rag.engines import Hit
+
+    pool = [("TASK", str(i)) for i in range(200)]
+    semantic_keys = [pool[int(i)] for i in rng.permutation(200)[: int(rng.integers(20, 60))]]
+    truth = [Hit(i + 1, t, s, "", 0.1 + 0.001 * i) for i, (t, s) in enumerate(semantic_keys)]
+    runs: list[tuple[int, int]] = []
+    a = int(rng.integers(0, 3))
+    while a < len(truth) - 1:
+        b = min(len(truth), a + int(rng.integers(2, 5)))
+        runs.append((a, b))
+        a = b + int(rng.integers(1, 8))
+    proposed = list(truth)
+    for a, b in runs:
+        order = rng.permutation(b - a)
+        proposed[a:b] = [Hit(h.chunk_id, h.source_type, h.source_id, "", h.score + 1e-7) for h in
+                         (truth[a + int(j)] for j in order)]
+    keyword_keys = [pool[int(i)] for i in rng.permutation(200)[: int(rng.integers(10, 60))]]
+    keyword = [Hit(1000 + i, t, s, "", 50.0 - i) for i, (t, s) in enumerate(keyword_keys)]
+    return truth, proposed, runs, keyword
+
+
+def test_only_the_near_ties_that_can_change_the_fused_top_k_need_sqls_order() -> None:
+    """Settling just the runs runs_that_matter names gives exactly the fusion of the legs in SQL's
+    order (records, order, scores, distances), on random legs where leaving every run as the cache
+    proposed it often gives another top k, and most runs need no settling."""
+    from oracle_rag.retriever import rrf, runs_that_matter
+
+    rng = np.random.default_rng(25)
+    weights = {"semantic": 1.0, "keyword": 1.0}
+    differs = settled_deep = skipped = total = 0
+    for trial in range(400):
+        truth, proposed, runs, keyword = _near_tie_case(rng)
+        k = int(rng.integers(1, 11))
+        w = weights if trial % 3 else {"semantic": float(rng.uniform(0, 3)), "keyword": float(rng.uniform(0, 3))}
+        want = rrf({"semantic": truth, "keyword": keyword}, k, 60, w)
+        needed = runs_that_matter({"semantic": proposed, "keyword": keyword}, runs, k, 60, w)
+        settled = list(proposed)
+        for a, b in needed:
+            settled[a:b] = truth[a:b]
+        assert rrf({"semantic": settled, "keyword": keyword}, k, 60, w) == want, trial
+        differs += rrf({"semantic": proposed, "keyword": keyword}, k, 60, w) != want
+        settled_deep += any(a >= k for a, _ in needed)  # a run below the k that a keyword rank lifts
+        skipped += len(runs) - len(needed)
+        total += len(runs)
+    assert differs > 100 and settled_deep > 20 and skipped > total // 2

@@ -12,7 +12,9 @@ from .records import (
     QueueRow,
     QueueStats,
     RecordAccess,
+    Run,
     Scope,
+    SemanticHits,
     StoredRecord,
     Where,
     content_hash,
@@ -22,7 +24,8 @@ from .records import (
 )
 from .statements import Sql
 
-__all__ = ["ChunkWrite", "Engine", "Filters", "Hit", "KeywordHits", "QueueRow", "QueueStats", "RecordAccess", "Scope", "Sql",
+__all__ = ["ChunkWrite", "Engine", "Filters", "Hit", "KeywordHits", "QueueRow", "QueueStats", "RecordAccess", "Run", "Scope",
+           "SemanticHits", "Sql",
            "StoredRecord", "Where",
            "content_hash", "create_engine", "embed_text", "facets_json", "facets_value"]
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -322,6 +322,29 @@ def key_hits(rows: Iterable[tuple[Any, ...]]) -> list[Hit]:
                             facets={})
         out.append(hit)
     return out
+
+
+# Positions [start, end) in a proposed semantic leg (0-based) whose order is not settled.
+Run = tuple[int, int]
+
+
+class SemanticHits(list[Hit]):
+    """A semantic leg proposed by an in-process index (``Engine.propose_semantic``), its near ties open.
+
+    Each record of a run in ``runs`` lies within a hair (``near_tie``) of its
+    neighbours, too close for the index's arithmetic to order them as SQL
+    does; whatever their order, they hold exactly those positions. Hybrid
+    settles only the runs that can change its fused top k
+    (``retriever.runs_that_matter``): ``settle(runs)`` gives the leg with
+    those runs in SQL's order (its distances, then chunk id), or None when
+    SQL disagrees with the index (the caller then runs the checked legs).
+    """
+
+    def __init__(self, hits: Iterable[Hit], runs: Sequence[Run] = (),
+                 settle: Callable[[Sequence[Run]], SemanticHits | None] | None = None) -> None:
+        super().__init__(hits)
+        self.runs = list(runs)
+        self.settle = settle
 
 
 class KeywordHits(list[Hit]):

@@ -21,6 +21,7 @@ Why these choices:
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import logging
 import os
@@ -28,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -52,7 +54,9 @@ from .records import (
     KeywordHits,
     QueueRow,
     ReadOnlyFile,
+    Run,
     Scope,
+    SemanticHits,
     Where,
     hits,
     key_hits,
@@ -331,14 +335,19 @@ class SqliteEngine(Engine):
         return cache.loaded and not cache.unusable
 
     def propose_semantic_by_vector(self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope,
-                                   filters: Filters) -> list[Hit] | None:
+                                   filters: Filters) -> SemanticHits | None:
         """The ``k`` nearest records from the cache alone, ranked as the SQL re-check would rank them.
 
         The cache's candidates (keys included) are ordered by distance, then
-        chunk id, as SEMANTIC_CANDIDATE_KEYS orders them; runs of candidates
-        whose cache distances lie within ``near_tie`` of each other are
-        ordered by the distances SQL computes for them. No scope check here:
-        the caller shows these records only through ``chunk_texts``.
+        chunk id, as SEMANTIC_CANDIDATE_KEYS orders them. Runs of candidates
+        whose cache distances lie within ``near_tie`` of each other need the
+        distances SQL computes for them (CANDIDATE_DISTANCES) to be ordered
+        as SQL orders them. A run that decides which records make the k, or
+        which chunk stands for a record, is ordered here; a run inside the k
+        is left open in :class:`SemanticHits` (hybrid settles it only if it
+        can change the fused top k: most cannot, and 3 queries in 4 had a
+        near tie somewhere in their 125 candidates). No scope check here:
+        the caller shows these records only through ``shown_chunks``.
         """
         if not self._cache_ready():
             return None
@@ -349,48 +358,99 @@ class SqliteEngine(Engine):
             found = cache.candidates(query, fetch, scope, filters, keys=True)
             if found is None or found.ranked is None:
                 return None
-            ranked = self._exact_order(conn, qblob, found.ranked)
-            if ranked is None:
-                return None
-            best = one_per_record(key_hits(ranked))
-            if len(best) >= k or len(found.ids) < fetch:
-                return best[:k]
-            fetch *= 4
+            ranked = found.ranked
+            first = _first_of_record(ranked)  # which records are there does not depend on the order
+            if sum(first) < k and len(found.ids) >= fetch:
+                fetch *= 4
+                continue
+            now, later = self._near_tie_runs(ranked, first, k)
+            if now:
+                settled = self._settle_chunks(conn, qblob, ranked, now)
+                if settled is None:
+                    return None
+                ranked = settled
+                first = _first_of_record(ranked)
+            records = [row for row, is_first in zip(ranked, first, strict=True) if is_first]
+            return self._open_leg(conn, qblob, key_hits(records[:k]), later)
 
-    def _exact_order(self, conn: sa.Connection, qblob: bytes,
-                     ranked: list[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:
-        """``ranked`` (by cache distance, then id) in SQL's order: SQL's distance for every candidate
-        in a run closer than ``near_tie``, and the list sorted again by (distance, id).
+    def _near_tie_runs(self, ranked: list[tuple[Any, ...]], first: list[bool],
+                       k: int) -> tuple[list[Run], list[Run]]:
+        """The runs of near ties in ``ranked`` (chunk positions [start, end)) to order now, and the
+        runs left open (record positions [start, end) in the record list cut to ``k``).
 
-        Candidates in different runs are further apart than twice the
-        difference between the two computations, so sorting them by these
-        values gives SQL's order. None: SQL lost a candidate or disagrees on
-        one (a concurrent write, a stale entry): the caller uses the checked leg.
+        Open: a run whose records all lie within the first ``k`` and hold
+        one chunk each there (the run decides neither which records make the
+        k nor which chunk stands for a record). A run wholly past the k is
+        cut away: neither.
         """
         near = self.near_tie
-        tied: set[int] = set()
-        for a, b in zip(ranked, ranked[1:], strict=False):
-            if b[3] - a[3] < near:
-                tied.add(a[0])
-                tied.add(b[0])
-        if not tied:
-            return ranked
+        chunk_runs: list[Run] = []
+        start = 0
+        for i in range(1, len(ranked) + 1):
+            if i == len(ranked) or ranked[i][3] - ranked[i - 1][3] >= near:
+                if i - start > 1:
+                    chunk_runs.append((start, i))
+                start = i
+        if not chunk_runs:
+            return [], []
+        position = list(itertools.accumulate(first))  # records up to each chunk (inclusive)
+        now: list[Run] = []
+        later: list[Run] = []
+        for a, b in chunk_runs:
+            keys = {(row[1], row[2]) for row in ranked[a:b]}
+            lo = position[a - 1] if a else 0  # records before the run
+            hi = position[b - 1]  # records up to its end
+            if len(keys) < b - a:
+                now.append((a, b))  # two chunks of one record: which one stands for it
+            elif hi <= lo or lo >= k:
+                continue  # every record seen before it, or past the k: its order changes nothing
+            elif hi > k:
+                now.append((a, b))  # straddles the cut: which records make the k
+            else:
+                later.append((lo, hi))
+        return now, later
+
+    def _settle_chunks(self, conn: sa.Connection, qblob: bytes, ranked: list[tuple[Any, ...]],
+                       runs: Sequence[Run]) -> list[tuple[Any, ...]] | None:
+        """``ranked`` with each run (positions [start, end)) in SQL's order: SQL's distances, then id.
+
+        Candidates in different runs are further apart than twice the
+        difference between the two computations, so a run keeps its
+        positions. None: SQL lost a candidate or disagrees on one (a
+        concurrent write, a stale entry): the caller uses the checked leg.
+        """
+        ids = [row[0] for a, b in runs for row in ranked[a:b]]
         rows = conn.execute(self.statement(q.CANDIDATE_DISTANCES),
-                            {"qvec": qblob, "ids": json.dumps(sorted(tied))}).fetchall()
-        if len(rows) != len(tied):
+                            {"qvec": qblob, "ids": json.dumps(sorted(ids))}).fetchall()
+        if len(rows) != len(ids):
             return None
         exact = {int(chunk_id): float(score) for chunk_id, score in rows}
-        out = []
-        for row in ranked:
-            value = exact.get(row[0])
-            if value is None:
-                out.append(row)
-            elif abs(value - row[3]) > DISTANCE_TOLERANCE:
-                return None
-            else:
-                out.append((row[0], row[1], row[2], value, *row[4:]))
-        out.sort(key=lambda row: (row[3], row[0]))
+        out = list(ranked)
+        for a, b in runs:
+            run = []
+            for row in ranked[a:b]:
+                value = exact.get(row[0])
+                if value is None or abs(value - row[3]) > DISTANCE_TOLERANCE:
+                    return None
+                run.append((row[0], row[1], row[2], value, *row[4:]))
+            out[a:b] = sorted(run, key=lambda row: (row[3], row[0]))
         return out
+
+    def _open_leg(self, conn: sa.Connection, qblob: bytes, hits: list[Hit], runs: list[Run]) -> SemanticHits:
+        """``hits`` with the runs ``runs`` open, settled on demand in SQL (SemanticHits.settle)."""
+
+        def settle(chosen: Sequence[Run]) -> SemanticHits | None:
+            rows = [(h.chunk_id, h.source_type, h.source_id, h.score) for h in hits]
+            settled = self._settle_chunks(conn, qblob, rows, chosen)
+            if settled is None:
+                return None
+            by_id = {h.chunk_id: h for h in hits}
+            out = [by_id[row[0]] if by_id[row[0]].score == row[3] else replace(by_id[row[0]], score=row[3])
+                   for row in settled]
+            done = set(chosen)
+            return self._open_leg(conn, qblob, out, [r for r in runs if r not in done])
+
+        return SemanticHits(hits, runs, settle)
 
     def propose_keyword(self, conn: sa.Connection, query: str, k: int, scope: Scope,
                         filters: Filters) -> KeywordHits | None:
@@ -559,6 +619,17 @@ class SqliteEngine(Engine):
     def pick(self, conn: sa.Connection, limit: int, max_attempts: int) -> list[QueueRow]:
         rows = conn.execute(self.statement(q.PICK), {"limit": limit, "max_attempts": max_attempts}).fetchall()
         return queue_rows(rows)
+
+
+def _first_of_record(ranked: Sequence[tuple[Any, ...]]) -> list[bool]:
+    """Per row (CHUNK_ID, SOURCE_TYPE, SOURCE_ID, ...): whether it is its record's first (records.one_per_record)."""
+    seen: set[tuple[Any, Any]] = set()
+    out = []
+    for row in ranked:
+        key = (row[1], row[2])
+        out.append(key not in seen)
+        seen.add(key)
+    return out
 
 
 class TimedRuntime:
