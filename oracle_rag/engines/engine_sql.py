@@ -60,9 +60,9 @@ SCOPE = scope_predicate()
 # The same rule for a statement bounded to a few candidate ids (``c.CHUNK_ID IN
 # :ids``: the in-process indexes' re-checks, the texts of a fused top k): the
 # group test probes RAG_CHUNK_ACL by its primary key (PRINCIPAL, SOURCE_TYPE,
-# SOURCE_ID) for each candidate row instead of joining every ACL row of the
-# caller's groups to their chunks, which SCOPE's IN does once per statement
-# (~3k rows for a caller in 20 of 1,000 groups, however few the candidates).
+# SOURCE_ID) for each candidate row instead of reading every chunk id of the
+# caller's groups, which SCOPE's IN does once per statement (~3k rows for a
+# caller in 20 of 1,000 groups, however few the candidates).
 # Over a whole table the IN form wins (a count: one probe per row into the
 # joined set; this form would be one correlated subquery per row).
 SCOPE_OF_IDS = scope_predicate(group_test="probe")

@@ -8,7 +8,7 @@ FROM RAG_CHUNK c
 WHERE c.CHUNK_NO = 0
   AND c.SOURCE_TYPE = :source_type
   AND c.SOURCE_ID IN :ids
-  AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN :access_groups))))
+  AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g WHERE scope_g.PRINCIPAL IN :access_groups))))
 
 -- as sent by SQLAlchemy (oracle dialect) with these binds:
 -- SELECT c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, c.FACETS
@@ -16,4 +16,4 @@ WHERE c.CHUNK_NO = 0
 -- WHERE c.CHUNK_NO = 0
 --   AND c.SOURCE_TYPE = :source_type
 --   AND c.SOURCE_ID IN (:ids_1, :ids_2, :ids_3)
---   AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
+--   AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g WHERE scope_g.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))

@@ -8,7 +8,7 @@ EXPLAIN PLAN FOR SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
        VECTOR_DISTANCE(c.EMBEDDING, VECTOR_EMBEDDING(ALL_MINILM_L12_V2 USING :query AS data), COSINE) AS DISTANCE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 FROM RAG_CHUNK c
-WHERE (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN :access_groups))))
+WHERE (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g WHERE scope_g.PRINCIPAL IN :access_groups))))
   AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) AND /* where */ 1 = 1
 ORDER BY DISTANCE
 FETCH APPROX FIRST :k ROWS ONLY
@@ -18,7 +18,7 @@ FETCH APPROX FIRST :k ROWS ONLY
 --        VECTOR_DISTANCE(c.EMBEDDING, VECTOR_EMBEDDING(ALL_MINILM_L12_V2 USING :query AS data), COSINE) AS DISTANCE,
 --        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 -- FROM RAG_CHUNK c
--- WHERE (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
+-- WHERE (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g WHERE scope_g.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
 --   AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN (:f_types_1, :f_types_2)) AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) AND /* where */ 1 = 1
 -- ORDER BY DISTANCE
 -- FETCH APPROX FIRST :k ROWS ONLY

@@ -11,14 +11,14 @@ WITH q AS (
   FROM RAG_CHUNK c
   WHERE c.CHUNK_NO = 0
     AND c.TERM_COUNT IS NOT NULL
-    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN :access_groups))))
+    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g WHERE scope_g.PRINCIPAL IN :access_groups))))
     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) AND /* where */ 1 = 1
 ), df AS (
   SELECT t.TERM, COUNT(*) AS DF
   FROM RAG_CHUNK_TERM t
   JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID
   WHERE t.TERM IN (:t0, :t1)
-    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN :access_groups))))
+    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g WHERE scope_g.PRINCIPAL IN :access_groups))))
     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) AND /* where */ 1 = 1
   GROUP BY t.TERM
 ), weight AS (
@@ -32,7 +32,7 @@ WITH q AS (
   FROM RAG_CHUNK_TERM t
   JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID
   WHERE t.TERM = (SELECT w.TERM FROM weight w ORDER BY w.W DESC, w.TERM FETCH FIRST 1 ROWS ONLY)
-    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN :access_groups))))
+    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g WHERE scope_g.PRINCIPAL IN :access_groups))))
     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) AND /* where */ 1 = 1
   FETCH FIRST 1000 ROWS ONLY
 ), seed_scored AS (
@@ -57,7 +57,7 @@ WITH q AS (
   JOIN RAG_CHUNK_TERM t ON t.TERM = w.TERM
   JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID
   WHERE w.ESSENTIAL = 1
-    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN :access_groups))))
+    AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g WHERE scope_g.PRINCIPAL IN :access_groups))))
     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) AND /* where */ 1 = 1
   GROUP BY t.CHUNK_ID
 ), scored AS (
@@ -86,14 +86,14 @@ SELECT NULL, NULL, w.TERM, w.DF, w.N FROM weight w
 --   FROM RAG_CHUNK c
 --   WHERE c.CHUNK_NO = 0
 --     AND c.TERM_COUNT IS NOT NULL
---     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
+--     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g WHERE scope_g.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
 --     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN (:f_types_1, :f_types_2)) AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) AND /* where */ 1 = 1
 -- ), df AS (
 --   SELECT t.TERM, COUNT(*) AS DF
 --   FROM RAG_CHUNK_TERM t
 --   JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID
 --   WHERE t.TERM IN (:t0, :t1)
---     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
+--     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g WHERE scope_g.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
 --     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN (:f_types_1, :f_types_2)) AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) AND /* where */ 1 = 1
 --   GROUP BY t.TERM
 -- ), weight AS (
@@ -107,7 +107,7 @@ SELECT NULL, NULL, w.TERM, w.DF, w.N FROM weight w
 --   FROM RAG_CHUNK_TERM t
 --   JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID
 --   WHERE t.TERM = (SELECT w.TERM FROM weight w ORDER BY w.W DESC, w.TERM FETCH FIRST 1 ROWS ONLY)
---     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
+--     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g WHERE scope_g.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
 --     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN (:f_types_1, :f_types_2)) AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) AND /* where */ 1 = 1
 --   FETCH FIRST 1000 ROWS ONLY
 -- ), seed_scored AS (
@@ -132,7 +132,7 @@ SELECT NULL, NULL, w.TERM, w.DF, w.N FROM weight w
 --   JOIN RAG_CHUNK_TERM t ON t.TERM = w.TERM
 --   JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID
 --   WHERE w.ESSENTIAL = 1
---     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
+--     AND (:see_all = 1 OR (c.SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) AND (c.ACCESS_PUBLIC = 1 OR c.ACCESS_OWNER = :caller_id OR c.CHUNK_ID IN (SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g WHERE scope_g.PRINCIPAL IN (:access_groups_1, :access_groups_2)))))
 --     AND (:f_project IS NULL OR c.PROJECT_ID = :f_project) AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) AND (:f_all_types = 1 OR c.SOURCE_TYPE IN (:f_types_1, :f_types_2)) AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) AND /* where */ 1 = 1
 --   GROUP BY t.CHUNK_ID
 -- ), scored AS (
