@@ -81,41 +81,141 @@ def clean_query(query: Any, max_chars: int) -> str:
     return text
 
 
+Key = tuple[str, str]
+
+
+class Fusion:
+    """Reciprocal Rank Fusion of some legs: each record's score, and what its top k shows (:meth:`top`).
+
+    The scores are summed per record over the legs in their order (the
+    float operations of the definition); everything else a shown record
+    carries (its best rank and hit, its legs, distance and keyword score) is
+    looked up for the few records that can be among the k best only: hybrid
+    fuses two 100-deep legs into ~8, and building those for every record
+    cost more than the scores.
+    """
+
+    def __init__(self, legs: dict[str, list[Hit]], rrf_k: int, weights: dict[str, float]) -> None:
+        self.legs = legs
+        self.rrf_k = rrf_k
+        self.weights = weights
+        self.keys = {leg: [(h.source_type, h.source_id) for h in hits] for leg, hits in legs.items()}
+        self.position = {leg: dict(zip(keys, range(len(keys)), strict=True)) for leg, keys in self.keys.items()}
+        # A leg that lists a record twice (legs list each once): the definition's loop, as it stands.
+        self.simple = all(len(self.position[leg]) == len(keys) for leg, keys in self.keys.items())
+        scores: dict[Key, float] = {}
+        for leg, keys in self.keys.items():
+            weight = weights.get(leg, 1.0)
+            get = scores.get
+            for rank, key in enumerate(keys, 1):
+                scores[key] = get(key, 0.0) + weight / (rrf_k + rank)
+        self.scores = scores
+
+    def top(self, k: int) -> list[RetrievedChunk]:
+        """The k best records: score, then the better best rank, then the lower chunk id."""
+        if not self.simple:
+            return _rrf_by_definition(self.legs, k, self.rrf_k, self.weights)
+        scores = self.scores
+        if len(scores) > k:  # the k-th best score: no record below it can be shown
+            floor = heapq.nlargest(k, scores.values())[-1]
+            contenders = [key for key, score in scores.items() if score >= floor]
+        else:
+            contenders = list(scores)
+        shown = []
+        for key in contenders:
+            best: tuple[int, Hit] | None = None
+            found: list[str] = []
+            dist = kw = None
+            for leg, position in self.position.items():
+                i = position.get(key)
+                if i is None:
+                    continue
+                hit = self.legs[leg][i]
+                found.append(leg)
+                if best is None or i + 1 < best[0]:
+                    best = (i + 1, hit)
+                if leg == "semantic":
+                    dist = hit.score
+                else:
+                    kw = hit.score
+            assert best is not None
+            shown.append((-scores[key], best[0], best[1].chunk_id, best[1], found, dist, kw, scores[key]))
+        shown.sort(key=lambda row: row[:3])
+        return [RetrievedChunk(hit.source_type, hit.source_id, hit.content, score, rank, tuple(found),
+                               hit.chunk_id, dist, kw, hit.owner_id, hit.project_id, hit.sprint_id, hit.chunk_no,
+                               hit.facets)
+                for rank, (_, _, _, hit, found, dist, kw, score) in enumerate(shown[:k], 1)]
+
+    def runs_that_matter(self, runs: Sequence[Run], k: int) -> list[Run]:
+        """The open runs of the semantic leg (:class:`SemanticHits`) whose order can change :meth:`top`.
+
+        Whatever a run's order, each of its records has a semantic rank in
+        the run's positions, so its fused score lies between its score at
+        the run's last position (``low``) and at its first (``high``),
+        computed with the same float operations in the same order (both
+        monotonic: weights are never negative). At least k records score at
+        least the k-th largest ``low``; a record whose ``high`` is below it
+        is below those k whatever the order, and so is every record of a run
+        whose records all are: that run cannot change the top k (its
+        records, order, scores or chunks).
+        """
+        if not runs:
+            return []
+        if len(self.scores) <= k or not self.simple:
+            return list(runs)  # every record is shown
+        place = {i: (a + 1, b) for a, b in runs for i in range(a, b)}  # position -> (best rank, worst rank)
+        semantic = self.keys["semantic"]
+        low = dict(self.scores)
+        high: dict[Key, float] = {}
+        for i in place:
+            key = semantic[i]
+            lo = hi = 0.0
+            for leg, position in self.position.items():
+                j = position.get(key)
+                if j is None:
+                    continue
+                weight = self.weights.get(leg, 1.0)
+                best, worst = place[j] if leg == "semantic" else (j + 1, j + 1)
+                lo = lo + weight / (self.rrf_k + worst)
+                hi = hi + weight / (self.rrf_k + best)
+            low[key], high[key] = lo, hi
+        floor = heapq.nlargest(k, low.values())[-1]
+        return [(a, b) for a, b in runs if any(high[semantic[i]] >= floor for i in range(a, b))]
+
+
 def rrf(legs: dict[str, list[Hit]], k: int, rrf_k: int, weights: dict[str, float]) -> list[RetrievedChunk]:
     """Reciprocal Rank Fusion over records: score = sum of weight / (rrf_k + rank) over the legs.
 
     Each leg lists each record once (its best chunk); the fused result shows
-    the chunk of the leg that ranked the record best. Ties in score go to the
-    better best rank, then the lower chunk id. Only the records that can be
-    among the k best are sorted (hybrid fuses two 100-deep legs into ~8).
+    the chunk of the leg that ranked the record best; ties in score go to the
+    better best rank, then the lower chunk id (:class:`Fusion`).
     """
-    Key = tuple[str, str]
+    return Fusion(legs, rrf_k, weights).top(k)
+
+
+def runs_that_matter(legs: dict[str, list[Hit]], runs: Sequence[Run], k: int, rrf_k: int,
+                     weights: dict[str, float]) -> list[Run]:
+    """:meth:`Fusion.runs_that_matter` of these legs."""
+    return Fusion(legs, rrf_k, weights).runs_that_matter(runs, k)
+
+
+def _rrf_by_definition(legs: dict[str, list[Hit]], k: int, rrf_k: int,
+                       weights: dict[str, float]) -> list[RetrievedChunk]:
+    """:func:`rrf` hit by hit (a leg that lists a record twice counts it twice)."""
     scores: dict[Key, float] = {}
     best: dict[Key, tuple[int, Hit]] = {}
     found: dict[Key, list[str]] = {}
     dist: dict[Key, float] = {}
     kw: dict[Key, float] = {}
     for leg, hits in legs.items():
-        weight = weights.get(leg, 1.0)
-        values = dist if leg == "semantic" else kw
         for rank, hit in enumerate(hits, 1):
             key = (hit.source_type, hit.source_id)
-            if key in scores:
-                scores[key] += weight / (rrf_k + rank)
-                found[key].append(leg)
-                if rank < best[key][0]:
-                    best[key] = (rank, hit)
-            else:
-                scores[key] = 0.0 + weight / (rrf_k + rank)
-                found[key] = [leg]
+            scores[key] = scores.get(key, 0.0) + weights.get(leg, 1.0) / (rrf_k + rank)
+            found.setdefault(key, []).append(leg)
+            if key not in best or rank < best[key][0]:
                 best[key] = (rank, hit)
-            values[key] = hit.score
-    if len(scores) > k:  # the k-th best score: no record below it can be shown
-        floor = heapq.nlargest(k, scores.values())[-1]
-        contenders = [key for key, score in scores.items() if score >= floor]
-    else:
-        contenders = list(scores)
-    order = sorted(contenders, key=lambda key: (-scores[key], best[key][0], best[key][1].chunk_id))[:k]
+            (dist if leg == "semantic" else kw)[key] = hit.score
+    order = sorted(scores, key=lambda key: (-scores[key], best[key][0], best[key][1].chunk_id))[:k]
     out = []
     for rank, key in enumerate(order, 1):
         hit = best[key][1]
@@ -123,39 +223,6 @@ def rrf(legs: dict[str, list[Hit]], k: int, rrf_k: int, weights: dict[str, float
                                   tuple(found[key]), hit.chunk_id, dist.get(key), kw.get(key), hit.owner_id,
                                   hit.project_id, hit.sprint_id, hit.chunk_no, hit.facets))
     return out
-
-
-def runs_that_matter(legs: dict[str, list[Hit]], runs: Sequence[Run], k: int, rrf_k: int,
-                     weights: dict[str, float]) -> list[Run]:
-    """The open runs of the semantic leg (:class:`SemanticHits`) whose order can change :func:`rrf`'s top k.
-
-    Whatever a run's order, each of its records has a semantic rank in the
-    run's positions, so its fused score lies between its score at the run's
-    last position (``low``) and at its first (``high``), computed with
-    :func:`rrf`'s float operations in its order (both monotonic: weights are
-    never negative). At least k records score at least the k-th largest
-    ``low``; a record whose ``high`` is below it is below those k whatever
-    the order, and so is every record of a run whose records all are: that
-    run cannot change the top k (its records, order, scores or chunks).
-    """
-    if not runs:
-        return []
-    place = {i: (a + 1, b) for a, b in runs for i in range(a, b)}  # position -> (best rank, worst rank)
-    low: dict[tuple[str, str], float] = {}
-    high: dict[tuple[str, str], float] = {}
-    for leg, hits in legs.items():
-        weight = weights.get(leg, 1.0)
-        for rank, hit in enumerate(hits, 1):
-            key = (hit.source_type, hit.source_id)
-            best, worst = place.get(rank - 1, (rank, rank)) if leg == "semantic" else (rank, rank)
-            low[key] = low.get(key, 0.0) + weight / (rrf_k + worst)
-            high[key] = high.get(key, 0.0) + weight / (rrf_k + best)
-    if len(low) <= k:
-        return list(runs)  # every record is shown
-    floor = heapq.nlargest(k, low.values())[-1]
-    semantic = legs["semantic"]
-    return [(a, b) for a, b in runs
-            if any(high[(h.source_type, h.source_id)] >= floor for h in semantic[a:b])]
 
 
 def semantic_leg_filters(settings: Settings, filters: Filters) -> Filters:
@@ -284,15 +351,18 @@ def hybrid(engine: Engine, conn: Any, settings: Settings, semantic: SemanticLeg,
         if keyword is None:
             continue
         raw["keyword"] = keyword
+        fusion = Fusion(raw, settings.rrf_k, weights)
         if isinstance(found, SemanticHits) and found.runs and found.settle is not None:
             # Near ties left open by the index: SQL orders those that can change the fused top k.
-            needed = runs_that_matter(raw, found.runs, k, settings.rrf_k, weights)
-            settled = found.settle(needed) if needed else found
-            if settled is None:
-                continue
-            raw["semantic"] = settled
+            needed = fusion.runs_that_matter(found.runs, k)
+            if needed:
+                settled = found.settle(needed)
+                if settled is None:
+                    continue
+                raw["semantic"] = settled
+                fusion = Fusion(raw, settings.rrf_k, weights)
         with tracing.span("fusion", {"oracle_rag.fusion.method": "rrf", "oracle_rag.fusion.k": k}) as fused:
-            result, complete = shown_with_text(engine, conn, rrf(raw, k, settings.rrf_k, weights), raw,
+            result, complete = shown_with_text(engine, conn, fusion.top(k), raw,
                                                scope, filters, where, semantic_filters.first_chunk)
             fused.set_attribute("oracle_rag.search.hits", len(result))
         if complete or not proposed:
