@@ -260,7 +260,7 @@ def with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs: dict
 def shown_with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs: dict[str, list[Hit]],
                     scope: Scope, filters: Filters, where: Where | None,
                     keyword_passages: bool = False) -> tuple[list[RetrievedChunk], bool]:
-    """:func:`with_text`, and whether SQL found every record shown as the legs had it.
+    """:func:`with_text`, and whether SQL found every record shown as the legs had it (``fused``: :func:`rrf` of ``legs``).
 
     False when a record was dropped (gone, or not visible to ``scope``) or,
     for a keyword leg proposed by an in-process index, its length differs.
@@ -272,14 +272,16 @@ def shown_with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs
     at the comment asked about, not at its start).
     """
     keyword = legs.get("keyword")
-    keyword_rank = {(h.source_type, h.source_id): r for r, h in enumerate(keyword or [], 1)}
-    semantic_rank = {(h.source_type, h.source_id): r for r, h in enumerate(legs.get("semantic", []), 1)}
+    if keyword_passages:
+        def from_keyword(c: RetrievedChunk) -> bool:  # ``fused`` is rrf of ``legs``: its legs say which found it
+            return "keyword" in c.legs
+    else:
+        keyword_rank = {(h.source_type, h.source_id): r for r, h in enumerate(keyword or [], 1)}
+        semantic_rank = {(h.source_type, h.source_id): r for r, h in enumerate(legs.get("semantic", []), 1)}
 
-    def from_keyword(c: RetrievedChunk) -> bool:  # rrf keeps the hit of the leg with the better rank
-        key = (c.source_type, c.source_id)
-        if keyword_passages:
-            return key in keyword_rank
-        return key in keyword_rank and keyword_rank[key] < semantic_rank.get(key, float("inf"))
+        def from_keyword(c: RetrievedChunk) -> bool:  # rrf keeps the hit of the leg with the better rank
+            key = (c.source_type, c.source_id)
+            return key in keyword_rank and keyword_rank[key] < semantic_rank.get(key, float("inf"))
 
     best: list[tuple[int, float]] = []
     terms: dict[str, int] = {}

@@ -245,7 +245,6 @@ class TermIndex(VectorCache):
             order = np.lexsort((ids, -ranked))[:k]
             best = [(int(ids[i]), float(values[i])) for i in order]
             found_lengths = {int(ids[i]): int(lengths[cand[i]]) for i in order}
-            rows = [(*row, 0) for row in record_rows(cand[order], self._ids, self._types, self._type, self._source_id,
-                                                     [value for _, value in best], self._owner, self._project,
-                                                     self._sprint)]
+            rows = record_rows(cand[order], self._ids, self._types, self._type, self._source_id,
+                               [value for _, value in best], self._owner, self._project, self._sprint)
         return TermHits(n, total, best, found_lengths, weights, rows)

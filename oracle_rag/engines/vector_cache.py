@@ -412,25 +412,34 @@ class VectorCache:
                     return None
                 visible, scores = visible[keep], scores[keep]
             ids = self._ids[visible]
+            distance = 1.0 - scores.astype(np.float64)  # 1 - float(s) as Python computes it, in double
             ranked = None
-            if keys:  # 1 - float(s) as Python computes it, in double
-                distance = 1.0 - scores.astype(np.float64)
+            if keys:
                 order = np.lexsort((ids, distance))
                 ranked = record_rows(visible[order], self._ids, self._types, self._type, self._source_id,
                                      distance[order].tolist(), self._owner, self._project, self._sprint,
-                                     self._chunk_no)
-        distances = {int(i): 1.0 - float(s) for i, s in zip(ids, scores, strict=True)}
-        return Candidates([int(i) for i in ids], distances, ranked)
+                                     chunk_no=self._chunk_no)
+        id_list = ids.tolist()
+        return Candidates(id_list, dict(zip(id_list, distance.tolist(), strict=True)), ranked)
 
 
 def record_rows(slots: np.ndarray, ids: np.ndarray, type_codes: dict[str, int], types: np.ndarray,
-                source_ids: np.ndarray, scores: list[float], *columns: np.ndarray) -> list[tuple[Any, ...]]:
-    """Per slot, in order: (id, type name, source id, score, then each column's value, NULL as None).
+                source_ids: np.ndarray, scores: list[float], *columns: np.ndarray,
+                chunk_no: np.ndarray | None = None) -> list[tuple[Any, ...]]:
+    """Per slot, in order: (id, type name, source id, score, each column's value with NULL as None,
+    CHUNK_NO: ``chunk_no``'s value, or 0 without it) (records.key_hits).
 
     Column by column (``tolist`` per column, not one numpy scalar per value):
-    hybrid builds ~200 of them per search, one :class:`Hit` each (records.key_hits).
+    hybrid builds ~200 of them per search.
     """
-    names = {code: name for name, code in type_codes.items()}
-    nulls = [[None if v == NULL else v for v in c[slots].tolist()] for c in columns]
-    return [(i, names[t], s, score, *rest) for i, t, s, score, *rest in zip(
-        ids[slots].tolist(), types[slots].tolist(), source_ids[slots].tolist(), scores, *nulls, strict=True)]
+    names = [""] * len(type_codes)
+    for name, code in type_codes.items():
+        names[code] = name
+    null = int(NULL)  # a Python int: list membership compares without numpy scalars
+    nullable = []
+    for column in columns:
+        values = column[slots].tolist()
+        nullable.append([None if v == null else v for v in values] if null in values else values)
+    numbers = [0] * len(slots) if chunk_no is None else chunk_no[slots].tolist()
+    return list(zip(ids[slots].tolist(), [names[t] for t in types[slots].tolist()], source_ids[slots].tolist(),
+                    scores, *nullable, numbers, strict=True))
