@@ -11,7 +11,9 @@ Measured, p50 over the queries, through the product's own paths:
 * semantic: ``Retriever.search(..., "semantic")`` (query embedded by the real
   model; the in-process vector cache's mask, then SQL re-checks with SCOPE);
 * keyword: ``Retriever.search(..., "keyword")`` (the term index's mask, SQL re-check);
-* structured count: ``answers_sql.COUNT_RECORDS`` (the SQL every count answer runs).
+* structured count: ``answers_sql.COUNT_RECORDS`` (the SQL every count answer runs);
+  also with the group test as it was before V14 (the ACL joined to the chunks
+  in the statement instead of read from RAG_CHUNK_GROUP): ``ratio_acl_join``.
 
 All variants run interleaved, query by query (:func:`interleaved`). Against
 baselines in the same run: the same caller with no groups
@@ -57,6 +59,12 @@ DIM = 384
 OWNERS = 500
 OLD_SCOPE = "(:see_all = 1 OR c.OWNER_ID = :caller_id OR (c.OWNER_ID IS NULL AND c.SOURCE_TYPE <> 'TASK'))"
 OLD_COUNT = Sql.both((answers_sql.COUNT_RECORDS.sqlite or "").replace(engine_sql.SCOPE, OLD_SCOPE))
+# The group test as it was before V14: the caller's ACL rows joined to their chunks in every statement
+# (now read from RAG_CHUNK_GROUP, the trigger-kept mirror of that join).
+GROUPS_FROM = "SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g WHERE scope_g.PRINCIPAL IN"
+JOIN_COUNT = Sql.both((answers_sql.COUNT_RECORDS.sqlite or "").replace(GROUPS_FROM, (
+    "SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = "
+    "scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN")))
 INSERT_CHUNK = """INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, OWNER_ID, CONTENT, EMBEDDING, CONTENT_HASH,
   TERM_COUNT, ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)"""
 # (TERM, CHUNK_ID, TF) rows; each posting carries its record's columns (engine_sql.POSTING_COLUMNS).
@@ -172,6 +180,8 @@ def main() -> None:
                 variants[f"{mode}_{name}"] = lambda q, c=caller, m=mode: retriever.search(q, 8, c, m)
             variants[f"count_{name}"] = lambda _q, c=caller: count(c, answers_sql.COUNT_RECORDS)
         variants["count_pre_issue_23"] = lambda _q: count(owner_only, OLD_COUNT)
+        assert JOIN_COUNT.sqlite != answers_sql.COUNT_RECORDS.sqlite, "the group test's text moved: update GROUPS_FROM"
+        variants["count_in_groups_acl_join"] = lambda _q: count(in_groups, JOIN_COUNT)
         cpu: dict[str, float] = {}
         ms = interleaved(variants, queries, args.rounds, cpu)
         for mode in ("semantic", "keyword"):
@@ -188,6 +198,9 @@ def main() -> None:
             "pre_issue_23_predicate_p50_ms": round(old_ms, 2), "owner_only_p50_ms": round(base_ms, 2),
             "groups_p50_ms": round(groups_ms, 2), "ratio": round(groups_ms / base_ms, 3),
             "ratio_vs_pre_issue_23": round(groups_ms / old_ms, 3),
+            "groups_acl_join_p50_ms": round(ms["count_in_groups_acl_join"], 2),
+            "ratio_acl_join": round(ms["count_in_groups_acl_join"] / base_ms, 3),
+            "cpu_ratio_acl_join": round(cpu["count_in_groups_acl_join"] / cpu["count_owner_only"], 3),
             "visible": count(in_groups, answers_sql.COUNT_RECORDS), "owned": count(owner_only, answers_sql.COUNT_RECORDS),
             "cpu_ratio": round(cpu["count_in_groups"] / cpu["count_owner_only"], 3)}
         out["cpu_p50_ms"] = {n: round(v, 2) for n, v in cpu.items()}
