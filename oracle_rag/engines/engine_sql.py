@@ -424,8 +424,9 @@ KEYWORD_STATS = Sql.both(_KEYWORD_VISIBLE.replace("\n  ", "\n"), expanding=("f_t
 # by W, the longest run of the commonest whose weights sum below that bound
 # is ``ESSENTIAL = 0``: their postings are read only for the records found
 # through the others (again key probes), so a common term's thousands of
-# postings are never grouped. With fewer than :k seed records nothing is
-# pruned. The work grows with the query terms' postings (the document
+# postings are never grouped; a record found whose partial score plus all
+# those terms' weights (``rest``) stays below the bound is dropped before its
+# probes. With fewer than :k seed records nothing is pruned. The work grows with the query terms' postings (the document
 # frequencies) and with the rarer terms' postings (the scores), never with
 # the table. Each posting carries its record's length, scope and filter
 # columns under their RAG_CHUNK names, so without a ``where`` fragment the
@@ -474,11 +475,14 @@ _KEYWORD_TOP = """WITH q AS (
               THEN MIN(t.SCORE) - 0.000001 ELSE 0 END AS THETA
   FROM (SELECT ss.SCORE FROM seed_scored ss ORDER BY ss.SCORE DESC {k_rows}) t
 ), term_bound AS {materialized}(
-  SELECT w.TERM, w.W, w.AVGDL,
+  SELECT w.TERM, w.W, w.AVGDL, h.THETA,
          CASE WHEN SUM(w.W) OVER (ORDER BY w.W, w.TERM ROWS UNBOUNDED PRECEDING) < h.THETA
               THEN 0 ELSE 1 END AS ESSENTIAL
   FROM weight w
   CROSS JOIN threshold h
+), rest AS (
+  SELECT MAX(b.THETA) AS THETA, COALESCE(SUM(CASE WHEN b.ESSENTIAL = 0 THEN b.W END), 0) AS REST
+  FROM term_bound b
 ), found AS {materialized}(
   SELECT {p}.CHUNK_ID, SUM({impact_p}) AS SCORE
   FROM term_bound w
@@ -494,6 +498,8 @@ _KEYWORD_TOP = """WITH q AS (
                              CROSS JOIN RAG_CHUNK_TERM x
                              WHERE w.ESSENTIAL = 0 AND x.TERM = w.TERM AND x.CHUNK_ID = f.CHUNK_ID), 0) AS SCORE
   FROM found f
+  CROSS JOIN rest r
+  WHERE f.SCORE + r.REST >= r.THETA
 ){best}
 SELECT b.CHUNK_ID, b.SCORE, NULL AS TERM, NULL AS DF, NULL AS N FROM best b
 UNION ALL

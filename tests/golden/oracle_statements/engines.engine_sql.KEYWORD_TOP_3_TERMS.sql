@@ -45,11 +45,14 @@ WITH q AS (
               THEN MIN(t.SCORE) - 0.000001 ELSE 0 END AS THETA
   FROM (SELECT ss.SCORE FROM seed_scored ss ORDER BY ss.SCORE DESC FETCH FIRST :k ROWS ONLY) t
 ), term_bound AS (
-  SELECT w.TERM, w.W, w.AVGDL,
+  SELECT w.TERM, w.W, w.AVGDL, h.THETA,
          CASE WHEN SUM(w.W) OVER (ORDER BY w.W, w.TERM ROWS UNBOUNDED PRECEDING) < h.THETA
               THEN 0 ELSE 1 END AS ESSENTIAL
   FROM weight w
   CROSS JOIN threshold h
+), rest AS (
+  SELECT MAX(b.THETA) AS THETA, COALESCE(SUM(CASE WHEN b.ESSENTIAL = 0 THEN b.W END), 0) AS REST
+  FROM term_bound b
 ), found AS (
   SELECT c.CHUNK_ID, SUM(w.W * c.TF / (c.TF + :k1 * (1.0 - :b + :b * c.TERM_COUNT / w.AVGDL))) AS SCORE
   FROM term_bound w
@@ -65,6 +68,8 @@ WITH q AS (
                              CROSS JOIN RAG_CHUNK_TERM x
                              WHERE w.ESSENTIAL = 0 AND x.TERM = w.TERM AND x.CHUNK_ID = f.CHUNK_ID), 0) AS SCORE
   FROM found f
+  CROSS JOIN rest r
+  WHERE f.SCORE + r.REST >= r.THETA
 ), best AS (
   SELECT s.CHUNK_ID, s.SCORE
   FROM scored s
@@ -118,11 +123,14 @@ SELECT NULL, NULL, w.TERM, w.DF, w.N FROM weight w
 --               THEN MIN(t.SCORE) - 0.000001 ELSE 0 END AS THETA
 --   FROM (SELECT ss.SCORE FROM seed_scored ss ORDER BY ss.SCORE DESC FETCH FIRST :k ROWS ONLY) t
 -- ), term_bound AS (
---   SELECT w.TERM, w.W, w.AVGDL,
+--   SELECT w.TERM, w.W, w.AVGDL, h.THETA,
 --          CASE WHEN SUM(w.W) OVER (ORDER BY w.W, w.TERM ROWS UNBOUNDED PRECEDING) < h.THETA
 --               THEN 0 ELSE 1 END AS ESSENTIAL
 --   FROM weight w
 --   CROSS JOIN threshold h
+-- ), rest AS (
+--   SELECT MAX(b.THETA) AS THETA, COALESCE(SUM(CASE WHEN b.ESSENTIAL = 0 THEN b.W END), 0) AS REST
+--   FROM term_bound b
 -- ), found AS (
 --   SELECT c.CHUNK_ID, SUM(w.W * c.TF / (c.TF + :k1 * (1.0 - :b + :b * c.TERM_COUNT / w.AVGDL))) AS SCORE
 --   FROM term_bound w
@@ -138,6 +146,8 @@ SELECT NULL, NULL, w.TERM, w.DF, w.N FROM weight w
 --                              CROSS JOIN RAG_CHUNK_TERM x
 --                              WHERE w.ESSENTIAL = 0 AND x.TERM = w.TERM AND x.CHUNK_ID = f.CHUNK_ID), 0) AS SCORE
 --   FROM found f
+--   CROSS JOIN rest r
+--   WHERE f.SCORE + r.REST >= r.THETA
 -- ), best AS (
 --   SELECT s.CHUNK_ID, s.SCORE
 --   FROM scored s
