@@ -433,7 +433,7 @@ class Engine(ABC):
     ) -> list[Hit]:
         """The ``k`` records nearest to ``query`` (one hit each: its nearest chunk).
 
-        ``text=False`` allows hits without content (``chunk_texts`` fills
+        ``text=False`` allows hits without content (``shown_chunks`` fills
         them in later); this statement returns it anyway.
         """
 
@@ -486,8 +486,8 @@ class Engine(ABC):
     # -- hybrid's legs as proposals (retriever.hybrid) ------------------------------
     # An engine with in-process indexes can give hybrid's two legs without a
     # SQL re-check of each leg's candidates: keys and scores ranked over the
-    # same visible set, to be shown only through chunk_texts / record_passages
-    # (which re-apply the scope). When that re-check drops a record or
+    # same visible set, to be shown only through shown_chunks (which re-applies
+    # the scope). When that re-check drops a record or
     # disagrees with the index, the caller calls reject_proposals and runs the
     # checked legs. None: no proposal (this engine, or its index cannot answer).
     def propose_semantic(self, conn: sa.Connection, query: str, k: int, scope: Scope,
@@ -536,11 +536,12 @@ class Engine(ABC):
                      terms: Mapping[str, int], weights: Mapping[str, float], scope: Scope, filters: Filters,
                      where: Where | None = None, lengths: Mapping[int, int] | None = None
                      ) -> tuple[dict[int, tuple[str, dict[str, Any]]], list[Hit], bool]:
-        """:meth:`chunk_texts` of ``chunk_ids`` and :meth:`record_passages` of ``best``, in one statement.
+        """The text and facets of ``chunk_ids``, and :meth:`record_passages` of ``best``, in one statement.
 
-        Hybrid search shows its fused top k this way (retriever.shown_with_text):
-        one round trip instead of two. The flag is False when SQL dropped a
-        chunk or a record, or (given ``lengths``) disagrees on a record's length.
+        Hybrid search shows its fused top k this way (retriever.shown_with_text),
+        the scope re-applied: a chunk deleted or no longer visible is absent
+        from the texts. The flag is False when SQL dropped a chunk or a
+        record, or (given ``lengths``) disagrees on a record's length.
         """
         if not chunk_ids and not best:
             return {}, [], True
@@ -575,16 +576,6 @@ class Engine(ABC):
             out.append(Hit(rid, r[1], str(r[2]), "", value, None if r[5] is None else int(r[5]),
                            None if r[6] is None else int(r[6]), None if r[7] is None else int(r[7]), int(r[8])))
         return KeywordHits(out, terms, weights), complete
-
-    def chunk_texts(self, conn: sa.Connection, chunk_ids: Sequence[int], scope: Scope, filters: Filters,
-                    where: Where | None = None) -> dict[int, tuple[str, dict[str, Any]]]:
-        """CONTENT and facets of chunks found without their text, scope re-applied (a chunk
-        deleted or no longer visible since is absent)."""
-        if not chunk_ids:
-            return {}
-        rows = conn.execute(self.statement(q.CHUNK_TEXTS, where),
-                            search_binds(scope, filters, where, ids=list(chunk_ids))).fetchall()
-        return {int(r[0]): (lob_text(r[1]), facets_value(r[2])) for r in rows}
 
 
 def _by_record(rows: Sequence[Any], lengths: Mapping[int, int] | None) -> tuple[dict[int, list[Hit]], bool]:

@@ -701,17 +701,10 @@ WHERE c.CHUNK_ID IN :ids
   AND {SCOPE_OF_IDS}
   AND {FILTERS}""", expanding=("f_types", "ids"))
 
-# The text and facets of the fused top k's chunks, scope re-applied.
-CHUNK_TEXTS = Sql.both(f"""SELECT c.CHUNK_ID, c.CONTENT, c.FACETS
-FROM RAG_CHUNK c
-WHERE c.CHUNK_ID IN :ids
-  AND {SCOPE_OF_IDS}
-  AND {FILTERS}""", expanding=("f_types", "ids"))
-
-# Both at once, for hybrid's fused top k (Engine.shown_chunks): every chunk of
-# the records in :passage_ids (their chunk 0 ids: the passage is chosen among
-# them, as KEYWORD_PASSAGES gives them) and the chunk itself for the other ids
-# (as CHUNK_TEXTS gives it); one statement instead of two.
+# The text of hybrid's fused top k (Engine.shown_chunks), scope re-applied:
+# every chunk of the records in :passage_ids (their chunk 0 ids: the passage
+# is chosen among them, as KEYWORD_PASSAGES gives them) and the chunk itself
+# for the other ids; one statement for both kinds.
 SHOWN_CHUNKS = Sql.both(f"""SELECT p.CHUNK_ID, p.SOURCE_TYPE, p.SOURCE_ID, p.CONTENT, c.TERM_COUNT AS SCORE,
        p.OWNER_ID, p.PROJECT_ID, p.SPRINT_ID, p.CHUNK_NO, p.FACETS, c.CHUNK_ID AS RECORD_CHUNK_ID
 FROM RAG_CHUNK c
@@ -726,7 +719,7 @@ ORDER BY c.CHUNK_ID, p.CHUNK_NO""", expanding=("f_types", "ids", "passage_ids"))
 # distances SQL computes for candidates whose cache distances are too close
 # to order by them (float32 dot products in numpy and in sqlite-vec differ by
 # ~1e-7), so the leg ranks exactly as SEMANTIC_CANDIDATE_KEYS would. No scope:
-# the records shown are re-checked with it (retriever.with_text).
+# the records shown are re-checked with it (retriever.shown_with_text).
 CANDIDATE_DISTANCES = Sql(sqlite="""SELECT c.CHUNK_ID, vec_distance_cosine(c.EMBEDDING, :qvec) AS SCORE
 FROM RAG_CHUNK c
 WHERE c.CHUNK_ID IN (SELECT value FROM json_each(:ids))""")
