@@ -397,13 +397,15 @@ class VectorCache:
             visible = np.flatnonzero(mask)
             if len(visible) == 0:
                 return Candidates([], {}, [] if keys else None)
+            # numpy's own loop, not BLAS, on the gathered rows and on the full matrix alike:
+            # OpenBLAS hands a block of a few thousand rows to its threads, whose wake-up cost
+            # 6-10 ms a search on a shared 2-core machine against 0.3 ms here (3,257 rows;
+            # bench/access_scope.py); and its sgemv costs about twice einsum's CPU time even on
+            # one thread (10k x 384: 1.0-1.3 ms against 0.75; 100k: 14-15 ms against 7.5).
             if len(visible) * 2 < n:
-                # numpy's own loop, not BLAS: OpenBLAS hands a gathered block of a few
-                # thousand rows to its threads, whose wake-up cost 6-10 ms a search on a
-                # shared 2-core machine against 0.3 ms here (3,257 rows; bench/access_scope.py).
                 scores = np.einsum("ij,j->i", np.take(self._vectors, visible, axis=0), q)
             else:
-                scores = (self._vectors[:n] @ q)[visible]
+                scores = np.einsum("ij,j->i", self._vectors[:n], q)[visible]
             if len(visible) > k:
                 top = np.argpartition(-scores, k - 1)[:k]
                 kth = float(scores[top].min())
