@@ -1,8 +1,8 @@
 """Issue 23, property, every entry point: the real servers and the guarded views obey the declared policy.
 
 The same world and the same plain Python model as tests/test_access_property.py
-(policies per source, owners and groups per record, failed permission data),
-but the callers are a deployment's: ids with roles and groups in tables read
+(tests/access_property_helpers.py: policies per source, owners and groups per
+record, failed permission data), but the callers are a deployment's: ids with roles and groups in tables read
 by the declared ``[access] roles_query`` / ``groups_query`` (no EMPLOYEE
 table), reached through API tokens. Per example, through:
 
@@ -37,21 +37,21 @@ import anyio
 import openai
 import pytest
 import sqlalchemy as sa
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from model_helpers import link_model
-from reliability_helpers import http_request
-from test_access_property import (
+from access_property_helpers import (
     GROUPS,
     RECORDS,
     TYPES,
     WORDS,
-    _apply,
     allowed,
+    apply_access,
     policies,
     record_data,
     write_synthetic_records,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from model_helpers import link_model
+from reliability_helpers import http_request
 from test_mcp import http_client, uvicorn_app
 
 from oracle_rag.access import directory_for, load_caller
@@ -242,7 +242,7 @@ members = st.dictionaries(st.sampled_from(IDS),
 def test_servers_and_views_return_exactly_what_the_policy_allows(world: SimpleNamespace, pols, data, failed,
                                                                   who) -> None:
     rag = world.rag
-    _apply(rag, pols, data, set(failed))
+    apply_access(rag, pols, data, set(failed))
     _declare_members(rag, who)
     for member in who:
         with rag.engine.connect() as conn:
