@@ -193,12 +193,6 @@ def rrf(legs: dict[str, list[Hit]], k: int, rrf_k: int, weights: dict[str, float
     return Fusion(legs, rrf_k, weights).top(k)
 
 
-def runs_that_matter(legs: dict[str, list[Hit]], runs: Sequence[Run], k: int, rrf_k: int,
-                     weights: dict[str, float]) -> list[Run]:
-    """:meth:`Fusion.runs_that_matter` of these legs."""
-    return Fusion(legs, rrf_k, weights).runs_that_matter(runs, k)
-
-
 def _rrf_by_definition(legs: dict[str, list[Hit]], k: int, rrf_k: int,
                        weights: dict[str, float]) -> list[RetrievedChunk]:
     """:func:`rrf` hit by hit (a leg that lists a record twice counts it twice)."""

@@ -185,7 +185,7 @@ def test_the_evaluations_plain_rrf_by_hand() -> None:
     assert plain_rrf([["1", "2"]], rrf_k=1) == ["1", "2"]
 
 
-# -- near ties left open by the vector cache (SemanticHits, retriever.runs_that_matter) --------------
+# -- near ties left open by the vector cache (SemanticHits, retriever.Fusion.runs_that_matter) --------------
 def _near_tie_case(rng: np.random.Generator) -> tuple[list[Any], list[Any], list[tuple[int, int]], list[Any]]:
     """A semantic leg in SQL's order, the same leg with runs of near ties in another order (as the
     cache may propose it, each with the cache's distances), the runs, and a keyword leg."""
@@ -211,10 +211,10 @@ def _near_tie_case(rng: np.random.Generator) -> tuple[list[Any], list[Any], list
 
 
 def test_only_the_near_ties_that_can_change_the_fused_top_k_need_sqls_order() -> None:
-    """Settling just the runs runs_that_matter names gives exactly the fusion of the legs in SQL's
+    """Settling just the runs Fusion.runs_that_matter names gives exactly the fusion of the legs in SQL's
     order (records, order, scores, distances), on random legs where leaving every run as the cache
     proposed it often gives another top k, and most runs need no settling."""
-    from oracle_rag.retriever import rrf, runs_that_matter
+    from oracle_rag.retriever import Fusion, rrf
 
     rng = np.random.default_rng(25)
     weights = {"semantic": 1.0, "keyword": 1.0}
@@ -224,7 +224,7 @@ def test_only_the_near_ties_that_can_change_the_fused_top_k_need_sqls_order() ->
         k = int(rng.integers(1, 11))
         w = weights if trial % 3 else {"semantic": float(rng.uniform(0, 3)), "keyword": float(rng.uniform(0, 3))}
         want = rrf({"semantic": truth, "keyword": keyword}, k, 60, w)
-        needed = runs_that_matter({"semantic": proposed, "keyword": keyword}, runs, k, 60, w)
+        needed = Fusion({"semantic": proposed, "keyword": keyword}, 60, w).runs_that_matter(runs, k)
         settled = list(proposed)
         for a, b in needed:
             settled[a:b] = truth[a:b]

@@ -426,9 +426,9 @@ KEYWORD_STATS = Sql.both(_KEYWORD_VISIBLE.replace("\n  ", "\n"), expanding=("f_t
 # through the others (again key probes), so a common term's thousands of
 # postings are never grouped; a record found whose partial score plus all
 # those terms' weights (``rest``) stays below the bound is dropped before its
-# probes. With fewer than :k seed records nothing is pruned. The work grows with the query terms' postings (the document
-# frequencies) and with the rarer terms' postings (the scores), never with
-# the table. Each posting carries its record's length, scope and filter
+# probes. With fewer than :k seed records nothing is pruned. The work grows
+# with the query terms' postings (the document frequencies) and with the
+# rarer terms' postings (the scores), never with the table. Each posting carries its record's length, scope and filter
 # columns under their RAG_CHUNK names, so without a ``where`` fragment the
 # postings are the row ``c`` that SCOPE and the filters read and RAG_CHUNK is
 # not joined; a ``where`` fragment may read any chunk column (FACETS), so

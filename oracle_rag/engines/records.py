@@ -335,7 +335,7 @@ class SemanticHits(list[Hit]):
     neighbours, too close for the index's arithmetic to order them as SQL
     does; whatever their order, they hold exactly those positions. Hybrid
     settles only the runs that can change its fused top k
-    (``retriever.runs_that_matter``): ``settle(runs)`` gives the leg with
+    (``retriever.Fusion.runs_that_matter``): ``settle(runs)`` gives the leg with
     those runs in SQL's order (its distances, then chunk id), or None when
     SQL disagrees with the index (the caller then runs the checked legs).
     """
