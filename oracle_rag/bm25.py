@@ -156,13 +156,6 @@ def score(stats: Stats, query: Mapping[str, int], postings: Iterable[tuple[int, 
     return out
 
 
-def term_weights(stats: Stats, query: Mapping[str, int], postings: Iterable[tuple[int, str, int, int]]
-                 ) -> dict[str, float]:
-    """Each query term's idf over the visible set (df counted from the postings)."""
-    df: Counter[str] = Counter(term for _, term, _, _ in postings)
-    return {t: idf(stats.n, d) for t, d in df.items()}
-
-
 # Scores are compared rounded to this many decimals, then by id: the engines
 # sum in different orders and precisions (Oracle NUMBER, SQLite and numpy
 # doubles), ~1e-15 apart; rounded, equal scores tie the same way everywhere.

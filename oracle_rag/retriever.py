@@ -238,23 +238,14 @@ def semantic_leg_filters(settings: Settings, filters: Filters) -> Filters:
     return replace(filters, first_chunk=True) if settings.hybrid_semantic_chunk == "FIRST" else filters
 
 
-def with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs: dict[str, list[Hit]], scope: Scope,
-              filters: Filters, where: Where | None) -> list[RetrievedChunk]:
-    """The fused top k with their text, fetched for them alone (the legs fetched none).
-
-    A record shown from the keyword leg (it ranked the record best) gets its
-    passage, chosen among its chunks as a keyword search chooses it; one
-    shown from the semantic leg gets its nearest chunk's text. Both re-apply
-    the scope in SQL: a record deleted or hidden since the legs ran is dropped
-    and the ranks close up.
-    """
-    return shown_with_text(engine, conn, fused, legs, scope, filters, where)[0]
-
-
 def shown_with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs: dict[str, list[Hit]],
                     scope: Scope, filters: Filters, where: Where | None,
                     keyword_passages: bool = False) -> tuple[list[RetrievedChunk], bool]:
-    """:func:`with_text`, and whether SQL found every record shown as the legs had it (``fused``: :func:`rrf` of ``legs``).
+    """The fused top k with their text, fetched for them alone (the legs fetched none).
+
+    Also returns whether SQL found every record shown as the legs had it
+    (``fused``: :func:`rrf` of ``legs``). Both re-apply the scope in SQL: a
+    record deleted or hidden since the legs ran is dropped and the ranks close up.
 
     False when a record was dropped (gone, or not visible to ``scope``) or,
     for a keyword leg proposed by an in-process index, its length differs.

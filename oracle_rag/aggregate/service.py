@@ -21,7 +21,7 @@ from ..audit import audit_for
 from ..caller import Caller, require_caller
 from ..config import Settings
 from ..engines import Engine
-from ..errors import GuardrailError, InputError, LLMError, RagError
+from ..errors import GuardrailError, InputError, LLMError
 from .catalog import REFERENCE_CATALOG, Catalog
 from .examples import examples_text, similar_examples
 from .executors import guarded_executor
@@ -192,6 +192,3 @@ class AggregateService:
         result.answer = f"I could not produce a valid query after {result.attempts} attempts: {result.error}"
         return result
 
-
-def aggregate_error_text(exc: RagError) -> str:
-    return f"{exc.code}: {exc.message}"

@@ -19,7 +19,6 @@ JSON paths (``'$.status'``): :func:`check_facet_name` is the one gate.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,16 +147,3 @@ SYNONYMS: dict[str, dict[str, tuple[str, ...]]] = {
     "ON_HOLD": {"en": ("on hold", "paused", "on-hold"), "es": ("en pausa", "en espera", "pausado", "pausados")},
     "PLANNING": {"en": ("planning", "in planning"), "es": ("en planificacion", "planificacion")},
 }
-
-def facet_map(facets: Mapping[str, Any]) -> dict[str, Any]:
-    """A record's facet values as stored: names checked, ints/strings/None only."""
-    out: dict[str, Any] = {}
-    for name, value in facets.items():
-        check_facet_name(name)
-        if value is None or isinstance(value, bool):
-            out[name] = None if value is None else int(value)
-        elif isinstance(value, int | float | str):
-            out[name] = value
-        else:
-            out[name] = str(value)
-    return out
