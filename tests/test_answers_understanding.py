@@ -245,3 +245,81 @@ def test_a_declared_source_has_its_own_meanings(parser):
     # "ticket" is the source's own word now, no longer the tasks'
     assert parse(p, "critical tickets").targets == ["tickets"]
     assert parse(parser, "critical tickets").targets == ["TASK"]
+
+
+def _summary(u) -> tuple:
+    return (u.language, u.kind, u.targets, sorted(conds(u)), u.lookups, u.topic, u.notes, u.group_by)
+
+
+def test_one_parser_reads_concurrent_questions_as_it_reads_them_one_at_a_time(parser):
+    """The service caches one parser per scope and every server thread uses it: a question's language
+    (Spanish "todo" is not the TODO status) and the types it names ("critical" is a ticket's severity, a
+    task's priority) must never leak into another question read at the same time. The switch interval is
+    made tiny so the threads interleave inside ``parse``; a parser that kept any of it on itself fails."""
+    import sys
+    import threading
+
+    p = _with_tickets(parser)
+    questions = ["tareas de todo el proyecto Orion", "which tasks are todo?", "critical tickets",
+                 "critical tasks", "¿cuántas tareas críticas están bloqueadas?", "how many tickets are critical?"]
+    expected = [_summary(parse(p, q)) for q in questions]
+    assert expected[0][3] != expected[1][3] and expected[2][3] != expected[3][3]  # the questions differ
+    rounds = 60
+    barrier = threading.Barrier(len(questions))
+    wrong: list[tuple] = []
+
+    def ask(i: int) -> None:
+        for _ in range(rounds):
+            barrier.wait()
+            got = _summary(parse(p, questions[i]))
+            if got != expected[i]:
+                wrong.append((questions[i], got))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(questions))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert wrong == []
+
+
+def _best_cpu(fn, repeats: int = 7) -> float:
+    import time
+
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.process_time()
+        fn()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def test_an_id_pattern_is_linear_in_the_whitespace_after_a_record_word(parser):
+    """A record word followed by a long run of spaces and no id. Each whitespace run is read one way, so
+    four times the spaces cost about four times the CPU (a pattern whose adjacent runs can split the same
+    spaces costs 16 or 64 times). Measured against itself in this test, the best of several runs, with a
+    bound of 10: generous for linear noise under load, well below the quadratic 16."""
+    for _types, pattern in parser._id_patterns:
+        word = pattern.pattern[2:].split("\\s")[0].replace("\\", "")
+
+        def search(n: int, pattern=pattern, word=word) -> None:
+            text = word + " " * n + "?"
+            for _ in range(20):
+                assert pattern.search(text) is None
+
+        assert _best_cpu(lambda: search(2000)) <= 10 * max(_best_cpu(lambda: search(500)), 1e-6), word
+
+
+def test_a_question_padded_with_spaces_to_the_size_limit_costs_what_any_question_of_that_size_does(parser):
+    """ "task" and 3,990 spaces (the question limit allows it) against the baseline of "task" and 3,990
+    letters, the same length read in one linear pass: within 25 times (generous for noise under load; a
+    pattern that splits the spaces three ways costs minutes here)."""
+    spaces = "task" + " " * 3990
+    letters = "task" + "x" * 3990
+    assert parse(parser, spaces).lookups == [] and parse(parser, "task   42").lookups == [("TASK", "42")]
+    assert _best_cpu(lambda: parse(parser, spaces)) <= 25 * _best_cpu(lambda: parse(parser, letters))

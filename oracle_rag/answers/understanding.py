@@ -23,21 +23,24 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import lexicon as lx
 from .dates import BOUND_OPS, DATE_BOUND
 from .lexicon import fold
-from .numbers import AGGREGATE_WORDS, comparisons
-from .targets import PERSON, Intent, Slot, choose_targets, concrete, group_facet
+from .numbers import AGGREGATE_WORDS, Comparison, comparisons
+from .targets import PERSON, Intent, Slot, Targets, choose_targets, concrete, group_facet
 from .typos import Corrector
 from .understood import Condition, Notice, Understanding
 from .vocabulary import Phrase, Term, Vocabulary
 
 __all__ = ["Condition", "Notice", "QueryParser", "Understanding"]
 
-_NUMBER = r"\s*(?:#|n[o\u00ba\u00b0]\.?|num(?:ero)?\.?|n[u\u00fa]mero)?\s*-?\s*(\d{1,9})\b"
+# An id after a record word: "42", "#42", "-42", "no. 42", "número 42". Each whitespace run is read one
+# way only (a marker or a dash is followed by its own run; no two runs can split the same spaces), so a
+# record word followed by thousands of spaces costs one pass, not one per way of cutting the spaces.
+_NUMBER = r"\s*(?:(?:#|n[o\u00ba\u00b0]\.?|num(?:ero)?\.?|n[u\u00fa]mero)\s*)?(?:-\s*)?(\d{1,9})\b"
 _BARE = re.compile(r"(?<![\w#])#\s?(\d{1,9})\b")
 _WORD = re.compile(r"[^\W_]+")
 _QUOTED = re.compile(r"[\"'\u2018\u2019\u201c\u201d\u00ab\u00bb]([^\"'\u2018\u2019\u201c\u201d\u00ab\u00bb]{2,60})"
@@ -64,6 +67,25 @@ class _Match:
     start: int  # token index
     end: int  # exclusive
     meanings: list[Any]
+
+
+@dataclass
+class _Reading:
+    """One question as the parser's steps read it: the words, what each is used as, the language, the
+    slots and intents found so far. Made per call and never kept (the parser is shared by threads)."""
+
+    question: str
+    out: Understanding
+    caller_id: int | None
+    today: dt.date
+    language: str = "en"
+    tokens: list[_Token] = field(default_factory=list)
+    spans: list[tuple[int, int, str]] = field(default_factory=list)  # characters claimed: (start, end, by)
+    mentions: list[tuple[list[str], str, int, int]] = field(default_factory=list)  # record ids
+    named: list[str] = field(default_factory=list)  # types named by their words
+    named_facets: frozenset[str] = frozenset()
+    slots: list[Slot] = field(default_factory=list)
+    intents: list[Intent] = field(default_factory=list)
 
 
 def _lexicon_table() -> dict[Phrase, list[Any]]:
@@ -125,54 +147,83 @@ class QueryParser:
     # -- the steps -----------------------------------------------------------------------
     def parse(self, question: str, caller_id: int | None = None, today: dt.date | None = None,
               drop: tuple[str, ...] = ()) -> Understanding:
-        today = today or dt.date.today()
-        out = Understanding(question, dropped=tuple(drop))
-        self._language = "en"
-        self._named_facets: set[str] = set()
-        spans: list[tuple[int, int, str]] = []
-        numbers = [c for c in comparisons(question) if self.number_cues]
-        spans += [(c.start, c.end, "number") for c in numbers]
-        mentions = self._mentions(question, spans)
-        intents: list[Intent] = []
-        bounds = self._date_bounds(question, spans)
-        tokens = [_Token(m.group(0), fold(m.group(0)), m.start(), m.end()) for m in _WORD.finditer(question)]
-        for tok in tokens:
-            for start, end, why in spans:
+        """One question's reading, step by step. Everything learnt about the question lives in a
+        :class:`_Reading` made here and passed through the steps: one parser serves every thread of a
+        server (it is cached per scope), so it holds nothing of any one question."""
+        r = _Reading(question, Understanding(question, dropped=tuple(drop)), caller_id, today or dt.date.today())
+        numbers, bounds = self._claim_spans(r)
+        self._tokenise(r)
+        self._dates_and_numbers(r, bounds, numbers)
+        self._aggregate_of_numbers(r.tokens, r.out)
+        self._named_types(r)
+        group = self._group_by(r)
+        matches = self._phrases(r.tokens)
+        if self._uncorrect(r.tokens, matches, r.out):
+            matches = self._phrases(r.tokens)
+        self._interpret(r, matches)
+        strong, weak = self._types(r.tokens)
+        targets = choose_targets(self.vocab, strong, weak, r.slots, r.intents, group)
+        conditions, notes = self._conditions(r, targets.types)
+        first = targets.types[0] if targets.types else None
+        self._mentions_to_lookups(r.tokens, r.mentions, strong, r.out, conditions.setdefault(first or "", []))
+        self._notices(question, r.tokens, r.out)
+        self._conclude(r, targets, group, conditions, notes)
+        return r.out
+
+    def _claim_spans(self, r: _Reading) -> tuple[list[Comparison], list[tuple[int, str, str, str]]]:
+        """Number comparisons, record ids and dates, found in the text before it is split into words: their
+        characters are claimed, so their words are neither values nor topic."""
+        numbers = [c for c in comparisons(r.question) if self.number_cues]
+        r.spans += [(c.start, c.end, "number") for c in numbers]
+        r.mentions = self._mentions(r.question, r.spans)
+        return numbers, self._date_bounds(r.question, r.spans)
+
+    def _tokenise(self, r: _Reading) -> None:
+        """The words, folded, those inside a claimed span marked; the language; multi-word cues joined;
+        one typo per unknown word read as the known word it is close to."""
+        r.tokens = [_Token(m.group(0), fold(m.group(0)), m.start(), m.end()) for m in _WORD.finditer(r.question)]
+        for tok in r.tokens:
+            for start, end, why in r.spans:
                 if tok.start < end and tok.end > start:
                     tok.used = why
-        out.language = self._language = language_of([t.word for t in tokens])
-        tokens = self._join_cues(tokens, question)
-        self._correct(tokens, out)
+        r.out.language = r.language = language_of([t.word for t in r.tokens])
+        r.tokens = self._join_cues(r.tokens, r.question)
+        self._correct(r.tokens, r.out)
+
+    def _dates_and_numbers(self, r: _Reading, bounds: list[tuple[int, str, str, str]],
+                           numbers: list[Comparison]) -> None:
         for b_start, op, day, text in bounds:
-            intents.append(Intent("bound", False, text, op=op, day=day, cues=self._near_cues(tokens, b_start),
-                                  at=b_start))
+            r.intents.append(Intent("bound", False, text, op=op, day=day, cues=self._near_cues(r.tokens, b_start),
+                                    at=b_start))
         for c in numbers:
-            intents.append(Intent("number", False, c.text, op=c.op, numbers=c.values,
-                                  cues=self._number_cues(tokens, c.start, c.end), at=c.start))
-        self._aggregate_of_numbers(tokens, out)
-        named = [t for tok in tokens for t in self.vocab.type_words.get(tok.word, [])]
-        self._named_facets = {f for t in named for f in self.vocab.types.get(t, ())}
-        out.other_aggregate = out.other_aggregate or any(t.word in lx.OTHER_AGGREGATE and t.used is None
-                                                         for t in tokens)
-        group = self._group_by(tokens, out, named)
-        matches = self._phrases(tokens)
-        if self._uncorrect(tokens, matches, out):
-            matches = self._phrases(tokens)
-        slots: list[Slot] = []
-        self._interpret(tokens, matches, out, slots, intents)
-        strong, weak = self._types(tokens)
-        targets = choose_targets(self.vocab, strong, weak, slots, intents, group)
+            r.intents.append(Intent("number", False, c.text, op=c.op, numbers=c.values,
+                                    cues=self._number_cues(r.tokens, c.start, c.end), at=c.start))
+
+    def _named_types(self, r: _Reading) -> None:
+        """The types the question names by their words, and their facets (a value of one of those is
+        preferred to the same value of another type's facet)."""
+        r.named = [t for tok in r.tokens for t in self.vocab.type_words.get(tok.word, [])]
+        r.named_facets = frozenset(f for t in r.named for f in self.vocab.types.get(t, ()))
+        r.out.other_aggregate = r.out.other_aggregate or any(t.word in lx.OTHER_AGGREGATE and t.used is None
+                                                             for t in r.tokens)
+
+    def _conditions(self, r: _Reading, types: list[str]) -> tuple[dict[str, list[Condition]], list[str]]:
+        """Each target type's conditions from the slots and intents, and what could not be applied."""
         conditions: dict[str, list[Condition]] = {}
         notes: list[str] = []
-        for t in targets.types:
-            made = concrete(self.vocab, t, slots, intents, caller_id, today, out.language)
+        for t in types:
+            made = concrete(self.vocab, t, r.slots, r.intents, r.caller_id, r.today, r.language)
             conditions[t] = made.conditions
             notes += [n for n in made.notes if n not in notes]
+        return conditions, notes
+
+    def _conclude(self, r: _Reading, targets: Targets, group: list[str], conditions: dict[str, list[Condition]],
+                  notes: list[str]) -> None:
+        """What is asked of which types, the group, and the words left over as the topic."""
+        out, tokens = r.out, r.tokens
         first = targets.types[0] if targets.types else None
-        self._mentions_to_lookups(tokens, mentions, strong, out, conditions.setdefault(first or "", []))
-        self._notices(question, tokens, out)
-        out.per_type = {t: self._merge([c for c in conds if c.key not in drop]) for t, conds in conditions.items()
-                        if t}
+        out.per_type = {t: self._merge([c for c in conds if c.key not in out.dropped])
+                        for t, conds in conditions.items() if t}
         if group:
             out.group_by = group_facet(self.vocab, first, group) if first else None
             if out.group_by is None:
@@ -189,7 +240,6 @@ class QueryParser:
                              and t.word not in self.vocab.type_words and t.word not in self.cues)
         if out.targets and (out.count or out.has_conditions) and not out.lookups:
             out.notes += [n for n in self._unknown_values(tokens, out) if n not in out.notes]
-        return out
 
     def _unknown_values(self, tokens: list[_Token], out: Understanding) -> list[str]:
         """Not silent: a word that reads like a value of the records named ("rechazados" in "mis pedidos
@@ -315,13 +365,15 @@ class QueryParser:
     def _group_facets(self, word: str) -> list[str]:
         return [n for n in self.cues.get(word, []) if not self.vocab.facets[n].cue_required]
 
-    def _group_by(self, tokens: list[_Token], out: Understanding, named: list[str]) -> list[str]:
+    def _group_by(self, r: _Reading) -> list[str]:
         """ "per project", "por estado", "each developer"; "who has the most", "which sprint has the most".
 
         The facets the group may be (a cue may name a facet of several types: "owner"), those of the
         types the question names first; :data:`PERSON` for "who"."""
+        tokens, out = r.tokens, r.out
+
         def ranked(facets: list[str]) -> list[str]:
-            return sorted(facets, key=lambda f: f not in self._named_facets)
+            return sorted(facets, key=lambda f: f not in r.named_facets)
 
         free = [i for i, t in enumerate(tokens) if t.used is None]
         words = [tokens[i].word for i in free]
@@ -390,15 +442,16 @@ class QueryParser:
                 best = min(best, match.start - j if j < match.start else j - (match.end - 1) if j >= match.end else 0)
         return best
 
-    def _resolve(self, tokens: list[_Token], match: _Match) -> list[Any]:
+    def _resolve(self, r: _Reading, match: _Match) -> list[Any]:
         """The meanings that survive: a cue-needing value only near its cue, and then it wins."""
+        tokens = r.tokens
         lexical = [m for m in match.meanings if isinstance(m, str)]
         terms = [m for m in match.meanings if isinstance(m, Term)]
         near = []
         plain = []
         if len(match.meanings) and match.end - match.start == 1:
             word = tokens[match.start].word
-            terms = [t for t in terms if word not in lx.FALSE_FRIENDS.get(self._language, ())]
+            terms = [t for t in terms if word not in lx.FALSE_FRIENDS.get(r.language, ())]
         for term in terms:
             facet = self.vocab.facets[term.facet]
             if facet.cue_required:
@@ -414,7 +467,7 @@ class QueryParser:
             first = tokens[match.start]
             return plain[:1] if (first.capitalised and match.start > 0) else ["caller"]
         if plain:
-            preferred = [t for t in plain if t.facet in self._named_facets]
+            preferred = [t for t in plain if t.facet in r.named_facets]
             return preferred + [t for t in plain if t not in preferred] + [x for x in lexical if x in _LEXICAL_SLOTS]
         return lexical[:1]
 
@@ -439,10 +492,11 @@ class QueryParser:
             return False
         return False
 
-    def _interpret(self, tokens: list[_Token], matches: list[_Match], out: Understanding, slots: list[Slot],
-                   intents: list[Intent]) -> None:
+    def _interpret(self, r: _Reading, matches: list[_Match]) -> None:
+        """Each phrase as a slot (values), an intent (open, mine, a window ...) or a count word."""
+        tokens, out, slots, intents = r.tokens, r.out, r.slots, r.intents
         for match in matches:
-            meanings = self._resolve(tokens, match)
+            meanings = self._resolve(r, match)
             text = " ".join(t.text for t in tokens[match.start:match.end])
             if not meanings:
                 continue
