@@ -36,6 +36,7 @@ QUICK: dict[str, list[str]] = {
     "embedding": ["--short", "24", "--long", "8"],
     "indexing": ["--tasks", "200"],
     "qa": ["--tasks", "300", "--data-dir", ".oracle-rag/bench-qa-quick"],
+    "qa_open": ["--data-dir", ".oracle-rag/bench-qa-open"],
     "retrieval_latency": ["--sizes", "2000", "--queries", "10", "--rounds", "1", "--no-alternatives"],
     "retrieval_quality": [],
     "sources": ["--rows", "5000", "--full-sample", "500"],
@@ -53,7 +54,8 @@ QUICK: dict[str, list[str]] = {
 def benchmarks() -> list[str]:
     """Every benchmark script in bench/, by name: the files that run as a script.
 
-    A module the benchmarks import (``qa_tickets.py``: the second domain of ``qa.py``)
+    A module the benchmarks import (``qa_tickets.py``: the second domain of ``qa.py``;
+    ``helpdesk.py``: the corpus of ``qa_open.py``)
     has no ``__main__`` block and is not a benchmark of its own.
     """
     return sorted(p.stem for p in BENCH.glob("*.py")
