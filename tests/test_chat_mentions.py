@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oracle_rag.chat.mentions import REMOVED, RecordWords, find_mentions, redact, redact_stream
+from oracle_rag.chat.mentions import (
+    REMOVED,
+    RecordWords,
+    _Arriving,
+    find_mentions,
+    normalise,
+    redact,
+    redact_stream,
+)
 
 VISIBLE = {("TASK", "5"), ("TASK", "21"), ("TASK", "300")}
 # The words the reference app's task declares (the product builds these from the declarations).
@@ -137,3 +148,84 @@ def test_no_declared_words_means_nothing_is_a_mention():
     none = RecordWords({})
     assert redact("TASK #7 and ticket 9", lambda keys: set(), none) == "TASK #7 and ticket 9"
     assert "".join(redact_stream(["TASK #", "7"], lambda keys: set(), none)) == "TASK #7"
+
+
+def _cpu(call) -> float:
+    """The least CPU of three runs of ``call`` (process time: what other processes do is not counted)."""
+    costs = []
+    for _ in range(3):
+        started = time.process_time()
+        call()
+        costs.append(time.process_time() - started)
+    return min(costs)
+
+
+def test_a_list_of_ids_is_redacted_in_time_linear_in_its_length():
+    """"Tasks 12, 15, 18, ... are blocked." once cost twelve times more per id listed (streamed or not).
+
+    Machine-independent budget: the same text with words in place of ids, measured here, times a
+    generous factor; an exponential or quadratic scan exceeds it by orders of magnitude at 3,000 ids.
+    """
+    ids = [7, *range(15, 15 + 3 * 29, 3)]
+    text = f"Tasks {', '.join(map(str, ids))} are blocked."
+    assert redact(text, visible, WORDS) == f"{REMOVED}, {', '.join(map(str, ids[1:]))} are blocked."
+    for size in (1, 3, 7):
+        pieces = [text[i:i + size] for i in range(0, len(text), size)]
+        assert "".join(redact_stream(pieces, visible, WORDS)) == redact(text, visible, WORDS)
+    many = "Tasks " + ", ".join(str(n) for n in range(10_000, 13_000))
+    words = "Notes " + ", ".join(f"w{n}x" for n in range(10_000, 13_000))[:len(many) - 6]
+
+    def run(t: str, size: int) -> None:
+        "".join(redact_stream([t[i:i + size] for i in range(0, len(t), size)], visible, WORDS))
+
+    for long, plain in ((many, words), (many + " x", words + " x")):
+        for size in (len(long), 4):
+            assert _cpu(lambda: run(long, size)) < 10 * _cpu(lambda: run(plain, size)) + 0.01  # noqa: B023
+
+
+def test_a_run_of_separators_is_read_one_way():
+    """"no" is one separator, not two ways to read one: a run of them costs what its length costs."""
+    for n in (20, 2000):
+        text = "task " + "no" * n + "x #7"
+        assert redact(text, visible, WORDS) == text
+        assert "".join(redact_stream([text], visible, WORDS)) == text
+    assert _cpu(lambda: redact("task " + "no" * 4000 + "x", visible, WORDS)) < \
+        10 * _cpu(lambda: redact("task " + "on" * 4000 + "x", visible, WORDS)) + 0.01
+
+
+# The grammar of a mention still arriving, written as the pattern it once was (exponential on a
+# long list: used here on short texts only, as the statement the linear scan must agree with).
+_SEP_PART = r"(?:#|n|no|no\.|n[º°o]\.?|nu|num|numb|numbe|number|num\.|nr|nr\.|i|id|:|-|–|—|/)"
+_CONNECTOR_PART = r"(?:,|;|/|&|\+|a|an|and|o|or|y|e|et|u|un|und)"
+
+
+def _held_by_grammar(text: str, words: RecordWords) -> int:
+    ordered = sorted(words.folded, key=lambda w: (-len(w), w))
+    full = "(?:" + "|".join(re.escape(w) for w in ordered) + ")"
+    cut = sorted({w[:i] for w in ordered for i in range(1, len(w))} - set(ordered), key=lambda w: (-len(w), w))
+    partial = re.compile(r"(?<![\w])(?:\[ ?)?(?:" + "".join(re.escape(w) + "|" for w in cut) + full
+                         + r"(?: ?" + _SEP_PART + r")* ?(?:\d+(?: ?" + _CONNECTOR_PART + r"?(?: ?" + _SEP_PART
+                         + r")* ?\d*)*)?)? ?$")
+    norm, index = normalise(text)
+    for start in range(len(norm)):
+        if (norm[start] == "[" or norm[start] in words.beginnings) and partial.match(norm, start):
+            return index[start]
+    return len(text)
+
+
+WITH_SEPARATOR_WORDS = RecordWords.of({"ticket": ["T"], "purchase order": ["O"], "item": ["T"], "no": ["X"],
+                                       "id": ["X"], "and": ["X"]}, ["T", "O"])
+
+
+@given(st.lists(st.sampled_from(["task", "tasks", "ta", "t", "[", "]", " ", "  ", "#", "no", "n", "nº", ".", "number",
+                                 "num", "1", "23", "0", ",", "and", "a", "o", "or", "y", "x", "_", "**", "ＴＡＳＫ",
+                                 "\u200b", "id", "i", ":", "-", "/", "purchase", " order", "item", "ticket", "s",
+                                 "und", "e", "et", "&", "+", ";", "nr", "—", "№", "ﬁ"]), max_size=8),
+       st.sampled_from([WORDS, OTHER, WITH_SEPARATOR_WORDS]), st.integers(min_value=1, max_value=5))
+@settings(max_examples=600, deadline=None)
+def test_what_is_held_back_is_what_the_grammar_says_may_still_be_a_mention(tokens, words, size):
+    text = "".join(tokens)
+    arriving = _Arriving(words)
+    for i in range(0, len(text), size):
+        arriving.feed(text[i:i + size])
+    assert arriving.earliest() == _held_by_grammar(text, words)

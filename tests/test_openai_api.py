@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -286,3 +287,39 @@ def test_docs_page_has_client_configurations() -> None:
     text = (Path(__file__).resolve().parent.parent / "docs" / "openai-api.md").read_text()
     assert 'base_url="http://127.0.0.1:8000/v1"' in text and "OPENAI_API_BASE_URL" in text
     assert f'model="{MODEL_ID}"' in text
+
+
+def _cpu_of(call: Any) -> tuple[Any, float]:
+    started = time.process_time()  # the whole process: the server's threads run here too
+    result = call()
+    return result, time.process_time() - started
+
+
+def test_a_reply_listing_thirty_ids_costs_what_thirty_words_cost(web_llm) -> None:
+    """A reply listing ids ("Tasks 12, 15, 18, ... are blocked.") is redacted in time linear in its length.
+
+    The listing once cost seconds per id (each further id twelve times the last). The budget is
+    machine-independent: the CPU of the same request whose reply lists words instead of ids,
+    measured here, times a generous factor (the request also embeds the question and retrieves;
+    a superlinear redaction of thirty ids would exceed it by orders of magnitude).
+    """
+    own = task_chunks_of(web_llm.rag, DEV_A)[0]
+    foreign = task_chunks_of(web_llm.rag, DEV_B)[0].task_id
+    listed = ", ".join(str(n) for n in [foreign, *range(15, 15 + 3 * 29, 3)])
+    words = ", ".join(f"w{chr(97 + i % 26)}{chr(97 + i // 26)}" for i in range(30))
+    reply = f"Yours: /chunk/task/{own.task_id}. Tasks {listed} are blocked."
+    baseline = f"Yours: /chunk/task/{own.task_id}. Notes {words} are blocked."
+    messages = [{"role": "user", "content": own.title}]
+    client = web_llm.client(DEV_A)
+    costs: dict[str, float] = {}
+    for name, text in (("warm-up", baseline), ("words", baseline), ("ids", reply)):
+        web_llm.llm.push(Reply(text), Reply(text))
+        plain, plain_cpu = _cpu_of(lambda: client.chat.completions.create(model=MODEL_ID, messages=messages))
+        chunks, stream_cpu = _cpu_of(lambda: list(client.chat.completions.create(
+            model=MODEL_ID, messages=messages, stream=True)))
+        answer = plain.choices[0].message.content
+        assert "".join(c.choices[0].delta.content or "" for c in chunks) == answer
+        assert answer.startswith(f"Yours: /chunk/task/{own.task_id}.")
+        assert str(foreign) not in answer and "are blocked" not in answer  # the redacted sentence is dropped whole
+        costs[name] = plain_cpu + stream_cpu
+    assert costs["ids"] < 4 * costs["words"] + 0.05, costs

@@ -31,6 +31,12 @@ replaced.
 Streaming answers are filtered as they flow: text is held back while the
 end of what has arrived could still become a mention, however the pieces
 are split and however long a run of whitespace or zeros is inside it.
+
+The cost is linear in the text whatever it holds: no pattern here can match
+one run of characters in more than one way (a list of thirty ids costs what
+thirty words cost), and what may still be arriving is found by one scan that
+remembers, per state of a mention being read, only the earliest place it
+started, so a stream costs what its text costs however it is split.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 REMOVED = "[reference removed]"
 _CONTEXT = 32  # characters of sent text kept to decide the word boundary before a held mention
@@ -49,12 +56,18 @@ Key = tuple[str, str]  # (source type, stored source id)
 Visible = Callable[[set[Key]], set[Key]]
 
 _EMPHASIS = "*_~`"
-_SEP = r"(?: ?(?:#|no\.?|n[º°o]\.?|number|num\.?|nr\.?|id|:|-|–|—|/))* ?"
+# Separators between a record word and its id. Each alternative spells different text ("no" only
+# through ``n[º°o]``), so a run of them can be read one way only: the cost stays linear.
+_SEP = r"(?: ?(?:#|n[º°o]\.?|number|num\.?|nr\.?|id|:|-|–|—|/))* ?"
 # Further ids listed after a mention ("TASKS #61, #62 and #63") need their own "#" (or "no."/"id"):
 # "TASK #61 and 2 others" mentions one task.
 _MORE = re.compile(r" ?(?:,|;|/|&|\+|and|or|y|et|und)? ?((?:#|no\.?|number|id)(?: ?(?:#|:|-))* ?0*(\d+))(?![0-9])")
-_CONNECTOR_PREFIX = r"(?:,|;|/|&|\+|a|an|and|o|or|y|e|et|u|un|und)"
-_SEP_PREFIX = r"(?:#|n|no|no\.|n[º°o]\.?|nu|num|numb|numbe|number|num\.|nr|nr\.|i|id|:|-|–|—|/)"
+# What a mention still arriving may hold after its record word, as tokens: separators, and after the
+# first digit also connectors. Each set holds every prefix of its tokens ("n", "nu" ... "number"),
+# so the token being written is always one of them.
+_SEP_PARTS = frozenset({"#", "n", "no", "no.", "nº", "nº.", "n°", "n°.", "nu", "num", "numb", "numbe", "number",
+                        "num.", "nr", "nr.", "i", "id", ":", "-", "–", "—", "/"})
+_TAIL_PARTS = _SEP_PARTS | {",", ";", "&", "+", "a", "an", "and", "o", "or", "y", "e", "et", "u", "un", "und"}
 
 
 @dataclass(frozen=True)
@@ -69,9 +82,8 @@ class RecordWords:
     words: Mapping[str, tuple[str, ...]]
     prefixes: Mapping[str, str] = field(default_factory=dict)
     head: re.Pattern[str] = field(init=False, repr=False, compare=False)
-    partial: re.Pattern[str] = field(init=False, repr=False, compare=False)
-    starts: re.Pattern[str] = field(init=False, repr=False, compare=False)
     folded: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+    beginnings: frozenset[str] = field(init=False, repr=False, compare=False)  # every prefix of a folded word
 
     def __post_init__(self) -> None:
         folded: dict[str, tuple[str, ...]] = {}
@@ -80,22 +92,13 @@ class RecordWords:
             if key:
                 folded[key] = tuple(dict.fromkeys([*folded.get(key, ()), *types]))
         object.__setattr__(self, "folded", folded)
-        words = sorted(folded, key=lambda w: (-len(w), w))
-        if not words:
-            never = re.compile(r"(?!)")
-            object.__setattr__(self, "head", never)
-            object.__setattr__(self, "partial", never)
-            object.__setattr__(self, "starts", never)
+        object.__setattr__(self, "beginnings", frozenset(w[:i] for w in folded for i in range(1, len(w) + 1)))
+        if not folded:
+            object.__setattr__(self, "head", re.compile(r"(?!)"))
             return
+        words = sorted(folded, key=lambda w: (-len(w), w))
         full = "(?:" + "|".join(re.escape(w) for w in words) + ")"
-        cut = sorted({w[:i] for w in words for i in range(1, len(w))} - set(words), key=lambda w: (-len(w), w))
-        cuts = "".join(re.escape(w) + "|" for w in cut)
         object.__setattr__(self, "head", re.compile(r"(?<![\w])(" + full + ")" + _SEP + r"(0*(\d+))(?![0-9])"))
-        # What the end of a streamed buffer may hold while a mention is still arriving.
-        object.__setattr__(self, "partial", re.compile(
-            r"(?<![\w])(?:\[ ?)?(?:" + cuts + full + r"(?: ?" + _SEP_PREFIX + r")* ?(?:\d+(?: ?" + _CONNECTOR_PREFIX
-            + r"?(?: ?" + _SEP_PREFIX + r")* ?\d*)*)?)? ?$"))
-        object.__setattr__(self, "starts", re.compile("[" + re.escape("[" + "".join({w[0] for w in words})) + "]"))
 
     def types_of(self, word: str) -> tuple[str, ...]:
         return self.folded.get(word, ())
@@ -115,26 +118,26 @@ class RecordWords:
         return cls(words, dict(prefixes or {}))
 
 
+@lru_cache(maxsize=4096)
+def _fold(ch: str) -> str:
+    """One character as mentions are read: ``" "`` for whitespace and emphasis, ``""`` for format,
+    combining and control characters, else NFKC-normalised and case-folded without accents (possibly
+    several characters, whitespace among them again ``" "``)."""
+    if ch.isspace() or ch in _EMPHASIS:
+        return " "
+    if unicodedata.category(ch) in ("Cf", "Mn", "Me", "Cc"):
+        return ""
+    folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", ch).casefold())
+    return "".join(" " if p.isspace() or p in _EMPHASIS else p for p in folded if not unicodedata.combining(p))
+
+
 def normalise(text: str) -> tuple[str, list[int]]:
     """The normalised text and, for each of its characters, the index of the original character."""
     out: list[str] = []
     index: list[int] = []
     for i, ch in enumerate(text):
-        if ch.isspace() or ch in _EMPHASIS:
-            if not out or out[-1] != " ":
-                out.append(" ")
-                index.append(i)
-            continue
-        if unicodedata.category(ch) in ("Cf", "Mn", "Me", "Cc"):
-            continue
-        folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", ch).casefold())
-        for part in folded:
-            if unicodedata.combining(part):
-                continue
-            if part.isspace() or part in _EMPHASIS:
-                if not out or out[-1] != " ":
-                    out.append(" ")
-                    index.append(i)
+        for part in _fold(ch):
+            if part == " " and out and out[-1] == " ":
                 continue
             out.append(part)
             index.append(i)
@@ -202,31 +205,107 @@ def redact(text: str, visible: Visible, words: RecordWords, context: str = "") -
     return "".join(out)
 
 
-def _safe_cut(buffer: str, words: RecordWords) -> int:
-    """How much of ``buffer`` can be sent now: all of it, unless its end may still become a mention."""
-    norm, index = normalise(buffer)
-    if not norm:
-        return len(buffer)
-    for m in words.starts.finditer(norm):
-        if words.partial.match(norm, m.start()):
-            return index[m.start()]
-    return len(buffer)
+_State = tuple[str, str]  # (where in a mention, the word or token read so far)
+
+
+class _Arriving:
+    """Where a record mention may still be arriving at the end of a stream: one linear scan.
+
+    A candidate starts at ``[`` or at a record word's first character, unless a word character
+    comes just before. It lives while the text after it is the start of a mention: ``[`` and a
+    space; a part of a record word (which may end in one space); or a whole record word followed by
+    separators (``#``, ``no.``, ``id`` ...) and, from the first digit on, digits, connectors
+    (``,``, ``and``, ``y`` ...), separators and spaces in any order. Candidates in the same state
+    have the same future, so each state keeps only its earliest start: the work per character is
+    bounded by the number of states (the words' prefixes and the tokens), whatever the text holds.
+    """
+
+    def __init__(self, words: RecordWords) -> None:
+        self.words = words
+        self.live: dict[_State, int] = {}  # state -> earliest start (index of the original character)
+        self.offset = 0  # original characters read
+        self.last = " "  # the last normalised character (a stream starts after a boundary)
+
+    def feed(self, text: str) -> None:
+        words = self.words
+        live, last, offset = self.live, self.last, self.offset
+        for i, ch in enumerate(text, offset):
+            for c in _fold(ch):
+                if c == " " and last == " ":
+                    continue
+                if live:
+                    moved: dict[_State, int] = {}
+                    for state, start in live.items():
+                        for nxt in self._step(state, c):
+                            if moved.get(nxt, i) >= start:
+                                moved[nxt] = start
+                    live = moved
+                if not (last.isalnum() or last == "_"):  # the pattern's (?<!\w): a mention starts a word
+                    if c == "[":
+                        live.setdefault(("[", ""), i)
+                    elif c in words.beginnings:
+                        live.setdefault(("w", c), i)
+                last = c
+        self.live, self.last, self.offset = live, last, offset + len(text)
+
+    def earliest(self) -> int:
+        """The index of the first original character that may still belong to a mention (or the end)."""
+        return min(self.live.values(), default=self.offset)
+
+    def _step(self, state: _State, c: str) -> set[_State]:
+        kind, read = state
+        out: set[_State] = set()
+        if kind == "[":  # "[" or "[ ", a record word may follow
+            if c == " " and not read:
+                out.add(("[", " "))
+            if c in self.words.beginnings:
+                out.add(("w", c))
+        elif kind == "w":  # part of a record word, or a whole one
+            if read + c in self.words.beginnings:
+                out.add(("w", read + c))
+            if read in self.words.folded:
+                out |= self._step(("sep", ""), c)
+            elif c == " ":
+                out.add(("end", ""))  # "ta " may still end the text, nothing may follow
+        elif kind == "sep":  # separators before the first digit
+            if read + c in _SEP_PARTS:
+                out.add(("sep", read + c))
+            if c in _SEP_PARTS:
+                out.add(("sep", c))
+            if c == " ":
+                out.add(("sep", ""))
+            elif c.isdecimal():
+                out.add(("ids", ""))
+        elif kind == "ids":  # digits, connectors, separators, in any order
+            if read + c in _TAIL_PARTS:
+                out.add(("ids", read + c))
+            if c in _TAIL_PARTS:
+                out.add(("ids", c))
+            if c == " " or c.isdecimal():
+                out.add(("ids", ""))
+        return out
 
 
 def redact_stream(pieces: Iterable[str], visible: Visible, words: RecordWords) -> Iterator[str]:
     """Yield ``pieces`` redacted as they arrive, holding back what may still become a mention."""
     try:
-        buffer, sent = "", ""
+        arriving = _Arriving(words)
+        held: list[str] = []  # the pieces not yet sent, from ``start`` (an index in the whole stream)
+        start, sent = 0, ""
         for piece in pieces:
-            buffer += piece
-            cut = _safe_cut(buffer, words)
+            held.append(piece)
+            arriving.feed(piece)
+            cut = arriving.earliest() - start
             if cut == 0:
                 continue
-            head, buffer = buffer[:cut], buffer[cut:]
+            buffer = "".join(held)
+            head = buffer[:cut]
+            held = [buffer[cut:]] if cut < len(buffer) else []
+            start += cut
             yield redact(head, visible, words, sent)
-            sent = (sent + head)[-_CONTEXT:]
-        if buffer:
-            yield redact(buffer, visible, words, sent)
+            sent = (sent[-_CONTEXT:] + head[-_CONTEXT:])[-_CONTEXT:]
+        if held:
+            yield redact("".join(held), visible, words, sent)
     finally:
         close = getattr(pieces, "close", None)
         if close is not None:
