@@ -149,6 +149,7 @@ class Settings:
     aggregate_prompt_chars: int = setting(8_000, 200, 1_000_000,
                                           help="characters of a query result placed in the model's prompt (the cut is said)")
     aggregate_retries: int = setting(2, 0, 10, help='corrections asked of the model after a refusal')
+    feedback_per_minute: int = setting(20, 1, 10_000, help='ratings (POST /api/feedback, /v1/feedback) one caller may send in any minute; more are refused with 429')
     demo: bool = setting(False, help='demo mode (employee picker on the page)')
     allowed_hosts: str = setting("localhost,127.0.0.1,::1", check=allowed_hosts_problem,
                                  help='the Host names the web server answers (others: 400 HOST_NOT_ALLOWED; defeats DNS rebinding); /healthz is exempt')

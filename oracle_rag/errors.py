@@ -93,6 +93,12 @@ class LLMError(RagError):
     code = "LLM"
 
 
+class RateLimitError(RagError):
+    """A caller sent more requests of one kind than the limit allows; ``retry_after`` in seconds."""
+
+    code = "RATE_LIMITED"
+
+
 class InputError(RagError):
     """Bad input from a caller (a query, a request body, a CLI argument)."""
 

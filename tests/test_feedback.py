@@ -126,7 +126,7 @@ def test_bench_qa_skips_items_that_need_truth(tmp_path) -> None:
     assert [q["id"] for q in qa.load_questions(path)] == ["a"]
 
 
-def test_accepted_aggregate_sql_becomes_an_example_for_similar_questions(demo_rag) -> None:
+def test_accepted_aggregate_sql_becomes_an_example_for_its_caller(demo_rag) -> None:
     from llm_server import ScriptedLLM
 
     from oracle_rag.access import load_caller
@@ -142,15 +142,20 @@ def test_accepted_aggregate_sql_becomes_an_example_for_similar_questions(demo_ra
         message_id = store.append_turn(new_conversation_id(), who, asked, "42", [], new=True, guarded_sql=sql)
         feedback.record(message_id, who, rating, None)
     with demo_rag.engine.connect() as conn:
-        manager = load_caller(conn, 3)
+        manager, rater = load_caller(conn, 3), load_caller(conn, DEV_B)
     with ScriptedLLM() as llm:
-        llm.push('{"sql": "SELECT AVG(ESTIMATED_HOURS) AS A FROM RAG_V_TASK"}',
-                 '{"sql": "SELECT COUNT(*) AS N FROM RAG_V_TASK"}')
+        llm.push(*['{"sql": "SELECT COUNT(*) AS N FROM RAG_V_TASK"}'] * 3)
         settings = demo_rag.settings.with_overrides(llm_url=llm.url, llm_model="m", llm_max_retries=0)
         service = AggregateService(demo_rag.engine, settings)
-        service.ask("what are the average estimated hours of open tasks?", manager, LLMClient(settings).complete)
-        service.ask("how many sprints are there?", manager, LLMClient(settings).complete)
-        similar, unrelated = llm.requests[0].system, llm.requests[1].system
-    assert f"SQL: {up_sql}" in similar and "Q: average estimated hours of open tasks" in similar
-    assert down_sql not in similar  # a "down" answer is never an example
-    assert "Queries accepted" not in unrelated
+        for who, asked in ((rater, "what are the average estimated hours of open tasks?"),
+                           (rater, "how many sprints are there?"),
+                           (manager, "what are the average estimated hours of open tasks?")):
+            service.ask(asked, who, LLMClient(settings).complete)
+        similar, unrelated, other = (r.messages for r in llm.requests)
+    [example] = json.loads(similar[1]["content"].split("\n", 3)[3])
+    assert example == {"question": "average estimated hours of :text tasks",
+                       "sql": "SELECT AVG(ESTIMATED_HOURS) AS AVG_HOURS FROM RAG_V_TASK WHERE STATUS = :text"}
+    assert "RAG_V_TASK WHERE STATUS" not in similar[0]["content"]  # never in the system prompt
+    assert down_sql not in json.dumps(similar)  # a "down" answer is never an example
+    assert unrelated[1]["content"] == "how many sprints are there?"
+    assert other[1]["content"] == "what are the average estimated hours of open tasks?"  # not the rater's

@@ -23,7 +23,7 @@ from ..config import Settings
 from ..engines import Engine
 from ..errors import GuardrailError, InputError, LLMError
 from .catalog import REFERENCE_CATALOG, Catalog
-from .examples import examples_text, similar_examples
+from .examples import similar_examples, user_turn
 from .executors import guarded_executor
 from .guard import CheckedQuery, check_sql
 from .repair import repair
@@ -157,8 +157,9 @@ class AggregateService:
             raise InputError("question is empty")
         system = SQL_SYSTEM_PROMPT.format(dialect=self.engine.sql_dialect_name, schema=self.catalog.describe(),
                                           rules=self.catalog.rules())
-        system += examples_text(similar_examples(self.engine, question))  # accepted answers (issue 26)
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+        # Accepted answers like this one, that this caller may be offered: data in the user turn.
+        examples = similar_examples(self.engine, question, who.employee_id)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user_turn(question, examples)}]
         result = AggregateResult(question, None)
         for attempt in range(1, self.settings.aggregate_retries + 2):
             result.attempts = attempt

@@ -1,22 +1,32 @@
-"""Feedback on answers: thumbs up/down and an optional comment (issue 26).
+"""Feedback on answers: thumbs up/down and an optional comment.
 
 A rating names a stored answer (its message id, ``message_id`` in every stored answer's JSON). The
 caller may only rate answers of their own conversations: anything else reads as "not found", so
 ids cannot be probed. Each row keeps what was understood and the guarded SQL of the answer (copied
 from the message), never the rows it showed; ``oracle-rag feedback export`` turns the rows into a
 question set ``bench/qa.py`` scores.
+
+A rating "up" of an answer that ran guarded SQL also stores that question and SQL with their
+literals as placeholders: the example ``aggregate/examples.py`` may offer to the same caller (and,
+once approved, to anyone). Ratings are limited per caller (:class:`RatingLimit`), so one caller
+cannot flood the table or the examples.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..aggregate.examples import MAX_ID, example_of
 from ..engines import Engine
 from ..engines.records import lob_text
-from ..errors import InputError, NotFoundError
+from ..errors import InputError, NotFoundError, RateLimitError
 from ..sources.base import iso_or_none
 from . import feedback_sql as q
 
@@ -71,18 +81,65 @@ class Feedback:
                 "question": self.question, "answer": self.answer}
 
 
+class RatingLimit:
+    """At most ``per_minute`` ratings per caller in any 60 seconds of ``clock`` (a sliding window).
+
+    Kept in the process (one per web app); the clock is injectable so tests need no wall time.
+    """
+
+    WINDOW_S = 60.0
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_minute = int(per_minute)
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._seen: dict[int, deque[float]] = {}
+
+    def take(self, caller_id: int) -> None:
+        """Count one rating of ``caller_id``, or RateLimitError (nothing counted) when over the limit."""
+        now = self.clock()
+        with self._lock:
+            seen = self._seen.setdefault(int(caller_id), deque())
+            while seen and seen[0] <= now - self.WINDOW_S:
+                seen.popleft()
+            if len(seen) >= self.per_minute:
+                retry = max(1, int(seen[0] + self.WINDOW_S - now + 0.999))
+                raise RateLimitError(f"too many ratings: at most {self.per_minute} a minute; try again in "
+                                     f"{retry} s", retry_after=retry)
+            seen.append(now)
+            if len(self._seen) > 10_000:  # forget callers with no rating in the window
+                for key in [k for k, v in self._seen.items() if not v or v[-1] <= now - self.WINDOW_S]:
+                    del self._seen[key]
+
+
 class FeedbackStore:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, limit: RatingLimit | None = None) -> None:
         self.engine = engine
+        self.limit = limit
 
     def record(self, message_id: Any, caller_id: int, rating: int, comment: str | None) -> None:
-        """Store one rating of the caller's own answer, or NotFoundError."""
-        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id <= 0:
+        """Store one rating of the caller's own answer; NotFoundError, or RateLimitError past the limit.
+
+        An id no engine can store (past 2^63 - 1) is "not found" like any other id that is not the
+        caller's answer.
+        """
+        if isinstance(message_id, bool) or not isinstance(message_id, int) or not 0 < message_id <= MAX_ID:
             raise NotFoundError("answer not found")
+        if self.limit is not None:
+            self.limit.take(caller_id)
+        binds = {"message_id": message_id, "caller_id": int(caller_id)}
         with self.engine.begin() as conn:
+            rated = conn.execute(self.engine.statement(q.RATED_ANSWER), binds).first()
+            if rated is None:
+                raise NotFoundError("answer not found")
+            example = None
+            if rating > 0 and rated[0] is not None:
+                example = example_of(lob_text(rated[1]) if rated[1] is not None else None, lob_text(rated[0]),
+                                     self.engine.sql_dialect)
             done = conn.execute(self.engine.statement(q.INSERT_FEEDBACK),
-                                {"message_id": message_id, "caller_id": int(caller_id), "rating": rating,
-                                 "comment_text": comment})
+                                {**binds, "rating": rating, "comment_text": comment,
+                                 "example_question": example[0] if example else None,
+                                 "example_sql": example[1] if example else None})
             if not done.rowcount:
                 raise NotFoundError("answer not found")
 

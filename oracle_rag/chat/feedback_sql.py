@@ -1,4 +1,4 @@
-"""Every statement feedback on answers sends (migration V12 SQLite / V11 Oracle, ``RAG_FEEDBACK``).
+"""Every statement feedback on answers sends (migrations V12/V15 SQLite, V11/V15 Oracle: ``RAG_FEEDBACK``).
 
 Ownership is part of the insert: a message of another caller's conversation (or a question, or a
 missing id) inserts no row, which the caller reports as "not found".
@@ -9,9 +9,20 @@ from __future__ import annotations
 from ..engines.statements import Sql
 from ..messages_sql import question_before
 
-# Copies what was understood and the guarded SQL from the rated answer; never its rows.
-INSERT_FEEDBACK = Sql.both("""INSERT INTO RAG_FEEDBACK (MESSAGE_ID, CALLER_ID, RATING, COMMENT_TEXT, UNDERSTOOD, GUARDED_SQL)
-SELECT m.MESSAGE_ID, :caller_id, :rating, :comment_text, m.UNDERSTOOD, m.GUARDED_SQL
+# The rated answer's guarded SQL and the question before it, if the answer is the caller's: no row
+# for a message of another caller's conversation, a question, or a missing id ("not found").
+RATED_ANSWER = Sql.both(f"""SELECT m.GUARDED_SQL, {question_before('m')} AS QUESTION
+FROM RAG_MESSAGE m
+JOIN RAG_CONVERSATION c ON c.CONVERSATION_ID = m.CONVERSATION_ID
+WHERE m.MESSAGE_ID = :message_id
+  AND m.ROLE = 'assistant'
+  AND c.EMPLOYEE_ID = :caller_id""")
+
+# Copies what was understood and the guarded SQL from the rated answer; never its rows. The example
+# columns hold the question and SQL with their literals as placeholders (aggregate/examples.py).
+INSERT_FEEDBACK = Sql.both("""INSERT INTO RAG_FEEDBACK (MESSAGE_ID, CALLER_ID, RATING, COMMENT_TEXT, UNDERSTOOD, GUARDED_SQL,
+                          EXAMPLE_QUESTION, EXAMPLE_SQL)
+SELECT m.MESSAGE_ID, :caller_id, :rating, :comment_text, m.UNDERSTOOD, m.GUARDED_SQL, :example_question, :example_sql
 FROM RAG_MESSAGE m
 JOIN RAG_CONVERSATION c ON c.CONVERSATION_ID = m.CONVERSATION_ID
 WHERE m.MESSAGE_ID = :message_id

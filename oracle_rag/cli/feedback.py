@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from ..aggregate.examples import list_examples, set_approval
 from ..chat.feedback import RATINGS, Feedback, FeedbackStore
 from ..system import RagSystem
 from .context import pass_system
@@ -77,3 +78,33 @@ def export(rag: RagSystem, out: str, since: str | None, rating: str | None) -> N
     Path(out).write_text(json.dumps({"about": about, "questions": questions}, ensure_ascii=False, indent=1) + "\n",
                          encoding="utf-8")
     click.echo(f"wrote {len(questions)} question(s) to {out}")
+
+
+@feedback.command("examples")
+@click.option("--pending", is_flag=True, help="Only the examples not approved yet (the candidates).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line.")
+@pass_system
+def examples_cmd(rag: RagSystem, pending: bool, as_json: bool) -> None:
+    """Question -> SQL examples from answers rated up, with literals as placeholders, oldest first.
+
+    An example is offered to the caller who rated it; `feedback approve ID` offers it to everyone.
+    """
+    for item in list_examples(rag.engine):
+        if pending and item.approved_at is not None:
+            continue
+        if as_json:
+            click.echo(json.dumps(item.to_dict(), ensure_ascii=False))
+            continue
+        state = "approved" if item.approved_at else "pending "
+        click.echo(f"{item.feedback_id}  {state}  caller {item.caller_id}  Q: {item.question[:80]}\n"
+                   f"    SQL: {item.sql}")
+
+
+@feedback.command("approve")
+@click.argument("feedback_id", type=click.IntRange(1))
+@click.option("--withdraw", is_flag=True, help="Withdraw the approval: offer the example to its own caller only.")
+@pass_system
+def approve(rag: RagSystem, feedback_id: int, withdraw: bool) -> None:
+    """Offer the example of rating ID (see `feedback examples`) to every caller, or withdraw that."""
+    set_approval(rag.engine, feedback_id, not withdraw)
+    click.echo(f"example {feedback_id} " + ("offered to its own caller only" if withdraw else "approved for every caller"))

@@ -21,7 +21,7 @@ from ..caller import Caller
 from ..chat.answer import check_drop
 from ..chat.chunks import chunk_detail
 from ..chat.conversations import ConversationStore
-from ..chat.feedback import FeedbackStore, check_comment, check_rating
+from ..chat.feedback import check_comment, check_rating
 from ..errors import AccessError, InputError, LLMError, NotFoundError, RagError
 from ..hosts import is_loopback_request
 from . import json_errors
@@ -195,7 +195,7 @@ def feedback() -> tuple[Response, int]:
     rating = check_rating(body.get("rating"))
     comment = check_comment(body.get("comment"))
     release_db()
-    FeedbackStore(state().rag.engine).record(message_id, caller.employee_id, rating, comment)
+    state().feedback.record(message_id, caller.employee_id, rating, comment)
     return jsonify({"recorded": True, "message_id": message_id, "rating": body["rating"]}), 201
 
 

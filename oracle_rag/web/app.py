@@ -41,6 +41,7 @@ from werkzeug.exceptions import HTTPException
 from ..auth import bearer_token, caller_for_token
 from ..caller import Caller
 from ..chat import Chat, LLMClient
+from ..chat.feedback import FeedbackStore, RatingLimit
 from ..config import load_settings
 from ..errors import wrap_driver_error
 from ..hosts import host_allowed, parse_allowed_hosts
@@ -122,7 +123,9 @@ def init_app(app: Flask, rag: RagSystem, *, caller_loader: CallerLoader | None =
         raise RuntimeError("oracle-rag is already initialised on this app")
     metrics = Metrics(rag)
     chat = Chat(rag, observer=metrics.observe_chat) if llm is ... else Chat(rag, llm, observer=metrics.observe_chat)
+    feedback = FeedbackStore(rag.engine, RatingLimit(rag.settings.feedback_per_minute))
     web_state = WebState(rag=rag, chat=chat, caller_loader=caller_loader or token_caller_loader, metrics=metrics,
+                         feedback=feedback,
                          demo_identities=list(demo_identities), max_body=max_body, owns_rag=owns_rag,
                          llm_health=LLMHealth())
     app.extensions[EXTENSION] = web_state

@@ -26,6 +26,7 @@ from ..errors import (
     LLMError,
     NotFoundError,
     RagError,
+    RateLimitError,
 )
 
 log = logging.getLogger("oracle_rag.web")
@@ -64,6 +65,8 @@ def rag_error_status(exc: RagError) -> int:
         return 401
     if isinstance(exc, NotFoundError):
         return 404
+    if isinstance(exc, RateLimitError):
+        return 429
     if isinstance(exc, LLMError):
         status = exc.details.get("http_status")
         return status if status in (502, 503, 504) else 502
@@ -79,8 +82,16 @@ def handle_rag_error(exc: RagError) -> Response:
         return error_response(500, exc.code, "the server is misconfigured; see its log")
     if status >= 500:
         log.warning("%s on %s %s: %s", exc.code, request.method, request.path, exc)
-    headers = {"WWW-Authenticate": 'Bearer realm="oracle-rag"'} if status == 401 else None
-    return error_response(status, exc.code, exc.message, headers)
+    return error_response(status, exc.code, exc.message, error_headers(exc, status))
+
+
+def error_headers(exc: RagError, status: int) -> dict[str, str] | None:
+    """The headers an error's status calls for: the auth challenge on 401, ``Retry-After`` on 429."""
+    if status == 401:
+        return {"WWW-Authenticate": 'Bearer realm="oracle-rag"'}
+    if status == 429 and isinstance(exc.details.get("retry_after"), int):
+        return {"Retry-After": str(exc.details["retry_after"])}
+    return None
 
 
 def handle_http_error(exc: HTTPException) -> Response:

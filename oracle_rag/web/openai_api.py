@@ -53,7 +53,7 @@ from ..audit import ENTRY_POINT, leave_entry_point
 from ..caller import Caller
 from ..chat.answer import ChatAnswer
 from ..chat.citations import Citation, snippet
-from ..chat.feedback import FeedbackStore, check_comment, check_rating
+from ..chat.feedback import check_comment, check_rating
 from ..chat.prompt import Turn
 from ..errors import AccessError, InputError, LLMError, NotFoundError, RagError
 from . import json_errors
@@ -86,6 +86,8 @@ def _error_parts(exc: RagError) -> tuple[int, str, str | None]:
         return status, "invalid_request_error", exc.details.get("openai_code", "not_found")
     if isinstance(exc, LLMError):
         return status, "api_error", "upstream_error"
+    if status == 429:
+        return status, "rate_limit_error", "rate_limit_exceeded"
     if status < 500:
         return status, "invalid_request_error", None
     return status, "api_error", None
@@ -96,7 +98,9 @@ def _rag_error(exc: RagError) -> Response:
     status, kind, code = _error_parts(exc)
     if status >= 500:
         json_errors.log.error("%s on %s: %s", exc.code, request.path, exc.message)
-    return openai_error(status, exc.message, kind=kind, code=code, param=exc.details.get("param"))
+    response = openai_error(status, exc.message, kind=kind, code=code, param=exc.details.get("param"))
+    response.headers.update(json_errors.error_headers(exc, status) or {})
+    return response
 
 
 @openai_bp.errorhandler(HTTPException)
@@ -350,7 +354,7 @@ def feedback() -> tuple[Response, int]:
     rating = _checked(check_rating, body.get("rating"), "rating")
     comment = _checked(check_comment, body.get("comment"), "comment")
     release_db()
-    FeedbackStore(state().rag.engine).record(message_id, caller.employee_id, rating, comment)
+    state().feedback.record(message_id, caller.employee_id, rating, comment)
     return jsonify({"object": "feedback", "recorded": True, "message_id": message_id,
                     "rating": body["rating"]}), 201
 

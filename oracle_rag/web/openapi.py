@@ -54,6 +54,7 @@ ERROR_DESCRIPTIONS = {
     "404": "NOT_FOUND: no such route, conversation or visible record",
     "413": "PAYLOAD_TOO_LARGE: body over the limit (64 KiB by default)",
     "415": "UNSUPPORTED_MEDIA_TYPE: body not sent as application/json",
+    "429": "RATE_LIMITED: more ratings in a minute than feedback_per_minute (Retry-After: seconds)",
     "500": "INTERNAL or CONFIGURATION: fixed message, details only in the server log",
     "502": "LLM: the model endpoint refused or failed (after retries)",
     "503": "DATABASE or EMBEDDING: the database or the embedding model is unavailable",
@@ -184,6 +185,8 @@ def _errors(*statuses: str) -> dict[str, Any]:
         response = _json(_ref("Error"), ERROR_DESCRIPTIONS[status])
         if status == "401":
             response["headers"] = {"WWW-Authenticate": {"schema": _STR, "description": 'Bearer realm="oracle-rag"'}}
+        if status == "429":
+            response["headers"] = {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}}
         out[status] = response
     return out
 
@@ -237,7 +240,7 @@ def build_spec(api_prefix: str = "/api", ops_prefix: str = "", *, max_question_c
                 "requestBody": {"required": True,
                                 "content": {"application/json": {"schema": _ref("FeedbackRequest")}}},
                 "responses": {"201": _json(_ref("FeedbackRecorded"), "recorded"),
-                              **_errors("400", "404", "413", "415", *_AUTH_ERRORS)},
+                              **_errors("400", "404", "413", "415", "429", *_AUTH_ERRORS)},
             }},
             f"{api}/chunks/{{source_type}}/{{source_id}}": {"get": {
                 "operationId": "getChunk", "summary": "A cited record's whole text, if your scope allows it",

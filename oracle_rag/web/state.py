@@ -21,6 +21,7 @@ from flask import Request, Response, current_app, g, request
 
 from ..caller import Caller
 from ..chat import Chat
+from ..chat.feedback import FeedbackStore
 from ..errors import RagError, wrap_driver_error
 from ..services import BackgroundServices
 from ..system import RagSystem
@@ -51,6 +52,7 @@ class WebState:
     chat: Chat
     caller_loader: CallerLoader
     metrics: Metrics
+    feedback: FeedbackStore  # ratings, with this app's per-caller rating limit
     demo_identities: list[DemoIdentity] = field(default_factory=list)
     max_body: int = DEFAULT_MAX_BODY
     owns_rag: bool = False
