@@ -247,6 +247,45 @@ def test_a_declared_source_has_its_own_meanings(parser):
     assert parse(parser, "critical tickets").targets == ["TASK"]
 
 
+@pytest.mark.parametrize(("question", "expected"), [
+    ("what is blocked in sprint 7?", {("status", "in", ("BLOCKED",)), ("sprint_id", "in", (7,))}),
+    ("blocked login tasks", {("status", "in", ("BLOCKED",))}),  # the phrase's head is the record word
+    ("which tasks about the SSO upgrade are blocked?", {("status", "in", ("BLOCKED",))}),  # linked by "about"
+    ("which tasks are blocked by the SSO upgrade?", {("status", "in", ("BLOCKED",))}),
+    ("que tareas estan bloqueadas", {("status", "in", ("BLOCKED",))}),
+    ("what did the team finish last week?", {("status", "in", ("DONE",))}),  # "what" is the verb's object
+])
+def test_a_facet_word_that_describes_the_records_asked_for_is_a_filter(parser, question, expected):
+    assert conds(parse(parser, question)) == expected
+
+
+@pytest.mark.parametrize(("question", "topic"), [
+    ("What is blocking the SSO upgrade?", "blocking SSO upgrade"),  # a verb with its object
+    ("why is the SSO upgrade blocked?", "SSO upgrade blocked"),  # said of the topic
+    ("is the SSO upgrade still blocked?", "SSO upgrade blocked"),
+    ("dar de baja un usuario", "dar baja"),  # a phrase of the topic ("baja" is also LOW)
+])
+def test_a_facet_word_that_is_part_of_the_topic_stays_in_it(parser, question, topic):
+    u = parse(parser, question)
+    assert u.kind == "topic" and not u.has_conditions and u.topic == topic
+
+
+def test_a_ticket_source_reads_its_topic_words_the_same_way(parser):
+    p = _with_tickets(parser)
+    for question in ("Why was the pending refund rejected?", "Who pointed out the heap was set too high?",
+                     "who said it was critical?", "¿quién dijo que era crítico?"):
+        u = parse(p, question)
+        assert u.kind == "topic" and not u.has_conditions, question
+    for question in ("tickets that are still pending", "open tickets", "tickets que están pendientes"):
+        assert conds(parse(p, question)) == {("state", "not_in", ("SOLVED",))}, question
+
+
+def test_a_type_asked_for_by_its_own_word_is_the_answer(parser):
+    u = parse(parser, "which sprint of Atlas Billing is active and what is its goal?")
+    assert u.targets == ["SPRINT"] and conds(u) == {("project_id", "in", (1,)), ("sprint_status", "in", ("ACTIVE",))}
+    assert parse(parser, "what is blocked in the current sprint?").targets == ["TASK"]
+
+
 def _summary(u) -> tuple:
     return (u.language, u.kind, u.targets, sorted(conds(u)), u.lookups, u.topic, u.notes, u.group_by)
 

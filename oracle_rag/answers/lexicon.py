@@ -68,6 +68,26 @@ RECORD_WORDS = frozenset(fold(w) for w in (
 # Prepositions that make "... in sprint 7" a filter on the sprint's tasks.
 WITHIN = frozenset(fold(w) for w in ("in", "inside", "within", "during", "for", "of", "en", "dentro", "del",
                                      "de", "durante", "para"))
+# Where a facet word attaches (answers.attachment): the question words that stand for the records asked
+# about ("what is blocked", "which sprint", "qué está bloqueado"), determiners, the words that link a record
+# word to its topic ("tasks about ...", "tareas de ..."), and copulas that are not filler already.
+ASKED_RECORDS = frozenset(fold(w) for w in ("what", "whats", "which", "que", "cual", "cuales"))
+# ... of which these, unaccented, are also "that" ("dijo que era crítico"): a question word only accented
+# ("qué") or opening the question.
+ALSO_CONJUNCTION = frozenset({"que", "cual"})
+DETERMINERS = frozenset(fold(w) for w in (
+    "the", "a", "an", "this", "that", "these", "those", "our", "your", "their", "its", "his", "her", "el", "la",
+    "los", "las", "un", "una", "unos", "unas", "este", "esta", "estos", "estas", "ese", "esa", "esos", "esas",
+    "su", "sus", "nuestro", "nuestra", "nuestros", "nuestras"))
+TOPIC_LINKS = frozenset(fold(w) for w in (
+    "about", "on", "regarding", "concerning", "mentioning", "re", "sobre", "acerca", "de", "del", "con", "relativas",
+    "relativos", "relacionadas", "relacionados"))
+AUXILIARIES = frozenset(fold(w) for w in ("did", "do", "does", "has", "have", "had", "will", "would", "can",
+                                          "could", "should"))
+COPULAS = frozenset(fold(w) for w in (
+    "is", "are", "was", "were", "be", "been", "being", "get", "gets", "got", "become", "became", "remain", "remains",
+    "es", "son", "era", "eran", "fue", "fueron", "sea", "sean", "esta", "estan", "estaba", "estaban", "estuvo",
+    "estuvieron", "este", "esten", "sigue", "siguen", "queda", "quedan", "quedo", "quedaron"))
 # Due dates ("overdue" is due before today and not done).
 OVERDUE = phrases("overdue", "past due", "late", "behind schedule", "past their due date", "past the due date",
                   "missed their deadline", "vencida", "vencidas", "vencido", "vencidos", "atrasada", "atrasadas",

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import lexicon as lx
+from .attachment import Role, attach
 from .dates import BOUND_OPS, DATE_BOUND
 from .lexicon import fold
 from .numbers import AGGREGATE_WORDS, Comparison, comparisons
@@ -103,6 +104,8 @@ def _lexicon_table() -> dict[Phrase, list[Any]]:
 
 
 _LEXICON = _lexicon_table()
+# Intents that describe records ("open tickets") and so are filters only where they describe the records asked for.
+_DESCRIBING = ("open", "finished", "nobody", "overdue")
 # Intents a value phrase may mean instead, for a type without that value ("closed" of tickets).
 _LEXICAL_SLOTS = ("open", "finished", "nobody")
 
@@ -442,8 +445,9 @@ class QueryParser:
                 best = min(best, match.start - j if j < match.start else j - (match.end - 1) if j >= match.end else 0)
         return best
 
-    def _resolve(self, r: _Reading, match: _Match) -> list[Any]:
-        """The meanings that survive: a cue-needing value only near its cue, and then it wins."""
+    def _resolve(self, r: _Reading, match: _Match, anchor: int | None = None) -> list[Any]:
+        """The meanings that survive: a cue-needing value only near its cue, and then it wins. The record
+        word a value describes counts as near ("which sprint of Atlas Billing is active")."""
         tokens = r.tokens
         lexical = [m for m in match.meanings if isinstance(m, str)]
         terms = [m for m in match.meanings if isinstance(m, Term)]
@@ -456,6 +460,8 @@ class QueryParser:
             facet = self.vocab.facets[term.facet]
             if facet.cue_required:
                 distance = self._cue_distance(tokens, match, term.facet)
+                if anchor is not None and term.facet in self.cues.get(tokens[anchor].word, []):
+                    distance = min(distance, 1)
                 if distance <= CUE_DISTANCE:
                     near.append((distance, term))
             else:
@@ -495,8 +501,10 @@ class QueryParser:
     def _interpret(self, r: _Reading, matches: list[_Match]) -> None:
         """Each phrase as a slot (values), an intent (open, mine, a window ...) or a count word."""
         tokens, out, slots, intents = r.tokens, r.out, r.slots, r.intents
+        roles = self._roles(r, matches)
         for match in matches:
-            meanings = self._resolve(r, match)
+            attached = attach(roles, match.start, match.end)
+            meanings = self._resolve(r, match, attached.anchor)
             text = " ".join(t.text for t in tokens[match.start:match.end])
             if not meanings:
                 continue
@@ -506,13 +514,17 @@ class QueryParser:
             if isinstance(meaning, Term):
                 if meaning.kind == "partial" and self._misspelt(tokens, match, meaning, out):
                     continue
-                negated = self._negated(tokens, match.start)
                 terms = [m for m in meanings if isinstance(m, Term)]
                 cued = frozenset(x.facet for x in terms if self._cue_distance(tokens, match, x.facet) <= 2)
+                if not (attached.records or cued or any(self.vocab.facets[x.facet].kind == "ref" for x in terms)):
+                    continue  # a value word of the topic ("what is blocking the SSO upgrade"): left to the topic
+                negated = self._negated(tokens, match.start)
                 slots.append(Slot(terms, [m for m in meanings if isinstance(m, str)], negated, text, at, cued))
             elif meaning == "count":
                 out.count = True
                 used = "count"
+            elif meaning in _DESCRIBING and not attached.records:
+                continue  # "why was the pending refund rejected": the topic's word, not the records'
             elif meaning in ("caller", "open", "finished", "nobody"):
                 kind = "mine" if meaning == "caller" else meaning
                 intents.append(Intent(kind, self._negated(tokens, match.start), text, at=at))
@@ -530,6 +542,37 @@ class QueryParser:
                 continue  # negation, most, fewest: claimed by the value after it, or by a group
             for t in tokens[match.start:match.end]:
                 t.used = used
+
+    def _roles(self, r: _Reading, matches: list[_Match]) -> list[Role]:
+        """Each word's role for :func:`attachment.attach`, before any phrase is interpreted."""
+        roles = []
+        in_match: dict[int, _Match] = {i: m for m in matches for i in range(m.start, m.end)}
+        for i, t in enumerate(r.tokens):
+            match = in_match.get(i)
+            if match is not None:
+                kinds = set(match.meanings)
+                roles.append(Role.ANCHOR if kinds & {"count", "caller"} else
+                             Role.FILLER if kinds & {"negation", "most", "fewest"} else Role.VALUE)
+            elif t.used is not None:
+                roles.append(Role.VALUE)
+            elif t.word in self.vocab.type_words:
+                roles.append(Role.RECORD)
+            elif t.word in lx.ASKED_RECORDS and (t.word not in lx.ALSO_CONJUNCTION or i == 0
+                                                 or fold(t.text) != t.text.casefold()):
+                roles.append(Role.ANCHOR)  # "qué" (or "que" opening the question), not "dijo que"
+            elif t.word in lx.DETERMINERS:
+                roles.append(Role.DETERMINER)
+            elif t.word in lx.TOPIC_LINKS:
+                roles.append(Role.LINK)
+            elif t.word in lx.AUXILIARIES:
+                roles.append(Role.AUXILIARY)
+            elif t.word in self.cues:
+                roles.append(Role.VALUE)
+            elif t.word in lx.STOPWORDS or t.word in lx.COPULAS or (t.word,) in lx.NEGATION:
+                roles.append(Role.FILLER)
+            else:
+                roles.append(Role.TOPIC)
+        return roles
 
     def _misspelt(self, tokens: list[_Token], match: _Match, term: Term, out: Understanding) -> bool:
         """ "Atlas Biling", "Ana Peres": a known first word followed by an unknown capitalised one."""
@@ -549,13 +592,15 @@ class QueryParser:
 
     def _types(self, tokens: list[_Token]) -> tuple[list[str], list[str]]:
         """The types the question names: by a word that is only a record word (strong), or by a word that
-        also names a facet ("sprint" in "the current sprint": weak)."""
+        also names a facet ("sprint" in "the current sprint": weak) unless the question asks for it by its
+        word ("which sprint ...", "how many sprints": strong)."""
         strong: list[str] = []
         weak: list[str] = []
-        for t in tokens:
+        for i, t in enumerate(tokens):
             kinds = self.vocab.type_words.get(t.word, [])
             if kinds and t.used in (None, "cue"):
-                (weak if t.word in self.cues else strong).extend(kinds)
+                asked = i > 0 and (tokens[i - 1].word in lx.ASKED_RECORDS or tokens[i - 1].used == "count")
+                (weak if t.word in self.cues and not asked else strong).extend(kinds)
                 if t.used is None:
                     t.used = "type"
         return list(dict.fromkeys(strong)), list(dict.fromkeys(weak))
