@@ -15,7 +15,11 @@ Rows older than ``audit_retention`` are pruned by the background services
 (services.py) and by ``oracle-rag audit --prune``.
 
 The entry point is a context variable each entry point sets (web blueprints,
-the MCP identity, the CLI), so the layers in between need not pass it.
+the MCP identity, the CLI), so the layers in between need not pass it. It
+comes from what the server knows, never from a header a client chooses: on
+the JSON API a request authenticated by a token (``Authorization``) is
+``api``, one the host's caller loader authenticated from its own session (no
+``Authorization`` header: the page in a host application) is ``page``.
 """
 
 from __future__ import annotations
@@ -116,7 +120,11 @@ class AuditTrail:
 
     # -- recording (never raises) -----------------------------------------------------
     def record(self, caller_id: int, action: str, records: Iterable[tuple[str, str]] = (), *,
-               guarded_sql: str | None = None, question: str | None = None) -> None:
+               guarded_sql: str | None = None, masked_sql: str | None = None, question: str | None = None) -> None:
+        """Queue one event. ``masked_sql`` is ``guarded_sql`` with its literals as placeholders
+        (``aggregate/literals.py``): what is kept unless questions are (no SQL if it is missing)."""
+        if not self.with_questions:
+            guarded_sql = masked_sql
         try:
             keys = tuple(dict.fromkeys(f"{t}#{i}" for t, i in records))
             event = AuditEvent(iso(self.clock()), int(caller_id), ENTRY_POINT.get(), action, keys,

@@ -29,62 +29,18 @@ from ..engines.records import lob_text
 from ..errors import NotFoundError
 from ..sources.base import iso_or_none
 from . import examples_sql as q
-from .lexer import COMMENT, NUMBER, STRING, LexError, tokenize
+from .lexer import LexError
+from .literals import PLACEHOLDERS, mask_question, mask_sql
 
 READ = 200  # the newest accepted answers looked at
 GIVE = 3  # at most this many examples in a prompt
 MAX_ID = 2**63 - 1  # the largest id either engine stores (SQLite's INTEGER)
 LIKENESS = 0.3  # Jaccard of the questions' words, below which an example is not given
-TEXT, NUM, DATE = ":text", ":number", ":date"
-PLACEHOLDERS = frozenset({TEXT[1:], NUM[1:], DATE[1:]})
 _WORD = re.compile(r"\w{3,}")
-_ANY_WORD = re.compile(r"\w+")
-_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-# In a question: a quoted span (bounded, no quote inside), or a run of digits with the separators of
-# numbers, dates and times. Each is one character class repeated once: linear in the text.
-_QUOTED = re.compile(r"[\"'`“”‘’«»][^\"'`“”‘’«»\n]{1,200}[\"'`“”‘’«»]")
-_DIGITS = re.compile(r"\d[\d.,:/-]*")
 
 
 def words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower())) - PLACEHOLDERS
-
-
-def _string_placeholder(token_text: str) -> str:
-    body = token_text[token_text.index("'") + 1:-1] if "'" in token_text else token_text
-    return DATE if _ISO_DATE.match(body.strip("%")) else TEXT
-
-
-def mask_sql(sql: str, dialect: str) -> tuple[str, set[str]]:
-    """``sql`` with every string and number literal a placeholder, and the words the strings held.
-
-    LexError when the text is not SQL the dialect reads (such SQL never ran through the guard).
-    """
-    out: list[str] = []
-    held: set[str] = set()
-    for token in tokenize(sql, dialect):
-        if token.kind == STRING:
-            out.append(_string_placeholder(token.text))
-            held.update(w.lower() for w in _ANY_WORD.findall(token.text[1:]))
-        elif token.kind == NUMBER:
-            out.append(NUM)
-        elif token.kind == COMMENT:
-            out.append(" ")
-        else:
-            out.append(token.text)
-    return " ".join("".join(out).split()), held
-
-
-def mask_question(question: str, held: set[str]) -> str:
-    """``question`` with its quoted text, numbers and dates, and the words in ``held``, as placeholders."""
-    # Placeholders go in as marks no pattern below matches (no word character), then become text.
-    marks = {"\x00\x01": TEXT, "\x00\x02": NUM, "\x00\x03": DATE}
-    text = _QUOTED.sub("\x00\x01", question.replace("\x00", " "))
-    text = _DIGITS.sub(lambda m: "\x00\x03" if _ISO_DATE.match(m.group()) else "\x00\x02", text)
-    text = _ANY_WORD.sub(lambda m: "\x00\x01" if m.group().lower() in held else m.group(), text)
-    for mark, placeholder in marks.items():
-        text = text.replace(mark, placeholder)
-    return " ".join(text.split())
 
 
 def example_of(question: str | None, sql: str | None, dialect: str) -> tuple[str, str] | None:

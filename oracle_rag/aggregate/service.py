@@ -26,6 +26,7 @@ from .catalog import REFERENCE_CATALOG, Catalog
 from .examples import similar_examples, user_turn
 from .executors import guarded_executor
 from .guard import CheckedQuery, check_sql
+from .literals import masked_literals
 from .repair import repair
 from .results import GuardedExecutor
 
@@ -147,7 +148,8 @@ class AggregateService:
         out = AggregateResult(None, checked.sql, res.columns, [list(r) for r in res.rows], res.truncated,
                               res.row_cap, cap=res.cap, byte_cap=res.byte_cap, attempts=1)
         out.answer = summarise(out)
-        audit_for(self.engine).record(who.employee_id, "sql", guarded_sql=checked.sql)
+        audit_for(self.engine).record(who.employee_id, "sql", guarded_sql=checked.sql,
+                                      masked_sql=masked_literals(checked.sql, self.engine.sql_dialect))
         return out
 
     def ask(self, question: str, caller: Caller, complete: Complete) -> AggregateResult:

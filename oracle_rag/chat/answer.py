@@ -32,6 +32,7 @@ from typing import Any
 
 from .. import tracing
 from ..aggregate import AggregateResult, AggregateService
+from ..aggregate.literals import masked_literals
 from ..answers import render as structured_render
 from ..answers.service import AnswerService, StructuredResult
 from ..audit import audit_for
@@ -275,7 +276,8 @@ class Chat:
         self._observe("answer", 0.0, answerer=answerer)
         audit_for(self.rag.engine).record(
             prep.caller.employee_id, "answer", [(c.source_type, c.source_id) for c in citations],
-            guarded_sql=guarded_sql, question=prep.question)
+            guarded_sql=guarded_sql, masked_sql=masked_literals(guarded_sql, self.rag.engine.sql_dialect),
+            question=prep.question)
         route_name = "structured" if prep.structured is not None else prep.route.name if prep.route else "retrieval"
         return ChatAnswer(text, citations, prep.conversation_id if prep.store else None, prep.retrieval, answerer,
                           route_name, prep.aggregate, details, checked, message_id)

@@ -39,8 +39,10 @@ FEEDBACK_FIELDS = {"message_id", "rating", "comment"}
 @api_bp.before_request
 def _before() -> None:
     g.oracle_rag_started = time.perf_counter()
-    # The audit's entry point: the page's own fetches are same-origin browser requests; anything else is the API.
-    g.oracle_rag_entry = ENTRY_POINT.set("page" if request.headers.get("Sec-Fetch-Site") == "same-origin" else "api")
+    # The audit's entry point, from the way the caller is authenticated (never from a header a client picks to
+    # name itself): a token is the API, the page's own fetches included; no Authorization header means the
+    # host's caller loader read its own session (the page in a host application), or the request is refused.
+    g.oracle_rag_entry = ENTRY_POINT.set("api" if "Authorization" in request.headers else "page")
     request.max_content_length = state().max_body
     if request.content_length is not None and request.content_length > state().max_body:
         raise RequestEntityTooLarge()
