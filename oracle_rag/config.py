@@ -174,6 +174,9 @@ class Settings:
     audit_questions: bool = setting(False, help='[access] also store the question text in the audit trail (oracle-rag audit), and the guarded SQL with its literals (otherwise they are placeholders)')
     audit_retention: str = setting("30d", check=lambda v: _duration(v, 3600.0, 3650 * 86_400.0),
                                    help='[access] audit rows older than this are pruned by the background services')
+    people_query: str | None = setting(None, help="[people] query: SELECT (person id, name) or (person id, first name, last name), read on the read-only session: the names of every person facet's ids (docs/access.md); unset: EMPLOYEE's names where the reference application's tables exist, else ids are shown")
+    people_refresh: str = setting("5m", check=lambda v: _duration(v, 1.0, 86_400.0),
+                                  help='[people] refresh: how long the names read by the query are kept before being read again')
     sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
@@ -331,22 +334,26 @@ ACCESS_KEYS = {"see_all_roles": "see_all_roles", "roles_query": "access_roles_qu
                "vpd": "access_vpd", "audit_questions": "audit_questions", "audit_retention": "audit_retention"}
 
 
-def _access_table(table: Any, path: Path) -> dict[str, Any]:
+# The [people] table's keys and the settings they set (docs/access.md).
+PEOPLE_KEYS = {"query": "people_query", "refresh": "people_refresh"}
+
+
+def _access_table(table: Any, path: Path, name: str = "access", keys: Mapping[str, str] = ACCESS_KEYS) -> dict[str, Any]:
     if table is None:
         return {}
     if not isinstance(table, dict):
-        raise ConfigurationError(f"{path}: [access] must be a table", key="access")
+        raise ConfigurationError(f"{path}: [{name}] must be a table", key=name)
     out: dict[str, Any] = {}
     for key, value in table.items():
-        if key not in ACCESS_KEYS:
-            raise ConfigurationError(f"{path}: [access] unknown key {key!r}; known keys: {', '.join(ACCESS_KEYS)}",
-                                     key=f"access.{key}")
+        if key not in keys:
+            raise ConfigurationError(f"{path}: [{name}] unknown key {key!r}; known keys: {', '.join(keys)}",
+                                     key=f"{name}.{key}")
         if key == "see_all_roles" and isinstance(value, list):
             if not all(isinstance(v, str) for v in value):
                 raise ConfigurationError(f"{path}: [access] see_all_roles: a list of role names",
                                          key="access.see_all_roles")
             value = ",".join(value)
-        out[ACCESS_KEYS[key]] = value
+        out[keys[key]] = value
     return out
 
 
@@ -401,6 +408,7 @@ def load_settings(
         sources = data.pop("sources", {})
         data.update(section)
         data.update(_access_table(data.pop("access", None), cfg_path))
+        data.update(_access_table(data.pop("people", None), cfg_path, "people", PEOPLE_KEYS))
         for key, value in data.items():
             if key not in SETTINGS:
                 raise ConfigurationError(

@@ -51,6 +51,18 @@ class DatabaseError(RagError):
         self.vendor_code = vendor_code
 
 
+class MissingTableError(DatabaseError):
+    """A statement named a table or view the database does not have (SQLite "no such table", ORA-00942).
+
+    Not a connection failure: the database answered. The driver's text is
+    dropped as for any driver error (a name in it came from a statement), so
+    the part that knows which tables it needs says which and what to run
+    (``oracle-rag migrate``, ``oracle-rag demo seed``, the source to fix).
+    """
+
+    code = "MISSING_TABLE"
+
+
 class MigrationError(RagError):
     """A migration could not be applied, or an applied one was changed."""
 
@@ -147,6 +159,13 @@ def driver_error_hint(code: str | None) -> str | None:
     return None
 
 
+def missing_table(exc: BaseException) -> bool:
+    """Whether the driver says a table or view does not exist (SQLite "no such table", ORA-00942)."""
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig)
+    return text.startswith("no such table") or driver_error_code(exc) == "ORA-00942" or "ORA-00942:" in text
+
+
 def wrap_driver_error(exc: BaseException, doing: str) -> DatabaseError:
     """Turn a driver/SQLAlchemy exception into a DatabaseError without its text.
 
@@ -159,6 +178,10 @@ def wrap_driver_error(exc: BaseException, doing: str) -> DatabaseError:
     cls = type(orig).__name__
     code = driver_error_code(exc)
     suffix = f" [{cls}{', ' + code if code else ''}]"
+    if missing_table(exc):
+        return MissingTableError(f"{doing} failed: a table or view it reads does not exist (the database "
+                                 f"answered; nothing is wrong with the connection){suffix}",
+                                 driver_class=cls, vendor_code=code)
     hint = driver_error_hint(code)
     if hint:
         suffix += f": {hint}"

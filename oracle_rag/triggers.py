@@ -26,8 +26,9 @@ import sqlalchemy as sa
 from .engines import Engine
 from .engines.base import SQL_ROOT
 from .engines.statements import Sql
-from .errors import DatabaseError, wrap_driver_error
+from .errors import DatabaseError, MissingTableError, wrap_driver_error
 from .scripts import split_oracle_script
+from .sources.reference import reference_app_present
 
 FOLDER = "triggers"
 INSTALL_SCRIPT = "enqueue_triggers.sql"
@@ -114,8 +115,19 @@ def compile_failure(name: str, warning_code: str | None, errors: list[tuple[Any,
     return f"trigger {name} did not compile ({where or warning_code})"
 
 
+NO_REFERENCE_APP = ("the enqueue triggers watch the reference application's tables (TASK, TASK_COMMENT, SPRINT, "
+                    "PROJECT, EMPLOYEE), which this database does not have; SQL-query sources need no triggers "
+                    "(`oracle-rag sources sync`, and the worker refreshes them); the reference schema is created by "
+                    "`oracle-rag migrate --demo` (`oracle-rag demo seed` also fills it)")
+
+
 def install(engine: Engine) -> list[str]:
-    """Create (or replace) the enqueue triggers; returns the triggers now installed."""
+    """Create (or replace) the enqueue triggers; returns the triggers now installed.
+
+    Refused in one line (MissingTableError) where the reference application's tables are missing."""
+    with engine.connect() as conn:
+        if not reference_app_present(conn):
+            raise MissingTableError(NO_REFERENCE_APP)
     _run(engine, install_statements(engine), "installing the enqueue triggers", _INSTALL_HINT)
     return installed(engine)
 

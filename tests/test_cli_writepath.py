@@ -79,7 +79,8 @@ def test_triggers_install_before_migrate_is_a_clean_error(tmp_path):
     assert CliRunner().invoke(main, ["migrate"], env=cli_settings_env(empty)).exit_code == 0
     result = CliRunner().invoke(main, ["triggers", "install"], env=cli_settings_env(empty))
     assert result.exit_code == 1
-    assert result.stderr.startswith("error: DATABASE: installing the enqueue triggers")
+    assert result.stderr.startswith("error: MISSING_TABLE: the enqueue triggers watch the reference application's")
+    assert len(result.stderr.strip().splitlines()) == 1
     assert "oracle-rag migrate --demo" in result.stderr
     assert "Traceback" not in result.output
 

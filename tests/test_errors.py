@@ -11,6 +11,7 @@ from oracle_rag.errors import (
     ConfigurationError,
     DatabaseError,
     MigrationError,
+    MissingTableError,
     RagError,
     driver_error_code,
     wrap_driver_error,
@@ -52,14 +53,50 @@ def test_wrap_real_sqlean_operational_error() -> None:
     finally:
         conn.close()
     wrapped = wrap_driver_error(info.value, "reading chunks")
-    assert isinstance(wrapped, DatabaseError)
-    assert wrapped.code == "DATABASE"
+    assert isinstance(wrapped, MissingTableError) and isinstance(wrapped, DatabaseError)
+    assert wrapped.code == "MISSING_TABLE"
     assert wrapped.driver_class == "OperationalError"
     assert wrapped.vendor_code == "SQLITE_ERROR"
-    assert str(wrapped) == "DATABASE: reading chunks failed [OperationalError, SQLITE_ERROR]"
+    assert str(wrapped) == ("MISSING_TABLE: reading chunks failed: a table or view it reads does not exist (the "
+                            "database answered; nothing is wrong with the connection) [OperationalError, SQLITE_ERROR]")
     for text in _texts(wrapped):
         assert "no_such_table" not in text
         assert "S3cr3t" not in text
+
+
+def test_other_statement_errors_are_not_a_missing_table() -> None:
+    conn = sqlean.connect(":memory:")
+    try:
+        conn.execute("CREATE TABLE t (a INTEGER)")
+        with pytest.raises(sqlean.OperationalError) as info:
+            conn.execute("SELECT no_such_column FROM t")
+    finally:
+        conn.close()
+    wrapped = wrap_driver_error(info.value, "reading")
+    assert type(wrapped) is DatabaseError and wrapped.code == "DATABASE"
+
+
+def test_ora_00942_is_a_missing_table_without_its_name() -> None:
+    """23ai names the object in ORA-00942; the name came from a statement, so it is dropped like any text."""
+    orig = FakeOracleError(f'ORA-00942: table or view "APP"."{SECRET}" does not exist')
+    wrapped = wrap_driver_error(sa.exc.DatabaseError("SELECT 1 FROM x", {}, orig), "reading the access query")
+    assert isinstance(wrapped, MissingTableError) and wrapped.vendor_code == "ORA-00942"
+    for text in _texts(wrapped):
+        assert SECRET not in text
+
+
+def test_a_failed_statement_is_not_reported_as_a_failed_connection(make_settings) -> None:
+    """Engine.connect: "connection failed" only when connecting failed; a missing table says so."""
+    from oracle_rag.system import RagSystem
+
+    with RagSystem(make_settings()) as rag:
+        rag.migrate()
+        with pytest.raises(MissingTableError) as info, rag.engine.connect() as conn:
+            conn.execute(sa.text("SELECT COUNT(*) FROM TASK"))
+        assert str(info.value).startswith("MISSING_TABLE: sqlite statement failed: a table or view")
+        with pytest.raises(MissingTableError) as info, rag.engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM TASK"))
+        assert "connection" not in info.value.message.split(":")[0]
 
 
 def test_wrap_sqlalchemy_wrapped_sqlean_error(tmp_path) -> None:

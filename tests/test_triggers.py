@@ -18,7 +18,7 @@ from writepath_helpers import index_mismatches, queue
 from oracle_rag import triggers
 from oracle_rag.config import load_settings
 from oracle_rag.engines.base import SQL_ROOT
-from oracle_rag.errors import DatabaseError
+from oracle_rag.errors import MissingTableError
 from oracle_rag.migrations import MIGRATION_SETS, MigrationRunner, discover
 from oracle_rag.scripts import split_oracle_script
 from oracle_rag.system import RagSystem
@@ -145,9 +145,9 @@ def test_worker_drains_trigger_rows_into_a_correct_index(seeded):
 def test_install_without_the_tables_fails_cleanly(make_settings, tmp_path):
     system = RagSystem(make_settings(data_dir=str(tmp_path / "bare")))
     system.migrate()  # product tables only: no TASK
-    with pytest.raises(DatabaseError) as info:
+    with pytest.raises(MissingTableError) as info:  # said before any statement runs
         triggers.install(system.engine)
-    assert "migrate --demo" in str(info.value)
+    assert "migrate --demo" in str(info.value) and "SQL-query sources need no triggers" in str(info.value)
     assert triggers.installed(system.engine) == []  # SQLite: all or nothing
     system.close()
 

@@ -22,7 +22,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,17 +86,30 @@ class StructuredResult:
 Declared = Declaration
 
 
+# The names of person ids (oracle_rag/people.py): called when the vocabulary's names are read.
+People = Callable[[], Mapping[int, str]]
+
+
 class AnswerService:
-    def __init__(self, engine: Engine, declared: Iterable[Declaration], *, list_limit: int = 20,
-                 ttl_s: float = VOCABULARY_TTL_S) -> None:
+    def __init__(self, engine: Engine, declared: Iterable[Declaration] | Callable[[], Iterable[Declaration]], *,
+                 list_limit: int = 20, ttl_s: float = VOCABULARY_TTL_S, people: People | None = None) -> None:
+        """``declared``: the source types' declarations, or a function returning them (read again with the
+        vocabulary, so a source registered later, the reference app's once its tables exist, joins).
+        ``people``: the names of person ids, used for every person facet of every type."""
         self.engine = engine
-        self.declared = [d for d in declared if d.facets or d.meanings.nouns]
+        self._declared = declared if callable(declared) else list(declared)
+        self.people = people
         self.list_limit = list_limit
         self.ttl_s = ttl_s
         self._lock = threading.Lock()
         self._cache: dict[Scope, tuple[float, Vocabulary, QueryParser]] = {}
         self._labels: tuple[float, dict[str, dict[Any, str]]] | None = None
-        self._indexed = False
+        self._indexed: set[str] = set()
+
+    @property
+    def declared(self) -> list[Declaration]:
+        found = self._declared() if callable(self._declared) else self._declared
+        return [d for d in found if d.facets or d.meanings.nouns]
 
     def where(self, pred: Predicate) -> Where:
         return Where(self.engine.text(pred.sql), dict(pred.binds))
@@ -118,15 +131,16 @@ class AnswerService:
             self._cache[key] = (now, vocab, parser)
         return parser
 
-    def _index_facets(self) -> None:
-        """Once per process: an index per declared facet on the embedded engine (answers_sql.FACET_INDEX).
+    def _index_facets(self, declared: list[Declaration]) -> None:
+        """Once per process and facet: an index per declared facet on the embedded engine (answers_sql.FACET_INDEX).
 
         A read-only database or a busy writer leaves it for the next process: answers are the same
         without it, only slower on large sources."""
-        if self._indexed:
+        facets = {f.name: f for d in declared for f in d.facets
+                  if f.kind in ("enum", "ref", "date") and f.name not in self._indexed}
+        if not facets:
             return
-        self._indexed = True
-        facets = {f.name: f for d in self.declared for f in d.facets if f.kind in ("enum", "ref", "date")}
+        self._indexed.update(facets)
         try:
             with self.engine.begin() as conn:
                 for name, facet in facets.items():
@@ -135,12 +149,13 @@ class AnswerService:
             log.info("facet indexes not made now (%s)", type(exc).__name__)
 
     def _load(self, scope: Scope) -> Vocabulary:
-        self._index_facets()
+        declared = self.declared
+        self._index_facets(declared)
         values: dict[str, set[Any]] = {}
         held: dict[str, dict[str, set[Any]]] = {}  # per type: a value's words mean it only where it is held
         with self.engine.connect() as conn:
-            labels = self._names(conn)
-            for d in self.declared:
+            labels = self._names(conn, declared)
+            for d in declared:
                 for facet in d.facets:
                     if facet.kind != "enum":
                         continue
@@ -149,20 +164,22 @@ class AnswerService:
                     found = {r[0] for r in rows if r[0] is not None}
                     held.setdefault(d.source_type, {})[facet.name] = found
                     values.setdefault(facet.name, set()).update(found)
-        return build_vocabulary(self.declared, values, labels, held)
+        return build_vocabulary(declared, values, labels, held)
 
-    def _names(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
+    def _names(self, conn: sa.Connection, declared: list[Declaration]) -> dict[str, dict[Any, str]]:
         now = time.monotonic()
         if self._labels is not None and now - self._labels[0] < self.ttl_s:
             return self._labels[1]
         labels: dict[str, dict[Any, str]] = {}
-        for d in self.declared:
+        people = dict(self.people()) if self.people is not None else {}
+        for d in declared:
+            for person in d.person_facets:  # every person facet of every type: the deployment's people
+                labels.setdefault(person.name, {}).update(people)
             if d.labels is not None:
                 try:
                     found = d.labels(conn)
                 except sa.exc.DBAPIError as exc:
-                    # A registered source whose tables this deployment lacks (the reference sources in a
-                    # deployment without EMPLOYEE/PROJECT/SPRINT): its values go unnamed, answers still work.
+                    # A source whose name tables cannot be read now: its values go unnamed, answers still work.
                     log.warning("names for %s facets unavailable [%s]", d.source_type, type(exc.orig).__name__)
                     conn.rollback()
                     continue

@@ -177,8 +177,9 @@ class Chat:
         self.aggregates = AggregateService(rag.engine, self.settings)
         self.observer = observer
         self.today = today or (lambda: dt.datetime.now(dt.UTC).date())
-        self.answers = AnswerService(rag.engine, declared_facets(rag), list_limit=self.settings.list_limit) \
-            if structured else None
+        people = getattr(rag, "people", None)
+        self.answers = AnswerService(rag.engine, lambda: declared_facets(rag), list_limit=self.settings.list_limit,
+                                     people=people.names if people is not None else None) if structured else None
 
     def _observe(self, what: str, seconds: float, **labels: str) -> None:
         if self.observer is not None:

@@ -69,6 +69,10 @@ def drain_with_progress(rag: RagSystem, *, stream: TextIO | None = None,
 def backfill(rag: RagSystem, all_entities: bool) -> None:
     """Enqueue entities that have no chunk yet."""
     report = rag.backfill(all_entities=all_entities, progress=progress_bar("backfill"))
+    if not report.enqueued:
+        click.echo("nothing to backfill: no registered source here (SQL-query sources are read by "
+                   "`oracle-rag sources sync` and refreshed by the worker)")
+        return
     click.echo(", ".join(f"{t}: {n}" for t, n in report.enqueued.items()) + f" (total {report.total} enqueued)")
 
 

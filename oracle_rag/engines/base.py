@@ -90,22 +90,31 @@ class Engine(ABC):
     @abstractmethod
     def _create_sa_engine(self) -> sa.Engine: ...
 
+    def _connection(self) -> sa.Connection:
+        """A pooled connection; only a failure here is reported as a connection failure."""
+        try:
+            return self.sa_engine.connect()
+        except sa.exc.DBAPIError as exc:
+            raise wrap_driver_error(exc, f"{self.name} connection") from None
+
     @contextmanager
     def begin(self) -> Iterator[sa.Connection]:
         """A connection in a transaction, committed on success."""
-        try:
-            with self.sa_engine.begin() as conn:
-                yield conn
-        except sa.exc.DBAPIError as exc:
-            raise wrap_driver_error(exc, f"{self.name} transaction") from None
+        with self._connection() as conn:
+            try:
+                with conn.begin():
+                    yield conn
+            except sa.exc.DBAPIError as exc:
+                raise wrap_driver_error(exc, f"{self.name} transaction") from None
 
     @contextmanager
     def connect(self) -> Iterator[sa.Connection]:
-        try:
-            with self.sa_engine.connect() as conn:
+        """A connection; a statement that fails inside is reported as a statement, not a connection."""
+        with self._connection() as conn:
+            try:
                 yield conn
-        except sa.exc.DBAPIError as exc:
-            raise wrap_driver_error(exc, f"{self.name} connection") from None
+            except sa.exc.DBAPIError as exc:
+                raise wrap_driver_error(exc, f"{self.name} statement") from None
 
     @contextmanager
     def begin_exclusive(self) -> Iterator[sa.Connection]:

@@ -94,6 +94,10 @@ class SourceRegistry:
             raise ConfigurationError(f"source type {source.SOURCE_TYPE!r} registered twice", key="sources")
         self._sources[source.SOURCE_TYPE] = source
 
+    def settle(self, *, force: bool = False) -> bool:
+        """Look again for sources registered only where their tables exist (none here: always settled)."""
+        return True
+
     def get(self, source_type: str) -> Source | None:
         """The source of a type, matched ignoring case.
 

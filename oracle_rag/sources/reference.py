@@ -8,15 +8,28 @@ so a comment edit re-indexes the task.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
+from ..engines import Engine
 from ..engines.statements import Sql, for_connection
+from ..errors import missing_table
 from . import reference_sql as q
 from .access import OWNER_ONLY, PUBLIC
-from .base import Document, Source, as_int, chunked, fmt_date, fmt_number, text_or_dash
+from .base import (
+    Document,
+    Source,
+    SourceRegistry,
+    as_int,
+    chunked,
+    fmt_date,
+    fmt_number,
+    text_or_dash,
+)
 from .facets import (
     ASSIGNEE,
     DUE_DATE,
@@ -133,8 +146,8 @@ class TaskSource(Source):
     access = OWNER_ONLY  # the assignee; an unassigned task: see-all callers only
 
     def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
-        return {"assignee_id": _names(conn, q.EMPLOYEE_NAMES), **_project_labels(conn),
-                "sprint_id": _names(conn, q.SPRINT_NAMES)}
+        # the assignee's names are the deployment's people (oracle_rag/people.py), as for every person facet
+        return {**_project_labels(conn), "sprint_id": _names(conn, q.SPRINT_NAMES)}
 
     def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:
         wanted = _int_ids(ids)
@@ -211,5 +224,78 @@ class ProjectSource(Source):
         return _ids(conn, q.PROJECT_IDS)
 
 
+# The reference application's people: the names of every person facet's ids (oracle_rag/people.py), read
+# like a deployment's [people] query.
+REFERENCE_PEOPLE = q.PEOPLE_QUERY
+
+
 def reference_sources() -> list[Source]:
     return [TaskSource(), SprintSource(), ProjectSource()]
+
+
+def reference_app_present(conn: sa.Connection) -> bool:
+    """Whether the reference application's tables are all there (a missing one: False; any other failure raises)."""
+    try:
+        conn.execute(for_connection(conn, q.PRESENT)).fetchall()
+    except sa.exc.DBAPIError as exc:
+        if not missing_table(exc):
+            raise
+        conn.rollback()
+        return False
+    return True
+
+
+class ReferenceRegistry(SourceRegistry):
+    """The reference sources, registered only where the reference application's tables exist.
+
+    A deployment with SQL-query sources only has no TASK to backfill, no task
+    words in its questions and no EMPLOYEE to name anyone from. The tables are
+    looked for on first use and, while they are missing, again at most every
+    ``recheck_s`` (an injected clock decides) or at once on ``settle(force=True)``
+    (``RagSystem.migrate(demo=True)`` calls it after creating them).
+    """
+
+    def __init__(self, engine: Engine, sources: Sequence[Source] | None = None, *, recheck_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._engine = engine
+        self._pending = list(reference_sources() if sources is None else sources)
+        self._recheck_s = recheck_s
+        self._clock = clock
+        self._checked_at: float | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def active(self) -> bool:
+        """Whether the reference sources are registered (looks for the tables when due)."""
+        return self.settle()
+
+    def settle(self, *, force: bool = False) -> bool:
+        if not self._pending:
+            return True
+        now = self._clock()
+        with self._lock:
+            if not force and self._checked_at is not None and now - self._checked_at < self._recheck_s:
+                return False
+            self._checked_at = now
+        with self._engine.connect() as conn:
+            present = reference_app_present(conn)
+        if present:
+            with self._lock:
+                for source in self._pending:
+                    if super().get(source.SOURCE_TYPE) is None:
+                        self.add(source)
+                self._pending = []
+        return present
+
+    def get(self, source_type: str) -> Source | None:
+        self.settle()
+        return super().get(source_type)
+
+    def types(self) -> list[str]:
+        self.settle()
+        return super().types()
+
+    def __iter__(self) -> Iterator[Source]:
+        self.settle()
+        return super().__iter__()

@@ -38,10 +38,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..engines.records import check_group, read_lob
-from ..engines.statements import for_connection
 from ..errors import ConfigurationError, InputError, SourceLoadingError
 from ..scripts import skip_gap, skip_literal
-from . import reference_sql
 from . import sql_query_sql as q
 from .access import ACCESS_OPTION_KEYS, LEGACY, AccessPolicy, SourceAccess, source_access
 from .connections import (
@@ -266,20 +264,9 @@ class SqlSource:
     def meanings(self) -> Any:
         return self.sql_meanings.meanings
 
-    def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
-        """Employee names for the person facets, from EMPLOYEE in the product's database when it has one."""
-        people = self.sql_meanings.person_columns
-        if not people:
-            return {}
-        try:  # a failed read does not spoil the transaction on the product's engines (Oracle, SQLite)
-            rows = conn.execute(for_connection(conn, reference_sql.EMPLOYEE_NAMES)).fetchall()
-        except sa.exc.SQLAlchemyError:
-            return {}
-        names = {int(r[0]): " ".join(str(p).strip() for p in r[1:] if p is not None) for r in rows}
-        return {person: dict(names) for person in people}
-
     def declaration(self) -> Declaration:
-        return Declaration(self.name, self.facets, self.meanings, self.labels)
+        """Its facets and meanings; its person facets are named by the deployment's people (oracle_rag/people.py)."""
+        return Declaration(self.name, self.facets, self.meanings)
 
     def reserved_metadata(self) -> tuple[str, ...]:
         extra = (("owner_id",) if self.owner_column else ()) + (("updated_at",) if self.updated_at_column else ())
