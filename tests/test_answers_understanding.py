@@ -278,6 +278,18 @@ def test_a_ticket_source_reads_its_topic_words_the_same_way(parser):
         assert u.kind == "topic" and not u.has_conditions, question
     for question in ("tickets that are still pending", "open tickets", "tickets que están pendientes"):
         assert conds(parse(p, question)) == {("state", "not_in", ("SOLVED",))}, question
+    # a record word that only says what a topic phrase is about is not the records asked for
+    u = parse(p, "what did we agree about the SLA timer for open tickets?")
+    assert u.kind == "topic" and not u.has_conditions
+    assert conds(parse(p, "which tickets about the SLA timer are open?")) == {("state", "not_in", ("SOLVED",))}
+
+
+def test_a_group_or_an_unknown_name_of_the_topic_is_neither_a_group_nor_a_notice(parser):
+    u = parse(parser, "how do I require two-factor authentication for every developer?")
+    assert u.kind == "topic" and u.group_by is None
+    assert parse(parser, "tasks per developer").group_by == "assignee_id"
+    assert parse(parser, "why were Irish developers charged VAT on reverse-charge orders?").notices == []
+    assert [n.text for n in parse(parser, "tasks in project Zeus Cloud").notices] == ["Zeus Cloud"]
 
 
 def test_a_type_asked_for_by_its_own_word_is_the_answer(parser):

@@ -75,15 +75,31 @@ def attach(roles: Sequence[Role], start: int, end: int) -> Attachment:
 
 
 def _topic_on_right(roles: Sequence[Role], end: int) -> bool:
-    """ "blocking the SSO upgrade": a run of topic words after it (past determiners) not ending on a record."""
+    """ "blocking the SSO upgrade": a phrase of topic words after it (past determiners; values and names
+    may be part of it: "the *SSO* upgrade") not ending on a record word."""
     j = end
     while j < len(roles) and roles[j] is Role.DETERMINER:
         j += 1
-    if j >= len(roles) or roles[j] is not Role.TOPIC:
-        return False
-    while j < len(roles) and roles[j] is Role.TOPIC:
+    topic = False
+    while j < len(roles) and roles[j] in (Role.TOPIC, Role.VALUE):
+        topic = topic or roles[j] is Role.TOPIC
         j += 1
-    return not (j < len(roles) and roles[j] is Role.RECORD)
+    return topic and not (j < len(roles) and roles[j] is Role.RECORD)
+
+
+def topic_records(roles: Sequence[Role]) -> list[Role]:
+    """``roles`` with a record word that only names what a topic phrase is about ("the SLA timer *for
+    tickets* on hold", "notices *for tickets*") read as a topic word: it is not the records asked for."""
+    out = list(roles)
+    for i, role in enumerate(roles):
+        if role is not Role.RECORD:
+            continue
+        j = i - 1
+        while j >= 0 and roles[j] is Role.DETERMINER:
+            j -= 1
+        if j >= 1 and roles[j] is Role.LINK and roles[j - 1] is Role.TOPIC:
+            out[i] = Role.TOPIC
+    return out
 
 
 def _phrase_before(roles: Sequence[Role], start: int) -> tuple[str, int | None] | None:

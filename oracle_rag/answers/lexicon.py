@@ -80,8 +80,8 @@ DETERMINERS = frozenset(fold(w) for w in (
     "los", "las", "un", "una", "unos", "unas", "este", "esta", "estos", "estas", "ese", "esa", "esos", "esas",
     "su", "sus", "nuestro", "nuestra", "nuestros", "nuestras"))
 TOPIC_LINKS = frozenset(fold(w) for w in (
-    "about", "on", "regarding", "concerning", "mentioning", "re", "sobre", "acerca", "de", "del", "con", "relativas",
-    "relativos", "relacionadas", "relacionados"))
+    "about", "on", "regarding", "concerning", "mentioning", "re", "for", "of", "sobre", "acerca", "de", "del", "con",
+    "para", "relativas", "relativos", "relacionadas", "relacionados"))
 AUXILIARIES = frozenset(fold(w) for w in ("did", "do", "does", "has", "have", "had", "will", "would", "can",
                                           "could", "should"))
 COPULAS = frozenset(fold(w) for w in (

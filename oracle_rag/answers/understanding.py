@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import lexicon as lx
-from .attachment import Role, attach
+from .attachment import Role, attach, topic_records
 from .dates import BOUND_OPS, DATE_BOUND
 from .lexicon import fold
 from .numbers import AGGREGATE_WORDS, Comparison, comparisons
@@ -169,7 +169,7 @@ class QueryParser:
         conditions, notes = self._conditions(r, targets.types)
         first = targets.types[0] if targets.types else None
         self._mentions_to_lookups(r.tokens, r.mentions, strong, r.out, conditions.setdefault(first or "", []))
-        self._notices(question, r.tokens, r.out)
+        self._notices(r)
         self._conclude(r, targets, group, conditions, notes)
         return r.out
 
@@ -388,6 +388,8 @@ class QueryParser:
                 facets = self._group_facets(words[j + n])
                 if not facets or tokens[free[j + n]].used is not None:
                     continue
+                if not self._describes_records(r, free[j], free[j + n] + 1):
+                    continue  # "how do I require two-factor authentication for every user": the topic's
                 for k in range(j, j + n + 1):
                     tokens[free[k]].used = "group"
                 out.group_by = "group"
@@ -553,7 +555,9 @@ class QueryParser:
                 kinds = set(match.meanings)
                 roles.append(Role.ANCHOR if kinds & {"count", "caller"} else
                              Role.FILLER if kinds & {"negation", "most", "fewest"} else Role.VALUE)
-            elif t.used is not None:
+            elif t.used == "count":
+                roles.append(Role.ANCHOR)
+            elif t.used is not None and t.used not in ("type", "cue"):
                 roles.append(Role.VALUE)
             elif t.word in self.vocab.type_words:
                 roles.append(Role.RECORD)
@@ -572,7 +576,7 @@ class QueryParser:
                 roles.append(Role.FILLER)
             else:
                 roles.append(Role.TOPIC)
-        return roles
+        return topic_records(roles)
 
     def _misspelt(self, tokens: list[_Token], match: _Match, term: Term, out: Understanding) -> bool:
         """ "Atlas Biling", "Ana Peres": a known first word followed by an unknown capitalised one."""
@@ -648,8 +652,15 @@ class QueryParser:
                     out.lookup_groups.append(len(out.lookup_groups))
                 conditions.remove(cond)
 
-    def _notices(self, question: str, tokens: list[_Token], out: Understanding) -> None:
-        """Capitalised or quoted words after (or before) a facet's cue that name nothing known."""
+    def _describes_records(self, r: _Reading, start: int, end: int) -> bool:
+        """Whether the words ``r.tokens[start:end]`` describe the records asked for (as they stand now)."""
+        return attach(self._roles(r, self._phrases(r.tokens)), start, end).records
+
+    def _notices(self, r: _Reading) -> None:
+        """Capitalised or quoted words after (or before) a facet's cue that name nothing known, where
+        they describe the records asked for ("tasks in project Atlas Biling"; not "why were Irish
+        customers charged VAT": a topic)."""
+        question, tokens, out = r.question, r.tokens, r.out
         quoted = [(m.start(1), m.end(1)) for m in _QUOTED.finditer(question)]
         for i, t in enumerate(tokens):
             if t.used not in (None, "type", "cue"):
@@ -661,7 +672,7 @@ class QueryParser:
                 continue
             for side in (1, -1):
                 phrase = self._unknown_phrase(tokens, i, side, quoted)
-                if not phrase:
+                if not phrase or not self._describes_records(r, min(i, *phrase), max(i, *phrase) + 1):
                     continue
                 text = " ".join(tokens[k].text for k in sorted(phrase))
                 facet, suggestion = self._closest(facets, text)
