@@ -194,8 +194,8 @@ def _cases() -> list[Case]:
             out += [Case(f"{key}[{i + 1}]", st.name, part, True, False) for i, part in enumerate(st.parts)]
             continue
         sql = st.sql
-        if st.is_fragment:
-            sql = f"SELECT 1 FROM RAG_CHUNK c WHERE {sql}"
+        if st.is_fragment:  # a join follows the table (SCOPE_JOIN), a predicate the WHERE
+            sql = f"SELECT 1 FROM RAG_CHUNK c {'' if re.match(r'LEFT JOIN ', sql) else 'WHERE '}{sql}"
         if expanding_binds(sql):
             sql = compiled(sql)
         out.append(Case(key, st.name, _fill_templates(sql), False, st.is_fragment))

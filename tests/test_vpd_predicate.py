@@ -37,7 +37,13 @@ from oracle_rag.engines import ChunkWrite, RecordAccess, Scope, content_hash, en
 from oracle_rag.engines import oracle_vpd_sql as vpd
 from oracle_rag.engines.guarded_scope_sql import caller_known, guarded_caller
 from oracle_rag.engines.oracle_vpd import context_call
-from oracle_rag.engines.scope_sql import BINDS, GROUP_TESTS, acl_predicate, scope_predicate
+from oracle_rag.engines.scope_sql import (
+    BINDS,
+    GROUP_TESTS,
+    acl_predicate,
+    scope_join,
+    scope_predicate,
+)
 
 TYPES = ("DOC", "NOTE")
 IDS = [(t, str(i)) for t in TYPES for i in range(1, 7)]
@@ -212,13 +218,14 @@ def check(conn: sa.Connection, engine: Any, session: Session) -> None:
 
 @pytest.mark.parametrize("group_test", GROUP_TESTS)
 def test_every_group_test_is_the_same_rule_on_the_scope_binds(rag: Any, group_test: str) -> None:
-    """The three forms of the group test, over a named row, select the same chunks as SCOPE."""
+    """The forms of the group test, over a named row, select the same chunks as SCOPE (the joined one with its joins)."""
     engine = rag.engine
     with engine.begin() as conn:
         engine.upsert_chunks(conn, [ChunkWrite(t, i, f"beta {i}", content_hash(f"b{t}{i}")) for t, i in IDS])
         engine.write_access(conn, [(t, i, RecordAccess(owner=int(i) % 3 or None, groups=(GROUPS[int(i) % 4],)))
                                    for t, i in IDS])
-    form = sa.text("SELECT c.CHUNK_ID FROM RAG_CHUNK c WHERE "
+    joins = scope_join("c") if group_test == "joined" else ""
+    form = sa.text(f"SELECT c.CHUNK_ID FROM RAG_CHUNK c {joins} WHERE "
                    + scope_predicate("c", group_test=group_test)).bindparams(
         sa.bindparam("access_groups", expanding=True))
     with engine.connect() as conn:
@@ -226,5 +233,7 @@ def test_every_group_test_is_the_same_rule_on_the_scope_binds(rag: Any, group_te
             assert {int(r[0]) for r in conn.execute(form, scope.binds())} == _bind_rows(conn, scope), scope
     with pytest.raises(ValueError):
         scope_predicate("", group_test="probe")
+    with pytest.raises(ValueError):
+        scope_predicate("", group_test="joined")
     with pytest.raises(ValueError):
         scope_predicate("c", group_test="nested")

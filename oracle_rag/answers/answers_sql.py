@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..engines.engine_sql import SCOPE
+from ..engines.engine_sql import SCOPE, SCOPE_JOIN, SCOPE_JOINED, over_visible_chunks
 from ..engines.statements import Sql
 
 GROUP_MARKER = "/* group */ c.FACETS"
@@ -37,10 +37,12 @@ FACET_EXPRESSION_MARKER = "/* facet */ FACETS"
 CREATE_FACET_INDEX = Sql(
     oracle=f"CREATE INDEX IF NOT EXISTS {FACET_INDEX_NAME_MARKER} ON RAG_CHUNK ({FACET_EXPRESSION_MARKER})")
 
+# Oracle: the statements over every record the caller may see take the scope's
+# joined group test (engine_sql.SCOPE_JOIN: no FILTER over the ACL per record).
 _RECORDS = f"""SELECT c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, c.FACETS
-FROM RAG_CHUNK c
+FROM RAG_CHUNK c {SCOPE_JOIN}
 WHERE c.CHUNK_NO = 0
-  AND {SCOPE}
+  AND {SCOPE_JOINED}
   AND /* where */ 1 = 1
 ORDER BY c.SOURCE_TYPE, LENGTH(c.SOURCE_ID), c.SOURCE_ID"""
 # SQLite: the ids first, from the facet indexes alone, then the text of those few records (sorting
@@ -57,16 +59,16 @@ WHERE c.CHUNK_ID IN (SELECT c.CHUNK_ID
 ORDER BY c.SOURCE_TYPE, LENGTH(c.SOURCE_ID), c.SOURCE_ID"""
 LIST_RECORDS = Sql(sqlite=_RECORDS_BY_INDEX, oracle=_RECORDS + "\nFETCH FIRST :limit ROWS ONLY")
 
-COUNT_RECORDS = Sql.both(f"""SELECT COUNT(*)
-FROM RAG_CHUNK c
+COUNT_RECORDS = over_visible_chunks("""SELECT COUNT(*)
+FROM RAG_CHUNK c {scope_join}
 WHERE c.CHUNK_NO = 0
-  AND {SCOPE}
+  AND {scope}
   AND /* where */ 1 = 1""")
 
-COUNT_GROUPS = Sql.both(f"""SELECT /* group */ c.FACETS AS GROUP_VALUE, COUNT(*) AS N
-FROM RAG_CHUNK c
+COUNT_GROUPS = over_visible_chunks("""SELECT /* group */ c.FACETS AS GROUP_VALUE, COUNT(*) AS N
+FROM RAG_CHUNK c {scope_join}
 WHERE c.CHUNK_NO = 0
-  AND {SCOPE}
+  AND {scope}
   AND /* where */ 1 = 1
 GROUP BY /* group */ c.FACETS
 ORDER BY N DESC""")
@@ -88,11 +90,11 @@ WHERE c.CHUNK_NO = 0
   AND {SCOPE}""", expanding=("ids",))
 
 # The values of an enum facet among the records the caller may see (the vocabulary).
-FACET_VALUES = Sql.both(f"""SELECT DISTINCT /* group */ c.FACETS AS V
-FROM RAG_CHUNK c
+FACET_VALUES = over_visible_chunks("""SELECT DISTINCT /* group */ c.FACETS AS V
+FROM RAG_CHUNK c {scope_join}
 WHERE c.CHUNK_NO = 0
   AND c.SOURCE_TYPE IN :types
-  AND {SCOPE}""", expanding=("types",))
+  AND {scope}""", expanding=("types",))
 
 
 def grouped(sql: Sql, expression: Sql) -> Sql:

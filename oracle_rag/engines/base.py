@@ -515,8 +515,9 @@ class Engine(ABC):
                       where: Where | None) -> bm25.Stats | None:
         """The visible set's N and total length when this engine knows them without a scan; else None.
 
-        None (here, and on Oracle): the keyword statement computes them
-        itself from the visible records.
+        None (here): the keyword statement computes them itself from the
+        visible records. Both engines answer: the embedded one from its
+        per-scope cache, Oracle from its server result cache.
         """
         return None
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..bm25 import MAX_QUERY_TERMS
-from .scope_sql import scope_predicate
+from .scope_sql import group_chunk_ids, scope_join, scope_predicate
 from .statements import Sql
 
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_$#]{0,122}$")
@@ -66,6 +66,26 @@ SCOPE = scope_predicate()
 # Over a whole table the IN form wins (a count: one probe per row into the
 # joined set; this form would be one correlated subquery per row).
 SCOPE_OF_IDS = scope_predicate(group_test="probe")
+# The same rule for Oracle's statements over the whole table: the group test
+# as outer joins that follow ``RAG_CHUNK c`` (SCOPE_JOIN) and the predicate
+# over their columns (SCOPE_JOINED). Oracle runs SCOPE's IN, which sits
+# inside the rule's OR, as a FILTER once per row (it does not unnest a
+# subquery under a disjunction unless OR-expansion fires); a join is never a
+# FILTER (scope_sql.py). SQLite keeps SCOPE: it reads that IN once per statement.
+SCOPE_JOIN = scope_join()
+SCOPE_JOINED = scope_predicate(group_test="joined")
+_SCOPE_JOIN_MARKER, _SCOPE_MARKER = "{scope_join}", "{scope}"
+
+
+def over_visible_chunks(template: str, *, expanding: tuple[str, ...] = (), clobs: tuple[str, ...] = ()) -> Sql:
+    """A statement over ``RAG_CHUNK c`` scoped for each engine: ``{scope_join}`` follows the table, ``{scope}``
+    is the predicate (Oracle: SCOPE_JOIN and SCOPE_JOINED; SQLite: nothing and SCOPE)."""
+    if _SCOPE_JOIN_MARKER not in template or _SCOPE_MARKER not in template:
+        raise ValueError("a statement over the visible chunks names {scope_join} and {scope}")
+    return Sql(oracle=template.replace(_SCOPE_JOIN_MARKER, SCOPE_JOIN).replace(_SCOPE_MARKER, SCOPE_JOINED),
+               sqlite=template.replace(" " + _SCOPE_JOIN_MARKER, "").replace(_SCOPE_MARKER, SCOPE),
+               expanding=expanding, clobs=clobs)
+
 FILTERS = (
     "(:f_project IS NULL OR c.PROJECT_ID = :f_project) "
     "AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) "
@@ -364,15 +384,21 @@ CHUNKS_BY_TYPE = Sql.both(
 # OracleVS does: "vector_distance(...) as distance ... ORDER BY distance
 # FETCH APPROX FIRST k ROWS ONLY"), so VECTOR_EMBEDDING appears a single
 # time and the distance stays the only sort key an approximate top-k accepts.
+# The approximate form keeps SCOPE's per-row group test: a post-filter plan
+# tests only the candidates the index returns, and a join next to the vector
+# index's row source is not a shape the vector search documentation shows
+# (the plan test asserts the index). The EXACT form reads every chunk, so it
+# takes the joined test (SCOPE_JOIN / SCOPE_JOINED: no FILTER over the ACL).
 # SQLite: exact cosine scan; the query is embedded once in the CTE.
-_ORACLE_SEMANTIC_SEARCH = f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
+_ORACLE_SEMANTIC_TEMPLATE = f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
        VECTOR_DISTANCE(c.EMBEDDING, VECTOR_EMBEDDING({{model}} USING :query AS data), COSINE) AS DISTANCE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
-FROM RAG_CHUNK c
-WHERE {SCOPE}
+FROM RAG_CHUNK c{{scope_join}}
+WHERE {{scope}}
   AND {FILTERS}
 ORDER BY DISTANCE
-FETCH APPROX FIRST :k ROWS ONLY"""
+FETCH {{fetch}} FIRST :k ROWS ONLY"""
+_ORACLE_SEMANTIC_SEARCH = _ORACLE_SEMANTIC_TEMPLATE.format(model="{model}", scope_join="", scope=SCOPE, fetch="APPROX")
 _SQLITE_SEMANTIC_SEARCH = f"""WITH q AS (SELECT vector_embedding(:query) AS v)
 SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
        vec_distance_cosine(c.EMBEDDING, (SELECT v FROM q)) AS SCORE,
@@ -388,21 +414,36 @@ SEMANTIC_SEARCH = Sql(oracle=_ORACLE_SEMANTIC_SEARCH, sqlite=_SQLITE_SEMANTIC_SE
 # short APPROX result. No approximate index on the embedded engine: exact is
 # its only mode.
 SEMANTIC_SEARCH_EXACT = Sql(
-    oracle=_ORACLE_SEMANTIC_SEARCH.replace("FETCH APPROX FIRST", "FETCH EXACT FIRST"),
+    oracle=_ORACLE_SEMANTIC_TEMPLATE.format(model="{model}", scope_join=" " + SCOPE_JOIN, scope=SCOPE_JOINED,
+                                           fetch="EXACT"),
     sqlite=_SQLITE_SEMANTIC_SEARCH,
     expanding=("f_types",),
 )
 
 # -- keyword search: BM25 over records (bm25.py), computed in the database ----------------------
 # N and the total length of the visible records (chunk 0 of each analysed
-# record): the embedded engine caches them per scope (SqliteEngine.keyword_stats).
-_KEYWORD_VISIBLE = f"""SELECT COUNT(*) AS N, COALESCE(SUM(c.TERM_COUNT), 0) AS TOTAL_LENGTH
-  FROM RAG_CHUNK c
+# record), read before the keyword statement and bound into it, so that
+# statement reads only the query terms' postings. The embedded engine caches
+# them per scope while its change log has not moved (SqliteEngine.keyword_stats).
+# Oracle keeps them in its server result cache (RESULT_CACHE hint): the result
+# is kept per statement text and bind values, so per scope, and "automatically
+# invalidated whenever a database object used in its creation is successfully
+# changed" (RAG_CHUNK, RAG_CHUNK_ACL under RAG_CHUNK_GROUP, RAG_ACCESS_FAILURE):
+# after a committed write the next query per scope reads the visible records'
+# chunk 0 once (RAG_CHUNK_RECORD_IX), later ones read the cache. Where the
+# result cache is off (RESULT_CACHE_MAX_SIZE = 0) the hint does nothing and
+# every query reads them.
+_KEYWORD_VISIBLE = f"""SELECT {{hint}}COUNT(*) AS N, COALESCE(SUM(c.TERM_COUNT), 0) AS TOTAL_LENGTH
+  FROM RAG_CHUNK c{{scope_join}}
   WHERE c.CHUNK_NO = 0
     AND c.TERM_COUNT IS NOT NULL
-    AND {SCOPE}
+    AND {{scope}}
     AND {FILTERS}"""
-KEYWORD_STATS = Sql.both(_KEYWORD_VISIBLE.replace("\n  ", "\n"), expanding=("f_types",))
+KEYWORD_STATS = Sql(
+    oracle=_KEYWORD_VISIBLE.format(hint="/*+ RESULT_CACHE */ ", scope_join=" " + SCOPE_JOIN,
+                                   scope=SCOPE_JOINED).replace("\n  ", "\n"),
+    sqlite=_KEYWORD_VISIBLE.format(hint="", scope_join="", scope=SCOPE).replace("\n  ", "\n"),
+    expanding=("f_types",))
 
 # BM25 of the visible records in one statement (bm25.py's formula, term by
 # term in the same floating-point operations): the query's terms and their
@@ -428,7 +469,11 @@ KEYWORD_STATS = Sql.both(_KEYWORD_VISIBLE.replace("\n  ", "\n"), expanding=("f_t
 # those terms' weights (``rest``) stays below the bound is dropped before its
 # probes. With fewer than :k seed records nothing is pruned. The work grows
 # with the query terms' postings (the document frequencies) and with the
-# rarer terms' postings (the scores), never with the table. Each posting carries its record's length, scope and filter
+# rarer terms' postings (the scores), never with the table: N and the total
+# length come bound (KEYWORD_STATS, read first). Oracle joins the group test
+# (SCOPE_JOIN, the caller's group chunks a query name read for the three
+# steps that scope postings) rather than run SCOPE's IN as a FILTER per
+# posting; SQLite keeps SCOPE. Each posting carries its record's length, scope and filter
 # columns under their RAG_CHUNK names, so without a ``where`` fragment the
 # postings are the row ``c`` that SCOPE and the filters read and RAG_CHUNK is
 # not joined; a ``where`` fragment may read any chunk column (FACETS), so
@@ -440,13 +485,13 @@ KEYWORD_STATS = Sql.both(_KEYWORD_VISIBLE.replace("\n  ", "\n"), expanding=("f_t
 # once (MATERIALIZED) rather than fold it into the next one's loop.
 # Generated for n terms by keyword_top (its names come from keyword_binds).
 KEYWORD_SEED_ROWS = 1000
-_KEYWORD_TOP = """WITH q AS (
+_KEYWORD_TOP = """WITH {group_chunks}q AS (
   {terms}
 ), visible_set AS (
   {visible}
 ), df AS (
   SELECT {p}.TERM, COUNT(*) AS DF
-  FROM {postings}
+  FROM {postings}{scope_join}
   WHERE {p}.TERM IN ({term_list})
     AND {scope}
     AND {filters}
@@ -459,7 +504,7 @@ _KEYWORD_TOP = """WITH q AS (
   CROSS JOIN visible_set v
 ), seed AS {materialized}(
   SELECT {p}.CHUNK_ID
-  FROM {postings}
+  FROM {postings}{scope_join}
   WHERE {p}.TERM = (SELECT w.TERM FROM weight w ORDER BY w.W DESC, w.TERM {first_row})
     AND {scope}
     AND {filters}
@@ -486,7 +531,7 @@ _KEYWORD_TOP = """WITH q AS (
 ), found AS {materialized}(
   SELECT {p}.CHUNK_ID, SUM({impact_p}) AS SCORE
   FROM term_bound w
-  JOIN {postings_on}
+  JOIN {postings_on}{scope_join}
   WHERE w.ESSENTIAL = 1
     AND {scope}
     AND {filters}
@@ -511,7 +556,7 @@ _FIRST_CHUNK, _WHERE = "AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) ", " AND /* w
 if _FIRST_CHUNK not in FILTERS or not FILTERS.endswith(_WHERE):
     raise RuntimeError("FILTERS changed shape: update POSTING_FILTERS (engine_sql.py)")
 POSTING_FILTERS = FILTERS.replace(_FIRST_CHUNK, "").removesuffix(_WHERE)
-_READ = set(re.findall(r"\bc\.([A-Z_]+)", SCOPE + " " + POSTING_FILTERS))
+_READ = set(re.findall(r"\bc\.([A-Z_]+)", SCOPE + " " + SCOPE_JOINED + " " + SCOPE_JOIN + " " + POSTING_FILTERS))
 if not _READ <= set(POSTING_COLUMNS):
     raise RuntimeError(f"the scope or filters read {sorted(_READ - set(POSTING_COLUMNS))}, which the postings "
                        "do not carry: add them to POSTING_COLUMNS and a migration")
@@ -552,8 +597,19 @@ _VISIBLE_BOUND = {"oracle": "SELECT :n AS N, :total_length AS TOTAL_LENGTH FROM 
                   "sqlite": "SELECT :n AS N, :total_length AS TOTAL_LENGTH"}
 
 
-def _keyword_top_text(side: str, terms: int, stats_bound: bool, joined: bool) -> str:
+# Oracle: the caller's group chunks once per statement as a query name (the
+# optimizer may keep a query name referenced more than once as a temporary
+# table), outer-joined by the steps that scope postings.
+_GROUP_CHUNKS = {"oracle": f"caller_chunks AS (\n  {group_chunk_ids()}\n), ", "sqlite": ""}
+_POSTING_SCOPE = {"oracle": ("\n  " + scope_join(group_chunks="caller_chunks"), SCOPE_JOINED), "sqlite": ("", SCOPE)}
+
+
+def _keyword_top_text(side: str, terms: int, stats_bound: bool, joined: bool, scope_side: str | None = None) -> str:
+    """``side``'s text; ``scope_side`` takes the scope's form from the other engine (a test runs Oracle's
+    joined group test on SQLite, where the rest of Oracle's text does not run)."""
     rows = "\n  UNION ALL ".join(_TERM_ROW[side].format(i=i) for i in range(terms))
+    join, scope = _POSTING_SCOPE[scope_side or side]
+    visible = _VISIBLE_BOUND[side] if stats_bound else _KEYWORD_VISIBLE.format(hint="", scope_join="", scope=SCOPE)
     if joined:
         p, postings = "t", "RAG_CHUNK_TERM t\n  JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID"
         postings_on = "RAG_CHUNK_TERM t ON t.TERM = w.TERM\n  JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID"
@@ -561,8 +617,9 @@ def _keyword_top_text(side: str, terms: int, stats_bound: bool, joined: bool) ->
     else:
         p, postings, postings_on, filters = "c", "RAG_CHUNK_TERM c", "RAG_CHUNK_TERM c ON c.TERM = w.TERM", POSTING_FILTERS
     return _KEYWORD_TOP.format(
-        terms=rows, visible=_VISIBLE_BOUND[side] if stats_bound else _KEYWORD_VISIBLE, p=p, postings=postings,
-        postings_on=postings_on, term_list=", ".join(f":t{i}" for i in range(terms)), scope=SCOPE, filters=filters,
+        terms=rows, visible=visible, p=p, postings=postings, group_chunks=_GROUP_CHUNKS[scope_side or side],
+        scope_join=join,
+        postings_on=postings_on, term_list=", ".join(f":t{i}" for i in range(terms)), scope=scope, filters=filters,
         materialized=_MATERIALIZED[side], best=_BEST[side], impact_p=_IMPACT.format(p=p), impact_x=_IMPACT.format(p="x"),
         **{name: rows_clause[side] for name, rows_clause in _ROWS.items()})
 
@@ -572,14 +629,16 @@ def keyword_top(terms: int, *, stats_bound: bool = False, joined: bool = False) 
     """The BM25 top-k statement for ``terms`` distinct query terms (1..MAX_QUERY_TERMS).
 
     ``stats_bound``: N and the total length come as binds (``:n``,
-    ``:total_length``) rather than from a scan of the visible records; only
-    the embedded engine, which knows when they change, uses that form.
+    ``:total_length``, from KEYWORD_STATS) rather than from a scan of the
+    visible records in the statement. Oracle has only that form (its
+    statistics come from the server result cache); the embedded engine scans
+    in the statement when its statistics cache is off.
     ``joined``: each posting joined to its chunk, for a search with a
     ``where`` fragment (only that form carries the marker).
     """
     if isinstance(terms, bool) or not isinstance(terms, int) or not 1 <= terms <= MAX_QUERY_TERMS:
         raise ValueError(f"keyword_top takes 1..{MAX_QUERY_TERMS} terms, got {terms!r}")
-    return Sql(oracle=None if stats_bound else _keyword_top_text("oracle", terms, False, joined),
+    return Sql(oracle=_keyword_top_text("oracle", terms, True, joined) if stats_bound else None,
                sqlite=_keyword_top_text("sqlite", terms, stats_bound, joined), expanding=("f_types",))
 
 
@@ -596,8 +655,9 @@ def keyword_binds(terms: Mapping[str, int]) -> dict[str, Any]:
 
 # The Oracle form as the golden and parse tests pin it (one and three terms;
 # the other forms differ only in the number of :t/:f binds).
-KEYWORD_TOP_FORMS = {"KEYWORD_TOP_1_TERM": keyword_top(1), "KEYWORD_TOP_3_TERMS": keyword_top(3),
-                     "KEYWORD_TOP_2_TERMS_JOINED": keyword_top(2, joined=True)}
+KEYWORD_TOP_FORMS = {"KEYWORD_TOP_1_TERM": keyword_top(1, stats_bound=True),
+                     "KEYWORD_TOP_3_TERMS": keyword_top(3, stats_bound=True),
+                     "KEYWORD_TOP_2_TERMS_JOINED": keyword_top(2, stats_bound=True, joined=True)}
 
 # The chunks of the best records (by their chunk 0 id), scope re-applied: the
 # snippet is the chunk holding most of the query (bm25.passage_weight).
@@ -635,8 +695,8 @@ ranked AS (
   SELECT c.CHUNK_ID, VECTOR_DISTANCE(c.EMBEDDING, q.v, COSINE) AS SCORE,
          ROW_NUMBER() OVER (PARTITION BY c.SOURCE_TYPE, c.SOURCE_ID
                             ORDER BY VECTOR_DISTANCE(c.EMBEDDING, q.v, COSINE), c.CHUNK_ID) AS RN
-  FROM RAG_CHUNK c CROSS JOIN q
-  WHERE {SCOPE}
+  FROM RAG_CHUNK c CROSS JOIN q {SCOPE_JOIN}
+  WHERE {SCOPE_JOINED}
     AND {FILTERS}
 )
 SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, r.SCORE,

@@ -17,6 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..bm25 import Stats
 from ..config import Settings
 from ..errors import ConfigurationError, driver_error_code
 from ..scripts import is_plsql, split_oracle_script
@@ -24,7 +25,17 @@ from ..tracing import tag_oracle_sessions
 from . import engine_sql as q
 from .base import Engine
 from .oracle_vpd import install_vpd_context
-from .records import ChunkWrite, Filters, Hit, QueueRow, ReadOnlyUser, Scope, Where, queue_rows
+from .records import (
+    ChunkWrite,
+    Filters,
+    Hit,
+    QueueRow,
+    ReadOnlyUser,
+    Scope,
+    Where,
+    queue_rows,
+    search_binds,
+)
 from .statements import Sql
 
 log = logging.getLogger("oracle_rag.engines.oracle")
@@ -253,6 +264,18 @@ class OracleEngine(Engine):
         finally:
             cursor.close()
         return queue_rows(rows)
+
+    def keyword_stats(self, conn: sa.Connection, scope: Scope, filters: Filters,
+                      where: Where | None) -> Stats | None:
+        """The visible set's N and total length from KEYWORD_STATS, which Oracle keeps in its result cache.
+
+        The statement carries the RESULT_CACHE hint: its result is kept per
+        text and bind values (so per scope, filters and ``where``) and dropped
+        by Oracle when a table it read changes, so a query reads the visible
+        records only after a committed write (once per scope), not every time.
+        """
+        n, total = conn.execute(self.statement(q.KEYWORD_STATS, where), search_binds(scope, filters, where)).one()
+        return Stats(int(n), int(total or 0))
 
     def semantic_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
                         exact: bool = False, where: Where | None = None, text: bool = True) -> list[Hit]:

@@ -7,8 +7,9 @@ the engine sends (the binds bound, as values are not peeked).
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
-from oracle_plans import full_scans
+from oracle_plans import filters_over, full_scans, plan_rows
 
 from oracle_rag.answers import answers_sql
 from oracle_rag.answers.facet_indexes import facet_index_ddl
@@ -34,20 +35,35 @@ def _plan(conn, sql: str, binds: dict, expanding: tuple[str, ...] = ()) -> str: 
     return plan
 
 
+# A developer in two groups: the statements' group test is read, not skipped as for see-all.
+DEVELOPER = Scope(17, False, ("ops", "net"))
+_ACL = ("RAG_CHUNK_ACL", "RAG_CHUNK_GROUP")
+
+
 def test_keyword_statement_reads_postings_by_term_and_returns_the_top_k(oracle_system) -> None:  # type: ignore[no-untyped-def]
     _index(oracle_system)
     engine = oracle_system.engine
     terms = {"login": 1, "timeout": 1}
-    binds = {**search_binds(Scope(17, False), Filters()), **engine_sql.keyword_binds(terms), "k": 8,
+    binds = {**search_binds(DEVELOPER, Filters()), **engine_sql.keyword_binds(terms), "k": 8,
              "k1": 1.5, "b": 0.75}
+    statement = engine_sql.keyword_top(len(terms), stats_bound=True)
     with engine.connect() as conn:
-        plan = _plan(conn, engine.text(engine_sql.keyword_top(len(terms))), binds, ("f_types",))
-        rows = conn.execute(engine.statement(engine_sql.keyword_top(len(terms))), binds).fetchall()
+        stats_plan = _plan(conn, engine.text(engine_sql.KEYWORD_STATS), search_binds(DEVELOPER, Filters()),
+                           ("f_types",))
+        stats = engine.keyword_stats(conn, DEVELOPER, Filters(), None)
+        assert stats is not None
+        binds.update(n=stats.n, total_length=stats.total_length)
+        plan = _plan(conn, engine.text(statement), binds, ("f_types",))
+        rows = conn.execute(engine.statement(statement), binds).fetchall()
+    # the visible set's N and length from RAG_CHUNK_RECORD_IX, kept in the server result cache
+    assert "RAG_CHUNK_RECORD_IX" in stats_plan, stats_plan
+    assert any(r.operation == "RESULT CACHE" for r in plan_rows(stats_plan)), stats_plan
     # the postings by term through RAG_CHUNK_TERM_SCORE_IX (V13: TERM first, then every column the
-    # statement reads of a posting), one range per term; never a full scan of them, and the visible
-    # set's N and length from RAG_CHUNK_RECORD_IX rather than the chunk rows
+    # statement reads of a posting), one range per term; never a full scan of them
     assert "RAG_CHUNK_TERM_SCORE_IX" in plan, plan
-    assert "RAG_CHUNK_RECORD_IX" in plan, plan
+    # the group test joined (SCOPE_JOIN), never a FILTER re-running the ACL per posting or record
+    assert filters_over(plan, _ACL) == [], plan
+    assert filters_over(stats_plan, _ACL) == [], stats_plan
     # (matched by operation and object name: DBMS_XPLAN pads its columns to the widest row)
     assert full_scans(plan, "RAG_CHUNK_TERM") == [], plan
     # the row limit is applied in the database (a stopkey / pushed rank), so only k rows leave it
@@ -92,3 +108,15 @@ def test_declared_facets_are_indexed_with_the_predicates_expression(oracle_syste
         # COUNT_RECORDS carries the scope: every scope bind, the caller's groups too
         plan = _plan(conn, sql, {**predicate.binds, **Scope(3, True).binds()})
     assert "RAG_CHUNK_FT_STATUS_IX" in plan, plan
+
+
+@pytest.mark.parametrize("name", ["COUNT_RECORDS", "LIST_RECORDS", "SEMANTIC_SEARCH_EXACT", "SEMANTIC_RECORDS"])
+def test_whole_table_statements_join_the_group_test(oracle_system, name: str) -> None:  # type: ignore[no-untyped-def]
+    """Oracle runs a subquery under the scope's OR as a FILTER per row; these statements join it instead."""
+    _index(oracle_system)
+    engine = oracle_system.engine
+    sql = getattr(answers_sql, name, None) or getattr(engine_sql, name)
+    binds = search_binds(DEVELOPER, Filters(), query="login timeout", k=8, limit=8)
+    with engine.connect() as conn:
+        plan = _plan(conn, engine.text(sql), binds, sql.expanding)
+    assert filters_over(plan, _ACL) == [], plan
