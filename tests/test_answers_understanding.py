@@ -374,3 +374,13 @@ def test_a_question_padded_with_spaces_to_the_size_limit_costs_what_any_question
     letters = "task" + "x" * 3990
     assert parse(parser, spaces).lookups == [] and parse(parser, "task   42").lookups == [("TASK", "42")]
     assert _best_cpu(lambda: parse(parser, spaces)) <= 25 * _best_cpu(lambda: parse(parser, letters))
+
+
+@pytest.mark.parametrize(("question", "measure"), [
+    ("what is the largest estimate of any task?", "MAX"), ("average story points of blocked tasks", "AVG"),
+    ("la mayor estimación de las tareas", "MAX"), ("what is the total of estimated hours in sprint 7?", "SUM"),
+    ("highest priority tasks", None), ("which project has the fewest tasks?", None),
+])
+def test_an_aggregate_of_a_measure_is_named(parser, question, measure):
+    u = parse(parser, question)
+    assert u.measure == measure and (measure is None or u.kind == "topic")

@@ -154,6 +154,24 @@ def test_without_a_model_aggregation_is_unavailable_and_said(agg_rag):
     assert answer.answer.startswith(AGGREGATION_UNAVAILABLE)
 
 
+@pytest.mark.parametrize(("question", "truth"), [
+    ("what is the largest estimate of any task?", "SELECT MAX(ESTIMATED_HOURS) FROM TASK"),
+    ("¿cuál es el promedio de horas estimadas?", "SELECT AVG(ESTIMATED_HOURS) FROM TASK"),  # repaired to AVG
+])
+def test_an_aggregate_of_a_measure_is_routed_by_its_words(agg_rag, llm, question, truth):
+    """MAX/MIN/SUM/AVG of a measure goes to guarded SQL with no routing call: a model that would have
+    voted "retrieval" is never asked, and no record text is handed to it to guess a number from."""
+    llm.default_route = '{"retrieval": true, "aggregation": false}'
+    llm.push(json.dumps({"sql": "SELECT MAX(ESTIMATED_HOURS) AS M FROM RAG_V_TASK"}), "The largest is M hours.")
+    settings = agg_rag.settings.with_overrides(llm_url=llm.url, llm_model="m", llm_api_key="k", llm_max_retries=0,
+                                               aggregate_timeout_s=60.0)
+    answer = Chat(agg_rag, LLMClient.from_settings(settings), settings=settings).answer(question, ADMIN, store=False)
+    assert not llm.route_requests and answer.route == "aggregation" and answer.retrieval.chunks == 0
+    assert answer.aggregate is not None and answer.aggregate.rows[0][0] == pytest.approx(_count(agg_rag, truth))
+    without = Chat(agg_rag, None).answer(question, ADMIN, store=False)  # no model: the records, and why
+    assert without.route == "retrieval" and without.answer.startswith(AGGREGATION_UNAVAILABLE)
+
+
 @pytest.mark.parametrize(("reply", "expected"), [
     ('{"retrieval": true, "aggregation": false}', ("retrieval",)),
     ('{"retrieval": false, "aggregation": true}', ("aggregation",)),

@@ -38,6 +38,11 @@ AGGREGATE_WORDS = {
     "MIN": phrases("smallest", "lowest", "minimum", "min", "least", "fewest", "minima", "minimo", "menor",
                    "mas baja", "mas bajo"),
 }
+# Measures an aggregate may be of, beside the number facets' own cue words ("largest estimate", "promedio de horas").
+MEASURES = frozenset(fold(w) for w in (
+    "estimate", "estimates", "estimated", "estimation", "hours", "hour", "points", "point", "velocity", "amount",
+    "amounts", "cost", "costs", "duration", "size", "value", "estimacion", "estimaciones", "estimado", "horas",
+    "hora", "puntos", "velocidad", "importe", "importes", "monto", "coste", "costo", "duracion", "tamano", "valor"))
 # "per project", "por proyecto": these words followed by a facet's cue word.
 GROUP_LEAD = phrases("per", "by", "for each", "each", "for every", "every", "grouped by", "broken down by",
                      "split by", "por", "por cada", "de cada", "en cada", "para cada", "cada", "agrupadas por",

@@ -327,11 +327,20 @@ class QueryParser:
         return tuple(found)
 
     def _aggregate_of_numbers(self, tokens: list[_Token], out: Understanding) -> None:
-        """ "total amount of approved orders": a sum of a number facet is the aggregate path's (with a model,
-        guarded SQL), never a list that pretends to answer it."""
+        """ "total amount of approved orders", "the largest estimate of any task", "el promedio de horas": a
+        sum, average, maximum or minimum of a measure (a number facet's cue, or a measure word) is the
+        aggregate path's (guarded SQL), never a list that pretends to answer it; ``out.measure`` says which."""
+        measures = self.number_cues | lx.MEASURES
         for i, t in enumerate(tokens):
             if t.word in AGGREGATE_WORDS and any(x.word in self.number_cues for x in tokens[i + 1:i + 4]):
                 out.other_aggregate = True
+            for name, phrases in lx.AGGREGATE_WORDS.items():
+                for phrase in phrases:
+                    n = len(phrase)
+                    if tuple(x.word for x in tokens[i:i + n]) == phrase and t.used is None and any(
+                            x.word in measures for x in tokens[i + n:i + n + 3]):
+                        out.other_aggregate = True
+                        out.measure = out.measure or name
 
     def _near_cues(self, tokens: list[_Token], start: int) -> tuple[str, ...]:
         """Date cue words just before a character position ("opened before ...", "vence esta semana")."""

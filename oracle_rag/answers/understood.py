@@ -65,6 +65,7 @@ class Understanding:
     dropped: tuple[str, ...] = ()
 
     other_aggregate: bool = False  # "average", "sum of hours": not a count of records
+    measure: str | None = None  # "MAX" of "the largest estimate": an aggregate of a measure the words ask for
 
     @property
     def kind(self) -> str:

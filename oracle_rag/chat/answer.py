@@ -35,6 +35,7 @@ from ..aggregate import AggregateResult, AggregateService
 from ..aggregate.literals import masked_literals
 from ..answers import render as structured_render
 from ..answers.service import AnswerService, StructuredResult
+from ..answers.understood import Understanding
 from ..audit import audit_for
 from ..caller import Caller, require_caller
 from ..config import Settings
@@ -50,7 +51,14 @@ from .evidence import structured_data, structured_evidence, topic_evidence
 from .llm import LLMClient
 from .mentions import RecordWords, Visible, redact_stream
 from .prompt import Subject, Turn, build_messages, build_structured_messages, select_history
-from .router import AGGREGATION_UNAVAILABLE, Route, fallback_route, looks_aggregate, route
+from .router import (
+    AGGREGATION_UNAVAILABLE,
+    Route,
+    fallback_route,
+    looks_aggregate,
+    measure_route,
+    route,
+)
 
 DEFAULT_MODE = "hybrid"
 EXTRACTIVE_HEADER = "No language model is configured; here are the most relevant records:"
@@ -187,15 +195,16 @@ class Chat:
 
     # -- the shared first half -------------------------------------------
     def _understand(self, text: str, who: Caller, mode: str,
-                    drop: Sequence[str]) -> tuple[StructuredResult | None, str]:
-        """The structured answer when the question is a lookup, a filter list or a count, and the
-        question's topic (its words less the filler: what a topic question is searched with)."""
+                    drop: Sequence[str]) -> tuple[StructuredResult | None, str, Understanding | None]:
+        """The structured answer when the question is a lookup, a filter list or a count, the
+        question's topic (its words less the filler: what a topic question is searched with), and what
+        was understood (None without the structured answerer)."""
         if self.answers is None:
-            return None, text
+            return None, text, None
         started = time.perf_counter()
         u, vocab = self.answers.understand(text, who, today=self.today(), drop=drop)
         if not u.structured:
-            return None, u.topic or text
+            return None, u.topic or text, u
         with tracing.span("structured sql", {"db.system.name": self.rag.engine.sql_dialect,
                                              "db.operation.name": "SELECT",
                                              "oracle_rag.structured.kind": u.kind}, kind="client") as sql_span:
@@ -204,7 +213,7 @@ class Chat:
             if result.total is not None:
                 sql_span.set_attribute("oracle_rag.structured.total", result.total)
         self._observe("retrieval", time.perf_counter() - started, mode="structured")
-        return result, u.topic or text
+        return result, u.topic or text, u
 
     def _prepare(self, question: Any, caller: Any, conversation_id: Any, mode: Any, store: bool,
                  given_history: Sequence[Turn] = (), drop: Sequence[str] = ()) -> _Prepared:
@@ -222,13 +231,16 @@ class Chat:
             conversation_id = new_conversation_id()
         started = time.perf_counter()
         with tracing.span("query understanding") as understood:
-            structured, topic = self._understand(text, who, mode, check_drop(drop))
+            structured, topic, understood_as = self._understand(text, who, mode, check_drop(drop))
             if structured is None:
                 # With the structured answerer on, a question that does not look like an aggregate is a
                 # topic question: asking a (slow, maybe weak) model to route it cost a model call and
-                # sent "is there anything about the nightly backup?" to SQL (issue 26).
-                chosen = (route(text, self.llm) if self.answers is None or looks_aggregate(text)
-                          else fallback_route(text, llm_available=False))
+                # sent "is there anything about the nightly backup?" to SQL. An aggregate of a measure
+                # ("the largest estimate") is the words' to route, not the model's.
+                by_words = measure_route(understood_as.measure if understood_as else None,
+                                         llm_available=self.llm is not None)
+                chosen = by_words or (route(text, self.llm) if self.answers is None or looks_aggregate(text)
+                                      else fallback_route(text, llm_available=False))
                 understood.set_attributes({"oracle_rag.route": chosen.name,
                                            "oracle_rag.route.retrieval": chosen.retrieval,
                                            "oracle_rag.route.aggregation": chosen.aggregation})
@@ -307,7 +319,7 @@ class Chat:
             assert prep.aggregate is not None
             return prep.aggregate.answer, []
         text, citations = extractive_answer(prep.chunks, prep.question)
-        if looks_aggregate(prep.question):
+        if looks_aggregate(prep.question) or (prep.route is not None and prep.route.decided_by == "words"):
             text = f"{AGGREGATION_UNAVAILABLE}\n\n{text}"
         return text, citations
 

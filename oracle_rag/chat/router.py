@@ -44,7 +44,7 @@ AGGREGATION_UNAVAILABLE = ("Counting and averaging questions need a language mod
 class Route:
     retrieval: bool
     aggregation: bool
-    decided_by: str  # "llm" | "fallback"
+    decided_by: str  # "llm" | "fallback" | "words" (an aggregate of a measure: measure_route)
 
     @property
     def name(self) -> str:
@@ -55,6 +55,16 @@ class Route:
 
 def looks_aggregate(question: str) -> bool:
     return bool(_AGGREGATE.search(question))
+
+
+def measure_route(measure: str | None, *, llm_available: bool) -> Route | None:
+    """A sum, average, maximum or minimum of a measure ("what is the largest estimate of any task?",
+    ``Understanding.measure``): the words decide, with no model vote. With a model it is guarded SQL
+    only (retrieval would hand the model records to guess a number from); without one, the records and
+    a note that the computation needs a model."""
+    if measure is None:
+        return None
+    return Route(retrieval=not llm_available, aggregation=llm_available, decided_by="words")
 
 
 def fallback_route(question: str, *, llm_available: bool) -> Route:
