@@ -68,7 +68,7 @@ def _roles_list(value: Any) -> str | None:
     return None
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$", re.IGNORECASE)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:(s|m|h|d)\s*)?$", re.IGNORECASE)
 _DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0}
 
 

@@ -18,14 +18,18 @@ import re
 
 from .urlsafety import redact_url
 
-_URL = re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s\"'<>`]+", re.IGNORECASE)
+# A URL, or (first alternative, kept as written) a whole run of scheme characters that no "://" follows:
+# read in one step, so a long run ("a+a+a+...") is not rescanned from each of its word starts.
+_URL = re.compile(r"(?<![a-z0-9+.\-])[a-z0-9+.\-]++(?!://)|\b[a-z][a-z0-9+.\-]*://[^\s\"'<>`]+", re.IGNORECASE)
 _LIBRARY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore.connection", "httpcore.http11", "httpcore.http2", "openai",
                     "openai._base_client", "urllib3", "urllib3.connectionpool", "oracle_rag")
 
 
 def scrub(text: str) -> str:
     """``text`` with every URL reduced to scheme, host, port and path."""
-    return _URL.sub(lambda m: redact_url(m.group(0)), text) if "://" in text else text
+    if "://" not in text:
+        return text
+    return _URL.sub(lambda m: redact_url(m.group(0)) if "://" in m.group(0) else m.group(0), text)
 
 
 class UrlScrubber(logging.Filter):

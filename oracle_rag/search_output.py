@@ -21,7 +21,7 @@ SCORES: dict[str, tuple[str, str]] = {
     "hybrid": ("rrf", "reciprocal rank fusion of the semantic and keyword ranks, higher is better"),
 }
 
-_STATUS_LINE = re.compile(r"^Status: ([^|\n]+?)\s*(?:\||$)", re.MULTILINE)
+_STATUS_LINE = re.compile(r"^Status: ([^|\n]+)", re.MULTILINE)  # up to "|" or the line's end (stripped)
 _STATUS_TITLE = re.compile(r"\(([A-Z][A-Z_ ]*)\)\s*$")
 
 

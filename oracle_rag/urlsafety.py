@@ -44,7 +44,7 @@ _USERINFO_COLON = re.compile(r"^[a-z][a-z0-9+.\-]*://[^:/]*:[^@]+@", re.IGNORECA
 _ORACLE_SLASH = re.compile(r"(?:^|://)[^/?#@:\s]+/[^@\s/]+@", re.IGNORECASE)
 # key=value pairs in a query string or a DSN keyword list
 _KEY_VALUE = re.compile(
-    r"(?:^|[?&;\s(])\s*(?:" + "|".join(_SECRET_KEYS) + r")\s*=\s*[^&;\s)]",
+    r"(?:^|[?&;(]|(?<!\s)\s)\s*(?:" + "|".join(_SECRET_KEYS) + r")\s*=\s*[^&;\s)]",  # a run of spaces starts once
     re.IGNORECASE,
 )
 

@@ -65,19 +65,50 @@ class AggregateResult:
         return asdict(self)
 
 
+_JSON_OPEN = re.compile(r"```(?:json)?\s*\{")
+_JSON_CLOSE = re.compile(r"\}\s*```")
+_SQL_FENCE = re.compile(r"```sql\s*", re.IGNORECASE)
+_QUERY_HEAD = re.compile(r"(?:SELECT|WITH)\b", re.IGNORECASE)
+
+
+def _fenced_json(body: str) -> str | None:
+    """The ``{...}`` in a fence: from the first fenced ``{`` to the last ``}`` a fence closes.
+
+    Two linear scans: the one pattern it replaces rescanned the rest of the reply from every opening fence.
+    """
+    opening = _JSON_OPEN.search(body)
+    if opening is None:
+        return None
+    closings = [m.start() for m in _JSON_CLOSE.finditer(body, opening.end())]
+    return body[opening.end() - 1:closings[-1] + 1] if closings else None
+
+
+def _bare_query(body: str) -> str | None:
+    """A reply that is only a query (bare or in a ```sql fence), without its fence, ``;`` and spaces.
+
+    String steps, not one pattern: a lazy query before ``\\s*;?\\s*`` read a run of spaces O(n³) ways.
+    """
+    fence = _SQL_FENCE.match(body)
+    query = body[fence.end():] if fence else body
+    if not _QUERY_HEAD.match(query):
+        return None
+    query = query.removesuffix("```").rstrip()
+    return query.removesuffix(";").rstrip() if query.endswith(";") else query
+
+
 def parse_sql_reply(text: str) -> tuple[str | None, str | None]:
     """The model's strict-JSON reply → (sql, reason). Tolerates a fenced JSON block, and a reply that is
     only a query (bare or in a ```sql fence: a small model's habit even when asked for JSON)."""
     body = text.strip()
-    fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", body, re.DOTALL)
-    if fenced:
-        body = fenced.group(1)
+    fenced = _fenced_json(body)
+    if fenced is not None:
+        body = fenced
     try:
         data = json.loads(body)
     except json.JSONDecodeError:
-        query = re.fullmatch(r"(?:```sql\s*)?((?:SELECT|WITH)\b.*?)\s*;?\s*(?:```)?", body, re.DOTALL | re.IGNORECASE)
-        if query:
-            return query.group(1), None
+        query = _bare_query(body)
+        if query is not None:
+            return query, None
         raise LLMError("the query model did not reply with JSON") from None
     if not isinstance(data, dict) or "sql" not in data:
         raise LLMError('the query model\'s JSON has no "sql" key')

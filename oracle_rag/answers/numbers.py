@@ -31,7 +31,9 @@ _LEAD_OF = {fold_key: op for op, items in _LEADS.items() for fold_key in items}
 COMPARISON = re.compile(
     r"\b(" + "|".join(sorted((re.escape(k) for k in _LEAD_OF), key=len, reverse=True)) + r")\s+" + _AMOUNT,
     re.IGNORECASE)
-BETWEEN = re.compile(r"\b(between|entre)\s+" + _AMOUNT + r"\s+(?:and|y|e)\s+" + _AMOUNT, re.IGNORECASE)
+# The first amount's suffix is read with its own spaces: "\s*([km]\b)?\s+" split a run of spaces n ways.
+BETWEEN = re.compile(r"\b(between|entre)\s+" + _AMOUNT.replace(r"\s*([km]\b)?", r"(?:\s*([km]\b))?")
+                     + r"\s+(?:and|y|e)\s+" + _AMOUNT, re.IGNORECASE)
 # Words asking for a sum or an average of a number facet (the aggregate path's, never a filter's).
 AGGREGATE_WORDS = frozenset(("total", "sum", "suma", "average", "avg", "mean", "promedio", "media", "totals"))
 

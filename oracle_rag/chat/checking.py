@@ -42,13 +42,16 @@ from .mentions import REMOVED
 _ANCHOR = re.compile(r"(?<![\w.\-])([A-Za-z][A-Za-z0-9_.\-]*)\s*#\s*([A-Za-z0-9_\-]*[0-9][A-Za-z0-9_\-]*)")
 # A bracketed anchor whose id has no digit ("[PROJECT #Plataforma Clientes]", measured with a 1.5B model) and
 # an upper-case type before one ("PROJECT #Atlas"): they name a record too, so it must be a given one.
-_WORD_ANCHOR = re.compile(r"\[\s*([A-Za-z][A-Za-z0-9_.\-]*)\s*#\s*([^\[\]#]*?)\s*\]|(?<![\w.\-])([A-Z][A-Z0-9_]+)\s*#\s*([A-Za-z]\w*)")
+# The bracketed id is read from its first to its last non-space character, so that no run of spaces can be
+# split between the id and the spaces around it (a lazy id between two \s* was cubic in such a run).
+_WORD_ANCHOR = re.compile(r"\[\s*([A-Za-z][A-Za-z0-9_.\-]*)\s*#(?:\s*([^\[\]#\s](?:[^\[\]#]*[^\[\]#\s])?))?\s*\]"
+                          r"|(?<![\w.\-])([A-Z][A-Z0-9_]+)\s*#\s*([A-Za-z]\w*)")
 # A link to a record's page or API (docs/chat.md): /chunk/task/42, /api/chunks/TASK/42 names TASK #42.
 _LINK = re.compile(r"/(?:api/)?chunks?/([A-Za-z][A-Za-z0-9_.\-]*)/([A-Za-z0-9_\-]+)")
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(?:([.,])(\d+))?(?![\w])")
 _BOUNDARY = re.compile(r"(?<=[.!?])[ \t]+(?=\S)|\n+")
-_ONLY_ANCHORS = re.compile(r"^[\s\[\](),;.]*(?:\[[^\[\]]*#[^\[\]]*\][\s\[\](),;.]*)+$")
+_ONLY_ANCHORS = re.compile(r"^[\s\[\](),;.]*(?:\[[^\[\]#]*#[^\[\]]*\][\s\[\](),;.]*)+$")  # an anchor's first "#" splits it
 _DONT_KNOW = re.compile(
     r"\b(do(?:es)? not (?:know|say)|don'?t (?:know|say)|not (?:enough|contain|include|mention)|no information|cannot (?:tell|say|"
     r"answer|find)|can'?t (?:tell|say)|unclear|no s[eé]|no (?:lo )?(?:contiene|menciona|indica)|no hay informaci[oó]n)\b",
@@ -189,7 +192,7 @@ def _key(source_type: str, source_id: str) -> tuple[str, str]:
 _RECORD_FORMS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], tuple[str, str]]], ...] = (
     (_LINK, lambda m: (m.group(1), m.group(2))),
     (_ANCHOR, lambda m: (m.group(1), m.group(2))),
-    (_WORD_ANCHOR, lambda m: (m.group(1) or m.group(3), m.group(2) if m.group(1) else m.group(4))),
+    (_WORD_ANCHOR, lambda m: (m.group(1) or m.group(3), (m.group(2) or "") if m.group(1) else m.group(4))),
 )
 
 

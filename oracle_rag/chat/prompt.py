@@ -77,7 +77,7 @@ SYSTEM_PROMPT = system_prompt()
 
 NO_RECORDS = "(no records visible to you matched the question)"
 
-_DELIMITER = re.compile(r"<(\s*/?\s*(?:chunk|context|query_result|facts)\b)", re.IGNORECASE)
+_DELIMITER = re.compile(r"<(\s*(?:/\s*)?(?:chunk|context|query_result|facts)\b)", re.IGNORECASE)
 _ATTR_UNSAFE = re.compile(r'[<>"&\n\r]')
 
 

@@ -74,9 +74,9 @@ def fallback_route(question: str, *, llm_available: bool) -> Route:
 
 def parse_route(text: str) -> Route | None:
     body = text.strip()
-    fenced = re.search(r"\{.*\}", body, re.DOTALL)
-    if fenced:
-        body = fenced.group(0)
+    start, end = body.find("{"), body.rfind("}")
+    if 0 <= start < end:  # from the first "{" to the last "}" (a pattern \{.*\} rescanned from every "{")
+        body = body[start:end + 1]
     try:
         data: Any = json.loads(body)
     except json.JSONDecodeError:

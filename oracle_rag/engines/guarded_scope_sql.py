@@ -37,7 +37,7 @@ from .scope_sql import CallerSql, scope_predicate
 
 _SOURCE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,29}\.[A-Za-z][A-Za-z0-9_]{0,127}$")
-PLACEHOLDER = re.compile(r"\{\{RAG_RECORD_VISIBLE:([^:}]*):([^}]*)\}\}|\{\{RAG_CALLER_KNOWN\}\}")
+PLACEHOLDER = re.compile(r"\{\{RAG_RECORD_VISIBLE:([^:{}]*):([^{}]*)\}\}|\{\{RAG_CALLER_KNOWN\}\}")
 
 _TOKEN = "SYS_CONTEXT('USERENV', 'CLIENT_IDENTIFIER')"
 _ORACLE_ME = f"SELECT 1 FROM RAG_GUARDED_CALLER rag_me WHERE rag_me.TOKEN = {_TOKEN}"

@@ -22,7 +22,7 @@ from ..errors import ConfigurationError
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _COMPACT = re.compile(r"^(?:(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*)+$", re.IGNORECASE)
-_COMPACT_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)", re.IGNORECASE)
+_COMPACT_PART = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)", re.IGNORECASE)  # a number from its start
 _ISO = re.compile(
     r"^P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
     r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
