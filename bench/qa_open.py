@@ -17,9 +17,11 @@ compared accent- and case-folded). Scores per question:
   for the others, ``false_no_answer`` counts answers that say so wrongly.
 
 Runs, in one process on one index: the retrieval legs alone (semantic, keyword, hybrid: an
-answering record in the top 3, and MRR@10), the retrieval-only answerer (``Chat(structured=False)``,
-the baseline), the product's answer without a model (``Chat``, the path ``/api/chat`` takes) and,
-with ``--llm-url``, with a model (also: shown sentences that name a record that does not answer).
+answering record in the top 3, and MRR@10); the baseline, the answer without a model as it was
+before sentence selection (the top 3 records' first lines and the text around the question's words);
+the extractive answer on retrieval alone (``Chat(structured=False)``: no query understanding); the
+product's answer without a model (``Chat``, the path ``/api/chat`` takes) and, with ``--llm-url``,
+with a model (also: shown sentences that name a record that does not answer).
 A third of the questions are held out (``held_out``): never looked at while tuning the product;
 every score is printed for all questions and for the held-out ones.
 
@@ -53,6 +55,7 @@ from qa import fold, percentile  # noqa: E402
 from oracle_rag.access import directory_for  # noqa: E402
 from oracle_rag.chat import Chat, LLMClient  # noqa: E402
 from oracle_rag.chat.answer import NOTHING_FOUND  # noqa: E402
+from oracle_rag.chat.citations import snippet  # noqa: E402
 from oracle_rag.config import load_settings  # noqa: E402
 from oracle_rag.retriever import Retriever  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402
@@ -154,7 +157,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "per_kind": {k: means(by_kind[k]) for k in KINDS if by_kind[k]}}
 
 
-def run_chat(rag: RagSystem, chat: Chat, questions: list[dict[str, Any]], label: str, mode: str,
+def run_chat(rag: RagSystem, chat: Chat | FirstLines, questions: list[dict[str, Any]], label: str, mode: str,
              callers: dict[int, Any], *, model: bool = False) -> dict[str, Any]:
     rows = []
     started = time.perf_counter()
@@ -178,6 +181,32 @@ def run_chat(rag: RagSystem, chat: Chat, questions: list[dict[str, Any]], label:
     if model:
         out["other_record_sentences"] = sum(r["other_record_sentences"] for r in rows)
     return out
+
+
+class FirstLines:
+    """The baseline: the answer without a model as it was before sentence selection, the top 3 records
+    of the same retrieval with their first line and the 200 characters around the question's words."""
+
+    def __init__(self, rag: RagSystem) -> None:
+        self.retriever = Retriever(rag.engine, rag.settings)
+
+    def answer(self, question: str, caller: Any, *, store: bool, mode: str) -> Any:
+        chunks = self.retriever.search(question, None, caller, mode)[:3]
+        lines = ["(first lines of the most relevant records)", ""] if chunks else [NOTHING_FOUND]
+        for i, c in enumerate(chunks, 1):
+            first, _, rest = c.content.strip().partition("\n")
+            lines += [f"{i}. {c.anchor} {first}", f"   {snippet(rest, 200, query=question)}"]
+        citations = [{"anchor": c.anchor} for c in chunks]
+        return _Plain({"answer": "\n".join(lines), "citations": citations, "answerer": "baseline",
+                       "route": "retrieval", "checked": None})
+
+
+class _Plain:
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.data
 
 
 def run_legs(rag: RagSystem, questions: list[dict[str, Any]], callers: dict[int, Any]) -> list[dict[str, Any]]:
@@ -217,6 +246,8 @@ def main() -> None:
     parser.add_argument("--llm-timeout", type=float, default=300.0)
     parser.add_argument("--only", default="", help="comma-separated question ids or kinds to ask")
     parser.add_argument("--verbose", action="store_true", help="print every answer that missed")
+    parser.add_argument("--tune", action="store_true",
+                        help="with --verbose: print only the misses of questions that are not held out")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the JSON results go")
     args = parser.parse_args()
     questions = json.loads(Path(args.questions).read_text(encoding="utf-8"))["questions"]
@@ -231,8 +262,11 @@ def main() -> None:
             directory = directory_for(rag.engine)
             callers = {who: directory.load(conn, who) for who in {q.get("as", ASKER) for q in questions}}
         runs += run_legs(rag, questions, callers)
+        runs.append(run_chat(rag, FirstLines(rag), questions,
+                             "baseline: the top 3 records' first lines, no model", args.mode, callers))
         runs.append(run_chat(rag, Chat(rag, None, structured=False), questions,
-                             "baseline: retrieval-only answerer, no model", args.mode, callers))
+                             "extractive answer on retrieval alone (no query understanding), no model",
+                             args.mode, callers))
         runs.append(run_chat(rag, Chat(rag, None), questions, "product, no model", args.mode, callers))
         if args.llm_url:
             settings = rag.settings.with_overrides(llm_url=args.llm_url, llm_model=args.llm_model,
@@ -256,12 +290,15 @@ def main() -> None:
             r["ratio_to_baseline"] = ratios
             print(f"{r['label']} / baseline: " + "  ".join(
                 f"{m} {'n/a' if v is None else f'{v:.2f}x'}" for m, v in ratios.items()))
-            print("    per kind: " + "  ".join(
-                f"{k} " + "/".join(f"{v:.2f}" for v in s.values()) for k, s in r["per_kind"].items()))
+            print("    per kind (record@3 / facts, or no_answer): " + "  ".join(
+                f"{k} " + "/".join(f"{s[m]:.2f}" for m in ("record@3", "facts", "no_answer") if m in s)
+                for k, s in r["per_kind"].items()))
     if args.verbose:
         for r in runs:
             for row in r.get("questions", []):
                 if r is base or row.get("record@3", 1) == 1 and row.get("facts", 1) == 1 and row.get("no_answer", 1) == 1:
+                    continue
+                if args.tune and row["held_out"]:
                     continue
                 print(f"\n[{r['label']}] {row['id']} ({row['kind']}) {row['question']}\n"
                       f"  record@3 {row.get('record@3')} facts {row.get('facts')} missing {row.get('missing')} "

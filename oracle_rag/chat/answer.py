@@ -39,17 +39,19 @@ from ..answers.understood import Understanding
 from ..audit import audit_for
 from ..caller import Caller, require_caller
 from ..config import Settings
-from ..errors import InputError, LLMError, RagError
+from ..errors import InputError, LLMError, NotFoundError, RagError
 from ..retriever import MODES, RetrievedChunk, Retriever, clean_query
 from ..sources.meanings import Declaration
 from ..system import RagSystem
 from . import chat_sql
 from .checking import Checked, Evidence, SentenceChecker
+from .chunks import chunk_detail
 from .citations import Citation, citation_for, select_citations, snippet
 from .conversations import ConversationStore, new_conversation_id
 from .evidence import structured_data, structured_evidence, topic_evidence
 from .llm import LLMClient
 from .mentions import RecordWords, Visible, redact_stream
+from .passages import Embedder, Sentence, best_passages
 from .prompt import Subject, Turn, build_messages, build_structured_messages, select_history
 from .router import (
     AGGREGATION_UNAVAILABLE,
@@ -61,8 +63,9 @@ from .router import (
 )
 
 DEFAULT_MODE = "hybrid"
-EXTRACTIVE_HEADER = "No language model is configured; here are the most relevant records:"
+EXTRACTIVE_HEADER = "No language model is configured; here is what the most relevant records say:"
 EXTRACTIVE_COUNT = 3
+EXTRACTIVE_POOL = 5
 NOTHING_FOUND = ("I could not find any records you are allowed to see that match the question, "
                  "so I cannot answer it.")
 UNCHECKED = ("The language model's answer could not be checked against the records it was given, "
@@ -136,20 +139,44 @@ class ChatEvent:
     error: RagError | None = None
 
 
-def extractive_answer(chunks: list[RetrievedChunk], question: str = "") -> tuple[str, list[Citation]]:
-    """The labelled no-model answer: the top records, each with its anchor and a snippet.
+def extractive_answer(chunks: Sequence[RetrievedChunk], question: str = "", embed: Embedder | None = None,
+                      texts: Sequence[str] | None = None) -> tuple[str, list[Citation]]:
+    """The labelled no-model answer: the records whose sentences answer ``question`` best, each with
+    its anchor, its first line and those sentences (a comment's author and date kept).
 
-    Snippets are centred on the words of ``question``, so the line shown is
-    the one that matched rather than the record's first lines."""
-    top = chunks[:EXTRACTIVE_COUNT]
+    The first ``EXTRACTIVE_POOL`` records compete (``texts``: their whole text when a chunk holds only
+    part of it); they are ordered by their best sentence (:mod:`oracle_rag.chat.passages`), so the
+    record that answers comes first even when retrieval ranked it lower. Without a question, the
+    top records with their first lines."""
+    pool = list(chunks[:EXTRACTIVE_POOL])
+    contents = list(texts) if texts is not None else [c.content for c in pool]
+    passages = {p.record: p for p in best_passages(question, contents, embed)} if question.strip() else {}
+    order = list(passages) + [i for i in range(len(pool)) if i not in passages]
     lines = [EXTRACTIVE_HEADER, ""]
-    for i, c in enumerate(top, 1):
-        first, _, rest = c.content.strip().partition("\n")
+    citations = []
+    for n, i in enumerate(order[:EXTRACTIVE_COUNT], 1):
+        c = pool[i]
+        first, _, rest = contents[i].strip().partition("\n")
         head = first if first.startswith(c.anchor) else f"{c.anchor} {first}"
-        lines.append(f"{i}. {head}")
-        if rest.strip():
-            lines.append(f"   {snippet(rest, 200, query=question)}")
-    return "\n".join(lines), [citation_for(c, question) for c in top]
+        lines.append(f"{n}. {head}")
+        passage = passages.get(i)
+        if passage is not None:
+            quoted = [quote(s) for s in passage.sentences]
+            lines.extend(f"   {q}" for q in quoted)
+            citations.append(Citation(c.source_type, c.source_id, snippet(" ".join(s.text for s in passage.sentences))))
+        else:
+            if rest.strip():
+                lines.append(f"   {snippet(rest, 200, query=question)}")
+            citations.append(citation_for(c, question))
+    return "\n".join(lines), citations
+
+
+def quote(sentence: Sentence) -> str:
+    """A sentence as the answer shows it: a comment's author (and date) first."""
+    if sentence.author is None:
+        return sentence.text
+    when = f" ({sentence.when})" if sentence.when else ""
+    return f"{sentence.author}{when}: {sentence.text}"
 
 
 @dataclass
@@ -318,10 +345,29 @@ class Chat:
         if answerer == "aggregate":
             assert prep.aggregate is not None
             return prep.aggregate.answer, []
-        text, citations = extractive_answer(prep.chunks, prep.question)
+        text, citations = self._extractive(prep)
         if looks_aggregate(prep.question) or (prep.route is not None and prep.route.decided_by == "words"):
             text = f"{AGGREGATION_UNAVAILABLE}\n\n{text}"
         return text, citations
+
+    def _extractive(self, prep: _Prepared) -> tuple[str, list[Citation]]:
+        """The extractive answer over the records' whole texts, sentences compared by the model too."""
+        pool = prep.chunks[:EXTRACTIVE_POOL]
+        texts = []
+        with self.rag.engine.connect() as conn:
+            for c in pool:
+                try:
+                    texts.append(chunk_detail(conn, self.rag.engine, prep.caller, c.source_type, c.source_id).content)
+                except NotFoundError:  # gone since it was retrieved: what was retrieved is what there is
+                    texts.append(c.content)
+        return extractive_answer(pool, prep.question, self._embed, texts)
+
+    def _embed(self, texts: Sequence[str]) -> Any:
+        """The deployment's model over a few sentences; none when it cannot run (words decide alone)."""
+        try:
+            return self.rag.engine.embed_many(texts)
+        except RagError:
+            return None
 
     def visible_records(self, caller: Caller) -> Visible:
         """A scope check for the records an answer's text mentions, run in SQL (one statement per type)."""
@@ -425,7 +471,7 @@ class Chat:
         kept = checker.text
         tally = checker.tally
         if tally.sentences and ((evidence.cite and not tally.cited) or (not head and not kept)):
-            text, run.citations = extractive_answer(prep.chunks, prep.question)
+            text, run.citations = self._extractive(prep)
             run.answerer = "extractive"
             yield ("\n\n" if kept else "") + UNCHECKED + "\n\n" + text.split("\n", 2)[2]
         elif not head:

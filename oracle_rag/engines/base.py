@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 
 from .. import bm25
@@ -428,6 +429,14 @@ class Engine(ABC):
     def embed(self, conn: sa.Connection, text: str) -> list[float]:
         """Embed one text in the database (status checks and parity tests)."""
         return vector_values(conn.execute(self.statement(q.EMBED), {"text": text}).scalar_one())
+
+    def embed_many(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed a few texts with the deployment's model (an answer's candidate sentences), in order.
+
+        Here one statement per text; an engine whose model runs in this process embeds them in
+        one batched run instead."""
+        with self.connect() as conn:
+            return np.asarray([self.embed(conn, t) for t in texts], dtype=np.float32).reshape(len(texts), -1)
 
     # -- search ----------------------------------------------------------
     # A record may have several chunks: a chunk-level top list of k x this

@@ -572,6 +572,16 @@ class SqliteEngine(Engine):
         with primed(distinct) if primed else nullcontext():
             return {text: runtime.to_blob(runtime.embed(text)) for text in distinct}
 
+    def embed_many(self, texts: Sequence[str]) -> np.ndarray:
+        """One batched encoder run over the distinct texts, then each through ``runtime.embed``."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        runtime = self.runtime()
+        primed = getattr(runtime, "primed", None)
+        with primed(list(dict.fromkeys(texts))) if primed else nullcontext():
+            vectors = {t: runtime.embed(t) for t in dict.fromkeys(texts)}
+        return np.stack([np.asarray(vectors[t], dtype=np.float32) for t in texts])
+
     def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite],
                       vectors: Mapping[str, bytes] | None = None) -> int:
         if vectors is not None:

@@ -1,0 +1,174 @@
+"""The answer without a model quotes the sentences that answer, from the body or any comment, authors kept.
+
+Pure tests of the sentence selection (oracle_rag/chat/passages.py) on records written here, and the
+whole path on a real embedded database: a help-desk table declared as a SQL source (no reference
+tables), real ONNX embeddings of the sentences, ``Chat.answer`` without a model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from oracle_rag.chat import Chat
+from oracle_rag.chat.answer import EXTRACTIVE_HEADER, extractive_answer
+from oracle_rag.chat.passages import best_passages, cues, split_record
+
+HEAP = """Search nodes pause for 20 seconds during garbage collection
+Customers report that search hangs for 20 seconds every few minutes because of garbage collection pauses.
+Comments:
+- Kwame Mensah (2026-01-27): The GC logs show full collections of 18 to 22 seconds.
+- Jonas Berg (2026-01-28): The heap is set to 48 GB on machines with 64 GB of RAM. That is too high: above 32 GB the JVM turns off compressed pointers.
+- Ana Pérez (2026-01-28): Decision: heap of 30 GB on every search node, rolling restart tonight."""
+
+FILES = """Export workers crash with too many open files
+Since release 2.14 the export workers crash after 40 minutes with too many open files.
+Comments:
+- Priya Natarajan (2026-02-10): Root cause: the storage client opens a new connection pool for every exported file and never closes it.
+- Jonas Berg (2026-02-10): Workaround until the fix ships: raise the file limit to 65536 and restart the workers every 6 hours."""
+
+ARTICLE = """Importing contacts from CSV
+The importer accepts UTF-8 CSV files up to 50 MB. The first row must hold the column names. It detects commas and tabs as separators; for files that use semicolons, choose the delimiter under Advanced. A customer is matched to an existing one by its customer number, else by e-mail. Every import can be undone for 7 days under Import > History."""
+
+TASK = """[TASK #7] Fix the invoice renderer
+Status: IN_PROGRESS | Priority: HIGH | Sprint: S1
+Project: Atlas Billing
+Assignee: Ana Pérez
+Description: The renderer times out on invoices with more than 500 lines.
+Comments:
+- Ana Pérez: I think the timeout comes from the font cache being rebuilt for every page."""
+
+
+def quoted(question: str, records: list[str]) -> tuple[int, str]:
+    """The record the best passage is in and its text, without a model's embeddings."""
+    best = best_passages(question, records)[0]
+    return best.record, " ".join(s.text for s in best.sentences)
+
+
+def test_records_split_into_sentences_with_their_authors() -> None:
+    title, sentences = split_record(HEAP)
+    assert title.startswith("Search nodes pause")
+    assert sentences[0].author is None and sentences[0].text.startswith("Customers report")
+    by = {s.text: s.author for s in sentences}
+    assert by["That is too high: above 32 GB the JVM turns off compressed pointers."] == "Jonas Berg"
+    assert all(s.when == "2026-01-28" for s in sentences if s.author == "Ana Pérez")
+    # the reference tasks' form: header lines are not prose, a labelled description is
+    title, sentences = split_record(TASK)
+    assert title == "[TASK #7] Fix the invoice renderer"
+    assert [s.text for s in sentences][0] == "The renderer times out on invoices with more than 500 lines."
+    assert not any("Priority" in s.text or "Atlas Billing" in s.text for s in sentences)
+    assert sentences[-1].author == "Ana Pérez" and sentences[-1].when is None
+
+
+def test_the_question_word_says_what_answers_in_both_languages() -> None:
+    catalog = cues()
+    assert "why" in catalog.of("¿Por qué no se timbran las facturas?") and "why" in catalog.of("Why is it slow?")
+    assert "who" in catalog.of("¿Quién dijo que el heap era alto?")
+    assert "workaround" in catalog.of("¿Hay una solución temporal?") and "workaround" in catalog.of(
+        "Is there a workaround for this?")
+    assert "decision" in catalog.of("¿Qué se decidió sobre Adyen?") and "decision" in catalog.of(
+        "What did we decide about Adyen?")
+    assert catalog.of("Tell me about the heap") == []
+
+
+def test_a_comment_answers_rather_than_the_text_that_states_the_problem() -> None:
+    # the opening restates the question word for word; the root cause is a comment further down
+    record, text = quoted("Why do the export workers crash with too many open files?", [FILES])
+    assert text.startswith("Root cause")
+    record, text = quoted("Is there a workaround for too many open files?", [FILES])
+    assert "65536" in text
+    record, text = quoted("What was decided about the heap of the search nodes?", [HEAP])
+    assert "30 GB" in text
+
+
+def test_who_said_is_answered_by_the_author_and_the_answering_record_comes_first() -> None:
+    text, citations = extractive_answer(
+        [FakeChunk("kb", "kb#1", ARTICLE), FakeChunk("tickets", "tickets#9", FILES),
+         FakeChunk("tickets", "tickets#4", HEAP)],  # type: ignore[list-item]
+        "Who said the heap was set too high?")
+    assert text.startswith(EXTRACTIVE_HEADER)
+    assert citations[0].anchor == "[TICKETS #4]"
+    first = text.split("\n")[2:4]
+    assert first[0] == "1. [TICKETS #4] Search nodes pause for 20 seconds during garbage collection"
+    assert first[1].strip().startswith("Jonas Berg (2026-01-28): The heap is set to 48 GB")
+    assert "Jonas Berg" in citations[0].snippet or "heap is set" in citations[0].snippet
+
+
+def test_a_long_paragraph_is_quoted_by_its_sentence() -> None:
+    record, text = quoted("How do I import a CSV file that uses semicolons?", [ARTICLE])
+    assert "choose the delimiter under Advanced" in text and "50 MB" not in text
+
+
+class FakeChunk:
+    def __init__(self, source_type: str, source_id: str, content: str) -> None:
+        self.source_type, self.source_id, self.content = source_type, source_id, content
+
+    @property
+    def anchor(self) -> str:
+        return f"[{self.source_type.upper()} #{self.source_id.split('#')[-1]}]"
+
+
+# --- the whole path on a real database -----------------------------------------------------------
+
+SOURCE = {
+    "query": "SELECT t.id, t.subject AS title, t.body || COALESCE(char(10) || 'Comments:' || char(10) || ("
+             "SELECT group_concat(line, char(10)) FROM (SELECT '- ' || c.author || ' (' || c.day || '): ' || "
+             "c.body AS line FROM note c WHERE c.ticket_id = t.id ORDER BY c.day, c.id)), '') AS content, "
+             "t.status FROM ticket t",
+    "facet_columns": {"status": "enum"},
+    "lifecycle": "status", "done_values": ["SOLVED"],
+}
+
+
+@pytest.fixture
+def helpdesk(make_settings):
+    from oracle_rag.system import RagSystem
+
+    system = RagSystem(make_settings(sources={"tickets": SOURCE}))
+    system.migrate()  # the product's tables only: no reference application
+    records = {1: (HEAP, "SOLVED"), 2: (FILES, "SOLVED"),
+               3: ("Invoice PDFs show the old address\nWe moved offices and the invoice PDFs still show the old "
+                   "address.\nComments:\n- Marco Rossi (2026-02-11): Invoice PDFs use the billing profile's "
+                   "address, not the company address.", "OPEN")}
+    with system.engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE ticket (id INTEGER PRIMARY KEY, subject TEXT, body TEXT, status TEXT)"))
+        conn.execute(sa.text("CREATE TABLE note (id INTEGER PRIMARY KEY, ticket_id INTEGER, author TEXT, day TEXT, "
+                             "body TEXT)"))
+        note = 0
+        for number, (text, status) in records.items():
+            title, _, rest = text.partition("\n")
+            body, _, thread = rest.partition("\nComments:\n")
+            conn.execute(sa.text("INSERT INTO ticket VALUES (:id, :subject, :body, :status)"),
+                         {"id": number, "subject": title, "body": body, "status": status})
+            for line in thread.split("\n") if thread else []:
+                author, _, said = line[2:].partition(" (")
+                day, _, said = said.partition("): ")
+                note += 1
+                conn.execute(sa.text("INSERT INTO note VALUES (:id, :ticket, :author, :day, :body)"),
+                             {"id": note, "ticket": number, "author": author, "day": day, "body": said})
+    system.sql_sources().sync()
+    yield system
+    system.close()
+
+
+def test_chat_without_a_model_quotes_the_comment_that_answers(helpdesk) -> None:
+    from oracle_rag.access import directory_for
+
+    with helpdesk.engine.connect() as conn:
+        caller = directory_for(helpdesk.engine).load(conn, 5)
+    answer = Chat(helpdesk, None).answer("Who said the JVM turns off compressed pointers?", caller, store=False)
+    assert answer.answerer == "extractive" and answer.citations[0].anchor == "[TICKETS #1]"
+    assert "Jonas Berg (2026-01-28): The heap is set to 48 GB" in answer.answer
+    answer = Chat(helpdesk, None).answer("Why do the invoice PDFs show the old address?", caller, store=False)
+    assert answer.citations[0].anchor == "[TICKETS #3]"
+    assert "Marco Rossi (2026-02-11): Invoice PDFs use the billing profile's address" in answer.answer
+
+
+def test_the_embedded_engine_embeds_sentences_as_its_sql_function_does(helpdesk) -> None:
+    texts = ["The heap is set to 48 GB.", "Root cause: a leaked connection pool.", "The heap is set to 48 GB."]
+    batch = helpdesk.engine.embed_many(texts)
+    with helpdesk.engine.connect() as conn:
+        one_by_one = np.asarray([helpdesk.engine.embed(conn, t) for t in texts], dtype=np.float32)
+    assert batch.shape == (3, 384)
+    assert np.allclose(batch, one_by_one, atol=1e-5)
