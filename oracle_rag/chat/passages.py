@@ -48,7 +48,8 @@ OPENING = 0.6  # a question of a kind, a record with comments: its opening text 
 SHORT_UNIT = 320  # characters: a comment this short is quoted whole
 
 # "- Jonas Berg (2026-01-28): text", "- Ana Pérez: text": a comment line, its author kept.
-_COMMENT = re.compile(r"^\s*-\s+(?P<author>[^:()\n]{2,60}?)(?:\s+\((?P<when>[^)\n]{1,40})\))?:\s+(?P<text>\S.*)$")
+_COMMENT = re.compile(r"^-[ \t]+(?P<author>[^\s:()][^:()\n]{1,59}?)(?:[ \t]+\((?P<when>[^)\n]{1,40})\))?:[ \t]+"
+                      r"(?P<text>\S.*)$")
 # "Status: TODO | Priority: HIGH", "Project: Atlas": a short header line, not prose.
 _HEADER = re.compile(r"^[A-Z][\w ]{0,24}:\s*\S")
 _LABEL = re.compile(r"^(?:Description|Descripción|Body|Summary|Resumen):\s+", re.IGNORECASE)
