@@ -65,6 +65,8 @@ UNION UNIQUE UPDATE USER VALIDATE VALUES VARCHAR VARCHAR2 VIEW WHENEVER WHERE WI
 """.split())
 
 SQLITE_REFUSAL = "the embedded engine runs the model in-process; use `oracle-rag model build`"
+SQLITE_VPD_REFUSAL = ("VPD is an Oracle feature: the embedded engine has none to provision (its scope is in every "
+                      "statement, and guarded SQL runs on a read-only connection; docs/access.md)")
 
 
 def model_identifier(name: str) -> str:
@@ -101,9 +103,9 @@ def par_url_host(url: str) -> str:
     return host
 
 
-def _require_oracle(engine: Engine) -> None:
+def _require_oracle(engine: Engine, refusal: str = SQLITE_REFUSAL) -> None:
     if not engine.loads_models:
-        raise ConfigurationError(SQLITE_REFUSAL, key="database_url")
+        raise ConfigurationError(refusal, key="database_url")
 
 
 def _describe(outcome: str, name: str, source: str, *, replace: bool) -> str:
@@ -253,7 +255,7 @@ def provision_vpd(engine: Engine) -> list[str]:
     exists). Needs EXECUTE on DBMS_RLS and the CREATE ANY CONTEXT privilege
     for the application user: ``local/grant_vpd.sql``, run once as a DBA (docs/access.md).
     """
-    _require_oracle(engine)
+    _require_oracle(engine, SQLITE_VPD_REFUSAL)
     done = []
     try:
         with engine.begin() as conn:
