@@ -45,7 +45,8 @@ W_RANK = 0.1
 W_REPLY = 0.25  # the sentence is in a comment: a record's own text states the problem, its comments answer
 W_AUTHOR = 0.2  # a "who" question: the sentence is a comment, whose author answers it
 OPENING = 0.6  # a question of a kind, a record with comments: its opening text states the problem
-SHORT_UNIT = 320  # characters: a comment this short is quoted whole
+SHORT_UNIT = 320
+EMBEDDED = 12  # passages compared by embedding: the best by the other parts  # characters: a comment this short is quoted whole
 
 # "- Jonas Berg (2026-01-28): text", "- Ana Pérez: text": a comment line, its author kept.
 _COMMENT = re.compile(r"^-[ \t]+(?P<author>[^\s:()][^:()\n]{1,59}?)(?:[ \t]+\((?P<when>[^)\n]{1,40})\))?:[ \t]+"
@@ -200,19 +201,25 @@ def best_passages(question: str, contents: Sequence[str], embed: Embedder | None
     for title, record_sentences in split:
         whole = stems(title) | set().union(*(stems(s.text) for s in record_sentences))
         record_terms.append(sum(w for t, w in weight.items() if t in whole) / total)
-    similarity = _similarity(question, texts, embed)
     wants_author = catalog.wants_author(kinds)
     discussed = {i for i, quote in found if quote[0].author is not None}
-    best: dict[int, Passage] = {}
+    parts: list[tuple[float, float, float]] = []  # (score without the embedding, multiplier, terms)
     for n, (i, sentences) in enumerate(found):
         terms = sum(w for t, w in weight.items() if t in have[n]) / total
         folded = fold(texts[n])
         cue = max((1.0 if catalog.answers(k, folded) else 0.0 for k in kinds), default=0.0)
         reply = sentences[0].author is not None and i in discussed
-        score = (W_TERMS * terms + W_EMBEDDING * similarity[n] + W_CUE * cue + W_RECORD * record_terms[i]
-                 + W_RANK / (1 + i) + (W_REPLY if reply else 0.0) + (W_AUTHOR if wants_author and reply else 0.0))
-        if kinds and i in discussed and sentences[0].author is None:
-            score *= OPENING
+        base = (W_TERMS * terms + W_CUE * cue + W_RECORD * record_terms[i] + W_RANK / (1 + i)
+                + (W_REPLY if reply else 0.0) + (W_AUTHOR if wants_author and reply else 0.0))
+        opening = kinds and i in discussed and sentences[0].author is None
+        parts.append((base, OPENING if opening else 1.0, terms))
+    # the model compares only the passages the rest favours: the others cannot catch up
+    shortlist = sorted(range(len(found)), key=lambda n: -parts[n][0] * parts[n][1])[:EMBEDDED]
+    similarity = dict(zip(shortlist, _similarity(question, [texts[n] for n in shortlist], embed), strict=True))
+    best: dict[int, Passage] = {}
+    for n, (i, sentences) in enumerate(found):
+        base, multiplier, terms = parts[n]
+        score = (base + W_EMBEDDING * similarity.get(n, 0.0)) * multiplier
         if i not in best or score > best[i].score:
             best[i] = Passage(i, sentences, round(score, 4), round(terms, 4))
     return sorted(best.values(), key=lambda p: (-p.score, p.record))
