@@ -29,6 +29,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
@@ -57,6 +58,7 @@ class DirectoryState:
     members: int = 0
     failures: int = 0
     last_error: str | None = None
+    skipped_rows: dict[str, int] = field(default_factory=dict)  # per query, in its last read: rows not read
 
 
 class CallerDirectory:
@@ -140,31 +142,58 @@ class CallerDirectory:
 
     def _read(self, engine: sa.Engine, query: str | None, key: str,
               check: Callable[[Any], str]) -> dict[int, tuple[str, ...]]:
+        """The query's values per employee id; {} when the query itself fails (fail closed).
+
+        A row that cannot be read (an id that is not an integer, a value ``check`` refuses) is no
+        grant: it is skipped and reported (log, ``oracle-rag status``), and every other row counts,
+        so one bad membership row is not an outage for every caller. Values are kept in a dict per
+        member (ordered, each once) so a member with tens of thousands of groups costs linear time.
+        """
         if query is None:
             return {}
-        out: dict[int, list[str]] = {}
+        out: dict[int, dict[str, None]] = {}
+        skipped, first_problem = 0, ""
         try:
             with read_session(engine, source=f"access.{key}", timeout_s=QUERY_TIMEOUT_S) as conn:
-                for row in conn.exec_driver_sql(query):
+                for number, row in enumerate(conn.exec_driver_sql(query), 1):
                     if len(row) < 2 or row[0] is None or row[1] is None:
                         continue
-                    values = out.setdefault(int(row[0]), [])
-                    value = check(row[1])
-                    if value not in values:
-                        values.append(value)
-        except (RagError, ValueError, TypeError, sa.exc.SQLAlchemyError) as exc:
+                    try:
+                        member, value = _member_id(row[0]), check(row[1])
+                    except (InputError, AccessError, ValueError, TypeError, OverflowError) as exc:
+                        skipped += 1
+                        if not first_problem:
+                            detail = exc.message if isinstance(exc, RagError) else type(exc).__name__
+                            first_problem = f"row {number} is not (employee id, value): {detail}"
+                        continue
+                    out.setdefault(member, {})[value] = None
+        except (RagError, sa.exc.SQLAlchemyError) as exc:
             message = exc.message if isinstance(exc, RagError) else type(exc).__name__
-            if isinstance(exc, InputError | AccessError):
-                message = f"a row that is not (employee id, value): {exc.message}"
             with self._lock:
                 self.state.failures += 1
                 self.state.last_error = f"{key}: {message}"
+                self.state.skipped_rows[key] = 0
             log.warning("access %s failed (callers get no %s from it until it succeeds): %s", key,
                         key.split("_")[0], message)
             return {}
         with self._lock:
+            self.state.skipped_rows[key] = skipped
             self.state.last_error = None
+            if skipped:
+                self.state.last_error = f"{key}: {skipped} row(s) skipped (not a grant); first: {first_problem}"
+        if skipped:
+            log.warning("access %s: %d row(s) skipped, not grants (first: %s); every other row counts", key,
+                        skipped, first_problem)
         return {k: tuple(v) for k, v in out.items()}
+
+
+def _member_id(value: Any) -> int:
+    """An employee id from a membership row: an integer, or text or a whole number that is one."""
+    if isinstance(value, bool):
+        raise TypeError("a boolean is not an employee id")
+    if isinstance(value, float | Decimal) and value != int(value):
+        raise ValueError("not a whole number")
+    return int(value)
 
 
 _DIRECTORIES: weakref.WeakKeyDictionary[Engine, CallerDirectory] = weakref.WeakKeyDictionary()
@@ -190,7 +219,7 @@ def access_status(engine: Engine) -> dict[str, Any]:
     return {"see_all_roles": list(directory.see_all_roles),
             "roles_from": "roles_query" if directory.roles_query else "EMPLOYEE.ROLE (when the table exists)",
             "groups_query": directory.groups_query is not None, "query_failures": state.failures,
-            "last_error": state.last_error}
+            "skipped_rows": dict(state.skipped_rows), "last_error": state.last_error}
 
 
 def load_caller(conn: sa.Connection, employee_id: int, engine: Engine | None = None) -> Caller:

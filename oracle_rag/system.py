@@ -120,8 +120,10 @@ class RagSystem:
             "failed_rows": stats.failed,
             "last_error": next((r.last_error for r in head if r.last_error), None),
             "chunks": stats.chunks_by_type,
-            # Sources whose permission data (acl_query) failed: hidden from callers without see-all.
+            # Sources whose permission data failed to read: hidden from callers without see-all (and the
+            # error class of each failure; anonymous /healthz shows only their count).
             "access_hidden_sources": sorted(failures),
+            "access_hidden_errors": {name: failures[name] for name in sorted(failures)},
             "access": access_status(self.engine),
             "people": self.people_status(),
         }

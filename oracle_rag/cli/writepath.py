@@ -89,8 +89,10 @@ def status(rag: RagSystem, as_json: bool) -> None:
         click.echo(f"{key}: {value}")
     for name in info.get("access_hidden_sources") or ():
         # Said in words, not only as a list value (QA D-7): these records are invisible to most callers.
-        click.echo(f"WARNING: source {name!r} is hidden from callers without see-all: its acl_query failed "
-                   f"(`oracle-rag sources list` shows the error; it clears on its next successful sync)")
+        code = (info.get("access_hidden_errors") or {}).get(name)
+        click.echo(f"WARNING: source {name!r} is hidden from callers without see-all: its last read, which "
+                   f"carries its permission data, failed{f' [{code}]' if code else ''} (`oracle-rag sources list` "
+                   f"shows the error; it clears on its next successful sync)")
 
 
 @click.group()

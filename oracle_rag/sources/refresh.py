@@ -15,6 +15,13 @@ a failure anywhere (a bad row, a timeout, a driver error, the embedding)
 leaves the previous documents in place; the failure is then recorded on the
 source (class/code and our own message only) and the source reports failed.
 
+The previous documents keep their previous access too, which a failed read
+cannot vouch for: a ticket moved out of a team while one bad row fails every
+read would stay readable by that team. So a failed refresh of a source that
+declares access (an owner column, a ``group_column`` or an ``acl_query``)
+also records the source in RAG_ACCESS_FAILURE, which hides its records from
+callers without see-all (the scope predicate) until a read succeeds.
+
 Reads: a **full** read at every load (the first refresh of a source in this
 process) and at every ``sync``; otherwise, when the source's ``refresh``
 interval has passed, an **incremental** read if it has an
@@ -228,6 +235,8 @@ class SourceRefresher:
                 if not isinstance(exc, RagError):
                     log.debug("SQL source %r failed", source.name, exc_info=True)
                 self._record_failure(source.name, error, mode, now)
+                if source.declares_access:
+                    self._hide(source.name, error.details.get("access_error_code") or error.code, now)
                 return SourceResult(source.name, "failed", mode, error=error)
 
     def states(self) -> list[SourceState]:
@@ -352,14 +361,9 @@ class SourceRefresher:
             with read_session(engine, source=source.name, timeout_s=source.timeout_s) as conn:
                 return source.read_acl(conn)
         except RagError as exc:
-            try:
-                with self.engine.begin() as conn:
-                    self.engine.set_access_failure(conn, source.name, _iso(_aware(None)), exc.code)
-            except sa.exc.DBAPIError as db_exc:
-                raise wrap_driver_error(db_exc, f"source {source.name!r}: recording the acl_query failure") from None
             raise SourceLoadingError(
                 f"source {source.name!r}: acl_query failed ({exc.message}); its records are hidden from callers "
-                f"without see-all until it succeeds") from None
+                f"without see-all until it succeeds", access_error_code=exc.code) from None
 
     # -- writing -------------------------------------------------------------------------
     def _apply(self, source: SqlSource, state: SourceState, plan: _Plan, now: dt.datetime) -> SourceResult:
@@ -433,6 +437,17 @@ class SourceRefresher:
         with self._connect() as conn:
             rows = conn.execute(self.engine.statement(q.DOCUMENT_HASHES), {"name": name})
             return {str(r[0]): str(r[1]) for r in rows}
+
+    def _hide(self, name: str, error_code: str, now: dt.datetime) -> None:
+        """Record that ``name``'s access data failed to read: its records are hidden from callers without see-all."""
+        try:
+            with self.engine.begin() as conn:
+                self.engine.set_access_failure(conn, name, _iso(now), error_code)
+            log.warning("SQL source %r: its records are hidden from callers without see-all until a read "
+                        "succeeds", name)
+        except Exception as exc:  # the product database itself is failing: nothing more to record
+            log.warning("SQL source %r failed and its access failure could not be recorded [%s]", name,
+                        type(exc).__name__)
 
     def _record_failure(self, name: str, error: RagError, mode: str, now: dt.datetime) -> None:
         try:

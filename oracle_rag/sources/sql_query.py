@@ -256,6 +256,16 @@ class SqlSource:
         return None if self.access_options is None else self.access_options.acl_query
 
     @property
+    def declares_access(self) -> bool:
+        """Do its rows carry who may read them (an owner column, a group_column, an acl_query)?
+
+        Such a source's failed read hides it from callers without see-all (sources/refresh.py).
+        """
+        if "public" in self.access.rules:
+            return False
+        return self.owner_column is not None or self.group_column is not None or self.acl_query is not None
+
+    @property
     def definition_hash(self) -> str:
         """Changes when anything that shapes the documents changes (forces a full read)."""
         return self._definition_hash
@@ -339,7 +349,7 @@ class SqlSource:
         acl = self.acl_query
         if acl is None:
             return {}
-        out: dict[str, list[str]] = {}
+        out: dict[str, dict[str, None]] = {}  # groups per row id, in order, each once (a dict: linear)
         result = conn.execution_options(yield_per=self.fetch_size).execute(
             sa.text(_escape_colons_in_query(acl, acl)))
         try:
@@ -357,9 +367,7 @@ class SqlSource:
                     except InputError as exc:
                         raise SourceLoadingError(f"source {self.name!r}: acl_query row {number}: "
                                                  f"{exc.message}") from None
-                    groups = out.setdefault(_row_id(self, row[0], number), [])
-                    if group not in groups:
-                        groups.append(group)
+                    out.setdefault(_row_id(self, row[0], number), {})[group] = None
         finally:
             result.close()
         return {k: tuple(v) for k, v in out.items()}
