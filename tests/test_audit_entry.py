@@ -115,8 +115,9 @@ def test_without_audit_questions_no_literal_of_the_question_is_kept(world) -> No
         ("v1", "sql", masked, None), ("v1", "answer", masked, None),
         ("page", "sql", masked, None), ("page", "answer", masked, None)]
     with world.rag.engine.connect() as conn:
-        everything = json.dumps([list(r) for r in conn.execute(sa.text("SELECT * FROM RAG_AUDIT"))])
-    assert "layoffs" not in everything.lower() and "17" not in everything.replace(masked, "")
+        kept = json.dumps([list(r) for r in conn.execute(sa.text(
+            "SELECT RECORDS, GUARDED_SQL, QUESTION FROM RAG_AUDIT"))])  # every text column but the time
+    assert "layoffs" not in kept.lower() and "17" not in kept, kept
 
 
 def test_a_client_header_does_not_make_a_request_the_page(world) -> None:
