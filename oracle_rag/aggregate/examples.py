@@ -122,7 +122,7 @@ def set_approval(engine: Engine, feedback_id: int, approved: bool) -> None:
     if isinstance(feedback_id, bool) or not isinstance(feedback_id, int) or not 0 < feedback_id <= MAX_ID:
         raise NotFoundError(f"no current example with id {feedback_id}")
     with engine.begin() as conn:
-        done = conn.execute(engine.statement(q.APPROVE_EXAMPLE if approved else q.WITHDRAW_EXAMPLE),
+        done = conn.execute(engine.statement(q.MARK_EXAMPLE_APPROVED if approved else q.CLEAR_EXAMPLE_APPROVAL),
                             {"feedback_id": feedback_id})
         if not done.rowcount:
             raise NotFoundError(f"no current example with id {feedback_id} (see oracle-rag feedback examples)")
