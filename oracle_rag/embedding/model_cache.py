@@ -17,7 +17,8 @@ from oracle_rag.errors import EmbeddingError
 
 from ..data_dir import prepare_data_dir
 from .batch_model import batch_models_present, build_batch_models
-from .build import DEFAULT_MODEL_FILENAME, ProgressCallback, build_model
+from .build import ProgressCallback
+from .catalog import DEFAULT, EmbeddingModel
 
 log = logging.getLogger("oracle_rag.embedding")
 
@@ -47,13 +48,15 @@ def _build_lock(lock_path: Path) -> Iterator[None]:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def model_path_for(data_dir: Path) -> Path:
-    """Where :func:`ensure_model` keeps the model: ``<data_dir>/models/<DEFAULT_MODEL_FILENAME>``."""
-    return Path(data_dir) / "models" / DEFAULT_MODEL_FILENAME
+def model_path_for(data_dir: Path, model: EmbeddingModel = DEFAULT) -> Path:
+    """Where :func:`ensure_model` keeps a model: ``<data_dir>/models/<its file name>``."""
+    return model.path_in(data_dir)
 
 
-def ensure_model(data_dir: Path, progress: ProgressCallback | None = None) -> Path:
-    """Return the cached model path, building the model first when it is missing.
+def ensure_model(
+    data_dir: Path, progress: ProgressCallback | None = None, model: EmbeddingModel = DEFAULT
+) -> Path:
+    """Return the cached path of ``model`` (default all-MiniLM-L6-v2), building it first when missing.
 
     Also makes sure the batched-embedding companions (``<stem>.tokenizer.onnx``
     and ``<stem>.batch.onnx``, see :mod:`.batch_model`) sit next to it,
@@ -67,14 +70,14 @@ def ensure_model(data_dir: Path, progress: ProgressCallback | None = None) -> Pa
     file is trusted: it can only have been put there by an atomic replace.
     """
     prepare_data_dir(data_dir)
-    path = model_path_for(data_dir)
-    if _present(path) and batch_models_present(path):
+    path = model_path_for(data_dir, model)
+    if _present(path) and (batch_models_present(path) or not model.batched):
         return path
     try:
         with _build_lock(path.with_name(path.name + ".lock")):
             if not _present(path):
-                build_model(path, progress=progress)
-            if not batch_models_present(path):
+                model.build(path, progress=progress)
+            if model.batched and not batch_models_present(path):
                 _build_batch_models_or_warn(path)
             return path
     except OSError as exc:  # a read-only or full volume: name the cause instead of a bare OSError

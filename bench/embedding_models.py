@@ -1,0 +1,216 @@
+"""multilingual-e5-small against all-MiniLM-L6-v2, measured in one run: quality, throughput, latency.
+
+Both models run through :class:`~oracle_rag.embedding.EmbeddingRuntime` on
+the augmented files the product builds (``oracle_rag.embedding.catalog``),
+with each model's prefixes (``"query: "`` / ``"passage: "`` for e5, none for
+MiniLM). Retrieval is the product's semantic mode done in numpy: every
+record is cut into chunks by the product's ``ChunkPlan``, each chunk is
+embedded, a record ranks by its nearest chunk (exact cosine).
+
+* **Cranfield** (bench/data/cranfield): nDCG@10 and Recall@100 for both.
+  Goal: e5 no more than 0.02 below MiniLM's nDCG@10 (the product's semantic
+  score for MiniLM, through ``oracle-rag eval``, is 0.3816).
+* **Cross-language** (bench/data/crosslang, see bench/crosslang_data.py):
+  Spanish questions about English tasks and the reverse. Goal: e5's
+  Recall@10 at least 0.2 above MiniLM's.
+* **Indexing throughput**: texts/s embedding the Cranfield chunks the way
+  the product indexes (``embed_batch``: MiniLM's batched companions, e5 one
+  text per call, since no companions are derived for it), and both one text
+  per call on the same texts, interleaved.
+* **Query latency**: ``embed`` of each Cranfield query, alternating models;
+  p50 and p95.
+
+Ratios are e5 / MiniLM from this run. The load average goes into the JSON.
+
+Run: ``.venv/bin/python bench/embedding_models.py`` (needs ``make e5``;
+4-8 minutes on 2 quiet cores, the e5 pass over Cranfield is most of it).
+Writes ``bench/results/embedding_models.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "embedding_models.json"
+sys.path.insert(0, str(ROOT))
+
+from oracle_rag.chunking import ChunkPlan  # noqa: E402
+from oracle_rag.config import load_settings  # noqa: E402
+from oracle_rag.embedding import EmbeddingRuntime, ensure_model  # noqa: E402
+from oracle_rag.embedding.catalog import E5_SMALL, MINILM, EmbeddingModel  # noqa: E402
+from oracle_rag.evaluation import load_dataset, ndcg_at_k, recall_at_k  # noqa: E402
+
+CRANFIELD = ROOT / "bench" / "data" / "cranfield"
+CROSSLANG = ROOT / "bench" / "data" / "crosslang"
+PRODUCT_MINILM_NDCG = 0.3816
+"""MiniLM's semantic nDCG@10 on Cranfield through ``oracle-rag eval`` (docs/evaluation.md)."""
+
+
+class Index:
+    """A corpus cut into chunks and embedded by one model: rank records by their nearest chunk."""
+
+    def __init__(self, runtime: EmbeddingRuntime, model: EmbeddingModel, documents: Mapping[str, str]) -> None:
+        plan = ChunkPlan()
+        self.owner: list[str] = []
+        texts: list[str] = []
+        for doc_id, text in documents.items():
+            for chunk in plan.split(text):
+                self.owner.append(doc_id)
+                texts.append(model.passage_text(chunk))
+        started = time.perf_counter()
+        self.vectors = runtime.embed_batch(texts)
+        self.seconds = time.perf_counter() - started
+        self.texts = texts
+        self.model, self.runtime = model, runtime
+
+    def ranked(self, query: str, depth: int) -> list[str]:
+        scores = self.vectors @ self.runtime.embed(self.model.query_text(query))
+        out: list[str] = []
+        for i in np.argsort(-scores, kind="stable"):
+            if self.owner[i] not in out:
+                out.append(self.owner[i])
+                if len(out) == depth:
+                    break
+        return out
+
+
+def _quality(index: Index, queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
+             groups: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+    judged = [q for q in queries if any(g > 0 for g in qrels.get(q, {}).values())]
+    ndcg: dict[str, float] = {}
+    r10: dict[str, float] = {}
+    r100: dict[str, float] = {}
+    for q in judged:
+        ranked = index.ranked(queries[q], 100)
+        ndcg[q] = ndcg_at_k(ranked, qrels[q], 10)
+        r10[q] = recall_at_k(ranked, qrels[q], 10)
+        r100[q] = recall_at_k(ranked, qrels[q], 100)
+    out: dict[str, Any] = {"queries": len(judged), "ndcg@10": _mean(ndcg.values()),
+                           "recall@10": _mean(r10.values()), "recall@100": _mean(r100.values())}
+    for name, members in (groups or {}).items():
+        out[name] = {"queries": len(members), "recall@10": _mean(r10[q] for q in members),
+                     "ndcg@10": _mean(ndcg[q] for q in members)}
+    return out
+
+
+def _mean(values: Any) -> float:
+    values = list(values)
+    return round(float(np.mean(values)), 4) if values else 0.0
+
+
+def _loop_rate(runs: Sequence[tuple[EmbeddingRuntime, Sequence[str]]], rounds: int) -> list[float]:
+    """Texts/s of one graph call per text, best of ``rounds`` interleaved rounds, per (runtime, texts)."""
+    best = [0.0] * len(runs)
+    for _ in range(rounds):
+        for i, (rt, texts) in enumerate(runs):
+            started = time.perf_counter()
+            for text in texts:
+                rt._embed_one(text)  # the graph itself: no memo, no counting
+            best[i] = max(best[i], len(texts) / (time.perf_counter() - started))
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--max-docs", type=int, default=None, help="Cranfield records to index (default: all)")
+    parser.add_argument("--threads", type=int, default=None, help="onnxruntime threads (default: all CPUs)")
+    args = parser.parse_args(argv)
+    settings = load_settings()
+    models = (MINILM, E5_SMALL)
+    runtimes = {m.name: EmbeddingRuntime(ensure_model(settings.data_path, model=m), threads=args.threads).load()
+                for m in models}
+    cran = load_dataset(CRANFIELD, max_docs=args.max_docs)
+    cross = load_dataset(CROSSLANG)
+    directions: dict[str, list[str]] = {"spanish_questions": [], "english_questions": []}
+    for line in (CROSSLANG / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        directions["spanish_questions" if row["language"] == "es" else "english_questions"].append(row["_id"])
+
+    report: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "python": platform.python_version(),
+                              "cpus": os.cpu_count(), "load_before": os.getloadavg()[0], "models": {}}
+    indexes: dict[str, Index] = {}
+    for m in models:
+        rt = runtimes[m.name]
+        print(f"{m.name}: batching {rt.batch_status()}; indexing Cranfield ...", flush=True)
+        idx = indexes[m.name] = Index(rt, m, cran.documents)
+        cross_idx = Index(rt, m, cross.documents)
+        report["models"][m.name] = {
+            "file_mb": round(rt.model_path.stat().st_size / 1e6, 1),
+            "batching": rt.batch_status(),
+            "cranfield": _quality(idx, cran.queries, cran.qrels),
+            "crosslang": _quality(cross_idx, cross.queries, cross.qrels, directions),
+            "index_texts": len(idx.texts),
+            "index_texts_per_s": round(len(idx.texts) / idx.seconds, 1),
+        }
+    # Query latency: alternate the models query by query, so both see the same machine.
+    lat: dict[str, list[float]] = {m.name: [] for m in models}
+    for q in cran.queries.values():
+        for m in models:
+            started = time.perf_counter()
+            runtimes[m.name]._embed_one(m.query_text(q))
+            lat[m.name].append((time.perf_counter() - started) * 1000)
+    # The same chunks (each model's own prefix), one graph call per text.
+    loop = _loop_rate([(runtimes[m.name], indexes[m.name].texts[:120]) for m in models], rounds=2)
+    for m, rate in zip(models, loop, strict=True):
+        r = report["models"][m.name]
+        r["query_ms_p50"] = round(float(np.percentile(lat[m.name], 50)), 2)
+        r["query_ms_p95"] = round(float(np.percentile(lat[m.name], 95)), 2)
+        r["loop_texts_per_s"] = round(rate, 1)
+    a, b = report["models"][MINILM.name], report["models"][E5_SMALL.name]
+    report["load_after"] = os.getloadavg()[0]
+    report["comparison"] = {
+        "cranfield_ndcg_delta": round(b["cranfield"]["ndcg@10"] - a["cranfield"]["ndcg@10"], 4),
+        "crosslang_recall10_delta": round(b["crosslang"]["recall@10"] - a["crosslang"]["recall@10"], 4),
+        "indexing_ratio": round(b["index_texts_per_s"] / a["index_texts_per_s"], 3),
+        "loop_ratio": round(b["loop_texts_per_s"] / a["loop_texts_per_s"], 3),
+        "query_p50_ratio": round(b["query_ms_p50"] / a["query_ms_p50"], 3),
+        "goal_cranfield": b["cranfield"]["ndcg@10"] >= a["cranfield"]["ndcg@10"] - 0.02,
+        "goal_crosslang": b["crosslang"]["recall@10"] >= a["crosslang"]["recall@10"] + 0.2,
+        "product_minilm_ndcg": PRODUCT_MINILM_NDCG,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    _print(report)
+    return 0
+
+
+def _print(report: dict[str, Any]) -> None:
+    a, b = report["models"][MINILM.name], report["models"][E5_SMALL.name]
+    c = report["comparison"]
+    rows = [
+        ("Cranfield nDCG@10", a["cranfield"]["ndcg@10"], b["cranfield"]["ndcg@10"]),
+        ("Cranfield Recall@100", a["cranfield"]["recall@100"], b["cranfield"]["recall@100"]),
+        ("cross-language Recall@10", a["crosslang"]["recall@10"], b["crosslang"]["recall@10"]),
+        ("  Spanish questions, English records", a["crosslang"]["spanish_questions"]["recall@10"],
+         b["crosslang"]["spanish_questions"]["recall@10"]),
+        ("  English questions, Spanish records", a["crosslang"]["english_questions"]["recall@10"],
+         b["crosslang"]["english_questions"]["recall@10"]),
+        ("cross-language nDCG@10", a["crosslang"]["ndcg@10"], b["crosslang"]["ndcg@10"]),
+        ("indexing, texts/s (embed_batch)", a["index_texts_per_s"], b["index_texts_per_s"]),
+        ("one text per call, texts/s", a["loop_texts_per_s"], b["loop_texts_per_s"]),
+        ("query embedding p50, ms", a["query_ms_p50"], b["query_ms_p50"]),
+        ("query embedding p95, ms", a["query_ms_p95"], b["query_ms_p95"]),
+        ("file, MB", a["file_mb"], b["file_mb"]),
+    ]
+    print(f"\n{'':40} {'MiniLM':>10} {'e5-small':>10} {'e5/MiniLM':>10}")
+    for label, x, y in rows:
+        print(f"{label:40} {x:>10} {y:>10} {y / x if x else float('nan'):>10.3f}")
+    print(f"\nCranfield nDCG@10 delta {c['cranfield_ndcg_delta']:+.4f} (goal >= -0.02: "
+          f"{'met' if c['goal_cranfield'] else 'NOT met'}); cross-language Recall@10 delta "
+          f"{c['crosslang_recall10_delta']:+.4f} (goal >= +0.2: {'met' if c['goal_crosslang'] else 'NOT met'})")
+    print(f"load average {report['load_before']:.1f} -> {report['load_after']:.1f}; wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

