@@ -1,4 +1,4 @@
-"""The cross-language set in bench/data/crosslang is what bench/crosslang_data.py derives, and is sound.
+"""The cross-language set in bench/data/crosslang is what its generate.py derives, and is sound.
 
 The set is generated from the demo's tasks and hand-written translations;
 a change to the demo generator or to the translations must be followed by
@@ -19,7 +19,7 @@ DATA = ROOT / "bench" / "data" / "crosslang"
 
 
 def test_committed_files_are_what_the_generator_writes() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "crosslang_data.py"), "--check"],
+    done = subprocess.run([sys.executable, str(DATA / "generate.py"), "--check"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
 

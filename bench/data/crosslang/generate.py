@@ -1,4 +1,4 @@
-"""Write bench/data/crosslang: Spanish questions about English tasks, and English questions about Spanish ones.
+"""Write bench/data/crosslang (this folder): Spanish questions about English tasks, and English questions about Spanish ones.
 
 The records are the demo's tasks (``oracle_rag.demo.seed.generate``, default
 seed): one record per distinct title, its text the title and the
@@ -19,7 +19,7 @@ put into a few question forms, so the set is derived, deterministic and
 readable: 18 English topics x 4 Spanish forms = 72 Spanish questions,
 7 Spanish topics x 2 English phrasings x 5 forms = 70 English questions.
 
-Run: ``.venv/bin/python bench/crosslang_data.py`` rewrites the files;
+Run: ``.venv/bin/python bench/data/crosslang/generate.py`` rewrites the files;
 ``--check`` exits 1 if the committed files differ from what it would write
 (tests/test_crosslang_data.py runs that).
 """
@@ -32,8 +32,8 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "bench" / "data" / "crosslang"
+OUT = Path(__file__).resolve().parent
+ROOT = OUT.parents[2]
 sys.path.insert(0, str(ROOT))
 
 from oracle_rag.demo.seed import EN_OBJECTS, ES_OBJECTS, generate  # noqa: E402
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         stale = [n for n, text in files.items() if not (OUT / n).is_file()
                  or (OUT / n).read_text(encoding="utf-8") != text]
         if stale:
-            print(f"stale: {', '.join(stale)}: run bench/crosslang_data.py")
+            print(f"stale: {', '.join(stale)}: run bench/data/crosslang/generate.py")
             return 1
         return 0
     OUT.mkdir(parents=True, exist_ok=True)
