@@ -170,7 +170,7 @@ class Settings:
     access_groups_query: str | None = setting(None, help="[access] groups_query: SELECT (employee id, group) pairs, read like roles_query; unset: callers have no groups")
     access_refresh: str = setting("5m", check=lambda v: _duration(v, 1.0, 86_400.0),
                                   help='[access] refresh: how long roles and groups read by the queries are kept before being read again')
-    access_vpd: bool = setting(False, help="[access] vpd: Oracle: set the VPD access context on every pooled connection (after `oracle-rag provision --vpd`); docs/access.md")
+    access_vpd: bool = setting(False, help="[access] vpd: Oracle: set the VPD access context on every pooled connection (set it before `oracle-rag provision --vpd`); docs/access.md")
     audit_questions: bool = setting(False, help='[access] also store the question text in the audit trail (oracle-rag audit), and the guarded SQL with its literals (otherwise they are placeholders)')
     audit_retention: str = setting("30d", check=lambda v: _duration(v, 3600.0, 3650 * 86_400.0),
                                    help='[access] audit rows older than this are pruned by the background services')

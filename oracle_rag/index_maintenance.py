@@ -32,7 +32,13 @@ from typing import Any
 from .engines import Engine
 from .engines import oracle_index_sql as q
 from .engines.statements import Sql
-from .errors import DatabaseError, InputError, driver_error_code, wrap_driver_error
+from .errors import (
+    ConfigurationError,
+    DatabaseError,
+    InputError,
+    driver_error_code,
+    wrap_driver_error,
+)
 
 VECTOR_REBUILD = "VECTOR_REBUILD"
 GROWTH_FACTOR = 2.0
@@ -154,6 +160,7 @@ def rebuild(engine: Engine) -> str:
     refused: list[str] = []
     try:
         with engine.begin() as conn:
+            engine.require_system_access(conn, "index rebuild")
             info = _info(engine, conn).get(q.VECTOR_INDEX)
             if info is None:
                 raise DatabaseError(f"{q.VECTOR_INDEX} does not exist: run `oracle-rag migrate` first")
@@ -169,7 +176,7 @@ def rebuild(engine: Engine) -> str:
                 if i == len(plan) - 1:
                     raise
                 refused.append(f"{how.split(' (')[0]} refused ({driver_error_code(exc) or type(exc).__name__})")
-    except DatabaseError:
+    except (DatabaseError, ConfigurationError):
         raise
     except Exception as exc:
         raise wrap_driver_error(exc, f"rebuilding {q.VECTOR_INDEX}") from None

@@ -163,6 +163,11 @@ class MigrationRunner:
         self._ensure_history()
         history = self._history()
         self._check_checksums(history)
+        if progress and any(not (history.get(m.version) or (0, 0, False))[2] for m in self.migrations) \
+                and self.engine.writers_active():
+            progress("warning: a session is writing RAG_CHUNK now (a running worker?): stop the workers before "
+                     "migrating (docs/operations-oracle.md); each schema change waits for their open "
+                     "transactions, and a change that rewrites a table blocks their writes while it runs")
         for m in self.migrations:
             rec = history.get(m.version)
             if rec and rec[2]:
@@ -200,6 +205,7 @@ class MigrationRunner:
 
     def _run(self, conn: sa.Connection, m: Migration, index: int, sql: str) -> None:
         try:
+            self.engine.prepare_ddl(conn)
             conn.exec_driver_sql(sql)
         except sa.exc.DBAPIError as exc:
             wrapped = wrap_driver_error(exc, f"{self.migration_set} V{m.version} statement {index}")
@@ -214,6 +220,8 @@ def migrate_all(engine: Engine, sets: tuple[str, ...] = ("rag",), progress: Call
     data work from the stored chunks, with no embedding
     (``Engine.analyse_pending``), so it is done here rather than in SQL.
     """
+    with engine.connect() as conn:  # a migration or the analysis below must read every chunk (VPD)
+        engine.require_system_access(conn, "migrate")
     reports = {s: MigrationRunner(engine, s).migrate(progress) for s in sets}
     if "rag" in sets:
         analysed = engine.analyse_pending(plan or plan_of(engine.settings))

@@ -269,5 +269,6 @@ def provision_vpd(engine: Engine) -> list[str]:
         raise wrap_driver_error(exc, "provisioning the VPD policy") from None
     if not engine.settings.access_vpd:
         done.append("now set [access] vpd = true (access_vpd) and restart: until then this schema's own "
-                    "sessions have no access context and read no RAG_CHUNK row")
+                    "sessions have no access context and read no RAG_CHUNK row (migrate, bootstrap, the "
+                    "worker and index rebuild refuse to run)")
     return done

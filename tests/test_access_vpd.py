@@ -21,9 +21,9 @@ from oracle_rag.engines import oracle_vpd_sql as vpd
 from oracle_rag.engines.oracle import OracleEngine
 from oracle_rag.engines.oracle_vpd import (
     NOT_PROVISIONED,
-    checkout_failure,
     context_call,
     install_vpd_context,
+    package_missing,
 )
 from oracle_rag.engines.records import NO_GROUP
 from oracle_rag.errors import ConfigurationError
@@ -91,36 +91,77 @@ def test_the_oracle_calls_take_exactly_the_binds_the_hook_passes(tmp_path) -> No
         assert len(getattr(events(on), name)) == len(getattr(events(off), name)) + 1, name
 
 
-def test_a_missing_package_at_checkout_says_what_to_run() -> None:
-    """access_vpd set before `provision --vpd`: every checkout's SET_SYSTEM fails; say so in one line."""
+def test_a_missing_package_is_recognised_by_oracles_text() -> None:
+    """access_vpd set before `provision --vpd`: SET_SYSTEM fails naming the package; nothing else counts."""
     # The text python-oracledb gives for a call of a package that does not exist.
     missing = Exception("ORA-06550: line 1, column 7:\nPLS-00201: identifier 'RAG_ACCESS_CTX_PKG.SET_SYSTEM' must "
                         "be declared\nORA-06550: line 1, column 7:\nPL/SQL: Statement ignored")
-    failure = checkout_failure(missing)
-    assert isinstance(failure, ConfigurationError) and failure.message == NOT_PROVISIONED
-    assert "provision --vpd" in str(failure) and "\n" not in str(failure)
-    other = Exception("ORA-12541: Cannot connect. No listener at host 127.0.0.1 port 1521.")
-    assert checkout_failure(other) is other
-    unrelated = Exception("ORA-06550: line 1, column 7:\nPLS-00201: identifier 'SOMETHING_ELSE' must be declared")
-    assert checkout_failure(unrelated) is unrelated
+    assert package_missing(missing)
+    assert not package_missing(Exception("ORA-12541: Cannot connect. No listener at host 127.0.0.1 port 1521."))
+    assert not package_missing(Exception("ORA-06550: line 1, column 7:\nPLS-00201: identifier 'SOMETHING_ELSE' "
+                                         "must be declared"))
+    assert "provision --vpd" in NOT_PROVISIONED and "\n" not in NOT_PROVISIONED
 
 
-def test_the_checkout_hook_raises_the_explanation(tmp_path) -> None:
-    """On a real pool: a checkout whose SET_SYSTEM fails naming the missing package raises the
-    configuration error; another failure propagates as it is. (SQLite stands in for Oracle: its
-    "no such column: <name>" carries the text Oracle's PLS-00201 would.)"""
+def test_before_provisioning_sessions_run_without_a_context_and_say_so_once(tmp_path, caplog) -> None:
+    """On a real pool: while the package is missing, checkouts succeed (logged once per engine), a scoped
+    statement sets no caller and checkin clears nothing; once the package exists the next checkout has
+    the system context. Another failure propagates as it is. (SQLite stands in for Oracle: its "no such
+    column: <name>" carries the text Oracle's PLS-00201 would.)"""
+    calls: list[str] = []
+    package = '"PLS-00201 RAG_ACCESS_CTX_PKG"'  # a missing table named so SQLite's error reads like Oracle's
+
     def pool(set_system: str) -> sa.Engine:
         engine = sa.create_engine(f"sqlite:///{tmp_path / 'x.db'}")
-        render = {vpd.SET_SYSTEM: set_system, vpd.SET_CALLER: "SELECT 1", vpd.CLEAR_CALLER: "SELECT 1"}
+
+        @sa.event.listens_for(engine, "connect")
+        def _register(dbapi_connection, _record) -> None:
+            dbapi_connection.create_function("ctx", -1, lambda name, *_args: calls.append(name) or 0)
+
+        render = {vpd.SET_SYSTEM: set_system, vpd.SET_CALLER: f"SELECT ctx('SET_CALLER', :caller_id) FROM {package}",
+                  vpd.CLEAR_CALLER: f"SELECT ctx('CLEAR_CALLER') FROM {package}"}
         install_vpd_context(engine, lambda sql: render[sql])
         return engine
 
-    with pytest.raises(ConfigurationError) as told:
-        with pool("SELECT [PLS-00201: identifier RAG_ACCESS_CTX_PKG.SET_SYSTEM]").connect():
-            pass
-    assert told.value.message == NOT_PROVISIONED
+    scoped = sa.text("SELECT :see_all + :caller_id")
+    engine = pool(f"SELECT ctx('SET_SYSTEM') FROM {package}")
+    with caplog.at_level("WARNING", logger="oracle_rag.engines.oracle_vpd"):
+        for _ in range(2):
+            with engine.connect() as conn:
+                assert conn.execute(scoped, {"see_all": 0, "caller_id": 3}).scalar_one() == 3
+    assert calls == [] and [r.getMessage() for r in caplog.records] == [NOT_PROVISIONED]
+    with engine.begin() as conn:  # provisioning creates the package
+        conn.exec_driver_sql(f"CREATE TABLE {package} (X INTEGER)")
+        conn.exec_driver_sql(f"INSERT INTO {package} VALUES (1)")
+    calls.clear()
+    with engine.connect() as conn:
+        conn.execute(scoped, {"see_all": 0, "caller_id": 3}).scalar_one()
+    assert calls == ["SET_SYSTEM", "SET_CALLER", "CLEAR_CALLER"]
     with pytest.raises(sa.exc.OperationalError):
         with pool("SELECT [something else]").connect():
             pass
-    with pool("SELECT 1").connect() as conn:
-        assert conn.execute(sa.text("SELECT 2")).scalar_one() == 2
+
+
+@pytest.mark.parametrize(("policies", "system", "refused"), [(3, None, True), (3, "1", False), (0, None, False)])
+def test_the_products_own_work_refuses_a_session_policies_would_blind(tmp_path, policies: int, system: str | None,
+                                                                       refused: bool) -> None:
+    """OracleEngine.require_system_access reads USER_POLICIES and the session's context (Oracle's text, run on
+    SQLite with the dictionary view and SYS_CONTEXT stood in): policies without the system context refuse."""
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    oracle = OracleEngine(load_settings(env={}, config_file=str(empty),
+                                        database_url="oracle+oracledb://@127.0.0.1:1/?service_name=FREEPDB1"))
+    stand_in = sa.create_engine(f"sqlite:///{tmp_path / 'dict.db'}")
+    with stand_in.begin() as conn:
+        conn.connection.driver_connection.create_function(
+            "SYS_CONTEXT", 2, lambda ns, attr: system if (ns, attr) == ("RAG_ACCESS_CTX", "SYSTEM") else None)
+        conn.exec_driver_sql("CREATE TABLE dual (DUMMY TEXT)")
+        conn.exec_driver_sql("INSERT INTO dual VALUES ('X')")
+        conn.exec_driver_sql("CREATE TABLE USER_POLICIES (OBJECT_NAME TEXT, POLICY_NAME TEXT)")
+        for i, table in enumerate(("RAG_CHUNK", "RAG_CHUNK_ACL", "RAG_CHUNK_TERM", "OTHER")[:policies]):
+            conn.exec_driver_sql("INSERT INTO USER_POLICIES VALUES (?, ?)", (table, f"P{i}"))
+        if refused:
+            with pytest.raises(ConfigurationError, match="the worker refused.*no access context.*access_vpd"):
+                oracle.require_system_access(conn, "the worker")
+        else:
+            oracle.require_system_access(conn, "the worker")

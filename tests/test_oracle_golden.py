@@ -227,7 +227,9 @@ def test_pick_fetches_exactly_the_batch(tmp_path: Path) -> None:
     engine = OracleEngine(load_settings(env={}, config_file=empty, database_url=ORACLE_URL))
     rows = [(i, "TASK", str(i), "UPSERT", 0, None, None) for i in range(1, 51)]
     cursor = _FakeCursor(rows)
-    conn = SimpleNamespace(connection=SimpleNamespace(driver_connection=SimpleNamespace(cursor=lambda: cursor)))
+    # execute: the session check before the pick (no VPD policy here: (0 policies, no context))
+    conn = SimpleNamespace(connection=SimpleNamespace(driver_connection=SimpleNamespace(cursor=lambda: cursor)),
+                           execute=lambda *_args: SimpleNamespace(one=lambda: (0, None)))
 
     picked = engine.pick(conn, 7, 5)  # type: ignore[arg-type]
 

@@ -93,6 +93,24 @@ EXCEPTIONS: tuple[ParserException, ...] = (
         "ddl",
     ),
     ParserException(
+        "LOCK TABLE ... IN SHARE MODE NOWAIT",
+        re.compile(rf"LOCK\s+TABLE\s+{_IDENT}(?:\s*,\s*{_IDENT})*\s+IN\s+SHARE\s+MODE\s+NOWAIT", _FLAGS),
+        None,
+        "sqlfluff's Oracle dialect has no LOCK TABLE (SQL Language Reference, LOCK TABLE: "
+        "LOCK TABLE [schema.]table [, ...] IN lockmode MODE [NOWAIT | WAIT n]); the writers probe before migrate.",
+        r"LOCK\s+TABLE\b",
+        "dml",
+    ),
+    ParserException(
+        "ALTER SESSION SET DDL_LOCK_TIMEOUT",
+        re.compile(r"ALTER\s+SESSION\s+SET\s+DDL_LOCK_TIMEOUT\s*=\s*[0-9]{1,7}", _FLAGS),
+        None,
+        "sqlglot reads ALTER SESSION as an opaque command; DDL_LOCK_TIMEOUT is modifiable by ALTER SESSION, "
+        "0 to 1,000,000 seconds (Database Reference, DDL_LOCK_TIMEOUT).",
+        r"ALTER\s+SESSION\b",
+        "ddl",
+    ),
+    ParserException(
         "SET TRANSACTION READ ONLY",
         re.compile(r"SET\s+TRANSACTION\s+READ\s+ONLY", _FLAGS),
         None,
@@ -254,7 +272,7 @@ def test_statement_parses_with_sqlfluff(case: Case) -> None:
 
 _DML_WORDS = {"INSERT", "UPDATE", "DELETE", "MERGE", "UPSERT", "ENQUEUE", "FAIL", "RETRY", "REVOKE", "TOUCH",
               "CLAIM", "RECORD", "ENSURE", "PROGRESS", "MARK", "SAVE", "STORE", "CLEAR", "RESET", "PURGE",
-              "REMOVE", "SET"}
+              "REMOVE", "SET", "LOCK"}
 _DDL_WORDS = {"CREATE", "DROP", "ALTER", "TRUNCATE", "DDL", "GRANT", "REBUILD", "OPTIMIZE"}
 
 
@@ -321,6 +339,7 @@ SQLGLOT_LIMITS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^\s*ALTER\s+TABLE\s+\w+\s+MODIFY\s*\(", re.IGNORECASE), "ALTER TABLE ... MODIFY (column NOT NULL)"),
     (re.compile(r"^\s*CREATE\s+INDEX\b[^;]*\)\s*COMPRESS\s+\d+\s*$", re.IGNORECASE),
      "CREATE INDEX ... COMPRESS n (prefix compression)"),
+    (re.compile(r"^\s*CREATE\s+INDEX\b[^;]*\)\s*ONLINE\s*$", re.IGNORECASE), "CREATE INDEX ... ONLINE"),
 )
 _HEADS = ((r"CREATE|DROP|ALTER|TRUNCATE|GRANT|REVOKE|COMMENT", "ddl"), (r"SELECT|WITH", "query"),
           (r"INSERT|UPDATE|DELETE|MERGE", "dml"), (r"SET\s+TRANSACTION", "control"))

@@ -30,12 +30,15 @@ FACET_NUMBER = Sql(oracle="JSON_VALUE(c.FACETS, '{path}' RETURNING NUMBER)", sql
 # table's own column, so it is the predicate's expression exactly (a
 # function-based index is used only for the same expression and return type);
 # the name marker a name built from the checked facet name. Oracle 23ai's IF
-# NOT EXISTS makes a re-run a no-op. The markers are valid SQL, so the
-# template parses as it is.
+# NOT EXISTS makes a re-run a no-op. ONLINE: "DML operations on the table will
+# be allowed during creation of the index" (CREATE INDEX), so a newly declared
+# facet does not fail a deploy with ORA-00054 while workers write RAG_CHUNK
+# (the build waits for their open transactions instead). The markers are
+# valid SQL, so the template parses as it is.
 FACET_INDEX_NAME_MARKER = "RAG_CHUNK_FACET_IX"
 FACET_EXPRESSION_MARKER = "/* facet */ FACETS"
 CREATE_FACET_INDEX = Sql(
-    oracle=f"CREATE INDEX IF NOT EXISTS {FACET_INDEX_NAME_MARKER} ON RAG_CHUNK ({FACET_EXPRESSION_MARKER})")
+    oracle=f"CREATE INDEX IF NOT EXISTS {FACET_INDEX_NAME_MARKER} ON RAG_CHUNK ({FACET_EXPRESSION_MARKER}) ONLINE")
 
 # Oracle: the statements over every record the caller may see take the scope's
 # joined group test (engine_sql.SCOPE_JOIN: no FILTER over the ACL per record).

@@ -66,6 +66,7 @@ def ensure_facet_indexes(engine: Engine, declarations: Iterable[Declaration]) ->
     done = []
     for name, ddl in facet_index_ddl(declarations):
         with engine.begin() as conn:  # a driver error comes out as a DatabaseError without its text
+            engine.prepare_ddl(conn)  # ONLINE waits for the workers' open transactions at its start and end
             conn.exec_driver_sql(ddl)
         done.append(name)
     return done

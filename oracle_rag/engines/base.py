@@ -173,6 +173,19 @@ class Engine(ABC):
         """Fill placeholders in a migration template (the guarded views' access predicate)."""
         return guarded_scope_sql.render(script, self.name)
 
+    # -- the product's own work next to running writers and access policies ----
+    def prepare_ddl(self, conn: sa.Connection) -> None:
+        """Before DDL on a table workers write: wait for their open transactions rather than fail (Oracle)."""
+        del conn  # SQLite: one writer at a time, DDL waits on the database lock like any write
+
+    def writers_active(self) -> bool:
+        """True when a session holds uncommitted writes on the chunk tables right now (a worker mid-batch)."""
+        return False
+
+    def require_system_access(self, conn: sa.Connection, doing: str) -> None:
+        """Refuse ``doing`` on a session an access policy would leave blind (Oracle VPD without a context)."""
+        del conn, doing  # no row-level policies here
+
     def history_ddl(self) -> list[str]:
         return [self.text(q.HISTORY_DDL)]
 

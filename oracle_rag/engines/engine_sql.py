@@ -105,6 +105,21 @@ WHERE MODEL_NAME = :model_name""")
 
 MODEL_EXISTS = Sql(oracle="SELECT COUNT(*) FROM USER_MINING_MODELS WHERE MODEL_NAME = :model_name")
 
+# -- schema changes while workers write (migrate, bootstrap) --------------------------
+# DDL on a table another session holds uncommitted DML on fails at once with
+# ORA-00054 (DDL_LOCK_TIMEOUT defaults to 0, "a status of NOWAIT"); the
+# migrating session waits up to DDL_LOCK_WAIT_S for the workers' open
+# transactions instead (Database Reference, DDL_LOCK_TIMEOUT: ALTER SESSION,
+# 0 to 1,000,000 seconds). Session-level: it changes nothing for DML.
+DDL_LOCK_WAIT_S = 120
+ALTER_SESSION_DDL_LOCK_TIMEOUT = Sql(oracle=f"ALTER SESSION SET DDL_LOCK_TIMEOUT = {DDL_LOCK_WAIT_S}")
+# Does a session hold uncommitted writes on the worker's tables right now (a
+# worker mid-batch)? A SHARE lock cannot be granted next to another session's
+# row locks, so NOWAIT answers ORA-00054 exactly then; the caller rolls back
+# at once, releasing it. RAG_DIRTY is not probed: the host application's
+# triggers write it in their own transactions all the time.
+LOCK_CHUNK_TABLES_NOWAIT = Sql(oracle="LOCK TABLE RAG_CHUNK, RAG_CHUNK_TERM IN SHARE MODE NOWAIT")
+
 # The hash plus the scope columns: a chunk whose text is unchanged but whose
 # owner/project/sprint changed (a task reassigned to a namesake) must still
 # be rewritten, or the access scope would follow the old owner.

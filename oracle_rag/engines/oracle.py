@@ -23,6 +23,7 @@ from ..errors import ConfigurationError, driver_error_code
 from ..scripts import is_plsql, split_oracle_script
 from ..tracing import tag_oracle_sessions
 from . import engine_sql as q
+from . import oracle_vpd_sql as vpd
 from .base import Engine
 from .oracle_vpd import install_vpd_context
 from .records import (
@@ -251,7 +252,42 @@ class OracleEngine(Engine):
         return super().upsert_chunks(conn, chunks, vectors)
 
     # -- queue and search -------------------------------------------------
+    # -- the product's own work next to running writers and access policies ----
+    def prepare_ddl(self, conn: sa.Connection) -> None:
+        conn.execute(self.statement(q.ALTER_SESSION_DDL_LOCK_TIMEOUT))
+
+    def writers_active(self) -> bool:
+        with self.connect() as conn:
+            try:
+                conn.execute(self.statement(q.LOCK_CHUNK_TABLES_NOWAIT))
+            except sa.exc.DBAPIError as exc:
+                code = driver_error_code(exc)
+                if code == "ORA-00054":
+                    return True
+                if code == "ORA-00942":  # before the first migration: no tables, no writers
+                    return False
+                raise
+            finally:
+                conn.rollback()  # releases the SHARE lock at once
+        return False
+
+    def require_system_access(self, conn: sa.Connection, doing: str) -> None:
+        """Refuse when VPD policies exist on the chunk tables and this session holds no system context.
+
+        Such a session reads no RAG_CHUNK row: a worker would write records
+        without postings (INSERT_TERM copies from chunk 0), a migration that
+        copies from RAG_CHUNK would copy nothing, a rebuild would count no
+        chunks. With ``access_vpd`` set every checkout has it (SET_SYSTEM).
+        """
+        policies, system = conn.execute(self.statement(vpd.SESSION_ACCESS)).one()
+        if int(policies or 0) and system != "1":
+            raise ConfigurationError(
+                f"{doing} refused: this schema has VPD policies on RAG_CHUNK but this session has no access "
+                f"context, so it would read no chunk; set [access] vpd = true (access_vpd) and run it again "
+                f"(docs/access.md)", key="access_vpd")
+
     def pick(self, conn: sa.Connection, limit: int, max_attempts: int) -> list[QueueRow]:
+        self.require_system_access(conn, "the worker")
         # Raw cursor so arraysize/prefetchrows can be pinned to the batch size:
         # SKIP LOCKED locks rows as they are fetched, and a larger prefetch
         # would lock rows this worker will not process in this batch.

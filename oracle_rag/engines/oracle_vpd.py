@@ -28,15 +28,17 @@ tests/test_oracle_golden.py pins the calls :func:`context_call` makes
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
 
-from ..errors import ConfigurationError
 from . import oracle_vpd_sql as vpd
 from .records import NO_GROUP
+
+log = logging.getLogger("oracle_rag.engines.oracle_vpd")
 
 # connection_record.info key: which context the session holds now ("system", or the caller's key).
 _INFO_KEY = "rag_access_ctx"
@@ -71,35 +73,42 @@ def _call(dbapi_connection: Any, text: str, binds: Mapping[str, Any] | None = No
         cursor.close()
 
 
-NOT_PROVISIONED = ("access_vpd is set but this schema has no RAG_ACCESS_CTX_PKG: run `oracle-rag provision --vpd` "
-                   "with access_vpd unset first, then set it (docs/access.md)")
+NOT_PROVISIONED = ("access_vpd is set but this schema has no RAG_ACCESS_CTX_PKG yet: sessions run without an access "
+                   "context until `oracle-rag provision --vpd` creates it (no policy exists before it does)")
 # How Oracle says a called package does not exist (or is invalid): PLS-00201 "identifier ... must be
 # declared" under ORA-06550, ORA-04067 "not executed, ... does not exist", ORA-04063 "has errors".
 _MISSING_PACKAGE = re.compile(r"PLS-00201|ORA-04067|ORA-04063")
+# connection_record.info value: this checkout found no package (no context calls until the next checkout).
+NO_PACKAGE = ("no package",)
 
 
-def checkout_failure(exc: BaseException) -> BaseException:
-    """The error to raise when SET_SYSTEM fails at checkout: a missing package is a setup mistake,
-    said in one line (every connection would fail the same way); anything else as it is."""
+def package_missing(exc: BaseException) -> bool:
+    """True when a context call failed because RAG_ACCESS_CTX_PKG does not exist (or does not compile)."""
     text = str(getattr(exc, "orig", None) or exc)
-    if _MISSING_PACKAGE.search(text) and "RAG_ACCESS_CTX_PKG" in text.upper():
-        return ConfigurationError(NOT_PROVISIONED)
-    return exc
+    return bool(_MISSING_PACKAGE.search(text)) and "RAG_ACCESS_CTX_PKG" in text.upper()
 
 
 def install_vpd_context(engine: sa.Engine, render: Any) -> None:
     """Register the checkout / scoped-statement / checkin hooks on ``engine`` (``render``: Sql -> text)."""
     set_system, set_caller, clear = render(vpd.SET_SYSTEM), render(vpd.SET_CALLER), render(vpd.CLEAR_CALLER)
+    told: list[bool] = []  # the missing package is logged once per engine, not per checkout
 
     @sa.event.listens_for(engine, "checkout")
     def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        # access_vpd is set before `provision --vpd` (docs/access.md): until the package exists there is
+        # no policy either, so a session without a context reads as without VPD. Each checkout tries
+        # again, so the first one after provisioning has the context; the product's own work refuses a
+        # session that has policies but no context (OracleEngine.require_system_access).
         try:
             _call(dbapi_connection, set_system)
         except Exception as exc:
-            failure = checkout_failure(exc)
-            if failure is exc:
+            if not package_missing(exc):
                 raise
-            raise failure from None
+            if not told:
+                told.append(True)
+                log.warning(NOT_PROVISIONED)
+            record.info[_INFO_KEY] = NO_PACKAGE
+            return
         record.info[_INFO_KEY] = SYSTEM
 
     @sa.event.listens_for(engine, "before_cursor_execute")
@@ -112,12 +121,13 @@ def install_vpd_context(engine: sa.Engine, render: Any) -> None:
             return
         key, binds = call
         info = conn.connection.info  # the pool entry's info: lives as long as the DBAPI connection
-        if info.get(_INFO_KEY) != key:
+        if info.get(_INFO_KEY) not in (key, NO_PACKAGE):
             _call(conn.connection.dbapi_connection, set_caller, binds)
             info[_INFO_KEY] = key
 
     @sa.event.listens_for(engine, "checkin")
     def _on_checkin(dbapi_connection: Any, record: Any) -> None:
-        record.info.pop(_INFO_KEY, None)
-        if dbapi_connection is not None:  # None: the connection was invalidated (closed, nothing to clear)
+        held = record.info.pop(_INFO_KEY, None)
+        # None: the connection was invalidated (closed, nothing to clear); no package: nothing was set
+        if dbapi_connection is not None and held != NO_PACKAGE:
             _call(dbapi_connection, clear)

@@ -184,3 +184,13 @@ PROVISION = (CREATE_CONTEXT, CREATE_PACKAGE, CREATE_PACKAGE_BODY, ADD_CHUNK_POLI
 SET_CALLER = Sql(oracle="BEGIN RAG_ACCESS_CTX_PKG.SET_CALLER(:caller_id, :see_all, :groups); END;")
 SET_SYSTEM = Sql(oracle="BEGIN RAG_ACCESS_CTX_PKG.SET_SYSTEM; END;")
 CLEAR_CALLER = Sql(oracle="BEGIN RAG_ACCESS_CTX_PKG.CLEAR_CALLER; END;")
+
+# Before the product's own work (migrate, bootstrap, the worker, index rebuild): do the policies
+# exist, and does this session hold the system context? Policies without it = a session that reads
+# no RAG_CHUNK row: a worker would write records without postings (INSERT_TERM reads chunk 0) and
+# a migration that copies from RAG_CHUNK would copy nothing. USER_POLICIES lists the VPD policies
+# on the objects the current user owns (Database Reference).
+SESSION_ACCESS = Sql(oracle="""SELECT (SELECT COUNT(*) FROM USER_POLICIES
+        WHERE OBJECT_NAME IN ('RAG_CHUNK', 'RAG_CHUNK_ACL', 'RAG_CHUNK_TERM')) AS POLICIES,
+       SYS_CONTEXT('RAG_ACCESS_CTX', 'SYSTEM') AS SYSTEM_CONTEXT
+FROM dual""")

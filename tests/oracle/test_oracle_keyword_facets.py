@@ -120,3 +120,42 @@ def test_whole_table_statements_join_the_group_test(oracle_system, name: str) ->
     with engine.connect() as conn:
         plan = _plan(conn, engine.text(sql), binds, sql.expanding)
     assert filters_over(plan, _ACL) == [], plan
+
+
+def test_a_facet_index_is_created_while_a_worker_holds_uncommitted_writes(oracle_system) -> None:  # type: ignore[no-untyped-def]
+    """A deploy next to a running worker: ONLINE (and the session's DDL_LOCK_TIMEOUT) wait for the open
+    transaction instead of failing with ORA-00054; the writers probe sees the transaction while it is open."""
+    import threading
+
+    from oracle_rag.answers.facet_indexes import ensure_facet_indexes
+
+    _index(oracle_system)
+    engine = oracle_system.engine
+    name, _ddl = facet_index_ddl(oracle_system.declarations())[0]
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP INDEX {name}")
+    assert not engine.writers_active()
+    worker = engine.sa_engine.connect()  # a worker mid-batch: a row of RAG_CHUNK locked, not committed
+    worker.exec_driver_sql("UPDATE RAG_CHUNK SET UPDATED_AT = UPDATED_AT WHERE ROWNUM = 1")
+    outcome: list[object] = []
+    try:
+        assert engine.writers_active()
+        deploy = threading.Thread(target=lambda: outcome.append(
+            _try(lambda: ensure_facet_indexes(engine, oracle_system.declarations()))))
+        deploy.start()
+        deploy.join(timeout=3)  # still waiting on the open transaction (not failed at once)
+        assert deploy.is_alive() or (outcome and not isinstance(outcome[0], Exception)), outcome
+    finally:
+        worker.commit()
+        worker.close()
+    deploy.join(timeout=120)
+    assert outcome and not isinstance(outcome[0], Exception), outcome
+    assert name in outcome[0]  # type: ignore[operator]
+    assert not engine.writers_active()
+
+
+def _try(run):  # type: ignore[no-untyped-def]
+    try:
+        return run()
+    except Exception as exc:  # reported to the asserting thread
+        return exc

@@ -124,6 +124,42 @@ def test_without_access_vpd_the_schema_owner_reads_nothing(world: World, oracle_
         assert _rows(conn, RAW_CHUNKS) == [] and _rows(conn, RAW_ACL) == []
 
 
+def test_the_products_own_work_refuses_a_session_the_policies_would_blind(world: World, oracle_system) -> None:  # type: ignore[no-untyped-def]
+    """Policies exist and access_vpd is unset: migrate, the worker and index rebuild refuse (they would read
+    no chunk and write records without postings); with access_vpd set they run."""
+    from oracle_rag.errors import ConfigurationError
+    from oracle_rag.index_maintenance import rebuild
+    from oracle_rag.migrations import migrate_all
+
+    for run in (lambda: migrate_all(oracle_system.engine), lambda: oracle_system.worker().drain(),
+                lambda: rebuild(oracle_system.engine)):
+        with pytest.raises(ConfigurationError, match="no access context"):
+            run()
+    migrate_all(world.system.engine)
+    assert world.system.worker().drain().failed_rows == 0
+
+
+def test_access_vpd_set_before_provisioning_runs_until_the_package_exists(
+        oracle_system, oracle_target: OracleTarget, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The documented order: access_vpd first. Without the package (and so without policies) the product
+    works and logs once; `provision --vpd` then gives the next checkout its context."""
+    conn = oracle_target.connect_app()  # no package left by an earlier test (ORA-04043: there was none)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("BEGIN EXECUTE IMMEDIATE 'DROP PACKAGE RAG_ACCESS_CTX_PKG'; "
+                        "EXCEPTION WHEN OTHERS THEN IF SQLCODE != -4043 THEN RAISE; END IF; END;")
+    finally:
+        conn.close()
+    system = new_system(oracle_target, tmp_path / "early", access_vpd=True)
+    try:
+        system.backfill()
+        assert system.worker().drain().failed_rows == 0
+        with system.engine.connect() as conn:
+            assert _rows(conn, RAW_CHUNKS)
+    finally:
+        system.close()
+
+
 @pytest.mark.parametrize("see_all, groups", [(False, MANY_GROUPS), (False, ()), (True, ())],
                          ids=["groups", "owner-only", "see-all"])
 def test_a_statement_without_the_predicate_returns_only_what_the_policy_allows(
