@@ -40,6 +40,7 @@ from .engines import Engine
 from .engines.records import check_group
 from .engines.statements import Sql, for_connection
 from .errors import AccessError, InputError, NotFoundError, RagError
+from .people import people_for
 from .sources.connections import read_session
 from .sources.sql_query import check_query
 
@@ -225,6 +226,13 @@ def access_status(engine: Engine) -> dict[str, Any]:
 def load_caller(conn: sa.Connection, employee_id: int, engine: Engine | None = None) -> Caller:
     """The caller ``employee_id`` as the deployment declares it (``engine`` brings the settings).
 
-    Without ``engine``: the reference app's EMPLOYEE row and the default see-all roles.
+    Without ``engine``: the reference app's EMPLOYEE row and the default see-all roles. With it, a
+    caller EMPLOYEE does not name is named by the deployment's people (oracle_rag/people.py).
     """
-    return directory_for(engine).load(conn, int(employee_id))
+    caller = directory_for(engine).load(conn, int(employee_id))
+    if engine is None or caller.name:
+        return caller
+    name = people_for(engine).name(caller.employee_id)
+    if not name:
+        return caller
+    return Caller(caller.employee_id, caller.roles, caller.groups, name, see_all_roles=caller.see_all_roles)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -33,18 +34,19 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .config import duration_seconds
+from .engines import Engine
 from .errors import RagError
 from .sources.connections import read_session
+from .sources.reference import REFERENCE_PEOPLE, reference_app_present
 from .sources.sql_query import check_query
 
 log = logging.getLogger("oracle_rag.people")
 
 QUERY_TIMEOUT_S = 30.0
 DEFAULT_REFRESH_S = 300.0
-
-# What the directory reads: the declared query, the reference app's, or none (resolved at each read,
-# so the reference app's tables created after start-up, by `oracle-rag demo seed`, are found).
-QuerySource = Callable[[], str | None]
+DECLARED = "[people] query"
+REFERENCE = "EMPLOYEE (the reference application)"
 
 
 @dataclass
@@ -77,15 +79,14 @@ def person_name(parts: tuple[Any, ...]) -> str:
 
 
 class PeopleDirectory:
-    """Names by person id for one deployment (thread-safe)."""
+    """Names by person id for one deployment (thread-safe; one per Engine: :func:`people_for`)."""
 
-    def __init__(self, engine: sa.Engine | Callable[[], sa.Engine], query: QuerySource, *, label: QuerySource,
-                 refresh_s: float = DEFAULT_REFRESH_S, clock: Callable[[], float] = time.monotonic) -> None:
-        """``query`` returns the statement to read now (None: nobody has a name); ``label`` says where it
-        comes from for ``status`` ("[people] query", "EMPLOYEE (reference application)")."""
+    def __init__(self, engine: Engine, query: str | None = None, *, refresh_s: float = DEFAULT_REFRESH_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``query``: the deployment's ``[people] query`` (None: the reference application's, where its
+        tables exist, looked for at each read so tables created after start-up are found)."""
         self._engine = engine
-        self._query = query
-        self._label = label
+        self.query = None if not query else check_query(query, key="people.query")
         self.refresh_s = refresh_s
         self.clock = clock
         self._lock = threading.Lock()
@@ -110,12 +111,16 @@ class PeopleDirectory:
             if not force and self._loaded_at is not None and now - self._loaded_at < self.refresh_s:
                 return
             self._loaded_at = now
-        query = self._query()
-        label = self._label() or "none"
+        try:
+            query, label = self._source()
+        except RagError as exc:
+            self._failed("where names come from", exc.message)
+            return
         if query is None:
             with self._lock:
                 self._names = {}
                 self.state.names_from, self.state.people, self.state.loaded_at = label, 0, now
+                self.state.last_error = None
             return
         names, skipped = self._read(query, label)
         if names is None:
@@ -128,12 +133,25 @@ class PeopleDirectory:
             self.state.skipped_rows = skipped
             self.state.last_error = None
 
+    def _source(self) -> tuple[str | None, str]:
+        """(the statement to read, where it comes from): declared, the reference app's, or none."""
+        if self.query is not None:
+            return self.query, DECLARED
+        with self._engine.connect() as conn:
+            present = reference_app_present(conn)
+        return (REFERENCE_PEOPLE, REFERENCE) if present else (None, "none")
+
+    def _failed(self, label: str, message: str) -> None:
+        with self._lock:
+            self.state.failures += 1
+            self.state.last_error = f"{label}: {message}"
+        log.warning("people: reading names failed (the names read last are kept): %s", message)
+
     def _read(self, query: str, label: str) -> tuple[dict[int, str] | None, int]:
-        engine = self._engine if isinstance(self._engine, sa.Engine) else self._engine()
         names: dict[int, str] = {}
         skipped = 0
         try:
-            with read_session(engine, source="people.query", timeout_s=QUERY_TIMEOUT_S) as conn:
+            with read_session(self._engine.sa_engine, source="people.query", timeout_s=QUERY_TIMEOUT_S) as conn:
                 for row in conn.exec_driver_sql(query):
                     pid = person_id(row[0]) if len(row) >= 2 else None
                     name = person_name(tuple(row[1:])) if pid is not None else ""
@@ -142,15 +160,30 @@ class PeopleDirectory:
                         continue
                     names[pid] = name
         except (RagError, sa.exc.SQLAlchemyError) as exc:
-            message = exc.message if isinstance(exc, RagError) else type(exc).__name__
-            with self._lock:
-                self.state.failures += 1
-                self.state.last_error = f"{label}: {message}"
-            log.warning("people: reading names failed (the names read last are kept): %s", message)
+            self._failed(label, exc.message if isinstance(exc, RagError) else type(exc).__name__)
             return None, 0
         return names, skipped
 
 
-def checked_people_query(query: str | None) -> str | None:
-    """The ``[people] query`` as it will run, or ConfigurationError (one SELECT, no placeholders)."""
-    return None if not query else check_query(query, key="people.query")
+_DIRECTORIES: weakref.WeakKeyDictionary[Engine, PeopleDirectory] = weakref.WeakKeyDictionary()
+_DIRECTORIES_LOCK = threading.Lock()
+
+
+def people_for(engine: Engine) -> PeopleDirectory:
+    """The deployment's people: one directory per Engine, from its settings' ``[people]``."""
+    with _DIRECTORIES_LOCK:
+        found = _DIRECTORIES.get(engine)
+        if found is None:
+            settings = engine.settings
+            found = _DIRECTORIES[engine] = PeopleDirectory(
+                engine, settings.people_query, refresh_s=duration_seconds(settings.people_refresh) or DEFAULT_REFRESH_S)
+        return found
+
+
+def people_status(engine: Engine) -> dict[str, Any]:
+    """Where person names come from, how many, and the last failure (``oracle-rag status``)."""
+    directory = people_for(engine)
+    directory.refresh()
+    state = directory.state
+    return {"names_from": state.names_from, "people": state.people, "skipped_rows": state.skipped_rows,
+            "failures": state.failures, "last_error": state.last_error}

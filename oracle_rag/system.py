@@ -9,16 +9,16 @@ from .access import access_status
 from .answers.facet_indexes import ensure_facet_indexes
 from .audit import flush_audit
 from .backfill import BackfillReport, Progress, backfill
-from .config import Settings, duration_seconds, load_settings
+from .config import Settings, load_settings
 from .engines import Engine, create_engine
 from .indexer import Indexer
 from .migrations import MigrationReport, migrate_all
-from .people import PeopleDirectory, checked_people_query
+from .people import PeopleDirectory, people_for, people_status
 from .queue import enqueue
 from .retriever import Retriever
 from .sources import Source, SourceRegistry
 from .sources.meanings import Declaration
-from .sources.reference import REFERENCE_PEOPLE, ReferenceRegistry
+from .sources.reference import ReferenceRegistry
 from .sources.refresh import SourceRefresher
 from .sources.sql_query import SqlSource, load_sql_sources
 from .worker import Worker
@@ -35,24 +35,7 @@ class RagSystem:
         self.sources: SourceRegistry = ReferenceRegistry(self.engine) if sources is None else SourceRegistry(sources)
         self.indexer = Indexer(self.engine, self.sources)
         self._sql_sources: SourceRefresher | None = None
-        self._people_query = checked_people_query(settings.people_query)
-        self.people = PeopleDirectory(lambda: self.engine.sa_engine, self._names_query, label=self._names_from,
-                                      refresh_s=duration_seconds(settings.people_refresh) or 300.0)
-
-    def _names_query(self) -> str | None:
-        """The declared ``[people] query``, else the reference application's where it is active."""
-        if self._people_query is not None:
-            return self._people_query
-        if isinstance(self.sources, ReferenceRegistry) and self.sources.active:
-            return REFERENCE_PEOPLE
-        return None
-
-    def _names_from(self) -> str | None:
-        if self._people_query is not None:
-            return "[people] query"
-        if isinstance(self.sources, ReferenceRegistry) and self.sources.active:
-            return "EMPLOYEE (the reference application)"
-        return None
+        self.people: PeopleDirectory = people_for(self.engine)  # checks [people] query now
 
     def migrate(self, *, demo: bool = False, progress: Callable[[str], None] | None = None) -> dict[str, MigrationReport]:
         """Apply the migrations, then create the indexes the declared facets need (Oracle)."""
@@ -125,15 +108,8 @@ class RagSystem:
             "access_hidden_sources": sorted(failures),
             "access_hidden_errors": {name: failures[name] for name in sorted(failures)},
             "access": access_status(self.engine),
-            "people": self.people_status(),
+            "people": people_status(self.engine),
         }
-
-    def people_status(self) -> dict[str, Any]:
-        """Where person names come from, how many, and the last failure (``oracle-rag status``)."""
-        self.people.refresh()
-        state = self.people.state
-        return {"names_from": state.names_from, "people": state.people, "skipped_rows": state.skipped_rows,
-                "failures": state.failures, "last_error": state.last_error}
 
     def close(self) -> None:
         flush_audit(self.engine)  # events recorded by this process reach RAG_AUDIT before the engine goes

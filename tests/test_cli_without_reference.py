@@ -186,6 +186,8 @@ def test_serve_answers_with_names(deployment: Crm, tmp_path: Path) -> None:
     server = ServeProcess(deployment.config, env, tmp_path).start()
     try:
         assert server.get("/healthz").status == 200
+        me = server.get("/api/me", {"Authorization": f"Bearer {token}"}).json()
+        assert (me["employee_id"], me["name"], me["sees_all"]) == (MANAGER, "Óscar Ibáñez", True), me
         answer = server.post("/api/chat", {"question": "who has the most open deals?"},
                              {"Authorization": f"Bearer {token}"})
         assert answer.status == 200 and answer.json()["answerer"] == "structured", answer.text

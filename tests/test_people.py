@@ -68,6 +68,14 @@ def test_names_come_from_the_declared_query_and_are_kept_for_refresh(crm: RagSys
                       "last_error": None}
 
 
+def test_a_caller_without_an_employee_row_is_named_by_the_people(crm: RagSystem) -> None:
+    from oracle_rag.access import load_caller
+
+    with crm.engine.connect() as conn:
+        assert load_caller(conn, 201, crm.engine).name == "Tomás Herrera"
+        assert load_caller(conn, 999, crm.engine).name == ""  # nobody named: no name, still a caller
+
+
 def test_a_failed_read_keeps_the_names_read_last_and_says_why(crm: RagSystem) -> None:
     clock = Clock()
     crm.people.clock = clock
