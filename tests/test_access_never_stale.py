@@ -15,6 +15,7 @@ callers' view is read through /api/chat, the detail view, /v1 and MCP ``search``
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -204,3 +205,36 @@ def test_rereading_many_groups_of_one_member_is_linear(make_settings, what: str)
         assert costs[40_000] < 9 * costs[10_000], costs
     finally:
         rag.close()
+
+
+def test_anonymous_healthz_counts_hidden_sources_and_only_an_operator_reads_their_names(served, cli,
+                                                                                        monkeypatch) -> None:
+    rag = served.rag
+    _exec(rag, "ALTER TABLE doc_acl RENAME TO doc_acl_moved")
+    assert rag.sql_sources().sync("docs")[0].outcome == "failed"
+    with rag.engine.connect() as conn:
+        [code] = rag.engine.access_failures(conn).values()  # the error class recorded (MISSING_TABLE...)
+    assert code
+
+    def health(token: str | None) -> dict:
+        got = http_request(served.api, "GET", "/healthz",
+                           headers={"Authorization": f"Bearer {token}"} if token is not None else {})
+        assert got.status == 200, got.text
+        return got.json()
+
+    for token in (None, served.tokens[OPS], "not-a-token", ""):
+        body = health(token)
+        assert body["access"] == {"hidden_source_count": 1}, token
+        text = json.dumps(body)
+        assert "docs" not in text and code not in text and "OperationalError" not in text, text
+        assert any("permission data of 1 source(s)" in reason for reason in body["degraded"])
+    lead = health(served.tokens[LEAD])  # a caller who sees everything
+    assert lead["access"] == {"hidden_source_count": 1, "hidden_sources": ["docs"], "errors": {"docs": code}}
+    assert any("permission data of docs could not be read" in reason for reason in lead["degraded"])
+    monkeypatch.setenv("HEALTH_METRICS_TOKEN", "m-secret-1234567890")
+    rag.settings = rag.settings.with_overrides(metrics_token_env="HEALTH_METRICS_TOKEN")
+    assert health("m-secret-1234567890")["access"]["hidden_sources"] == ["docs"]
+    assert health("m-secret-wrong")["access"] == {"hidden_source_count": 1}
+    status = cli("status", "--json")
+    assert json.loads(status.output)["access_hidden_errors"] == {"docs": code}
+    assert f"[{code}]" in cli("status").output

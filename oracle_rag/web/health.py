@@ -10,21 +10,47 @@ would turn a data problem into an outage; they are listed under
 ``degraded`` (with the worker's last error and a failing language model)
 for operators and alerts. No authentication; the body holds no data, only
 counts and error codes.
+
+Sources whose permission data failed to read (hidden from callers without
+see-all) are a count to an anonymous request: which sources, and the error
+class of each failure, say what a deployment reads and how it breaks. An
+operator sees them with ``oracle-rag status``, or here with
+``Authorization: Bearer`` and the metrics token (``metrics_token_env``) or
+the API token of a caller who sees everything.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Request, Response, jsonify, request
 
 from ..errors import RagError
+from .metrics import metrics_allowed
 from .state import state
 
 health_bp = Blueprint("oracle_rag_health", __name__)
 
 
-def health_report() -> tuple[bool, dict[str, Any]]:
+def is_operator(req: Request) -> bool:
+    """Is ``req`` authenticated as an operator: the metrics token's bearer, or a caller who sees everything?
+
+    Never an error: a missing or wrong credential is simply the anonymous view.
+    """
+    if "Authorization" not in req.headers:
+        return False
+    web = state()
+    token_env = web.rag.settings.metrics_token_env
+    if token_env and metrics_allowed(req, token_env):
+        return True
+    try:
+        caller = web.caller_loader(req)
+    except Exception:  # a bad token, an unreachable database: the anonymous view
+        return False
+    return caller is not None and bool(getattr(caller, "sees_all", False))
+
+
+def health_report(operator: bool = False) -> tuple[bool, dict[str, Any]]:
     web = state()
     rag = web.rag
     report: dict[str, Any] = {"engine": rag.engine.name}
@@ -37,7 +63,11 @@ def health_report() -> tuple[bool, dict[str, Any]]:
             report["queue"] = {"depth": stats.depth, "stalled_rows": stats.stalled, "failed_rows": stats.failed,
                                "oldest_age_s": stats.oldest_age_s}
             report["indexing"] = indexing_report(stats)
-            report["access"] = {"hidden_sources": sorted(rag.engine.access_failures(conn))}
+            failures = rag.engine.access_failures(conn)
+            report["access"] = {"hidden_source_count": len(failures)}
+            if operator:
+                report["access"]["hidden_sources"] = sorted(failures)
+                report["access"]["errors"] = {name: failures[name] for name in sorted(failures)}
             model = rag.engine.model_status(conn)
             model_ok = bool(model.get("present")) and int(model.get("dimensions") or 0) > 0
             report["model"] = {"ok": model_ok, "name": model.get("model"), "dimensions": model.get("dimensions")}
@@ -94,9 +124,11 @@ def degraded_reasons(report: dict[str, Any]) -> list[str]:
         out.append(f"queue: {queue['stalled_rows']} stalled row(s) (ATTEMPTS >= 3)")
     if queue.get("failed_rows"):
         out.append(f"queue: {queue['failed_rows']} row(s) parked at max_attempts; see `oracle-rag queue list --failed`")
-    hidden = (report.get("access") or {}).get("hidden_sources")
-    if hidden:
-        out.append(f"access: permission data of {', '.join(hidden)} could not be read; their records are hidden "
+    access = report.get("access") or {}
+    if access.get("hidden_source_count"):
+        which = ", ".join(access["hidden_sources"]) if "hidden_sources" in access else (
+            f"{access['hidden_source_count']} source(s) (names: oracle-rag status)")
+        out.append(f"access: permission data of {which} could not be read; their records are hidden "
                    f"from callers without see-all until it succeeds")
     llm = report.get("llm") or {}
     if llm.get("last_error"):
@@ -106,7 +138,7 @@ def degraded_reasons(report: dict[str, Any]) -> list[str]:
 
 @health_bp.get("/healthz")
 def healthz() -> Response:
-    healthy, report = health_report()
+    healthy, report = health_report(operator=is_operator(request))
     response = jsonify(report)
     response.status_code = 200 if healthy else 503
     response.headers["Cache-Control"] = "no-store"
