@@ -92,3 +92,28 @@ def rag_caller(rag: Any, employee_id: int) -> Any:
 
     with rag.engine.connect() as conn:
         return load_caller(conn, employee_id, rag.engine)
+
+
+def test_an_average_with_a_model_is_answered_from_the_records_not_guarded_sql(
+        deployment: tuple[Any, crm.World]) -> None:
+    """Guarded SQL reads the reference application's views; here there are none, so the model is never
+    asked for SQL: the question is answered from the records (and without a model, it says why)."""
+    from llm_server import ScriptedLLM
+
+    from oracle_rag.chat import Chat, LLMClient
+    from oracle_rag.chat.router import NO_GUARDED_VIEWS
+
+    rag, _ = deployment
+    caller = rag_caller(rag, 9109)
+    question = "what is the average amount of won deals per region?"
+    plain = Chat(rag, None, today=lambda: crm.TODAY).answer(question, caller, store=False)
+    assert plain.answer.startswith(NO_GUARDED_VIEWS) and plain.aggregate is None, plain.answer
+    with ScriptedLLM().start() as server:
+        server.push_route('{"retrieval": false, "aggregation": true}')
+        server.push("The records list the won deals' amounts.")
+        settings = rag.settings.with_overrides(llm_url=server.url, llm_model="m", llm_api_key="k", llm_max_retries=0)
+        chat = Chat(rag, LLMClient.from_settings(settings), settings=settings, today=lambda: crm.TODAY)
+        answer = chat.answer(question, caller, store=False)
+        assert answer.route == "retrieval" and answer.aggregate is None, answer.to_dict()
+        assert answer.citations and all(c.source_type in ("deals", "notes") for c in answer.citations)
+        assert not any("RAG_V_" in r.system for r in server.requests)  # never asked to write SQL

@@ -55,6 +55,7 @@ from .passages import Embedder, Sentence, best_passages
 from .prompt import Subject, Turn, build_messages, build_structured_messages, select_history
 from .router import (
     AGGREGATION_UNAVAILABLE,
+    NO_GUARDED_VIEWS,
     Route,
     fallback_route,
     looks_aggregate,
@@ -268,6 +269,9 @@ class Chat:
                                          llm_available=self.llm is not None)
                 chosen = by_words or (route(text, self.llm) if self.answers is None or looks_aggregate(text)
                                       else fallback_route(text, llm_available=False))
+                if chosen.aggregation and not self.rag.sources.settle():
+                    # no reference application, no views for guarded SQL: the records answer
+                    chosen = Route(retrieval=True, aggregation=False, decided_by=chosen.decided_by)
                 understood.set_attributes({"oracle_rag.route": chosen.name,
                                            "oracle_rag.route.retrieval": chosen.retrieval,
                                            "oracle_rag.route.aggregation": chosen.aggregation})
@@ -347,7 +351,7 @@ class Chat:
             return prep.aggregate.answer, []
         text, citations = self._extractive(prep)
         if looks_aggregate(prep.question) or (prep.route is not None and prep.route.decided_by == "words"):
-            text = f"{AGGREGATION_UNAVAILABLE}\n\n{text}"
+            text = f"{AGGREGATION_UNAVAILABLE if self.rag.sources.settle() else NO_GUARDED_VIEWS}\n\n{text}"
         return text, citations
 
     def _extractive(self, prep: _Prepared) -> tuple[str, list[Citation]]:
