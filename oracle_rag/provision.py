@@ -248,6 +248,18 @@ def bootstrap(engine: Engine, settings: Settings, par_url: str | None,
     return lines
 
 
+def _require_valid_package(engine: Engine, conn: Any) -> None:
+    """The package and its body compiled (VALID): a compile error is only a driver warning (DPY-7000)."""
+    rows = {str(r[0]): (str(r[1]), r[2]) for r in conn.execute(engine.statement(vpd.PACKAGE_STATUS))}
+    bad = [f"{kind} {status}: {errors or 'no USER_ERRORS rows'}" for kind, (status, errors) in sorted(rows.items())
+           if status != "VALID"]
+    missing = [kind for kind in ("PACKAGE", "PACKAGE BODY") if kind not in rows]
+    if bad or missing:
+        raise DatabaseError("provisioning the VPD policy: RAG_ACCESS_CTX_PKG did not compile ("
+                            + "; ".join(bad + [f"{kind} missing" for kind in missing])
+                            + "); no policy was added", vendor_code="DPY-7000")
+
+
 def provision_vpd(engine: Engine) -> list[str]:
     """Oracle's second wall (engines/oracle_vpd_sql.py): the access context, its package, the VPD policies.
 
@@ -259,12 +271,16 @@ def provision_vpd(engine: Engine) -> list[str]:
     done = []
     try:
         with engine.begin() as conn:
-            for sql, what in zip(vpd.PROVISION, ("context RAG_ACCESS_CTX", "package RAG_ACCESS_CTX_PKG",
-                                                 "package body RAG_ACCESS_CTX_PKG", "policy RAG_CHUNK_ACCESS",
+            for sql, what in zip(vpd.PROVISION, ("package RAG_ACCESS_CTX_PKG", "package body RAG_ACCESS_CTX_PKG",
+                                                 "context RAG_ACCESS_CTX (this schema's)", "policy RAG_CHUNK_ACCESS",
                                                  "policy RAG_CHUNK_ACL_ACCESS", "policy RAG_CHUNK_TERM_ACCESS"),
                                 strict=True):
                 conn.exec_driver_sql(engine.text(sql))
                 done.append(f"created {what}")
+                if sql is vpd.CREATE_PACKAGE_BODY:
+                    _require_valid_package(engine, conn)
+    except DatabaseError:
+        raise
     except Exception as exc:
         raise wrap_driver_error(exc, "provisioning the VPD policy") from None
     if not engine.settings.access_vpd:

@@ -20,6 +20,7 @@ from oracle_rag.config import load_settings
 from oracle_rag.engines import oracle_vpd_sql as vpd
 from oracle_rag.engines.oracle import OracleEngine
 from oracle_rag.engines.oracle_vpd import (
+    CONTEXT_TAKEN,
     NOT_PROVISIONED,
     context_call,
     install_vpd_context,
@@ -140,6 +141,11 @@ def test_before_provisioning_sessions_run_without_a_context_and_say_so_once(tmp_
     with pytest.raises(sa.exc.OperationalError):
         with pool("SELECT [something else]").connect():
             pass
+    # another schema's provisioning re-bound the namespace: this schema's SET_SYSTEM gets ORA-01031
+    with pytest.raises(ConfigurationError) as taken:
+        with pool("SELECT [ORA-01031: insufficient privileges]").connect():
+            pass
+    assert taken.value.message == CONTEXT_TAKEN
 
 
 @pytest.mark.parametrize(("policies", "system", "refused"), [(3, None, True), (3, "1", False), (0, None, False)])

@@ -84,15 +84,6 @@ EXCEPTIONS: tuple[ParserException, ...] = (
         "ddl",
     ),
     ParserException(
-        "CREATE CONTEXT ... USING",
-        re.compile(rf"CREATE\s+OR\s+REPLACE\s+CONTEXT\s+{_IDENT}\s+USING\s+(?:{_IDENT}\.)?{_IDENT}", _FLAGS),
-        None,
-        "sqlfluff's Oracle dialect has no CREATE CONTEXT (SQL Language Reference, CREATE CONTEXT: "
-        "CREATE [OR REPLACE] CONTEXT namespace USING [schema.]package); the VPD context of docs/access.md.",
-        r"CREATE\s+(?:OR\s+REPLACE\s+)?CONTEXT\b",
-        "ddl",
-    ),
-    ParserException(
         "LOCK TABLE ... IN SHARE MODE NOWAIT",
         re.compile(rf"LOCK\s+TABLE\s+{_IDENT}(?:\s*,\s*{_IDENT})*\s+IN\s+SHARE\s+MODE\s+NOWAIT", _FLAGS),
         None,

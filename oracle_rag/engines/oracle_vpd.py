@@ -35,6 +35,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..errors import ConfigurationError
 from . import oracle_vpd_sql as vpd
 from .records import NO_GROUP
 
@@ -82,6 +83,17 @@ _MISSING_PACKAGE = re.compile(r"PLS-00201|ORA-04067|ORA-04063")
 NO_PACKAGE = ("no package",)
 
 
+CONTEXT_TAKEN = ("the application context RAG_ACCESS_CTX is bound to another schema's package (ORA-01031 from "
+                 "this schema's SET_SYSTEM: one namespace per database, and another schema ran `provision --vpd`); "
+                 "a DBA must DROP CONTEXT RAG_ACCESS_CTX, then run `oracle-rag provision --vpd` here again "
+                 "(docs/access.md)")
+
+
+def context_taken(exc: BaseException) -> bool:
+    """True when SET_SYSTEM was refused ORA-01031: the namespace names another schema's package."""
+    return "ORA-01031" in str(getattr(exc, "orig", None) or exc)
+
+
 def package_missing(exc: BaseException) -> bool:
     """True when a context call failed because RAG_ACCESS_CTX_PKG does not exist (or does not compile)."""
     text = str(getattr(exc, "orig", None) or exc)
@@ -102,6 +114,8 @@ def install_vpd_context(engine: sa.Engine, render: Any) -> None:
         try:
             _call(dbapi_connection, set_system)
         except Exception as exc:
+            if context_taken(exc):
+                raise ConfigurationError(CONTEXT_TAKEN, key="access_vpd") from None
             if not package_missing(exc):
                 raise
             if not told:

@@ -49,7 +49,32 @@ from .statements import Sql
 
 CONTEXT = "RAG_ACCESS_CTX"
 
-CREATE_CONTEXT = Sql(oracle="CREATE OR REPLACE CONTEXT RAG_ACCESS_CTX USING RAG_ACCESS_CTX_PKG")
+# The namespace is database-wide (a context lives in SYS, one per name): a second schema's
+# CREATE OR REPLACE would re-bind it to its own package, and this schema's SET_SYSTEM would fail
+# with ORA-01031 from then on. So provisioning never takes a namespace over: when this schema's
+# package can already set the context, the context is this schema's (nothing to do); otherwise it
+# is created without OR REPLACE, which fails when the name exists, bound to another schema's
+# package (or the privilege is missing): refused with Oracle's own error attached. Runs after the
+# package exists (the probe calls it; CREATE CONTEXT ... USING may name a package created later).
+ENSURE_CONTEXT = Sql(oracle="""DECLARE
+  ours BOOLEAN := TRUE;
+BEGIN
+  BEGIN
+    EXECUTE IMMEDIATE 'BEGIN RAG_ACCESS_CTX_PKG.SET_SYSTEM; RAG_ACCESS_CTX_PKG.CLEAR_CALLER; END;';
+  EXCEPTION
+    WHEN OTHERS THEN ours := FALSE;
+  END;
+  IF NOT ours THEN
+    BEGIN
+      EXECUTE IMMEDIATE 'CREATE CONTEXT RAG_ACCESS_CTX USING RAG_ACCESS_CTX_PKG';
+    EXCEPTION
+      WHEN OTHERS THEN
+        RAISE_APPLICATION_ERROR(-20001, 'the application context RAG_ACCESS_CTX exists and this schema''s '
+          || 'RAG_ACCESS_CTX_PKG cannot set it (another schema provisioned it, one namespace per database), '
+          || 'or it could not be created: ' || SQLERRM);
+    END;
+  END IF;
+END;""")
 
 CREATE_PACKAGE = Sql(oracle="""CREATE OR REPLACE PACKAGE RAG_ACCESS_CTX_PKG AS
   PROCEDURE SET_CALLER(p_caller_id IN NUMBER, p_see_all IN NUMBER, p_groups IN VARCHAR2);
@@ -177,8 +202,20 @@ ADD_CHUNK_POLICY = _add_policy("RAG_CHUNK", "RAG_CHUNK_ACCESS", "CHUNK_PREDICATE
 ADD_ACL_POLICY = _add_policy("RAG_CHUNK_ACL", "RAG_CHUNK_ACL_ACCESS", "ACL_PREDICATE")
 ADD_TERM_POLICY = _add_policy("RAG_CHUNK_TERM", "RAG_CHUNK_TERM_ACCESS", "TERM_PREDICATE")
 
-# What provisioning runs, in order.
-PROVISION = (CREATE_CONTEXT, CREATE_PACKAGE, CREATE_PACKAGE_BODY, ADD_CHUNK_POLICY, ADD_ACL_POLICY, ADD_TERM_POLICY)
+# What provisioning runs, in order: the package first (the context check calls it), its compile
+# state checked (PACKAGE_STATUS) before the context and the policies that name it.
+PROVISION = (CREATE_PACKAGE, CREATE_PACKAGE_BODY, ENSURE_CONTEXT, ADD_CHUNK_POLICY, ADD_ACL_POLICY, ADD_TERM_POLICY)
+
+# CREATE [OR REPLACE] PACKAGE [BODY] with compilation errors does not raise: python-oracledb only
+# sets DPY-7000 as the cursor's warning, and every policy naming an invalid package then fails its
+# table's reads (fail closed, but with a confusing error). So the package's objects are read back:
+# both must be VALID, and USER_ERRORS says why not.
+PACKAGE_STATUS = Sql(oracle="""SELECT o.OBJECT_TYPE, o.STATUS,
+       (SELECT LISTAGG(e.LINE || ': ' || e.TEXT, '; ') WITHIN GROUP (ORDER BY e.SEQUENCE)
+        FROM USER_ERRORS e WHERE e.NAME = o.OBJECT_NAME AND e.TYPE = o.OBJECT_TYPE) AS ERRORS
+FROM USER_OBJECTS o
+WHERE o.OBJECT_NAME = 'RAG_ACCESS_CTX_PKG' AND o.OBJECT_TYPE IN ('PACKAGE', 'PACKAGE BODY')
+ORDER BY o.OBJECT_TYPE""")
 
 # Per pooled connection: a caller's reads, the product's own writes, and the return to the pool.
 SET_CALLER = Sql(oracle="BEGIN RAG_ACCESS_CTX_PKG.SET_CALLER(:caller_id, :see_all, :groups); END;")

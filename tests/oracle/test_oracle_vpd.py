@@ -291,3 +291,45 @@ def test_the_aggregate_views_keep_each_callers_rows_behind_the_wall(world: World
             assert expected > 0
     finally:
         system.close()
+
+
+def test_provisioning_never_takes_over_a_context_bound_elsewhere(
+        oracle_system, oracle_target: OracleTarget, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """RAG_ACCESS_CTX is one namespace per database: bound to another package (as another schema's
+    provisioning would leave it), `provision --vpd` refuses instead of re-binding it; once a DBA drops it,
+    provisioning creates it for this schema and a re-run keeps it."""
+    run_user_file(oracle_target, "local/grant_vpd.sql")  # as SYS (skips without a SYS password)
+    conn = oracle_target.connect_app()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE OR REPLACE CONTEXT RAG_ACCESS_CTX USING SOMEONE_ELSES_PKG")
+        with pytest.raises(RuntimeError, match="RAG_ACCESS_CTX exists and this schema's RAG_ACCESS_CTX_PKG cannot "
+                                               "set it"):
+            cli(oracle_target, ["provision", "--vpd"], tmp_path / "taken")
+        with conn.cursor() as cur:
+            cur.execute("DROP CONTEXT RAG_ACCESS_CTX")
+        for run in ("first", "again"):
+            out = cli(oracle_target, ["provision", "--vpd"], tmp_path / run)
+            assert "created context RAG_ACCESS_CTX (this schema's)" in out, out
+    finally:
+        with conn.cursor() as cur:
+            for table, policy in (("RAG_CHUNK", "RAG_CHUNK_ACCESS"), ("RAG_CHUNK_ACL", "RAG_CHUNK_ACL_ACCESS"),
+                                  ("RAG_CHUNK_TERM", "RAG_CHUNK_TERM_ACCESS")):
+                cur.execute("BEGIN DBMS_RLS.DROP_POLICY(USER, :t, :p); EXCEPTION WHEN OTHERS THEN NULL; END;",
+                            {"t": table, "p": policy})
+        conn.close()
+
+
+def test_a_package_body_that_does_not_compile_is_refused(oracle_system, oracle_target: OracleTarget) -> None:  # type: ignore[no-untyped-def]
+    """CREATE PACKAGE BODY with errors only warns (DPY-7000): provisioning reads USER_OBJECTS/USER_ERRORS."""
+    from oracle_rag.errors import DatabaseError
+    from oracle_rag.provision import _require_valid_package
+
+    engine = oracle_system.engine
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE OR REPLACE PACKAGE RAG_ACCESS_CTX_PKG AS PROCEDURE SET_SYSTEM; END;")
+        conn.exec_driver_sql("CREATE OR REPLACE PACKAGE BODY RAG_ACCESS_CTX_PKG AS PROCEDURE SET_SYSTEM IS "
+                             "BEGIN NO_SUCH_PROCEDURE; END; END;")
+        with pytest.raises(DatabaseError, match="PACKAGE BODY INVALID"):
+            _require_valid_package(engine, conn)
+        conn.exec_driver_sql("DROP PACKAGE RAG_ACCESS_CTX_PKG")
