@@ -207,7 +207,7 @@ def _render_text(result: StructuredResult, caller_id: int | None) -> str:
         notes = []
         for n in u.notices:
             message = n.message(vocab.facets[n.facet].label_in(lang), lang)
-            notes.append(message[0].upper() + message[1:] + ".")
+            notes.append(message[0].upper() + message[1:] + ("" if message.endswith("?") else "."))
         notes.append("Nothing was filtered by it: ask again with a known name." if lang == "en" else
                      "No se ha filtrado por ello: pregunte de nuevo con un nombre conocido.")
         return "\n".join(notes)
