@@ -73,6 +73,15 @@ def test_a_typo_in_a_name_is_read_and_said(answers: list[dict[str, Any]]) -> Non
     assert typo["right"] and "Read as" in typo["answer"], typo["answer"]
 
 
+def test_an_unknown_name_says_did_you_mean(deployment: tuple[Any, crm.World]) -> None:
+    from oracle_rag.chat import Chat
+
+    rag, _ = deployment
+    answer = Chat(rag, None, today=lambda: crm.TODAY).answer("deals of Chloe Martn", rag_caller(rag, 9109),
+                                                              store=False)
+    assert answer.answer.startswith("No rep named 'Chloe Martn' \u2014 did you mean Chloé Martin?\n"), answer.answer
+
+
 def test_without_people_the_same_questions_show_ids(deployment: tuple[Any, crm.World]) -> None:
     """The baseline the bench measures: the same deployment without [people] answers with ids."""
     from oracle_rag.chat import Chat
