@@ -74,8 +74,9 @@ class IndexPlan:
     stored: dict[Key, StoredRecord | None] = field(default_factory=dict)
 
     def texts(self) -> list[str]:
-        """The texts to embed: every chunk of every changed record."""
-        return [c.embed_text for r in self.changed for c in r.chunks]
+        """The contents to embed: every chunk of every changed record (each model generation embeds
+        them as its passages, ``Engine.embed_texts``)."""
+        return [c.content for r in self.changed for c in r.chunks]
 
     def written(self) -> set[Key]:
         """The loaded records this plan writes something for (text, scope or analysis)."""
@@ -135,7 +136,8 @@ class Indexer:
             self._plan_type(conn, plan, source_type, ids)
         return plan
 
-    def write(self, conn: sa.Connection, plan: IndexPlan, vectors: Mapping[str, bytes] | None = None) -> IndexResult:
+    def write(self, conn: sa.Connection, plan: IndexPlan,
+              vectors: Mapping[int, Mapping[str, bytes]] | None = None) -> IndexResult:
         """Carry out ``plan``; ``vectors`` (``Engine.embed_texts`` of ``plan.texts()``) or embed in SQL."""
         result = IndexResult(unchanged=plan.unchanged, rescoped=plan.rescoped)
         by_type: dict[str, list[str]] = {}

@@ -67,7 +67,7 @@ def plan_of(settings: object) -> ChunkPlan:
 
 
 def write_records(engine: Engine, conn: sa.Connection, records: Sequence[RecordWrite],
-                  vectors: Mapping[str, bytes] | None = None) -> int:
+                  vectors: Mapping[int, Mapping[str, bytes]] | None = None) -> int:
     """Write records (every chunk embedded), dropping chunks a shorter new text no longer has.
 
     ``vectors``: the chunks' vectors computed beforehand (``Engine.embed_texts``);

@@ -13,6 +13,7 @@ from .config import Settings, load_settings
 from .engines import Engine, create_engine
 from .indexer import Indexer
 from .migrations import MigrationReport, migrate_all
+from .model_switch import switch_progress
 from .people import PeopleDirectory, people_for, people_status
 from .queue import enqueue
 from .retriever import Retriever
@@ -94,9 +95,11 @@ class RagSystem:
             head = self.engine.list_queue(conn, failed_only=False, max_attempts=self.settings.max_attempts,
                                           limit=100) if stats.depth else []
             failures = self.engine.access_failures(conn)
+            active = self.engine.active_generation(conn)
         return {
             "engine": self.engine.name,
             "model": self.engine.model_label,
+            "active_generation": active.label(),
             "queue_depth": stats.depth,
             "oldest_age_s": stats.oldest_age_s,
             "stalled_rows": stats.stalled,
@@ -109,6 +112,8 @@ class RagSystem:
             "access_hidden_errors": {name: failures[name] for name in sorted(failures)},
             "access": access_status(self.engine),
             "people": people_status(self.engine),
+            # A model switch under way (model_switch.py): how many chunks the new generation has.
+            "model_switch": switch_progress(self.engine),
         }
 
     def close(self) -> None:

@@ -38,6 +38,7 @@ import sqlalchemy as sa
 
 from .config import Settings
 from .engines import Engine, QueueRow
+from .engines.generations import STANDBY
 from .errors import RagError, wrap_driver_error
 from .indexer import Indexer, IndexPlan, IndexResult
 
@@ -53,6 +54,8 @@ class BatchResult:
     deleted: int = 0
     failed_rows: int = 0
     deferred_rows: int = 0  # picked rows left queued: their entity was written by someone else meanwhile
+    filled: int = 0  # chunks given a live model generation's missing vector (the fill, when the queue is idle)
+    fill_picked: int = 0
     errors: list[str] = field(default_factory=list)
     # Where the time went: the write lock held (the whole batch on a one-transaction
     # engine), waiting for it, and embedding outside it (prepared batches).
@@ -62,7 +65,7 @@ class BatchResult:
 
     @property
     def idle(self) -> bool:
-        return self.picked == 0
+        return self.picked == 0 and self.fill_picked == 0
 
 
 Groups = dict[tuple[str, str], tuple[str, list[int]]]  # (type, id) -> (action, the DIRTY_IDs)
@@ -119,6 +122,8 @@ class Worker:
             self._prepared_batch(result)
         else:
             self._one_transaction(result)
+        if result.picked == 0:  # the fill runs behind live writes: only when no queue row was ready
+            self._fill(result)
         if result.picked and self.on_batch:
             self.on_batch(result)
         if result.errors:
@@ -204,10 +209,16 @@ class Worker:
             locked = time.perf_counter()
             present = self.engine.queue_rows_present(conn, [i for _, ids in groups.values() for i in ids])
             stored = self.indexer.stored_now(conn, plan)
+            # A model generation that went live since the vectors were computed
+            # (a switch) has none of them: redo the batch rather than leave gaps.
+            embedded_for = set(vectors) if plan.changed else None
+            current = {g.generation_id for g in self.engine.live_generations(conn).values()}
+            same_models = embedded_for is None or current <= embedded_for
             ready: dict[tuple[str, str], list[int]] = {}
             for (source_type, source_id), (_action, ids) in groups.items():
                 key = self.indexer.key(source_type, source_id)
-                if all(i in present for i in ids) and (key not in stored or plan.stored[key] == stored[key]):
+                if same_models and all(i in present for i in ids) and (
+                        key not in stored or plan.stored[key] == stored[key]):
                     ready[key] = ids
                 else:
                     result.deferred_rows += sum(1 for i in ids if i in present)
@@ -215,6 +226,33 @@ class Worker:
             self.engine.delete_queue_rows(conn, [i for ids in ready.values() for i in ids])
         result.lock_wait_s += locked - started
         result.lock_s += time.perf_counter() - locked
+
+    # -- the fill: a live generation's missing vectors (model switch) -------------
+    def _fill(self, result: BatchResult) -> None:
+        """One batch of chunks lacking a live generation's vector: the one being switched to first,
+        then any gap of the active one. Each chunk's stored text is embedded once with that model."""
+        with self.engine.connect() as conn:
+            live = sorted(self.engine.live_generations(conn).values(), key=lambda g: (g.state != STANDBY, g.slot))
+        for gen in live:
+            if self.engine.prepared_writes:
+                with self.engine.worker_slot():
+                    with self.engine.begin() as conn:
+                        chunks = self.engine.fill_pick(conn, gen, self.settings.batch_size)
+                    if not chunks:
+                        continue
+                    started = time.perf_counter()
+                    vectors = self.engine.embed_passages(gen, [content for _, content in chunks])
+                    result.embed_s += time.perf_counter() - started
+                    with self.engine.begin_exclusive() as conn:
+                        result.filled += self.engine.fill_write(conn, gen, chunks, vectors)
+            else:
+                with self.engine.begin_exclusive() as conn:
+                    chunks = self.engine.fill_pick(conn, gen, self.settings.batch_size)
+                    if not chunks:
+                        continue
+                    result.filled += self.engine.fill_write(conn, gen, chunks)
+            result.fill_picked += len(chunks)  # fewer written: those chunks changed meanwhile (the edit wrote both)
+            return
 
     # -- shared -------------------------------------------------------------------
     @staticmethod
@@ -247,7 +285,7 @@ class Worker:
             if res.idle:
                 break
             for name in ("picked", "keys", "embedded", "unchanged", "deleted", "failed_rows", "deferred_rows",
-                         "lock_s", "lock_wait_s", "embed_s"):
+                         "filled", "fill_picked", "lock_s", "lock_wait_s", "embed_s"):
                 setattr(total, name, getattr(total, name) + getattr(res, name))
             total.errors.extend(res.errors)
         return total

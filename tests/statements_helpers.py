@@ -88,7 +88,8 @@ class Discovery:
 
 
 def _render(sql: str) -> str:
-    return engine_sql.render(sql, DEFAULT_MODEL) if "{model}" in sql else sql
+    """``{model}`` and ``{embedding}`` as the initial generation (slot 1, DEFAULT_MODEL) sends them."""
+    return engine_sql.render(sql, DEFAULT_MODEL) if any(p in sql for p in ("{model}", "{embedding}", "{vector_")) else sql
 
 
 def _module_key(module_name: str) -> str:

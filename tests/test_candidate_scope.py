@@ -212,7 +212,7 @@ def test_near_ties_the_cache_orders_otherwise_are_ranked_as_sql_ranks_them(pair)
                          {"v": (v / np.linalg.norm(v)).astype("<f4").tobytes(), "id": chunk_id})
     with engine.connect() as conn:
         qblob = q.astype("<f4").tobytes()
-        exact = dict(conn.execute(engine.statement(engine_sql.CANDIDATE_DISTANCES),
+        exact = dict(conn.execute(engine.statement(engine_sql.CANDIDATE_DISTANCES, gen=engine.active_generation(conn)),
                                   {"qvec": qblob, "ids": json.dumps(ids)}).fetchall())
     sql_order = sorted(ids, key=lambda i: (exact[i], i))
     cache = engine.vector_cache()

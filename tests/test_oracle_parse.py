@@ -273,6 +273,8 @@ DATA_MIGRATION_STATEMENTS = {
     "sql.oracle.V10__access[2]": "gives existing chunks the access rule the product applied before V10",
     "sql.oracle.V13__postings_carry_record[2]": "copies each record's length, scope and filter columns to its postings",
     "sql.oracle.V13__postings_carry_record[3]": "deletes the postings of records not analysed (never read)",
+    "sql.oracle.V16__model_generations[2]": "registers the vectors already stored as generation 1",
+    "sql.oracle.V16__model_generations[5]": "stamps the vectors already stored with generation 1",
 }
 
 

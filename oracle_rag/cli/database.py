@@ -1,4 +1,5 @@
-"""CLI commands for the database: ``migrate``, ``bootstrap``, ``model build|load|status``, ``index``.
+"""CLI commands for the database: ``migrate``, ``bootstrap``, ``model build|load|status``, ``model
+switch|activate|rollback|drop|generations`` (model_switch.py), ``index``.
 
 ``model load`` and ``bootstrap`` both call :mod:`oracle_rag.provision`;
 ``index rebuild|status`` calls :mod:`oracle_rag.index_maintenance`.
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import click
 
-from .. import index_maintenance, provision
-from ..embedding import build_model
+from .. import index_maintenance, model_switch, provision
+from ..embedding import build_model, catalog
 from ..errors import InputError
 from ..migrations import MigrationRunner
 from ..progress import step_progress
@@ -120,6 +121,52 @@ def model_status(rag: RagSystem, as_json: bool) -> None:
             click.echo(f"{key}: {value}")
     if not status.get("present"):
         click.get_current_context().exit(EXIT_ERROR)
+
+
+@model.command("switch")
+@click.option("--to", "to", required=True, metavar="NAME",
+              help=f"The model to switch to ({', '.join(catalog.names())}).")
+@pass_system
+def model_switch_cmd(rag: RagSystem, to: str) -> None:
+    """Start a switch: load the model as a new generation; the worker embeds every chunk with it."""
+    click.echo(model_switch.switch(rag.engine, rag.settings, to))
+
+
+@model.command("activate")
+@click.argument("name", required=False)
+@pass_system
+def model_activate(rag: RagSystem, name: str | None) -> None:
+    """Flip searches to the new generation (refused while chunks lack its vectors)."""
+    click.echo(model_switch.activate(rag.engine, name))
+
+
+@model.command("rollback")
+@pass_system
+def model_rollback(rag: RagSystem) -> None:
+    """Flip searches back to the generation that was active before."""
+    click.echo(model_switch.rollback(rag.engine))
+
+
+@model.command("drop")
+@click.argument("name")
+@pass_system
+def model_drop(rag: RagSystem, name: str) -> None:
+    """Remove a generation that is not active (its vectors, index and loaded model)."""
+    click.echo(model_switch.drop(rag.engine, name))
+
+
+@model.command("generations")
+@click.option("--json", "as_json", is_flag=True)
+@pass_system
+def model_generations(rag: RagSystem, as_json: bool) -> None:
+    """List the model generations: state, slot, chunks still lacking their vectors."""
+    found = [s.as_dict() for s in model_switch.statuses(rag.engine)]
+    if as_json:
+        click.echo(json.dumps(found, default=str))
+        return
+    for g in found:
+        click.echo(f"{g['generation']:>3}  {g['model']:<28} {g['state']:<8} slot {g['slot']}  "
+                   f"{g['chunks'] - g['missing']}/{g['chunks']} chunks")
 
 
 @click.group("index")

@@ -64,6 +64,7 @@ class EmbeddingModel:
     languages: str
     batched: bool
     builder: Callable[..., Path]
+    oracle_name: str = ""  # the mining model name Oracle loads it under (LOAD_ONNX_MODEL)
 
     def query_text(self, text: str) -> str:
         """The text to embed for a search query."""
@@ -99,6 +100,7 @@ MINILM = EmbeddingModel(
     languages="English",
     batched=True,
     builder=build_minilm,
+    oracle_name="ALL_MINILM_L12_V2",
 )
 
 E5_SMALL = EmbeddingModel(
@@ -114,6 +116,7 @@ E5_SMALL = EmbeddingModel(
     languages="about 100 languages, across languages (a Spanish query finds an English text)",
     batched=False,
     builder=e5.build_model,
+    oracle_name="MULTILINGUAL_E5_SMALL",
 )
 
 MODELS: dict[str, EmbeddingModel] = {m.name: m for m in (MINILM, E5_SMALL)}
@@ -128,6 +131,20 @@ def get(name: str) -> EmbeddingModel:
         if model.name.lower() == name.strip().lower():
             return model
     raise EmbeddingError(f"unknown embedding model {name!r}; known: {', '.join(MODELS)}")
+
+
+def names() -> list[str]:
+    return list(MODELS)
+
+
+def register(model: EmbeddingModel) -> EmbeddingModel:
+    """Make ``model`` available to ``model switch`` in this process (a host application's own
+    augmented ONNX file, a test's); the same entry twice is a no-op, another under a known name an error."""
+    known = MODELS.get(model.name)
+    if known is not None and known != model:
+        raise EmbeddingError(f"embedding model {model.name} is already declared differently")
+    MODELS[model.name] = model
+    return model
 
 
 def fingerprint(path: Path) -> str:

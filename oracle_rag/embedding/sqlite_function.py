@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -109,8 +109,29 @@ def _make_udf(runtime: SupportsEmbedding) -> Any:
     return vector_embedding
 
 
-def register(dbapi_connection: Any, runtime: SupportsEmbedding) -> None:
+def _make_named_udf(lookup: Callable[[str], SupportsEmbedding]) -> Any:
+    def vector_embedding(model: Any, value: Any) -> bytes | None:
+        try:
+            runtime = lookup(str(model))
+        except EmbeddingError as exc:
+            _state.error = exc
+            raise
+        except Exception as exc:  # an unknown model name (InputError), a missing file
+            _state.error = EmbeddingError(f"vector_embedding(): model {str(model)[:64]!r}: {exc}")
+            raise _state.error from exc
+        return _make_udf(runtime)(value)
+
+    return vector_embedding
+
+
+def register(dbapi_connection: Any, runtime: SupportsEmbedding,
+             lookup: Callable[[str], SupportsEmbedding] | None = None) -> None:
     """Register ``vector_embedding(text) -> BLOB`` on a sqlean/sqlite3 connection.
+
+    With ``lookup`` (a model name -> its runtime) also
+    ``vector_embedding(model, text)``: the product's statements name the
+    model generation whose vectors they write or compare with
+    (engines/generations.py); the one-argument form is all-MiniLM-L6-v2.
 
     Declared deterministic (same text, same vector), which lets SQLite use it
     in indexes on expressions and evaluate it once per distinct argument in a
@@ -120,3 +141,5 @@ def register(dbapi_connection: Any, runtime: SupportsEmbedding) -> None:
     can defer loading the model until SQL first needs it.
     """
     dbapi_connection.create_function(FUNCTION_NAME, 1, _make_udf(runtime), deterministic=True)
+    if lookup is not None:
+        dbapi_connection.create_function(FUNCTION_NAME, 2, _make_named_udf(lookup), deterministic=True)

@@ -26,9 +26,19 @@ from .. import bm25
 from ..bm25 import Analysis
 from ..chunking import ChunkPlan, join_chunks
 from ..config import Settings
-from ..errors import wrap_driver_error
+from ..errors import DatabaseError, wrap_driver_error
 from . import engine_sql as q
+from . import generation_sql as gq
 from . import guarded_scope_sql
+from .generations import (
+    LIVE,
+    SLOTS,
+    Generation,
+    model_literal,
+    needs_generation,
+    render,
+    slot_value,
+)
 from .records import (
     ChunkWrite,
     Filters,
@@ -43,6 +53,7 @@ from .records import (
     Where,
     access_params,
     chunk_params,
+    embed_text,
     enqueue_params,
     facets_json,
     facets_value,
@@ -195,16 +206,118 @@ class Engine(ABC):
         """Where the model is, whether it loads, its dimension."""
 
     # -- statements -------------------------------------------------------
-    def text(self, sql: Sql) -> str:
-        """This engine's text of ``sql`` (Oracle fills ``{model}``)."""
+    def text(self, sql: Sql, gen: Generation | None = None) -> str:
+        """This engine's text of ``sql``; a statement over vectors gets ``gen``'s column and model.
+
+        Such a statement without a generation is refused: which model's
+        vectors it reads is never left to a default.
+        """
         text: str | None = getattr(sql, self.name)
         if text is None:
             raise NotImplementedError(f"statement has no {self.sql_dialect_name} text: {sql!r:.120}")
+        if needs_generation(text):
+            if gen is None:
+                raise ValueError(f"statement over vectors needs a model generation: {text!r:.80}")
+            return render(text, gen, self.name)
         return text
 
-    def statement(self, sql: Sql, where: Where | None = None) -> sa.TextClause:
-        """``sql`` as an executable, cached ``text()`` for this engine (``where`` in its marker)."""
-        return stmt(with_where(self.text(sql), where), sql.expanding, sql.clobs if self.clob_binds else ())
+    def statement(self, sql: Sql, where: Where | None = None, gen: Generation | None = None) -> sa.TextClause:
+        """``sql`` as an executable, cached ``text()`` for this engine (``where`` in its marker, ``gen``'s vectors)."""
+        return stmt(with_where(self.text(sql, gen), where), sql.expanding, sql.clobs if self.clob_binds else ())
+
+    # -- model generations (generations.py) ---------------------------------
+    def generations(self, conn: sa.Connection) -> list[Generation]:
+        """Every registered generation, oldest first."""
+        return [Generation.from_row(r) for r in conn.execute(self.statement(gq.GENERATIONS))]
+
+    def active_generation(self, conn: sa.Connection) -> Generation:
+        """The generation searches read, in ``conn``'s transaction (a flip elsewhere is seen at once)."""
+        row = conn.execute(self.statement(gq.ACTIVE_GENERATION)).first()
+        if row is None:
+            raise DatabaseError("no active model generation (RAG_MODEL_GENERATION): run `oracle-rag migrate`")
+        return Generation.from_row(row)
+
+    def live_generations(self, conn: sa.Connection) -> dict[int, Generation]:
+        """Slot -> the generation every chunk write embeds for (ACTIVE and STANDBY)."""
+        return {g.slot: g for g in self.generations(conn) if g.state in LIVE}
+
+    def missing_vectors(self, conn: sa.Connection, gen: Generation) -> int:
+        """Chunks without a vector of ``gen`` (what its fill still has to do)."""
+        return int(conn.execute(self.statement(gq.MISSING, gen=gen), {"generation_id": gen.generation_id}).scalar_one())
+
+    def chunk_total(self, conn: sa.Connection) -> int:
+        return int(conn.execute(self.statement(gq.CHUNK_TOTAL)).scalar_one())
+
+    def fill_pick(self, conn: sa.Connection, gen: Generation, limit: int) -> list[tuple[int, str]]:
+        """Up to ``limit`` chunks lacking ``gen``'s vector: (CHUNK_ID, CONTENT)."""
+        rows = conn.execute(self.statement(gq.FILL_PICK, gen=gen),
+                            {"generation_id": gen.generation_id, "limit": limit}).fetchall()
+        return [(int(r[0]), lob_text(r[1])) for r in rows]
+
+    def fill_write(self, conn: sa.Connection, gen: Generation, chunks: Sequence[tuple[int, str]],
+                   vectors: Mapping[str, bytes] | None = None) -> int:
+        """Write ``gen``'s vectors of picked chunks; returns how many were written.
+
+        ``vectors`` (keyed by the passage text) when embedded beforehand;
+        otherwise the statement embeds. A chunk edited, already filled or
+        whose generation was dropped meanwhile is left alone.
+        """
+        if not chunks:
+            return 0
+        params = []
+        for chunk_id, content in chunks:
+            text = embed_text(gen.passage_text(content))
+            p: dict[str, Any] = {"chunk_id": chunk_id, "generation_id": gen.generation_id, "content": content,
+                                 "embed_text": text}
+            if vectors is not None:
+                p["embedding"] = vectors[text]
+            params.append(p)
+        written = 0
+        statement = self.statement(gq.STORE_FILLED, gen=gen)
+        for p in params:
+            written += int(conn.execute(statement, p).rowcount or 0)
+        return written
+
+    def embed_passages(self, gen: Generation, contents: Sequence[str]) -> dict[str, bytes]:
+        """``gen``'s vectors of chunk contents, computed in this process (``prepared_writes`` engines)."""
+        raise NotImplementedError(f"the {self.sql_dialect_name} engine embeds inside the database")
+
+    def build_vector_index(self, gen: Generation) -> str:
+        """Build ``gen``'s vector index before searches read it; says what was done.
+
+        Oracle: the IVF/HNSW index on its column. Here: nothing persistent
+        (the embedded engine's in-process index is built by each process on
+        its first search of the generation).
+        """
+        return "no persistent vector index on this engine"
+
+    def drop_vector_index(self, gen: Generation) -> None:
+        """Drop ``gen``'s vector index (its generation is being dropped)."""
+        del gen  # nothing persistent on this engine
+
+    def load_generation_model(self, gen: Generation) -> str | None:
+        """Make ``gen``'s model runnable here; returns its file's fingerprint (None if unknown)."""
+        raise NotImplementedError
+
+    def embed_with(self, conn: sa.Connection, gen: Generation, text: str) -> list[float]:
+        """Embed one query text with ``gen``'s model, in the database."""
+        return vector_values(conn.execute(self.statement(q.EMBED, gen=gen),
+                                          {"text": gen.query_text(text)}).scalar_one())
+
+    def upsert_statement(self, live: Mapping[int, Generation], bound: Mapping[int, bool]) -> sa.TextClause:
+        """The chunk upsert writing each live generation's vector (``bound``: a precomputed one)."""
+        text = self.text(q.UPSERT_CHUNK)
+        for slot in SLOTS:
+            gen = live.get(slot)
+            if gen is None:
+                fragment = gq.BLANK[self.name][slot]
+            elif bound.get(slot):
+                fragment = gq.BOUND_VALUE.replace("{slot}", str(slot))
+            else:
+                fragment = (gq.EMBED_VALUE[self.name].replace("{slot}", str(slot))
+                            .replace("{model}", model_literal(gen, self.name)))
+            text = slot_value(text, slot, fragment)
+        return stmt(text, q.UPSERT_CHUNK.expanding, q.UPSERT_CHUNK.clobs if self.clob_binds else ())
 
     @property
     def model_label(self) -> str:
@@ -249,8 +362,9 @@ class Engine(ABC):
     def queued_ids(self, conn: sa.Connection, source_type: str) -> set[str]:
         return {str(r[0]) for r in conn.execute(self.statement(q.QUEUED_IDS), {"source_type": source_type})}
 
-    def embed_texts(self, texts: Sequence[str]) -> dict[str, bytes]:
-        """Each distinct text's vector as the database stores it, computed outside any transaction.
+    def embed_texts(self, texts: Sequence[str]) -> dict[int, dict[str, bytes]]:
+        """Each distinct chunk text's vector for every live generation (generation id -> passage
+        text -> vector), computed outside any transaction.
 
         Only for ``prepared_writes`` engines (the model runs in this process);
         the others embed inside their upsert statement.
@@ -258,21 +372,35 @@ class Engine(ABC):
         raise NotImplementedError(f"the {self.sql_dialect_name} engine embeds inside the database")
 
     def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite],
-                      vectors: Mapping[str, bytes] | None = None) -> int:
-        """Embed and write chunks; a chunk 0 with an analysis also replaces the record's postings.
+                      vectors: Mapping[int, Mapping[str, bytes]] | None = None) -> int:
+        """Embed and write chunks for every live generation; a chunk 0 with an analysis also
+        replaces the record's postings.
 
-        ``vectors`` (from :meth:`embed_texts`, keyed by ``embed_text``) are
-        written as they are instead of embedding in the statement.
+        ``vectors`` (from :meth:`embed_texts`: generation id -> passage text ->
+        vector) are written as they are instead of embedding in the statement.
         """
         if not chunks:
             return 0
         params = chunk_params(chunks)
-        if vectors is None:
-            conn.execute(self.statement(q.UPSERT_CHUNK), params)
-        else:
-            for p in params:
-                p["embedding"] = vectors[p["embed_text"]]
-            conn.execute(self.statement(q.UPSERT_CHUNK_VECTOR), params)
+        # The live generations as this transaction sees them: a switch committed
+        # after the vectors were computed leaves its slot empty (stamp NULL) for
+        # the fill; vectors of a generation dropped meanwhile are not written.
+        live = self.live_generations(conn)
+        written = {slot: gen for slot, gen in live.items()
+                   if vectors is None or gen.generation_id in vectors}
+        bound = {slot: vectors is not None for slot in written}
+        for p in params:
+            for slot in SLOTS:
+                gen = written.get(slot)
+                p[f"generation_{slot}"] = None if gen is None else gen.generation_id
+                if gen is None:
+                    continue
+                text = embed_text(gen.passage_text(p["content"]))
+                if vectors is None:
+                    p[f"embed_text_{slot}"] = text
+                else:
+                    p[f"embedding_{slot}"] = vectors[gen.generation_id][text]
+        conn.execute(self.upsert_statement(written, bound), params)
         self._write_acl(conn, [(c.source_type, c.source_id, c.record_access) for c in chunks if c.chunk_no == 0])
         self._write_postings(conn, [(c.source_type, c.source_id, c.analysis) for c in chunks
                                     if c.analysis is not None and c.chunk_no == 0])
@@ -440,8 +568,8 @@ class Engine(ABC):
                           stalled=int(row[2] or 0), failed=int(row[3] or 0), chunks_by_type=by_type)
 
     def embed(self, conn: sa.Connection, text: str) -> list[float]:
-        """Embed one text in the database (status checks and parity tests)."""
-        return vector_values(conn.execute(self.statement(q.EMBED), {"text": text}).scalar_one())
+        """Embed one query text in the database with the active generation's model (status, parity tests)."""
+        return self.embed_with(conn, self.active_generation(conn), text)
 
     def embed_many(self, texts: Sequence[str]) -> np.ndarray:
         """Embed a few texts with the deployment's model (an answer's candidate sentences), in order.
@@ -469,13 +597,15 @@ class Engine(ABC):
         """
 
         template = q.SEMANTIC_SEARCH_EXACT if exact else q.SEMANTIC_SEARCH
+        gen = self.active_generation(conn)
+        query = gen.query_text(query)
         fetch = k * self.semantic_fanout
-        rows = hits(conn.execute(self.statement(template, where),
+        rows = hits(conn.execute(self.statement(template, where, gen),
                                  search_binds(scope, filters, where, query=query, k=fetch)).fetchall())
         best = one_per_record(rows)
         if len(best) >= k or len(rows) < fetch:
             return best[:k]
-        return hits(conn.execute(self.statement(q.SEMANTIC_RECORDS, where),
+        return hits(conn.execute(self.statement(q.SEMANTIC_RECORDS, where, gen),
                                  search_binds(scope, filters, where, query=query, k=k)).fetchall())
 
     def bm25_params(self) -> Any:

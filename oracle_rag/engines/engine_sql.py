@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..bm25 import MAX_QUERY_TERMS
+from .generation_sql import EMBED_VALUE
 from .scope_sql import group_chunk_ids, scope_join, scope_predicate
 from .statements import Sql
 
@@ -24,10 +25,17 @@ _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_$#]{0,122}$")
 
 
 def render(template: str, model: str) -> str:
-    """Fill ``{model}`` after validating it; refuse anything that is not an identifier."""
+    """An Oracle text as slot 1's generation running ``model`` sends it (golden tests, docs).
+
+    ``{model}`` after validating it (refuse anything that is not an
+    identifier), ``{embedding}`` as slot 1's column, and the upsert's vector
+    values as slot 1 embedding in SQL and slot 2 empty. The engines render
+    through ``generations.render`` from the active generation instead.
+    """
     if not _IDENT.match(model):
         raise ValueError("embedding model name must be an unquoted identifier")
-    return template.replace("{model}", model.upper())
+    text = template.replace("{vector_1}", EMBED_VALUE["oracle"].replace("{slot}", "1")).replace("{vector_2}", "NULL")
+    return text.replace("{model}", model.upper()).replace("{embedding}", "EMBEDDING")
 
 
 HISTORY_DDL = Sql(
@@ -95,8 +103,8 @@ FILTERS = (
 )
 
 EMBED = Sql(
-    oracle="SELECT VECTOR_EMBEDDING({model} USING :text AS data) AS EMBEDDING FROM dual",
-    sqlite="SELECT vector_embedding(:text) AS EMBEDDING",
+    oracle="SELECT VECTOR_EMBEDDING({model} USING :text AS data) AS QUERY_VECTOR FROM dual",
+    sqlite="SELECT vector_embedding({model}, :text) AS QUERY_VECTOR",
 )
 
 MODEL_STATUS = Sql(oracle="""SELECT MODEL_NAME, MINING_FUNCTION, ALGORITHM, CREATION_DATE
@@ -133,14 +141,18 @@ READ_CHUNK_STATE = Sql.both(
 )
 
 # The text is embedded inside the database (Oracle: the loaded ONNX model;
-# SQLite: vector_embedding(), the same graph in-process). :embed_text is the
-# content cut to 4000 bytes (VARCHAR2); :content is a CLOB on Oracle.
+# SQLite: vector_embedding(), the same graph in-process) for every live model
+# generation (engines/generations.py): {vector_1} / {vector_2} are each slot's
+# value (generation_sql: embedded here, bound, or none), :generation_<slot> its
+# stamp. :embed_text_<slot> is the content with that model's passage prefix,
+# cut to 4000 bytes (VARCHAR2); :content is a CLOB on Oracle.
 _SQLITE_UPSERT_CHUNK = """INSERT INTO RAG_CHUNK
   (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS, CONTENT, EMBEDDING,
-   CONTENT_HASH, TERM_COUNT, ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, UPDATED_AT)
+   EMBEDDING_GEN, EMBEDDING_2, EMBEDDING_2_GEN, CONTENT_HASH, TERM_COUNT, ACCESS_OWNER, ACCESS_PUBLIC,
+   ACCESS_GROUPS, UPDATED_AT)
 VALUES
   (:source_type, :source_id, :chunk_no, :owner_id, :project_id, :sprint_id, :facets, :content,
-   {vector}, :content_hash, :term_count,
+   {vector_1}, :generation_1, {vector_2}, :generation_2, :content_hash, :term_count,
    :access_owner, :access_public, :access_groups_json, strftime('%Y-%m-%dT%H:%M:%f', 'now'))
 ON CONFLICT (SOURCE_TYPE, SOURCE_ID, CHUNK_NO) DO UPDATE SET
   OWNER_ID = excluded.OWNER_ID,
@@ -149,6 +161,9 @@ ON CONFLICT (SOURCE_TYPE, SOURCE_ID, CHUNK_NO) DO UPDATE SET
   FACETS = excluded.FACETS,
   CONTENT = excluded.CONTENT,
   EMBEDDING = excluded.EMBEDDING,
+  EMBEDDING_GEN = excluded.EMBEDDING_GEN,
+  EMBEDDING_2 = excluded.EMBEDDING_2,
+  EMBEDDING_2_GEN = excluded.EMBEDDING_2_GEN,
   CONTENT_HASH = excluded.CONTENT_HASH,
   TERM_COUNT = excluded.TERM_COUNT,
   ACCESS_OWNER = excluded.ACCESS_OWNER,
@@ -165,7 +180,10 @@ WHEN MATCHED THEN UPDATE SET
   t.SPRINT_ID = :sprint_id,
   t.FACETS = JSON(:facets),
   t.CONTENT = :content,
-  t.EMBEDDING = VECTOR_EMBEDDING({model} USING :embed_text AS data),
+  t.EMBEDDING = {vector_1},
+  t.EMBEDDING_GEN = :generation_1,
+  t.EMBEDDING_2 = {vector_2},
+  t.EMBEDDING_2_GEN = :generation_2,
   t.CONTENT_HASH = :content_hash,
   t.TERM_COUNT = :term_count,
   t.ACCESS_OWNER = :access_owner,
@@ -174,20 +192,24 @@ WHEN MATCHED THEN UPDATE SET
   t.UPDATED_AT = SYSTIMESTAMP
 WHEN NOT MATCHED THEN INSERT
   (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, PROJECT_ID, SPRINT_ID, FACETS, CONTENT, EMBEDDING,
-   CONTENT_HASH, TERM_COUNT, ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, UPDATED_AT)
+   EMBEDDING_GEN, EMBEDDING_2, EMBEDDING_2_GEN, CONTENT_HASH, TERM_COUNT, ACCESS_OWNER, ACCESS_PUBLIC,
+   ACCESS_GROUPS, UPDATED_AT)
 VALUES
   (s.SOURCE_TYPE, s.SOURCE_ID, s.CHUNK_NO, :owner_id, :project_id, :sprint_id, JSON(:facets), :content,
-   VECTOR_EMBEDDING({model} USING :embed_text AS data), :content_hash, :term_count,
+   {vector_1}, :generation_1, {vector_2}, :generation_2, :content_hash, :term_count,
    :access_owner, :access_public, :access_groups_json, SYSTIMESTAMP)""",
-    sqlite=_SQLITE_UPSERT_CHUNK.format(vector="vector_embedding(:embed_text)"),
+    sqlite=_SQLITE_UPSERT_CHUNK,
     clobs=("content", "access_groups_json"),
 )
 
-# The embedded engine's worker embeds a batch before its write transaction
-# (worker.py: the write lock is held only to write): the same upsert with the
-# vector bound, computed in-process by the model vector_embedding() runs.
-UPSERT_CHUNK_VECTOR = Sql(
-    sqlite=_SQLITE_UPSERT_CHUNK.format(vector=":embedding"))
+# The upsert during a model switch, as Oracle receives it: both slots embedded
+# in the statement, each by its own generation's model (pinned by the goldens).
+_EMBED_IN_ORACLE = EMBED_VALUE["oracle"]
+UPSERT_FORMS = {"UPSERT_CHUNK_TWO_GENERATIONS": Sql(oracle=(UPSERT_CHUNK.oracle or "")
+                                                    .replace("{vector_1}", _EMBED_IN_ORACLE.replace("{slot}", "1"))
+                                                    .replace("{vector_2}", _EMBED_IN_ORACLE.replace("{slot}", "2")
+                                                             .replace("{model}", "MULTILINGUAL_E5_SMALL")),
+                                                    clobs=UPSERT_CHUNK.clobs)}
 
 # Re-scoping without re-embedding: the record's text is unchanged, its owner,
 # project, sprint, facets or access are not. Every chunk of the record, no embedding.
@@ -406,17 +428,18 @@ CHUNKS_BY_TYPE = Sql.both(
 # takes the joined test (SCOPE_JOIN / SCOPE_JOINED: no FILTER over the ACL).
 # SQLite: exact cosine scan; the query is embedded once in the CTE.
 _ORACLE_SEMANTIC_TEMPLATE = f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
-       VECTOR_DISTANCE(c.EMBEDDING, VECTOR_EMBEDDING({{model}} USING :query AS data), COSINE) AS DISTANCE,
+       VECTOR_DISTANCE(c.{{embedding}}, VECTOR_EMBEDDING({{model}} USING :query AS data), COSINE) AS DISTANCE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 FROM RAG_CHUNK c{{scope_join}}
 WHERE {{scope}}
   AND {FILTERS}
 ORDER BY DISTANCE
 FETCH {{fetch}} FIRST :k ROWS ONLY"""
-_ORACLE_SEMANTIC_SEARCH = _ORACLE_SEMANTIC_TEMPLATE.format(model="{model}", scope_join="", scope=SCOPE, fetch="APPROX")
-_SQLITE_SEMANTIC_SEARCH = f"""WITH q AS (SELECT vector_embedding(:query) AS v)
+_ORACLE_SEMANTIC_SEARCH = _ORACLE_SEMANTIC_TEMPLATE.format(model="{model}", embedding="{embedding}", scope_join="",
+                                                           scope=SCOPE, fetch="APPROX")
+_SQLITE_SEMANTIC_SEARCH = f"""WITH q AS (SELECT vector_embedding({{model}}, :query) AS v)
 SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
-       vec_distance_cosine(c.EMBEDDING, (SELECT v FROM q)) AS SCORE,
+       vec_distance_cosine(c.{{embedding}}, (SELECT v FROM q)) AS SCORE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 FROM RAG_CHUNK c
 WHERE {SCOPE}
@@ -429,7 +452,8 @@ SEMANTIC_SEARCH = Sql(oracle=_ORACLE_SEMANTIC_SEARCH, sqlite=_SQLITE_SEMANTIC_SE
 # short APPROX result. No approximate index on the embedded engine: exact is
 # its only mode.
 SEMANTIC_SEARCH_EXACT = Sql(
-    oracle=_ORACLE_SEMANTIC_TEMPLATE.format(model="{model}", scope_join=" " + SCOPE_JOIN, scope=SCOPE_JOINED,
+    oracle=_ORACLE_SEMANTIC_TEMPLATE.format(model="{model}", embedding="{embedding}",
+                                            scope_join=" " + SCOPE_JOIN, scope=SCOPE_JOINED,
                                            fetch="EXACT"),
     sqlite=_SQLITE_SEMANTIC_SEARCH,
     expanding=("f_types",),
@@ -688,7 +712,7 @@ ORDER BY c.CHUNK_ID, p.CHUNK_NO""", expanding=("f_types", "ids"))
 # One row per record (its nearest chunk), exact: when the chunk-level top list
 # held fewer than k records, or (embedded) when the in-process index cannot answer.
 _SQLITE_SEMANTIC_RECORDS_BY_VECTOR = f"""WITH ranked AS (
-  SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, vec_distance_cosine(c.EMBEDDING, :qvec) AS SCORE
+  SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, vec_distance_cosine(c.{{embedding}}, :qvec) AS SCORE
   FROM RAG_CHUNK c
   WHERE {SCOPE}
     AND {FILTERS}
@@ -707,9 +731,9 @@ LIMIT :k"""
 SEMANTIC_RECORDS = Sql(
     oracle=f"""WITH q AS (SELECT VECTOR_EMBEDDING({{model}} USING :query AS data) AS v FROM dual),
 ranked AS (
-  SELECT c.CHUNK_ID, VECTOR_DISTANCE(c.EMBEDDING, q.v, COSINE) AS SCORE,
+  SELECT c.CHUNK_ID, VECTOR_DISTANCE(c.{{embedding}}, q.v, COSINE) AS SCORE,
          ROW_NUMBER() OVER (PARTITION BY c.SOURCE_TYPE, c.SOURCE_ID
-                            ORDER BY VECTOR_DISTANCE(c.EMBEDDING, q.v, COSINE), c.CHUNK_ID) AS RN
+                            ORDER BY VECTOR_DISTANCE(c.{{embedding}}, q.v, COSINE), c.CHUNK_ID) AS RN
   FROM RAG_CHUNK c CROSS JOIN q {SCOPE_JOIN}
   WHERE {SCOPE_JOINED}
     AND {FILTERS}
@@ -721,7 +745,7 @@ JOIN RAG_CHUNK c ON c.CHUNK_ID = r.CHUNK_ID
 WHERE r.RN = 1
 ORDER BY r.SCORE, c.CHUNK_ID
 FETCH FIRST :k ROWS ONLY""",
-    sqlite="WITH q AS (SELECT vector_embedding(:query) AS v), "
+    sqlite="WITH q AS (SELECT vector_embedding({model}, :query) AS v), "
     + _SQLITE_SEMANTIC_RECORDS_BY_VECTOR.replace(":qvec", "(SELECT v FROM q)").removeprefix("WITH "),
     expanding=("f_types",),
 )
@@ -734,7 +758,7 @@ EXPLAIN_SEMANTIC = Sql(oracle="EXPLAIN PLAN FOR " + _ORACLE_SEMANTIC_SEARCH, exp
 # when the cache's candidates do not survive the SQL re-check, so the query
 # is not embedded twice.
 SEMANTIC_SEARCH_BY_VECTOR = Sql(sqlite=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
-       vec_distance_cosine(c.EMBEDDING, :qvec) AS SCORE,
+       vec_distance_cosine(c.{{embedding}}, :qvec) AS SCORE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 FROM RAG_CHUNK c
 WHERE {SCOPE}
@@ -747,7 +771,7 @@ LIMIT :k""", expanding=("f_types",))
 # compares the row count with the candidate count (a row the SQL drops means
 # the cache was wrong about it) and keeps the first k.
 SEMANTIC_CANDIDATES = Sql(sqlite=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
-       vec_distance_cosine(c.EMBEDDING, :qvec) AS SCORE,
+       vec_distance_cosine(c.{{embedding}}, :qvec) AS SCORE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 FROM RAG_CHUNK c
 WHERE c.CHUNK_ID IN :ids
@@ -759,7 +783,7 @@ ORDER BY SCORE, c.CHUNK_ID""", expanding=("f_types", "ids"))
 # The cache's candidates re-checked as SEMANTIC_CANDIDATES does, without the
 # text: CONTENT comes back empty and FACETS NULL (hits() reads them as "" and {}).
 SEMANTIC_CANDIDATE_KEYS = Sql(sqlite=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, '' AS CONTENT,
-       vec_distance_cosine(c.EMBEDDING, :qvec) AS SCORE,
+       vec_distance_cosine(c.{{embedding}}, :qvec) AS SCORE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, NULL AS FACETS
 FROM RAG_CHUNK c
 WHERE c.CHUNK_ID IN :ids
@@ -795,15 +819,15 @@ ORDER BY c.CHUNK_ID, p.CHUNK_NO""", expanding=("f_types", "ids", "passage_ids"))
 # to order by them (float32 dot products in numpy and in sqlite-vec differ by
 # ~1e-7), so the leg ranks exactly as SEMANTIC_CANDIDATE_KEYS would. No scope:
 # the records shown are re-checked with it (retriever.shown_with_text).
-CANDIDATE_DISTANCES = Sql(sqlite="""SELECT c.CHUNK_ID, vec_distance_cosine(c.EMBEDDING, :qvec) AS SCORE
+CANDIDATE_DISTANCES = Sql(sqlite="""SELECT c.CHUNK_ID, vec_distance_cosine(c.{embedding}, :qvec) AS SCORE
 FROM RAG_CHUNK c
 WHERE c.CHUNK_ID IN (SELECT value FROM json_each(:ids))""")
 
 # What the cache holds per chunk: the scope and filter columns and the vector.
 # The cache reads on its own plain DBAPI connection (no expanding binds):
 # :ids is a JSON array of integers.
-_VECTOR_ROWS = ("SELECT CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, EMBEDDING, "
-                "ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, CHUNK_NO, SOURCE_ID FROM RAG_CHUNK")
+_VECTOR_ROWS = ("SELECT CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, {embedding}, "
+                "ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, CHUNK_NO, SOURCE_ID, {embedding}_GEN FROM RAG_CHUNK")
 VECTOR_ROWS = Sql(sqlite=_VECTOR_ROWS)
 VECTOR_ROWS_BY_ID = Sql(sqlite=_VECTOR_ROWS + " WHERE CHUNK_ID IN (SELECT value FROM json_each(:ids))")
 

@@ -19,12 +19,14 @@ import sqlalchemy as sa
 
 from ..bm25 import Stats
 from ..config import Settings
-from ..errors import ConfigurationError, driver_error_code
+from ..errors import ConfigurationError, RagError, driver_error_code
 from ..scripts import is_plsql, split_oracle_script
 from ..tracing import tag_oracle_sessions
 from . import engine_sql as q
+from . import generation_sql as gq
 from . import oracle_vpd_sql as vpd
 from .base import Engine
+from .generations import Generation
 from .oracle_vpd import install_vpd_context
 from .records import (
     ChunkWrite,
@@ -34,10 +36,10 @@ from .records import (
     ReadOnlyUser,
     Scope,
     Where,
+    lob_text,
     queue_rows,
     search_binds,
 )
-from .statements import Sql
 
 log = logging.getLogger("oracle_rag.engines.oracle")
 
@@ -134,11 +136,6 @@ class OracleEngine(Engine):
         tag_oracle_sessions(engine)  # MODULE/ACTION/CLIENT_INFO join V$SESSION to the trace
         return ReadOnlyUser(engine)
 
-    def text(self, sql: Sql) -> str:
-        """The Oracle text of ``sql`` with the model name filled in where it has one."""
-        text = super().text(sql)
-        return q.render(text, self.model) if "{model}" in text else text
-
     @property
     def model_label(self) -> str:
         return self.settings.embedding_model
@@ -200,6 +197,7 @@ class OracleEngine(Engine):
             raise ConfigurationError("vector_index_accuracy: must be in [1, 100]", key="vector_index_accuracy")
         rendered = super().render_migration(script).replace("{{VECTOR_INDEX_ORGANIZATION}}", _ORGANIZATION[kind])
         rendered = rendered.replace("{{VECTOR_INDEX_ACCURACY}}", str(int(accuracy)))
+        rendered = rendered.replace("{{EMBEDDING_MODEL}}", q.render("{model}", self.model))
         if self.settings.vector_index_partitions and kind == "IVF":
             rendered = rendered.replace(
                 f"WITH TARGET ACCURACY {int(accuracy)};",
@@ -213,11 +211,12 @@ class OracleEngine(Engine):
 
     # -- embedding --------------------------------------------------------
     def model_status(self, conn: sa.Connection) -> dict[str, Any]:
-        row = conn.execute(self.statement(q.MODEL_STATUS), {"model_name": self.model}).first()
-        status: dict[str, Any] = {"engine": self.name, "model": self.model, "location": "USER_MINING_MODELS",
-                                  "present": row is not None}
+        gen = self.active_generation(conn)
+        row = conn.execute(self.statement(q.MODEL_STATUS), {"model_name": gen.db_model}).first()
+        status: dict[str, Any] = {"engine": self.name, "model": gen.db_model, "location": "USER_MINING_MODELS",
+                                  "generation": gen.generation_id, "present": row is not None}
         if row is None:
-            status["fix"] = (f"load it: oracle-rag model load --file all-MiniLM-L6-v2.onnx --name {self.model} "
+            status["fix"] = (f"load it: oracle-rag model load --file {gen.model_name}.onnx --name {gen.db_model} "
                              f"(or --url PAR_URL)")
             return status
         status["mining_function"] = row[1]
@@ -229,7 +228,7 @@ class OracleEngine(Engine):
 
     # -- writes -----------------------------------------------------------
     def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite],
-                      vectors: Mapping[str, bytes] | None = None) -> int:
+                      vectors: Mapping[int, Mapping[str, bytes]] | None = None) -> int:
         """The MERGE of the base engine, once more when another session inserted the same keys first.
 
         Two workers can hold queue rows of one record (two changes, picked by
@@ -312,6 +311,38 @@ class OracleEngine(Engine):
         """
         n, total = conn.execute(self.statement(q.KEYWORD_STATS, where), search_binds(scope, filters, where)).one()
         return Stats(int(n), int(total or 0))
+
+    def fill_pick(self, conn: sa.Connection, gen: Generation, limit: int) -> list[tuple[int, str]]:
+        """The fill's next chunks, locked as fetched (SKIP LOCKED, fetch size pinned like :meth:`pick`)."""
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.arraysize = limit
+            cursor.prefetchrows = limit
+            cursor.execute(self.text(gq.FILL_PICK, gen), {"generation_id": gen.generation_id})
+            rows = cursor.fetchmany(limit)
+        finally:
+            cursor.close()
+        return [(int(r[0]), lob_text(r[1])) for r in rows]
+
+    def build_vector_index(self, gen: Generation) -> str:
+        """The vector index on ``gen``'s column (IF NOT EXISTS: a killed build is simply run again)."""
+        kind = self.settings.vector_index_type
+        name = gq.VECTOR_INDEX_NAMES[gen.slot]
+        sql = gq.create_vector_index(gen.slot, _ORGANIZATION[kind], int(self.settings.vector_index_accuracy))
+        with self.connect() as conn:
+            if conn.execute(self.statement(gq.VECTOR_INDEX_EXISTS), {"index_name": name}).scalar_one():
+                return f"vector index {name} on {gen.column} already built"
+        try:
+            with self.begin() as conn:
+                conn.execute(self.statement(sql))
+        except RagError as exc:
+            if "ORA-00955" not in exc.message:  # built by a concurrent activate meanwhile: done
+                raise
+        return f"vector index {name} on {gen.column} ({kind}) built"
+
+    def drop_vector_index(self, gen: Generation) -> None:
+        with self.begin() as conn:
+            conn.execute(self.statement(gq.drop_vector_index(gen.slot)))
 
     def semantic_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
                         exact: bool = False, where: Where | None = None, text: bool = True) -> list[Hit]:

@@ -20,6 +20,7 @@ Why these choices:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import itertools
 import json
@@ -41,12 +42,13 @@ import sqlite_vec
 from ..bm25 import Stats, query_terms
 from ..config import Settings
 from ..data_dir import prepare_data_dir
-from ..embedding import EmbeddingRuntime, ensure_model
+from ..embedding import EmbeddingRuntime, catalog, ensure_model
 from ..embedding.sqlite_function import embedding_errors, register
-from ..errors import RagError, wrap_driver_error
+from ..errors import DatabaseError, RagError, wrap_driver_error
 from ..scripts import split_sqlite_script
 from . import engine_sql as q
 from .base import Engine
+from .generations import INITIAL, Generation
 from .records import (
     ChunkWrite,
     Filters,
@@ -58,6 +60,7 @@ from .records import (
     Scope,
     SemanticHits,
     Where,
+    embed_text,
     hits,
     key_hits,
     one_per_record,
@@ -99,6 +102,7 @@ class SqliteEngine(Engine):
         super().__init__(settings)
         self.path = Path(path) if path is not None else settings.sqlite_path
         self._runtime: Any = None
+        self._runtimes: dict[str, Any] = {}  # the other generations' models, by catalog name
         self._runtime_lock = threading.Lock()
         self._vector_cache: VectorCache | None = None
         self._term_index: TermIndex | None = None
@@ -117,6 +121,44 @@ class SqliteEngine(Engine):
                 threads = self.settings.embedding_threads or None
                 self._runtime = EmbeddingRuntime(model, threads=threads)
             return self._runtime
+
+    def runtime_for(self, model_name: str) -> Any:
+        """The runtime of a generation's model (the catalog's file, built on first use)."""
+        if model_name == catalog.MINILM.name:
+            return self.runtime()
+        with self._runtime_lock:
+            runtime = self._runtimes.get(model_name)
+            if runtime is None:
+                path = ensure_model(self.settings.data_path, model=catalog.get(model_name))
+                runtime = EmbeddingRuntime(path, threads=self.settings.embedding_threads or None)
+                self._runtimes[model_name] = runtime
+            return runtime
+
+    def generation_runtime(self, gen: Generation) -> Any:
+        return self.runtime_for(gen.model_name)
+
+    def load_generation_model(self, gen: Generation) -> str | None:
+        """Build (first use) and open ``gen``'s model file; its sha256."""
+        runtime = self.generation_runtime(gen)
+        runtime.embed("oracle-rag generation check")
+        return catalog.fingerprint(runtime.model_path)
+
+    def build_vector_index(self, gen: Generation) -> str:
+        """Read ``gen``'s vectors as the in-process index would, before a flip to it.
+
+        Nothing persistent: each process builds its own index on its first
+        search of the generation. This checks that it can (every vector of
+        the generation present and well-formed) and says how many there are.
+        """
+        cache = VectorCache(self.path, gen)
+        try:
+            with index_reads("vector index check"):
+                cache.sync()
+            if cache.unusable:
+                raise DatabaseError(f"the vectors of {gen.label()} cannot be indexed: {cache.unusable}")
+            return f"{len(cache)} vectors checked for the in-process index"
+        finally:
+            cache.reset()
 
     def set_runtime(self, runtime: Any) -> None:
         """Use a given runtime (tests instrument it to count embedding calls)."""
@@ -154,7 +196,7 @@ class SqliteEngine(Engine):
             dbapi_conn.enable_load_extension(True)
             sqlite_vec.load(dbapi_conn)
             dbapi_conn.enable_load_extension(False)
-            register(dbapi_conn, _LazyRuntime(engine_ref))
+            register(dbapi_conn, _LazyRuntime(engine_ref), engine_ref.runtime_for)
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
@@ -223,9 +265,11 @@ class SqliteEngine(Engine):
 
     # -- embedding --------------------------------------------------------
     def model_status(self, conn: sa.Connection) -> dict[str, Any]:
-        path = self.settings.model_path
-        status: dict[str, Any] = {"engine": self.name, "model": "all-MiniLM-L6-v2 (ONNX, in-process)",
-                                  "location": str(path), "present": path.is_file()}
+        gen = self.active_generation(conn)
+        path = (self.settings.model_path if gen.model_name == catalog.MINILM.name
+                else catalog.get(gen.model_name).path_in(self.settings.data_path))
+        status: dict[str, Any] = {"engine": self.name, "model": f"{gen.model_name} (ONNX, in-process)",
+                                  "generation": gen.generation_id, "location": str(path), "present": path.is_file()}
         if not status["present"]:
             status["fix"] = "run `oracle-rag model build` (it also builds on first use)"
             return status
@@ -253,21 +297,34 @@ class SqliteEngine(Engine):
             return self._cached_search(conn, query, k, scope, filters, where, text)
 
     # -- the in-process vector cache ----------------------------------------
-    def vector_cache(self) -> VectorCache:
-        """This engine's cache (empty until the first semantic search loads it)."""
+    def vector_cache(self, gen: Generation | None = None) -> VectorCache:
+        """This engine's cache of ``gen``'s vectors (empty until a semantic search loads it).
+
+        One generation at a time: a search of another one (a flip) replaces
+        it, and the next sync loads that generation's column.
+        """
         with self._cache_lock:
-            if self._vector_cache is None:
-                self._vector_cache = VectorCache(self.path)
-            return self._vector_cache
+            cache = self._vector_cache
+            if cache is None or (gen is not None and cache.generation.generation_id != gen.generation_id):
+                if cache is not None:
+                    cache.reset()
+                cache = self._vector_cache = VectorCache(self.path, gen or INITIAL)
+            return cache
 
     def _cached_search(self, conn: sa.Connection, query: str, k: int, scope: Scope,
                        filters: Filters, where: Where | None = None, text: bool = True) -> list[Hit]:
-        # The query is embedded in the database, like every chunk.
-        qblob = conn.execute(self.statement(q.EMBED), {"text": query}).scalar_one()
-        return self.semantic_search_by_vector(conn, bytes(qblob), k, scope, filters, where, text)
+        # The query is embedded in the database, like every chunk, by the active generation's model.
+        gen = self.active_generation(conn)
+        qblob = conn.execute(self.statement(q.EMBED, gen=gen), {"text": gen.query_text(query)}).scalar_one()
+        return self._search_by_vector(conn, gen, bytes(qblob), k, scope, filters, where, text)
 
     def semantic_search_by_vector(self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope,
                                   filters: Filters, where: Where | None = None, text: bool = True) -> list[Hit]:
+        """The cached search for an already embedded query (a float32 blob) of the active generation."""
+        return self._search_by_vector(conn, self.active_generation(conn), qblob, k, scope, filters, where, text)
+
+    def _search_by_vector(self, conn: sa.Connection, gen: Generation, qblob: bytes, k: int, scope: Scope,
+                          filters: Filters, where: Where | None = None, text: bool = True) -> list[Hit]:
         """The cached search for an already embedded query (a float32 blob); benches time this.
 
         The ``k`` nearest records (each its nearest chunk): the cache proposes
@@ -277,15 +334,15 @@ class SqliteEngine(Engine):
         be evaluated in numpy: the exact SQL statement answers then.
         """
         if where is None:
-            answer = self._cache_answer(conn, qblob, k, scope, filters, text)
+            answer = self._cache_answer(conn, gen, qblob, k, scope, filters, text)
             if answer is not None:
                 return answer
         binds = search_binds(scope, filters, where, qvec=qblob, k=k)
-        return hits(conn.execute(self.statement(q.SEMANTIC_RECORDS_BY_VECTOR, where), binds).fetchall())
+        return hits(conn.execute(self.statement(q.SEMANTIC_RECORDS_BY_VECTOR, where, gen), binds).fetchall())
 
-    def _cache_answer(self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope,
+    def _cache_answer(self, conn: sa.Connection, gen: Generation, qblob: bytes, k: int, scope: Scope,
                       filters: Filters, text: bool = True) -> list[Hit] | None:
-        cache = self.vector_cache()
+        cache = self.vector_cache(gen)
         with index_reads("vector cache sync"):
             cache.sync()
         query = np.frombuffer(qblob, dtype="<f4")
@@ -297,8 +354,8 @@ class SqliteEngine(Engine):
             if not found.ids:
                 return []
             binds = search_binds(scope, filters, qvec=qblob, ids=found.ids)
-            rows = conn.execute(self.statement(q.SEMANTIC_CANDIDATES if text else q.SEMANTIC_CANDIDATE_KEYS),
-                                binds).fetchall()
+            rows = conn.execute(self.statement(q.SEMANTIC_CANDIDATES if text else q.SEMANTIC_CANDIDATE_KEYS,
+                                               gen=gen), binds).fetchall()
             if not (len(rows) == len(found.ids) and all(
                     abs(float(r[4]) - found.distances[int(r[0])]) <= DISTANCE_TOLERANCE for r in rows)):
                 # SQL dropped a candidate (scope, filters or a concurrent delete)
@@ -320,22 +377,28 @@ class SqliteEngine(Engine):
 
     def propose_semantic(self, conn: sa.Connection, query: str, k: int, scope: Scope,
                          filters: Filters) -> list[Hit] | None:
-        if not self._cache_ready():
+        gen = self.active_generation(conn)
+        if not self._cache_ready(gen):
             return None
         with embedding_errors():
-            qblob = conn.execute(self.statement(q.EMBED), {"text": query}).scalar_one()
-        return self.propose_semantic_by_vector(conn, bytes(qblob), k, scope, filters)
+            qblob = conn.execute(self.statement(q.EMBED, gen=gen), {"text": gen.query_text(query)}).scalar_one()
+        return self._propose_by_vector(conn, gen, bytes(qblob), k, scope, filters)
 
-    def _cache_ready(self) -> bool:
+    def _cache_ready(self, gen: Generation) -> bool:
         if not self.settings.embedded_vector_cache:
             return False
-        cache = self.vector_cache()
+        cache = self.vector_cache(gen)
         with index_reads("vector cache sync"):
             cache.sync()
         return cache.loaded and not cache.unusable
 
     def propose_semantic_by_vector(self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope,
                                    filters: Filters) -> SemanticHits | None:
+        """:meth:`_propose_by_vector` for the active generation (benches time this)."""
+        return self._propose_by_vector(conn, self.active_generation(conn), qblob, k, scope, filters)
+
+    def _propose_by_vector(self, conn: sa.Connection, gen: Generation, qblob: bytes, k: int, scope: Scope,
+                           filters: Filters) -> SemanticHits | None:
         """The ``k`` nearest records from the cache alone, ranked as the SQL re-check would rank them.
 
         The cache's candidates (keys included) are ordered by distance, then
@@ -349,9 +412,9 @@ class SqliteEngine(Engine):
         near tie somewhere in their 125 candidates). No scope check here:
         the caller shows these records only through ``shown_chunks``.
         """
-        if not self._cache_ready():
+        if not self._cache_ready(gen):
             return None
-        cache = self.vector_cache()
+        cache = self.vector_cache(gen)
         query = np.frombuffer(qblob, dtype="<f4")
         fetch = k + max(8, k // 4)
         while True:
@@ -365,13 +428,13 @@ class SqliteEngine(Engine):
                 continue
             now, later = self._near_tie_runs(ranked, first, k)
             if now:
-                settled = self._settle_chunks(conn, qblob, ranked, now)
+                settled = self._settle_chunks(conn, gen, qblob, ranked, now)
                 if settled is None:
                     return None
                 ranked = settled
                 first = _first_of_record(ranked)
             records = [row for row, is_first in zip(ranked, first, strict=True) if is_first]
-            return self._open_leg(conn, qblob, key_hits(records[:k]), later)
+            return self._open_leg(conn, gen, qblob, key_hits(records[:k]), later)
 
     def _near_tie_runs(self, ranked: list[tuple[Any, ...]], first: list[bool],
                        k: int) -> tuple[list[Run], list[Run]]:
@@ -410,7 +473,7 @@ class SqliteEngine(Engine):
                 later.append((lo, hi))
         return now, later
 
-    def _settle_chunks(self, conn: sa.Connection, qblob: bytes, ranked: list[tuple[Any, ...]],
+    def _settle_chunks(self, conn: sa.Connection, gen: Generation, qblob: bytes, ranked: list[tuple[Any, ...]],
                        runs: Sequence[Run]) -> list[tuple[Any, ...]] | None:
         """``ranked`` with each run (positions [start, end)) in SQL's order: SQL's distances, then id.
 
@@ -420,7 +483,7 @@ class SqliteEngine(Engine):
         concurrent write, a stale entry): the caller uses the checked leg.
         """
         ids = [row[0] for a, b in runs for row in ranked[a:b]]
-        rows = conn.execute(self.statement(q.CANDIDATE_DISTANCES),
+        rows = conn.execute(self.statement(q.CANDIDATE_DISTANCES, gen=gen),
                             {"qvec": qblob, "ids": json.dumps(sorted(ids))}).fetchall()
         if len(rows) != len(ids):
             return None
@@ -436,19 +499,20 @@ class SqliteEngine(Engine):
             out[a:b] = sorted(run, key=lambda row: (row[3], row[0]))
         return out
 
-    def _open_leg(self, conn: sa.Connection, qblob: bytes, hits: list[Hit], runs: list[Run]) -> SemanticHits:
+    def _open_leg(self, conn: sa.Connection, gen: Generation, qblob: bytes, hits: list[Hit],
+                  runs: list[Run]) -> SemanticHits:
         """``hits`` with the runs ``runs`` open, settled on demand in SQL (SemanticHits.settle)."""
 
         def settle(chosen: Sequence[Run]) -> SemanticHits | None:
             rows = [(h.chunk_id, h.source_type, h.source_id, h.score) for h in hits]
-            settled = self._settle_chunks(conn, qblob, rows, chosen)
+            settled = self._settle_chunks(conn, gen, qblob, rows, chosen)
             if settled is None:
                 return None
             by_id = {h.chunk_id: h for h in hits}
             out = [by_id[row[0]] if by_id[row[0]].score == row[3] else replace(by_id[row[0]], score=row[3])
                    for row in settled]
             done = set(chosen)
-            return self._open_leg(conn, qblob, out, [r for r in runs if r not in done])
+            return self._open_leg(conn, gen, qblob, out, [r for r in runs if r not in done])
 
         return SemanticHits(hits, runs, settle)
 
@@ -557,17 +621,27 @@ class SqliteEngine(Engine):
             self._keyword_stats[key] = (position, stats)
         return stats
 
-    def embed_texts(self, texts: Sequence[str]) -> dict[str, bytes]:
-        """The vectors ``vector_embedding()`` would store, from the same runtime, the same way.
+    def embed_texts(self, texts: Sequence[str]) -> dict[int, dict[str, bytes]]:
+        """The vectors ``vector_embedding()`` would store for each live generation, the same way.
 
-        The distinct texts are primed (one batched encoder run) and each is
-        then taken through ``runtime.embed``, exactly the function's path, so
-        a wrapper that counts, times or refuses texts sees every one.
+        ``texts`` are chunk contents; each generation embeds them as its
+        passages (prefix, then the 4000-byte cut). Per model the distinct
+        texts are primed (one batched encoder run) and each is then taken
+        through ``runtime.embed``, exactly the function's path, so a wrapper
+        that counts, times or refuses texts sees every one.
         """
-        distinct = list(dict.fromkeys(texts))
+        if not texts:
+            return {}
+        with self.connect() as conn:
+            live = self.live_generations(conn)
+        return {gen.generation_id: self.embed_passages(gen, texts) for gen in live.values()}
+
+    def embed_passages(self, gen: Generation, contents: Sequence[str]) -> dict[str, bytes]:
+        """``gen``'s vectors of chunk contents, keyed by the passage text it embeds."""
+        distinct = list(dict.fromkeys(embed_text(gen.passage_text(c)) for c in contents))
         if not distinct:
             return {}
-        runtime = self.runtime()
+        runtime = self.generation_runtime(gen)
         primed = getattr(runtime, "primed", None)
         with primed(distinct) if primed else nullcontext():
             return {text: runtime.to_blob(runtime.embed(text)) for text in distinct}
@@ -576,14 +650,15 @@ class SqliteEngine(Engine):
         """One batched encoder run over the distinct texts, then each through ``runtime.embed``."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        runtime = self.runtime()
+        with self.connect() as conn:  # the active generation's model, as every search uses
+            runtime = self.generation_runtime(self.active_generation(conn))
         primed = getattr(runtime, "primed", None)
         with primed(list(dict.fromkeys(texts))) if primed else nullcontext():
             vectors = {t: runtime.embed(t) for t in dict.fromkeys(texts)}
         return np.stack([np.asarray(vectors[t], dtype=np.float32) for t in texts])
 
     def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite],
-                      vectors: Mapping[str, bytes] | None = None) -> int:
+                      vectors: Mapping[int, Mapping[str, bytes]] | None = None) -> int:
         if vectors is not None:
             count = super().upsert_chunks(conn, chunks, vectors)
             self._prune_chunk_log(conn)
@@ -591,10 +666,14 @@ class SqliteEngine(Engine):
         # SQLite replaces an exception raised in vector_embedding() with a
         # fixed "user-defined function raised exception": re-raise the
         # EmbeddingError itself so the worker records why (broken model...).
-        # Embed the batch's texts in one batched run first; vector_embedding()
-        # in the statement then takes each vector from the runtime's memo.
-        primed = getattr(self.runtime(), "primed", None) if chunks else None
-        with embedding_errors(), (primed([c.embed_text for c in chunks]) if primed else nullcontext()):
+        # Embed the batch's texts in one batched run per live generation first;
+        # vector_embedding() in the statement then takes each vector from the memo.
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(embedding_errors())
+            for gen in (self.live_generations(conn).values() if chunks else ()):
+                primed = getattr(self.generation_runtime(gen), "primed", None)
+                if primed:
+                    stack.enter_context(primed([embed_text(gen.passage_text(c.content)) for c in chunks]))
             count = super().upsert_chunks(conn, chunks)
         self._prune_chunk_log(conn)
         return count

@@ -47,6 +47,7 @@ import numpy as np
 
 from . import engine_sql as q
 from .access_mask import AccessSlots
+from .generations import INITIAL, Generation, needs_generation, render
 from .records import Filters, Scope
 from .statements import Sql
 
@@ -88,17 +89,23 @@ def int_or_null(value: Any) -> int:
     raise Unusable(f"non-integer value of type {type(value).__name__} in a scope column")
 
 
-def sqlite_text(sql: Sql) -> str:
-    """The SQLite text (the cache reads on a plain DBAPI connection of its own)."""
+def sqlite_text(sql: Sql, gen: Generation = INITIAL) -> str:
+    """The SQLite text (the cache reads on a plain DBAPI connection of its own), ``gen``'s column."""
     if sql.sqlite is None:
         raise NotImplementedError("the vector cache runs SQLite statements only")
-    return sql.sqlite
+    return render(sql.sqlite, gen, "sqlite") if needs_generation(sql.sqlite) else sql.sqlite
 
 
 class VectorCache:
-    """The matrix, the scope columns and the position in RAG_CHUNK_LOG."""
+    """The matrix, the scope columns and the position in RAG_CHUNK_LOG, for one model generation.
 
-    def __init__(self, path: os.PathLike[str] | str) -> None:
+    Holds ``generation``'s vectors only (its column); a chunk whose vector of
+    that generation is missing is left out, so the cache never proposes a
+    chunk by another model's vector.
+    """
+
+    def __init__(self, path: os.PathLike[str] | str, generation: Generation = INITIAL) -> None:
+        self.generation = generation
         self._path = path
         self._lock = threading.Lock()
         self._conn: Any = None  # the cache's own connection, used under the lock only
@@ -276,7 +283,7 @@ class VectorCache:
     def _full_load(self, conn: Any, position: int, file_id: tuple[int, int] | None) -> None:
         self._clear()
         try:
-            cursor = conn.execute(sqlite_text(q.VECTOR_ROWS))
+            cursor = conn.execute(sqlite_text(q.VECTOR_ROWS, self.generation))
             while True:
                 batch = cursor.fetchmany(5000)
                 if not batch:
@@ -295,7 +302,7 @@ class VectorCache:
     def _apply(self, conn: Any, chunk_ids: Sequence[int]) -> None:
         for start in range(0, len(chunk_ids), ID_BATCH):
             part = [int(i) for i in chunk_ids[start : start + ID_BATCH]]
-            rows = conn.execute(sqlite_text(q.VECTOR_ROWS_BY_ID), {"ids": json.dumps(part)}).fetchall()
+            rows = conn.execute(sqlite_text(q.VECTOR_ROWS_BY_ID, self.generation), {"ids": json.dumps(part)}).fetchall()
             present = {int(r[0]) for r in rows}
             for chunk_id in part:
                 if chunk_id not in present:
@@ -313,7 +320,15 @@ class VectorCache:
 
     def _store(self, rows: Sequence[Any]) -> None:
         """Insert or overwrite rows (CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, EMBEDDING,
-        ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, CHUNK_NO, SOURCE_ID)."""
+        ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, CHUNK_NO, SOURCE_ID, the vector's generation).
+
+        A row whose vector another generation wrote (or none) is left out.
+        """
+        wanted = self.generation.generation_id
+        for r in rows:
+            if r[11] is None or int(r[11]) != wanted:
+                self._remove(int(r[0]))
+        rows = [r for r in rows if r[11] is not None and int(r[11]) == wanted]
         if not rows:
             return
         if self._dim == 0:

@@ -26,6 +26,7 @@ from typing import Any
 from flask import Blueprint, Request, Response, jsonify, request
 
 from ..errors import RagError
+from ..model_switch import switch_progress
 from .metrics import metrics_allowed
 from .state import state
 
@@ -63,6 +64,7 @@ def health_report(operator: bool = False) -> tuple[bool, dict[str, Any]]:
             report["queue"] = {"depth": stats.depth, "stalled_rows": stats.stalled, "failed_rows": stats.failed,
                                "oldest_age_s": stats.oldest_age_s}
             report["indexing"] = indexing_report(stats)
+            report["model_switch"] = switch_progress(rag.engine)
             failures = rag.engine.access_failures(conn)
             report["access"] = {"hidden_source_count": len(failures)}
             if operator:

@@ -463,6 +463,18 @@
       report = await res.json();
     } catch (e) { report = null; }
     const ix = report && report.indexing;
+    const sw = report && report.model_switch;
+    if (sw && !(ix && !ix.done)) {
+      // A model switch: searches use the active model until `oracle-rag model activate` flips.
+      const pct = sw.chunks ? Math.floor((100 * sw.embedded) / sw.chunks) : 100;
+      line.textContent = sw.done
+        ? "Model switch to " + sw.to + ": every chunk embedded; answers use " + sw.from + " until it is activated."
+        : "Model switch to " + sw.to + ": " + sw.embedded.toLocaleString() + " of " + sw.chunks.toLocaleString() +
+          " chunks embedded (" + pct + "%). Answers use " + sw.from + " meanwhile.";
+      line.hidden = false;
+      setTimeout(watchIndexing, 5000);
+      return;
+    }
     if (!ix || ix.done) { line.hidden = true; return; }
     const total = ix.indexed + ix.pending;
     const pct = total ? Math.floor((100 * ix.indexed) / total) : 0;
