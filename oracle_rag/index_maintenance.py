@@ -174,8 +174,10 @@ def rebuild(engine: Engine) -> str:
                 break
             except Exception as exc:
                 if i == len(plan) - 1:
+                    _require_index(engine, how, exc)
                     raise
                 refused.append(f"{how.split(' (')[0]} refused ({driver_error_code(exc) or type(exc).__name__})")
+        _require_index(engine, how)
     except (DatabaseError, ConfigurationError):
         raise
     except Exception as exc:
@@ -184,13 +186,34 @@ def rebuild(engine: Engine) -> str:
     return f"rebuilt {q.VECTOR_INDEX} on {chunks} chunks ({how}{fallback})"
 
 
+def _require_index(engine: Engine, how: str, failure: BaseException | None = None) -> None:
+    """After a rebuild (or its failure), the vector index must exist and be VALID; raise loudly otherwise.
+
+    ``DBMS_VECTOR.REBUILD_INDEX`` drops the index and creates it again: a
+    create that fails leaves no vector index, and ``FETCH APPROX`` then runs
+    as an exact scan with no error. A missing or unusable index is therefore
+    the error, whatever the rebuild statement itself said.
+    """
+    with engine.connect() as conn:
+        info = _info(engine, conn).get(q.VECTOR_INDEX)
+    if info is not None and info.get("status") == "VALID":
+        return
+    said = f" ({driver_error_code(failure) or type(failure).__name__})" if failure is not None else ""
+    state = "is gone" if info is None else f"is {info.get('status')}"
+    raise DatabaseError(f"{q.VECTOR_INDEX} {state} after {how}{said}: semantic search now scans every chunk; "
+                        f"run `oracle-rag index rebuild` again, or re-create it as migration V1 does "
+                        f"(docs/operations-oracle.md)", vendor_code=driver_error_code(failure) if failure else None)
+
+
 def rebuild_if_due(engine: Engine) -> str:
     """``bootstrap``'s step: rebuild when chunks exist and none were there at the last rebuild, or doubled.
 
-    Never raises for the rebuild itself: a deploy has already migrated and
-    loaded the model, and an index that could not be rebuilt still answers
-    (with the centroids it had). The failure is the returned line, and the
-    next bootstrap tries again (nothing was recorded).
+    Does not raise for a rebuild that failed and left the index as it was: a
+    deploy has already migrated and loaded the model, and that index still
+    answers (with the centroids it had). The failure is the returned line,
+    and the next bootstrap tries again (nothing was recorded). It raises when
+    the index is gone or not VALID afterwards (the package rebuild drops it
+    first): approximate search would silently scan.
     """
     if not engine.maintains_indexes:
         return EMBEDDED
@@ -204,6 +227,10 @@ def rebuild_if_due(engine: Engine) -> str:
     try:
         return "vector index: " + rebuild(engine)
     except DatabaseError as exc:
+        with engine.connect() as conn:
+            info = _info(engine, conn).get(q.VECTOR_INDEX)
+        if info is None or info.get("status") != "VALID":
+            raise  # the package rebuild dropped it and did not create it again: the deploy must not pass
         return (f"vector index: NOT rebuilt ({exc.message}); search still works with the old centroids; "
                 f"run `oracle-rag index rebuild` once the cause is fixed")
 

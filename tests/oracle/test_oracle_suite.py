@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.server
 import logging
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +34,9 @@ from oracle_helpers import (
 from oracle_rag import index_maintenance, provision
 from oracle_rag.chunking import ChunkPlan
 from oracle_rag.engines import Filters, Scope, facets_json
+from oracle_rag.engines import oracle_index_sql as index_sql
 from oracle_rag.engines import oracle_provision_sql as q
+from oracle_rag.errors import DatabaseError
 from oracle_rag.record_writes import record_write, write_records
 
 MANAGER = Scope(3, True)
@@ -157,9 +160,12 @@ def test_load_onnx_model_cloud_from_a_par_url(oracle_target: OracleTarget, model
     _in_container(oracle_target)
     name = "RAG_TEST_CLOUD_LOAD"
     system = new_system(oracle_target, tmp_path)
-    if not _scalar(system.engine, "SELECT COUNT(*) FROM ALL_OBJECTS WHERE OBJECT_NAME = 'DBMS_CLOUD'"):
+    # The package itself, compiled: a PUBLIC synonym alone (what ALL_OBJECTS also lists) is not DBMS_CLOUD.
+    if not _scalar(system.engine, "SELECT COUNT(*) FROM ALL_OBJECTS WHERE OBJECT_NAME = 'DBMS_CLOUD' "
+                                  "AND OBJECT_TYPE = 'PACKAGE' AND STATUS = 'VALID'"):
         system.close()
-        pytest.skip("DBMS_CLOUD is not installed in this database: LOAD_ONNX_MODEL_CLOUD fetches through it")
+        pytest.skip("DBMS_CLOUD is not installed (no VALID package) in this database: LOAD_ONNX_MODEL_CLOUD "
+                    "fetches through it")
     token = "Zx9testPARtoken"
     path = f"/p/{token}/n/ns1/b/models/o/all-MiniLM-L6-v2.onnx"
     server = _ModelServer(model_path.read_bytes(), path)
@@ -181,7 +187,14 @@ END;""", host=host, lower_port=port, upper_port=port, principal=APP_USER)
         def binds(_raw: Any) -> dict[str, Any]:
             return {"model_name": name, "replace": 0, "uri": url}
 
-        first = provision._run_block(system.engine, q.LOAD_MODEL_CLOUD, binds, "loading")  # noqa: SLF001
+        try:
+            first = provision._run_block(system.engine, q.LOAD_MODEL_CLOUD, binds, "loading")  # noqa: SLF001
+        except DatabaseError as exc:
+            # Plain http is this test's assumption (a local certificate would need a wallet); DBMS_CLOUD may
+            # accept only https. Said, not guessed: skip only when the refusal is about the URI's scheme.
+            if re.search(r"https|\bURI\b|protocol|scheme", exc.message, re.IGNORECASE) and not server.requests:
+                pytest.skip(f"DBMS_CLOUD refused the plain-http URI before fetching it: {exc.message[:200]}")
+            raise
         second = provision._run_block(system.engine, q.LOAD_MODEL_CLOUD, binds, "loading")  # noqa: SLF001
         assert (first, second) == ("LOADED", "SKIPPED")
         assert server.requests == [path]  # fetched once, by the database
@@ -200,10 +213,17 @@ END;""", host=host, lower_port=port, upper_port=port, principal=APP_USER)
 def test_hnsw_index_searches_and_rebuilds_through_the_package(oracle_target: OracleTarget, fresh) -> None:  # type: ignore[no-untyped-def]
     """An HNSW graph lives in the vector pool: VECTOR_MEMORY_SIZE is 0 by default, set as SYS
     (dynamic at CDB and PDB level, AI Vector Search User's Guide, "Size the Vector Pool")."""
+    # Sized for this test's index, not a production one: about 100 chunks of 384 FLOAT32 dimensions
+    # (~150 KB of vectors plus the graph), so 32 MB (the pool is allocated in SGA granules) fits inside
+    # Free's 2 GB where 256 MB might not. A database that cannot give the pool that memory, or where the
+    # parameter is not dynamic, skips with Oracle's reason.
     root = oracle_target.connect_sys(root=True)
     try:
         with root.cursor() as cur:
-            cur.execute("ALTER SYSTEM SET VECTOR_MEMORY_SIZE = 256M SCOPE = MEMORY")
+            cur.execute("ALTER SYSTEM SET VECTOR_MEMORY_SIZE = 32M SCOPE = MEMORY")
+    except Exception as exc:  # the driver's error: ORA-02097 and the like
+        pytest.skip(f"the vector pool could not be sized in this database (VECTOR_MEMORY_SIZE = 32M): "
+                    f"{str(exc).splitlines()[0][:200]}")
     finally:
         root.close()
     system = fresh(vector_index_type="HNSW", vector_index_accuracy=95)
@@ -240,7 +260,9 @@ def test_configured_partitions_survive_the_rebuild(fresh) -> None:  # type: igno
     system = fresh(vector_index_partitions=3)
     _index(system)
     engine = system.engine
-    assert 1 <= _centroids(engine) <= 3
+    # V1 builds the index on an empty table; how many centroids Oracle makes then is not documented,
+    # only that the count is the configured one at most.
+    assert _centroids(engine) <= 3
     line = index_maintenance.rebuild(engine)
     assert line.startswith("rebuilt RAG_CHUNK_VEC_IX on "), line
     with engine.connect() as conn:
@@ -387,3 +409,19 @@ def test_many_chunks_of_one_record_do_not_crowd_out_the_others(oracle_system) ->
                                       Filters(source_types=("PROJECT",)))
     assert len(hits) == 3 and len({h.source_id for h in hits}) == 3
     assert hits[0].source_id == "9601"
+
+
+def test_the_package_rebuild_keeps_the_index_its_partitions_and_its_accuracy(fresh) -> None:  # type: ignore[no-untyped-def]
+    """DBMS_VECTOR.REBUILD_INDEX(idx_name) drops the index and creates it again from its DDL: after it the
+    index must exist and be VALID (else FETCH APPROX would scan without a word: rebuild raises), keep the
+    configured partitions, and reach the target accuracy on stored vectors."""
+    system = fresh(vector_index_partitions=3)
+    _index(system)
+    engine = system.engine
+    with engine.begin() as conn:
+        conn.exec_driver_sql(engine.text(index_sql.REBUILD_PACKAGE))
+    index_maintenance._require_index(engine, "DBMS_VECTOR.REBUILD_INDEX")  # noqa: SLF001
+    assert 1 <= _centroids(engine) <= 3
+    status = index_maintenance.status(engine, probes=10, top_k=5)
+    assert status.indexes["RAG_CHUNK_VEC_IX"]["status"] == "VALID"
+    assert status.mean_accuracy is not None and status.mean_accuracy >= engine.settings.vector_index_accuracy, status
