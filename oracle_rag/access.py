@@ -214,8 +214,14 @@ def directory_for(engine: Engine | None) -> CallerDirectory:
 
 
 def access_status(engine: Engine) -> dict[str, Any]:
-    """What ``oracle-rag status`` says about callers' roles and groups in this process."""
+    """What ``oracle-rag status`` says about callers' roles and groups in this process.
+
+    A process that has not read the declared queries yet (the ``status`` command itself) reads them
+    now, so skipped rows and a failing query show where an operator looks.
+    """
     directory = directory_for(engine)
+    if directory.declared and directory.state.loaded_at is None:
+        directory.refresh(engine.sa_engine)
     state = directory.state
     return {"see_all_roles": list(directory.see_all_roles),
             "roles_from": "roles_query" if directory.roles_query else "EMPLOYEE.ROLE (when the table exists)",

@@ -142,7 +142,7 @@ def test_a_failing_source_that_declares_no_access_is_not_hidden(make_settings) -
     assert SqlSource("t", "SELECT id, body AS content, g FROM t", access=["group"], group_column="g").declares_access
 
 
-def test_one_bad_membership_row_is_skipped_and_reported(served, caplog) -> None:
+def test_one_bad_membership_row_is_skipped_and_reported(served, caplog, cli) -> None:
     rag = served.rag
     _exec(rag, "INSERT INTO team_member VALUES (:m, :t)", m=103, t="bad\x07team")
     _exec(rag, "INSERT INTO team_member VALUES ('x', 'ops')", "INSERT INTO member_role VALUES ('y', 'lead')")
@@ -162,6 +162,11 @@ def test_one_bad_membership_row_is_skipped_and_reported(served, caplog) -> None:
         assert load_caller(conn, LEAD, rag.engine).sees_all
     assert seen(served, OPS, "tickets") == {"tickets#1", "tickets#3"}
     assert seen(served, NET, "docs") == {"docs#10"}
+    # `oracle-rag status`, another process: it reads the queries itself and says so
+    status = cli("status", "--json", access_groups_query=rag.settings.access_groups_query,
+                 access_roles_query=rag.settings.access_roles_query)
+    assert status.exit_code == 0, status.output
+    assert json.loads(status.output)["access"]["skipped_rows"] == {"roles_query": 1, "groups_query": 2}
 
 
 def _cpu(action) -> float:  # noqa: ANN001
