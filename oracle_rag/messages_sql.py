@@ -1,11 +1,10 @@
-"""SQL over the stored conversations (``RAG_MESSAGE``) that more than one layer reads.
+"""SQL over the stored conversations (``RAG_MESSAGE``): the question an answer answers.
 
-The question an answer answers is not stored with the answer: it is the
-caller's message just before it in the same conversation. Feedback listings
-(chat/feedback_sql.py) and the accepted question -> SQL examples
-(aggregate/examples_sql.py) both read it; written once here so the two cannot
-pair an answer with different questions. A module of its own because
-``aggregate`` must not import ``chat`` (``chat`` imports ``aggregate``).
+The question is not stored with the answer: it is the caller's message just
+before it in the same conversation. A rating reads it (chat/feedback_sql.py)
+to store the question -> SQL example, with its literals as placeholders, that
+aggregate/examples.py offers; the feedback listings read it for the export.
+Written once here so the two cannot pair an answer with different questions.
 """
 
 from __future__ import annotations
