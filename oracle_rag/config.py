@@ -174,6 +174,8 @@ class Settings:
     audit_questions: bool = setting(False, help='[access] also store the question text in the audit trail (oracle-rag audit), and the guarded SQL with its literals (otherwise they are placeholders)')
     audit_retention: str = setting("30d", check=lambda v: _duration(v, 3600.0, 3650 * 86_400.0),
                                    help='[access] audit rows older than this are pruned by the background services')
+    reference_app: str = setting("AUTO", choices=("AUTO", "ON", "OFF"),
+                                 help="the reference application's sources (TASK, SPRINT, PROJECT) and people (EMPLOYEE): AUTO = where its tables exist; ON = always; OFF = never (a database whose own tables have those names)")
     people_query: str | None = setting(None, help="[people] query: SELECT (person id, name) or (person id, first name, last name), read on the read-only session: the names of every person facet's ids (docs/access.md); unset: EMPLOYEE's names where the reference application's tables exist, else ids are shown")
     people_refresh: str = setting("5m", check=lambda v: _duration(v, 1.0, 86_400.0),
                                   help='[people] refresh: how long the names read by the query are kept before being read again')

@@ -81,11 +81,13 @@ def person_name(parts: tuple[Any, ...]) -> str:
 class PeopleDirectory:
     """Names by person id for one deployment (thread-safe; one per Engine: :func:`people_for`)."""
 
-    def __init__(self, engine: Engine, query: str | None = None, *, refresh_s: float = DEFAULT_REFRESH_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        """``query``: the deployment's ``[people] query`` (None: the reference application's, where its
-        tables exist, looked for at each read so tables created after start-up are found)."""
+    def __init__(self, engine: Engine, query: str | None = None, *, reference: str = "AUTO",
+                 refresh_s: float = DEFAULT_REFRESH_S, clock: Callable[[], float] = time.monotonic) -> None:
+        """``query``: the deployment's ``[people] query``; None: the reference application's, as the
+        ``reference_app`` setting (``reference``) says: AUTO where its tables exist (looked for at each
+        read, so tables created after start-up are found), ON always, OFF never."""
         self._engine = engine
+        self.reference = reference
         self.query = None if not query else check_query(query, key="people.query")
         self.refresh_s = refresh_s
         self.clock = clock
@@ -137,6 +139,8 @@ class PeopleDirectory:
         """(the statement to read, where it comes from): declared, the reference app's, or none."""
         if self.query is not None:
             return self.query, DECLARED
+        if self.reference != "AUTO":
+            return (REFERENCE_PEOPLE, REFERENCE) if self.reference == "ON" else (None, "none")
         with self._engine.connect() as conn:
             present = reference_app_present(conn)
         return (REFERENCE_PEOPLE, REFERENCE) if present else (None, "none")
@@ -176,7 +180,8 @@ def people_for(engine: Engine) -> PeopleDirectory:
         if found is None:
             settings = engine.settings
             found = _DIRECTORIES[engine] = PeopleDirectory(
-                engine, settings.people_query, refresh_s=duration_seconds(settings.people_refresh) or DEFAULT_REFRESH_S)
+                engine, settings.people_query, reference=settings.reference_app,
+                refresh_s=duration_seconds(settings.people_refresh) or DEFAULT_REFRESH_S)
         return found
 
 

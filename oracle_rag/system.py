@@ -33,7 +33,8 @@ class RagSystem:
         self.settings = settings
         self.engine = engine or create_engine(settings)
         # Without explicit sources: the reference application's, where its tables exist (sources/reference.py).
-        self.sources: SourceRegistry = ReferenceRegistry(self.engine) if sources is None else SourceRegistry(sources)
+        self.sources: SourceRegistry = ReferenceRegistry(self.engine, mode=settings.reference_app) \
+            if sources is None else SourceRegistry(sources)
         self.indexer = Indexer(self.engine, self.sources)
         self._sql_sources: SourceRefresher | None = None
         self.people: PeopleDirectory = people_for(self.engine)  # checks [people] query now

@@ -146,3 +146,27 @@ def test_the_reference_app_declares_its_people(demo_rag: RagSystem) -> None:
         employees = conn.execute(sa.text("SELECT EMPLOYEE_ID, FIRST_NAME || ' ' || LAST_NAME FROM EMPLOYEE")).all()
     assert demo_rag.people.names() == dict(employees)
     assert demo_rag.status()["people"]["names_from"] == "EMPLOYEE (the reference application)"
+
+
+def test_reference_app_off_ignores_tables_of_the_same_names(demo_template: Path, make_settings, data_dir: Path,
+                                                             cli) -> None:
+    """OFF: a database whose own TASK, EMPLOYEE... are not the reference application's."""
+    import shutil
+
+    shutil.copyfile(demo_template, data_dir / "oracle-rag.db")
+    with RagSystem(make_settings(reference_app="off")) as rag:
+        assert rag.sources.types() == [] and rag.declarations() == []
+        assert rag.people.names() == {} and rag.status()["people"]["names_from"] == "none"
+    result = cli("backfill", reference_app="OFF")
+    assert result.exit_code == 0 and "nothing to backfill" in result.output
+
+
+def test_reference_app_on_requires_the_tables(make_settings, cli) -> None:
+    """ON: the reference sources without looking; a missing table is said as one, never as the connection."""
+    with RagSystem(make_settings(reference_app="ON")) as rag:
+        rag.migrate()
+        assert rag.sources.types() == ["TASK", "SPRINT", "PROJECT"]
+    result = cli("backfill", reference_app="ON")
+    assert result.exit_code == 1 and result.stderr.startswith("error: MISSING_TABLE: sqlite statement failed"), \
+        result.output
+    assert len(result.stderr.strip().splitlines()) == 1

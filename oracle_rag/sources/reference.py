@@ -245,25 +245,36 @@ def reference_app_present(conn: sa.Connection) -> bool:
     return True
 
 
+REFERENCE_MODES = ("AUTO", "ON", "OFF")
+
+
 class ReferenceRegistry(SourceRegistry):
     """The reference sources, registered only where the reference application's tables exist.
 
     A deployment with SQL-query sources only has no TASK to backfill, no task
-    words in its questions and no EMPLOYEE to name anyone from. The tables are
-    looked for on first use and, while they are missing, again at most every
-    ``recheck_s`` (an injected clock decides) or at once on ``settle(force=True)``
-    (``RagSystem.migrate(demo=True)`` calls it after creating them).
+    words in its questions and no EMPLOYEE to name anyone from. ``mode`` is the
+    ``reference_app`` setting: ``AUTO`` looks for the tables on first use and,
+    while they are missing, again at most every ``recheck_s`` (an injected clock
+    decides) or at once on ``settle(force=True)`` (``RagSystem.migrate(demo=True)``
+    calls it after creating them); ``ON`` registers them at once (a missing table
+    then fails as MISSING_TABLE where it is read); ``OFF`` never does (a database
+    whose own tables have the reference application's names).
     """
 
-    def __init__(self, engine: Engine, sources: Sequence[Source] | None = None, *, recheck_s: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, engine: Engine, sources: Sequence[Source] | None = None, *, mode: str = "AUTO",
+                 recheck_s: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
+        if mode not in REFERENCE_MODES:
+            raise ValueError(f"reference_app mode must be one of {REFERENCE_MODES}, not {mode!r}")
         self._engine = engine
-        self._pending = list(reference_sources() if sources is None else sources)
+        self.mode = mode
+        self._pending = [] if mode == "OFF" else list(reference_sources() if sources is None else sources)
         self._recheck_s = recheck_s
         self._clock = clock
         self._checked_at: float | None = None
         self._lock = threading.Lock()
+        if mode == "ON":
+            self._register()
 
     @property
     def active(self) -> bool:
@@ -271,6 +282,8 @@ class ReferenceRegistry(SourceRegistry):
         return self.settle()
 
     def settle(self, *, force: bool = False) -> bool:
+        if self.mode == "OFF":
+            return False
         if not self._pending:
             return True
         now = self._clock()
@@ -281,12 +294,15 @@ class ReferenceRegistry(SourceRegistry):
         with self._engine.connect() as conn:
             present = reference_app_present(conn)
         if present:
-            with self._lock:
-                for source in self._pending:
-                    if super().get(source.SOURCE_TYPE) is None:
-                        self.add(source)
-                self._pending = []
+            self._register()
         return present
+
+    def _register(self) -> None:
+        with self._lock:
+            for source in self._pending:
+                if super().get(source.SOURCE_TYPE) is None:
+                    self.add(source)
+            self._pending = []
 
     def get(self, source_type: str) -> Source | None:
         self.settle()
