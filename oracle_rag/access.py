@@ -77,6 +77,8 @@ class CallerDirectory:
             if settings.access_groups_query:
                 self.groups_query = check_query(settings.access_groups_query, key="access.groups_query")
             self.refresh_s = duration_seconds(settings.access_refresh) or 300.0
+        # reference_app = OFF: an EMPLOYEE table is the host's own, not the reference application's
+        self.reads_employee = settings is None or settings.reference_app != "OFF"
         self.clock = clock
         self._lock = threading.Lock()
         self._roles: dict[int, tuple[str, ...]] = {}
@@ -119,6 +121,8 @@ class CallerDirectory:
         return Caller(employee_id, roles, groups, name, see_all_roles=self.see_all_roles)
 
     def _employee_table(self, conn: sa.Connection) -> bool:
+        if not self.reads_employee:
+            return False
         if self._has_employee:
             return True
         found = bool(sa.inspect(conn).has_table("employee"))

@@ -157,6 +157,11 @@ def test_reference_app_off_ignores_tables_of_the_same_names(demo_template: Path,
     with RagSystem(make_settings(reference_app="off")) as rag:
         assert rag.sources.types() == [] and rag.declarations() == []
         assert rag.people.names() == {} and rag.status()["people"]["names_from"] == "none"
+        with rag.engine.connect() as conn:  # its EMPLOYEE is not the reference app's: any id is a caller
+            from oracle_rag.access import load_caller
+
+            stranger = load_caller(conn, 987654, rag.engine)
+        assert (stranger.employee_id, stranger.name, stranger.roles) == (987654, "", ())
     result = cli("backfill", reference_app="OFF")
     assert result.exit_code == 0 and "nothing to backfill" in result.output
 
