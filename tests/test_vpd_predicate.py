@@ -89,14 +89,16 @@ def test_no_policy_reads_its_own_table_and_each_fits_a_predicate() -> None:
         for text in package_returns(function):
             assert not re.search(table, text), (function, text)
             assert len(text.encode()) < 4000
-    assert "SYS_CONTEXT('RAG_ACCESS_CTX', 'GROUPS', 4000)" in package_returns("CHUNK_PREDICATE")[1]
+    # the groups come from the package's session state (any length), not a 4 KB context value
+    assert "JSON_TABLE(RAG_ACCESS_CTX_PKG.CALLER_GROUPS, '$[*]'" in package_returns("CHUNK_PREDICATE")[1]
+    assert "'GROUPS'" not in vpd.CREATE_PACKAGE_BODY.oracle
 
 
 def _sqlite_form(text: str) -> str:
     """Oracle's JSON_TABLE over the context's groups, as SQLite's json_each over the same value."""
     oracle_groups = vpd.CONTEXT_CALLER.groups
     assert text.count(oracle_groups) <= 1
-    return text.replace(oracle_groups, "(SELECT value FROM json_each(SYS_CONTEXT('RAG_ACCESS_CTX', 'GROUPS', 4000)))")
+    return text.replace(oracle_groups, "(SELECT value FROM json_each(CALLER_GROUPS()))")
 
 
 class Session:
@@ -104,14 +106,18 @@ class Session:
 
     def __init__(self) -> None:
         self.context: dict[str, str] = {}
+        self.groups = "[]"  # the package variable SET_CALLER fills (not a context value)
         self.client_identifier: str | None = None
 
     def sys_context(self, namespace: str, attribute: str, length: int = 256) -> str | None:
         if namespace == "USERENV":
             assert attribute == "CLIENT_IDENTIFIER"
             return self.client_identifier
-        assert namespace == "RAG_ACCESS_CTX" and (attribute != "GROUPS" or length == 4000)
+        assert namespace == "RAG_ACCESS_CTX" and attribute in ("SYSTEM", "CALLER_ID", "SEE_ALL")
         return self.context.get(attribute)
+
+    def caller_groups(self) -> str:  # the package's CALLER_GROUPS: the array SET_CALLER kept, '[]' without a caller
+        return self.groups if self.context.get("CALLER_ID") is not None else "[]"
 
     def unrestricted(self) -> bool:  # the package's UNRESTRICTED, read from the same context
         return self.context.get("SYSTEM") == "1" or (
@@ -136,6 +142,7 @@ def _bind_rows(conn: sa.Connection, scope: Scope) -> set[int]:
 def _register(conn: sa.Connection, session: Session) -> None:
     raw = conn.connection.driver_connection
     raw.create_function("SYS_CONTEXT", -1, session.sys_context)
+    raw.create_function("CALLER_GROUPS", 0, session.caller_groups)
     raw.create_function("TO_NUMBER", 1, lambda v: None if v is None else int(v))
     conn.exec_driver_sql("CREATE TEMP TABLE RAG_GUARDED_CALLER (TOKEN TEXT PRIMARY KEY, CALLER_ID INTEGER, "
                          "SEE_ALL INTEGER)")
@@ -193,7 +200,8 @@ def check(conn: sa.Connection, engine: Any, session: Session) -> None:
                     session.context, session.client_identifier = {}, TOKEN
                 else:  # SET_CALLER's context: the id, see-all as '1'/'0', the groups as the JSON array
                     session.context = {"CALLER_ID": str(binds["caller_id"]),
-                                       "SEE_ALL": "1" if binds["see_all"] == 1 else "0", "GROUPS": binds["groups"]}
+                                       "SEE_ALL": "1" if binds["see_all"] == 1 else "0"}
+                    session.groups = binds["groups"]
                     session.client_identifier = None
                 chunks = {r[0] for r in _policy_rows(conn, session, "CHUNK_PREDICATE", "SELECT CHUNK_ID FROM RAG_CHUNK")}
                 assert chunks == want, (scope, guarded)

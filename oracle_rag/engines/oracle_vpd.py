@@ -69,6 +69,10 @@ def context_call(parameters: Any) -> tuple[Any, dict[str, Any]] | None:
 def _call(dbapi_connection: Any, text: str, binds: Mapping[str, Any] | None = None) -> None:
     cursor = dbapi_connection.cursor()
     try:
+        if binds and "groups" in binds and type(cursor).__module__.split(".")[0] == "oracledb":
+            import oracledb  # SET_CALLER's p_groups is a CLOB: a str bind stops at 32,767 bytes in PL/SQL
+
+            cursor.setinputsizes(groups=oracledb.DB_TYPE_CLOB)
         cursor.execute(text, dict(binds or {}))
     finally:
         cursor.close()

@@ -77,22 +77,26 @@ BEGIN
 END;""")
 
 CREATE_PACKAGE = Sql(oracle="""CREATE OR REPLACE PACKAGE RAG_ACCESS_CTX_PKG AS
-  PROCEDURE SET_CALLER(p_caller_id IN NUMBER, p_see_all IN NUMBER, p_groups IN VARCHAR2);
+  PROCEDURE SET_CALLER(p_caller_id IN NUMBER, p_see_all IN NUMBER, p_groups IN CLOB);
   PROCEDURE SET_SYSTEM;
   PROCEDURE CLEAR_CALLER;
+  FUNCTION CALLER_GROUPS RETURN CLOB;
   FUNCTION CHUNK_PREDICATE(p_schema IN VARCHAR2, p_object IN VARCHAR2) RETURN VARCHAR2;
   FUNCTION ACL_PREDICATE(p_schema IN VARCHAR2, p_object IN VARCHAR2) RETURN VARCHAR2;
   FUNCTION TERM_PREDICATE(p_schema IN VARCHAR2, p_object IN VARCHAR2) RETURN VARCHAR2;
 END RAG_ACCESS_CTX_PKG;""")
 
-# The caller read from the context. The groups: a JSON array (at most 4000 bytes: a context value's
-# limit). SYS_CONTEXT returns at most 256 bytes unless its third argument asks for more (up to 4000):
-# without it a longer array came back cut, the JSON was invalid and the caller lost every group.
+# The caller read from the context: its id and see-all flag. The groups are not a context value:
+# DBMS_SESSION.SET_CONTEXT takes at most 4 KB per value (and SYS_CONTEXT returns at most 4000
+# bytes), so a caller whose groups' JSON array is longer would lose some or all of its groups on
+# Oracle only. SET_CALLER keeps the array in a package variable of the session (a CLOB: any
+# number of groups) and the predicate reads it through CALLER_GROUPS, a function of the same
+# package (the one the context names, owned by the schema, granted to nobody).
 CONTEXT_CALLER = CallerSql(
     caller_id="TO_NUMBER(SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID'))",
     see_all="TO_NUMBER(SYS_CONTEXT('RAG_ACCESS_CTX', 'SEE_ALL'))",
-    groups="(SELECT jt.g FROM JSON_TABLE(SYS_CONTEXT('RAG_ACCESS_CTX', 'GROUPS', 4000), '$[*]' "
-           "COLUMNS (g VARCHAR2(200 CHAR) PATH '$')) jt)")
+    groups="(SELECT jt.g FROM JSON_TABLE(RAG_ACCESS_CTX_PKG.CALLER_GROUPS, '$[*]' "
+           "COLUMNS (g VARCHAR2(400 CHAR) PATH '$')) jt)")
 # A session with no context may still be a guarded (read-only) session reading the aggregate views
 # (engines/guarded_scope_sql.py): it cannot set this context (it may not run the package), so its
 # caller is the RAG_GUARDED_CALLER row of the token it carries as CLIENT_IDENTIFIER, the rows the
@@ -141,24 +145,35 @@ def _policy_function(name: str) -> str:
 
 
 CREATE_PACKAGE_BODY = Sql(oracle=f"""CREATE OR REPLACE PACKAGE BODY RAG_ACCESS_CTX_PKG AS
-  PROCEDURE SET_CALLER(p_caller_id IN NUMBER, p_see_all IN NUMBER, p_groups IN VARCHAR2) IS
+  -- The caller's groups, a JSON array: session state, any length (a context value holds 4 KB).
+  g_groups CLOB;
+
+  PROCEDURE SET_CALLER(p_caller_id IN NUMBER, p_see_all IN NUMBER, p_groups IN CLOB) IS
   BEGIN
     DBMS_SESSION.CLEAR_ALL_CONTEXT('RAG_ACCESS_CTX');
+    g_groups := NVL(p_groups, '[]');
     DBMS_SESSION.SET_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID', TO_CHAR(p_caller_id));
     DBMS_SESSION.SET_CONTEXT('RAG_ACCESS_CTX', 'SEE_ALL', CASE WHEN p_see_all = 1 THEN '1' ELSE '0' END);
-    DBMS_SESSION.SET_CONTEXT('RAG_ACCESS_CTX', 'GROUPS', NVL(p_groups, '[]'));
   END SET_CALLER;
 
   PROCEDURE SET_SYSTEM IS
   BEGIN
     DBMS_SESSION.CLEAR_ALL_CONTEXT('RAG_ACCESS_CTX');
+    g_groups := NULL;
     DBMS_SESSION.SET_CONTEXT('RAG_ACCESS_CTX', 'SYSTEM', '1');
   END SET_SYSTEM;
 
   PROCEDURE CLEAR_CALLER IS
   BEGIN
     DBMS_SESSION.CLEAR_ALL_CONTEXT('RAG_ACCESS_CTX');
+    g_groups := NULL;
   END CLEAR_CALLER;
+
+  -- Read by the policies' predicates; a session with no caller set has no groups.
+  FUNCTION CALLER_GROUPS RETURN CLOB IS
+  BEGIN
+    RETURN CASE WHEN SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') IS NULL THEN '[]' ELSE NVL(g_groups, '[]') END;
+  END CALLER_GROUPS;
 
   -- The rule's see-all arm, decided once per parse rather than per row: no predicate at all.
   FUNCTION UNRESTRICTED RETURN BOOLEAN IS

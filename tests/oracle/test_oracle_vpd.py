@@ -52,6 +52,8 @@ GROUP = "ops"
 # Enough groups that the context's JSON array is longer than SYS_CONTEXT's default 256 bytes,
 # sorted before GROUP so GROUP sits past byte 256 (the bug the 4000-byte length fixed).
 MANY_GROUPS = tuple(f"aa-team-{i:03d}" for i in range(30)) + (GROUP,)
+# Past a context value's 4 KB (DBMS_SESSION.SET_CONTEXT): 400 groups, ~9.6 KB of JSON, GROUP last.
+HUGE_GROUPS = tuple(f"aa-department-team-{i:04d}" for i in range(400)) + (GROUP,)
 
 
 @dataclass
@@ -160,8 +162,8 @@ def test_access_vpd_set_before_provisioning_runs_until_the_package_exists(
         system.close()
 
 
-@pytest.mark.parametrize("see_all, groups", [(False, MANY_GROUPS), (False, ()), (True, ())],
-                         ids=["groups", "owner-only", "see-all"])
+@pytest.mark.parametrize("see_all, groups", [(False, MANY_GROUPS), (False, HUGE_GROUPS), (False, ()), (True, ())],
+                         ids=["groups", "groups-past-4kb", "owner-only", "see-all"])
 def test_a_statement_without_the_predicate_returns_only_what_the_policy_allows(
         world: World, see_all: bool, groups: tuple[str, ...]) -> None:
     caller = Scope(caller_id=world.owner, see_all=see_all, groups=groups)
@@ -251,8 +253,8 @@ def test_checkin_clears_the_caller_and_the_next_checkout_is_the_system_context(w
     cur = dbapi.cursor()
     try:
         cur.execute("SELECT SYS_CONTEXT('RAG_ACCESS_CTX', 'SYSTEM'), SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID'), "
-                    "SYS_CONTEXT('RAG_ACCESS_CTX', 'GROUPS') FROM DUAL")
-        assert cur.fetchone() == (None, None, None)
+                    "DBMS_LOB.SUBSTR(RAG_ACCESS_CTX_PKG.CALLER_GROUPS, 100, 1) FROM DUAL")
+        assert cur.fetchone() == (None, None, "[]")
         cur.execute("SELECT COUNT(*) FROM RAG_CHUNK")
         assert cur.fetchone() == (0,)
     finally:
