@@ -67,36 +67,63 @@ def rotate(vec: np.ndarray) -> np.ndarray:
     return np.asarray(vec, dtype=np.float32)[..., perm] * signs
 
 
+def _paused(step: str, call):  # noqa: ANN001, ANN202 - a test hook around an engine method
+    """``call`` run, then this process stops until killed: the crash tests SIGKILL it exactly there."""
+
+    def wrapped(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        result = call(*args, **kwargs)
+        print(f"PAUSED {step}", flush=True)
+        sys.stdin.readline()  # the parent kills us while we wait here
+        return result
+
+    return wrapped
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("step", choices=["worker", "switch", "activate", "rollback", "drop", "drain"])
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--name", default=ROTATED_NAME)
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--pause", choices=["load", "fill", "index", "flip"], default=None,
+                        help="stop (until killed) right after this step's work, before it commits")
+    parser.add_argument("--log", default=None, help="append a line per text the rotated model embeds")
     args = parser.parse_args(argv)
     register()
+    from writepath_helpers import CountingRuntime
+
     from oracle_rag import model_switch
     from oracle_rag.config import load_settings
     from oracle_rag.system import RagSystem
 
     rag = RagSystem(load_settings(env={}, data_dir=args.data_dir, batch_size=args.batch_size,
-                                  worker_poll_ms=20, worker_initial_delay_ms=0))
+                                  worker_poll_ms=50, worker_initial_delay_ms=0, embedding_threads=1))
+    engine = rag.engine
+    if args.log:
+        engine.set_runtime_for(ROTATED_NAME, CountingRuntime(engine.runtime_for(ROTATED_NAME),
+                                                             log_path=Path(args.log)))
+    hooks = {"load": "load_generation_model", "fill": "embed_passages", "index": "build_vector_index",
+             "flip": "active_generation"}
+    if args.pause:
+        setattr(engine, hooks[args.pause], _paused(args.pause, getattr(engine, hooks[args.pause])))
+    print("STARTED", flush=True)
     if args.step == "worker":
         rag.worker().run(threading.Event(), initial_delay=False)
     elif args.step == "drain":
         print(rag.worker().drain())
     elif args.step == "switch":
-        print(model_switch.switch(rag.engine, rag.settings, args.name))
+        print(model_switch.switch(engine, rag.settings, args.name))
     elif args.step == "activate":
-        print(model_switch.activate(rag.engine, args.name))
+        print(model_switch.activate(engine, args.name))
     elif args.step == "rollback":
-        print(model_switch.rollback(rag.engine))
+        print(model_switch.rollback(engine))
     else:
-        print(model_switch.drop(rag.engine, args.name))
+        print(model_switch.drop(engine, args.name))
     sys.stdout.flush()
     os._exit(0)
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     main()

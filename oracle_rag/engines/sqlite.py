@@ -134,6 +134,14 @@ class SqliteEngine(Engine):
                 self._runtimes[model_name] = runtime
             return runtime
 
+    def set_runtime_for(self, model_name: str, runtime: Any) -> None:
+        """Use a given runtime for a generation's model (tests count its embeddings)."""
+        if model_name == catalog.MINILM.name:
+            self.set_runtime(runtime)
+            return
+        with self._runtime_lock:
+            self._runtimes[model_name] = runtime
+
     def generation_runtime(self, gen: Generation) -> Any:
         return self.runtime_for(gen.model_name)
 
