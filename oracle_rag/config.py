@@ -121,6 +121,8 @@ class Settings:
     rrf_k: int = setting(60, 1, 10_000, help='Reciprocal Rank Fusion constant')
     semantic_weight: float = setting(1.0, 0.0, 100.0, help='RRF weight of the vector leg')
     keyword_weight: float = setting(1.0, 0.0, 100.0, help='RRF weight of the keyword leg')
+    hybrid_fusion: str = setting("RRF", choices=("RRF", "ZSCORE"), help="how hybrid fuses its legs: RRF = Reciprocal Rank Fusion (rrf_k, semantic_weight, keyword_weight); ZSCORE = each leg's scores standardised over the records it returned, then hybrid_alpha * semantic + (1 - hybrid_alpha) * keyword (ranks better on Cranfield and the help desk; its scores on the embedded engine agree with SQL's to about 1e-6, not exactly). See docs/retrieval.md")
+    hybrid_alpha: float = setting(0.6, 0.0, 1.0, help="ZSCORE fusion: the semantic leg's share (the keyword leg has the rest)")
     hybrid_depth: int = setting(100, 1, 400, help='each hybrid leg fetches its top `max(k, hybrid_depth)` records (capped at 400) for Reciprocal Rank Fusion')
     hybrid_semantic_chunk: str = setting("FIRST", choices=('FIRST', 'NEAREST'), help="which chunk ranks a record in hybrid's semantic leg: FIRST = its first window, as a single-vector retriever and the RRF baseline rank it; NEAREST = its nearest chunk, as semantic mode does (see docs/retrieval.md)")
     embedded_vector_cache: bool = setting(True,

@@ -18,7 +18,7 @@ from .retriever import RetrievedChunk
 SCORES: dict[str, tuple[str, str]] = {
     "semantic": ("distance", "cosine distance to the question, lower is closer"),
     "keyword": ("relevance", "keyword relevance (BM25 on SQLite, Oracle Text SCORE), higher is better"),
-    "hybrid": ("rrf", "reciprocal rank fusion of the semantic and keyword ranks, higher is better"),
+    "hybrid": ("fused", "the semantic and keyword legs fused (hybrid_fusion), higher is better"),
 }
 
 _STATUS_LINE = re.compile(r"^Status: ([^|\n]+)", re.MULTILINE)  # up to "|" or the line's end (stripped)

@@ -1,4 +1,4 @@
-"""Hybrid is, by construction, the Reciprocal Rank Fusion of two record lists (issue 25).
+"""Hybrid is, by construction, the fusion of two record lists: RRF (the default) or z-scores (issue 25).
 
 The quality baseline (bench/data/cranfield/SOURCE.md) fuses BM25 over each
 record with dense retrieval of each record as the model reads it (its first
@@ -109,7 +109,7 @@ def _reference_rrf(lists: Mapping[str, Sequence[tuple[str, int]]], rrf_k: int, k
 
 @pytest.mark.parametrize("depth", [3, 6, 100])
 def test_hybrid_is_the_rrf_of_keyword_and_first_window_lists(indexed, depth) -> None:
-    system = indexed(hybrid_depth=depth)  # hybrid_semantic_chunk = FIRST is the default
+    system = indexed(hybrid_depth=depth, hybrid_fusion="rrf")  # hybrid_semantic_chunk = FIRST is the default
     try:
         assert system.settings.hybrid_semantic_chunk == "FIRST"
         retriever = system.retriever()
@@ -132,7 +132,7 @@ def test_hybrid_is_the_rrf_of_keyword_and_first_window_lists(indexed, depth) -> 
 
 
 def test_nearest_fuses_semantic_modes_list_and_differs_on_a_deep_fact(indexed) -> None:
-    first, nearest = indexed(), indexed(hybrid_semantic_chunk="NEAREST")
+    first, nearest = indexed(hybrid_fusion="rrf"), indexed(hybrid_semantic_chunk="NEAREST", hybrid_fusion="rrf")
     try:
         question = QUESTIONS[0]  # its answer is in long-gen's last window only
         r = nearest.retriever()
@@ -256,3 +256,77 @@ def test_rrf_equals_its_definition_hit_by_hit() -> None:
         assert rrf(legs, k, 60, weights) == want, trial
         ties += len({r.score for r in want}) < len(want)
     assert ties > 15
+
+
+# -- score-normalised fusion (hybrid_fusion = ZSCORE) ----------------------------------------------------
+def _reference_zscore(lists: Mapping[str, Sequence[tuple[str, int, float]]], alpha: float,
+                      k: int) -> list[tuple[str, float]]:
+    """(record, chunk id, higher-is-better value) per leg -> each leg standardised over what it returned
+    (population deviation), a record a leg lacks at that leg's lowest, alpha * semantic + (1 - alpha) *
+    keyword; ties by the best rank, then the shown chunk's id. Written with numpy, apart from the product."""
+    z: dict[str, dict[str, float]] = {}
+    lowest: dict[str, float] = {}
+    best: dict[str, tuple[int, int]] = {}
+    for leg, ranked in lists.items():
+        values = np.array([v for _, _, v in ranked], dtype=np.float64)
+        spread = values.std() if len(values) else 0.0
+        scaled = (values - values.mean()) / spread if spread > 0 else np.zeros(len(values))
+        z[leg] = {record: float(x) for (record, _, _), x in zip(ranked, scaled, strict=True)}
+        lowest[leg] = float(scaled.min()) if len(values) else 0.0
+        for rank, (record, chunk_id, _) in enumerate(ranked, 1):
+            best[record] = min(best.get(record, (rank, chunk_id)), (rank, chunk_id))
+    share = {"semantic": alpha, "keyword": 1.0 - alpha}
+    score = {r: sum(share[leg] * z[leg].get(r, lowest[leg]) for leg in lists) for r in best}
+    order = sorted(score, key=lambda r: (-score[r], best[r]))[:k]
+    return [(r, score[r]) for r in order]
+
+
+def test_hybrid_is_the_zscore_fusion_of_keyword_and_first_window_lists(indexed) -> None:
+    system = indexed(hybrid_depth=6, hybrid_fusion="ZSCORE")
+    try:
+        retriever = system.retriever()
+        for question in QUESTIONS:
+            with system.engine.connect() as conn:
+                query = np.frombuffer(bytes(conn.exec_driver_sql("SELECT vector_embedding(?)",
+                                                                 (embed_text(question),)).scalar_one()), dtype="<f4")
+                vectors = {s: (c, np.frombuffer(bytes(b), dtype="<f4")) for c, s, b in conn.execute(FIRST_CHUNKS)}
+            dense = [(s, c, -(1.0 - float(v.astype(np.float64) @ query.astype(np.float64))
+                              / (np.linalg.norm(v) * np.linalg.norm(query))))
+                     for s, (c, v) in vectors.items()]
+            dense = sorted(dense, key=lambda x: (-x[2], x[1]))[:6]
+            keyword = [(h.source_id, vectors[h.source_id][0], h.score)
+                       for h in retriever.search(question, 6, MANAGER, "keyword")]
+            want = _reference_zscore({"semantic": dense, "keyword": keyword}, system.settings.hybrid_alpha, 5)
+            got = retriever.search(question, 5, MANAGER, "hybrid")
+            assert [h.source_id for h in got] == [r for r, _ in want], question
+            assert [h.score for h in got] == pytest.approx([s for _, s in want], abs=1e-4), question
+    finally:
+        system.close()
+
+
+def test_only_the_near_ties_that_can_reach_the_zscore_top_k_need_sqls_distances() -> None:
+    """ScoreFusion.runs_that_matter: settling just the runs it names gives the top k of the legs with
+    SQL's distances (the cache's differ by a hair), and most runs need no settling."""
+    from oracle_rag.engines import Hit
+    from oracle_rag.retriever import ScoreFusion
+
+    rng = np.random.default_rng(31)
+    skipped = total = 0
+    for trial in range(300):
+        truth, proposed, runs, keyword = _near_tie_case(rng)
+        k = int(rng.integers(1, 11))
+        # the cache's distances: SQL's within a hair, in the run's positions as the cache ordered them
+        cached = [Hit(h.chunk_id, h.source_type, h.source_id, "", h.score + float(rng.uniform(-2e-6, 2e-6)))
+                  for h in proposed]
+        alpha = float(rng.uniform(0.2, 0.9))
+        want = [(r.source_type, r.source_id) for r in ScoreFusion({"semantic": truth, "keyword": keyword},
+                                                                  alpha).top(k)]
+        needed = ScoreFusion({"semantic": cached, "keyword": keyword}, alpha).runs_that_matter(runs, k)
+        settled = list(cached)
+        for a, b in needed:
+            settled[a:b] = truth[a:b]
+        got = ScoreFusion({"semantic": settled, "keyword": keyword}, alpha).top(k)
+        assert [(r.source_type, r.source_id) for r in got] == want, trial
+        skipped += len(runs) - len(needed)
+        total += len(runs)
+    assert skipped > total // 2

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from oracle_rag.cli import main
 
-ANCHOR = re.compile(r"^\s*(\d+)\. \[(TASK|SPRINT|PROJECT) #(\d+)\]\s+(?:distance|relevance|rrf)=(-?[\d.]+) "
+ANCHOR = re.compile(r"^\s*(\d+)\. \[(TASK|SPRINT|PROJECT) #(\d+)\]\s+(?:distance|relevance|fused)=(-?[\d.]+) "
                     r"status=\S+ legs=([a-z,]+)", re.MULTILINE)
 
 
@@ -106,7 +106,7 @@ def test_bad_input_exits_with_a_clear_message(cli, args, code, message):
 
 @pytest.mark.parametrize(("mode", "name", "better"), [
     ("semantic", "distance", "lower is closer"), ("keyword", "relevance", "higher is better"),
-    ("hybrid", "rrf", "higher is better")])
+    ("hybrid", "fused", "higher is better")])
 def test_each_line_names_the_modes_score_and_the_records_status(cli, demo_rag, mode, name, better):
     """Issue 18: the score's meaning changes by mode, so it is named; the status is shown."""
     result = cli("blocked payment tasks", "--as", "3", "--mode", mode, "--k", "8")
