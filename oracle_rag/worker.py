@@ -7,6 +7,11 @@ anywhere before that commit leaves the queue rows in place. A failure is
 recorded on the rows (ATTEMPTS + 1 and LAST_ERROR) instead of dropping
 them; rows that reach ``max_attempts`` stay in the queue, are skipped by
 picks and reported until an operator runs ``oracle-rag queue retry``.
+A record whose re-index failed keeps its last good chunks but not their
+access: that is who could read it before the change the queue row announces
+(a task reassigned while its re-index fails must not stay with its old
+assignee), so it is readable only by see-all callers until it is indexed
+again (sources with a ``public`` policy excepted: their access never changes).
 
 Two shapes of batch, chosen by the engine (``Engine.prepared_writes``):
 
@@ -37,7 +42,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .config import Settings
-from .engines import Engine, QueueRow
+from .engines import Engine, QueueRow, RecordAccess
 from .engines.generations import STANDBY
 from .errors import RagError, wrap_driver_error
 from .indexer import Indexer, IndexPlan, IndexResult
@@ -160,7 +165,7 @@ class Worker:
                     self._add(result, self.indexer.apply(conn, *self._split({key: (action, ids)})))
                 self.engine.delete_queue_rows(conn, ids)
             except Exception as exc:
-                self._record_failure(conn, key, ids, exc, result)
+                self._record_failure(conn, key, (action, ids), exc, result)
 
     # -- prepared: embed outside the write lock, write in a short transaction -------
     def _prepared_batch(self, result: BatchResult) -> None:
@@ -195,7 +200,7 @@ class Worker:
             started = time.perf_counter()
             with self.engine.begin_exclusive() as conn:
                 locked = time.perf_counter()
-                self._record_failure(conn, key, group[1], exc, result)
+                self._record_failure(conn, key, group, exc, result)
             result.lock_wait_s += locked - started
             result.lock_s += time.perf_counter() - locked
 
@@ -267,13 +272,28 @@ class Worker:
         result.unchanged += res.unchanged
         result.deleted += res.deleted
 
-    def _record_failure(self, conn: sa.Connection, key: tuple[str, str], ids: list[int], exc: Exception,
-                        result: BatchResult) -> None:
+    def _record_failure(self, conn: sa.Connection, key: tuple[str, str], group: tuple[str, list[int]],
+                        exc: Exception, result: BatchResult) -> None:
+        action, ids = group
         message = safe_error(exc)
         self.engine.fail_queue_rows(conn, ids, message)
+        if action == "UPSERT":
+            self._hide(conn, key)
         result.failed_rows += len(ids)
         result.errors.append(f"{key[0]} #{key[1]}: {message}")
         log.error("re-index of %s #%s failed: %s", key[0], key[1], message)
+
+    def _hide(self, conn: sa.Connection, key: tuple[str, str]) -> None:
+        """Leave the record whose re-index failed to see-all callers (its stored access is no longer vouched for)."""
+        source_type, source_id = self.indexer.key(*key)
+        source = self.indexer.sources.get(source_type)
+        if source is None or "public" in source.access.rules:
+            return
+        try:
+            self.engine.write_access(conn, [(source_type, source_id, RecordAccess())])
+        except Exception as exc:  # the failure itself is recorded; the database refused this too
+            log.warning("re-index of %s #%s failed and its record could not be hidden: %s", source_type, source_id,
+                        safe_error(exc))
 
     def drain(self, max_batches: int | None = None) -> BatchResult:
         """Run batches until no pickable row is left (``--once``)."""

@@ -243,3 +243,47 @@ def test_anonymous_healthz_counts_hidden_sources_and_only_an_operator_reads_thei
     status = cli("status", "--json")
     assert json.loads(status.output)["access_hidden_errors"] == {"docs": code}
     assert f"[{code}]" in cli("status").output
+
+
+def test_a_reassigned_task_whose_reindex_fails_leaves_its_old_assignee(demo_rag) -> None:
+    """The write path too: a failed re-index cannot vouch for the stored access, so only see-all reads it."""
+    from chat_helpers import MANAGER, issue_tokens
+    from writepath_helpers import instrument
+
+    from oracle_rag.queue import enqueue
+
+    with demo_rag.engine.connect() as conn:
+        task_id, old = conn.execute(sa.text("SELECT TASK_ID, ASSIGNEE_ID FROM TASK WHERE ASSIGNEE_ID IS NOT NULL "
+                                            "ORDER BY TASK_ID")).first()
+        new = conn.execute(sa.text("SELECT EMPLOYEE_ID FROM EMPLOYEE WHERE ROLE = 'developer' AND EMPLOYEE_ID <> :o "
+                                   "ORDER BY EMPLOYEE_ID"), {"o": old}).scalar()
+    tokens = issue_tokens(demo_rag, (old, new, MANAGER))
+    server = make_server(create_app({"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None}), "127.0.0.1", 0,
+                         threads=2)
+    stop = threading.Event()
+    thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
+    thread.start()
+
+    def reads(member: int) -> bool:
+        got = http_request(f"127.0.0.1:{server.effective_port}", "GET", f"/api/chunks/TASK/{task_id}",
+                           headers={"Authorization": f"Bearer {tokens[member]}"})
+        assert got.status in (200, 404), got.text
+        return got.status == 200
+
+    try:
+        assert reads(old) and not reads(new) and reads(MANAGER)
+        runtime = instrument(demo_rag, fail_if=lambda text: "POISON" in text)
+        with demo_rag.engine.begin() as conn:
+            conn.execute(sa.text("UPDATE TASK SET ASSIGNEE_ID = :n, TITLE = 'POISON reassigned' WHERE TASK_ID = :t"),
+                         {"n": new, "t": task_id})
+            enqueue(conn, "TASK", task_id)
+        assert demo_rag.worker().run_once().failed_rows == 1
+        assert not reads(old) and not reads(new) and reads(MANAGER)
+        runtime.fail_if = None
+        result = demo_rag.worker().run_once()
+        assert result.failed_rows == 0 and result.embedded == 1
+        assert not reads(old) and reads(new) and reads(MANAGER)
+    finally:
+        stop.set()
+        thread.join(60)
+        assert not thread.is_alive()
