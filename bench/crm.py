@@ -403,8 +403,7 @@ def ask_all(rag: Any, world: World) -> list[dict[str, Any]]:
         with rag.engine.connect() as conn:
             caller = load_caller(conn, q.who, rag.engine)
         answer = chat.answer(q.text, caller, store=False)
-        cited = [c.anchor for c in answer.citations] if answer.answerer != "structured" or answer.citations else []
-        cited = cited or re.findall(r"\[[A-Z]+ #\d+\]", answer.answer)
+        cited = [c.anchor for c in answer.citations] or re.findall(r"\[[A-Z]+ #\d+\]", answer.answer)
         problem = q.check(answer.answer, cited)
         shown = ids_shown(answer.answer, world.names)
         out.append({"category": q.category, "who": q.who, "question": q.text, "person": q.person,
