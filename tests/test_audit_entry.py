@@ -120,6 +120,31 @@ def test_without_audit_questions_no_literal_of_the_question_is_kept(world) -> No
     assert "layoffs" not in kept.lower() and "17" not in kept, kept
 
 
+def test_mcp_ask_keeps_no_literal_either(demo_rag) -> None:
+    import anyio
+    from test_mcp import http_client, uvicorn_app
+
+    from oracle_rag.chat import Chat
+    from oracle_rag.integrations.mcp_server import http_app
+
+    token = issue_tokens(demo_rag, (DEV_A,))[DEV_A]
+    with ScriptedLLM().start() as llm:
+        settings = demo_rag.settings.with_overrides(llm_url=llm.url, llm_model="m", llm_api_key="k",
+                                                    llm_max_retries=0, llm_timeout_s=30.0)
+        llm.push_route(AGG_ONLY)
+        llm.push(json.dumps({"sql": SQL}), "Counted.")
+        with uvicorn_app(http_app(demo_rag, chat=Chat(demo_rag, LLMClient(settings)))) as url:
+            async def ask() -> None:
+                async with http_client(url, token) as session:
+                    asked = await session.call_tool("ask", {"question": QUESTION})
+                    assert not asked.is_error, asked
+
+            anyio.run(ask)
+    masked = "SELECT COUNT(*) AS N FROM RAG_V_TASK WHERE TITLE LIKE :text AND ESTIMATED_HOURS > :number"
+    assert [(r["entry"], r["action"], r["sql"], r["question"]) for r in audit_rows(demo_rag)] == [
+        ("mcp", "sql", masked, None), ("mcp", "answer", masked, None)]
+
+
 def test_a_client_header_does_not_make_a_request_the_page(world) -> None:
     for headers in ({"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors", "Origin": world.base,
                      "Referer": world.base + "/"}, {}):

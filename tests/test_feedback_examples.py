@@ -66,7 +66,7 @@ def world(demo_rag) -> Iterator[SimpleNamespace]:
         thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
         thread.start()
         try:
-            yield SimpleNamespace(rag=demo_rag, llm=llm, tokens=tokens, clock=clock,
+            yield SimpleNamespace(rag=demo_rag, llm=llm, tokens=tokens, clock=clock, settings=settings,
                                   base=f"http://127.0.0.1:{server.effective_port}")
         finally:
             stop.set()
@@ -148,6 +148,37 @@ def test_an_example_stays_with_its_caller_until_approved_and_is_masked(world, cl
     for missing in (candidate["id"] + 1000, 2**63, 2**70):
         refused = cli("feedback", "approve", missing)
         assert refused.exit_code == 2 and "no current example" in refused.output, refused.output
+
+
+def test_no_example_crosses_callers_through_v1_or_mcp(world) -> None:
+    import anyio
+    from test_mcp import http_client, uvicorn_app
+
+    from oracle_rag.chat import Chat
+    from oracle_rag.integrations.mcp_server import http_app
+
+    rated, _ = ask_aggregate(world, DEV_A, QUESTION, SECRET_SQL)
+    assert call(world, "/v1/feedback", {"message_id": rated["message_id"], "rating": "up"}, DEV_A)[0] == 201
+    other_sql = json.dumps({"sql": "SELECT COUNT(*) AS N FROM RAG_V_TASK"})
+    world.llm.push_route(AGG_ONLY)
+    world.llm.push(other_sql, "Counted.")
+    before = len(world.llm.requests)
+    status, _, _ = call(world, "/v1/chat/completions",
+                        {"model": "oracle-rag", "messages": [{"role": "user", "content": LIKE_QUESTION}]}, DEV_B)
+    assert status == 200
+    with uvicorn_app(http_app(world.rag, chat=Chat(world.rag, LLMClient(world.settings)))) as url:
+        world.llm.push_route(AGG_ONLY)
+        world.llm.push(other_sql, "Counted.")
+
+        async def ask() -> None:
+            async with http_client(url, world.tokens[DEV_B]) as session:
+                assert not (await session.call_tool("ask", {"question": LIKE_QUESTION})).is_error
+
+        anyio.run(ask)
+    sql_requests = [r for r in world.llm.requests[before:] if SQL_MARKER in r.system]
+    assert len(sql_requests) == 2
+    for request in sql_requests:  # /v1, then MCP: the other developer's prompt holds nothing of the example
+        assert examples_in(request) == [] and "layoffs" not in whole_prompt(request).lower()
 
 
 def test_the_newest_rating_counts(world, cli) -> None:
