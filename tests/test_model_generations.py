@@ -9,6 +9,7 @@ embedded the query with one model and compared it with the other's vectors could
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 from generation_helpers import ROTATED_NAME, register
@@ -159,3 +160,28 @@ def test_no_statement_can_compare_two_generations() -> None:
             for side in (value.oracle, value.sqlite):
                 if side and vector_word.search(side):
                     assert not re.search(r"\bEMBEDDING(_2)?\b", side), f"{name} names a vector column directly"
+
+
+def test_a_model_with_prefixes_gets_them_on_passages_and_queries(demo_rag) -> None:
+    """e5 style: 'passage: ' before every stored chunk the model embeds, 'query: ' before the question."""
+    from dataclasses import replace
+
+    from generation_helpers import rotate
+
+    from oracle_rag.embedding import catalog
+
+    rag = demo_rag
+    prefixed = replace(catalog.get(ROTATED_NAME), name="minilm-rotated-prefixed", query_prefix="query: ",
+                       passage_prefix="passage: ", filename="minilm-rotated.onnx")
+    catalog.register(prefixed)
+    model_switch.switch(rag.engine, rag.settings, prefixed.name)
+    fill(rag)
+    model_switch.activate(rag.engine)
+    minilm = rag.engine.runtime()
+    with rag.engine.connect() as conn:
+        content, stored = conn.execute(sa.text(
+            "SELECT CONTENT, EMBEDDING_2 FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = '3'")).first()
+        query = rag.engine.embed(conn, "payment retry logic")
+    assert np.allclose(np.frombuffer(stored, "<f4"), rotate(minilm.embed("passage: " + content)), atol=1e-5)
+    assert np.allclose(query, rotate(minilm.embed("query: payment retry logic")), atol=1e-5)
+    assert not np.allclose(query, rotate(minilm.embed("payment retry logic")), atol=1e-3)

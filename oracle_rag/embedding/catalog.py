@@ -9,17 +9,13 @@ never test for a model by name.
 
 Prefixes. e5 was trained with ``"query: "`` before a search query and
 ``"passage: "`` before a text to be found; without them its ranking drops.
-The augmented graphs do not add them (one file serves both roles), so both
-engines prepend them *in SQL*, the same statement on both::
-
-    Oracle   VECTOR_EMBEDDING(MODEL USING :passage_prefix || :embed_text AS data)
-    SQLite   vector_embedding(:passage_prefix || :embed_text)
-
-Bind the prefix as a string, never ``None``: for all-MiniLM-L6-v2 it is
-``''``, and ``'' || x`` is ``x`` on both engines (Oracle reads ``''`` as NULL
-and ``NULL || x`` as ``x``; SQLite's ``NULL || x`` would be NULL). Texts
-primed for the embedded engine's batched path must carry the same prefix,
-since the memo is keyed by the exact text ``vector_embedding()`` receives.
+The augmented graphs do not add them (one file serves both roles). A model
+generation carries its model's prefixes (``RAG_MODEL_GENERATION``,
+``engines/generations.py``), and the code that binds a text puts them in
+front of it on both engines: ``Generation.query_text`` for a question,
+``Generation.passage_text`` for a chunk, before the 4,000-byte cut, so the
+bound text is exactly what the model embeds (and what the embedded engine's
+primed memo is keyed by). For all-MiniLM-L6-v2 both are empty.
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ class SqliteEngine(Engine):
 
     def runtime_for(self, model_name: str) -> Any:
         """The runtime of a generation's model (the catalog's file, built on first use)."""
-        if model_name == catalog.MINILM.name:
+        if model_name == catalog.DEFAULT.name:
             return self.runtime()
         with self._runtime_lock:
             runtime = self._runtimes.get(model_name)
@@ -136,7 +136,7 @@ class SqliteEngine(Engine):
 
     def set_runtime_for(self, model_name: str, runtime: Any) -> None:
         """Use a given runtime for a generation's model (tests count its embeddings)."""
-        if model_name == catalog.MINILM.name:
+        if model_name == catalog.DEFAULT.name:
             self.set_runtime(runtime)
             return
         with self._runtime_lock:
@@ -274,7 +274,7 @@ class SqliteEngine(Engine):
     # -- embedding --------------------------------------------------------
     def model_status(self, conn: sa.Connection) -> dict[str, Any]:
         gen = self.active_generation(conn)
-        path = (self.settings.model_path if gen.model_name == catalog.MINILM.name
+        path = (self.settings.model_path if gen.model_name == catalog.DEFAULT.name
                 else catalog.get(gen.model_name).path_in(self.settings.data_path))
         status: dict[str, Any] = {"engine": self.name, "model": f"{gen.model_name} (ONNX, in-process)",
                                   "generation": gen.generation_id, "location": str(path), "present": path.is_file()}
