@@ -172,3 +172,15 @@ def test_the_embedded_engine_embeds_sentences_as_its_sql_function_does(helpdesk)
         one_by_one = np.asarray([helpdesk.engine.embed(conn, t) for t in texts], dtype=np.float32)
     assert batch.shape == (3, 384)
     assert np.allclose(batch, one_by_one, atol=1e-5)
+
+
+def test_a_sentence_labelled_with_the_kind_wins_over_one_that_only_mentions_a_cue() -> None:
+    record = """Dashboard takes over a minute to load
+The operations dashboard takes 70 to 90 seconds to load for our account.
+Comments:
+- Priya Natarajan (2026-02-19): Workaround: set the dashboard's date range to the last 30 days; it loads in 4 seconds.
+- Ana Pérez (2026-02-24): The index fix cannot go out until the partition migration is done."""
+    assert cues().answers("workaround", "workaround: set the date range") == 2.0
+    assert cues().answers("workaround", "it cannot go out until friday") == 1.0
+    record_no, text = quoted("Is there a workaround for the slow dashboard until the index is fixed?", [record])
+    assert text.startswith("Workaround: set the dashboard's date range")

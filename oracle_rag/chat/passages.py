@@ -55,6 +55,7 @@ _COMMENT = re.compile(r"^-[ \t]+(?P<author>[^\s:()][^:()\n]{1,59}?)(?:[ \t]+\((?
 _HEADER = re.compile(r"^[A-Z][\w ]{0,24}:\s*\S")
 _LABEL = re.compile(r"^(?:Description|Descripción|Body|Summary|Resumen):\s+", re.IGNORECASE)
 _SPLIT = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[\"“¿¡(]?[A-ZÁÉÍÓÚÑ0-9])")
+_LABELLED = re.compile(r"\w*\s?:")  # what follows a label's word: the rest of it, then a colon
 _WORD = re.compile(r"\w+(?:[.\-/]\w+)*")
 STEM = 5  # characters of a word compared: "blocked"/"blocking", "rechazado"/"rechazo"
 MIN_WORDS = 3
@@ -90,8 +91,15 @@ class Cues:
         folded = fold(question)
         return [k for k, (asks, _, _) in self.kinds.items() if any(_has(folded, p) for p in asks)]
 
-    def answers(self, kind: str, folded_sentence: str) -> bool:
-        return any(_has(folded_sentence, p) for p in self.kinds[kind][1])
+    def answers(self, kind: str, folded_sentence: str) -> float:
+        """1 when the sentence holds one of the kind's answer phrases, 2 when it is labelled with one
+        ("Workaround: ...", "Root cause: ...", "Decisión: ..."), else 0."""
+        found = [p for p in self.kinds[kind][1] if _has(folded_sentence, p)]
+        if not found:
+            return 0.0
+        labelled = any(folded_sentence.startswith(p.rstrip("*")) and _LABELLED.match(folded_sentence, len(p.rstrip("*")))
+                       for p in found)
+        return 2.0 if labelled else 1.0
 
     def wants_author(self, kinds: Sequence[str]) -> bool:
         return any(self.kinds[k][2] for k in kinds)
@@ -207,7 +215,7 @@ def best_passages(question: str, contents: Sequence[str], embed: Embedder | None
     for n, (i, sentences) in enumerate(found):
         terms = sum(w for t, w in weight.items() if t in have[n]) / total
         folded = fold(texts[n])
-        cue = max((1.0 if catalog.answers(k, folded) else 0.0 for k in kinds), default=0.0)
+        cue = max((catalog.answers(k, folded) for k in kinds), default=0.0)
         reply = sentences[0].author is not None and i in discussed
         base = (W_TERMS * terms + W_CUE * cue + W_RECORD * record_terms[i] + W_RANK / (1 + i)
                 + (W_REPLY if reply else 0.0) + (W_AUTHOR if wants_author and reply else 0.0))
