@@ -82,12 +82,39 @@ def test_a_filter_cites_exactly_the_matching_visible_records(demo_rag, employee,
 def test_filters_apply_before_ranking_in_every_search_mode(demo_rag, mode):
     caller = who(demo_rag, MANAGER)
     want = truth(demo_rag, caller, "t.STATUS <> 'DONE' AND p.NAME = 'Nova Mobile'")
-    answer = chat(demo_rag, ).answer("open tasks in Nova Mobile about push notifications", caller, mode=mode,
-                                     store=False)
+    answer = chat(demo_rag).answer("open tasks in Nova Mobile about SSO with Azure AD", caller, mode=mode,
+                                   store=False)
     got = cited_tasks(answer)
     assert got and got <= want and answer.structured["total"] == len(want)
-    assert len(got) == min(len(want), demo_rag.settings.list_limit)
-    assert answer.structured["topic"] == "push notifications"
+    assert answer.structured["topic"] == "SSO Azure AD"
+    # only the records about the topic are listed: each holds both words; every open Nova Mobile task titled
+    # with them is one of them, and the answer says how many match the filters but not the topic
+    titled = truth(demo_rag, caller, "t.STATUS <> 'DONE' AND p.NAME = 'Nova Mobile' AND t.TITLE LIKE '%SSO with Azure%'")
+    assert titled and titled <= got and all(holds_words(demo_rag, task, ("sso", "azure")) for task in got)
+    assert f"{len(want) - len(got)} match the filters but not \u201cSSO Azure AD\u201d" in answer.answer
+
+
+def holds_words(rag, task_id: str, stems: tuple[str, ...]) -> bool:
+    """The task's own text (title, description, comments) holds every one of ``stems``."""
+    with rag.engine.connect() as conn:
+        text = " ".join(str(v) for v in conn.execute(sa.text(
+            "SELECT TITLE, COALESCE(DESCRIPTION, '') FROM TASK WHERE TASK_ID = :t UNION ALL "
+            "SELECT BODY, '' FROM TASK_COMMENT WHERE TASK_ID = :t"), {"t": int(task_id)}).fetchall()
+            for v in v).lower()
+    return all(stem in text for stem in stems)
+
+
+def test_a_filter_with_a_topic_nothing_is_about_answers_the_topic_without_it(demo_rag):
+    """No blocked task is about the topic: said, and the topic answered without the filter, naming it."""
+    caller = who(demo_rag, MANAGER)
+    answer = chat(demo_rag).answer("which blocked tasks are about SSO with Azure AD?", caller, store=False)
+    blocked = truth(demo_rag, caller, "t.STATUS = 'BLOCKED'")
+    about = truth(demo_rag, caller, "t.TITLE LIKE '%SSO with Azure%'")
+    assert blocked and about and not blocked & about  # the demo's data: the premise of the question
+    first = answer.answer.split("\n", 1)[0]
+    assert first == (f"None of the {len(blocked)} tasks matching status: BLOCKED is about \u201cSSO Azure AD\u201d; "
+                     "without status: BLOCKED, about \u201cSSO Azure AD\u201d:")
+    assert answer.route == "retrieval" and cited_tasks(answer) and cited_tasks(answer) <= about
 
 
 @pytest.mark.parametrize("employee", [MANAGER, DEV_B])

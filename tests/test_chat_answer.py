@@ -45,6 +45,22 @@ def test_extractive_answer_without_a_model(demo_rag) -> None:
     assert result.conversation_id is not None
 
 
+def test_nothing_about_the_topic_says_so_and_shows_the_closest_records(demo_rag, llm: ScriptedLLM) -> None:
+    """Records come back for any question (the most similar exist); when none of the first holds half of
+    the topic's words, the answer says nothing says so, shows the closest ones under that line, and no
+    model is asked to make something of them. A follow-up in a conversation is not judged by its words."""
+    dev = caller(demo_rag, DEV_A)
+    for chat in (Chat(demo_rag), llm_chat(demo_rag, llm)):
+        result = chat.answer("why did the aquarium pump in the lobby flood the basement?", dev)
+        assert result.answerer == "extractive" and result.answer.startswith("Nothing I can see says that")
+        assert "\u201caquarium pump lobby flood basement\u201d" in result.answer and result.citations
+        assert llm.requests == []
+    es = Chat(demo_rag).answer("¿por qué se inundó el sótano por la bomba del acuario?", dev, store=False)
+    assert es.answer.startswith("Nada de lo que puedo ver lo dice")
+    own = task_chunks_of(demo_rag, DEV_A)[0]
+    assert Chat(demo_rag).answer(own.title, dev).answer.startswith(EXTRACTIVE_HEADER)  # about it: answered
+
+
 def test_nothing_visible_means_no_answer_and_no_model_call(demo_rag, llm: ScriptedLLM) -> None:
     result = llm_chat(demo_rag, llm).answer("zzqxj vvkpw", caller(demo_rag, DEV_A), mode="keyword")
     assert (result.answerer, result.answer, result.citations) == ("none", NOTHING_FOUND, [])
@@ -82,12 +98,13 @@ def test_conversation_history_reaches_the_model_within_budget(demo_rag, llm: Scr
     dev = caller(demo_rag, DEV_A)
     chat = llm_chat(demo_rag, llm, history_token_budget=1500)
     llm.push("first answer", "second answer", "third answer")
-    first = chat.answer("what is the login timeout about?", dev)
+    asked = f"what is {task_chunks_of(demo_rag, DEV_A)[0].title} about?"  # one of theirs: the model is asked
+    first = chat.answer(asked, dev)
     second = chat.answer("and what about invoices?", dev, first.conversation_id)
     assert second.conversation_id == first.conversation_id
     roles = [m["role"] for m in llm.requests[1].messages]
     assert roles == ["system", "user", "assistant", "user"]
-    assert llm.requests[1].messages[1]["content"] == "what is the login timeout about?"
+    assert llm.requests[1].messages[1]["content"] == asked
     # an answer citing nothing is followed by the extractive one, saying so (issue 26)
     assert llm.requests[1].messages[2]["content"].startswith("first answer\n\nThe language model's answer")
     # a budget that holds one pair keeps only the newest one

@@ -375,7 +375,7 @@ def test_llm_down_then_slow_then_back(demo_rag, llm_port, tmp_path, caplog) -> N
 
     cfg = write_config(tmp_path / "cli.toml", rag.settings.data_path, llm_url=url, llm_model="m",
                        llm_timeout_s=1.0, llm_max_retries=0)
-    assert_cli_error(run_cli(["ask", "login timeout", "--as", str(DEV_A)], config=cfg), 1,
+    assert_cli_error(run_cli(["ask", "invoice PDF generation", "--as", str(DEV_A)], config=cfg), 1,
                      "LLM", "could not be reached")
 
     with ScriptedLLM() as llm:
@@ -393,7 +393,7 @@ def test_llm_down_then_slow_then_back(demo_rag, llm_port, tmp_path, caplog) -> N
         body = client.get("/healthz").get_json()
         assert body["llm"]["ok"] is True and body["llm"]["last_error"] is None and body["degraded"] == []
         llm.push("CLI answers too.")
-        asked = run_cli(["ask", "login timeout", "--as", str(DEV_A)], config=cfg)
+        asked = run_cli(["ask", "invoice PDF generation", "--as", str(DEV_A)], config=cfg)
         assert asked.returncode == 0 and asked.stdout.startswith("CLI answers too."), asked.stderr
 
 

@@ -117,7 +117,7 @@ def test_a_full_session_leaks_no_secret(demo_rag, session_env, tmp_path: Path) -
             assert call("healthz", "GET", "/healthz").status == 200
             assert call("me", "GET", "/api/me", headers=auth).status == 200
             llm.push("See the records.")  # uncited: the extractive answer follows it (issue 26)
-            answer = call("chat", "POST", "/api/chat", {"question": "login timeout"}, auth)
+            answer = call("chat", "POST", "/api/chat", {"question": "invoice PDF generation"}, auth)
             assert answer.status == 200 and answer.json()["answerer"] == "extractive" and llm.requests
             conversation = answer.json()["conversation_id"]
             llm.push("Streaming works too.")
@@ -140,11 +140,11 @@ def test_a_full_session_leaks_no_secret(demo_rag, session_env, tmp_path: Path) -
                         auth).status == 400
             assert call("missing", "GET", "/api/conversations/" + "f" * 32, headers=auth).status == 404
             llm.push(Reply(status=401))  # the endpoint refuses the key
-            assert call("llm 401", "POST", "/api/chat", {"question": "login timeout"}, auth).status == 502
+            assert call("llm 401", "POST", "/api/chat", {"question": "invoice PDF generation"}, auth).status == 502
             llm.push(Reply(status=500), Reply(status=500))
-            assert call("llm 500", "POST", "/api/chat/stream", {"question": "login timeout"}, auth).status == 502
+            assert call("llm 500", "POST", "/api/chat/stream", {"question": "invoice PDF generation"}, auth).status == 502
             llm.stop()  # the model goes away
-            assert call("llm down", "POST", "/api/chat", {"question": "login timeout"}, auth).status == 502
+            assert call("llm down", "POST", "/api/chat", {"question": "invoice PDF generation"}, auth).status == 502
             assert call("healthz after", "GET", "/healthz").status == 200
             assert call("metrics", "GET", "/metrics").status == 200
         finally:

@@ -98,8 +98,8 @@ def ask_once(rag: Any, path: str, question: str, token: str) -> tuple[int, str]:
 
 def test_span_tree_of_one_chat_request(demo_rag, exporter) -> None:
     token = issue_tokens(demo_rag, (DEV_A,))[DEV_A]
-    # an aggregate-looking question: only those are routed by the model (issue 26)
-    question = "average estimate of " + task_chunks_of(demo_rag, DEV_A)[0].title
+    # an aggregate-looking question that is no aggregate of a measure: only those are routed by the model
+    question = "how many comments mention " + task_chunks_of(demo_rag, DEV_A)[0].title
     status, _ = ask_once(demo_rag, "/api/chat", question, token)
     assert status == 200
     spans = exporter.get_finished_spans()

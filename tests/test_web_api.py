@@ -335,7 +335,7 @@ def test_injected_instructions_stay_data_and_scope_holds(web_llm, llm: ScriptedL
 @pytest.mark.parametrize("statuses", [[500], [429, 503]])
 def test_llm_retries_then_answers(web_llm, llm: ScriptedLLM, statuses: list[int]) -> None:
     llm.push(*[Reply(status=s, retry_after="0" if s == 429 else None) for s in statuses], "recovered")
-    response = web_llm.client.post("/api/chat", headers=web_llm.as_(DEV_A), json={"question": "login timeout"})
+    response = web_llm.client.post("/api/chat", headers=web_llm.as_(DEV_A), json={"question": "invoice PDF generation"})
     assert response.status_code == 200 and response.get_json()["answer"].startswith("recovered")
     assert len(llm.requests) == len(statuses) + 1
 
@@ -343,17 +343,17 @@ def test_llm_retries_then_answers(web_llm, llm: ScriptedLLM, statuses: list[int]
 def test_llm_failure_is_a_502(web_llm, llm: ScriptedLLM) -> None:
     llm.push(*[Reply(status=500)] * 3)
     body = assert_json_error(web_llm.client.post("/api/chat", headers=web_llm.as_(DEV_A),
-                                                 json={"question": "login timeout"}), 502, "LLM")
+                                                 json={"question": "invoice PDF generation"}), 502, "LLM")
     assert "HTTP 500" in body["error"] and llm.url not in body["error"]
     llm.push(*[Reply(status=500)] * 3)
     assert_json_error(web_llm.client.post("/api/chat/stream", headers=web_llm.as_(DEV_A),
-                                          json={"question": "login timeout"}), 502, "LLM")
+                                          json={"question": "invoice PDF generation"}), 502, "LLM")
 
 
 def test_slow_llm_is_a_504(web_llm_1s, llm: ScriptedLLM) -> None:
     llm.push(Reply(text="late", delay_s=30))
     body = assert_json_error(web_llm_1s.client.post("/api/chat", headers=web_llm_1s.as_(DEV_A),
-                                                 json={"question": "login timeout"}), 504, "LLM")
+                                                 json={"question": "invoice PDF generation"}), 504, "LLM")
     assert "llm_timeout_s" in body["error"]
 
 

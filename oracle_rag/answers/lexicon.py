@@ -156,6 +156,11 @@ ENGLISH = frozenset(fold(w) for w in (
 # (Spanish "todo" is "all", not the TODO status).
 FALSE_FRIENDS = {"es": frozenset({"todo", "this"}), "en": frozenset()}
 
+# Words that frame a topic rather than being part of it ("tasks that mention the API", "que mencionan").
+TOPIC_FRAMES = frozenset(fold(w) for w in (
+    "mention", "mentions", "mentioned", "mentioning", "talk", "talks", "talking", "related", "regarding",
+    "concerning", "menciona", "mencionan", "mencionen", "mencione", "hablan", "habla", "relacionado",
+    "relacionada", "relacionados", "relacionadas"))
 # Filler: what is left after these is the topic of the question.
 STOPWORDS = frozenset(fold(w) for w in """
 a an the of in on at to for from with without by about into over under and or but nor not no yes

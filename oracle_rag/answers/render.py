@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .catalog import say
 from .dates import OPEN_END, OPEN_START
 from .service import Record, StructuredResult
 from .targets import describe_types
@@ -237,7 +238,9 @@ def _render_text(result: StructuredResult, caller_id: int | None) -> str:
             first = f"{plural} coinciden con {desc}" if total != 1 else f"{plural} coincide con {desc}"
         else:
             first = f"{plural} match {desc}" if total != 1 else f"{plural} matches {desc}"
-        if shown < total:
+        if u.topic and u.kind == "list":
+            first = _about_line(result, first, shown)
+        elif shown < total:
             how = f"by relevance to \u201c{result.ranked_by}\u201d" if result.ranked_by else "in id order"
             first += f"; the first {shown} {how}:" if lang == "en" else f"; los primeros {shown}:"
         else:
@@ -251,11 +254,30 @@ def _render_text(result: StructuredResult, caller_id: int | None) -> str:
             lines.append("")
         for i, r in enumerate(result.records, 1):
             lines.extend(_record_line(i, r, result, caller_id))
+    if u.topic and result.about is not None and total > result.about and (result.about or u.kind == "count"):
+        lines.append("")
+        lines.append(say(lang, "not_about", n=total - result.about, topic=u.topic))
     if u.conditions:
         lines.append("")
         lines.append(("Applied: " if lang == "en" else "Aplicado: ") + desc +
                      (" (within what you may see)." if lang == "en" else " (dentro de lo que puede ver)."))
     return "\n".join(lines)
+
+
+def _about_line(result: StructuredResult, first: str, shown: int) -> str:
+    """A list with a topic: how many of the matching records are about it (only those are listed)."""
+    u = result.understanding
+    lang = u.language
+    total = result.total or 0
+    if not shown:
+        return say(lang, "none_about", total=total, noun=noun(result.vocab, u.target_type, total, lang),
+                   filters=describe_all(result, None), topic=u.topic).rsplit(";", 1)[0] + "."
+    about = result.about if result.about is not None else shown
+    verb = say(lang, "about_verb_one" if about == 1 else "about_verb_many")
+    line = f"{first}; " + say(lang, "about", about=about, verb=verb, topic=u.topic)
+    if shown < about:
+        line += f", the first {shown} by relevance" if lang == "en" else f", los primeros {shown}"
+    return line + ":"
 
 
 def _count_lines(result: StructuredResult, desc: str, caller_id: int | None) -> list[str]:

@@ -34,12 +34,15 @@ from ..engines.records import lob_text
 from ..retriever import Retriever
 from ..sources.meanings import Declaration
 from . import answers_sql as q
+from . import relevance
 from .lexicon import STOPWORDS, fold
 from .predicates import Predicate, build_predicate, facet_expression
 from .understanding import Condition, QueryParser, Understanding
 from .vocabulary import Vocabulary, build_vocabulary, words
 
 VOCABULARY_TTL_S = 30.0
+# A list with a topic reads the text of every matching record up to this many, to say how many are about it.
+ABOUT_SCAN = 2000
 log = logging.getLogger(__name__)
 
 log = logging.getLogger("oracle_rag.answers")
@@ -80,6 +83,7 @@ class StructuredResult:
     missing_lookups: int = 0
     ranked_by: str = ""  # the topic that ordered the records ("" = id order)
     totals: list[tuple[str, int]] = field(default_factory=list)  # per type answered, when several
+    about: int | None = None  # with a topic: how many of the matching records are about it (None: not counted)
 
 
 # What the service is given per source type (sources/meanings.py); the old name stays for callers.
@@ -224,8 +228,10 @@ class AnswerService:
             merged: dict[Any, int] = {}
             total = 0
             for one in types:
-                n, groups_of, records = self._one_type(conn, u, vocab, caller, one, mode, limit, settings)
+                n, groups_of, records, about = self._one_type(conn, u, vocab, caller, one, mode, limit, settings)
                 total += n
+                if about is not None:
+                    result.about = (result.about or 0) + about
                 if one is not None:
                     result.totals.append((one, n))
                 for value, count in groups_of:
@@ -246,8 +252,10 @@ class AnswerService:
 
     def _one_type(self, conn: sa.Connection, u: Understanding, vocab: Vocabulary, caller: Caller,
                   source_type: str | None, mode: str, limit: int,
-                  settings: Any) -> tuple[int, list[tuple[Any, int]], list[Record]]:
-        """Total, groups and records of one type: COUNT(*), GROUP BY, then ranked or id-order records."""
+                  settings: Any) -> tuple[int, list[tuple[Any, int]], list[Record], int | None]:
+        """Total, groups and records of one type: COUNT(*), GROUP BY, then ranked or id-order records;
+        with a topic, only the records about it and how many of the matching ones are
+        (``relevance``; None when more match than :data:`ABOUT_SCAN`, then among the ranked only)."""
         scope = caller.scope()
         pred = self.predicate(u, vocab, source_type=source_type)
         where = self.where(pred)
@@ -259,10 +267,12 @@ class AnswerService:
             rows = conn.execute(self.engine.statement(q.grouped(q.COUNT_GROUPS, expr), where), binds).fetchall()
             groups = [(_plain(r[0]), int(r[1])) for r in rows]
         if (u.kind == "count" and not u.topic) or total == 0:
-            return total, groups, []
+            return total, groups, [], None
         ranked: list[Record] = []
         if u.topic:
             ranked = self._ranked(conn, u, vocab, source_type, where, caller, mode, limit, settings)
+            about, count = self._about(conn, u.topic, ranked, where, binds, total, limit, vocab)
+            return total, groups, about, count
         if len(ranked) < min(limit, total) and u.kind == "list":
             seen = {(r.source_type, r.source_id) for r in ranked}
             rows = conn.execute(self.engine.statement(q.LIST_RECORDS, where),
@@ -270,7 +280,26 @@ class AnswerService:
             for r in rows:
                 if (r[0], str(r[1])) not in seen and len(ranked) < limit:
                     ranked.append(self._record(vocab, r[0], r[1], r[2], r[3]))
-        return total, groups, ranked
+        return total, groups, ranked, None
+
+    def _about(self, conn: sa.Connection, topic: str, ranked: list[Record], where: Where, binds: dict[str, Any],
+               total: int, limit: int, vocab: Vocabulary) -> tuple[list[Record], int | None]:
+        """The records about ``topic`` (the ranked ones first, in their order; then any other matching one
+        about it), and how many of the ``total`` matching records are: every matching record's text is
+        read when there are at most :data:`ABOUT_SCAN` of them."""
+        stems = relevance.topic_stems(topic)
+
+        def about(record: Record) -> bool:
+            return relevance.holds(stems, record.content + "\n" + record.passage)
+
+        kept = [r for r in ranked if about(r)]
+        if total > ABOUT_SCAN:
+            return kept, None
+        seen = {(r.source_type, r.source_id) for r in kept}
+        rows = conn.execute(self.engine.statement(q.LIST_RECORDS, where), {**binds, "limit": total}).fetchall()
+        others = [self._record(vocab, r[0], r[1], r[2], r[3]) for r in rows if (str(r[0]), str(r[1])) not in seen]
+        found = [r for r in others if about(r)]
+        return (kept + found)[:limit], len(kept) + len(found)
 
     @staticmethod
     def _record(vocab: Vocabulary, source_type: Any, source_id: Any, content: Any, facets: Any,

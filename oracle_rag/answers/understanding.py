@@ -239,10 +239,11 @@ class QueryParser:
         out.target_type = out.targets[0] if out.targets else None
         out.conditions = out.per_type.get(out.target_type or "", [])
         out.notes = notes if out.targets else []
-        out.topic = " ".join(t.text for t in tokens if t.used is None and t.word not in lx.STOPWORDS
-                             and t.word not in self.vocab.type_words and t.word not in self.cues)
         if out.targets and (out.count or out.has_conditions) and not out.lookups:
             out.notes += [n for n in self._unknown_values(tokens, out) if n not in out.notes]
+        out.topic = " ".join(t.text for t in tokens if t.used is None and t.word not in lx.STOPWORDS
+                             and t.word not in lx.TOPIC_FRAMES and t.word not in self.vocab.type_words
+                             and t.word not in self.cues)
 
     def _unknown_values(self, tokens: list[_Token], out: Understanding) -> list[str]:
         """Not silent: a word that reads like a value of the records named ("rechazados" in "mis pedidos
@@ -260,6 +261,7 @@ class QueryParser:
             if w.used is not None or len(w.word) < 4 or not w.word.isalpha() or w.word in self.corrector.known:
                 continue
             plural = self.vocab.meaning(out.target_type).noun(2, out.language)
+            w.used = "unknown"  # said, and neither a filter nor a topic that would narrow the list
             notes.append(f"“{w.text}” no es un valor conocido de {plural}: no se aplicó como filtro"
                          if out.language == "es" else
                          f"“{w.text}” is not a known value of {plural}: not applied as a filter")

@@ -34,6 +34,8 @@ from .. import tracing
 from ..aggregate import AggregateResult, AggregateService
 from ..aggregate.literals import masked_literals
 from ..answers import render as structured_render
+from ..answers.catalog import say
+from ..answers.relevance import weak_evidence
 from ..answers.service import AnswerService, StructuredResult
 from ..answers.understood import Understanding
 from ..audit import audit_for
@@ -194,6 +196,10 @@ class _Prepared:
     route: Route | None = None
     aggregate: AggregateResult | None = None
     structured: StructuredResult | None = None
+    topic: str = ""  # what the question is about (its words less the filler and what was understood)
+    language: str = "en"
+    weak: bool = False  # no retrieved record is about the topic: "nothing I can see says ..."
+    preface: str = ""  # said before the answer: the filters dropped because no record they match is about it
 
 
 class Chat:
@@ -260,6 +266,12 @@ class Chat:
         started = time.perf_counter()
         with tracing.span("query understanding") as understood:
             structured, topic, understood_as = self._understand(text, who, mode, check_drop(drop))
+            preface = ""
+            if structured is not None and nothing_about_topic(structured):
+                # "what is blocked about the SSO upgrade?" where no blocked record is about it: said, and
+                # the topic answered without the filters, naming them
+                preface = dropped_filters(structured, who.employee_id)
+                structured = None
             if structured is None:
                 # With the structured answerer on, a question that does not look like an aggregate is a
                 # topic question: asking a (slow, maybe weak) model to route it cost a model call and
@@ -302,8 +314,13 @@ class Chat:
                 counted.set_attributes({"oracle_rag.sql.attempts": aggregate.attempts,
                                         "oracle_rag.sql.outcome": "error" if aggregate.error else "ok"})
             self._observe("aggregate", time.monotonic() - started, outcome="error" if aggregate.error else "ok")
+        # A follow-up ("and the third?") is about what the conversation is about: its own words cannot
+        # tell that nothing is about it.
+        weak = (understood_as is not None and bool(chunks) and aggregate is None and not history
+                and weak_evidence(topic, (c.content for c in chunks)))
         return _Prepared(who, text, mode, conversation_id, new, store or not new, chunks, info, history,
-                         chosen, aggregate)
+                         chosen, aggregate, None, topic, understood_as.language if understood_as else "en", weak,
+                         preface)
 
     def _finish(self, prep: _Prepared, text: str, citations: list[Citation], answerer: str,
                 checked: dict[str, Any] | None = None) -> ChatAnswer:
@@ -336,6 +353,8 @@ class Chat:
             return "aggregate"  # the query failed and there is nothing else: explain the failure
         if not prep.chunks and agg is None:
             return "none"
+        if prep.weak:
+            return "extractive"  # nothing is about the topic: no model is asked to make something of it
         return "llm" if self.llm is not None else "extractive"
 
     def _direct_text(self, prep: _Prepared, answerer: str) -> tuple[str, list[Citation]]:
@@ -345,11 +364,15 @@ class Chat:
             return (structured_render.render_text(prep.structured, prep.caller.employee_id),
                     structured_citations(prep.structured))
         if answerer == "none":
-            return NOTHING_FOUND, []
+            return (f"{prep.preface}\n\n{NOTHING_FOUND}" if prep.preface else NOTHING_FOUND), []
         if answerer == "aggregate":
             assert prep.aggregate is not None
             return prep.aggregate.answer, []
         text, citations = self._extractive(prep)
+        if prep.weak:
+            text = say(prep.language, "weak", topic=prep.topic) + "\n\n" + text.split("\n", 2)[2]
+        if prep.preface:
+            text = prep.preface + "\n\n" + text
         if looks_aggregate(prep.question) or (prep.route is not None and prep.route.decided_by == "words"):
             text = f"{AGGREGATION_UNAVAILABLE if self.rag.sources.settle() else NO_GUARDED_VIEWS}\n\n{text}"
         return text, citations
@@ -448,6 +471,8 @@ class Chat:
         with no supported sentence ends with the extractive answer, saying so."""
         head = self._head(prep)
         evidence = self._evidence(prep)
+        if prep.preface:
+            yield prep.preface + "\n\n"
         if head:
             yield head
         if prep.structured is not None:
@@ -554,6 +579,21 @@ class _Run:
         if self.model_error:
             out["model_error"] = self.model_error
         return out
+
+
+def nothing_about_topic(result: StructuredResult) -> bool:
+    """A list with a topic whose filters match records, none of them about the topic."""
+    u = result.understanding
+    return u.kind == "list" and bool(u.topic) and bool(result.total) and not result.records
+
+
+def dropped_filters(result: StructuredResult, caller_id: int | None) -> str:
+    """ "None of the 21 tasks matching status: BLOCKED is about “SSO upgrade”; without status: BLOCKED, ..." """
+    u = result.understanding
+    total = result.total or 0
+    return say(u.language, "none_about", total=total, topic=u.topic,
+               noun=structured_render.noun(result.vocab, u.target_type, total, u.language),
+               filters=structured_render.describe_all(result, caller_id))
 
 
 def structured_citations(result: StructuredResult) -> list[Citation]:

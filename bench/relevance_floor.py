@@ -1,0 +1,109 @@
+"""The relevance floor of ``oracle_rag/answers/relevance.py``, measured on the help desk's open questions.
+
+For each question of ``bench/data/helpdesk/questions.json``: the topic the product searches with (the
+question understood), the first ``EVIDENCE_DEPTH`` records hybrid retrieval returns for it, and the best
+share of the topic's words one of them holds (``relevance.coverage``). Printed per kind of question
+(answered in the question's language, cross-language, nothing answers), then for floors from 0.2 to 0.8
+the share of "nothing answers" questions the floor says so for and the share of answered ones it says so
+for wrongly, on the questions used to choose (not held out) and on the held-out third. The baseline is
+no floor (no question is said to have no answer: 0 caught, 0 wrong). Writes
+``bench/results/relevance_floor.json``.
+
+Run: ``.venv/bin/python bench/relevance_floor.py [--data-dir DIR]`` (shares qa_open.py's data directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import qa_open  # noqa: E402
+
+from oracle_rag.access import directory_for  # noqa: E402
+from oracle_rag.answers import relevance  # noqa: E402
+from oracle_rag.chat import Chat  # noqa: E402
+from oracle_rag.retriever import Retriever  # noqa: E402
+
+FLOORS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+RESULTS = ROOT / "bench" / "results" / "relevance_floor.json"
+
+
+def best_coverage(rag: Any, chat: Chat, caller: Any, question: str) -> tuple[float, bool]:
+    """The best share of the topic's words one of the first records holds, and whether the product's
+    rule (``relevance.weak_evidence``: the share, and both words of a two-word topic) says none holds it."""
+    u, _ = chat.answers.understand(question, caller)  # type: ignore[union-attr]
+    topic = u.topic or question
+    hits = Retriever(rag.engine, rag.settings).search(topic, None, caller, "hybrid")
+    stems = relevance.topic_stems(topic)
+    texts = [h.content for h in hits[:relevance.EVIDENCE_DEPTH]]
+    return max((relevance.coverage(stems, t) for t in texts), default=0.0), relevance.weak_evidence(topic, texts)
+
+
+def rates(rows: list[dict[str, Any]], floor: float) -> dict[str, float]:
+    none = [r for r in rows if r["kind"] == "none"]
+    answered = [r for r in rows if r["kind"] != "none"]
+    return {"caught": sum(r["coverage"] < floor for r in none) / max(len(none), 1),
+            "wrong": sum(r["coverage"] < floor for r in answered) / max(len(answered), 1),
+            "wrong_same_language": sum(r["coverage"] < floor for r in answered if r["kind"] != "cross")
+            / max(sum(r["kind"] != "cross" for r in answered), 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--data-dir", default=str(ROOT / ".oracle-rag" / "bench-qa-open"))
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)
+    questions = json.loads(qa_open.QUESTIONS.read_text(encoding="utf-8"))["questions"]
+    rag = qa_open.prepare(Path(args.data_dir))
+    try:
+        chat = Chat(rag, None)
+        with rag.engine.connect() as conn:
+            caller = directory_for(rag.engine).load(conn, qa_open.ASKER)
+        rows = []
+        for q in questions:
+            share, weak = best_coverage(rag, chat, caller, q["question"])
+            rows.append({"id": q["id"], "kind": q["kind"], "held_out": q["held_out"], "coverage": round(share, 3),
+                         "weak": weak})
+    finally:
+        rag.close()
+    groups = {"answered, same language": [r for r in rows if r["kind"] not in ("none", "cross")],
+              "answered, other language": [r for r in rows if r["kind"] == "cross"],
+              "nothing answers": [r for r in rows if r["kind"] == "none"]}
+    for name, group in groups.items():
+        values = sorted(r["coverage"] for r in group)
+        print(f"{name:26} n={len(values):2}  min {values[0]:.2f}  median {statistics.median(values):.2f}  "
+              f"max {values[-1]:.2f}")
+    tune = [r for r in rows if not r["held_out"]]
+    held = [r for r in rows if r["held_out"]]
+    table = []
+    print("\nfloor   chosen-on: caught wrong (same language)   held out: caught wrong (same language)")
+    for floor in FLOORS:
+        t, h = rates(tune, floor), rates(held, floor)
+        mark = "  <- relevance.ABOUT" if floor == relevance.ABOUT else ""
+        print(f"{floor:.1f}     {t['caught']:.2f} {t['wrong']:.2f} ({t['wrong_same_language']:.2f})"
+              f"                  {h['caught']:.2f} {h['wrong']:.2f} ({h['wrong_same_language']:.2f}){mark}")
+        table.append({"floor": floor, "tuning": t, "held_out": h})
+    product = {"all": {"caught": sum(r["weak"] for r in rows if r["kind"] == "none") / max(len(groups["nothing answers"]), 1),
+                       "wrong": sum(r["weak"] for r in rows if r["kind"] != "none")
+                       / max(sum(r["kind"] != "none" for r in rows), 1)}}
+    print(f"the product's rule (floor {relevance.ABOUT}, both words of a two-word topic): caught "
+          f"{product['all']['caught']:.2f}, wrong {product['all']['wrong']:.2f}")
+    print("baseline (no floor): caught 0.00, wrong 0.00")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"bench": "relevance_floor", "about": relevance.ABOUT,
+                                   "depth": relevance.EVIDENCE_DEPTH, "floors": table, "product": product, "questions": rows},
+                                  indent=1), encoding="utf-8")
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

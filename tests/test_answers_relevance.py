@@ -1,0 +1,33 @@
+"""The relevance floor: the share of a topic's words a record holds (answers/relevance.py)."""
+
+from __future__ import annotations
+
+from oracle_rag.answers.catalog import TEXT, say
+from oracle_rag.answers.relevance import ABOUT, coverage, is_about, topic_stems, weak_evidence
+
+
+def test_coverage_counts_the_topics_content_words_by_their_stem():
+    stems = topic_stems("Why were the invoices duplicated on February 1?")
+    assert stems == {"invoi", "dupli", "febru"}  # filler and short words are not the topic
+    assert coverage(stems, "Recurring invoice run: two invoices duplicated for each subscription") == 2 / 3
+    assert coverage(stems, "Facturas repetidas en febrero") == 0.0  # another language: not seen (in the docs)
+    assert coverage(frozenset(), "anything") == 1.0
+
+
+def test_a_record_is_about_a_topic_when_it_holds_the_floor():
+    assert is_about("SSO upgrade", "The SSO upgrade is blocked by SHA-1 signatures")
+    assert not is_about("SSO upgrade blocked", "Dashboard export is slow")
+    assert ABOUT == 0.5
+
+
+def test_weak_evidence_looks_at_the_first_records_only():
+    far = ["Kafka sizing", "Printer driver", "Redis cache eviction", "Azure tenant", "Slack bot",
+           "Kafka cluster upgrade postponed until the vendor patch"]
+    assert weak_evidence("Kafka cluster upgrade postponed", far)  # the sixth holds it: too far down
+    assert not weak_evidence("Kafka cluster upgrade postponed", far[-1:] + far[:-1])
+    assert not weak_evidence("", far)  # no topic: nothing to be weak about
+
+
+def test_every_language_says_every_sentence():
+    assert {k for k in TEXT["es"]} == {k for k in TEXT["en"]}
+    assert say("fr", "weak", topic="x").startswith("Nothing I can see says")  # no French: English
