@@ -120,6 +120,10 @@ class CallerDirectory:
             groups = ()
         return Caller(employee_id, roles, groups, name, see_all_roles=self.see_all_roles)
 
+    def roles_declared(self, conn: sa.Connection) -> bool:
+        """Does the deployment give roles (the roles query, or the reference app's EMPLOYEE.ROLE)?"""
+        return self.roles_query is not None or self._employee_table(conn)
+
     def _employee_table(self, conn: sa.Connection) -> bool:
         if not self.reads_employee:
             return False

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import UnionType
 from typing import Any, get_args, get_type_hints
+from urllib.parse import urlsplit
 
 from .errors import ConfigurationError
 from .hosts import allowed_hosts_problem
@@ -66,6 +67,23 @@ def _roles_list(value: Any) -> str | None:
     if any(not r or len(r) > 64 for r in roles):
         return "comma-separated role names (1 to 64 characters each)"
     return None
+
+
+# Public-key signature algorithms only: ``none`` and the HMAC family (a shared secret, which a
+# verifier holding a public key must never take as one) are refused by configuration.
+JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+_CLAIM_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_:/-]{0,63}(\.[A-Za-z_][A-Za-z0-9_:/-]{0,63}){0,4}$")
+
+
+def _algorithms(value: Any) -> str | None:
+    names = [a.strip() for a in str(value).split(",")]
+    if not names or any(a not in JWT_ALGORITHMS for a in names):
+        return "comma-separated JWT algorithms among " + ", ".join(JWT_ALGORITHMS) + " (never none or HS*)"
+    return None
+
+
+def _claim_path(value: Any) -> str | None:
+    return None if _CLAIM_PATH.match(str(value)) else "a claim name, or names joined by dots (realm_access.roles)"
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:(s|m|h|d)\s*)?$", re.IGNORECASE)
@@ -181,6 +199,26 @@ class Settings:
     people_query: str | None = setting(None, help="[people] query: SELECT (person id, name) or (person id, first name, last name), read on the read-only session: the names of every person facet's ids (docs/access.md); unset: EMPLOYEE's names where the reference application's tables exist, else ids are shown")
     people_refresh: str = setting("5m", check=lambda v: _duration(v, 1.0, 86_400.0),
                                   help='[people] refresh: how long the names read by the query are kept before being read again')
+    auth_issuer: str | None = setting(None, help="[auth] issuer: the identity provider's issuer, compared exactly with a JWT's `iss`; set: Bearer JWTs from it are callers on /api, /v1 and MCP's HTTP (docs/identity.md); unset: API tokens only")
+    auth_audience: str | None = setting(None, help="[auth] audience: the `aud` a JWT must name exactly (one of its values); required with issuer")
+    auth_jwks_url: str | None = setting(None, help="[auth] jwks_url: the issuer's JSON Web Key Set (https; http only on a loopback host), cached and fetched again on an unknown key id")
+    auth_jwks_file: str | None = setting(None, help="[auth] jwks_file: the key set read from a file instead of jwks_url (read again like the URL)")
+    auth_jwks_refresh: str = setting("1h", check=lambda v: _duration(v, 60.0, 86_400.0),
+                                     help='[auth] jwks_refresh: how long the key set is kept before it is read again (an unknown key id reads it sooner, at most every 30s)')
+    auth_algorithms: str = setting("RS256,ES256", check=lambda v: _algorithms(v),
+                                   help='[auth] algorithms: the signature algorithms accepted (comma-separated; TOML: a list); public-key algorithms only, never none or HS*')
+    auth_leeway: str = setting("60s", check=lambda v: _duration(v, 0.0, 300.0),
+                               help='[auth] leeway: clock skew allowed on `exp` and `nbf` (0s to 5m)')
+    auth_id_claim: str = setting("sub", check=lambda v: _claim_path(v),
+                                 help="[auth] id_claim: the claim holding the caller's id (dots reach into objects: `ext.employee_id`)")
+    auth_subject_query: str | None = setting(None, help="[auth] subject_query: SELECT (id claim value, employee id), read on the read-only session like the [access] queries, when the provider's id is not the application's; unset: the claim is the employee id")
+    auth_roles_claim: str | None = setting(None, check=lambda v: _claim_path(v),
+                                           help='[auth] roles_claim: a claim holding the caller\'s roles (a list or one string; `realm_access.roles`)')
+    auth_groups_claim: str | None = setting(None, check=lambda v: _claim_path(v),
+                                            help="[auth] groups_claim: a claim holding the caller's groups")
+    auth_prefer: str = setting("ACCESS", choices=("ACCESS", "TOKEN"),
+                               help='[auth] prefer: where a claim and an [access] source both give roles (or groups), which is used: ACCESS = the [access] queries (or EMPLOYEE.ROLE), TOKEN = the claims')
+    auth_resource: str | None = setting(None, help="[auth] resource: the MCP server's public URL (https://rag.example.com/mcp), named in its OAuth protected resource metadata; unset: the address `oracle-rag mcp --http` listens on")
     sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
@@ -306,10 +344,30 @@ def _validated(settings: Settings, source: str) -> Settings:
         raise ConfigurationError(
             f"{source} chunk_overlap: invalid value, expected at most half of chunk_window "
             f"({settings.chunk_window // 2})", key="chunk_overlap")
+    if settings.auth_issuer:
+        _check_auth(settings)
     if settings.tracing_otlp_endpoint:
         check_url(settings.tracing_otlp_endpoint, key="tracing_otlp_endpoint",
                   password_env="OTEL_EXPORTER_OTLP_HEADERS", allow_user=False)
     return settings
+
+
+def _check_auth(settings: Settings) -> None:
+    """An issuer needs an audience and exactly one key set; the key set's URL is https (http on loopback)."""
+    if not settings.auth_audience:
+        raise ConfigurationError("auth.audience: required with auth.issuer (the `aud` tokens must name)",
+                                 key="auth_audience")
+    if bool(settings.auth_jwks_url) == bool(settings.auth_jwks_file):
+        raise ConfigurationError("auth: give jwks_url or jwks_file (one of them) with issuer", key="auth_jwks_url")
+    if settings.auth_jwks_url:
+        url = check_url(settings.auth_jwks_url, key="auth_jwks_url", allow_user=False)
+        parsed = urlsplit(url)
+        loopback = (parsed.hostname or "") in ("localhost", "127.0.0.1", "::1")
+        if parsed.scheme != "https" and not (parsed.scheme == "http" and loopback):
+            raise ConfigurationError("auth.jwks_url: an https:// URL (http:// only on a loopback host)",
+                                     key="auth_jwks_url")
+    if settings.auth_resource and urlsplit(settings.auth_resource).scheme not in ("http", "https"):
+        raise ConfigurationError("auth.resource: the MCP server's URL (https://host/mcp)", key="auth_resource")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -341,6 +399,13 @@ ACCESS_KEYS = {"see_all_roles": "see_all_roles", "roles_query": "access_roles_qu
 # The [people] table's keys and the settings they set (docs/access.md).
 PEOPLE_KEYS = {"query": "people_query", "refresh": "people_refresh"}
 
+# The [auth] table's keys and the settings they set (docs/identity.md).
+AUTH_KEYS = {key: f"auth_{key}" for key in (
+    "issuer", "audience", "jwks_url", "jwks_file", "jwks_refresh", "algorithms", "leeway", "id_claim",
+    "subject_query", "roles_claim", "groups_claim", "prefer", "resource")}
+# Keys whose TOML value may be a list of names (joined by commas, as the environment spells them).
+_LIST_KEYS = {"see_all_roles", "algorithms"}
+
 
 def _access_table(table: Any, path: Path, name: str = "access", keys: Mapping[str, str] = ACCESS_KEYS) -> dict[str, Any]:
     if table is None:
@@ -352,10 +417,9 @@ def _access_table(table: Any, path: Path, name: str = "access", keys: Mapping[st
         if key not in keys:
             raise ConfigurationError(f"{path}: [{name}] unknown key {key!r}; known keys: {', '.join(keys)}",
                                      key=f"{name}.{key}")
-        if key == "see_all_roles" and isinstance(value, list):
+        if key in _LIST_KEYS and isinstance(value, list):
             if not all(isinstance(v, str) for v in value):
-                raise ConfigurationError(f"{path}: [access] see_all_roles: a list of role names",
-                                         key="access.see_all_roles")
+                raise ConfigurationError(f"{path}: [{name}] {key}: a list of names", key=f"{name}.{key}")
             value = ",".join(value)
         out[keys[key]] = value
     return out
@@ -413,6 +477,7 @@ def load_settings(
         data.update(section)
         data.update(_access_table(data.pop("access", None), cfg_path))
         data.update(_access_table(data.pop("people", None), cfg_path, "people", PEOPLE_KEYS))
+        data.update(_access_table(data.pop("auth", None), cfg_path, "auth", AUTH_KEYS))
         for key, value in data.items():
             if key not in SETTINGS:
                 raise ConfigurationError(

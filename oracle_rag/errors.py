@@ -87,6 +87,16 @@ class AccessError(RagError):
     code = "ACCESS"
 
 
+class InvalidTokenError(AccessError):
+    """A bearer token that is refused: bad signature, expired, wrong issuer or audience, unknown caller.
+
+    The message is the reason, for the server's log only: every refusal
+    answers the same 401, so a caller learns nothing about why.
+    """
+
+    code = "INVALID_TOKEN"
+
+
 class NotFoundError(RagError):
     """The thing asked for does not exist for this caller."""
 

@@ -6,13 +6,16 @@ SQL and rows when the question was an aggregate). Each tool's input is a JSON
 schema the SDK derives from the signature (bounds included, so a bad ``k`` is
 refused naming ``k``), and each returns structured output with its own schema.
 
-Identity comes only from the product's hashed API tokens, never from a tool
-argument:
+Identity comes only from the product's hashed API tokens or, when ``[auth]``
+declares an issuer, the host's JWTs (oracle_rag/identity.py), never from a
+tool argument:
 
 - streamable HTTP (``/mcp``): ``Authorization: Bearer <token>`` on every
   request, checked by the SDK's bearer middleware through
   :class:`ApiTokenVerifier`; without a valid token the answer is the
-  protocol's ``401`` with ``WWW-Authenticate: Bearer error="invalid_token"``.
+  protocol's ``401`` with ``WWW-Authenticate: Bearer error="invalid_token"``
+  (and, with an issuer, ``resource_metadata=`` pointing at the OAuth
+  protected resource metadata the SDK serves).
   Sessions belong to the principal that opened them (the SDK compares it).
 - stdio: the token is read from the environment variable named by
   ``mcp_token_env`` (default ``ORACLE_RAG_MCP_TOKEN``) and verified again on
@@ -47,14 +50,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import tracing
 from ..audit import ENTRY_POINT, audit_for, record_keys
-from ..auth import caller_for_token, hash_token
+from ..auth import hash_token
 from ..caller import Caller
 from ..chat import Chat
 from ..chat.chunks import chunk_detail
 from ..chat.citations import snippet
 from ..config import load_settings
 from ..engines import Filters
-from ..errors import AccessError, RagError, wrap_driver_error
+from ..errors import AccessError, ConfigurationError, RagError, wrap_driver_error
+from ..identity import caller_for_bearer, looks_like_jwt
 from ..retriever import MAX_K, Retriever
 from ..system import RagSystem
 from ..web import create_app
@@ -141,10 +145,12 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_wo
 
 # -- identity -------------------------------------------------------------------------
 class ApiTokenVerifier:
-    """The SDK's ``TokenVerifier`` over our hashed API tokens (one indexed lookup).
+    """The SDK's ``TokenVerifier`` over our hashed API tokens and, with ``[auth]``, the host's JWTs.
 
     The resulting ``AccessToken`` carries the token's SHA-256, never the token,
-    and the caller's id, role and name, so the tools need no second lookup.
+    and the caller's id, roles, groups and name, so the tools need no second
+    lookup; a JWT's caller also carries the issuer, which the SDK makes part
+    of the principal a session belongs to.
     """
 
     def __init__(self, rag: RagSystem) -> None:
@@ -152,15 +158,18 @@ class ApiTokenVerifier:
 
     def lookup(self, token: str) -> Caller | None:
         with self.rag.engine.connect() as conn:
-            return caller_for_token(conn, self.rag.engine, token)
+            return caller_for_bearer(conn, self.rag.engine, token)
 
     async def verify_token(self, token: str) -> AccessToken | None:
         caller = await anyio.to_thread.run_sync(self.lookup, token)
         if caller is None:
             return None
+        claims: dict[str, Any] = {"roles": list(caller.roles), "groups": list(caller.groups),
+                                  "see_all_roles": list(caller.see_all_roles), "name": caller.name}
+        if looks_like_jwt(token):
+            claims["iss"] = self.rag.settings.auth_issuer
         return AccessToken(token=hash_token(token), client_id=f"employee-{caller.employee_id}", scopes=[],
-                           subject=str(caller.employee_id), claims={"roles": list(caller.roles), "groups": list(caller.groups),
-                                   "see_all_roles": list(caller.see_all_roles), "name": caller.name})
+                           subject=str(caller.employee_id), claims=claims)
 
 
 def _refused(detail: str) -> MCPError:
@@ -336,19 +345,44 @@ def run_stdio(rag: RagSystem) -> None:
     server.run("stdio")
 
 
-def http_server(rag: RagSystem, *, chat: Chat | None = None) -> MCPServer:
-    # The SDK wants an issuer for its (unused here) OAuth metadata; tokens are ours, so none is advertised.
-    auth = AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None)  # type: ignore[arg-type]
-    return build_server(rag, http_identity, chat=chat, auth=auth, token_verifier=ApiTokenVerifier(rag))
+def auth_settings(rag: RagSystem, resource_url: str | None = None) -> AuthSettings:
+    """The SDK's resource-server settings: with an ``[auth]`` issuer, the OAuth protected resource metadata.
+
+    The MCP specification makes an HTTP MCP server an OAuth 2.1 resource
+    server: with an issuer and the server's URL (``[auth] resource``, else
+    ``resource_url``, the address it listens on) the SDK serves
+    ``/.well-known/oauth-protected-resource/mcp`` naming the issuer as the
+    authorization server, and its 401s point there (``WWW-Authenticate:
+    ... resource_metadata=``). The token's audience is checked by our
+    verifier (``[auth] audience``), so the SDK's own resource check is off.
+    Without an issuer the SDK still wants one for metadata it never serves.
+    """
+    settings = rag.settings
+    resource = settings.auth_resource or resource_url
+    if not settings.auth_issuer or not resource:
+        return AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None)  # type: ignore[arg-type]
+    try:
+        return AuthSettings(issuer_url=settings.auth_issuer, resource_server_url=resource,  # type: ignore[arg-type]
+                            validate_token_resource=False)
+    except ValueError:  # pydantic's ValidationError: the issuer or resource is not an http(s) URL
+        raise ConfigurationError("auth.issuer and auth.resource must be http(s) URLs to be named in MCP's "
+                                 "protected resource metadata", key="auth_issuer") from None
+
+
+def http_server(rag: RagSystem, *, chat: Chat | None = None, resource_url: str | None = None) -> MCPServer:
+    return build_server(rag, http_identity, chat=chat, auth=auth_settings(rag, resource_url),
+                        token_verifier=ApiTokenVerifier(rag))
 
 
 def http_app(rag: RagSystem, *, host: str = "127.0.0.1", chat: Chat | None = None,
-             allowed_hosts: list[str] | None = None) -> Any:
+             allowed_hosts: list[str] | None = None, resource_url: str | None = None) -> Any:
     """The streamable-HTTP ASGI app (Starlette) serving MCP at ``/mcp``.
 
     On a loopback ``host`` the SDK turns DNS-rebinding protection on (only
     loopback Host/Origin headers); ``allowed_hosts`` lists the public
-    ``host:port`` names when it runs behind a proxy.
+    ``host:port`` names when it runs behind a proxy. ``resource_url`` is the
+    server's URL for the protected resource metadata when ``[auth] resource``
+    is unset.
     """
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -356,8 +390,8 @@ def http_app(rag: RagSystem, *, host: str = "127.0.0.1", chat: Chat | None = Non
     if allowed_hosts:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts,
                                              allowed_origins=[f"https://{h}" for h in allowed_hosts])
-    return http_server(rag, chat=chat).streamable_http_app(streamable_http_path=MCP_PATH, host=host,
-                                                           transport_security=security)
+    return http_server(rag, chat=chat, resource_url=resource_url).streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host, transport_security=security)
 
 
 def asgi_app(rag: RagSystem, flask_app: Any = None, *, host: str = "127.0.0.1",
@@ -403,9 +437,10 @@ def run_http(rag: RagSystem, host: str = "127.0.0.1", port: int = 8001, *,
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(2048)  # listening before "ready" is announced: early clients wait in the backlog, not refused
-    config = uvicorn.Config(http_app(rag, host=host), log_level="warning", lifespan="on")
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{sock.getsockname()[1]}{MCP_PATH}"
+    config = uvicorn.Config(http_app(rag, host=host, resource_url=url), log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     if on_ready:
-        shown = f"[{host}]" if ":" in host else host
-        on_ready(f"http://{shown}:{sock.getsockname()[1]}{MCP_PATH}")
+        on_ready(url)
     server.run(sockets=[sock])

@@ -12,7 +12,8 @@ long would cap concurrent chats at the pool size.
 
 Who is asking comes from a ``caller_loader(request) -> Caller | None`` that
 the host provides (its session, a verified JWT…). The built-in loader
-accepts ``Authorization: Bearer <API token>`` (:mod:`oracle_rag.auth`).
+accepts ``Authorization: Bearer <API token>`` (:mod:`oracle_rag.auth`) and,
+when ``[auth]`` declares an issuer, a JWT from it (:mod:`oracle_rag.identity`).
 Nothing in a request body or query string can set the caller.
 
 Configuration keys read by :func:`create_app` (all optional):
@@ -38,13 +39,14 @@ import sqlalchemy as sa
 from flask import Flask, Request, request
 from werkzeug.exceptions import HTTPException
 
-from ..auth import bearer_token, caller_for_token
+from ..auth import bearer_token
 from ..caller import Caller
 from ..chat import Chat, LLMClient
 from ..chat.feedback import FeedbackStore, RatingLimit
 from ..config import load_settings
 from ..errors import wrap_driver_error
 from ..hosts import host_allowed, parse_allowed_hosts
+from ..identity import caller_for_bearer
 from ..system import RagSystem
 from ..tracing import instrument_flask
 from . import json_errors
@@ -69,12 +71,13 @@ __all__ = ["DEFAULT_MAX_BODY", "CallerLoader", "DemoIdentity", "WebState", "crea
            "release_db", "state", "token_caller_loader"]
 
 def token_caller_loader(req: Request) -> Caller | None:
-    """The built-in loader: ``Authorization: Bearer <token>`` → the token's employee."""
+    """The built-in loader: ``Authorization: Bearer <token>`` → an API token's employee, or the caller of a
+    JWT from the ``[auth]`` issuer (oracle_rag/identity.py). None, whatever the reason, is the one 401."""
     token = bearer_token(req.headers.get("Authorization"))
     if token is None:
         return None
     try:
-        return caller_for_token(get_db(), state().rag.engine, token)
+        return caller_for_bearer(get_db(), state().rag.engine, token)
     except sa.exc.DBAPIError as exc:
         raise wrap_driver_error(exc, "verifying an API token") from None
 

@@ -1,0 +1,337 @@
+"""Callers from the host's identity provider: Bearer JWTs checked against its key set.
+
+Real parts: keys generated here, the provider's key set served over HTTP on
+127.0.0.1 (tests/jwt_helpers.py), PyJWT, the embedded engine on a SQLite file
+with a deployment's own tables (no reference application: members, their
+roles and groups, the provider's subjects), the Flask app on waitress, the
+``openai`` SDK and the MCP SDK's client over HTTP. Time is injected: the
+verifier's clock for exp/nbf and the key set's clock for its cache; nothing
+sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import anyio
+import httpx2
+import openai
+import pytest
+import sqlalchemy as sa
+from access_property_helpers import RECORDS, write_synthetic_records
+from jwt_helpers import AUDIENCE, ISSUER, NOW, Clock, Provider, auth_settings, jwks_server
+from reliability_helpers import http_request
+from test_mcp import http_client, uvicorn_app
+
+from oracle_rag.auth import create_token
+from oracle_rag.chat import Chat
+from oracle_rag.config import load_settings
+from oracle_rag.errors import ConfigurationError, InvalidTokenError
+from oracle_rag.identity import JwtIdentity, KeySet, identity_for
+from oracle_rag.integrations.mcp_server import MCP_PATH, http_app
+from oracle_rag.sources.access import AccessPolicy, record_access
+from oracle_rag.system import RagSystem
+from oracle_rag.web import create_app
+from oracle_rag.web.openai_api import MODEL_ID
+from oracle_rag.web.server import make_server, serve_until
+
+# The deployment: members 1..4 (no EMPLOYEE table), 1 a lead (sees all), 2 in team "g1";
+# member 9 has a subject but no roles, groups or records; the provider's subjects are opaque text.
+MEMBERS = {1: ("Ada Lead", ("lead",), ()), 2: ("Bo Dev", ("dev",), ("g1",)), 3: ("Cy Dev", ("dev",), ()),
+           4: ("Di Ops", ("ops",), ("g2",))}
+SUBJECTS = {"auth0|ada": 1, "auth0|bo": 2, "auth0|cy": 3, "auth0|nobody-rows": 9}
+
+
+@pytest.fixture(scope="module")
+def provider() -> Provider:
+    p = Provider()
+    p.add_rsa("rsa-1")
+    p.add_ec("ec-1")
+    p.add_rsa("rsa-2", publish=False)  # the next key, published when the test rotates
+    return p
+
+
+@pytest.fixture
+def idp(provider: Provider) -> Iterator[SimpleNamespace]:
+    provider.published = ["rsa-1", "ec-1"]
+    with jwks_server(provider) as server:
+        yield SimpleNamespace(provider=provider, server=server)
+
+
+def _deployment(make_settings, idp: SimpleNamespace, **auth: str) -> RagSystem:
+    settings = make_settings(see_all_roles="lead",
+                             access_roles_query="SELECT member_id, role FROM member_role",
+                             access_groups_query="SELECT member_id, grp FROM member_group",
+                             people_query="SELECT member_id, name FROM member",
+                             **auth_settings(idp.server.url, **auth))
+    rag = RagSystem(settings, sources=[])
+    rag.migrate()
+    with rag.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE member (member_id INTEGER PRIMARY KEY, name TEXT)")
+        conn.exec_driver_sql("CREATE TABLE member_role (member_id INTEGER, role TEXT)")
+        conn.exec_driver_sql("CREATE TABLE member_group (member_id INTEGER, grp TEXT)")
+        conn.exec_driver_sql("CREATE TABLE app_user (subject TEXT PRIMARY KEY, member_id INTEGER)")
+        for i, (name, roles, groups) in MEMBERS.items():
+            conn.execute(sa.text("INSERT INTO member VALUES (:i, :n)"), {"i": i, "n": name})
+            for role in roles:
+                conn.execute(sa.text("INSERT INTO member_role VALUES (:i, :r)"), {"i": i, "r": role})
+            for group in groups:
+                conn.execute(sa.text("INSERT INTO member_group VALUES (:i, :g)"), {"i": i, "g": group})
+        for subject, i in SUBJECTS.items():
+            conn.execute(sa.text("INSERT INTO app_user VALUES (:s, :i)"), {"s": subject, "i": i})
+    return rag
+
+
+@pytest.fixture
+def site(make_settings, idp: SimpleNamespace) -> Iterator[SimpleNamespace]:
+    """The deployment with the provider declared; the verifier's clocks are the test's."""
+    rag = _deployment(make_settings, idp)
+    identity = identity_for(rag.engine)
+    assert identity is not None
+    identity.clock = Clock(NOW)
+    identity.keys.clock = Clock(0.0)
+    yield SimpleNamespace(rag=rag, identity=identity, **vars(idp))
+    rag.close()
+
+
+def caller_of(site: SimpleNamespace, token: str):
+    with site.rag.engine.connect() as conn:
+        return site.identity.caller(conn, site.rag.engine, token)
+
+
+def refused(site: SimpleNamespace, token: str, reason: str) -> None:
+    with pytest.raises(InvalidTokenError, match=reason):
+        caller_of(site, token)
+
+
+# -- the token ---------------------------------------------------------------------------
+def test_a_valid_token_is_its_caller_with_the_declared_roles_groups_and_name(site) -> None:
+    for kid in ("rsa-1", "ec-1"):  # RS256 and ES256, the default allow-list
+        caller = caller_of(site, site.provider.mint(kid, sub="2"))
+        assert (caller.employee_id, caller.roles, caller.groups, caller.name) == (2, ("dev",), ("g1",), "Bo Dev")
+        assert not caller.sees_all
+    lead = caller_of(site, site.provider.mint("rsa-1", sub="1"))
+    refused(site, site.provider.mint("rsa-1", sub=1), "InvalidSubjectError")  # sub is text (RFC 7519)
+    assert lead.sees_all and lead.name == "Ada Lead"
+    assert site.server.hits == 1  # the key set was read once and kept
+
+
+def test_exp_and_nbf_are_checked_on_the_injected_clock_within_the_leeway(site) -> None:
+    clock = site.identity.clock
+    token = site.provider.mint("rsa-1", sub="3", lifetime=600)
+    clock.now = NOW + 600 + 59  # past exp, inside the 60 s leeway
+    assert caller_of(site, token).employee_id == 3
+    clock.now = NOW + 600 + 60
+    refused(site, token, "expired")
+    later = site.provider.mint("rsa-1", sub="3", nbf=int(NOW + 100))
+    clock.now = NOW + 39  # nbf is 61 s ahead: more than the leeway
+    refused(site, later, "not valid yet")
+    clock.now = NOW + 40
+    assert caller_of(site, later).employee_id == 3
+    refused(site, site.provider.mint("rsa-1", exp=None), "no exp claim")
+
+
+def test_iss_and_aud_are_compared_exactly(site) -> None:
+    mint = site.provider.mint
+    refused(site, mint("rsa-1", aud="oracle-rag-admin"), "aud")
+    refused(site, mint("rsa-1", aud="oracle"), "aud")
+    refused(site, mint("rsa-1", aud=None), "no aud claim")
+    refused(site, mint("rsa-1", iss=ISSUER + "/"), "iss")
+    refused(site, mint("rsa-1", iss="https://idp.example.test/realms/other"), "iss")
+    assert caller_of(site, mint("rsa-1", aud=["account", AUDIENCE])).employee_id == 1  # one of its audiences
+
+
+def test_an_unknown_key_id_reads_the_key_set_once_then_is_refused(site) -> None:
+    assert caller_of(site, site.provider.mint("rsa-1")).employee_id == 1
+    assert site.server.hits == 1
+    site.identity.keys.clock.now += 30  # a read again happens at most every 30 s
+    unknown = site.provider.mint("rsa-2")  # signed by a key the provider has not published
+    refused(site, unknown, "no key with key id 'rsa-2'")
+    assert site.server.hits == 2  # one read again
+    refused(site, unknown, "no key with key id")
+    assert site.server.hits == 2  # within the cooldown: no read at all
+    site.identity.keys.clock.now += 30
+    refused(site, unknown, "no key with key id")
+    assert site.server.hits == 3
+
+
+def test_rotated_keys_are_found_by_one_read_and_a_removed_key_stops_working(site) -> None:
+    old = site.provider.mint("rsa-1", sub="2")
+    assert caller_of(site, old).employee_id == 2
+    site.provider.published = ["rsa-1", "ec-1", "rsa-2"]  # the provider publishes its next key first
+    site.identity.keys.clock.now += 31
+    assert caller_of(site, site.provider.mint("rsa-2", sub="3")).employee_id == 3
+    assert site.server.hits == 2
+    site.provider.published = ["rsa-2", "ec-1"]  # then retires the old one
+    assert caller_of(site, old).employee_id == 2  # until the cached set is read again (jwks_refresh)
+    site.identity.keys.clock.now += 3600
+    refused(site, old, "no key with key id 'rsa-1'")
+
+
+def test_alg_none_and_hs256_keyed_with_the_public_key_are_refused(site) -> None:
+    refused(site, site.provider.forge_none("rsa-1"), "algorithm 'none' is not allowed")
+    refused(site, site.provider.forge_hs256_with_public_key("rsa-1"), "algorithm 'HS256' is not allowed")
+    # a key's own alg binds it: an ES256 token naming the RSA key's id is refused before any signature check
+    forged = site.provider.mint("ec-1", sub="1")
+    header, body, sig = forged.split(".")
+    from jwt_helpers import b64
+    renamed = b64(json.dumps({"alg": "ES256", "typ": "JWT", "kid": "rsa-1"}).encode())
+    refused(site, f"{renamed}.{body}.{sig}", "not its key's")
+    # a valid signature over other claims: the claims were changed after signing
+    other = site.provider.mint("rsa-1", sub="3").split(".")[1]
+    refused(site, f"{header}.{other}.{sig}", "signature|not valid")
+
+
+def test_configuration_refuses_none_hmac_and_an_issuer_without_audience_or_keys(idp) -> None:
+    base = auth_settings(idp.server.url)
+    for algorithms in ("none", "HS256", "RS256,HS512"):
+        with pytest.raises(ConfigurationError, match="never none or HS"):
+            load_settings(env={}, **{**base, "auth_algorithms": algorithms})
+    with pytest.raises(ConfigurationError, match="audience"):
+        load_settings(env={}, **{**base, "auth_audience": ""})
+    with pytest.raises(ConfigurationError, match="jwks_url or jwks_file"):
+        load_settings(env={}, auth_issuer=ISSUER, auth_audience=AUDIENCE)
+    with pytest.raises(ConfigurationError, match="https"):
+        load_settings(env={}, **{**base, "auth_jwks_url": "http://idp.example.test/jwks.json"})
+
+
+def test_the_auth_table_of_the_configuration_file(tmp_path, idp) -> None:
+    path = tmp_path / "oracle-rag.toml"
+    path.write_text(f'[auth]\nissuer = "{ISSUER}"\naudience = "{AUDIENCE}"\njwks_url = "{idp.server.url}"\n'
+                    f'algorithms = ["ES256"]\nroles_claim = "realm_access.roles"\nprefer = "token"\n')
+    settings = load_settings(env={}, config_file=path)
+    assert (settings.auth_algorithms, settings.auth_roles_claim, settings.auth_prefer) == \
+        ("ES256", "realm_access.roles", "TOKEN")
+    path.write_text('[auth]\nissuer_url = "x"\n')
+    with pytest.raises(ConfigurationError, match="unknown key 'issuer_url'"):
+        load_settings(env={}, config_file=path)
+
+
+def test_only_the_allowed_algorithms_are_accepted(make_settings, idp) -> None:
+    rag = _deployment(make_settings, idp, auth_algorithms="ES256")
+    try:
+        identity = identity_for(rag.engine)
+        identity.clock = Clock(NOW)
+        with rag.engine.connect() as conn:
+            assert identity.caller(conn, rag.engine, idp.provider.mint("ec-1", sub="3")).employee_id == 3
+            with pytest.raises(InvalidTokenError, match="'RS256' is not allowed"):
+                identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="3"))
+    finally:
+        rag.close()
+
+
+def test_a_key_set_that_cannot_be_read_keeps_the_keys_read_last(site) -> None:
+    token = site.provider.mint("rsa-1", sub="3")
+    assert caller_of(site, token).employee_id == 3
+    site.server.failing = True
+    site.identity.keys.clock.now += 3600  # due: the read fails, the keys read last stay
+    assert caller_of(site, token).employee_id == 3
+    assert site.identity.keys.last_error == "reading the issuer's key set failed: HTTPError"
+    fresh = KeySet(url=site.server.url, clock=Clock(0.0))  # never read: nothing to verify with
+    with pytest.raises(InvalidTokenError, match="no key with key id"):
+        fresh.key("rsa-1")
+
+
+def test_the_key_set_from_a_file(tmp_path, site) -> None:
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps(site.provider.jwks()))
+    keys = KeySet(path=str(path), clock=Clock(0.0))
+    assert keys.key("ec-1").alg == "ES256"
+    with pytest.raises(InvalidTokenError):
+        keys.key("rsa-2")
+    path.write_text(json.dumps({"keys": [site.provider.public_jwk("rsa-2"),
+                                         {"kty": "oct", "k": "c2VjcmV0", "kid": "shared"}]}))
+    keys.clock.now += 30
+    assert keys.key("rsa-2").alg == "RS256"  # rotated in the file, found by one read
+    with pytest.raises(InvalidTokenError):
+        keys.key("shared")  # a shared secret in the set is never a verification key
+
+
+# -- who the caller is ---------------------------------------------------------------------
+def test_the_subject_is_mapped_by_the_declared_query(make_settings, idp) -> None:
+    rag = _deployment(make_settings, idp, auth_subject_query="SELECT subject, member_id FROM app_user")
+    try:
+        identity = identity_for(rag.engine)
+        identity.clock = Clock(NOW)
+        with rag.engine.connect() as conn:
+            bo = identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="auth0|bo"))
+            assert (bo.employee_id, bo.groups, bo.name) == (2, ("g1",), "Bo Dev")
+            # mapped, but no rows anywhere else: a caller with no roles and no groups (sees their own only)
+            nobody = identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="auth0|nobody-rows"))
+            assert (nobody.employee_id, nobody.roles, nobody.groups, nobody.sees_all) == (9, (), (), False)
+            with pytest.raises(InvalidTokenError, match="maps no employee"):
+                identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="auth0|stranger"))
+            with pytest.raises(InvalidTokenError, match="maps no employee"):
+                identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="2"))  # ids are not subjects
+    finally:
+        rag.close()
+
+
+def test_without_a_mapping_the_claim_must_be_an_id(site) -> None:
+    refused(site, site.provider.mint("rsa-1", sub="auth0|bo"), "not an employee id")
+    refused(site, site.provider.mint("rsa-1", sub="2.5"), "not an employee id")
+
+
+def test_a_declared_id_claim(make_settings, idp) -> None:
+    rag = _deployment(make_settings, idp, auth_id_claim="ext.member_id")
+    try:
+        identity = identity_for(rag.engine)
+        identity.clock = Clock(NOW)
+        with rag.engine.connect() as conn:
+            token = idp.provider.mint("rsa-1", sub="auth0|di", ext={"member_id": 4})  # a number or digits
+            assert identity.caller(conn, rag.engine, token).employee_id == 4
+            with pytest.raises(InvalidTokenError, match="no usable ext.member_id"):
+                identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="4"))
+    finally:
+        rag.close()
+
+
+@pytest.mark.parametrize("prefer", ["ACCESS", "TOKEN"])
+def test_roles_and_groups_from_claims_or_from_the_access_queries(make_settings, idp, prefer) -> None:
+    rag = _deployment(make_settings, idp, auth_roles_claim="realm_access.roles", auth_groups_claim="groups",
+                      auth_prefer=prefer)
+    try:
+        identity = identity_for(rag.engine)
+        identity.clock = Clock(NOW)
+        token = idp.provider.mint("rsa-1", sub="3", realm_access={"roles": ["lead", "bad\nrole"]},
+                                  groups=["g2", "g3"])
+        with rag.engine.connect() as conn:
+            caller = identity.caller(conn, rag.engine, token)
+        if prefer == "TOKEN":  # the claims win (a value that is no role is skipped)
+            assert (caller.roles, caller.groups, caller.sees_all) == (("lead",), ("g2", "g3"), True)
+        else:  # the [access] queries win: member 3 is a developer in no group
+            assert (caller.roles, caller.groups, caller.sees_all) == (("dev",), (), False)
+        assert caller.name == "Cy Dev"
+    finally:
+        rag.close()
+
+
+def test_claims_are_used_where_no_access_source_is_declared(make_settings, idp) -> None:
+    settings = make_settings(see_all_roles="lead", auth_roles_claim="roles", auth_groups_claim="groups",
+                             **auth_settings(idp.server.url))
+    rag = RagSystem(settings, sources=[])
+    rag.migrate()
+    try:
+        identity = identity_for(rag.engine)
+        identity.clock = Clock(NOW)
+        with rag.engine.connect() as conn:
+            caller = identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="7", roles="lead",
+                                                                         groups=["g1"]))
+        assert (caller.employee_id, caller.roles, caller.groups, caller.sees_all) == (7, ("lead",), ("g1",), True)
+    finally:
+        rag.close()
+
+
+def test_an_unknown_employee_of_the_reference_application_is_refused(rag, idp) -> None:
+    settings = rag.settings.with_overrides(**auth_settings(idp.server.url))
+    identity = JwtIdentity(settings, clock=Clock(NOW))
+    with rag.engine.connect() as conn:
+        conn.exec_driver_sql("INSERT INTO EMPLOYEE (EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE) "
+                             "VALUES (5, 'Eve', 'Known', 'developer')")
+        assert identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="5")).name == "Eve Known"
+        with pytest.raises(InvalidTokenError, match="employee 999 not found"):
+            identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="999"))
