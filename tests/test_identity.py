@@ -335,3 +335,114 @@ def test_an_unknown_employee_of_the_reference_application_is_refused(rag, idp) -
         assert identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="5")).name == "Eve Known"
         with pytest.raises(InvalidTokenError, match="employee 999 not found"):
             identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="999"))
+
+
+# -- the servers ----------------------------------------------------------------------------
+@pytest.fixture
+def served(site) -> Iterator[SimpleNamespace]:
+    """The deployment's records (ALPHA owner-scoped, BETA group-scoped, GAMMA public) on waitress and MCP."""
+    rag = site.rag
+    policies = {"ALPHA": AccessPolicy(("owner",)), "BETA": AccessPolicy(("group",)),
+                "GAMMA": AccessPolicy(("public",))}
+    with rag.engine.begin() as conn:
+        write_synthetic_records(rag, conn)
+        rag.engine.write_access(conn, [(t, i, record_access(policies[t], int(i) % 4 + 1, ["g1"] if i == "1" else []))
+                                       for t, i in RECORDS])
+    server = make_server(create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": None}), "127.0.0.1", 0, threads=2)
+    stop = threading.Event()
+    thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
+    thread.start()
+    try:
+        yield SimpleNamespace(**vars(site), api=f"127.0.0.1:{server.effective_port}")
+    finally:
+        stop.set()
+        thread.join(60)
+
+
+def _bad_tokens(site: SimpleNamespace) -> dict[str, str]:
+    mint, p = site.provider.mint, site.provider
+    return {"expired": mint("rsa-1", now=NOW - 3600), "not yet valid": mint("rsa-1", nbf=int(NOW + 600)),
+            "wrong aud": mint("rsa-1", aud="another-app"), "wrong iss": mint("rsa-1", iss="https://evil.test"),
+            "unknown kid": mint("rsa-2"), "alg none": p.forge_none("rsa-1"),
+            "hs256 with the public key": p.forge_hs256_with_public_key("rsa-1"),
+            "not an id": mint("rsa-1", sub="auth0|bo"), "garbage": "a.b.c", "opaque, unknown": "orag_" + "x" * 43}
+
+
+def test_every_refusal_is_the_same_401_and_the_reason_is_logged_without_the_token(served, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="oracle_rag.identity")
+    nobody = http_request(served.api, "GET", "/api/me")
+    nobody_v1 = http_request(served.api, "GET", "/v1/models")
+    assert nobody.status == 401 and nobody_v1.status == 401
+    for reason, token in _bad_tokens(served).items():
+        headers = {"Authorization": f"Bearer {token}"}
+        got = http_request(served.api, "GET", "/api/me", headers=headers)
+        assert (got.status, got.body, got.headers["www-authenticate"]) == \
+            (401, nobody.body, nobody.headers["www-authenticate"]), reason
+        got_v1 = http_request(served.api, "GET", "/v1/models", headers=headers)
+        assert (got_v1.status, got_v1.body) == (401, nobody_v1.body), reason
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    for reason in ("expired", "not valid yet", "aud", "iss", "no key with key id 'rsa-2'", "'none' is not allowed",
+                   "'HS256' is not allowed", "not an employee id"):
+        assert reason in logged, reason
+    for token in _bad_tokens(served).values():
+        signature = token.split(".")[-1]
+        assert token not in logged and (len(signature) < 16 or signature not in logged)
+
+
+def test_a_jwt_caller_on_the_api_and_the_openai_sdk(served) -> None:
+    token = served.provider.mint("rsa-1", sub="2")
+    me = http_request(served.api, "GET", "/api/me", headers={"Authorization": f"Bearer {token}"}).json()
+    assert (me["employee_id"], me["name"], me["roles"], me["groups"]) == (2, "Bo Dev", ["dev"], ["g1"])
+    # scope: member 2 owns ALPHA #1 and #5 (i % 4 + 1 == 2) and is in g1 (BETA #1); GAMMA is public
+    for key, status in ((("ALPHA", "1"), 200), (("ALPHA", "2"), 404), (("BETA", "1"), 200), (("BETA", "2"), 404),
+                        (("GAMMA", "3"), 200)):
+        got = http_request(served.api, "GET", f"/api/chunks/{key[0]}/{key[1]}",
+                           headers={"Authorization": f"Bearer {token}"})
+        assert got.status == status, key
+    # the API tokens stay
+    opaque = create_token(served.rag.engine, 3, check_employee=False).token
+    assert http_request(served.api, "GET", "/api/me", headers={"Authorization": f"Bearer {opaque}"}).json()[
+        "employee_id"] == 3
+
+    client = openai.OpenAI(base_url=f"http://{served.api}/v1", api_key=token, max_retries=0, timeout=60)
+    completion = client.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": "zebra record"}])
+    cited = {(c["source_type"], c["source_id"]) for c in (completion.model_extra or {})["citations"]}
+    assert cited and cited <= {("ALPHA", "1"), ("ALPHA", "5"), ("BETA", "1")} | {("GAMMA", str(i)) for i in range(1, 9)}
+    refused_client = openai.OpenAI(base_url=f"http://{served.api}/v1", api_key=served.provider.mint("rsa-1", aud="x"),
+                                   max_retries=0, timeout=60)
+    with pytest.raises(openai.AuthenticationError):
+        refused_client.models.list()
+
+
+def test_a_caller_with_no_rows_reads_only_public_records(served) -> None:
+    token = served.provider.mint("rsa-1", sub="77")  # no member, role or group row: owns nothing
+    headers = {"Authorization": f"Bearer {token}"}
+    me = http_request(served.api, "GET", "/api/me", headers=headers).json()
+    assert (me["employee_id"], me["roles"], me["groups"], me["sees_all"]) == (77, [], [], False)
+    for t, i in RECORDS:
+        got = http_request(served.api, "GET", f"/api/chunks/{t}/{i}", headers=headers)
+        assert got.status == (200 if t == "GAMMA" else 404), (t, i)
+
+
+def test_mcp_with_a_bearer_jwt_and_its_protected_resource_metadata(served) -> None:
+    rag = served.rag
+    resource = "https://rag.example.test/mcp"
+    with uvicorn_app(http_app(rag, chat=Chat(rag, None), resource_url=resource)) as url:
+        metadata = httpx2.get(url + "/.well-known/oauth-protected-resource/mcp", timeout=60)
+        assert metadata.status_code == 200
+        body = metadata.json()
+        assert (body["resource"], body["authorization_servers"]) == (resource, [ISSUER])
+        refused_ = httpx2.post(url + MCP_PATH, json={}, timeout=60,
+                               headers={"Authorization": f"Bearer {served.provider.mint('rsa-1', aud='x')}"})
+        assert refused_.status_code == 401
+        assert 'resource_metadata="https://rag.example.test/.well-known/oauth-protected-resource/mcp"' in \
+            refused_.headers["www-authenticate"]
+
+        async def as_member_two() -> set[tuple[str, str]]:
+            async with http_client(url, served.provider.mint("rsa-1", sub="2")) as client:
+                found = await client.call_tool("search", {"query": "zebra record", "mode": "keyword", "k": 100})
+                assert not found.is_error
+                return {(h["source_type"], h["source_id"]) for h in found.structured_content["hits"]}
+
+        assert anyio.run(as_member_two) == {("ALPHA", "1"), ("ALPHA", "5"), ("BETA", "1")} | {
+            ("GAMMA", str(i)) for i in range(1, 9)}
