@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from oracle_rag.answers.catalog import TEXT, say
+from oracle_rag.answers.lexicon import fold, fold_latin
 from oracle_rag.answers.relevance import ABOUT, coverage, is_about, topic_stems, weak_evidence
 
 
@@ -31,3 +32,12 @@ def test_weak_evidence_looks_at_the_first_records_only():
 def test_every_language_says_every_sentence():
     assert {k for k in TEXT["es"]} == {k for k in TEXT["en"]}
     assert say("fr", "weak", topic="x").startswith("Nothing I can see says")  # no French: English
+
+
+def test_the_quick_fold_is_the_fold():
+    """Every record a list matches is read with fold_latin: it must read as fold does, on every Latin
+    letter with marks and on text in other scripts (which it hands to fold)."""
+    for cp in range(0x20, 0x250):
+        assert fold_latin(chr(cp)) == fold(chr(cp)), hex(cp)
+    for text in ("Migración ÑANDÚ straße Œuvre", "Ελληνικά άλφα", "\ufb01ne", "x\u00b2", "İstanbul"):
+        assert fold_latin(text) == fold(text), text

@@ -17,6 +17,21 @@ def fold(text: str) -> str:
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
 
 
+# Latin letters with marks, folded ahead (see :func:`fold_latin`).
+_LATIN = {cp: "".join(c for c in unicodedata.normalize("NFKD", chr(cp).casefold())
+                      if not unicodedata.combining(c)) for cp in range(0xC0, 0x250)}
+
+
+def fold_latin(text: str) -> str:
+    """:func:`fold` at C speed for text in Latin letters (a record's whole text, read for every record a
+    list matches); other scripts go through :func:`fold`."""
+    lowered = text.casefold()
+    if lowered.isascii():
+        return lowered
+    quick = lowered.translate(_LATIN)
+    return quick if quick.isascii() else fold(text)
+
+
 def phrases(*items: str) -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(fold(item).split()) for item in items)
 

@@ -22,9 +22,10 @@ too).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
-from .lexicon import STOPWORDS
+from .lexicon import STOPWORDS, fold_latin
 from .vocabulary import words
 
 ABOUT = 0.5  # the share of the topic's words a record about it holds
@@ -48,6 +49,11 @@ def coverage(stems: frozenset[str], text: str) -> float:
 def holds(stems: frozenset[str], text: str) -> bool:
     """``text`` holds :data:`ABOUT` of the topic's words, and both of a two-word topic ("SSO upgrade": a
     record about an upgrade of something else holds half of it)."""
+    need = len(stems) if len(stems) == 2 else math.ceil(ABOUT * len(stems))
+    # a word that starts with a stem contains it: texts without enough stems are not split into words
+    plain = fold_latin(text)
+    if sum(stem in plain for stem in stems) < need:
+        return False
     share = coverage(stems, text)
     return share >= ABOUT and (len(stems) != 2 or share == 1.0)
 

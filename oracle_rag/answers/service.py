@@ -297,9 +297,10 @@ class AnswerService:
             return kept, None
         seen = {(r.source_type, r.source_id) for r in kept}
         rows = conn.execute(self.engine.statement(q.LIST_RECORDS, where), {**binds, "limit": total}).fetchall()
-        others = [self._record(vocab, r[0], r[1], r[2], r[3]) for r in rows if (str(r[0]), str(r[1])) not in seen]
-        found = [r for r in others if about(r)]
-        return (kept + found)[:limit], len(kept) + len(found)
+        found = [r for r in rows if (str(r[0]), str(r[1])) not in seen
+                 and relevance.holds(stems, lob_text(r[2]))]
+        shown = [self._record(vocab, r[0], r[1], r[2], r[3]) for r in found[:max(0, limit - len(kept))]]
+        return (kept + shown)[:limit], len(kept) + len(found)
 
     @staticmethod
     def _record(vocab: Vocabulary, source_type: Any, source_id: Any, content: Any, facets: Any,
