@@ -271,3 +271,22 @@ def test_a_sql_source_declares_facet_columns_and_questions_use_them(rag, make_se
     listed = c.answer("urgent tickets in APAC", caller, store=False)
     assert {cit.source_id for cit in listed.citations} == {f"tickets#{r[0]}" for r in rows
                                                           if r[2] == "urgent" and r[3] == "APAC"}
+
+
+def test_a_type_asked_for_by_its_word_is_answered_with_the_part_asked_for(demo_rag):
+    """ "which sprint ... is active and what is its goal?": the sprints, not their tasks, and the goal shown;
+    "goal" asks for a part of the record, so it ranks the lines shown and restricts nothing."""
+    caller = who(demo_rag, MANAGER)
+    answer = chat(demo_rag).answer("which sprint of Atlas Billing is active and what is its goal?", caller,
+                                   store=False)
+    with demo_rag.engine.connect() as conn:
+        active = {str(r[0]) for r in conn.execute(sa.text(
+            "SELECT s.SPRINT_ID FROM SPRINT s JOIN PROJECT p ON p.PROJECT_ID = s.PROJECT_ID "
+            "WHERE p.NAME = 'Atlas Billing' AND s.STATUS = 'ACTIVE'"))}
+    assert active and {c.source_id for c in answer.citations if c.source_type == "SPRINT"} == active
+    assert answer.structured["type"] == "SPRINT" and "Goal:" in answer.answer and " about " not in answer.answer
+
+
+def test_an_aggregate_without_a_model_is_not_called_unanswered(demo_rag):
+    answer = chat(demo_rag).answer("what is the largest estimate of any task?", who(demo_rag, MANAGER), store=False)
+    assert answer.route == "retrieval" and "Nothing I can see says" not in answer.answer

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from .lexicon import STOPWORDS, fold_latin
+from .lexicon import RECORD_WORDS, STOPWORDS, fold_latin
 from .vocabulary import words
 
 ABOUT = 0.5  # the share of the topic's words a record about it holds
@@ -34,8 +34,15 @@ STEM = 5
 
 
 def topic_stems(topic: str) -> frozenset[str]:
-    """The topic's content words, by their first :data:`STEM` letters."""
-    return frozenset(w[:STEM] for w in words(topic) if w not in STOPWORDS and len(w) > 2)
+    """The topic's content words, by their first :data:`STEM` letters. Words that ask for a part of a
+    record ("what is its *goal*", "*when* does it start") rank the part to show, but say nothing of what
+    the records are about."""
+    return frozenset(w[:STEM] for w in words(topic) if w not in STOPWORDS and w not in RECORD_WORDS and len(w) > 2)
+
+
+def restricts(topic: str) -> bool:
+    """Whether ``topic`` names anything records can be about (else it only ranks them)."""
+    return bool(topic_stems(topic))
 
 
 def coverage(stems: frozenset[str], text: str) -> float:

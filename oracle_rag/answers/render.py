@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import relevance
 from .catalog import say
 from .dates import OPEN_END, OPEN_START
 from .service import Record, StructuredResult
@@ -238,7 +239,7 @@ def _render_text(result: StructuredResult, caller_id: int | None) -> str:
             first = f"{plural} coinciden con {desc}" if total != 1 else f"{plural} coincide con {desc}"
         else:
             first = f"{plural} match {desc}" if total != 1 else f"{plural} matches {desc}"
-        if u.topic and u.kind == "list":
+        if u.kind == "list" and relevance.restricts(u.topic):
             first = _about_line(result, first, shown)
         elif shown < total:
             how = f"by relevance to \u201c{result.ranked_by}\u201d" if result.ranked_by else "in id order"

@@ -271,6 +271,7 @@ class AnswerService:
         ranked: list[Record] = []
         if u.topic:
             ranked = self._ranked(conn, u, vocab, source_type, where, caller, mode, limit, settings)
+        if relevance.restricts(u.topic):
             about, count = self._about(conn, u.topic, ranked, where, binds, total, limit, vocab)
             return total, groups, about, count
         if len(ranked) < min(limit, total) and u.kind == "list":

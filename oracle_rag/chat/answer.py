@@ -33,6 +33,7 @@ from typing import Any
 from .. import tracing
 from ..aggregate import AggregateResult, AggregateService
 from ..aggregate.literals import masked_literals
+from ..answers import relevance
 from ..answers import render as structured_render
 from ..answers.catalog import say
 from ..answers.relevance import weak_evidence
@@ -316,7 +317,9 @@ class Chat:
             self._observe("aggregate", time.monotonic() - started, outcome="error" if aggregate.error else "ok")
         # A follow-up ("and the third?") is about what the conversation is about: its own words cannot
         # tell that nothing is about it.
+        # An aggregate question answered from records (no model to write its SQL) says so already.
         weak = (understood_as is not None and bool(chunks) and aggregate is None and not history
+                and chosen.decided_by != "words" and not looks_aggregate(text)
                 and weak_evidence(topic, (c.content for c in chunks)))
         return _Prepared(who, text, mode, conversation_id, new, store or not new, chunks, info, history,
                          chosen, aggregate, None, topic, understood_as.language if understood_as else "en", weak,
@@ -584,7 +587,7 @@ class _Run:
 def nothing_about_topic(result: StructuredResult) -> bool:
     """A list with a topic whose filters match records, none of them about the topic."""
     u = result.understanding
-    return u.kind == "list" and bool(u.topic) and bool(result.total) and not result.records
+    return u.kind == "list" and relevance.restricts(u.topic) and bool(result.total) and not result.records
 
 
 def dropped_filters(result: StructuredResult, caller_id: int | None) -> str:
