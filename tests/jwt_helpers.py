@@ -20,8 +20,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import jwt
+import sqlalchemy as sa
+from access_property_helpers import RECORDS, write_synthetic_records
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from oracle_rag.sources.access import AccessPolicy, record_access
+from oracle_rag.system import RagSystem
 
 ISSUER = "https://idp.example.test/realms/crm"
 AUDIENCE = "oracle-rag"
@@ -151,3 +156,39 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+# The deployment: members 1..4 (no EMPLOYEE table), 1 a lead (sees all), 2 in team "g1";
+# member 9 has a subject but no roles, groups or records; the provider's subjects are opaque text.
+MEMBERS = {1: ("Ada Lead", ("lead",), ()), 2: ("Bo Dev", ("dev",), ("g1",)), 3: ("Cy Dev", ("dev",), ()),
+           4: ("Di Ops", ("ops",), ("g2",))}
+SUBJECTS = {"auth0|ada": 1, "auth0|bo": 2, "auth0|cy": 3, "auth0|nobody-rows": 9}
+# The records of tests/access_property_helpers.py: ALPHA owner-scoped (owner i % 4 + 1), BETA group-scoped
+# (#1 in g1), GAMMA public; what member 2 (owner of ALPHA #1 and #5, in g1) may read.
+POLICIES = {"ALPHA": AccessPolicy(("owner",)), "BETA": AccessPolicy(("group",)), "GAMMA": AccessPolicy(("public",))}
+MEMBER_TWO_SEES = {("ALPHA", "1"), ("ALPHA", "5"), ("BETA", "1")} | {("GAMMA", str(i)) for i in range(1, 9)}
+
+
+def deployment_tables(rag: RagSystem) -> None:
+    """The host's own tables: members (names), their roles and groups, the provider's subjects."""
+    with rag.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE member (member_id INTEGER PRIMARY KEY, name TEXT)")
+        conn.exec_driver_sql("CREATE TABLE member_role (member_id INTEGER, role TEXT)")
+        conn.exec_driver_sql("CREATE TABLE member_group (member_id INTEGER, grp TEXT)")
+        conn.exec_driver_sql("CREATE TABLE app_user (subject TEXT PRIMARY KEY, member_id INTEGER)")
+        for i, (name, roles, groups) in MEMBERS.items():
+            conn.execute(sa.text("INSERT INTO member VALUES (:i, :n)"), {"i": i, "n": name})
+            for role in roles:
+                conn.execute(sa.text("INSERT INTO member_role VALUES (:i, :r)"), {"i": i, "r": role})
+            for group in groups:
+                conn.execute(sa.text("INSERT INTO member_group VALUES (:i, :g)"), {"i": i, "g": group})
+        for subject, i in SUBJECTS.items():
+            conn.execute(sa.text("INSERT INTO app_user VALUES (:s, :i)"), {"s": subject, "i": i})
+
+
+def scoped_records(rag: RagSystem) -> None:
+    """The synthetic records, indexed, with :data:`POLICIES`' access."""
+    with rag.engine.begin() as conn:
+        write_synthetic_records(rag, conn)
+        rag.engine.write_access(conn, [(t, i, record_access(POLICIES[t], int(i) % 4 + 1, ["g1"] if i == "1" else []))
+                                       for t, i in RECORDS])

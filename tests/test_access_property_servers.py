@@ -4,7 +4,8 @@ The same world and the same plain Python model as tests/test_access_property.py
 (tests/access_property_helpers.py: policies per source, owners and groups per
 record, failed permission data), but the callers are a deployment's: ids with roles and groups in tables read
 by the declared ``[access] roles_query`` / ``groups_query`` (no EMPLOYEE
-table), reached through API tokens. Per example, through:
+table), reached through API tokens; and again with callers from JWTs of an identity provider made in the
+test, their roles and groups in the token's claims (``[auth] prefer = "token"``). Per example, through:
 
 * the Flask app served by waitress on 127.0.0.1, over HTTP: the record
   detail ``/api/chunks/<type>/<id>`` (200 exactly for the allowed records,
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
 from types import SimpleNamespace
 
 import anyio
@@ -50,6 +52,7 @@ from access_property_helpers import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jwt_helpers import NOW, Clock, Provider, auth_settings, jwks_server
 from model_helpers import link_model
 from reliability_helpers import http_request
 from test_mcp import http_client, uvicorn_app
@@ -58,8 +61,10 @@ from oracle_rag.access import directory_for, load_caller
 from oracle_rag.aggregate import AggregateService
 from oracle_rag.aggregate.catalog import Catalog, Column, View
 from oracle_rag.auth import create_token
+from oracle_rag.caller import Caller
 from oracle_rag.chat import Chat
 from oracle_rag.config import load_settings
+from oracle_rag.identity import identity_for
 from oracle_rag.integrations.mcp_server import http_app
 from oracle_rag.sources.base import Document, Source
 from oracle_rag.sources.meanings import Meanings
@@ -112,10 +117,19 @@ def _create_views(rag: RagSystem) -> None:
 def world(tmp_path_factory: pytest.TempPathFactory, model_path) -> Iterator[SimpleNamespace]:
     data = tmp_path_factory.mktemp("access-servers")
     link_model(model_path, data)
+    provider = Provider()
+    provider.add_ec("ec-1")
+    stack = ExitStack()  # the provider's key set is served for the module
+    jwks_url = stack.enter_context(jwks_server(provider)).url
     rag = RagSystem(load_settings(env={}, data_dir=str(data), see_all_roles="lead",
                                   access_roles_query="SELECT member_id, role FROM member_role",
-                                  access_groups_query="SELECT member_id, grp FROM member_group"),
+                                  access_groups_query="SELECT member_id, grp FROM member_group",
+                                  **auth_settings(jwks_url, auth_roles_claim="roles", auth_groups_claim="groups",
+                                                  auth_prefer="TOKEN")),
                     sources=[_Declared(t) for t in TYPES])
+    identity = identity_for(rag.engine)
+    assert identity is not None
+    identity.clock = Clock(NOW)
     rag.migrate()
     with rag.engine.begin() as conn:
         write_synthetic_records(rag, conn)
@@ -130,11 +144,13 @@ def world(tmp_path_factory: pytest.TempPathFactory, model_path) -> Iterator[Simp
     try:
         with uvicorn_app(http_app(rag, chat=Chat(rag, None))) as mcp_url:
             yield SimpleNamespace(rag=rag, tokens=tokens, api=f"127.0.0.1:{server.effective_port}",
-                                  mcp=mcp_url, aggregates=AggregateService(rag.engine, rag.settings, CATALOG))
+                                  mcp=mcp_url, aggregates=AggregateService(rag.engine, rag.settings, CATALOG),
+                                  provider=provider, identity=identity)
     finally:
         stop.set()
         thread.join(60)
         rag.close()
+        stack.close()
 
 
 def _declare_members(rag: RagSystem, members: dict[int, tuple[frozenset[str], frozenset[str]]]) -> None:
@@ -154,8 +170,8 @@ def _cited(body: dict) -> set[tuple[str, str]]:
     return {(c["source_type"], c["source_id"]) for c in body.get("citations") or ()}
 
 
-def _check_http(world: SimpleNamespace, member: int, want: set[tuple[str, str]]) -> None:
-    headers = {"Authorization": f"Bearer {world.tokens[member]}"}
+def _check_http(world: SimpleNamespace, token: str, member: int, want: set[tuple[str, str]]) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
 
     def call(method: str, path: str, body: dict | None = None):  # noqa: ANN202
         return http_request(world.api, method, path, body, headers=headers)
@@ -177,9 +193,9 @@ def _check_http(world: SimpleNamespace, member: int, want: set[tuple[str, str]])
     assert _cited(chat.json()) <= want, member
 
 
-def _check_v1(world: SimpleNamespace, member: int, want: set[tuple[str, str]]) -> None:
+def _check_v1(world: SimpleNamespace, token: str, member: int, want: set[tuple[str, str]]) -> None:
     """``/v1/chat/completions`` through the ``openai`` SDK: the computed result in ``oracle_rag.structured``."""
-    client = openai.OpenAI(base_url=f"http://{world.api}/v1", api_key=world.tokens[member], max_retries=0,
+    client = openai.OpenAI(base_url=f"http://{world.api}/v1", api_key=token, max_retries=0,
                            timeout=60)
 
     def ask(question: str) -> tuple[dict, dict | None]:
@@ -205,8 +221,8 @@ def _check_v1(world: SimpleNamespace, member: int, want: set[tuple[str, str]]) -
     assert {(c["source_type"], c["source_id"]) for c in extra["citations"]} <= want, member
 
 
-async def _check_mcp(world: SimpleNamespace, member: int, want: set[tuple[str, str]]) -> None:
-    async with http_client(world.mcp, world.tokens[member]) as client:
+async def _check_mcp(world: SimpleNamespace, token: str, member: int, want: set[tuple[str, str]]) -> None:
+    async with http_client(world.mcp, token) as client:
         found = await client.call_tool("search", {"query": QUESTION, "mode": "keyword", "k": 100})
         assert not found.is_error
         assert {(h["source_type"], h["source_id"]) for h in found.structured_content["hits"]} == want, member
@@ -217,9 +233,8 @@ async def _check_mcp(world: SimpleNamespace, member: int, want: set[tuple[str, s
         assert not asked.is_error and _cited(asked.structured_content) <= want, member
 
 
-def _check_aggregates(world: SimpleNamespace, member: int, want: set[tuple[str, str]]) -> None:
-    with world.rag.engine.connect() as conn:
-        caller = load_caller(conn, member, world.rag.engine)
+def _check_aggregates(world: SimpleNamespace, caller: Caller, want: set[tuple[str, str]]) -> None:
+    member = caller.employee_id
     for t in TYPES:
         expected = {i for tt, i in want if tt == t}
         counted = world.aggregates.run_sql(f"SELECT COUNT(*) AS N FROM RAG_V_{t}", caller)
@@ -249,10 +264,38 @@ def test_servers_and_views_return_exactly_what_the_policy_allows(world: SimpleNa
             caller = load_caller(conn, member, rag.engine)
         assert set(caller.roles) == set(who[member][0]) and set(caller.groups) == set(who[member][1])
         want = {k for k in RECORDS if allowed(pols[k[0]], *data[k], k[0] in failed, caller)}
-        _check_http(world, member, want)
-        _check_v1(world, member, want)
-        anyio.run(_check_mcp, world, member, want)
-        _check_aggregates(world, member, want)
+        token = world.tokens[member]
+        _check_http(world, token, member, want)
+        _check_v1(world, token, member, want)
+        anyio.run(_check_mcp, world, token, member, want)
+        _check_aggregates(world, caller, want)
+
+
+@EXAMPLES
+@given(pols=st.fixed_dictionaries({t: policies for t in TYPES}),
+       data=st.fixed_dictionaries({k: record_data for k in RECORDS}),
+       failed=st.frozensets(st.sampled_from(TYPES), max_size=2),
+       who=members)
+def test_the_same_for_callers_from_jwt_claims(world: SimpleNamespace, pols, data, failed, who) -> None:
+    """Callers from the identity provider: roles and groups in the JWT's claims (``[auth] prefer = token``).
+
+    The declared [access] tables are emptied, so a caller reads what the claims grant or the
+    test fails; each caller's scope is the one built from the verified token.
+    """
+    rag = world.rag
+    apply_access(rag, pols, data, set(failed))
+    _declare_members(rag, {})
+    for member in who:
+        roles, groups = who[member]
+        token = world.provider.mint("ec-1", sub=str(member), roles=sorted(roles), groups=sorted(groups))
+        with rag.engine.connect() as conn:
+            caller = world.identity.caller(conn, rag.engine, token)
+        assert (set(caller.roles), set(caller.groups)) == (set(roles), set(groups))
+        want = {k for k in RECORDS if allowed(pols[k[0]], *data[k], k[0] in failed, caller)}
+        _check_http(world, token, member, want)
+        _check_v1(world, token, member, want)
+        anyio.run(_check_mcp, world, token, member, want)
+        _check_aggregates(world, caller, want)
 
 
 def test_the_caller_functions_are_refused_outside_the_views(world: SimpleNamespace) -> None:

@@ -21,9 +21,19 @@ import anyio
 import httpx2
 import openai
 import pytest
-import sqlalchemy as sa
-from access_property_helpers import RECORDS, write_synthetic_records
-from jwt_helpers import AUDIENCE, ISSUER, NOW, Clock, Provider, auth_settings, jwks_server
+from access_property_helpers import RECORDS
+from jwt_helpers import (
+    AUDIENCE,
+    ISSUER,
+    MEMBER_TWO_SEES,
+    NOW,
+    Clock,
+    Provider,
+    auth_settings,
+    deployment_tables,
+    jwks_server,
+    scoped_records,
+)
 from reliability_helpers import http_request
 from test_mcp import http_client, uvicorn_app
 
@@ -33,17 +43,10 @@ from oracle_rag.config import load_settings
 from oracle_rag.errors import ConfigurationError, InvalidTokenError
 from oracle_rag.identity import JwtIdentity, KeySet, identity_for
 from oracle_rag.integrations.mcp_server import MCP_PATH, http_app
-from oracle_rag.sources.access import AccessPolicy, record_access
 from oracle_rag.system import RagSystem
 from oracle_rag.web import create_app
 from oracle_rag.web.openai_api import MODEL_ID
 from oracle_rag.web.server import make_server, serve_until
-
-# The deployment: members 1..4 (no EMPLOYEE table), 1 a lead (sees all), 2 in team "g1";
-# member 9 has a subject but no roles, groups or records; the provider's subjects are opaque text.
-MEMBERS = {1: ("Ada Lead", ("lead",), ()), 2: ("Bo Dev", ("dev",), ("g1",)), 3: ("Cy Dev", ("dev",), ()),
-           4: ("Di Ops", ("ops",), ("g2",))}
-SUBJECTS = {"auth0|ada": 1, "auth0|bo": 2, "auth0|cy": 3, "auth0|nobody-rows": 9}
 
 
 @pytest.fixture(scope="module")
@@ -70,19 +73,7 @@ def _deployment(make_settings, idp: SimpleNamespace, **auth: str) -> RagSystem:
                              **auth_settings(idp.server.url, **auth))
     rag = RagSystem(settings, sources=[])
     rag.migrate()
-    with rag.engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE member (member_id INTEGER PRIMARY KEY, name TEXT)")
-        conn.exec_driver_sql("CREATE TABLE member_role (member_id INTEGER, role TEXT)")
-        conn.exec_driver_sql("CREATE TABLE member_group (member_id INTEGER, grp TEXT)")
-        conn.exec_driver_sql("CREATE TABLE app_user (subject TEXT PRIMARY KEY, member_id INTEGER)")
-        for i, (name, roles, groups) in MEMBERS.items():
-            conn.execute(sa.text("INSERT INTO member VALUES (:i, :n)"), {"i": i, "n": name})
-            for role in roles:
-                conn.execute(sa.text("INSERT INTO member_role VALUES (:i, :r)"), {"i": i, "r": role})
-            for group in groups:
-                conn.execute(sa.text("INSERT INTO member_group VALUES (:i, :g)"), {"i": i, "g": group})
-        for subject, i in SUBJECTS.items():
-            conn.execute(sa.text("INSERT INTO app_user VALUES (:s, :i)"), {"s": subject, "i": i})
+    deployment_tables(rag)
     return rag
 
 
@@ -342,12 +333,7 @@ def test_an_unknown_employee_of_the_reference_application_is_refused(rag, idp) -
 def served(site) -> Iterator[SimpleNamespace]:
     """The deployment's records (ALPHA owner-scoped, BETA group-scoped, GAMMA public) on waitress and MCP."""
     rag = site.rag
-    policies = {"ALPHA": AccessPolicy(("owner",)), "BETA": AccessPolicy(("group",)),
-                "GAMMA": AccessPolicy(("public",))}
-    with rag.engine.begin() as conn:
-        write_synthetic_records(rag, conn)
-        rag.engine.write_access(conn, [(t, i, record_access(policies[t], int(i) % 4 + 1, ["g1"] if i == "1" else []))
-                                       for t, i in RECORDS])
+    scoped_records(rag)
     server = make_server(create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": None}), "127.0.0.1", 0, threads=2)
     stop = threading.Event()
     thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
@@ -407,7 +393,7 @@ def test_a_jwt_caller_on_the_api_and_the_openai_sdk(served) -> None:
     client = openai.OpenAI(base_url=f"http://{served.api}/v1", api_key=token, max_retries=0, timeout=60)
     completion = client.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": "zebra record"}])
     cited = {(c["source_type"], c["source_id"]) for c in (completion.model_extra or {})["citations"]}
-    assert cited and cited <= {("ALPHA", "1"), ("ALPHA", "5"), ("BETA", "1")} | {("GAMMA", str(i)) for i in range(1, 9)}
+    assert cited and cited <= MEMBER_TWO_SEES
     refused_client = openai.OpenAI(base_url=f"http://{served.api}/v1", api_key=served.provider.mint("rsa-1", aud="x"),
                                    max_retries=0, timeout=60)
     with pytest.raises(openai.AuthenticationError):
@@ -444,5 +430,4 @@ def test_mcp_with_a_bearer_jwt_and_its_protected_resource_metadata(served) -> No
                 assert not found.is_error
                 return {(h["source_type"], h["source_id"]) for h in found.structured_content["hits"]}
 
-        assert anyio.run(as_member_two) == {("ALPHA", "1"), ("ALPHA", "5"), ("BETA", "1")} | {
-            ("GAMMA", str(i)) for i in range(1, 9)}
+        assert anyio.run(as_member_two) == MEMBER_TWO_SEES
