@@ -14,8 +14,9 @@ Setup (not timed): a data directory with 2,000 demo tasks seeded and indexed wit
   and times it, and sends one question at once: the first search after the flip, which builds the
   server's in-process index of the e5 vectors. Its latency is compared with the median latency before
   the switch (the baseline of this run);
-- the demo's cross-language questions from the issue (Spanish questions about English tasks) are asked
-  of the retriever before and after the flip: the rank of the first English task they are about.
+- ten Spanish questions about English tasks (the issue's two among them) are asked of the retriever
+  before and after the flip: the rank of the first English task each is about (top 50), and how
+  many are in the top 10.
 
 Goals: 0 failed or empty answers; the flip costs searches < 1 s (the first search after it, minus
 the median before); after it the Spanish questions find their English tasks. Writes
@@ -50,11 +51,19 @@ TARGET = "multilingual-e5-small"
 QUESTIONS = ["login timeout on the mobile app", "tareas sobre la sincronización sin conexión",
              "slow dashboard queries", "errores en la generación de facturas en PDF",
              "who works on the Kafka consumer lag alerts?", "alertas de monitorización"]
-# Spanish questions about English tasks (the issue's examples): the English title words they are about.
+# Spanish questions about English tasks: the English title words each is about. The first two are the
+# issue's examples, where ~80 Spanish tasks about "el error de inicio de sesión en Android" share the
+# words "inicio de sesión"; the others name topics only English tasks have.
 CROSS = {"tareas sobre el inicio de sesión único con Azure": "SSO with Azure AD",
          "tiempo de espera del inicio de sesión en la aplicación móvil": "login timeout on the mobile app",
-         "límite de tamaño al subir imágenes": "image upload size limit",
-         "sondas de actividad de Kubernetes": "Kubernetes liveness probes"}
+         "modo oscuro en la página de configuración": "dark mode in the settings page",
+         "pruebas de integración inestables": "flaky integration tests",
+         "retención del registro de auditoría": "audit log retention",
+         "solicitudes de borrado de datos personales (RGPD)": "GDPR data deletion requests",
+         "lógica de reintento de pagos": "payment retry logic",
+         "manejo de zonas horarias en las fechas de vencimiento": "timezone handling in due dates",
+         "alertas de retraso del consumidor de Kafka": "Kafka consumer lag alerts",
+         "consultas lentas del panel": "slow dashboard queries"}
 
 
 class Client:
@@ -101,13 +110,13 @@ class Client:
 
 
 def cross_language(rag: Any) -> dict[str, int | None]:
-    """For each Spanish question, the rank (1-based, top 10) of the first English task it is about."""
+    """For each Spanish question, the rank (1-based, top 50) of the first English task it is about."""
     from oracle_rag.caller import Caller
 
     out: dict[str, int | None] = {}
     retriever = rag.retriever()
     for question, title in CROSS.items():
-        hits = retriever.search(question, top_k=10, caller=Caller(3, "manager"))
+        hits = retriever.search(question, top_k=50, caller=Caller(3, "manager"))
         out[question] = next((i + 1 for i, h in enumerate(hits) if title.lower() in h.content.lower()), None)
     return out
 
@@ -196,6 +205,8 @@ def main() -> None:
             "after": summary([s for s in samples if s["phase"] == "after"]),
             "failed_or_empty": sum(1 for s in samples if s["status"] != 200 or not s["records"]),
             "cross_language_rank_before": cross_before, "cross_language_rank_after": cross_after,
+            "cross_language_top10_before": sum(1 for r in cross_before.values() if r is not None and r <= 10),
+            "cross_language_top10_after": sum(1 for r in cross_after.values() if r is not None and r <= 10),
         }
     finally:
         client.stop.set()

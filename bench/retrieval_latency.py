@@ -69,10 +69,12 @@ from oracle_rag.bm25 import analyze_record  # noqa: E402
 from oracle_rag.caller import Caller  # noqa: E402
 from oracle_rag.config import Settings, load_settings  # noqa: E402
 from oracle_rag.engines import Filters, Hit, engine_sql  # noqa: E402
+from oracle_rag.engines.generations import INITIAL, render  # noqa: E402
 from oracle_rag.engines.records import hits, search_binds  # noqa: E402
 from oracle_rag.engines.statements import stmt  # noqa: E402
 
-_PRODUCT_SEMANTIC = engine_sql.SEMANTIC_SEARCH.sqlite or ""
+# As the engine sends it for the generation of a fresh database (MiniLM in slot 1).
+_PRODUCT_SEMANTIC = render(engine_sql.SEMANTIC_SEARCH.sqlite or "", INITIAL, "sqlite")
 from oracle_rag.retriever import hybrid, rrf, semantic_leg_filters  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402
 
@@ -83,7 +85,7 @@ DEVELOPER = Caller(9, "developer", name="bench developer")
 DEVELOPERS = list(range(9, 41))
 
 # -- bench-local statements ------------------------------------------------------
-_CTE = "WITH q AS (SELECT vector_embedding(:query) AS v)\n"
+_CTE = "WITH q AS (SELECT vector_embedding('all-MiniLM-L6-v2', :query) AS v)\n"
 _EMBEDDED_VECTOR = "(SELECT v FROM q)"
 if _CTE not in _PRODUCT_SEMANTIC or _EMBEDDED_VECTOR not in _PRODUCT_SEMANTIC:
     raise SystemExit("the product's SEMANTIC_SEARCH changed shape; update bench/retrieval_latency.py")
@@ -93,9 +95,9 @@ SEMANTIC_BY_VECTOR = _PRODUCT_SEMANTIC.replace(_CTE, "").replace(_EMBEDDED_VECTO
 # The access columns as the reference sources' policy writes them (sources/access.py): a task
 # is its assignee's, sprints and projects are public; an unassigned task is managers' only.
 INSERT_CHUNK = """INSERT INTO RAG_CHUNK
-  (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CONTENT, EMBEDDING, CONTENT_HASH, TERM_COUNT,
-   ACCESS_OWNER, ACCESS_PUBLIC)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?3, CASE WHEN ?3 IS NULL AND ?1 <> 'TASK' THEN 1 ELSE 0 END)"""
+  (SOURCE_TYPE, SOURCE_ID, OWNER_ID, PROJECT_ID, SPRINT_ID, CONTENT, EMBEDDING, EMBEDDING_GEN, CONTENT_HASH,
+   TERM_COUNT, ACCESS_OWNER, ACCESS_PUBLIC)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9, ?3, CASE WHEN ?3 IS NULL AND ?1 <> 'TASK' THEN 1 ELSE 0 END)"""
 # Each record's BM25 postings, as the indexer writes them (bm25.analyze_record); the
 # scratch file is fresh, so the i-th row's CHUNK_ID is i + 1.
 # (TERM, CHUNK_ID, TF) rows; each posting carries its record's columns (engine_sql.POSTING_COLUMNS).
