@@ -185,3 +185,21 @@ def test_a_model_with_prefixes_gets_them_on_passages_and_queries(demo_rag) -> No
     assert np.allclose(np.frombuffer(stored, "<f4"), rotate(minilm.embed("passage: " + content)), atol=1e-5)
     assert np.allclose(query, rotate(minilm.embed("query: payment retry logic")), atol=1e-5)
     assert not np.allclose(query, rotate(minilm.embed("payment retry logic")), atol=1e-3)
+
+
+def test_the_model_commands(demo_rag, cli) -> None:
+    switched = cli("model", "switch", "--to", ROTATED_NAME)
+    assert switched.exit_code == 0, switched.output
+    assert "generation 2: minilm-rotated in slot 2" in switched.output
+    refused = cli("model", "activate")
+    assert refused.exit_code != 0 and "lacks vectors for" in refused.output
+    listed = cli("model", "generations")
+    assert listed.exit_code == 0
+    assert [line.split()[:3] for line in listed.output.splitlines()] == [
+        ["1", "all-MiniLM-L6-v2", "ACTIVE"], ["2", ROTATED_NAME, "STANDBY"]]
+    fill(demo_rag)
+    assert "active: minilm-rotated" in cli("model", "activate").output
+    assert "rolled back" in cli("model", "rollback").output
+    dropped = cli("model", "drop", ROTATED_NAME)
+    assert dropped.exit_code == 0 and "slot 2 is free" in dropped.output
+    assert "unknown embedding model" in cli("model", "switch", "--to", "no-such-model").output
