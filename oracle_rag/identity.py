@@ -140,6 +140,14 @@ class KeySet:
                                                             "has more than one key")
         return found
 
+    def key_ids(self) -> list[str]:
+        """The key ids held now, read first when due (what ``oracle-rag status`` shows)."""
+        with self._lock:
+            now = self.clock()
+            if self._keys is None or self._loaded_at is None or now - self._loaded_at >= self.refresh_s:
+                self._read(now)
+            return sorted(str(kid) if kid is not None else "(no kid)" for kid in (self._keys or {}))
+
     def _match(self, kid: str | None) -> SigningKey | None:
         keys = self._keys or {}
         if kid is None:
@@ -352,6 +360,18 @@ def identity_for(engine: Engine) -> JwtIdentity | None:
         if found is None:
             found = _IDENTITIES[engine] = JwtIdentity(engine.settings)
         return found
+
+
+def identity_status(engine: Engine) -> dict[str, Any]:
+    """What ``oracle-rag status`` says about ``[auth]``: the issuer, the key set (read now if not yet)."""
+    identity = identity_for(engine)
+    if identity is None:
+        return {"issuer": None}
+    settings = engine.settings
+    return {"issuer": identity.issuer, "audience": identity.audience,
+            "key_set": settings.auth_jwks_url or settings.auth_jwks_file, "key_ids": identity.keys.key_ids(),
+            "key_set_error": identity.keys.last_error,
+            "subject_query_error": identity.subjects.last_error if identity.subjects else None}
 
 
 def caller_for_bearer(conn: sa.Connection, engine: Engine, token: str) -> Caller | None:

@@ -41,7 +41,7 @@ from oracle_rag.auth import create_token
 from oracle_rag.chat import Chat
 from oracle_rag.config import load_settings
 from oracle_rag.errors import ConfigurationError, InvalidTokenError
-from oracle_rag.identity import JwtIdentity, KeySet, identity_for
+from oracle_rag.identity import JwtIdentity, KeySet, identity_for, identity_status
 from oracle_rag.integrations.mcp_server import MCP_PATH, http_app
 from oracle_rag.system import RagSystem
 from oracle_rag.web import create_app
@@ -218,10 +218,16 @@ def test_only_the_allowed_algorithms_are_accepted(make_settings, idp) -> None:
 def test_a_key_set_that_cannot_be_read_keeps_the_keys_read_last(site) -> None:
     token = site.provider.mint("rsa-1", sub="3")
     assert caller_of(site, token).employee_id == 3
+    assert identity_status(site.rag.engine) == {
+        "issuer": ISSUER, "audience": AUDIENCE, "key_set": site.server.url, "key_ids": ["ec-1", "rsa-1"],
+        "key_set_error": None, "subject_query_error": None}
     site.server.failing = True
     site.identity.keys.clock.now += 3600  # due: the read fails, the keys read last stay
     assert caller_of(site, token).employee_id == 3
     assert site.identity.keys.last_error == "reading the issuer's key set failed: HTTPError"
+    site.identity.keys.clock.now += 3600
+    status = identity_status(site.rag.engine)  # what `oracle-rag status` shows: the failure, and the keys still in use
+    assert (status["key_ids"], status["key_set_error"]) == (["ec-1", "rsa-1"], site.identity.keys.last_error)
     fresh = KeySet(url=site.server.url, clock=Clock(0.0))  # never read: nothing to verify with
     with pytest.raises(InvalidTokenError, match="no key with key id"):
         fresh.key("rsa-1")
@@ -417,7 +423,8 @@ def test_mcp_with_a_bearer_jwt_and_its_protected_resource_metadata(served) -> No
         metadata = httpx2.get(url + "/.well-known/oauth-protected-resource/mcp", timeout=60)
         assert metadata.status_code == 200
         body = metadata.json()
-        assert (body["resource"], body["authorization_servers"]) == (resource, [ISSUER])
+        assert (body["resource"], body["authorization_servers"], body["bearer_methods_supported"]) == \
+            (resource, [ISSUER], ["header"])
         refused_ = httpx2.post(url + MCP_PATH, json={}, timeout=60,
                                headers={"Authorization": f"Bearer {served.provider.mint('rsa-1', aud='x')}"})
         assert refused_.status_code == 401

@@ -16,6 +16,7 @@ import click
 
 from .. import triggers as lib
 from ..embedding import ensure_model
+from ..identity import identity_status
 from ..progress import Progress, step_progress
 from ..services import BackgroundServices, run_until
 from ..system import RagSystem
@@ -81,7 +82,8 @@ def backfill(rag: RagSystem, all_entities: bool) -> None:
 @pass_system
 def status(rag: RagSystem, as_json: bool) -> None:
     """Queue depth, oldest age, stalled rows (ATTEMPTS >= 3), chunks per type, model."""
-    info = rag.status()
+    # [auth]: the identity provider's issuer and the key ids its key set holds, read now (docs/identity.md).
+    info = {**rag.status(), "identity": identity_status(rag.engine)}
     if as_json:
         click.echo(json.dumps(info, default=str))
         return
