@@ -45,7 +45,8 @@ def best_coverage(rag: Any, chat: Chat, caller: Any, question: str) -> tuple[flo
     hits = Retriever(rag.engine, rag.settings).search(topic, None, caller, "hybrid")
     stems = relevance.topic_stems(topic)
     texts = [h.content for h in hits[:relevance.EVIDENCE_DEPTH]]
-    return max((relevance.coverage(stems, t) for t in texts), default=0.0), relevance.weak_evidence(topic, texts)
+    best = max((relevance.coverage(stems, t) for t in texts), default=0.0)
+    return best, relevance.weak_evidence(topic, texts)
 
 
 def rates(rows: list[dict[str, Any]], floor: float) -> dict[str, float]:
@@ -71,8 +72,8 @@ def main() -> None:
         rows = []
         for q in questions:
             share, weak = best_coverage(rag, chat, caller, q["question"])
-            rows.append({"id": q["id"], "kind": q["kind"], "held_out": q["held_out"], "coverage": round(share, 3),
-                         "weak": weak})
+            rows.append({"id": q["id"], "kind": q["kind"], "held_out": q["held_out"],
+                         "coverage": round(share, 3), "weak": weak})
     finally:
         rag.close()
     groups = {"answered, same language": [r for r in rows if r["kind"] not in ("none", "cross")],
@@ -92,16 +93,17 @@ def main() -> None:
         print(f"{floor:.1f}     {t['caught']:.2f} {t['wrong']:.2f} ({t['wrong_same_language']:.2f})"
               f"                  {h['caught']:.2f} {h['wrong']:.2f} ({h['wrong_same_language']:.2f}){mark}")
         table.append({"floor": floor, "tuning": t, "held_out": h})
-    product = {"all": {"caught": sum(r["weak"] for r in rows if r["kind"] == "none") / max(len(groups["nothing answers"]), 1),
-                       "wrong": sum(r["weak"] for r in rows if r["kind"] != "none")
-                       / max(sum(r["kind"] != "none" for r in rows), 1)}}
+    unanswerable = [r for r in rows if r["kind"] == "none"]
+    answered = [r for r in rows if r["kind"] != "none"]
+    product = {"all": {"caught": sum(r["weak"] for r in unanswerable) / max(len(unanswerable), 1),
+                       "wrong": sum(r["weak"] for r in answered) / max(len(answered), 1)}}
     print(f"the product's rule (floor {relevance.ABOUT}, both words of a two-word topic): caught "
           f"{product['all']['caught']:.2f}, wrong {product['all']['wrong']:.2f}")
     print("baseline (no floor): caught 0.00, wrong 0.00")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"bench": "relevance_floor", "about": relevance.ABOUT,
-                                   "depth": relevance.EVIDENCE_DEPTH, "floors": table, "product": product, "questions": rows},
-                                  indent=1), encoding="utf-8")
+    summary = {"bench": "relevance_floor", "about": relevance.ABOUT, "depth": relevance.EVIDENCE_DEPTH,
+               "floors": table, "product": product, "questions": rows}
+    RESULTS.write_text(json.dumps(summary, indent=1), encoding="utf-8")
     print(f"wrote {RESULTS}")
 
 

@@ -157,7 +157,7 @@ def test_topic_answer_without_support_falls_back_to_the_extractive_answer(demo_r
     with ScriptedLLM() as llm:
         llm.push("The deployment was completed last week by the platform team without issues. "
                  "Everything is green now [TASK #55].")
-        answer = _chat(demo_rag, llm).answer("kubernetes deployment", dev, store=False)
+        answer = _chat(demo_rag, llm).answer("Kubernetes liveness probes", dev, store=False)  # one of theirs
     assert answer.answerer == "extractive" and answer.checked == {"sentences": 2, "removed": 2}
     assert answer.answer.startswith("The language model's answer could not be checked")
     assert answer.citations and all(c.anchor in answer.answer for c in answer.citations)
