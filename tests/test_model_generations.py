@@ -203,3 +203,36 @@ def test_the_model_commands(demo_rag, cli) -> None:
     dropped = cli("model", "drop", ROTATED_NAME)
     assert dropped.exit_code == 0 and "slot 2 is free" in dropped.output
     assert "unknown embedding model" in cli("model", "switch", "--to", "no-such-model").output
+
+
+def test_progress_on_healthz_and_answers_and_access_unchanged(demo_rag, client) -> None:
+    """/healthz reports the switch; a developer's searches and structured answers are the same after the flip."""
+    import datetime as dt
+
+    from oracle_rag.access import load_caller
+    from oracle_rag.chat import Chat
+
+    rag = demo_rag
+    with rag.engine.connect() as conn:
+        developer = load_caller(conn, 9)
+    chat = Chat(rag, None, today=lambda: dt.date(2026, 3, 11))
+
+    def seen() -> tuple[object, ...]:
+        retriever = rag.retriever()
+        searches = tuple(tuple((h.source_type, h.source_id, round(h.score, 4))
+                               for h in retriever.search(q, top_k=8, caller=developer)) for q in QUESTIONS)
+        answers = tuple(chat.answer(q, developer, store=False).answer
+                        for q in ("how many tasks are blocked?", "¿cuántas tareas en progreso hay por proyecto?"))
+        return searches, answers
+
+    before = seen()
+    assert client.get("/healthz").get_json()["model_switch"] is None
+    model_switch.switch(rag.engine, rag.settings, ROTATED_NAME)
+    during = client.get("/healthz").get_json()["model_switch"]
+    assert during["to"] == ROTATED_NAME and during["embedded"] == 0 and during["done"] is False
+    fill(rag)
+    assert client.get("/healthz").get_json()["model_switch"]["done"] is True
+    model_switch.activate(rag.engine)
+    health = client.get("/healthz").get_json()
+    assert health["model_switch"] is None and health["model"]["name"].startswith(ROTATED_NAME)
+    assert seen() == before
