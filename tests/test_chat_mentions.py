@@ -183,6 +183,17 @@ def test_a_list_of_ids_is_redacted_in_time_linear_in_its_length():
             assert _cpu(lambda: run(long, size)) < 10 * _cpu(lambda: run(plain, size)) + 0.01  # noqa: B023
 
 
+def test_a_bracket_after_a_word_is_held_with_the_mention_inside_it():
+    """"TASK[TASK7]" streamed once sent "TASK[" and then kept "TASK7]": the bracket, taken into the
+    mention by whole-text redaction, put the mention before the sent text, where it was not looked for."""
+    text = "TASK[TASK7] and x[ TASK #9 ]"
+    assert redact(text, visible, WORDS) == f"TASK{REMOVED} and x{REMOVED}"
+    for size in range(1, 8):
+        pieces = [text[i:i + size] for i in range(0, len(text), size)]
+        assert "".join(redact_stream(pieces, visible, WORDS)) == redact(text, visible, WORDS), size
+    assert redact("[TASK #7]", visible, WORDS, context="TASK") == REMOVED
+
+
 def test_a_run_of_separators_is_read_one_way():
     """"no" is one separator, not two ways to read one: a run of them costs what its length costs."""
     for n in (20, 2000):
@@ -193,8 +204,9 @@ def test_a_run_of_separators_is_read_one_way():
         10 * _cpu(lambda: redact("task " + "on" * 4000 + "x", visible, WORDS)) + 0.01
 
 
-# The grammar of a mention still arriving, written as the pattern it once was (exponential on a
-# long list: used here on short texts only, as the statement the linear scan must agree with).
+# The grammar of a mention still arriving, written as a pattern (exponential on a long list: used here
+# on short texts only, as the statement the linear scan must agree with). A "[" starts one whatever
+# precedes it: whole-text redaction takes the bracket around a mention with it.
 _SEP_PART = r"(?:#|n|no|no\.|n[º°o]\.?|nu|num|numb|numbe|number|num\.|nr|nr\.|i|id|:|-|–|—|/)"
 _CONNECTOR_PART = r"(?:,|;|/|&|\+|a|an|and|o|or|y|e|et|u|un|und)"
 
@@ -203,7 +215,7 @@ def _held_by_grammar(text: str, words: RecordWords) -> int:
     ordered = sorted(words.folded, key=lambda w: (-len(w), w))
     full = "(?:" + "|".join(re.escape(w) for w in ordered) + ")"
     cut = sorted({w[:i] for w in ordered for i in range(1, len(w))} - set(ordered), key=lambda w: (-len(w), w))
-    partial = re.compile(r"(?<![\w])(?:\[ ?)?(?:" + "".join(re.escape(w) + "|" for w in cut) + full
+    partial = re.compile(r"(?:\[ ?|(?<![\w]))(?:" + "".join(re.escape(w) + "|" for w in cut) + full
                          + r"(?: ?" + _SEP_PART + r")* ?(?:\d+(?: ?" + _CONNECTOR_PART + r"?(?: ?" + _SEP_PART
                          + r")* ?\d*)*)?)? ?$")
     norm, index = normalise(text)

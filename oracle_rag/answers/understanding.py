@@ -185,10 +185,12 @@ class QueryParser:
         """The words, folded, those inside a claimed span marked; the language; multi-word cues joined;
         one typo per unknown word read as the known word it is close to."""
         r.tokens = [_Token(m.group(0), fold(m.group(0)), m.start(), m.end()) for m in _WORD.finditer(r.question)]
+        owner = [-1] * len(r.question)  # per character, the last span claiming it (linear, not tokens x spans)
+        for k, (start, end, _why) in enumerate(r.spans):
+            owner[start:end] = [k] * (end - start)
         for tok in r.tokens:
-            for start, end, why in r.spans:
-                if tok.start < end and tok.end > start:
-                    tok.used = why
+            if (k := max(owner[tok.start:tok.end], default=-1)) >= 0:
+                tok.used = r.spans[k][2]  # the last span listed that overlaps the word
         r.out.language = r.language = language_of([t.word for t in r.tokens])
         r.tokens = self._join_cues(r.tokens, r.question)
         self._correct(r.tokens, r.out)
@@ -339,7 +341,7 @@ class QueryParser:
             for name, phrases in lx.AGGREGATE_WORDS.items():
                 for phrase in phrases:
                     n = len(phrase)
-                    if tuple(x.word for x in tokens[i:i + n]) == phrase and t.used is None and any(
+                    if phrase[:1] == (t.word,) and tuple(x.word for x in tokens[i:i + n]) == phrase and t.used is None and any(
                             x.word in measures for x in tokens[i + n:i + n + 3]):
                         out.other_aggregate = True
                         out.measure = out.measure or name
@@ -352,13 +354,17 @@ class QueryParser:
     def _mentions(self, text: str, spans: list[tuple[int, int, str]]) -> list[tuple[list[str], str, int, int]]:
         found: list[tuple[list[str], str, int, int]] = []
         patterns = [*self._id_patterns, (self._bare_types, _BARE)]
+        taken = bytearray(len(text))  # the characters claimed so far: one test per match, not one per span
+        for s, e, _ in spans:
+            taken[s:e] = b"\x01" * (e - s)
         for types, pattern in patterns:
             if not types:
                 continue
             for m in pattern.finditer(text):
-                if any(m.start() < e and m.end() > s for s, e, _ in spans):
+                if 1 in taken[m.start():m.end()]:
                     continue
                 spans.append((m.start(), m.end(), "id"))
+                taken[m.start():m.end()] = b"\x01" * (m.end() - m.start())
                 found.append((types, str(int(m.group(1))), m.start(), m.end()))
         found.sort(key=lambda f: f[2])
         return found
@@ -452,8 +458,11 @@ class QueryParser:
         return matches
 
     def _cue_distance(self, tokens: list[_Token], match: _Match, facet: str) -> int:
+        """Words from the match to its nearest cue of ``facet``; past CUE_DISTANCE only "far" (10**6) is
+        said, so only the words that near are read (every word, per match, was quadratic)."""
         best = 10**6
-        for j, t in enumerate(tokens):
+        for j in range(max(0, match.start - CUE_DISTANCE), min(len(tokens), match.end + CUE_DISTANCE)):
+            t = tokens[j]
             if facet in self.cues.get(t.word, []) and t.used in (None, "cue", "type"):
                 best = min(best, match.start - j if j < match.start else j - (match.end - 1) if j >= match.end else 0)
         return best

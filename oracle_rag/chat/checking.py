@@ -167,14 +167,14 @@ def split_sentences(text: str) -> list[str]:
         last = m.end()
     if last < len(text):
         parts.append(text[last:])
-    merged: list[str] = []
+    merged: list[list[str]] = []  # joined once at the end: appending to a string per part is quadratic
     for part in parts:
         if merged and ((_ONLY_ANCHORS.match(part.strip() or "x") and part.strip())
-                       or _LIST_MARKER.fullmatch(merged[-1])):
-            merged[-1] += part  # anchors belong to the sentence before; "1. " to the list item after
+                       or (len(merged[-1]) == 1 and _LIST_MARKER.fullmatch(merged[-1][0]))):
+            merged[-1].append(part)  # anchors belong to the sentence before; "1. " to the list item after
         else:
-            merged.append(part)
-    return merged
+            merged.append([part])
+    return ["".join(group) for group in merged]
 
 
 @dataclass(frozen=True)
@@ -291,6 +291,7 @@ def _numbers_ok(text: str, evidence: Evidence) -> str:
 
 def _facets_ok(text: str, named: list[tuple[str, str]], evidence: Evidence, vocab: Vocabulary) -> bool:
     """No value of a declared facet is claimed for the named records unless one of them has it."""
+    named = list(dict.fromkeys(named))  # a record named a thousand times is checked once
     for key in named:
         title = evidence.records[key][1]
         if title:
@@ -387,15 +388,28 @@ class SentenceChecker:
             yield sentence
 
     def feed(self, pieces: Iterable[str]) -> Iterator[str]:
+        """Sentences as they complete. The held text is split again only when a piece ends a
+        sentence (a boundary with text after it) or the held text has doubled since, so a reply
+        that is one endless sentence costs linear time, however finely it is streamed."""
         buffer = ""
+        scan = split = 0  # where a new boundary may start; the held length when last split
         for piece in pieces:
             buffer += piece
+            body = piece.rstrip(" \t\n")
+            if not body:
+                continue  # spaces end no sentence: the next sentence's first character does
+            boundary = _BOUNDARY.search(buffer, scan)
+            scan = len(buffer) - (len(piece) - len(body)) - 1  # a boundary after this character is still open
+            if (boundary is None or boundary.end() == len(buffer)) and len(buffer) < 2 * split:
+                continue
             parts = split_sentences(buffer)
-            # the last part may still grow, and a part starting with "[" may still be anchors only
-            while len(parts) > 2 or (len(parts) == 2 and not parts[1].lstrip().startswith("[")):
+            # the last part may still grow, and a part starting with "[" (or not started) may still be anchors only
+            while len(parts) > 2 or (len(parts) == 2 and parts[1].strip() and not parts[1].lstrip().startswith("[")):
                 head = parts.pop(0)
                 buffer = buffer[len(head):]
+                scan = max(0, scan - len(head))
                 yield from self._emit(head)
+            split = len(buffer)
         yield from (s for part in split_sentences(buffer) for s in self._emit(part))
 
     @property

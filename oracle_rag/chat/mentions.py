@@ -48,7 +48,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 REMOVED = "[reference removed]"
-_CONTEXT = 32  # characters of sent text kept to decide the word boundary before a held mention
 MAX_ID_DIGITS = 18  # a longer id cannot exist; it is removed without asking the database
 
 Key = tuple[str, str]  # (source type, stored source id)
@@ -164,19 +163,22 @@ def find_mentions(text: str, words: RecordWords, context: str = "") -> list[tupl
     """Every record ``text`` mentions: (start, end) in ``text``, the record word (normalised) and the id.
 
     The id has no leading zeros. ``context`` is text that came before (a
-    stream's last sent characters): it decides word boundaries but is not
-    searched itself.
+    stream's last sent character): it decides the word boundary before
+    ``text`` but is not searched itself. A mention of ``text`` whose bracket
+    is in ``context`` is cut at the start of ``text``, never dropped.
     """
-    if context:
-        shift = len(context)
-        return [(a - shift, b - shift, w, i) for a, b, w, i in find_mentions(context + text, words) if a >= shift]
-    norm, index = normalise(text)
+    shift = len(context)
+    whole = context + text
+    norm, index = normalise(whole)
     found: list[tuple[int, int, str, str]] = []
 
     def add(start: int, end: int, word: str, digits: str) -> None:
-        found.append((*_bracketed(text, index[start], index[end - 1] + 1), word, _number(digits)))
+        a, b = _bracketed(whole, index[start], index[end - 1] + 1)
+        found.append((max(a, shift) - shift, b - shift, word, _number(digits)))
 
     for head in words.head.finditer(norm):
+        if index[head.start()] < shift:
+            continue  # it began before ``text`` (whose boundary the context alone cannot tell): not text's, nor its list
         add(head.start(), head.end(2), head.group(1), head.group(3))
         pos = head.end(2)
         while (more := _MORE.match(norm, pos)) is not None:
@@ -211,7 +213,7 @@ _State = tuple[str, str]  # (where in a mention, the word or token read so far)
 class _Arriving:
     """Where a record mention may still be arriving at the end of a stream: one linear scan.
 
-    A candidate starts at ``[`` or at a record word's first character, unless a word character
+    A candidate starts at ``[``, or at a record word's first character unless a word character
     comes just before. It lives while the text after it is the start of a mention: ``[`` and a
     space; a part of a record word (which may end in one space); or a whole record word followed by
     separators (``#``, ``no.``, ``id`` ...) and, from the first digit on, digits, connectors
@@ -240,11 +242,10 @@ class _Arriving:
                             if moved.get(nxt, i) >= start:
                                 moved[nxt] = start
                     live = moved
-                if not (last.isalnum() or last == "_"):  # the pattern's (?<!\w): a mention starts a word
-                    if c == "[":
-                        live.setdefault(("[", ""), i)
-                    elif c in words.beginnings:
-                        live.setdefault(("w", c), i)
+                if c == "[":  # whatever precedes it: a bracket around a mention is taken with it
+                    live.setdefault(("[", ""), i)
+                elif c in words.beginnings and not (last.isalnum() or last == "_"):  # (?<!\w): a word starts
+                    live.setdefault(("w", c), i)
                 last = c
         self.live, self.last, self.offset = live, last, offset + len(text)
 
@@ -291,7 +292,7 @@ def redact_stream(pieces: Iterable[str], visible: Visible, words: RecordWords) -
     try:
         arriving = _Arriving(words)
         held: list[str] = []  # the pieces not yet sent, from ``start`` (an index in the whole stream)
-        start, sent = 0, ""
+        start, sent = 0, ""  # the last sent character that reads as something: the word boundary before a mention
         for piece in pieces:
             held.append(piece)
             arriving.feed(piece)
@@ -303,7 +304,7 @@ def redact_stream(pieces: Iterable[str], visible: Visible, words: RecordWords) -
             held = [buffer[cut:]] if cut < len(buffer) else []
             start += cut
             yield redact(head, visible, words, sent)
-            sent = (sent[-_CONTEXT:] + head[-_CONTEXT:])[-_CONTEXT:]
+            sent = next((ch for ch in reversed(head) if _fold(ch)), sent)
         if held:
             yield redact("".join(held), visible, words, sent)
     finally:
