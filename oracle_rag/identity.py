@@ -183,7 +183,12 @@ class KeySet:
 
 
 class SubjectMap:
-    """Employee ids by the provider's id claim, read by ``[auth] subject_query`` (fail closed)."""
+    """Employee ids by the provider's id claim, read by ``[auth] subject_query`` (fail closed).
+
+    Kept for ``refresh_s``; a subject it does not hold reads it again at once, at most every
+    :data:`REFETCH_COOLDOWN_S`, so a user added to the host's table signs in without waiting for
+    the refresh, and a stream of unknown subjects costs one read per cooldown.
+    """
 
     def __init__(self, query: str, refresh_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.query = check_query(query, key="auth.subject_query")
@@ -197,6 +202,8 @@ class SubjectMap:
         now = self.clock()
         with self._lock:
             due = self._loaded_at is None or now - self._loaded_at >= self.refresh_s
+            if not due and subject not in self._ids:
+                due = self._loaded_at is None or now - self._loaded_at >= REFETCH_COOLDOWN_S
             if due:
                 self._loaded_at = now
         if due:

@@ -34,6 +34,7 @@ from jwt_helpers import (
     jwks_server,
     scoped_records,
 )
+from mcp.shared.exceptions import MCPError
 from reliability_helpers import http_request
 from test_mcp import http_client, uvicorn_app
 
@@ -42,7 +43,7 @@ from oracle_rag.chat import Chat
 from oracle_rag.config import load_settings
 from oracle_rag.errors import ConfigurationError, InvalidTokenError
 from oracle_rag.identity import JwtIdentity, KeySet, identity_for, identity_status
-from oracle_rag.integrations.mcp_server import MCP_PATH, http_app
+from oracle_rag.integrations.mcp_server import MCP_PATH, StdioIdentity, http_app
 from oracle_rag.system import RagSystem
 from oracle_rag.web import create_app
 from oracle_rag.web.openai_api import MODEL_ID
@@ -254,6 +255,7 @@ def test_the_subject_is_mapped_by_the_declared_query(make_settings, idp) -> None
     try:
         identity = identity_for(rag.engine)
         identity.clock = Clock(NOW)
+        clock = identity.subjects.clock = Clock(0.0)  # the map's own clock: read first at 0
         with rag.engine.connect() as conn:
             bo = identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="auth0|bo"))
             assert (bo.employee_id, bo.groups, bo.name) == (2, ("g1",), "Bo Dev")
@@ -264,6 +266,15 @@ def test_the_subject_is_mapped_by_the_declared_query(make_settings, idp) -> None
                 identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="auth0|stranger"))
             with pytest.raises(InvalidTokenError, match="maps no employee"):
                 identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="2"))  # ids are not subjects
+        # a user added to the host's table: found by one read again (at most every 30 s), not after the refresh
+        with rag.engine.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO app_user VALUES ('auth0|di', 4)")
+        newcomer = idp.provider.mint("rsa-1", sub="auth0|di")
+        with rag.engine.connect() as conn:
+            with pytest.raises(InvalidTokenError, match="maps no employee"):
+                identity.caller(conn, rag.engine, newcomer)  # within the cooldown of the last read
+            clock.now = 30.0
+            assert identity.caller(conn, rag.engine, newcomer).employee_id == 4
     finally:
         rag.close()
 
@@ -430,6 +441,10 @@ def test_mcp_with_a_bearer_jwt_and_its_protected_resource_metadata(served) -> No
         assert refused_.status_code == 401
         assert 'resource_metadata="https://rag.example.test/.well-known/oauth-protected-resource/mcp"' in \
             refused_.headers["www-authenticate"]
+        for token in _bad_tokens(served).values():  # every refusal: the same 401 body as no token at all
+            again = httpx2.post(url + MCP_PATH, json={}, timeout=60, headers={"Authorization": f"Bearer {token}"})
+            assert (again.status_code, again.content) == (401, refused_.content)
+        assert httpx2.post(url + MCP_PATH, json={}, timeout=60).content == refused_.content
 
         async def as_member_two() -> set[tuple[str, str]]:
             async with http_client(url, served.provider.mint("rsa-1", sub="2")) as client:
@@ -438,3 +453,11 @@ def test_mcp_with_a_bearer_jwt_and_its_protected_resource_metadata(served) -> No
                 return {(h["source_type"], h["source_id"]) for h in found.structured_content["hits"]}
 
         assert anyio.run(as_member_two) == MEMBER_TWO_SEES
+
+
+def test_mcp_on_stdio_takes_a_jwt_in_its_token_variable(site) -> None:
+    good = StdioIdentity(site.rag, "ORACLE_RAG_MCP_TOKEN", {"ORACLE_RAG_MCP_TOKEN": site.provider.mint("ec-1", sub="2")})
+    assert good.resolve().groups == ("g1",)
+    expired = site.provider.mint("ec-1", sub="2", now=NOW - 7200)
+    with pytest.raises(MCPError, match="is not valid"):
+        StdioIdentity(site.rag, "ORACLE_RAG_MCP_TOKEN", {"ORACLE_RAG_MCP_TOKEN": expired}).resolve()
