@@ -36,7 +36,7 @@ import sqlalchemy as sa
 
 from .config import duration_seconds
 from .engines import Engine
-from .errors import RagError
+from .errors import DatabaseError, RagError
 from .sources.connections import read_session
 from .sources.reference import REFERENCE_PEOPLE, reference_app_present
 from .sources.sql_query import check_query
@@ -86,7 +86,9 @@ class PeopleDirectory:
         """``query``: the deployment's ``[people] query``; None: the reference application's, as the
         ``reference_app`` setting (``reference``) says: AUTO where its tables exist (looked for at each
         read, so tables created after start-up are found), ON always, OFF never."""
-        self._engine = engine
+        # A weak reference: people_for keys a WeakKeyDictionary by the engine, and a value that held the
+        # engine strongly would keep it (and its model session and caches) alive for the process.
+        self._engine_ref = weakref.ref(engine)
         self.reference = reference
         self.query = None if not query else check_query(query, key="people.query")
         self.refresh_s = refresh_s
@@ -144,6 +146,13 @@ class PeopleDirectory:
         with self._engine.connect() as conn:
             present = reference_app_present(conn)
         return (REFERENCE_PEOPLE, REFERENCE) if present else (None, "none")
+
+    @property
+    def _engine(self) -> Engine:
+        engine = self._engine_ref()
+        if engine is None:
+            raise DatabaseError("the engine of this people directory is gone")
+        return engine
 
     def _failed(self, label: str, message: str) -> None:
         with self._lock:
