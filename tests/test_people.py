@@ -175,3 +175,22 @@ def test_reference_app_on_requires_the_tables(make_settings, cli) -> None:
     assert result.exit_code == 1 and result.stderr.startswith("error: MISSING_TABLE: sqlite statement failed"), \
         result.output
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_closed_system_is_not_kept_alive_by_its_people(make_settings) -> None:
+    """people_for caches one directory per engine weakly: a closed system's engine (its model session,
+    caches) is freed, not kept for the life of the process by the directory that names its people."""
+    import gc
+    import weakref
+
+    from oracle_rag.people import people_for
+    from oracle_rag.system import RagSystem
+
+    system = RagSystem(make_settings())
+    system.migrate(demo=True)
+    people_for(system.engine).names()
+    engine = weakref.ref(system.engine)
+    system.close()
+    del system
+    gc.collect()
+    assert engine() is None
