@@ -95,8 +95,9 @@ def test_the_served_document_is_the_built_one(web) -> None:
     served = response.get_json()
     assert served == json.loads(json.dumps(SPEC))
     assert served["components"]["securitySchemes"]["bearerAuth"] == {
-        "type": "http", "scheme": "bearer", "bearerFormat": "orag_ API token",
-        "description": "oracle-rag token create --employee ID"}
+        "type": "http", "scheme": "bearer", "bearerFormat": "orag_ API token or JWT",
+        "description": "oracle-rag token create --employee ID, or a JWT from the [auth] identity provider "
+                       "(docs/identity.md)"}
     chat = served["paths"]["/api/chat"]["post"]["responses"]
     assert {"200", "400", "401", "404", "413", "415", "502", "503", "504"} <= set(chat)
     assert all(chat[s]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}

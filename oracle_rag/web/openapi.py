@@ -4,7 +4,7 @@ It describes exactly what ``docs/chat.md`` documents and what the views
 return: every success body (closed objects, so a field added to a response
 without being described here fails the contract test), every error body
 (``{"error", "code", "status"}``) with its statuses, and the
-``bearerAuth`` security scheme (API tokens). ``tests/test_fuzz_api.py``
+``bearerAuth`` security scheme (API tokens, or the ``[auth]`` provider's JWTs). ``tests/test_fuzz_api.py``
 fuzzes the app against it with schemathesis, so the document cannot drift
 from the code without a failing test.
 
@@ -275,8 +275,9 @@ def build_spec(api_prefix: str = "/api", ops_prefix: str = "", *, max_question_c
             }},
         },
         "components": {
-            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer", "bearerFormat": "orag_ API token",
-                                               "description": "oracle-rag token create --employee ID"}},
+            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer", "bearerFormat": "orag_ API token or JWT",
+                                               "description": "oracle-rag token create --employee ID, or a JWT "
+                                                              "from the [auth] identity provider (docs/identity.md)"}},
             "schemas": _schemas(max_question_chars),
         },
     }
