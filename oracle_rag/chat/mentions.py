@@ -227,6 +227,7 @@ class _Arriving:
         self.live: dict[_State, int] = {}  # state -> earliest start (index of the original character)
         self.offset = 0  # original characters read
         self.last = " "  # the last normalised character (a stream starts after a boundary)
+        self.word = False  # a whole record word was read since ``read_out()`` (no mention without one)
 
     def feed(self, text: str) -> None:
         words = self.words
@@ -246,8 +247,15 @@ class _Arriving:
                     live.setdefault(("[", ""), i)
                 elif c in words.beginnings and not (last.isalnum() or last == "_"):  # (?<!\w): a word starts
                     live.setdefault(("w", c), i)
+                    self.word = self.word or c in words.folded
                 last = c
         self.live, self.last, self.offset = live, last, offset + len(text)
+
+    def read_out(self) -> bool:
+        """Whether the text up to ``earliest()`` may hold a mention: a whole record word was read since
+        the last call, or a candidate was still live then (its word may lie before the cut)."""
+        word, self.word = self.word, bool(self.live)
+        return word
 
     def earliest(self) -> int:
         """The index of the first original character that may still belong to a mention (or the end)."""
@@ -261,9 +269,11 @@ class _Arriving:
                 out.add(("[", " "))
             if c in self.words.beginnings:
                 out.add(("w", c))
+                self.word = self.word or c in self.words.folded
         elif kind == "w":  # part of a record word, or a whole one
             if read + c in self.words.beginnings:
                 out.add(("w", read + c))
+                self.word = self.word or read + c in self.words.folded
             if read in self.words.folded:
                 out |= self._step(("sep", ""), c)
             elif c == " ":
@@ -303,7 +313,7 @@ def redact_stream(pieces: Iterable[str], visible: Visible, words: RecordWords) -
             head = buffer[:cut]
             held = [buffer[cut:]] if cut < len(buffer) else []
             start += cut
-            yield redact(head, visible, words, sent)
+            yield redact(head, visible, words, sent) if arriving.read_out() else head
             sent = next((ch for ch in reversed(head) if _fold(ch)), sent)
         if held:
             yield redact("".join(held), visible, words, sent)
