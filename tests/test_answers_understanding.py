@@ -254,9 +254,23 @@ def test_a_declared_source_has_its_own_meanings(parser):
     ("which tasks are blocked by the SSO upgrade?", {("status", "in", ("BLOCKED",))}),
     ("que tareas estan bloqueadas", {("status", "in", ("BLOCKED",))}),
     ("what did the team finish last week?", {("status", "in", ("DONE",))}),  # "what" is the verb's object
+    ("tasks that are blocked because of the API change", {("status", "in", ("BLOCKED",))}),  # a clause after it
 ])
 def test_a_facet_word_that_describes_the_records_asked_for_is_a_filter(parser, question, expected):
     assert conds(parse(parser, question)) == expected
+
+
+def test_a_topic_question_naming_a_type_asks_for_that_type(parser):
+    assert parse(parser, "¿hay tareas sobre el formulario de pago o el checkout?").asked_types == ["TASK"]
+    assert parse(parser, "anything about invoice PDF generation?").asked_types == []
+    p = _with_tickets(parser)  # a record word that only says what a topic phrase is about asks for nothing
+    assert parse(p, "what did we agree about the SLA timer for tickets on hold?").asked_types == []
+
+
+def test_the_topic_holds_no_framing_linking_or_connecting_words(parser):
+    assert parse(parser, "tasks that are blocked because of the API change").topic == "API change"
+    assert parse(parser, "¿hay tareas críticas sobre facturas?").topic == "facturas"
+    assert parse(parser, "how many blocked tasks mention the API?").topic == "API"
 
 
 @pytest.mark.parametrize(("question", "topic"), [

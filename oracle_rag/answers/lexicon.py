@@ -102,6 +102,10 @@ DETERMINERS = frozenset(fold(w) for w in (
 TOPIC_LINKS = frozenset(fold(w) for w in (
     "about", "on", "regarding", "concerning", "mentioning", "re", "for", "of", "sobre", "acerca", "de", "del", "con",
     "para", "relativas", "relativos", "relacionadas", "relacionados"))
+# Conjunctions that start a clause of their own ("blocked *because of* the API change"): not topic words.
+CONNECTIVES = frozenset(fold(w) for w in (
+    "because", "since", "although", "though", "while", "unless", "until", "whether", "once", "porque", "aunque",
+    "mientras", "hasta", "desde", "debido", "pues", "cuando", "si"))
 AUXILIARIES = frozenset(fold(w) for w in ("did", "do", "does", "has", "have", "had", "will", "would", "can",
                                           "could", "should"))
 COPULAS = frozenset(fold(w) for w in (
@@ -195,3 +199,6 @@ cosa cosas muestrame muéstrame dame dime lista listar ver mostrar enseñame tod
 ya aun aún todavia todavía actualmente ahora solo sólo tambien también muy mas más menos
 asignada asignadas asignado asignados pendiente pendientes numero número total cantidad
 """.split())
+
+# What the topic of a question never holds: filler, the words that frame or link a topic, connectives.
+NOT_TOPIC = STOPWORDS | TOPIC_FRAMES | TOPIC_LINKS | CONNECTIVES

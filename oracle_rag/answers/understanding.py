@@ -243,9 +243,12 @@ class QueryParser:
         out.notes = notes if out.targets else []
         if out.targets and (out.count or out.has_conditions) and not out.lookups:
             out.notes += [n for n in self._unknown_values(tokens, out) if n not in out.notes]
-        out.topic = " ".join(t.text for t in tokens if t.used is None and t.word not in lx.STOPWORDS
-                             and t.word not in lx.TOPIC_FRAMES and t.word not in self.vocab.type_words
-                             and t.word not in self.cues)
+        out.topic = " ".join(t.text for t in tokens if t.used is None and t.word not in lx.NOT_TOPIC
+                             and t.word not in self.vocab.type_words and t.word not in self.cues)
+        roles = self._roles(r, [])
+        out.asked_types = list(dict.fromkeys(
+            kind for i, t in enumerate(tokens) if t.used == "type" and roles[i] is Role.RECORD
+            and t.word not in self.cues for kind in self.vocab.type_words[t.word]))
 
     def _unknown_values(self, tokens: list[_Token], out: Understanding) -> list[str]:
         """Not silent: a word that reads like a value of the records named ("rechazados" in "mis pedidos
@@ -592,7 +595,7 @@ class QueryParser:
                 roles.append(Role.AUXILIARY)
             elif t.word in self.cues:
                 roles.append(Role.VALUE)
-            elif t.word in lx.STOPWORDS or t.word in lx.COPULAS or (t.word,) in lx.NEGATION:
+            elif t.word in lx.STOPWORDS or t.word in lx.COPULAS or t.word in lx.CONNECTIVES or (t.word,) in lx.NEGATION:
                 roles.append(Role.FILLER)
             else:
                 roles.append(Role.TOPIC)

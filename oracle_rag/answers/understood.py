@@ -65,6 +65,7 @@ class Understanding:
     dropped: tuple[str, ...] = ()
 
     other_aggregate: bool = False  # "average", "sum of hours": not a count of records
+    asked_types: list[str] = field(default_factory=list)  # named by their own words as the records asked for
     measure: str | None = None  # "MAX" of "the largest estimate": an aggregate of a measure the words ask for
 
     @property

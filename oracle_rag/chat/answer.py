@@ -42,6 +42,7 @@ from ..answers.understood import Understanding
 from ..audit import audit_for
 from ..caller import Caller, require_caller
 from ..config import Settings
+from ..engines import Filters
 from ..errors import InputError, LLMError, NotFoundError, RagError
 from ..retriever import MODES, RetrievedChunk, Retriever, clean_query
 from ..sources.meanings import Declaration
@@ -301,7 +302,9 @@ class Chat:
         if chosen.retrieval:
             with tracing.span("retrieval", {"oracle_rag.search.mode": mode, "enduser.id": str(who.employee_id)}) as found:
                 retriever = Retriever(self.rag.engine, self.settings)
-                chunks = retriever.search(topic, None, who, mode)
+                # "¿hay tareas sobre el checkout?": the records of the type the question asks for
+                asked = tuple(understood_as.asked_types) if understood_as is not None else ()
+                chunks = retriever.search(topic, None, who, mode, Filters(source_types=asked))
                 found.set_attribute("oracle_rag.search.hits", len(chunks))
             stats = retriever.last_stats
             assert stats is not None  # set by every search
@@ -371,9 +374,12 @@ class Chat:
         if answerer == "aggregate":
             assert prep.aggregate is not None
             return prep.aggregate.answer, []
-        text, citations = self._extractive(prep)
         if prep.weak:
+            # nothing answers: the closest records in the order retrieval found them, their first lines
+            text, citations = extractive_answer(prep.chunks, "")
             text = say(prep.language, "weak", topic=prep.topic) + "\n\n" + text.split("\n", 2)[2]
+        else:
+            text, citations = self._extractive(prep)
         if prep.preface:
             text = prep.preface + "\n\n" + text
         if looks_aggregate(prep.question) or (prep.route is not None and prep.route.decided_by == "words"):
