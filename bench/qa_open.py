@@ -54,7 +54,7 @@ from qa import fold, percentile  # noqa: E402
 
 from oracle_rag.access import directory_for  # noqa: E402
 from oracle_rag.chat import Chat, LLMClient  # noqa: E402
-from oracle_rag.chat.answer import NOTHING_FOUND  # noqa: E402
+from oracle_rag.chat.answer import NOTHING_FOUND, UNCHECKED  # noqa: E402
 from oracle_rag.chat.citations import snippet  # noqa: E402
 from oracle_rag.config import load_settings  # noqa: E402
 from oracle_rag.retriever import Retriever  # noqa: E402
@@ -117,10 +117,11 @@ def anchors_of(answer: dict[str, Any]) -> list[str]:
 
 
 def other_record_sentences(text: str, answers: list[str]) -> int:
-    """Sentences of ``text`` that name a record which does not answer the question."""
+    """Sentences of the model's part of ``text`` that name a record which does not answer the question
+    (what follows the checker's fallback line is the extractive answer: records listed, not claims)."""
     wanted = {a.upper() for a in answers}
     count = 0
-    for sentence in _SENTENCE.split(text):
+    for sentence in _SENTENCE.split(text.split(UNCHECKED, 1)[0]):
         named = {f"{t.upper()} #{i}" for t, i in _ANCHOR.findall(sentence)}
         count += bool(named - wanted)
     return count
@@ -171,6 +172,7 @@ def run_chat(rag: RagSystem, chat: Chat | FirstLines, questions: list[dict[str, 
                "answer": answer["answer"]}
         if model:
             row["other_record_sentences"] = other_record_sentences(answer["answer"], q["answers"])
+            row["model_kept"] = UNCHECKED not in answer["answer"] and answer["answerer"] == "llm"
             row["checked"] = answer["checked"]
             print(f"  {q['id']} {row.get('record@3', row.get('no_answer'))} {seconds:.0f} s", flush=True)
         rows.append(row)
@@ -180,6 +182,7 @@ def run_chat(rag: RagSystem, chat: Chat | FirstLines, questions: list[dict[str, 
                            "seconds": round(time.perf_counter() - started, 1), "questions": rows}
     if model:
         out["other_record_sentences"] = sum(r["other_record_sentences"] for r in rows)
+        out["model_answers_kept"] = sum(r["model_kept"] for r in rows)
     return out
 
 
@@ -280,7 +283,8 @@ def main() -> None:
         print(line(r))
         if "latency_s" in r:
             print(f"    latency p50 {r['latency_s']['p50']} s, p95 {r['latency_s']['p95']} s"
-                  + (f"; shown sentences naming a non-answering record: {r['other_record_sentences']}"
+                  + (f"; the model's answer kept in {r['model_answers_kept']} of {len(r['questions'])}, "
+                     f"its shown sentences naming a non-answering record: {r['other_record_sentences']}"
                      if "other_record_sentences" in r else ""))
     base = next(r for r in runs if r["label"].startswith("baseline"))
     for r in runs:
