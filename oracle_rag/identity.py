@@ -69,6 +69,7 @@ FETCH_TIMEOUT_S = 5.0
 MAX_JWKS_BYTES = 1_000_000
 MAX_TOKEN_CHARS = 16_384
 QUERY_TIMEOUT_S = 30.0
+ID_MIN, ID_MAX = -(2**63), 2**63 - 1  # an id the databases can bind (a signed 64-bit integer)
 _JWT_SHAPE = re.compile(r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$")
 
 
@@ -250,6 +251,9 @@ def _claim_values(payload: dict[str, Any], path: str, check: Callable[[Any], str
     values = raw if isinstance(raw, list) else [raw]
     out: dict[str, None] = {}
     for value in values:
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            log.warning("identity: a value of claim %s is not text or a number and is skipped", path)
+            continue
         try:
             out[check(value)] = None
         except (AccessError, InputError):
@@ -338,7 +342,7 @@ class JwtIdentity:
                 raise InvalidTokenError(f"subject_query maps no employee to this token's {self.id_claim}")
         else:
             employee_id = person_id(raw)
-            if employee_id is None:
+            if employee_id is None or not ID_MIN <= employee_id <= ID_MAX:
                 raise InvalidTokenError(f"the token's {self.id_claim} is not an employee id (declare "
                                         f"subject_query to map it)")
         try:

@@ -282,6 +282,7 @@ def test_the_subject_is_mapped_by_the_declared_query(make_settings, idp) -> None
 def test_without_a_mapping_the_claim_must_be_an_id(site) -> None:
     refused(site, site.provider.mint("rsa-1", sub="auth0|bo"), "not an employee id")
     refused(site, site.provider.mint("rsa-1", sub="2.5"), "not an employee id")
+    refused(site, site.provider.mint("rsa-1", sub=str(2**63)), "not an employee id")  # no database binds it
 
 
 def test_a_declared_id_claim(make_settings, idp) -> None:
@@ -305,8 +306,8 @@ def test_roles_and_groups_from_claims_or_from_the_access_queries(make_settings, 
     try:
         identity = identity_for(rag.engine)
         identity.clock = Clock(NOW)
-        token = idp.provider.mint("rsa-1", sub="3", realm_access={"roles": ["lead", "bad\nrole"]},
-                                  groups=["g2", "g3"])
+        token = idp.provider.mint("rsa-1", sub="3", realm_access={"roles": ["lead", "bad\nrole", {"x": 1}]},
+                                  groups=["g2", "g3", ["g4"], True])
         with rag.engine.connect() as conn:
             caller = identity.caller(conn, rag.engine, token)
         if prefer == "TOKEN":  # the claims win (a value that is no role is skipped)
