@@ -290,6 +290,8 @@ class JwtIdentity:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
             raise InvalidTokenError("the token's header cannot be read") from None
+        if "crit" in header or "b64" in header:  # RFC 7515 4.1.11: an extension not understood is refused
+            raise InvalidTokenError("the token's header names critical extensions")
         alg = header.get("alg")
         if not isinstance(alg, str) or alg not in self.algorithms:
             raise InvalidTokenError(f"algorithm {str(alg)[:16]!r} is not allowed (allowed: "

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 import anyio
 import httpx2
+import jwt as pyjwt
 import openai
 import pytest
 from access_property_helpers import RECORDS
@@ -173,6 +174,11 @@ def test_alg_none_and_hs256_keyed_with_the_public_key_are_refused(site) -> None:
     from jwt_helpers import b64
     renamed = b64(json.dumps({"alg": "ES256", "typ": "JWT", "kid": "rsa-1"}).encode())
     refused(site, f"{renamed}.{body}.{sig}", "not its key's")
+    # a critical header extension this verifier does not know: refused, signed or not (RFC 7515)
+    key = site.provider.private["rsa-1"]
+    crit = pyjwt.encode({"iss": ISSUER, "aud": AUDIENCE, "sub": "1", "exp": int(NOW + 600)}, key,
+                        algorithm="RS256", headers={"kid": "rsa-1", "crit": ["exp"], "exp": 1})
+    refused(site, crit, "header")
     # a valid signature over other claims: the claims were changed after signing
     other = site.provider.mint("rsa-1", sub="3").split(".")[1]
     refused(site, f"{header}.{other}.{sig}", "signature|not valid")
