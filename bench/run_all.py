@@ -39,6 +39,7 @@ QUICK: dict[str, list[str]] = {
     "indexing": ["--tasks", "200"],
     "qa": ["--tasks", "300", "--data-dir", ".oracle-rag/bench-qa-quick"],
     "qa_open": ["--data-dir", ".oracle-rag/bench-qa-open"],
+    "relevance_floor": ["--data-dir", ".oracle-rag/bench-qa-open"],  # the help desk of qa_open
     "fusion_quality": [],
     "retrieval_latency": ["--sizes", "2000", "--queries", "10", "--rounds", "1", "--no-alternatives"],
     "retrieval_quality": [],
