@@ -11,7 +11,7 @@ from llm_server import Reply, ScriptedLLM
 from oracle_rag.access import load_caller
 from oracle_rag.caller import Caller
 from oracle_rag.chat import Chat, LLMClient
-from oracle_rag.chat.answer import EXTRACTIVE_HEADER, NOTHING_FOUND
+from oracle_rag.chat.answer import EXTRACTIVE_HEADERS, NOTHING_FOUND
 from oracle_rag.errors import AccessError, InputError, LLMError, NotFoundError
 
 
@@ -37,7 +37,7 @@ def test_extractive_answer_without_a_model(demo_rag) -> None:
     own = task_chunks_of(demo_rag, DEV_A)[0]
     result = Chat(demo_rag).answer(own.title, dev)
     assert result.answerer == "extractive"
-    assert result.answer.startswith(EXTRACTIVE_HEADER)
+    assert result.answer.startswith(EXTRACTIVE_HEADERS)
     assert 1 <= len(result.citations) <= 3
     assert all(c.anchor in result.answer for c in result.citations)
     assert all(visible_to(demo_rag, DEV_A, c.source_type, c.source_id) for c in result.citations)
@@ -58,7 +58,7 @@ def test_nothing_about_the_topic_says_so_and_shows_the_closest_records(demo_rag,
     es = Chat(demo_rag).answer("¿por qué se inundó el sótano por la bomba del acuario?", dev, store=False)
     assert es.answer.startswith("Nada de lo que puedo ver lo dice")
     own = task_chunks_of(demo_rag, DEV_A)[0]
-    assert Chat(demo_rag).answer(own.title, dev).answer.startswith(EXTRACTIVE_HEADER)  # about it: answered
+    assert Chat(demo_rag).answer(own.title, dev).answer.startswith(EXTRACTIVE_HEADERS)  # about it: answered
 
 
 def test_nothing_visible_means_no_answer_and_no_model_call(demo_rag, llm: ScriptedLLM) -> None:
@@ -146,7 +146,7 @@ def test_stream_extractive_events(demo_rag) -> None:
     assert [e.kind for e in events[:-1]] == ["token"] * (len(events) - 1) and events[-1].kind == "done"
     done = events[-1].answer
     assert done is not None and "".join(e.text for e in events[:-1]) == done.answer
-    assert done.answer.startswith(EXTRACTIVE_HEADER) and done.citations
+    assert done.answer.startswith(EXTRACTIVE_HEADERS) and done.citations
 
 
 def test_stream_llm_pieces_then_done(demo_rag, llm: ScriptedLLM) -> None:

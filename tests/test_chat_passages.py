@@ -130,7 +130,11 @@ def helpdesk(make_settings):
     records = {1: (HEAP, "SOLVED"), 2: (FILES, "SOLVED"),
                3: ("Invoice PDFs show the old address\nWe moved offices and the invoice PDFs still show the old "
                    "address.\nComments:\n- Marco Rossi (2026-02-11): Invoice PDFs use the billing profile's "
-                   "address, not the company address.", "OPEN")}
+                   "address, not the company address.", "OPEN"),
+               4: ("Las facturas CFDI no se timbran desde el lunes\nNinguna factura se timbra y hay 140 en cola."
+                   "\nComments:\n- Tomás Herrera (2026-02-09): La causa es que el certificado de sello digital "
+                   "(CSD) venció el 8 de febrero; el PAC rechaza todo lo firmado con un certificado vencido.",
+                   "SOLVED")}
     with system.engine.begin() as conn:
         conn.execute(sa.text("CREATE TABLE ticket (id INTEGER PRIMARY KEY, subject TEXT, body TEXT, status TEXT)"))
         conn.execute(sa.text("CREATE TABLE note (id INTEGER PRIMARY KEY, ticket_id INTEGER, author TEXT, day TEXT, "
@@ -163,6 +167,11 @@ def test_chat_without_a_model_quotes_the_comment_that_answers(helpdesk) -> None:
     answer = Chat(helpdesk, None).answer("Why do the invoice PDFs show the old address?", caller, store=False)
     assert answer.citations[0].anchor == "[TICKETS #3]"
     assert "Marco Rossi (2026-02-11): Invoice PDFs use the billing profile's address" in answer.answer
+    # a Spanish question: the answer's own words in Spanish, the record's quoted as written
+    answer = Chat(helpdesk, None).answer("¿Por qué no se timbran las facturas CFDI?", caller, store=False)
+    assert answer.answer.startswith("No hay un modelo de lenguaje configurado")
+    assert answer.citations[0].anchor == "[TICKETS #4]"
+    assert "Tomás Herrera (2026-02-09): La causa es que el certificado de sello digital" in answer.answer
 
 
 def test_the_embedded_engine_embeds_sentences_as_its_sql_function_does(helpdesk) -> None:

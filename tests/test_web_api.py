@@ -26,7 +26,7 @@ from chat_helpers import (
 from llm_server import Reply, ScriptedLLM
 
 from oracle_rag.chat import LLMClient
-from oracle_rag.chat.answer import EXTRACTIVE_HEADER
+from oracle_rag.chat.answer import EXTRACTIVE_HEADERS
 from oracle_rag.web import DemoIdentity, create_app
 
 
@@ -121,7 +121,7 @@ def test_chat_answer_shape(web) -> None:
                           "structured", "checked", "message_id"]
     assert body["route"] == "retrieval" and body["aggregate"] is None and body["structured"] is None
     assert body["checked"] is None  # no model wrote anything
-    assert body["answer"].startswith(EXTRACTIVE_HEADER) and body["answerer"] == "extractive"
+    assert body["answer"].startswith(EXTRACTIVE_HEADERS) and body["answerer"] == "extractive"
     assert set(body["retrieval"]) >= {"mode", "k", "latency_ms"} and body["retrieval"]["mode"] == "hybrid"
     assert body["citations"] and all(set(c) == {"source_type", "source_id", "anchor", "snippet"} for c in body["citations"])
     assert response.headers["Cache-Control"] == "no-store"

@@ -2,8 +2,9 @@
 
 Kept as data, apart from the logic that chooses a sentence: the structured
 list restricted to the records about its topic (``answers.service``), the
-topic answered without a filter that left nothing about it, and an open
-question whose best evidence is weak (``chat.answer``).
+topic answered without a filter that left nothing about it, an open
+question whose best evidence is weak, and the answer without a model
+(``chat.answer``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 TEXT: dict[str, dict[str, str]] = {
     "en": {
+        "extractive": "No language model is configured; here is what the most relevant records say:",
         "weak": "Nothing I can see says that: none of the records you may see is about \u201c{topic}\u201d. "
                 "The closest ones:",
         "about": "{about} of them {verb} about \u201c{topic}\u201d",
@@ -22,6 +24,7 @@ TEXT: dict[str, dict[str, str]] = {
                       "without {filters}, about \u201c{topic}\u201d:",
     },
     "es": {
+        "extractive": "No hay un modelo de lenguaje configurado; esto dicen los registros más relevantes:",
         "weak": "Nada de lo que puedo ver lo dice: ninguno de los registros que puede ver trata de "
                 "\u201c{topic}\u201d. Los más cercanos:",
         "about": "{about} de ellos {verb} sobre \u201c{topic}\u201d",
@@ -38,3 +41,8 @@ def say(language: str, key: str, **values: Any) -> str:
     """The sentence ``key`` in ``language`` (English when the language has none), filled with ``values``."""
     table = TEXT.get(language, TEXT["en"])
     return table.get(key, TEXT["en"][key]).format(**values)
+
+
+def in_every_language(key: str) -> tuple[str, ...]:
+    """The sentence ``key`` (without values to fill) as each language says it."""
+    return tuple(table[key] for table in TEXT.values() if key in table)

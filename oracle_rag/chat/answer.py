@@ -35,7 +35,7 @@ from ..aggregate import AggregateResult, AggregateService
 from ..aggregate.literals import masked_literals
 from ..answers import relevance
 from ..answers import render as structured_render
-from ..answers.catalog import say
+from ..answers.catalog import in_every_language, say
 from ..answers.relevance import weak_evidence
 from ..answers.service import AnswerService, StructuredResult
 from ..answers.understood import Understanding
@@ -68,7 +68,8 @@ from .router import (
 )
 
 DEFAULT_MODE = "hybrid"
-EXTRACTIVE_HEADER = "No language model is configured; here is what the most relevant records say:"
+EXTRACTIVE_HEADER = say("en", "extractive")
+EXTRACTIVE_HEADERS = in_every_language("extractive")  # the answer without a model begins with one of these
 EXTRACTIVE_COUNT = 3
 EXTRACTIVE_POOL = 5
 NOTHING_FOUND = ("I could not find any records you are allowed to see that match the question, "
@@ -145,7 +146,8 @@ class ChatEvent:
 
 
 def extractive_answer(chunks: Sequence[RetrievedChunk], question: str = "", embed: Embedder | None = None,
-                      texts: Sequence[str] | None = None) -> tuple[str, list[Citation]]:
+                      texts: Sequence[str] | None = None,
+                      header: str = EXTRACTIVE_HEADER) -> tuple[str, list[Citation]]:
     """The labelled no-model answer: the records whose sentences answer ``question`` best, each with
     its anchor, its first line and those sentences (a comment's author and date kept).
 
@@ -157,7 +159,7 @@ def extractive_answer(chunks: Sequence[RetrievedChunk], question: str = "", embe
     contents = list(texts) if texts is not None else [c.content for c in pool]
     passages = {p.record: p for p in best_passages(question, contents, embed)} if question.strip() else {}
     order = list(passages) + [i for i in range(len(pool)) if i not in passages]
-    lines = [EXTRACTIVE_HEADER, ""]
+    lines = [header, ""]
     citations = []
     for n, i in enumerate(order[:EXTRACTIVE_COUNT], 1):
         c = pool[i]
@@ -396,7 +398,7 @@ class Chat:
                     texts.append(chunk_detail(conn, self.rag.engine, prep.caller, c.source_type, c.source_id).content)
                 except NotFoundError:  # gone since it was retrieved: what was retrieved is what there is
                     texts.append(c.content)
-        return extractive_answer(pool, prep.question, self._embed, texts)
+        return extractive_answer(pool, prep.question, self._embed, texts, say(prep.language, "extractive"))
 
     def _embed(self, texts: Sequence[str]) -> Any:
         """The deployment's model over a few sentences; none when it cannot run (words decide alone)."""
