@@ -34,8 +34,20 @@ def one_edit(a: str, b: str) -> bool:
     return a[i:] == b[i + 1:]
 
 
+def _keys(word: str) -> set[str]:
+    return {word, *(word[:i] + word[i + 1:] for i in range(len(word)))}
+
+
 class Corrector:
-    """Corrections against a fixed set of known words (built once per vocabulary)."""
+    """Corrections against a fixed set of known words (built once per vocabulary).
+
+    The words one edit away are looked up, not compared one by one: each candidate is indexed by
+    itself and by each of its one-letter deletions, and two words one edit apart share such a key
+    (an added, removed or changed letter, or two swapped neighbours, leave a common deletion); the
+    few words found are confirmed with :func:`one_edit`. A question's unknown word costs lookups in
+    proportion to its length, however many names a deployment declares (comparing it with every
+    candidate cost 1.6 s for a 4,000-character question against 5,000 people).
+    """
 
     def __init__(self, known: Iterable[str], candidates: Iterable[str],
                  meaning: Mapping[str, Hashable] | None = None) -> None:
@@ -43,10 +55,14 @@ class Corrector:
         ("progres": progress or progreso, both the same value)."""
         self.meaning = dict(meaning or {})
         self.known = frozenset(known)
-        self.by_length: dict[int, list[str]] = {}
-        for word in set(candidates):
-            if len(word) >= MIN_LENGTH and word.isalpha():
-                self.by_length.setdefault(len(word), []).append(word)
+        self.keys: dict[str, list[str]] = {}  # a candidate, and it less one letter -> the candidates
+        for word in {w for w in candidates if len(w) >= MIN_LENGTH and w.isalpha()}:
+            for key in _keys(word):
+                self.keys.setdefault(key, []).append(word)
+
+    def near(self, word: str) -> set[str]:
+        """The candidates exactly one edit from ``word`` (:func:`one_edit`)."""
+        return {c for key in _keys(word) for c in self.keys.get(key, ()) if one_edit(word, c)}
 
     def correct(self, word: str, fits: Callable[[str], bool] | None = None) -> str | None:
         """The one known word ``word`` is a typo of, or None (known, too short, none or several).
@@ -55,8 +71,7 @@ class Corrector:
         words around it), else the first in order."""
         if word in self.known or len(word) < MIN_LENGTH - 1 or not word.isalpha():
             return None
-        found = sorted(c for n in (len(word) - 1, len(word), len(word) + 1) for c in self.by_length.get(n, ())
-                       if one_edit(word, c))
+        found = sorted(self.near(word))
         if len(found) > 1 and len({self.meaning.get(c, c) for c in found}) == 1:
             fitting = [c for c in found if fits is not None and fits(c)]
             return (fitting or found)[0]
