@@ -124,10 +124,11 @@ def test_chat_page_streams_an_answer_and_opens_its_citation(site) -> None:
     from playwright.sync_api import expect
 
     task = site["task"]
-    # the model's prose is shown sentence by sentence, once each is checked (issue 26)
+    # the model's prose is shown sentence by sentence, once each is checked (issue 26); each sentence
+    # restates what the record says (its title), so its record supports it
     answer = " ".join(f"{s} [TASK #{task.task_id}]." for s in (
-        "The work is tracked here", "It matches your question", "The record has the details",
-        "Open it to read more"))
+        f"It is about {task.title}", f"This one: {task.title}", f"See the details of {task.title}",
+        f"The record says {task.title}"))
     site["llm"].push(Reply(text=answer, piece_delay_s=0.05))
     errors: list[str] = []
     with open_as(site["url"], viewport={"width": 1280, "height": 900}, errors=errors) as page:

@@ -144,12 +144,14 @@ def test_adversarial_model_never_changes_what_sql_computed(demo_rag):
 
         listed = Chat(demo_rag, None, today=lambda: TODAY).answer("which tasks are blocked?", manager, store=False)
         first = listed.structured["records"][0]["source_id"]
+        title = listed.structured["records"][0]["title"]
         wrong = next(s for s in ("DONE", "TODO") if s != _status(demo_rag, first))
-        llm.push(f"[TASK #{first}] is blocked by a dependency. [TASK #{first}] is {wrong.lower()}. "
-                 f"Tengo noventa y nueve tareas bloqueadas.")
+        # the record's text says nothing of a dependency: a valid anchor on a claim it does not support
+        llm.push(f"[TASK #{first}] {title} is blocked. [TASK #{first}] is blocked by a dependency on the vendor. "
+                 f"[TASK #{first}] is {wrong.lower()}. Tengo noventa y nueve tareas bloqueadas.")
         answer = chat.answer("which tasks are blocked?", manager, store=False)
-        assert answer.answer == listed.answer + f"\n\n[TASK #{first}] is blocked by a dependency."
-        assert answer.checked == {"sentences": 3, "removed": 2}
+        assert answer.answer == listed.answer + f"\n\n[TASK #{first}] {title} is blocked."
+        assert answer.checked == {"sentences": 4, "removed": 3}
 
 
 def test_topic_answer_without_support_falls_back_to_the_extractive_answer(demo_rag):
@@ -199,3 +201,100 @@ def test_a_sentence_repeating_a_computed_line_is_removed(evidence):
     shown = replace(evidence, shown=frozenset({"critical: 18", "high: 53"}))
     assert check_sentence("- CRITICAL: 18\n", shown).reason == "repeat"
     assert check_sentence("Most of them are critical: 35 in all.", shown).ok
+
+
+# -- claims: a sentence naming a record is supported by a passage of that record's text --------------
+TICKETS = {
+    ("TICKETS", "4001"): "SSO upgrade to the new SAML connector is stuck\n"
+                         "We planned to move our tenant to the new SAML connector (v3) this week, but the upgrade "
+                         "wizard stops at step 4.\nComments:\n"
+                         "- Raúl Domínguez (2026-02-04): The upgrade is blocked because your ADFS still signs "
+                         "assertions with SHA-1, and connector v3 only accepts SHA-256 signatures. There is nothing "
+                         "we can relax on our side.\n"
+                         "- Carla Mendes (2026-02-05): Our AD team can only change the signing algorithm in the "
+                         "maintenance window on March 14.",
+    ("TICKETS", "4003"): "Export workers crash with too many open files\n"
+                         "Since release 2.14 the CSV export workers crash after about 40 minutes.\nComments:\n"
+                         "- Priya Natarajan (2026-02-10): Root cause: the storage client in 2.14 opens a new "
+                         "connection pool for every exported file and never closes it.\n"
+                         "- Jonas Berg (2026-02-10): Workaround until the fix ships: raise the file limit to 65536 "
+                         "and restart the export workers every 6 hours.\n"
+                         "- Priya Natarajan (2026-02-13): Fixed in 2.14.2, without user impact.",
+}
+
+
+def _claims(embed=None):
+    records = {k: ({}, v.split("\n", 1)[0]) for k, v in TICKETS.items()}
+    return evidence_from(list(TICKETS.values()), records=records, cite=True, record_texts=TICKETS, embed=embed)
+
+
+@pytest.mark.parametrize("sentence", [
+    "The SSO upgrade is blocked because the ADFS still signs assertions with SHA-1 [TICKETS #4001].",
+    "Raúl Domínguez explained that connector v3 only accepts SHA-256 signatures [TICKETS #4001].",
+    "Carla Mendes said the signing algorithm can only change in the maintenance window on March 14 [TICKETS #4001].",
+    "As a workaround, raise the file limit to 65536 and restart the export workers every 6 hours [TICKETS #4003].",
+    "The storage client opens a new connection pool for every exported file [TICKETS #4003].",
+    "Start with [TICKETS #4003].",  # names a record, claims nothing about it
+])
+def test_a_sentence_supported_by_its_record_is_kept(sentence):
+    from oracle_rag.chat.checking import check_sentence
+
+    assert check_sentence(sentence, _claims()).ok
+
+
+@pytest.mark.parametrize(("sentence", "what"), [
+    ("The export workers crash because ADFS signs assertions with SHA-1 [TICKETS #4003].", "another record's claim"),
+    ("[TICKETS #4003] is the one blocking the SSO upgrade.", "a topic the record does not mention"),
+    ("Raise the file limit to 14 and restart the export workers [TICKETS #4003].", "a number of another record"),
+    ("The SSO change waits for the maintenance window on March 40 [TICKETS #4001].", "a swapped number"),
+    ("Jonas Berg found that the storage client opens a new connection pool for every file [TICKETS #4003].",
+     "a swapped person"),
+    ("The storage client closes its connection pool after every exported file [TICKETS #4003].", "a denial"),
+    ("The fix in 2.14.2 had user impact [TICKETS #4003].", "a denial"),
+    ("The upgrade is not blocked by the ADFS signatures [TICKETS #4001].", "a negation"),
+    ("The upgrade is blocked by SHA-1 signatures [TICKETS #4001] and the file limit [TICKETS #4003].",
+     "one of two records"),
+])
+def test_a_sentence_its_record_does_not_support_is_removed(sentence, what):
+    from oracle_rag.chat.checking import check_sentence
+
+    verdict = check_sentence(sentence, _claims())
+    assert not verdict.ok and verdict.reason == "claim", what
+
+
+@pytest.mark.parametrize("sentence", ["8", "8.", "16 hours.", "[TICKETS #4001].", "- 3", "Yes."])
+def test_a_lone_number_or_fragment_is_never_shown(sentence, evidence):
+    from oracle_rag.chat.checking import check_sentence
+
+    assert check_sentence(sentence, _claims()).reason == "fragment"
+    assert check_sentence(sentence, evidence).reason in ("fragment", "number", "anchor")
+    assert check_text(sentence, evidence)[0] == ""
+
+
+def test_the_meaning_is_compared_with_the_deployments_model(demo_rag):
+    """Words alone would keep a sentence whose words are in a passage that says something else."""
+    from oracle_rag.chat.checking import check_sentence
+    from oracle_rag.chat.support import MIN_SIMILARITY
+
+    evidence = _claims(demo_rag.engine.embed_many)
+    kept = "As a workaround, raise the file limit to 65536 and restart the export workers every 6 hours [TICKETS #4003]."
+    assert check_sentence(kept, evidence).ok
+    found = evidence.support.check(kept.replace("[TICKETS #4003]", ""), [("TICKETS", "4003")])
+    assert found.ok and (found.similarity >= MIN_SIMILARITY or found.coverage >= 0.9)
+
+
+def test_a_model_naming_a_given_record_with_a_false_claim_falls_back_to_the_extractive_answer(demo_rag):
+    """The issue's case: a valid anchor on a claim its record does not make is removed; with nothing
+    left, the answer is the extractive one and says why."""
+    dev = _who(demo_rag, DEV_A)
+    with ScriptedLLM() as llm:
+        chat = _chat(demo_rag, llm)
+        llm.push("Nothing.")
+        chat.answer("invoice PDF generation", dev, store=False)
+        given = re.findall(r'<chunk id="TASK #(\d+)">', llm.requests[0].last_user)
+        assert given
+        llm.push(f"[TASK #{given[0]}] is the one blocking the SSO upgrade. 8")
+        answer = chat.answer("invoice PDF generation", dev, store=False)
+    assert answer.checked == {"sentences": 2, "removed": 2} and answer.answerer == "extractive"
+    assert answer.answer.startswith("The language model's answer could not be checked")
+    assert "SSO upgrade" not in answer.answer

@@ -19,6 +19,14 @@ sentence nobody wrote). The checks:
   has, nor deny a value they have. Facets, their values and their words come
   from the sources' declarations (the caller's :class:`Vocabulary`), never
   from this module;
+* **claims**: a sentence that names a record whose text the model was given
+  must be supported by a passage of that text (its content words, numbers and
+  people there, the same polarity, and a close meaning by the deployment's
+  embedding model): :mod:`oracle_rag.chat.support`. A valid anchor on a false
+  claim ("[TASK #261] is the one blocking the SSO upgrade", when #261 says
+  nothing of SSO) is removed;
+* **fragments**: a sentence with fewer than two words outside its anchors and
+  numbers (a lone "8", "[TASK #41].") says nothing a reader can check;
 * **citations** (topic answers): a sentence that states something carries a
   citation of a passage given to the model.
 
@@ -38,6 +46,7 @@ from typing import Any
 from ..answers.lexicon import fold
 from ..answers.vocabulary import Vocabulary, words
 from .mentions import REMOVED
+from .support import Embedder, Support
 
 _ANCHOR = re.compile(r"(?<![\w.\-])([A-Za-z][A-Za-z0-9_.\-]*)\s*#\s*([A-Za-z0-9_\-]*[0-9][A-Za-z0-9_\-]*)")
 # A bracketed anchor whose id has no digit ("[PROJECT #Plataforma Clientes]", measured with a 1.5B model) and
@@ -58,6 +67,8 @@ _DONT_KNOW = re.compile(
     re.IGNORECASE)
 _MARKER = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
 _LIST_MARKER = re.compile(r"\s*\d{1,3}[.)]\s*")  # a numbered list item's marker: formatting, not a number stated
+_WORDS = re.compile(r"[^\W\d_]{2,}")  # a word of two letters or more: a sentence with fewer than two is a fragment
+_TYPE_NUMBER = re.compile(r"\b([^\W\d_]+)[ \t]+(?:no\.?[ \t]*|number[ \t]+|n[uú]mero[ \t]+)?\d+\b", re.IGNORECASE)
 _NEGATION = {"not", "no", "isn", "isnt", "aren", "arent", "never", "nunca", "ni", "without", "sin"}
 
 # Number words, EN and ES (folded). "one"/"uno"/"una"/"un" count only before a record word.
@@ -95,6 +106,7 @@ class Evidence:
     cite: bool = False
     dates: frozenset[str] = frozenset()
     shown: frozenset[str] = frozenset()  # the computed part's lines (folded): a sentence repeating one adds nothing
+    support: Support | None = None  # the given records' texts: what a sentence naming one must be supported by
 
     @property
     def anchors(self) -> set[tuple[str, str]]:
@@ -137,13 +149,24 @@ def _line(text: str) -> str:
 
 def evidence_from(texts: Iterable[str], *, counts: Iterable[float] = (),
                   records: Mapping[tuple[str, str], tuple[dict[str, Any], str]] | None = None,
-                  vocab: Vocabulary | None = None, cite: bool = False, shown: str = "") -> Evidence:
-    """Evidence from the texts the model was given (facts, records, query results) and the counts."""
+                  vocab: Vocabulary | None = None, cite: bool = False, shown: str = "",
+                  record_texts: Mapping[tuple[str, str], str] | None = None,
+                  embed: Embedder | None = None) -> Evidence:
+    """Evidence from the texts the model was given (facts, records, query results) and the counts.
+
+    ``record_texts``: each given record's text, by (TYPE, id), as the model read it: a sentence
+    naming one of them must be supported by it (``embed`` compares meanings; None: words only)."""
     numbers: set[float] = set()
     dates: set[str] = set()
     for text in texts:
         numbers |= numbers_in(text)
         dates.update(_DATE.findall(text))
+        # as a sentence's numbers are read: digits inside words ("p99", "v3", "2G") and number words
+        for token in re.findall(r"\d+(?:[.,]\d+)*|[a-z]+", fold(text)):
+            if token[0].isdigit():
+                numbers.add(stated_number(token))
+            elif token in NUMBER_WORDS:
+                numbers.add(float(NUMBER_WORDS[token]))
     given = dict(records or {})
     for facets, _title in given.values():
         for value in facets.values():
@@ -153,8 +176,24 @@ def evidence_from(texts: Iterable[str], *, counts: Iterable[float] = (),
                 numbers |= numbers_in(value)
                 dates.update(_DATE.findall(value))
     lines = frozenset(_line(x) for x in shown.split("\n") if x.strip())
+    support = None
+    if record_texts:
+        facts = {key: " ".join(_fact_words(facet, value, vocab) for facet, value in given[key][0].items())
+                 for key in record_texts if key in given}
+        people = {fold(label) for facet, names in (vocab.labels.items() if vocab else ())
+                  if vocab is not None and vocab.facets.get(facet) is not None and vocab.facets[facet].person
+                  for label in names.values()}
+        support = Support(dict(record_texts), facts, embed, frozenset(w for p in people for w in words(p)),
+                          frozenset(vocab.type_words) if vocab else frozenset())
     return Evidence(frozenset(numbers), frozenset(float(c) for c in counts), given, vocab, cite, frozenset(dates),
-                    lines)
+                    lines, support)
+
+
+def _fact_words(facet: str, value: Any, vocab: Vocabulary | None) -> str:
+    """A facet value as words a sentence may use ("SOLVED", "Olivia Brooks", "2026-03-14")."""
+    if value is None:
+        return ""
+    return vocab.label(facet, value) if vocab is not None else str(value)
 
 
 # -- sentences -----------------------------------------------------------------------------
@@ -180,7 +219,7 @@ def split_sentences(text: str) -> list[str]:
 @dataclass(frozen=True)
 class Verdict:
     ok: bool
-    reason: str = ""  # "number", "count", "anchor", "facet", "citation", "removed"
+    reason: str = ""  # "number", "count", "anchor", "facet", "claim", "fragment", "citation", "removed"
     cited: bool = False
 
 
@@ -213,6 +252,8 @@ def check_sentence(sentence: str, evidence: Evidence) -> Verdict:
                 return Verdict(False, "anchor")
             named.append(key)
         rest = pattern.sub(" ", rest)
+    if len(_WORDS.findall(rest)) < 2:
+        return Verdict(False, "fragment")
     vocab = evidence.vocab
     folded = fold(rest)
     if vocab is not None:
@@ -237,6 +278,12 @@ def check_sentence(sentence: str, evidence: Evidence) -> Verdict:
         return Verdict(False, reason)
     if named and vocab is not None and not _facets_ok(body, named, evidence, vocab):
         return Verdict(False, "facet")
+    support = evidence.support
+    if named and support is not None and any(support.covers(k) for k in named):
+        claim = rest if vocab is None else _TYPE_NUMBER.sub(
+            lambda m: " " if fold(m.group(1)) in vocab.type_words else m.group(0), rest)
+        if not support.check(claim, named).ok:
+            return Verdict(False, "claim")
     if evidence.cite and not named and _claims(sentence):
         return Verdict(False, "citation")
     return Verdict(True, cited=bool(named))
@@ -290,12 +337,18 @@ def _numbers_ok(text: str, evidence: Evidence) -> str:
 
 
 def _facets_ok(text: str, named: list[tuple[str, str]], evidence: Evidence, vocab: Vocabulary) -> bool:
-    """No value of a declared facet is claimed for the named records unless one of them has it."""
+    """No value of a declared facet is claimed for the named records unless one of them has it.
+
+    A value's words that a named record's own text holds ("blocked" in "the upgrade is blocked
+    because ...", a comment author's name) may be what the sentence repeats from that text: the
+    claim check, not the facet, decides those."""
     named = list(dict.fromkeys(named))  # a record named a thousand times is checked once
     for key in named:
         title = evidence.records[key][1]
         if title:
             text = text.replace(fold(title), " ")
+    said = {w[:5] for w in words(" ".join(evidence.support.texts[k] for k in named if evidence.support.covers(k)))} \
+        if evidence.support is not None else set()
     tokens = list(words(text))
     longest = vocab.max_phrase
     i = 0
@@ -305,6 +358,9 @@ def _facets_ok(text: str, named: list[tuple[str, str]], evidence: Evidence, voca
             terms = [t for t in vocab.terms.get(phrase, ()) if t.kind in ("value", "null")]
             if not terms:
                 continue
+            if said and all(w[:5] in said for w in phrase):  # "bloqueada" where the text says "bloqueado"
+                i += n - 1
+                break
             negated = any(w in _NEGATION for w in tokens[max(0, i - 2):i])
             for term in terms:
                 holders = [evidence.records[k][0] for k in named if term.facet in evidence.records[k][0]]

@@ -22,6 +22,7 @@ from ..answers.service import Record, StructuredResult
 from ..answers.vocabulary import Vocabulary
 from ..sources.meanings import anchor_of
 from .checking import Evidence, evidence_from
+from .support import Embedder
 
 
 def anchor_key(anchor: str) -> tuple[str, str]:
@@ -55,23 +56,30 @@ def structured_data(result: StructuredResult, caller_id: int | None, summary: st
     return json.dumps(data, ensure_ascii=False, indent=1, default=str)
 
 
-def structured_evidence(result: StructuredResult, shown: str, passages: int) -> Evidence:
-    """Numbers of the computed answer (as shown) and of the given records; the records and their facets."""
+def structured_evidence(result: StructuredResult, shown: str, passages: int, embed: Embedder | None = None) -> Evidence:
+    """Numbers of the computed answer (as shown) and of the given records; the records, their facets
+    and texts (what the model read of them: the passage given, else the record's text)."""
     given = given_records(result, passages)
     counts = [c for c in (result.total, len(result.records) or None) if c is not None]  # total; "the first 20"
     counts += [n for _, n in result.groups]
     records = {anchor_key(r.anchor): (dict(r.facets), r.title) for r in given}
+    texts = {anchor_key(r.anchor): (r.title + "\n" + r.passage if r.passage else r.content) for r in given}
     return evidence_from([shown, *(r.content for r in given), *(r.passage for r in given)], counts=counts,
-                         records=records, vocab=result.vocab, shown=shown)
+                         records=records, vocab=result.vocab, shown=shown, record_texts=texts, embed=embed)
 
 
-def topic_evidence(chunks: Sequence[Any], vocab: Vocabulary | None, query_result: Any = None) -> Evidence:
-    """A topic answer: the given chunks (each sentence with a claim cites one) and a query result's values."""
+def topic_evidence(chunks: Sequence[Any], vocab: Vocabulary | None, query_result: Any = None,
+                   embed: Embedder | None = None) -> Evidence:
+    """A topic answer: the given chunks (each sentence with a claim cites one and is supported by it)
+    and a query result's values."""
     texts = [c.content for c in chunks]
     records = {}
+    by_record: dict[tuple[str, str], list[str]] = {}
     for c in chunks:
         first = c.content.strip().split("\n", 1)[0]
-        records[anchor_key(anchor_of(c.source_type, str(c.source_id)))] = (dict(getattr(c, "facets", {}) or {}), first)
+        key = anchor_key(anchor_of(c.source_type, str(c.source_id)))
+        records[key] = (dict(getattr(c, "facets", {}) or {}), first)
+        by_record.setdefault(key, []).append(c.content)
     counts: list[float] = []
     if query_result is not None:
         for row in query_result.rows:
@@ -81,8 +89,10 @@ def topic_evidence(chunks: Sequence[Any], vocab: Vocabulary | None, query_result
                 elif v is not None:
                     texts.append(str(v))
         counts.append(float(len(query_result.rows)))
-    evidence = evidence_from(texts, counts=(), records=records, vocab=vocab, cite=bool(chunks))
+    evidence = evidence_from(texts, counts=(), records=records, vocab=vocab, cite=bool(chunks),
+                             record_texts={k: "\n".join(v) for k, v in by_record.items()}, embed=embed)
     if counts:
         evidence = Evidence(evidence.numbers | frozenset(counts), evidence.counts, evidence.records,
-                            evidence.vocab, evidence.cite and query_result is None, evidence.dates, evidence.shown)
+                            evidence.vocab, evidence.cite and query_result is None, evidence.dates, evidence.shown,
+                            evidence.support)
     return evidence
