@@ -13,11 +13,15 @@ Printed and written to ``bench/results/checker.json``: the precision of "support
 sentences kept, the share truly supported) and its recall (of the truly supported, the share kept),
 for all sentences and for the held-out ones (whose first named record's id is a multiple of 3: never
 used to choose the thresholds), per kind, and the baseline measured in the same run: the checker
-without claims (numbers and anchors only, as it was), which keeps every sentence here.
+without claims (numbers, anchors and facet values, as it was).
 
 ``--tune`` searches the thresholds of ``oracle_rag.chat.support`` on the sentences that are not held
 out and prints the best (precision >= 0.95 first, then recall); the product's values are set by hand
 from it.
+
+Also printed: the worst CPU time of checking one reply of 2,048 characters (llm_max_tokens x 4) shaped to
+make the claim check work (every sentence compared by meaning, an endless sentence, runs of
+negations), against ordinary prose of the same size.
 
 Run: ``.venv/bin/python bench/checker.py [--data-dir DIR] [--verbose] [--tune]`` (the first run
 indexes the help desk, about 20 s; later runs reuse the data directory).
@@ -50,7 +54,7 @@ import sqlalchemy as sa  # noqa: E402
 from oracle_rag.answers.vocabulary import build_vocabulary  # noqa: E402
 from oracle_rag.chat import Chat  # noqa: E402
 from oracle_rag.chat import support as support_module  # noqa: E402
-from oracle_rag.chat.checking import check_sentence, evidence_from  # noqa: E402
+from oracle_rag.chat.checking import SentenceChecker, check_sentence, check_text, evidence_from  # noqa: E402
 from oracle_rag.chat.evidence import anchor_key  # noqa: E402
 from oracle_rag.demo.seed import generate  # noqa: E402
 from oracle_rag.sources.meanings import Declaration  # noqa: E402
@@ -204,6 +208,41 @@ def tune(corpus: Corpus, items: list[Item]) -> list[dict[str, Any]]:
     return found[:40]
 
 
+CPU_GOAL_S = 0.5  # bench/text_fuzz.py's goal for one request's text processing
+
+
+def worst_cpu(corpus: Corpus, chars: int = 2048) -> dict[str, Any]:
+    """The CPU one reply's checking costs (claims included, the embedding model in this process), whole
+    and streamed in 4-character pieces, on replies of ``chars`` (llm_max_tokens x 4) shaped to make it
+    work: sentences that all need the model's comparison, one endless sentence, runs of negations;
+    against ordinary supported prose of the same size (the baseline)."""
+    keys = [("TICKETS", "4001"), ("TICKETS", "4003"), ("TICKETS", "4004"), ("KB", "203")]
+    supported = "The upgrade is blocked because ADFS still signs assertions with SHA-1 [TICKETS #4001]. "
+    shapes = {
+        "supported prose (baseline)": (supported * (chars // len(supported) + 1))[:chars],
+        "near-misses, each compared by meaning": "".join(
+            f"The upgrade is blocked because ADFS signs assertions with SHA-1 zq{chr(97 + i % 26)}{chr(97 + i // 26)} "
+            "[TICKETS #4001]. " for i in range(chars // 60))[:chars],
+        "one endless sentence": ("the heap was set too high and the wizard stops " * chars)[:chars - 20] + " [TICKETS #4004].",
+        "negations": ("not " * chars)[:chars - 20] + " [TICKETS #4001].",
+        "anchors and words": ("[TICKETS #4003] leaks sockets " * chars)[:chars],
+    }
+    records = {k: (corpus.facets[k], corpus.texts[k].split("\n", 1)[0]) for k in keys}
+    out: dict[str, float] = {}
+    for name, text in shapes.items():
+        for way in ("whole", "streamed by 4"):
+            evidence = evidence_from([corpus.texts[k] for k in keys], records=records, vocab=corpus.vocab, cite=True,
+                                     record_texts={k: corpus.texts[k] for k in keys},
+                                     embed=corpus.rag.engine.embed_many)  # uncached: what a request pays
+            started = time.process_time()
+            if way == "whole":
+                check_text(text, evidence)
+            else:
+                list(SentenceChecker(evidence).feed([text[i:i + 4] for i in range(0, len(text), 4)]))
+            out[f"{name}, {way}"] = round(time.process_time() - started, 4)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--data-dir", default=str(ROOT / ".oracle-rag" / "bench-qa-open"))
@@ -221,13 +260,16 @@ def main() -> None:
         seconds = time.perf_counter() - started
         result = summary(rows)
         best = tune(corpus, items) if args.tune else []
+        worst_cpu(corpus, 500)  # warm: the model's session is loaded once per process
+        cpu = worst_cpu(corpus)
     finally:
         corpus.rag.close()
     thresholds = {n: getattr(support_module, n) for n in ("MIN_COVERAGE", "SURE_COVERAGE", "MIN_SIMILARITY",
                                                           "MIN_CLAIM")}
     print(f"{len(items)} labelled sentences ({sum(i.supported for i in items)} supported), "
           f"{sum(i.held_out for i in items)} held out; thresholds {thresholds}")
-    for label, r in (("baseline: numbers and anchors only", baseline), ("checker with claims", result)):
+    for label, r in (("baseline: the checker without claims (numbers, anchors, facet values)", baseline),
+                     ("checker with claims", result)):
         print(f"{label}:")
         for part in ("all", "tuning", "held_out"):
             s = r[part]
@@ -240,6 +282,10 @@ def main() -> None:
     print(f"precision / baseline's: all {ratio['all']}x, held out {ratio['held_out']}x")
     met = all(result[p]["precision"] >= 0.95 and result[p]["recall"] >= 0.8 for p in ("all", "held_out"))
     print("goal (precision >= 0.95, recall >= 0.8, all and held out): " + ("met" if met else "NOT met"))
+    base = max(v for k, v in cpu.items() if k.startswith("supported prose"))
+    worst = max(cpu, key=lambda k: cpu[k])
+    print(f"CPU of one 2,048-character reply's checking: worst {cpu[worst]:.3f} s ({worst}), "
+          f"{cpu[worst] / base if base else float('inf'):.1f}x the baseline's {base:.3f} s; goal {CPU_GOAL_S} s")
     if args.verbose:
         for r in rows:
             if r["kept"] != r["supported"]:
@@ -253,6 +299,7 @@ def main() -> None:
                                     "embedding_model": corpus.rag.settings.embedding_model,
                                     "seconds": round(seconds, 1), "goal_met": met, "baseline": baseline,
                                     "checker": result, "ratio_to_baseline": ratio, "tune": best,
+                                    "cpu_s": cpu, "cpu_goal_s": CPU_GOAL_S,
                                     "sentences": rows}, indent=2, ensure_ascii=False))
     print(f"wrote {args.out}")
 

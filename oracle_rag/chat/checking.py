@@ -347,8 +347,8 @@ def _facets_ok(text: str, named: list[tuple[str, str]], evidence: Evidence, voca
         title = evidence.records[key][1]
         if title:
             text = text.replace(fold(title), " ")
-    said = {w[:5] for w in words(" ".join(evidence.support.texts[k] for k in named if evidence.support.covers(k)))} \
-        if evidence.support is not None else set()
+    support = evidence.support
+    said = frozenset().union(*(support.said(k) for k in named if support.covers(k))) if support else frozenset()
     tokens = list(words(text))
     longest = vocab.max_phrase
     i = 0

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..answers.lexicon import fold
+from ..answers.vocabulary import words
 from .passages import STEM, Sentence, candidates, cues, split_record
 
 Embedder = Callable[[Sequence[str]], Any]  # texts -> L2-normalised vectors (None: no model)
@@ -50,6 +51,7 @@ SURE_COVERAGE = 0.9
 MIN_SIMILARITY = 0.5
 MIN_CLAIM = 2  # content words a sentence needs to claim something about a record
 DENIED = 3  # words after a negation that it denies
+MAX_EMBEDDED = 24  # sentences of one answer compared by meaning (each is one run of the embedding model)
 
 _WORD = re.compile(r"\w+(?:[.\-/]\w+)*")
 _NUMBER = re.compile(r"\d+(?:[.,:/\-]\d+)*")  # "6.5", "1,234", "08:12", a date: one number each
@@ -101,6 +103,7 @@ class _Passage:
 class _Record:
     passages: list[_Passage]  # the last one is what holds for the whole record (title, headers, facets)
     terms: frozenset[str]  # folded words of its whole text
+    said: frozenset[str]  # the first five letters of each of its words, as facet values are compared
     vectors: Any = None  # the passages' embeddings, computed once when first needed
 
 
@@ -114,6 +117,7 @@ class Support:
     names: frozenset[str] = frozenset()  # folded name tokens of the people the records know
     record_words: frozenset[str] = frozenset()  # folded words that name records ("ticket", "tarea")
     _split: dict[Key, _Record] = field(default_factory=dict, init=False, repr=False)
+    _claims: dict[str, Any] = field(default_factory=dict, init=False, repr=False)  # claim -> its embedding
 
     def __post_init__(self) -> None:
         known = set(self.names)
@@ -126,6 +130,10 @@ class Support:
     def covers(self, key: Key) -> bool:
         return key in self.texts
 
+    def said(self, key: Key) -> frozenset[str]:
+        """The first five letters of every word of a record's text (facet words it says are not claims)."""
+        return self._record(key).said
+
     def _record(self, key: Key) -> _Record:
         found = self._split.get(key)
         if found is None:
@@ -137,7 +145,7 @@ class Support:
             units = [unit for _, unit in candidates([(title, sentences)])] + [(Sentence(about),)]
             passages = [_passage(unit, about) for unit in units]
             terms = frozenset(w for p in passages for w in _WORD.findall(p.text))
-            found = _Record(passages, terms)
+            found = _Record(passages, terms, frozenset(w[:STEM] for w in words(content)))
             self._split[key] = found
         return found
 
@@ -200,9 +208,14 @@ class Support:
             record.vectors = np.zeros((0, 0)) if found is None else np.asarray(found, dtype=np.float32)
         if record.vectors.shape[0] != len(record.passages):
             return None
-        mine = self.embed([claim])
+        mine = self._claims.get(claim)
         if mine is None:
-            return None
+            if len(self._claims) >= MAX_EMBEDDED:  # a reply of many near-misses: bounded work, not supported
+                return {}
+            mine = self.embed([claim])
+            if mine is None:
+                return None
+            self._claims[claim] = mine
         vector = np.asarray(mine, dtype=np.float32)[0]
         return {n: float(record.vectors[n] @ vector) for n in wanted}
 
@@ -275,8 +288,9 @@ def _denials(folded: str) -> tuple[tuple[str, ...], ...]:
     for clause in _CLAUSE.split(_NEGATED_T.sub(" not ", folded)):
         found = _WORD.findall(clause)
         for i, w in enumerate(found):
-            if w in _NEGATIONS:
-                after = [x for x in found[i + 1:] if x not in _NEGATIONS and x not in cues().stopwords][:DENIED]
+            if w in _NEGATIONS:  # a bounded window: "not not not ..." costs what its words cost
+                after = [x for x in found[i + 1:i + 1 + 4 * DENIED]
+                         if x not in _NEGATIONS and x not in cues().stopwords][:DENIED]
                 out.append(tuple(_stem(x) for x in after))
     return tuple(out)
 
