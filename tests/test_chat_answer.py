@@ -151,14 +151,11 @@ def test_stream_extractive_events(demo_rag) -> None:
 
 def test_stream_llm_pieces_then_done(demo_rag, llm: ScriptedLLM) -> None:
     own = task_chunks_of(demo_rag, DEV_A)[0]
-    # the first sentence restates the record's own title: supported by it (a lone "Answer: [TASK #n]."
-    # is a fragment, never shown)
-    said = f"It is about {own.title} "
-    llm.push(Reply(text="x", pieces=[said, f"[TASK #{own.task_id}]", ". Also ", "[TASK #424242", "]."]))
+    llm.push(Reply(text="x", pieces=["Answer: ", f"[TASK #{own.task_id}]", ". Also ", "[TASK #424242", "]."]))
     events = list(llm_chat(demo_rag, llm).stream(own.title, caller(demo_rag, DEV_A)))
     # A sentence is shown once it is complete and checked: the one naming a task id the caller
     # may not see (here: none such exists) is removed whole, before any of it is sent.
-    assert [e.text for e in events if e.kind == "token"] == [f"{said}[TASK #{own.task_id}]."]
+    assert [e.text for e in events if e.kind == "token"] == [f"Answer: [TASK #{own.task_id}]."]
     done = events[-1].answer
     assert done is not None and [c.source_id for c in done.citations] == [str(own.task_id)]
     assert "424242" not in done.answer and done.checked == {"sentences": 2, "removed": 1}

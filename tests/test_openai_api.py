@@ -167,7 +167,7 @@ def test_links_to_a_hidden_record_are_redacted(web_llm) -> None:
 def test_streaming_matches_the_plain_answer_and_ends_with_citations(web_llm) -> None:
     own = task_chunks_of(web_llm.rag, DEV_A)[0]
     anchor = f"[TASK #{own.task_id}]"
-    reply = f"It is {anchor}, due soon."
+    reply = f"It is {anchor}: {own.title}."  # what the record says ("due soon" is not in its text: removed)
     web_llm.llm.push(Reply(reply), Reply(reply))
     messages = [{"role": "user", "content": own.title}]
     plain = web_llm.client().chat.completions.create(model=MODEL_ID, messages=messages)

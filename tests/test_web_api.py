@@ -334,7 +334,7 @@ def test_injected_instructions_stay_data_and_scope_holds(web_llm, llm: ScriptedL
 
 @pytest.mark.parametrize("statuses", [[500], [429, 503]])
 def test_llm_retries_then_answers(web_llm, llm: ScriptedLLM, statuses: list[int]) -> None:
-    llm.push(*[Reply(status=s, retry_after="0" if s == 429 else None) for s in statuses], "recovered")
+    llm.push(*[Reply(status=s, retry_after="0" if s == 429 else None) for s in statuses], "recovered, all good")
     response = web_llm.client.post("/api/chat", headers=web_llm.as_(DEV_A), json={"question": "invoice PDF generation"})
     assert response.status_code == 200 and response.get_json()["answer"].startswith("recovered")
     assert len(llm.requests) == len(statuses) + 1

@@ -25,8 +25,9 @@ sentence nobody wrote). The checks:
   embedding model): :mod:`oracle_rag.chat.support`. A valid anchor on a false
   claim ("[TASK #261] is the one blocking the SSO upgrade", when #261 says
   nothing of SSO) is removed;
-* **fragments**: a sentence with fewer than two words outside its anchors and
-  numbers (a lone "8", "[TASK #41].") says nothing a reader can check;
+* **fragments**: a sentence with no word outside its anchors and numbers (a
+  lone "8", "[TASK #41].") or a single word and no anchor ("16 hours.") says
+  nothing a reader can check;
 * **citations** (topic answers): a sentence that states something carries a
   citation of a passage given to the model.
 
@@ -67,7 +68,7 @@ _DONT_KNOW = re.compile(
     re.IGNORECASE)
 _MARKER = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
 _LIST_MARKER = re.compile(r"\s*\d{1,3}[.)]\s*")  # a numbered list item's marker: formatting, not a number stated
-_WORDS = re.compile(r"[^\W\d_]{2,}")  # a word of two letters or more: a sentence with fewer than two is a fragment
+_WORDS = re.compile(r"[^\W\d_]{2,}")  # a word of two letters or more (a fragment has at most one)
 _TYPE_NUMBER = re.compile(r"\b([^\W\d_]+)[ \t]+(?:no\.?[ \t]*|number[ \t]+|n[uú]mero[ \t]+)?\d+\b", re.IGNORECASE)
 _NEGATION = {"not", "no", "isn", "isnt", "aren", "arent", "never", "nunca", "ni", "without", "sin"}
 
@@ -252,7 +253,8 @@ def check_sentence(sentence: str, evidence: Evidence) -> Verdict:
                 return Verdict(False, "anchor")
             named.append(key)
         rest = pattern.sub(" ", rest)
-    if len(_WORDS.findall(rest)) < 2:
+    wording = len(_WORDS.findall(rest))
+    if wording == 0 or wording == 1 and not named:  # "8", "16 hours.", "[TASK #4]."; "Found [TASK #4]." is a citation
         return Verdict(False, "fragment")
     vocab = evidence.vocab
     folded = fold(rest)

@@ -11,17 +11,23 @@ facet values). A passage supports the sentence when
 * its **numbers** are there (each number the sentence states is in the passage or the record's
   whole-record facts);
 * the **people** it names are there (a name of a person the records know: a comment's author or a
-  person facet's value) — in the passage's text, as its author, or among the record's facts, so
-  "Jonas found the root cause" is not supported by Priya's comment;
-* its **polarity** agrees: a sentence that denies ("not", "never", "no", "nunca") is supported only
-  by a passage sentence that denies, and the passage sentence that carries most of its words must
-  not deny what it asserts;
+  person facet's value) — in the passage's text or as its author, so "Jonas found the root cause"
+  is not supported by Priya's comment;
+* its **denials** agree: a sentence that denies ("not", "never", "without", "nunca") is supported
+  only by a passage that denies one of the same words, and a passage that denies the word after its
+  negation ("does not stop", "without user impact") does not support a sentence asserting it;
+* its **technical words** are the record's: a word written like the name of a thing ("SSO",
+  "ADFS", "v3"), unless it starts the sentence, appears somewhere in the record's text;
 * its **content words** are there: the share of its words (accent- and case-folded, compared by
   their first five characters, stop words and the words that name records left out) found in the
   passage and the record's facts is at least ``MIN_COVERAGE``;
 * and the two **mean the same**: the embedding similarity of the sentence and the passage (the
   deployment's model, when one is given) reaches ``MIN_SIMILARITY``, or the content words alone are
-  near complete (``SURE_COVERAGE``).
+  near complete (``SURE_COVERAGE``). What holds for the whole record (its title, headers, people)
+  supports a sentence only with near-complete words: "Peter Novak explained the refund was
+  rejected" is not supported by Peter Novak being the ticket's requester and its title saying
+  "rejected". At most ``MAX_EMBEDDED`` sentences of an answer are compared by the model (a reply of
+  many near-misses costs bounded work; one more that would need it is not supported).
 
 A sentence naming several records must be supported by each of them: "[TICKETS #4001] and [KB
 #201] say ..." is read as a claim about both. A sentence with fewer than ``MIN_CLAIM`` content
@@ -83,7 +89,7 @@ class Finding:
     """How well the best passage of a record supports a sentence (for the bench and tests)."""
 
     ok: bool
-    reason: str = ""  # "words", "number", "name", "negation", "meaning" when not ok
+    reason: str = ""  # "words", "number", "name", "negation", "term", "meaning" when not ok
     coverage: float = 0.0
     similarity: float = 0.0
     passage: str = ""
