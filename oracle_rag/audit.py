@@ -38,6 +38,7 @@ from typing import Any
 from . import audit_sql as q
 from .config import Settings, duration_seconds
 from .engines import Engine
+from .errors import DatabaseError
 
 log = logging.getLogger("oracle_rag.audit")
 
@@ -107,7 +108,10 @@ class AuditTrail:
     """The process's audit writer for one engine (RagSystem.audit)."""
 
     def __init__(self, engine: Engine, settings: Settings, *, clock: Callable[[], dt.datetime] = utc_now) -> None:
-        self.engine = engine
+        # Held weakly, as this trail is by its writer thread: audit_for's WeakKeyDictionary is keyed by
+        # the engine, and a trail that held it strongly would keep every engine (its model session and
+        # caches) alive for the life of the process.
+        self._engine_ref = weakref.ref(engine)
         self.with_questions = bool(settings.audit_questions)
         self.retention_s = duration_seconds(settings.audit_retention) or 30 * 86_400.0
         self.clock = clock
@@ -143,20 +147,16 @@ class AuditTrail:
     def _ensure_thread(self) -> None:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="oracle-rag-audit", daemon=True)
+                self._thread = threading.Thread(target=_drain, args=(weakref.ref(self), self._queue),
+                                                name="oracle-rag-audit", daemon=True)
                 self._thread.start()
 
-    def _run(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            while len(batch) < 200:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            self._write(batch)
-            for _ in batch:
-                self._queue.task_done()
+    @property
+    def engine(self) -> Engine:
+        engine = self._engine_ref()
+        if engine is None:
+            raise DatabaseError("the engine of this audit trail is gone")
+        return engine
 
     def _write(self, batch: list[AuditEvent]) -> None:
         try:
@@ -188,6 +188,35 @@ class AuditTrail:
         with self.engine.begin() as conn:
             return int(conn.execute(self.engine.statement(q.DELETE_OLD_AUDIT), {"before": iso(before)}).rowcount or 0)
 
+
+def _drain(trail_ref: weakref.ref[AuditTrail], events: queue.Queue[AuditEvent]) -> None:
+    """The writer thread: batches of up to 200 events, written in one statement each.
+
+    It holds its trail weakly and looks again whenever it has waited a while with nothing to write,
+    so an engine its owner dropped is freed and the thread ends.
+    """
+    while True:
+        try:
+            batch = [events.get(timeout=_IDLE_CHECK_S)]
+        except queue.Empty:
+            if trail_ref() is None:
+                return
+            continue
+        while len(batch) < 200:
+            try:
+                batch.append(events.get_nowait())
+            except queue.Empty:
+                break
+        trail = trail_ref()
+        if trail is not None:
+            trail._write(batch)
+        del trail
+        for _ in batch:
+            events.task_done()
+
+
+# How long the writer thread waits for an event before it checks that its trail still exists.
+_IDLE_CHECK_S = 5.0
 
 _TRAILS: weakref.WeakKeyDictionary[Engine, AuditTrail] = weakref.WeakKeyDictionary()
 _TRAILS_LOCK = threading.Lock()

@@ -79,3 +79,26 @@ def test_cli_audit_lists_what_the_cli_did(cli, demo_rag: RagSystem) -> None:
     line = result.output.strip().splitlines()[0].split("\t")
     assert line[1:4] == ["caller=12", "cli", "search"] and line[4].startswith(("TASK#", "SPRINT#", "PROJECT#"))
     assert cli("audit", "--caller", "999", "--since", "1d").output.strip() == "(no audit rows)"
+
+
+def test_a_closed_system_that_recorded_events_is_freed(make_settings) -> None:
+    """The trail and its writer thread hold the engine weakly: a system closed after recording is
+    freed (with its model session), and its events were written before it went."""
+    import gc
+    import weakref
+
+    system = RagSystem(make_settings())
+    system.migrate(demo=True)
+    audit_for(system.engine).record(7, "search", [("task", "1")])
+    audit_for(system.engine).record(7, "search", [("task", "2")])
+    system.close()
+    rows = RagSystem(make_settings())
+    try:
+        with rows.engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT COUNT(*) FROM RAG_AUDIT")).scalar_one() == 2
+    finally:
+        rows.close()
+    engine = weakref.ref(system.engine)
+    del system
+    gc.collect()
+    assert engine() is None
