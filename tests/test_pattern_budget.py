@@ -97,3 +97,7 @@ def test_a_typo_is_looked_up_not_compared_with_every_known_word() -> None:
         return best
 
     assert cost(large) < 5 * cost(small) + 0.01
+    long = "no" * 50_000  # one word of a 100,000-character question: longer than any candidate, looked up at once
+    started = time.process_time()
+    assert large.correct(long) is None
+    assert time.process_time() - started < cost(large) + 0.01

@@ -56,12 +56,16 @@ class Corrector:
         self.meaning = dict(meaning or {})
         self.known = frozenset(known)
         self.keys: dict[str, list[str]] = {}  # a candidate, and it less one letter -> the candidates
+        self.longest = 0
         for word in {w for w in candidates if len(w) >= MIN_LENGTH and w.isalpha()}:
+            self.longest = max(self.longest, len(word))
             for key in _keys(word):
                 self.keys.setdefault(key, []).append(word)
 
     def near(self, word: str) -> set[str]:
         """The candidates exactly one edit from ``word`` (:func:`one_edit`)."""
+        if len(word) > self.longest + 1:  # no candidate is near, and its keys would cost its length squared
+            return set()
         return {c for key in _keys(word) for c in self.keys.get(key, ()) if one_edit(word, c)}
 
     def correct(self, word: str, fits: Callable[[str], bool] | None = None) -> str | None:
