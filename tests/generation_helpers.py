@@ -62,6 +62,21 @@ def register() -> None:
         languages="English", batched=False, builder=build_rotated, oracle_name="MINILM_ROTATED"))
 
 
+PREFIXED_NAME = "minilm-rotated-prefixed"
+
+
+def register_prefixed() -> None:
+    """``minilm-rotated`` (same file) declared with e5's prefixes: a generation whose model expects
+    "query: " on a question and "passage: " on a text compared with one (as multilingual-e5-small does)."""
+    from dataclasses import replace
+
+    from oracle_rag.embedding import catalog
+
+    register()
+    catalog.register(replace(catalog.get(ROTATED_NAME), name=PREFIXED_NAME, query_prefix="query: ",
+                             passage_prefix="passage: "))
+
+
 def rotate(vec: np.ndarray) -> np.ndarray:
     perm, signs = rotation()
     return np.asarray(vec, dtype=np.float32)[..., perm] * signs

@@ -176,11 +176,50 @@ def test_chat_without_a_model_quotes_the_comment_that_answers(helpdesk) -> None:
 
 def test_the_embedded_engine_embeds_sentences_as_its_sql_function_does(helpdesk) -> None:
     texts = ["The heap is set to 48 GB.", "Root cause: a leaked connection pool.", "The heap is set to 48 GB."]
-    batch = helpdesk.engine.embed_many(texts)
+    batch = helpdesk.engine.embed_many(texts, "query")
     with helpdesk.engine.connect() as conn:
         one_by_one = np.asarray([helpdesk.engine.embed(conn, t) for t in texts], dtype=np.float32)
     assert batch.shape == (3, 384)
     assert np.allclose(batch, one_by_one, atol=1e-5)
+
+
+def test_a_prefixed_model_compares_a_query_with_passages(helpdesk) -> None:
+    """The sentences are chosen with the active generation's model as it expects: e5's "query: " on the
+    question, "passage: " on each sentence. The model is MiniLM with its outputs permuted and declared
+    with those prefixes, so each vector can be checked against MiniLM's of the prefixed text."""
+    from generation_helpers import PREFIXED_NAME, register_prefixed, rotate
+    from writepath_helpers import CountingRuntime
+
+    from oracle_rag import model_switch
+    from oracle_rag.access import directory_for
+
+    register_prefixed()
+    engine = helpdesk.engine
+    model_switch.switch(engine, helpdesk.settings, PREFIXED_NAME)
+    worker = helpdesk.worker()
+    while not worker.run_once().idle:
+        pass
+    model_switch.activate(engine)
+
+    question, sentence = "Who said the JVM turns off compressed pointers?", "The heap is set to 48 GB."
+    minilm = engine.runtime()
+    as_query, as_passage = engine.embed_many([question], "query")[0], engine.embed_many([sentence], "passage")[0]
+    assert np.allclose(as_query, rotate(minilm.embed("query: " + question)), atol=1e-5)
+    assert np.allclose(as_passage, rotate(minilm.embed("passage: " + sentence)), atol=1e-5)
+    assert not np.allclose(as_query, rotate(minilm.embed(question)), atol=1e-3)
+    with pytest.raises(ValueError, match="query' or 'passage"):
+        engine.embed_many([question], "document")
+
+    seen = CountingRuntime(engine.runtime_for(PREFIXED_NAME))
+    engine.set_runtime_for(PREFIXED_NAME, seen)
+    with engine.connect() as conn:
+        caller = directory_for(engine).load(conn, 5)
+    answer = Chat(helpdesk, None).answer(question, caller, store=False)
+    assert answer.answerer == "extractive" and answer.citations[0].anchor == "[TICKETS #1]"
+    # the search embeds its queries ("query: "), the sentence choice the question and each sentence
+    queries = [t for t in seen.texts if t.startswith("query: ")]
+    assert "query: " + question in queries and len(seen.texts) > len(queries), seen.texts
+    assert all(t.startswith("passage: ") for t in seen.texts if t not in queries), seen.texts
 
 
 def test_a_sentence_labelled_with_the_kind_wins_over_one_that_only_mentions_a_cue() -> None:

@@ -164,17 +164,11 @@ def test_no_statement_can_compare_two_generations() -> None:
 
 def test_a_model_with_prefixes_gets_them_on_passages_and_queries(demo_rag) -> None:
     """e5 style: 'passage: ' before every stored chunk the model embeds, 'query: ' before the question."""
-    from dataclasses import replace
-
-    from generation_helpers import rotate
-
-    from oracle_rag.embedding import catalog
+    from generation_helpers import PREFIXED_NAME, register_prefixed, rotate
 
     rag = demo_rag
-    prefixed = replace(catalog.get(ROTATED_NAME), name="minilm-rotated-prefixed", query_prefix="query: ",
-                       passage_prefix="passage: ", filename="minilm-rotated.onnx")
-    catalog.register(prefixed)
-    model_switch.switch(rag.engine, rag.settings, prefixed.name)
+    register_prefixed()
+    model_switch.switch(rag.engine, rag.settings, PREFIXED_NAME)
     fill(rag)
     model_switch.activate(rag.engine)
     minilm = rag.engine.runtime()

@@ -34,7 +34,9 @@ import numpy as np
 
 from ..answers.lexicon import fold
 
-Embedder = Callable[[Sequence[str]], Any]  # texts -> L2-normalised vectors, one row per text (None: no model)
+# (texts, "query" | "passage") -> L2-normalised vectors, one row per text (None: no model); the kind
+# picks the prefix the model expects (e5's "query: " for the question, "passage: " for the sentences)
+Embedder = Callable[[Sequence[str], str], Any]
 
 # Weights of a sentence's score (sum of the parts, each in [0, 1]); measured on bench/qa_open.py.
 W_TERMS = 0.45
@@ -246,8 +248,9 @@ def _idf(wanted: set[str], sentence_stems: list[set[str]]) -> dict[str, float]:
 def _similarity(question: str, texts: list[str], embed: Embedder | None) -> list[float]:
     if embed is None or not texts:
         return [0.0] * len(texts)
-    found = embed([question, *texts])
+    asked = embed([question], "query")
+    found = None if asked is None else embed(texts, "passage")
     if found is None:
         return [0.0] * len(texts)
     vectors = np.asarray(found, dtype=np.float32)
-    return [max(0.0, float(v)) for v in vectors[1:] @ vectors[0]]
+    return [max(0.0, float(v)) for v in vectors @ np.asarray(asked, dtype=np.float32)[0]]

@@ -571,13 +571,19 @@ class Engine(ABC):
         """Embed one query text in the database with the active generation's model (status, parity tests)."""
         return self.embed_with(conn, self.active_generation(conn), text)
 
-    def embed_many(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed a few texts with the deployment's model (an answer's candidate sentences), in order.
+    def embed_many(self, texts: Sequence[str], kind: str) -> np.ndarray:
+        """Embed a few texts with the active generation's model (a question, an answer's candidate
+        sentences), in order, each with the prefix that model expects for ``kind`` ("query" or
+        "passage", :meth:`Generation.text_as`): e5 compares a "query: " with "passage: " texts.
 
         Here one statement per text; an engine whose model runs in this process embeds them in
         one batched run instead."""
         with self.connect() as conn:
-            return np.asarray([self.embed(conn, t) for t in texts], dtype=np.float32).reshape(len(texts), -1)
+            gen = self.active_generation(conn)
+            prefixed = [gen.text_as(kind, t) for t in texts]
+            rows = [vector_values(conn.execute(self.statement(q.EMBED, gen=gen), {"text": t}).scalar_one())
+                    for t in prefixed]
+        return np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)
 
     # -- search ----------------------------------------------------------
     # A record may have several chunks: a chunk-level top list of k x this

@@ -77,6 +77,15 @@ class Generation:
     def passage_text(self, text: str) -> str:
         return self.passage_prefix + text
 
+    def text_as(self, kind: str, text: str) -> str:
+        """``text`` with the prefix its model expects for ``kind``: "query" (a question) or "passage"
+        (a text a question is compared with), as e5 was trained; an unknown kind is an error, not no prefix."""
+        if kind == "query":
+            return self.query_text(text)
+        if kind == "passage":
+            return self.passage_text(text)
+        raise ValueError(f"embedding kind must be 'query' or 'passage', not {kind!r}")
+
     def label(self) -> str:
         return f"{self.model_name} (generation {self.generation_id})"
 

@@ -654,16 +654,20 @@ class SqliteEngine(Engine):
         with primed(distinct) if primed else nullcontext():
             return {text: runtime.to_blob(runtime.embed(text)) for text in distinct}
 
-    def embed_many(self, texts: Sequence[str]) -> np.ndarray:
-        """One batched encoder run over the distinct texts, then each through ``runtime.embed``."""
+    def embed_many(self, texts: Sequence[str], kind: str) -> np.ndarray:
+        """One batched encoder run over the distinct texts (prefixed for ``kind``), then each through
+        ``runtime.embed``."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         with self.connect() as conn:  # the active generation's model, as every search uses
-            runtime = self.generation_runtime(self.active_generation(conn))
+            gen = self.active_generation(conn)
+        runtime = self.generation_runtime(gen)
+        prefixed = [gen.text_as(kind, t) for t in texts]
+        distinct = list(dict.fromkeys(prefixed))
         primed = getattr(runtime, "primed", None)
-        with primed(list(dict.fromkeys(texts))) if primed else nullcontext():
-            vectors = {t: runtime.embed(t) for t in dict.fromkeys(texts)}
-        return np.stack([np.asarray(vectors[t], dtype=np.float32) for t in texts])
+        with primed(distinct) if primed else nullcontext():
+            vectors = {t: runtime.embed(t) for t in distinct}
+        return np.stack([np.asarray(vectors[t], dtype=np.float32) for t in prefixed])
 
     def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite],
                       vectors: Mapping[int, Mapping[str, bytes]] | None = None) -> int:
