@@ -400,8 +400,9 @@ class Chat:
                     texts.append(c.content)
         return extractive_answer(pool, prep.question, self._embed, texts, say(prep.language, "extractive"))
 
-    def _embed(self, texts: Sequence[str], kind: str) -> Any:
-        """The deployment's model over a few sentences; none when it cannot run (words decide alone)."""
+    def _embed(self, texts: Sequence[str], kind: str = "passage") -> Any:
+        """The deployment's model over a few sentences (prefixed as ``kind``: "query" or "passage");
+        none when it cannot run (words decide alone)."""
         try:
             return self.rag.engine.embed_many(texts, kind)
         except RagError:
