@@ -57,6 +57,7 @@ from oracle_rag.chat import Chat, LLMClient  # noqa: E402
 from oracle_rag.chat.answer import NOTHING_FOUND, UNCHECKED  # noqa: E402
 from oracle_rag.chat.citations import snippet  # noqa: E402
 from oracle_rag.config import load_settings  # noqa: E402
+from oracle_rag.errors import LLMError  # noqa: E402
 from oracle_rag.retriever import Retriever  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402
 
@@ -164,7 +165,13 @@ def run_chat(rag: RagSystem, chat: Chat | FirstLines, questions: list[dict[str, 
     started = time.perf_counter()
     for q in questions:
         t0 = time.perf_counter()
-        answer = chat.answer(q["question"], callers[q.get("as", ASKER)], store=False, mode=mode).to_dict()
+        try:
+            answer = chat.answer(q["question"], callers[q.get("as", ASKER)], store=False, mode=mode).to_dict()
+        except LLMError as exc:  # a model that does not answer in time scores nothing; the run goes on
+            if not model:
+                raise
+            answer = {"answer": "", "citations": [], "answerer": "error", "route": "", "checked": None,
+                      "error": exc.message}
         seconds = time.perf_counter() - t0
         row = {"id": q["id"], "kind": q["kind"], "lang": q["lang"], "held_out": q["held_out"],
                "question": q["question"], **score(q, answer), "seconds": round(seconds, 3),
