@@ -10,17 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from . import relevance
-from .catalog import say
+from .catalog import NONE_NOUN_NUMBER, say
 from .dates import OPEN_END, OPEN_START
 from .service import Record, StructuredResult
 from .targets import describe_types
-from .understood import Condition
+from .understood import AnswerKind, Condition
 from .vocabulary import Vocabulary
-
-NOT_VISIBLE = {
-    "en": "No {what} with that id is visible to you: it does not exist, or you may not see it.",
-    "es": "No hay ningún registro con ese id visible para usted: no existe o no puede verlo.",
-}
 
 
 def one_line(text: str, limit: int) -> str:
@@ -35,16 +30,16 @@ def noun(vocab: Vocabulary, source_type: str | None, n: int, lang: str) -> str:
     if m is None or not m.nouns:
         if source_type:
             return source_type.lower()
-        return ("registro" if n == 1 else "registros") if lang == "es" else ("record" if n == 1 else "records")
+        return say(lang, "record_one" if n == 1 else "record_many")
     return m.noun(n, lang)
 
 
 def value_text(vocab: Vocabulary, facet: str, value: Any, caller_id: int | None, lang: str = "en") -> str:
     declared = vocab.facets.get(facet)
     if declared is not None and declared.person and value is None:
-        return "sin asignar" if lang == "es" else "unassigned"
+        return say(lang, "unassigned")
     if declared is not None and declared.person and caller_id is not None and value == caller_id:
-        return "usted" if lang == "es" else "you"
+        return say(lang, "you")
     return vocab.label(facet, value)
 
 
@@ -67,12 +62,8 @@ def _condition_dict(c: Condition, vocab: Vocabulary, caller_id: int | None) -> d
 
 def _chip_label(group: list[Condition], vocab: Vocabulary, caller_id: int | None, lang: str) -> str:
     if group[0].key == "overdue":
-        return "vencidas" if lang == "es" else "overdue"
-    return (" y " if lang == "es" else " and ").join(describe_condition(c, vocab, caller_id, lang) for c in group)
-
-
-_WORDS = {"en": ("not", "none", "any", "before", "to", "from"), "es": ("no", "ninguno", "cualquiera", "antes del",
-                                                                       "a", "desde")}
+        return say(lang, "overdue_chip")
+    return say(lang, "and").join(describe_condition(c, vocab, caller_id, lang) for c in group)
 
 
 _SIGNS = {"lt": "<", "gt": ">", "le": "\u2264", "ge": "\u2265"}
@@ -81,27 +72,26 @@ _SIGNS = {"lt": "<", "gt": ">", "le": "\u2264", "ge": "\u2265"}
 def describe_condition(c: Condition, vocab: Vocabulary, caller_id: int | None, lang: str = "en") -> str:
     label = vocab.facets[c.facet].label_in(lang)
     shown = ", ".join(value_text(vocab, c.facet, v, caller_id, lang) for v in c.values)
-    not_, none, any_, before, to, from_ = _WORDS["es" if lang == "es" else "en"]
     if c.op == "in":
         return f"{label}: {shown}"
     if c.op == "not_in":
-        return f"{label}: {not_} {shown}"
+        return f"{label}: {say(lang, 'op_not')} {shown}"
     if c.op == "null":
-        return f"{label}: {none}"
+        return f"{label}: {say(lang, 'op_none')}"
     if c.op == "not_null":
-        return f"{label}: {any_}"
+        return f"{label}: {say(lang, 'op_any')}"
     if vocab.facets[c.facet].kind == "number" and c.op != "in":
         shown_n = [f"{v:g}" if isinstance(v, float) else str(v) for v in c.values]
         if c.op == "range":
             return f"{label} {shown_n[0]}\u2013{shown_n[1]}"
         return f"{label} {_SIGNS.get(c.op, c.op)} {shown_n[0]}"
     if c.op == "lt":
-        return f"{label} {before} {c.values[0]}"
+        return f"{label} {say(lang, 'op_before')} {c.values[0]}"
     if c.values[1] == OPEN_END:
-        return f"{label} {from_} {c.values[0]}"
+        return f"{label} {say(lang, 'op_from')} {c.values[0]}"
     if c.values[0] == OPEN_START:
-        return f"{label} {'hasta' if lang == 'es' else 'until'} {c.values[1]}"
-    return f"{label} {c.values[0]} {to} {c.values[1]}"
+        return f"{label} {say(lang, 'op_until')} {c.values[1]}"
+    return f"{label} {c.values[0]} {say(lang, 'op_to')} {c.values[1]}"
 
 
 def describe(conditions: list[Condition], vocab: Vocabulary, caller_id: int | None, lang: str = "en") -> str:
@@ -178,91 +168,98 @@ def _footer(result: StructuredResult, lang: str) -> list[str]:
     u = result.understanding
     lines = []
     for note in u.notes:
-        lines.append(("Note: " if lang == "en" else "Nota: ") + note + ".")
+        lines.append(say(lang, "note", note=note))
     if u.advice:
-        lines.append("Nothing in the data says what comes next: these are the records not finished yet." if lang == "en"
-                     else "Los datos no dicen qué va después: estos son los registros sin terminar.")
+        lines.append(say(lang, "advice"))
     if u.read_as:
-        lines.append(("Read as: " if lang == "en" else "Leído como: ") + " \u00b7 ".join(u.read_as) + ".")
+        lines.append(say(lang, "read_as", words=" \u00b7 ".join(u.read_as)))
     return lines
 
 
 def render_text(result: StructuredResult, caller_id: int | None) -> str:
     text = _render_text(result, caller_id)
     extra = _footer(result, result.understanding.language)
-    if extra and result.understanding.kind in ("list", "count"):
+    if extra and result.understanding.kind in (AnswerKind.LIST, AnswerKind.COUNT):
         text += "\n\n" + "\n".join(extra)
-    elif result.understanding.read_as and result.understanding.kind == "lookup":
+    elif result.understanding.read_as and result.understanding.kind == AnswerKind.LOOKUP:
         text += "\n\n" + "\n".join(extra)
     return text
 
 
 def _render_text(result: StructuredResult, caller_id: int | None) -> str:
     u = result.understanding
-    vocab = result.vocab
-    lang = u.language
-    if u.kind == "notice" and not u.notices:
-        said = [n[0].upper() + n[1:] + "." for n in u.notes]
-        return "\n".join([*said, "Nothing was filtered or searched by it." if lang == "en" else
-                           "No se ha filtrado ni buscado por ello."])
-    if u.kind == "notice":
-        notes = []
-        for n in u.notices:
-            message = n.message(vocab.facets[n.facet].label_in(lang), lang)
-            notes.append(message[0].upper() + message[1:] + ("" if message.endswith("?") else "."))
-        notes.append("Nothing was filtered by it: ask again with a known name." if lang == "en" else
-                     "No se ha filtrado por ello: pregunte de nuevo con un nombre conocido.")
-        return "\n".join(notes)
-    if u.kind == "lookup":
+    if u.kind == AnswerKind.NOTICE:
+        return _notice_text(result)
+    if u.kind == AnswerKind.LOOKUP:
         return _lookup_text(result)
+    lang = u.language
     desc = describe_all(result, caller_id)
-    kind = u.target_type
     total = result.total or 0
-    plural = _type_total(result, lang) or f"{total} {noun(vocab, kind, total, lang)}"
     lines: list[str] = []
-    if u.kind == "count":
+    if u.kind == AnswerKind.COUNT:
         lines.extend(_count_lines(result, desc, caller_id))
     elif total == 0:
-        types = u.targets or [kind or ""]
-        nouns = (" or " if lang == "en" else " ni ").join(noun(vocab, t, 2 if lang == "en" else 1, lang)
-                                                          for t in types)
-        # "ninguna tarea", "ningún pedido": the Spanish article follows the first noun's ending
-        article = "Ninguna" if nouns.split(" ni ")[0].endswith("a") else "Ningún"
-        lines.append(f"No {nouns} you may see match {desc}." if lang == "en" else
-                     f"{article} {nouns} visible para usted coincide con {desc}.")
+        lines.append(_none_line(result, desc))
     else:
-        shown = len(result.records)
-        if len(result.totals) > 1:
-            first = f"{plural} match {desc}" if lang == "en" else f"{plural} coinciden con {desc}"
-            plural = ""
-        elif lang == "es":
-            first = f"{plural} coinciden con {desc}" if total != 1 else f"{plural} coincide con {desc}"
-        else:
-            first = f"{plural} match {desc}" if total != 1 else f"{plural} matches {desc}"
-        if u.kind == "list" and relevance.restricts(u.topic):
-            first = _about_line(result, first, shown)
-        elif shown < total:
-            how = f"by relevance to \u201c{result.ranked_by}\u201d" if result.ranked_by else "in id order"
-            first += f"; the first {shown} {how}:" if lang == "en" else f"; los primeros {shown}:"
-        else:
-            first += ":" if shown else "."
-        lines.append(first)
-    if result.records and u.kind in ("list", "count"):
-        if u.kind == "count":
-            lines.append("")
-            lines.append(f"Most relevant to \u201c{result.ranked_by or u.topic}\u201d:")
-        else:
-            lines.append("")
+        lines.append(_match_line(result, desc))
+    if result.records and u.kind in (AnswerKind.LIST, AnswerKind.COUNT):
+        lines.append("")
+        if u.kind == AnswerKind.COUNT:
+            lines.append(say(lang, "most_relevant", topic=result.ranked_by or u.topic))
         for i, r in enumerate(result.records, 1):
             lines.extend(_record_line(i, r, result, caller_id))
-    if u.topic and result.about is not None and total > result.about and (result.about or u.kind == "count"):
+    if u.topic and result.about is not None and total > result.about and (
+            result.about or u.kind == AnswerKind.COUNT):
         lines.append("")
         lines.append(say(lang, "not_about", n=total - result.about, topic=u.topic))
     if u.conditions:
         lines.append("")
-        lines.append(("Applied: " if lang == "en" else "Aplicado: ") + desc +
-                     (" (within what you may see)." if lang == "en" else " (dentro de lo que puede ver)."))
+        lines.append(say(lang, "applied", desc=desc))
     return "\n".join(lines)
+
+
+def _notice_text(result: StructuredResult) -> str:
+    """Words said back, nothing searched: understood but applying to nothing, or values the data lacks."""
+    u = result.understanding
+    lang = u.language
+    if not u.notices:
+        said = [n[0].upper() + n[1:] + "." for n in u.notes]
+        return "\n".join([*said, say(lang, "notice_unsearched")])
+    notes = []
+    for n in u.notices:
+        message = n.message(result.vocab.facets[n.facet].label_in(lang), lang)
+        notes.append(message[0].upper() + message[1:] + ("" if message.endswith("?") else "."))
+    notes.append(say(lang, "notice_ask_again"))
+    return "\n".join(notes)
+
+
+def _none_line(result: StructuredResult, desc: str) -> str:
+    """No record matches: "No tasks you may see match ..." / "Ninguna tarea visible para usted ..."."""
+    u = result.understanding
+    lang = u.language
+    types = u.targets or [u.target_type or ""]
+    joiner = say(lang, "or")
+    nouns = joiner.join(noun(result.vocab, t, NONE_NOUN_NUMBER.get(lang, 2), lang) for t in types)
+    article = say(lang, "article_a") if nouns.split(joiner)[0].endswith("a") else say(lang, "article")
+    return say(lang, "match_none", nouns=nouns, desc=desc, article=article)
+
+
+def _match_line(result: StructuredResult, desc: str) -> str:
+    """How many match, and which of them are shown."""
+    u = result.understanding
+    lang = u.language
+    total = result.total or 0
+    shown = len(result.records)
+    plural = _type_total(result, lang) or f"{total} {noun(result.vocab, u.target_type, total, lang)}"
+    one = total == 1 and len(result.totals) <= 1
+    first = say(lang, "match_one" if one else "match_many", plural=plural, desc=desc)
+    if u.kind == AnswerKind.LIST and relevance.restricts(u.topic):
+        return _about_line(result, first, shown)
+    if shown < total:
+        how = (say(lang, "by_relevance", ranked_by=result.ranked_by) if result.ranked_by
+               else say(lang, "in_id_order"))
+        return first + say(lang, "first_shown", shown=shown, how=how)
+    return first + (":" if shown else ".")
 
 
 def _about_line(result: StructuredResult, first: str, shown: int) -> str:
@@ -277,7 +274,7 @@ def _about_line(result: StructuredResult, first: str, shown: int) -> str:
     verb = say(lang, "about_verb_one" if about == 1 else "about_verb_many")
     line = f"{first}; " + say(lang, "about", about=about, verb=verb, topic=u.topic)
     if shown < about:
-        line += f", the first {shown} by relevance" if lang == "en" else f", los primeros {shown}"
+        line += say(lang, "about_first", shown=shown)
     return line + ":"
 
 
@@ -287,7 +284,7 @@ def _count_lines(result: StructuredResult, desc: str, caller_id: int | None) -> 
     total = result.total or 0
     lang = u.language
     plural = _type_total(result, lang) or f"{total} {noun(vocab, u.target_type, total, lang)}"
-    match = (f" matching {desc}" if lang == "en" else f" con {desc}") if desc else ""
+    match = say(lang, "matching", desc=desc) if desc else ""
     if not u.group_by:
         return [f"{plural}{match}."]
     label = vocab.facets[u.group_by].label_in(lang)
@@ -296,16 +293,17 @@ def _count_lines(result: StructuredResult, desc: str, caller_id: int | None) -> 
     if u.superlative and names:
         best_n = names[0][1]
         tied = [name for name, n in names if n == best_n]
-        word = "most" if u.superlative == "most" else "fewest"
-        lines.append(f"{' and '.join(tied)} {'have' if len(tied) > 1 else 'has'} the {word} "
-                     f"{noun(vocab, u.target_type, 2, lang)}{match}: {best_n}." if lang == "en" else
-                     f"{' y '.join(tied)}: {best_n} {noun(vocab, u.target_type, best_n, lang)}{match}.")
+        word = say(lang, "most" if u.superlative == "most" else "fewest")
+        have = say(lang, "have_many" if len(tied) > 1 else "have_one")
+        lines.append(say(lang, "superlative", tied=say(lang, "and").join(tied), have=have, word=word,
+                         nouns=noun(vocab, u.target_type, 2, lang), noun=noun(vocab, u.target_type, best_n, lang),
+                         match=match, best=best_n))
     else:
-        lines.append(f"{plural}{match}, per {label}:" if lang == "en" else f"{plural}{match}, por {label}:")
+        lines.append(say(lang, "per_group", plural=plural, match=match, label=label))
     for name, n in names:
         lines.append(f"{name}: {n}")
     if not names:
-        lines.append("(none)" if lang == "en" else "(ninguna)")
+        lines.append(say(lang, "no_groups"))
     return lines
 
 
@@ -351,11 +349,10 @@ def _lookup_text(result: StructuredResult) -> str:
                 lines.append("\u2026")
     if result.missing_lookups:
         what = noun(result.vocab, u.lookups[0][0] if len({t for t, _ in u.lookups}) == 1 else None, 1, "en")
-        message = NOT_VISIBLE["es" if u.language == "es" else "en"].format(what=what)
+        message = say(u.language, "not_visible", what=what)
         if result.records:
             lines.append("")
-            message = (f"{result.missing_lookups} of the records you named: " if u.language == "en" else
-                       f"{result.missing_lookups} de los registros: ") + message[0].lower() + message[1:]
+            message = say(u.language, "some_not_visible", n=result.missing_lookups) + message[0].lower() + message[1:]
         lines.append(message)
     return "\n".join(lines)
 

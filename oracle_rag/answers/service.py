@@ -38,6 +38,7 @@ from . import relevance
 from .lexicon import STOPWORDS, fold
 from .predicates import Predicate, build_predicate, facet_expression
 from .understanding import Condition, QueryParser, Understanding
+from .understood import AnswerKind
 from .vocabulary import Vocabulary, build_vocabulary, words
 
 VOCABULARY_TTL_S = 30.0
@@ -207,11 +208,11 @@ class AnswerService:
     def run(self, u: Understanding, vocab: Vocabulary, caller: Caller, *, mode: str = "hybrid",
             settings: Any = None) -> StructuredResult:
         result = StructuredResult(u, vocab)
-        if u.kind == "notice":
+        if u.kind == AnswerKind.NOTICE:
             return result
         scope = caller.scope()
         with self.engine.connect() as conn:
-            if u.kind == "lookup":
+            if u.kind == AnswerKind.LOOKUP:
                 groups = u.lookup_groups or list(range(len(u.lookups)))
                 found: set[int] = set()
                 for (source_type, source_id), group in zip(u.lookups, groups, strict=False):
@@ -223,7 +224,7 @@ class AnswerService:
                 return result
             types: list[str | None] = list(u.targets) or [u.target_type]
             limit = self.list_limit
-            if u.kind == "count":
+            if u.kind == AnswerKind.COUNT:
                 limit = min(limit, settings.top_k if settings is not None else 8)
             merged: dict[Any, int] = {}
             total = 0
@@ -262,11 +263,11 @@ class AnswerService:
         binds = {**pred.binds, **scope.binds()}
         total = int(conn.execute(self.engine.statement(q.COUNT_RECORDS, where), binds).scalar_one())
         groups: list[tuple[Any, int]] = []
-        if u.kind == "count" and u.group_by:
+        if u.kind == AnswerKind.COUNT and u.group_by:
             expr = facet_expression(vocab.facets[u.group_by])
             rows = conn.execute(self.engine.statement(q.grouped(q.COUNT_GROUPS, expr), where), binds).fetchall()
             groups = [(_plain(r[0]), int(r[1])) for r in rows]
-        if (u.kind == "count" and not u.topic) or total == 0:
+        if (u.kind == AnswerKind.COUNT and not u.topic) or total == 0:
             return total, groups, [], None
         ranked: list[Record] = []
         if u.topic:
@@ -274,7 +275,7 @@ class AnswerService:
         if relevance.restricts(u.topic):
             about, count = self._about(conn, u.topic, ranked, where, binds, total, limit, vocab)
             return total, groups, about, count
-        if len(ranked) < min(limit, total) and u.kind == "list":
+        if len(ranked) < min(limit, total) and u.kind == AnswerKind.LIST:
             seen = {(r.source_type, r.source_id) for r in ranked}
             rows = conn.execute(self.engine.statement(q.LIST_RECORDS, where),
                                 {**binds, "limit": limit + len(seen)}).fetchall()

@@ -21,9 +21,14 @@ Here the types are chosen and each type's own declarations
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
 
 from ..sources.facets import Facet
+from ..sources.meanings import Meanings
+from .catalog import say
 from .dates import OPEN_START, bound, window
 from .lexicon import DUE_CUES, fold
 from .understood import Condition
@@ -44,11 +49,25 @@ class Slot:
     cued: frozenset[str] = frozenset()  # facets named next to it ("state OPEN": the value, not "open")
 
 
+class IntentKind(StrEnum):
+    """What a phrase whose facet is the type's asks for (``concrete`` has a handler for each)."""
+
+    OPEN = "open"
+    FINISHED = "finished"
+    MINE = "mine"
+    NOBODY = "nobody"
+    OVERDUE = "overdue"
+    NO_DUE = "no_due"
+    WINDOW = "window"  # "this week": Intent.window names it
+    BOUND = "bound"  # "before 2026-04-01": Intent.op and Intent.day
+    NUMBER = "number"  # "over 10000": Intent.op and Intent.numbers
+
+
 @dataclass
 class Intent:
     """A phrase whose facet is the type's: open, finished, mine, nobody, overdue, no_due, window, bound."""
 
-    kind: str
+    kind: IntentKind
     negated: bool
     text: str
     window: str = ""
@@ -77,15 +96,15 @@ def _declares(vocab: Vocabulary, source_type: str, facets: list[str]) -> bool:
 
 def _intent_applies(vocab: Vocabulary, source_type: str, kind: str) -> bool:
     m = vocab.meaning(source_type)
-    if kind in ("open", "finished"):
+    if kind in (IntentKind.OPEN, IntentKind.FINISHED):
         return m.lifecycle is not None and bool(m.done)
-    if kind in ("mine", "nobody"):
+    if kind in (IntentKind.MINE, IntentKind.NOBODY):
         return m.mine is not None
-    if kind in ("overdue", "no_due"):
+    if kind in (IntentKind.OVERDUE, IntentKind.NO_DUE):
         return m.due is not None
-    if kind in ("window", "bound"):
+    if kind in (IntentKind.WINDOW, IntentKind.BOUND):
         return any(f.kind == "date" for f in (vocab.facets[n] for n in vocab.types.get(source_type, ())))
-    if kind == "number":
+    if kind == IntentKind.NUMBER:
         return any(f.kind == "number" for f in (vocab.facets[n] for n in vocab.types.get(source_type, ())))
     return True
 
@@ -141,23 +160,17 @@ def _date_facet(vocab: Vocabulary, source_type: str, intent: Intent,
         if cues & set(intent.cues):
             return f, None
     plural = m.noun(2, language)
-    es = language == "es"
     if completion:
-        return None, (f"no hay fechas de finalización para {plural}: \u201c{intent.text}\u201d no se aplicó" if es
-                      else f"no completion dates are recorded for {plural}: \u201c{intent.text}\u201d was not applied")
+        return None, say(language, "no_completion_dates", plural=plural, text=intent.text)
     if m.due is not None:
         return vocab.facets[m.due], None
     if len(dates) == 1:
         return dates[0], None
     if dates:
         others = ", ".join(f.label_in(language) for f in dates[1:])
-        if es:
-            return dates[0], (f"\u201c{intent.text}\u201d leído como {dates[0].label_in(language)} "
-                              f"(otras fechas: {others})")
-        return dates[0], f"\u201c{intent.text}\u201d read as {dates[0].label} (also dated: {others})"
-    if es:
-        return None, f"{plural} no tienen fechas: \u201c{intent.text}\u201d no se aplicó"
-    return None, f"{plural} have no dates: \u201c{intent.text}\u201d was not applied"
+        return dates[0], say(language, "date_read_as", text=intent.text, label=dates[0].label_in(language),
+                             others=others)
+    return None, say(language, "no_dates", plural=plural, text=intent.text)
 
 
 def _number_facet(vocab: Vocabulary, source_type: str, intent: Intent,
@@ -172,110 +185,160 @@ def _number_facet(vocab: Vocabulary, source_type: str, intent: Intent,
     plural = vocab.meaning(source_type).noun(2, language)
     if numeric:
         names = ", ".join(f.label_in(language) for f in numeric)
-        return None, (f"\u201c{intent.text}\u201d: ¿qué número? ({names}); no se aplicó" if language == "es" else
-                      f"\u201c{intent.text}\u201d: which number? ({names}); not applied")
-    return None, (f"{plural} no tienen números: \u201c{intent.text}\u201d no se aplicó" if language == "es" else
-                  f"{plural} have no numbers: \u201c{intent.text}\u201d was not applied")
+        return None, say(language, "which_number", text=intent.text, names=names)
+    return None, say(language, "no_numbers", plural=plural, text=intent.text)
 
 
 def concrete(vocab: Vocabulary, source_type: str, slots: list[Slot], intents: list[Intent],
              caller_id: int | None, today: dt.date, language: str = "en") -> Concrete:
     """The conditions ``slots`` and ``intents`` mean for ``source_type``, and what could not be applied."""
-    out = Concrete()
-    m = vocab.meaning(source_type)
-    names = vocab.types.get(source_type, ())
-    plural = m.noun(2, language)
-    es = language == "es"
-    completion = False
-
-    def lifecycle(kind: str, negated: bool, text: str, key: str | None = None) -> bool:
-        if m.lifecycle is None or not m.done:
-            return False
-        finished = (kind == "finished") != negated
-        out.conditions.append(Condition(m.lifecycle, "in" if finished else "not_in", tuple(m.done),
-                                        key or m.lifecycle, text))
-        return True
-
-    items: list[Condition | Intent] = []
+    ctx = _Applying(vocab, source_type, vocab.meaning(source_type), caller_id, today, language)
     given: list[Slot | Intent] = [*slots, *intents]
-    for s in sorted(given, key=lambda x: x.at):
-        if isinstance(s, Intent):
-            items.append(s)
-            continue
-        own = [t for t in s.terms if t.facet in names and t.applies_to(source_type)]
-        # several facets of this type hold the value (an owner and a reporter): the one named next to it
-        term = next((t for t in own if t.facet in s.cued), own[0] if own else None)
-        word = next((k for k in s.lexical if k in ("open", "finished")), None)
-        if term is not None and word and term.facet == m.lifecycle and m.done and term.facet not in s.cued:
-            # "open tickets" where OPEN is also a state: the lifecycle phrase ("not finished") wins
-            items.append(Intent(word, s.negated, s.text, at=s.at))
-            continue
-        if term is not None:
-            facet = term.facet
-            if m.lifecycle == facet and term.kind == "value" and set(term.values) <= set(m.done):
-                completion = True
-            if term.kind == "null":
-                items.append(Condition(facet, "not_null" if s.negated else "null", (), facet, s.text))
-            else:
-                items.append(Condition(facet, "not_in" if s.negated else "in", term.values, facet, s.text))
-            continue
-        lexical = next((k for k in s.lexical if _intent_applies(vocab, source_type, k)), None)
-        if lexical is not None:
-            items.append(Intent(lexical, s.negated, s.text, at=s.at))
-            continue
-        out.notes.append(f"\u201c{s.text}\u201d no se aplica a {plural}: no se aplicó" if es else
-                         f"\u201c{s.text}\u201d does not apply to {plural}: not applied")
-    completion = completion or any(isinstance(i, Intent) and i.kind == "finished" and not i.negated for i in items)
+    items = [_item(ctx, s) for s in sorted(given, key=lambda x: x.at)]
+    ctx.completion = ctx.completion or any(
+        isinstance(i, Intent) and i.kind == IntentKind.FINISHED and not i.negated for i in items)
     for i in items:
         if isinstance(i, Condition):
-            out.conditions.append(i)
-            continue
-        applied = True
-        if i.kind in ("open", "finished"):
-            applied = lifecycle(i.kind, i.negated, i.text)
-        elif i.kind in ("mine", "nobody"):
-            if m.mine is None:
-                applied = False
-            elif i.kind == "mine":
-                if caller_id is not None:
-                    out.conditions.append(Condition(m.mine, "not_in" if i.negated else "in", (caller_id,), m.mine,
-                                                    i.text))
-            else:
-                out.conditions.append(Condition(m.mine, "not_null" if i.negated else "null", (), m.mine, i.text))
-        elif i.kind == "overdue":
-            if m.due is None:
-                applied = False
-            else:
-                out.conditions.append(Condition(m.due, "lt", (today.isoformat(),), "overdue", i.text))
-                lifecycle("open", False, i.text, "overdue")
-        elif i.kind == "no_due":
-            if m.due is None:
-                applied = False
-            else:
-                out.conditions.append(Condition(m.due, "null", (), m.due, i.text))
-        elif i.kind == "number":
-            numeric, note = _number_facet(vocab, source_type, i, language)
-            if note:
-                out.notes.append(note)
-            if numeric is not None:
-                out.conditions.append(Condition(numeric.name, i.op, i.numbers, f"{numeric.name}:{i.op}", i.text))
-            continue
-        elif i.kind in ("window", "bound"):
-            dated, note = _date_facet(vocab, source_type, i, completion, language)
-            if note:
-                out.notes.append(note)
-            if dated is not None:
-                out.conditions.append(_date_condition(dated.name, i, today))
-            continue
-        if not applied:
-            out.notes.append(f"\u201c{i.text}\u201d no se aplica a {plural} ({_missing(i.kind, language)}): no se aplicó"
-                             if es else
-                             f"\u201c{i.text}\u201d does not apply to {plural} ({_missing(i.kind)}): not applied")
-    return out
+            ctx.out.conditions.append(i)
+        elif i is not None and not _HANDLERS.get(i.kind, _applies_trivially)(ctx, i):
+            why = say(language, _MISSING.get(i.kind, "missing"))
+            ctx.note("not_applicable_why", text=i.text, plural=ctx.plural, why=why)
+    return ctx.out
+
+
+@dataclass
+class _Applying:
+    """One type's reading of a question's phrases: what was applied and noted so far."""
+
+    vocab: Vocabulary
+    source_type: str
+    m: Meanings
+    caller_id: int | None
+    today: dt.date
+    language: str
+    completion: bool = False  # the question is about finished records: a date phrase is a completion date
+    out: Concrete = field(default_factory=Concrete)
+
+    @property
+    def plural(self) -> str:
+        return self.m.noun(2, self.language)
+
+    def note(self, key: str, **values: Any) -> None:
+        self.out.notes.append(say(self.language, key, **values))
+
+    def lifecycle(self, finished: bool, text: str, key: str | None = None) -> bool:
+        m = self.m
+        if m.lifecycle is None or not m.done:
+            return False
+        self.out.conditions.append(Condition(m.lifecycle, "in" if finished else "not_in", tuple(m.done),
+                                             key or m.lifecycle, text))
+        return True
+
+
+def _item(ctx: _Applying, s: Slot | Intent) -> Condition | Intent | None:
+    """A slot as this type's condition, or as the intent it means here (None: noted, not applicable)."""
+    if isinstance(s, Intent):
+        return s
+    m = ctx.m
+    names = ctx.vocab.types.get(ctx.source_type, ())
+    own = [t for t in s.terms if t.facet in names and t.applies_to(ctx.source_type)]
+    # several facets of this type hold the value (an owner and a reporter): the one named next to it
+    term = next((t for t in own if t.facet in s.cued), own[0] if own else None)
+    word = next((k for k in s.lexical if k in (IntentKind.OPEN, IntentKind.FINISHED)), None)
+    if term is not None and word and term.facet == m.lifecycle and m.done and term.facet not in s.cued:
+        # "open tickets" where OPEN is also a state: the lifecycle phrase ("not finished") wins
+        return Intent(IntentKind(word), s.negated, s.text, at=s.at)
+    if term is not None:
+        facet = term.facet
+        if m.lifecycle == facet and term.kind == "value" and set(term.values) <= set(m.done):
+            ctx.completion = True
+        if term.kind == "null":
+            return Condition(facet, "not_null" if s.negated else "null", (), facet, s.text)
+        return Condition(facet, "not_in" if s.negated else "in", term.values, facet, s.text)
+    lexical = next((k for k in s.lexical if _intent_applies(ctx.vocab, ctx.source_type, k)), None)
+    if lexical is not None:
+        return Intent(IntentKind(lexical), s.negated, s.text, at=s.at)
+    ctx.note("not_applicable", text=s.text, plural=ctx.plural)
+    return None
+
+
+# Each handler applies one kind of intent to a type; False: the type does not declare what it needs
+# (the caller notes it with _MISSING's reason).
+
+def _applies_trivially(ctx: _Applying, i: Intent) -> bool:
+    return True
+
+
+def _lifecycle_intent(ctx: _Applying, i: Intent) -> bool:
+    return ctx.lifecycle((i.kind == IntentKind.FINISHED) != i.negated, i.text)
+
+
+def _mine(ctx: _Applying, i: Intent) -> bool:
+    if ctx.m.mine is None:
+        return False
+    if ctx.caller_id is not None:
+        ctx.out.conditions.append(Condition(ctx.m.mine, "not_in" if i.negated else "in", (ctx.caller_id,),
+                                            ctx.m.mine, i.text))
+    return True
+
+
+def _nobody(ctx: _Applying, i: Intent) -> bool:
+    if ctx.m.mine is None:
+        return False
+    ctx.out.conditions.append(Condition(ctx.m.mine, "not_null" if i.negated else "null", (), ctx.m.mine, i.text))
+    return True
+
+
+def _overdue(ctx: _Applying, i: Intent) -> bool:
+    if ctx.m.due is None:
+        return False
+    ctx.out.conditions.append(Condition(ctx.m.due, "lt", (ctx.today.isoformat(),), "overdue", i.text))
+    ctx.lifecycle(False, i.text, "overdue")
+    return True
+
+
+def _no_due(ctx: _Applying, i: Intent) -> bool:
+    if ctx.m.due is None:
+        return False
+    ctx.out.conditions.append(Condition(ctx.m.due, "null", (), ctx.m.due, i.text))
+    return True
+
+
+def _number(ctx: _Applying, i: Intent) -> bool:
+    numeric, note = _number_facet(ctx.vocab, ctx.source_type, i, ctx.language)
+    if note:
+        ctx.out.notes.append(note)
+    if numeric is not None:
+        ctx.out.conditions.append(Condition(numeric.name, i.op, i.numbers, f"{numeric.name}:{i.op}", i.text))
+    return True  # what could not be applied is in the note
+
+
+def _dated(ctx: _Applying, i: Intent) -> bool:
+    dated, note = _date_facet(ctx.vocab, ctx.source_type, i, ctx.completion, ctx.language)
+    if note:
+        ctx.out.notes.append(note)
+    if dated is not None:
+        ctx.out.conditions.append(_date_condition(dated.name, i, ctx.today))
+    return True  # what could not be applied is in the note
+
+
+_HANDLERS: dict[str, Callable[[_Applying, Intent], bool]] = {
+    IntentKind.OPEN: _lifecycle_intent, IntentKind.FINISHED: _lifecycle_intent,
+    IntentKind.MINE: _mine, IntentKind.NOBODY: _nobody,
+    IntentKind.OVERDUE: _overdue, IntentKind.NO_DUE: _no_due,
+    IntentKind.NUMBER: _number, IntentKind.WINDOW: _dated, IntentKind.BOUND: _dated,
+}
+
+# Why an intent does not apply to a type: the catalog key of what the type does not declare.
+_MISSING: dict[str, str] = {
+    IntentKind.OPEN: "missing_lifecycle", IntentKind.FINISHED: "missing_lifecycle",
+    IntentKind.MINE: "missing_person", IntentKind.NOBODY: "missing_person",
+    IntentKind.OVERDUE: "missing_due", IntentKind.NO_DUE: "missing_due",
+}
 
 
 def _date_condition(facet: str, i: Intent, today: dt.date) -> Condition:
-    if i.kind == "window":
+    if i.kind == IntentKind.WINDOW:
         lo, hi = window(i.window, today)
         return Condition(facet, "range", (lo.isoformat(), hi.isoformat()), facet, i.text)
     op, first, last = bound(i.op, i.day)
@@ -284,20 +347,9 @@ def _date_condition(facet: str, i: Intent, today: dt.date) -> Condition:
     return Condition(facet, "range", (first, last), f"{facet}:{'before' if first == OPEN_START else 'after'}", i.text)
 
 
-def _missing(kind: str, language: str = "en") -> str:
-    if language == "es":
-        return {"open": "no se declara un ciclo de vida", "finished": "no se declara un ciclo de vida",
-                "mine": "no se declara una persona", "nobody": "no se declara una persona",
-                "overdue": "no se declara una fecha de vencimiento",
-                "no_due": "no se declara una fecha de vencimiento"}.get(kind, "no declarado")
-    return {"open": "no lifecycle is declared", "finished": "no lifecycle is declared",
-            "mine": "no person facet is declared", "nobody": "no person facet is declared",
-            "overdue": "no due date is declared", "no_due": "no due date is declared"}.get(kind, "not declared")
-
-
 def describe_types(vocab: Vocabulary, counts: list[tuple[str, int]], language: str) -> str:
     """ "12 tasks and 7 tickets" / "12 tareas y 7 tickets"."""
     parts = [f"{n} {vocab.meaning(t).noun(n, language)}" for t, n in counts]
-    joiner = " y " if language == "es" else " and "
+    joiner = say(language, "and")
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + joiner + parts[-1]
 

@@ -31,7 +31,16 @@ from .attachment import Role, attach, topic_records
 from .dates import BOUND_OPS, DATE_BOUND
 from .lexicon import fold
 from .numbers import AGGREGATE_WORDS, Comparison, comparisons
-from .targets import PERSON, Intent, Slot, Targets, choose_targets, concrete, group_facet
+from .targets import (
+    PERSON,
+    Intent,
+    IntentKind,
+    Slot,
+    Targets,
+    choose_targets,
+    concrete,
+    group_facet,
+)
 from .typos import Corrector
 from .understood import Condition, Notice, Understanding
 from .vocabulary import Phrase, Term, Vocabulary
@@ -198,10 +207,10 @@ class QueryParser:
     def _dates_and_numbers(self, r: _Reading, bounds: list[tuple[int, str, str, str]],
                            numbers: list[Comparison]) -> None:
         for b_start, op, day, text in bounds:
-            r.intents.append(Intent("bound", False, text, op=op, day=day, cues=self._near_cues(r.tokens, b_start),
+            r.intents.append(Intent(IntentKind.BOUND, False, text, op=op, day=day, cues=self._near_cues(r.tokens, b_start),
                                     at=b_start))
         for c in numbers:
-            r.intents.append(Intent("number", False, c.text, op=c.op, numbers=c.values,
+            r.intents.append(Intent(IntentKind.NUMBER, False, c.text, op=c.op, numbers=c.values,
                                     cues=self._number_cues(r.tokens, c.start, c.end), at=c.start))
 
     def _named_types(self, r: _Reading) -> None:
@@ -551,18 +560,18 @@ class QueryParser:
             elif meaning in _DESCRIBING and not attached.records:
                 continue  # "why was the pending refund rejected": the topic's word, not the records'
             elif meaning in ("caller", "open", "finished", "nobody"):
-                kind = "mine" if meaning == "caller" else meaning
+                kind = IntentKind.MINE if meaning == "caller" else IntentKind(meaning)
                 intents.append(Intent(kind, self._negated(tokens, match.start), text, at=at))
             elif meaning in ("overdue", "no_due"):
-                intents.append(Intent(meaning, False, text, at=at))
+                intents.append(Intent(IntentKind(meaning), False, text, at=at))
             elif isinstance(meaning, str) and meaning.startswith("window:"):
                 start = tokens[match.start].start
                 cues = self._near_cues(tokens, start) + tuple(
                     t.word for t in tokens[match.end:match.end + 1] if t.word in self.date_cues)
-                intents.append(Intent("window", False, text, window=meaning.split(":", 1)[1], cues=cues, at=at))
+                intents.append(Intent(IntentKind.WINDOW, False, text, window=meaning.split(":", 1)[1], cues=cues, at=at))
             elif meaning == "advice":
                 out.advice = True
-                intents.append(Intent("open", False, text, at=at))
+                intents.append(Intent(IntentKind.OPEN, False, text, at=at))
             else:
                 continue  # negation, most, fewest: claimed by the value after it, or by a group
             for t in tokens[match.start:match.end]:

@@ -7,7 +7,10 @@ Kept apart from the parser (``understanding``) so the target resolution
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
+
+from .catalog import say
 
 
 @dataclass(frozen=True)
@@ -33,15 +36,22 @@ class Notice:
     suggestion: str | None
 
     def message(self, label: str, lang: str = "en") -> str:
-        if lang == "es":
-            named = f"no hay ningún {label} llamado '{self.text}'"
-            return f"{named} \u2014 ¿quiso decir {self.suggestion}?" if self.suggestion else named
-        named = f"no {label} named '{self.text}'"
-        return f"{named} \u2014 did you mean {self.suggestion}?" if self.suggestion else named
+        named = say(lang, "no_such", label=label, text=self.text)
+        return say(lang, "did_you_mean", named=named, suggestion=self.suggestion) if self.suggestion else named
 
     def to_dict(self, label: str, lang: str = "en") -> dict[str, Any]:
         return {"facet": self.facet, "text": self.text, "suggestion": self.suggestion,
                 "message": self.message(label, lang)}
+
+
+class AnswerKind(StrEnum):
+    """How a question is answered: said (notice), read (lookup), counted, listed, or searched (topic)."""
+
+    NOTICE = "notice"  # a value the data does not have, or words that apply to nothing asked about
+    LOOKUP = "lookup"  # records named by their ids
+    COUNT = "count"
+    LIST = "list"
+    TOPIC = "topic"  # nothing exact to compute: retrieval answers
 
 
 @dataclass
@@ -69,24 +79,24 @@ class Understanding:
     measure: str | None = None  # "MAX" of "the largest estimate": an aggregate of a measure the words ask for
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> AnswerKind:
         if self.notices:
-            return "notice"
+            return AnswerKind.NOTICE
         if self.notes and not self.lookups and not self.has_conditions and not self.count and not self.group_by:
-            return "notice"  # understood, but it applies to nothing asked about: said, not searched
+            return AnswerKind.NOTICE  # understood, but it applies to nothing asked about: said, not searched
         if self.lookups:
-            return "lookup"
+            return AnswerKind.LOOKUP
         if self.other_aggregate:
-            return "topic"
+            return AnswerKind.TOPIC
         if self.count or self.group_by:
             # "how many tasks mention invoices": a topic is not a filter, so there is nothing exact to count
             # (a word said not to be a known value is not a topic: the count is of the type, with the note)
             if self.topic and not self.has_conditions and not self.group_by and not self.notes:
-                return "topic"
-            return "count"
+                return AnswerKind.TOPIC
+            return AnswerKind.COUNT
         if self.has_conditions or self.advice:
-            return "list"
-        return "topic"
+            return AnswerKind.LIST
+        return AnswerKind.TOPIC
 
     @property
     def has_conditions(self) -> bool:
@@ -99,7 +109,7 @@ class Understanding:
 
     @property
     def structured(self) -> bool:
-        return self.kind != "topic"
+        return self.kind != AnswerKind.TOPIC
 
     def keys(self) -> list[str]:
         every = [*self.conditions, *(c for conds in self.per_type.values() for c in conds)]

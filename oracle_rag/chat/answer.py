@@ -28,6 +28,7 @@ import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from .. import tracing
@@ -38,7 +39,7 @@ from ..answers import render as structured_render
 from ..answers.catalog import in_every_language, say
 from ..answers.relevance import weak_evidence
 from ..answers.service import AnswerService, StructuredResult
-from ..answers.understood import Understanding
+from ..answers.understood import AnswerKind, Understanding
 from ..audit import audit_for
 from ..caller import Caller, require_caller
 from ..config import Settings
@@ -61,6 +62,7 @@ from .router import (
     AGGREGATION_UNAVAILABLE,
     NO_GUARDED_VIEWS,
     Route,
+    RouteName,
     fallback_route,
     looks_aggregate,
     measure_route,
@@ -93,14 +95,24 @@ class RetrievalInfo:
         return {"mode": self.mode, "k": self.k, "latency_ms": round(self.latency_ms, 2), "chunks": self.chunks}
 
 
+class Answerer(StrEnum):
+    """What wrote an answer's text (``ChatAnswer.answerer``)."""
+
+    LLM = "llm"
+    STRUCTURED = "structured"  # computed from the declared facets (answers.render)
+    EXTRACTIVE = "extractive"  # the records' own sentences
+    AGGREGATE = "aggregate"  # guarded SQL's result or its failure
+    NONE = "none"  # no visible chunk matched
+
+
 @dataclass(frozen=True)
 class ChatAnswer:
     answer: str
     citations: list[Citation]
     conversation_id: str | None
     retrieval: RetrievalInfo
-    answerer: str  # "llm" | "structured" | "extractive" | "aggregate" | "none" (no visible chunk matched)
-    route: str = "retrieval"  # "retrieval" | "aggregation" | "both" | "structured"
+    answerer: Answerer
+    route: RouteName = RouteName.RETRIEVAL
     aggregate: AggregateResult | None = None
     structured: dict[str, Any] | None = None  # what was understood and computed (answers.render)
     checked: dict[str, Any] | None = None  # the model's sentences checked and removed (chat.checking)
@@ -330,7 +342,7 @@ class Chat:
                          chosen, aggregate, None, topic, understood_as.language if understood_as else "en", weak,
                          preface)
 
-    def _finish(self, prep: _Prepared, text: str, citations: list[Citation], answerer: str,
+    def _finish(self, prep: _Prepared, text: str, citations: list[Citation], answerer: Answerer,
                 checked: dict[str, Any] | None = None) -> ChatAnswer:
         guarded_sql = prep.aggregate.sql if prep.aggregate is not None else None
         details = (structured_render.structured_dict(prep.structured, prep.caller.employee_id)
@@ -347,33 +359,34 @@ class Chat:
             prep.caller.employee_id, "answer", [(c.source_type, c.source_id) for c in citations],
             guarded_sql=guarded_sql, masked_sql=masked_literals(guarded_sql, self.rag.engine.sql_dialect),
             question=prep.question)
-        route_name = "structured" if prep.structured is not None else prep.route.name if prep.route else "retrieval"
+        route_name = (RouteName.STRUCTURED if prep.structured is not None else prep.route.name if prep.route
+                      else RouteName.RETRIEVAL)
         return ChatAnswer(text, citations, prep.conversation_id if prep.store else None, prep.retrieval, answerer,
                           route_name, prep.aggregate, details, checked, message_id)
 
-    def _answerer(self, prep: _Prepared) -> str:
+    def _answerer(self, prep: _Prepared) -> Answerer:
         if prep.structured is not None:
             # the model writes prose only where there are records or numbers to talk about
-            worth = prep.structured.records or (prep.structured.total and prep.structured.understanding.kind == "count")
-            return "llm" if self.llm is not None and worth else "structured"
+            worth = prep.structured.records or (prep.structured.total and prep.structured.understanding.kind == AnswerKind.COUNT)
+            return Answerer.LLM if self.llm is not None and worth else Answerer.STRUCTURED
         agg = prep.aggregate
         if agg is not None and agg.error and not prep.chunks:
-            return "aggregate"  # the query failed and there is nothing else: explain the failure
+            return Answerer.AGGREGATE  # the query failed and there is nothing else: explain the failure
         if not prep.chunks and agg is None:
-            return "none"
+            return Answerer.NONE
         if prep.weak:
-            return "extractive"  # nothing is about the topic: no model is asked to make something of it
-        return "llm" if self.llm is not None else "extractive"
+            return Answerer.EXTRACTIVE  # nothing is about the topic: no model is asked to make something of it
+        return Answerer.LLM if self.llm is not None else Answerer.EXTRACTIVE
 
-    def _direct_text(self, prep: _Prepared, answerer: str) -> tuple[str, list[Citation]]:
+    def _direct_text(self, prep: _Prepared, answerer: Answerer) -> tuple[str, list[Citation]]:
         """The answer when no model call is needed (no records, extractive, failed aggregate)."""
-        if answerer == "structured":
+        if answerer == Answerer.STRUCTURED:
             assert prep.structured is not None
             return (structured_render.render_text(prep.structured, prep.caller.employee_id),
                     structured_citations(prep.structured))
-        if answerer == "none":
+        if answerer == Answerer.NONE:
             return (f"{prep.preface}\n\n{NOTHING_FOUND}" if prep.preface else NOTHING_FOUND), []
-        if answerer == "aggregate":
+        if answerer == Answerer.AGGREGATE:
             assert prep.aggregate is not None
             return prep.aggregate.answer, []
         if prep.weak:
@@ -513,7 +526,7 @@ class Chat:
         tally = checker.tally
         if tally.sentences and ((evidence.cite and not tally.cited) or (not head and not kept)):
             text, run.citations = self._extractive(prep)
-            run.answerer = "extractive"
+            run.answerer = Answerer.EXTRACTIVE
             yield ("\n\n" if kept else "") + UNCHECKED + "\n\n" + text.split("\n", 2)[2]
         elif not head:
             run.citations = select_citations(kept, self._given(prep), prep.question)
@@ -527,7 +540,7 @@ class Chat:
         ``drop_filters`` names understood filters (their chip keys) to leave out."""
         prep = self._prepare(question, caller, conversation_id, mode, store, history, drop_filters)
         answerer = self._answerer(prep)
-        if answerer != "llm":
+        if answerer != Answerer.LLM:
             return self._finish(prep, *self._direct_text(prep, answerer), answerer)
         llm = self.llm
         assert llm is not None
@@ -557,7 +570,7 @@ class Chat:
         answerer = self._answerer(prep)
         run = _Run(answerer)
         pieces: Iterator[str]
-        if answerer != "llm":
+        if answerer != Answerer.LLM:
             text, run.citations = self._direct_text(prep, answerer)
             pieces = iter([line + "\n" for line in text.split("\n")[:-1]] + [text.split("\n")[-1]])
             return ChatStream(self, prep, run, pieces)
@@ -579,7 +592,7 @@ class Chat:
 class _Run:
     """What composing an answer decided on the way: the answerer, citations, the checking tally."""
 
-    answerer: str
+    answerer: Answerer
     citations: list[Citation] = field(default_factory=list)
     tally: Checked | None = None
     model_error: str | None = None
@@ -596,7 +609,7 @@ class _Run:
 def nothing_about_topic(result: StructuredResult) -> bool:
     """A list with a topic whose filters match records, none of them about the topic."""
     u = result.understanding
-    return u.kind == "list" and relevance.restricts(u.topic) and bool(result.total) and not result.records
+    return u.kind == AnswerKind.LIST and relevance.restricts(u.topic) and bool(result.total) and not result.records
 
 
 def dropped_filters(result: StructuredResult, caller_id: int | None) -> str:
@@ -657,7 +670,7 @@ class ChatStream:
                 yield ChatEvent("error", error=exc)
                 return
             text = "".join(parts)
-            if self.answerer == "llm" and not text.strip():
+            if self.answerer == Answerer.LLM and not text.strip():
                 yield ChatEvent("error", error=LLMError("the language model returned an empty answer",
                                                         http_status=502))
                 return

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from ..errors import LLMError
@@ -45,6 +46,15 @@ NO_GUARDED_VIEWS = ("Counting and averaging questions beyond the declared facets
                     "matching records instead.")
 
 
+class RouteName(StrEnum):
+    """Which path answered: the name answers and traces carry (``ChatAnswer.route``)."""
+
+    RETRIEVAL = "retrieval"
+    AGGREGATION = "aggregation"
+    BOTH = "both"
+    STRUCTURED = "structured"  # the structured answerer computed it from the declared facets
+
+
 @dataclass(frozen=True)
 class Route:
     retrieval: bool
@@ -52,10 +62,10 @@ class Route:
     decided_by: str  # "llm" | "fallback" | "words" (an aggregate of a measure: measure_route)
 
     @property
-    def name(self) -> str:
+    def name(self) -> RouteName:
         if self.retrieval and self.aggregation:
-            return "both"
-        return "aggregation" if self.aggregation else "retrieval"
+            return RouteName.BOTH
+        return RouteName.AGGREGATION if self.aggregation else RouteName.RETRIEVAL
 
 
 def looks_aggregate(question: str) -> bool:
