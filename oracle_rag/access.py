@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -37,6 +36,7 @@ import sqlalchemy as sa
 from .caller import DEFAULT_SEE_ALL_ROLES, Caller, check_role
 from .config import Settings, duration_seconds
 from .engines import Engine
+from .engines.per_engine import PerEngine
 from .engines.records import check_group
 from .engines.statements import Sql, for_connection
 from .errors import AccessError, InputError, NotFoundError, RagError
@@ -205,20 +205,13 @@ def _member_id(value: Any) -> int:
     return int(value)
 
 
-_DIRECTORIES: weakref.WeakKeyDictionary[Engine, CallerDirectory] = weakref.WeakKeyDictionary()
+_DIRECTORIES: PerEngine[CallerDirectory] = PerEngine(lambda engine: CallerDirectory(engine.settings))
 _DEFAULT = CallerDirectory()
-_DIRECTORIES_LOCK = threading.Lock()
 
 
 def directory_for(engine: Engine | None) -> CallerDirectory:
     """The deployment's directory: one per Engine (its settings), or the reference app's default."""
-    if engine is None:
-        return _DEFAULT
-    with _DIRECTORIES_LOCK:
-        found = _DIRECTORIES.get(engine)
-        if found is None:
-            found = _DIRECTORIES[engine] = CallerDirectory(engine.settings)
-        return found
+    return _DEFAULT if engine is None else _DIRECTORIES.get(engine)
 
 
 def access_status(engine: Engine) -> dict[str, Any]:

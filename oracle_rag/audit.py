@@ -38,6 +38,7 @@ from typing import Any
 from . import audit_sql as q
 from .config import Settings, duration_seconds
 from .engines import Engine
+from .engines.per_engine import PerEngine
 from .errors import DatabaseError
 
 log = logging.getLogger("oracle_rag.audit")
@@ -218,22 +219,17 @@ def _drain(trail_ref: weakref.ref[AuditTrail], events: queue.Queue[AuditEvent]) 
 # How long the writer thread waits for an event before it checks that its trail still exists.
 _IDLE_CHECK_S = 5.0
 
-_TRAILS: weakref.WeakKeyDictionary[Engine, AuditTrail] = weakref.WeakKeyDictionary()
-_TRAILS_LOCK = threading.Lock()
+_TRAILS: PerEngine[AuditTrail] = PerEngine(lambda engine: AuditTrail(engine, engine.settings))
 
 
 def audit_for(engine: Engine) -> AuditTrail:
     """The process's audit trail for ``engine`` (its settings), created on first use."""
-    with _TRAILS_LOCK:
-        trail = _TRAILS.get(engine)
-        if trail is None:
-            trail = _TRAILS[engine] = AuditTrail(engine, engine.settings)
-        return trail
+    return _TRAILS.get(engine)
 
 
 def flush_audit(engine: Engine) -> None:
     """Write what this process recorded for ``engine`` (nothing when it recorded nothing)."""
-    trail = _TRAILS.get(engine)
+    trail = _TRAILS.peek(engine)
     if trail is not None:
         trail.flush()
 

@@ -43,7 +43,6 @@ import re
 import threading
 import time
 import urllib.request
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -56,6 +55,7 @@ from .auth import caller_for_token, looks_like_token
 from .caller import Caller, check_role
 from .config import Settings, duration_seconds
 from .engines import Engine
+from .engines.per_engine import PerEngine
 from .engines.records import check_group
 from .errors import AccessError, InputError, InvalidTokenError, NotFoundError, RagError
 from .people import person_id
@@ -360,19 +360,14 @@ class JwtIdentity:
         return Caller(employee_id, roles, groups, base.name, see_all_roles=base.see_all_roles)
 
 
-_IDENTITIES: weakref.WeakKeyDictionary[Engine, JwtIdentity] = weakref.WeakKeyDictionary()
-_IDENTITIES_LOCK = threading.Lock()
+_IDENTITIES: PerEngine[JwtIdentity] = PerEngine(lambda engine: JwtIdentity(engine.settings))
 
 
 def identity_for(engine: Engine) -> JwtIdentity | None:
     """The deployment's ``[auth]`` declaration (one per Engine, so the key set is cached once), or None."""
     if not engine.settings.auth_issuer:
         return None
-    with _IDENTITIES_LOCK:
-        found = _IDENTITIES.get(engine)
-        if found is None:
-            found = _IDENTITIES[engine] = JwtIdentity(engine.settings)
-        return found
+    return _IDENTITIES.get(engine)
 
 
 def identity_status(engine: Engine) -> dict[str, Any]:

@@ -36,6 +36,7 @@ import sqlalchemy as sa
 
 from .config import duration_seconds
 from .engines import Engine
+from .engines.per_engine import PerEngine
 from .errors import DatabaseError, RagError
 from .sources.connections import read_session
 from .sources.reference import REFERENCE_PEOPLE, reference_app_present
@@ -178,20 +179,18 @@ class PeopleDirectory:
         return names, skipped
 
 
-_DIRECTORIES: weakref.WeakKeyDictionary[Engine, PeopleDirectory] = weakref.WeakKeyDictionary()
-_DIRECTORIES_LOCK = threading.Lock()
+def _directory(engine: Engine) -> PeopleDirectory:
+    settings = engine.settings
+    return PeopleDirectory(engine, settings.people_query, reference=settings.reference_app,
+                           refresh_s=duration_seconds(settings.people_refresh) or DEFAULT_REFRESH_S)
+
+
+_DIRECTORIES: PerEngine[PeopleDirectory] = PerEngine(_directory)
 
 
 def people_for(engine: Engine) -> PeopleDirectory:
     """The deployment's people: one directory per Engine, from its settings' ``[people]``."""
-    with _DIRECTORIES_LOCK:
-        found = _DIRECTORIES.get(engine)
-        if found is None:
-            settings = engine.settings
-            found = _DIRECTORIES[engine] = PeopleDirectory(
-                engine, settings.people_query, reference=settings.reference_app,
-                refresh_s=duration_seconds(settings.people_refresh) or DEFAULT_REFRESH_S)
-        return found
+    return _DIRECTORIES.get(engine)
 
 
 def people_status(engine: Engine) -> dict[str, Any]:
