@@ -37,6 +37,13 @@ creates, with its own questions (``bench/data/qa/tickets.json``, truth over
 ``VISIBLE_TICKET``). Both sets run against the same system, so the task
 questions are answered with the tickets source present. ``--domain`` picks one.
 
+The demo's open questions (``bench/demo_open.py``: why, workaround, decision, who found the cause,
+what blocks it, a Spanish question about an English task, and two that nothing answers) are written
+from the stories the generator composed, each with its answering task and the facts a correct answer
+contains, and scored with ``bench/qa_open.py``'s scores (the answering task among the first 3
+citations, the share of the facts in the answer, "nothing says so" when nothing answers), retrieval
+alone against the product. ``--no-open`` skips them, ``--only-open`` asks only them.
+
 Run: ``.venv/bin/python bench/qa.py [--data-dir DIR] [--today 2026-03-11] [--domain both] [--llm-url URL]``.
 The first run seeds 2,000 tasks and 600 tickets and indexes them (1-3 minutes on
 2 cores); later runs reuse the data directory. Writes ``bench/results/qa.json``.
@@ -275,6 +282,41 @@ def run(rag: RagSystem, questions: list[dict[str, Any]], chat: Chat, today: dt.d
     return out
 
 
+TASK_TEXTS = """SELECT 'TASK #' || t.TASK_ID, t.TITLE, t.DESCRIPTION, e.FIRST_NAME || ' ' || e.LAST_NAME, c.BODY
+FROM TASK t LEFT JOIN TASK_COMMENT c ON c.TASK_ID = t.TASK_ID LEFT JOIN EMPLOYEE e ON e.EMPLOYEE_ID = c.AUTHOR_ID
+ORDER BY t.TASK_ID, c.CREATED_AT, c.COMMENT_ID"""
+
+
+def run_open(rag: RagSystem, tasks: int, chat: Chat, plain: Chat, mode: str,
+             model: Chat | None = None) -> list[dict[str, Any]]:
+    """The demo's open questions (bench/demo_open.py), scored as bench/qa_open.py scores the help desk's."""
+    import demo_open
+    import qa_open
+
+    questions = demo_open.questions(tasks)
+    texts: dict[str, str] = {}
+    with rag.engine.connect() as conn:
+        for anchor, title, description, author, body in conn.execute(sa.text(TASK_TEXTS)):
+            if anchor not in texts:
+                texts[anchor] = f"{title}\n{description or ''}"
+            if body is not None:
+                texts[anchor] += f"\n{author}: {body}"
+        callers = {who: load_caller(conn, who) for who in {q.get("as", qa_open.ASKER) for q in questions}}
+    demo_open.check(questions, texts)
+    runs = [qa_open.run_chat(rag, plain, questions, "tasks, open: retrieval only, no model", mode, callers),
+            qa_open.run_chat(rag, chat, questions, "tasks, open: product, no model", mode, callers)]
+    if model is not None:
+        runs.append(qa_open.run_chat(rag, model, questions, "tasks, open: product, with the model", mode, callers,
+                                     model=True))
+    print()
+    for r in runs:
+        print(qa_open.line(r))
+        print("    per kind (record@3 / facts, or no_answer): " + "  ".join(
+            f"{k} " + "/".join(f"{s[m]:.2f}" for m in ("record@3", "facts", "no_answer") if m in s)
+            for k, s in r["per_kind"].items()))
+    return runs
+
+
 def load_questions(path: Path) -> list[dict]:
     """A question set's questions; items marked ``needs_truth`` (``oracle-rag feedback export``) are left out
     until a person writes their truth."""
@@ -300,6 +342,9 @@ def main() -> None:
     parser.add_argument("--llm-timeout", type=float, default=300.0)
     parser.add_argument("--sample", type=int, default=0, help="ask only N questions, spread over the categories")
     parser.add_argument("--verbose", action="store_true", help="print every question that scored below 1")
+    parser.add_argument("--no-open", dest="open", action="store_false",
+                        help="skip the demo's open questions (bench/demo_open.py)")
+    parser.add_argument("--only-open", action="store_true", help="ask only the demo's open questions")
     args = parser.parse_args()
     today = dt.date.fromisoformat(args.today)
     sets = []
@@ -308,12 +353,15 @@ def main() -> None:
     if args.domain in ("tickets", "both"):
         sets.append(("tickets", load_questions(Path(args.ticket_questions)),
                      qa_tickets.VISIBLE))
+    if args.only_open:
+        sets = []
     if args.sample:
         sets = [(domain, sample(questions, args.sample), visible) for domain, questions, visible in sets]
     rag = prepare(Path(args.data_dir), args.tasks, args.tickets, today)
     list_limit = rag.settings.list_limit
     clock = lambda: today  # noqa: E731
     runs = []
+    open_runs: list[dict[str, Any]] = []
     try:
         for domain, questions, visible in sets:
             runs += [run(rag, questions, Chat(rag, None, structured=False, today=clock), today,
@@ -326,9 +374,17 @@ def main() -> None:
                 runs.append(run(rag, questions, Chat(rag, LLMClient(settings), settings=settings, today=clock),
                                 today, f"{domain}: structured, model at {args.llm_url}", args.mode, visible,
                                 streamed=True, plain=Chat(rag, None, today=clock)))
+        if args.domain in ("tasks", "both") and (args.open or args.only_open):
+            model = None
+            if args.llm_url:
+                settings = rag.settings.with_overrides(llm_url=args.llm_url, llm_model=args.llm_model,
+                                                       llm_timeout_s=args.llm_timeout, llm_max_retries=0)
+                model = Chat(rag, LLMClient(settings), settings=settings, today=clock)
+            open_runs = run_open(rag, args.tasks, Chat(rag, None, today=clock),
+                                 Chat(rag, None, structured=False, today=clock), args.mode, model)
     finally:
         rag.close()
-    base: dict[str, Any] = runs[0]
+    base: dict[str, Any] = runs[0] if runs else {}
     for r in runs:
         if "baseline" in r["label"]:
             base = r
@@ -361,7 +417,8 @@ def main() -> None:
                                    "ticket_questions_file": str(args.ticket_questions), "domain": args.domain,
                                    "today": args.today,
                                    "mode": args.mode, "list_limit": list_limit, "python": platform.python_version(),
-                                   "runs": runs, "goal_met": goal}, indent=2, ensure_ascii=False, default=str))
+                                   "runs": runs, "goal_met": goal, "open_runs": open_runs},
+                                  indent=2, ensure_ascii=False, default=str))
     print(f"wrote {RESULTS}")
 
 

@@ -311,6 +311,44 @@ def test_structured_answers_show_chips_a_table_and_a_bar_chart(plain_site) -> No
         assert errors == []
 
 
+def test_example_questions_on_the_first_screen_are_asked_when_clicked(plain_site) -> None:
+    """Demo mode: example questions, structured and open, fit the first screen; a click asks one as the
+    employee picked (before anyone is picked it waits in the question box), and the open one is answered
+    by the sentence of its task that answers it."""
+    from playwright.sync_api import expect
+
+    from oracle_rag.demo.questions import (
+        EXAMPLES,
+        OPEN_EXAMPLES,
+        STRUCTURED_EXAMPLES,
+        open_questions,
+    )
+
+    example = OPEN_EXAMPLES[0]
+    wanted = next(q for q in open_questions() if q.question == example)
+    errors: list[str] = []
+    with open_as(plain_site["url"], viewport={"width": 1280, "height": 720}, errors=errors) as page:
+        buttons = page.locator("#examples button.example")
+        assert buttons.all_text_contents() == list(EXAMPLES) and 4 <= len(EXAMPLES) <= 6
+        for i in range(len(EXAMPLES)):
+            expect(buttons.nth(i)).to_be_in_viewport()
+        page.get_by_role("button", name=example).click()
+        expect(page.get_by_label("Your question")).to_have_value(example)
+        expect(page.locator("#status")).to_contain_text("Choose whom to act as")
+        expect(page.locator("#messages .message")).to_have_count(0)
+        act_as(page, MANAGER)
+        page.get_by_role("button", name=example).click()
+        expect(page.get_by_label("Your question")).to_have_value("")
+        first = page.locator("#messages .message.assistant").nth(0)
+        expect(first.locator(".content")).to_contain_text(wanted.facts[0], timeout=60_000)
+        expect(first).to_contain_text(f"TASK #{wanted.task}")
+        page.get_by_role("button", name=STRUCTURED_EXAMPLES[1]).click()  # a count per project: a bar chart
+        expect(page.locator("#messages .message.assistant").nth(1).locator("svg.chart")).to_be_visible(timeout=60_000)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "examples.png"))
+        assert errors == []
+
+
 # What the page measures of itself (issue 25): the answer column, every record anchor shown in a
 # message (table links, inline links, Sources links), and every table cell whose text wraps.
 LAYOUT = """() => {

@@ -2,7 +2,10 @@
 
 Same seed and day, same rows: tests and benchmarks can name a task by id.
 Titles, descriptions and comment threads mix English and Spanish, as the
-reference team's tracker does, so retrieval is exercised on both.
+reference team's tracker does, so retrieval is exercised on both. Each
+task's description and thread tell one specific story (a symptom at a
+customer, its root cause, a workaround, a decision, who said which:
+:mod:`.stories`), drawn from a stream of its own.
 
 Dates are relative to the day of seeding (``today``, tests pass a fixed
 one), so "overdue", "due this week" and "the current sprint" look like a
@@ -25,6 +28,7 @@ from typing import Any
 
 from ..engines import Engine
 from ..engines.statements import Sql
+from .stories import Story, Teller
 
 FIRST = ["Ana", "Luis", "María", "Carlos", "Sofía", "Jorge", "Lucía", "Diego", "Elena", "Pablo", "Marta",
          "Andrés", "Laura", "Javier", "Camila", "Tomás", "Valeria", "Miguel", "Paula", "Raúl", "Emma",
@@ -65,26 +69,9 @@ ES_OBJECTS = ["el error de inicio de sesión en Android", "la generación de fac
               "los permisos de usuarios administradores", "la búsqueda de clientes por NIF",
               "el despliegue en Kubernetes", "las alertas de monitorización",
               "la copia de seguridad nocturna", "la traducción de la interfaz al portugués"]
-EN_DESC = ["Customers reported that {o} fails intermittently since the last release.",
-           "We need to {v} {o} before the quarterly audit.",
-           "Root cause unclear; logs point to a race condition around {o}.",
-           "Acceptance criteria: unit tests, updated docs and a demo to the product owner.",
-           "Blocked until the infrastructure team provides credentials for the staging environment.",
-           "Performance regression: p95 latency went from 200 ms to 1.4 s.",
-           "Follow-up from the incident post-mortem last week."]
-ES_DESC = ["Los usuarios reportan que {o} falla de forma intermitente desde la última versión.",
-           "Hay que {v} {o} antes de la auditoría trimestral.",
-           "Bloqueado hasta que el equipo de infraestructura nos dé acceso al entorno de pruebas.",
-           "Criterios de aceptación: pruebas unitarias, documentación actualizada y demo al cliente."]
-EN_COMMENTS = ["I can reproduce it locally, working on a fix.", "PR is up for review.",
-               "This is blocked by the API change in the billing service.", "Moved to the next sprint.",
-               "QA verified on staging, looks good.", "Can we lower the priority? Not customer facing.",
-               "Added logs, waiting for the next occurrence.", "Estimated effort looks too low to me.",
-               "Discussed with the product owner: scope reduced to the web client.",
-               "Deployed to production this morning."]
-ES_COMMENTS = ["Lo reproduzco en local, estoy con la corrección.", "El PR está listo para revisión.",
-               "Bloqueado por el cambio de API del servicio de facturación.", "Lo pasamos al siguiente sprint.",
-               "QA lo validó en preproducción.", "Desplegado en producción esta mañana."]
+# Draws of the former one-line templates: still made, so that every later draw of the main stream (statuses,
+# assignees, estimates, dates) is what it was; the text itself comes from stories.Teller.
+EN_DESC_DRAWS, ES_DESC_DRAWS, EN_COMMENT_DRAWS, ES_COMMENT_DRAWS = 7, 4, 10, 6
 SPRINT_GOALS = ["Ship the MVP of {p} to pilot customers.", "Stabilise {p}: fix critical bugs and flaky tests.",
                 "Close the security review findings for {p}.", "Cerrar las incidencias críticas de {p}.",
                 "Prepare the {p} release candidate and documentation."]
@@ -122,10 +109,18 @@ SLIPPED = 0.2  # unfinished tasks of a closed sprint (or backlog past its date) 
 
 def generate(tasks: int = 2000, seed: int = 42, today: dt.date | None = None) -> dict[str, list[dict[str, Any]]]:
     """The rows of the demo data set, as plain dicts (dates as ``datetime.date``), dated around ``today``."""
-    today = today or dt.date.today()
+    return _build(tasks, seed, today or dt.date.today())[0]
+
+
+def task_stories(tasks: int = 2000, seed: int = 42) -> dict[int, Story]:
+    """What each task's free text is made of, by task id (the same for any day: only dates depend on it)."""
+    return _build(tasks, seed, dt.date(2026, 1, 5))[1]
+
+
+def _build(tasks: int, seed: int, today: dt.date) -> tuple[dict[str, list[dict[str, Any]]], dict[int, Story]]:
     rng = random.Random(seed)
     dates = random.Random(f"dates-{seed}")  # date decisions: the main stream (and so every text) is day-free
-    employees = []
+    employees: list[dict[str, Any]] = []
     for i in range(1, 41):
         role = "admin" if i <= 2 else "manager" if i <= 8 else "developer"
         employees.append({"id": i, "first": FIRST[(i * 7) % len(FIRST)], "last": LAST[(i * 11) % len(LAST)],
@@ -152,18 +147,22 @@ def generate(tasks: int = 2000, seed: int = 42, today: dt.date | None = None) ->
                 active[p] = sprints[-1]
     task_rows, comment_rows = [], []
     comment_id = 0
+    people = {e["id"]: f'{e["first"]} {e["last"]}' for e in employees}
+    stories: dict[int, Story] = {}
+    teller = Teller(seed, people, [e["id"] for e in employees if e["role"] == "manager"])
     for t in range(1, tasks + 1):
         sprint = rng.choice(sprints)
         spanish = rng.random() < 0.3
         if spanish:
             verb, obj = rng.choice(ES_VERBS), rng.choice(ES_OBJECTS)
-            desc = rng.choice(ES_DESC).format(v=verb.lower(), o=obj)
+            rng.randrange(ES_DESC_DRAWS)
         else:
             verb, obj = rng.choice(EN_VERBS), rng.choice(EN_OBJECTS)
-            desc = rng.choice(EN_DESC).format(v=verb.lower(), o=obj)
+            rng.randrange(EN_DESC_DRAWS)
         in_backlog = rng.random() < 0.1
+        has_description = rng.random() > 0.05
         row: dict[str, Any] = {
-            "id": t, "title": f"{verb} {obj}", "description": desc if rng.random() > 0.05 else None,
+            "id": t, "title": f"{verb} {obj}", "description": None,
             "status": rng.choices(TASK_STATUS, TASK_STATUS_W)[0],
             "priority": rng.choices(PRIORITY, PRIORITY_W)[0],
             "sprint": None if in_backlog else sprint["id"], "project": sprint["project"],
@@ -181,15 +180,20 @@ def generate(tasks: int = 2000, seed: int = 42, today: dt.date | None = None) ->
         task_rows.append(row)
         # a thread starts when its sprint did, or yesterday for a sprint still to come
         opened: dt.date = min(sprint["start"], today - dt.timedelta(days=1))
+        thread: list[tuple[int, dt.datetime]] = []
         for c in range(rng.choice([0, 0, 1, 1, 2, 3, 4])):
+            author = rng.choice(developers + [3, 4, 5])
+            rng.randrange(ES_COMMENT_DRAWS if spanish else EN_COMMENT_DRAWS)
+            thread.append((author, dt.datetime.combine(opened, dt.time(9, 0))
+                           + dt.timedelta(hours=5 * c + rng.randint(0, 4))))
+        story = teller.tell(t, obj, spanish, row["status"], has_description, [a for a, _ in thread])
+        row["description"] = story.description
+        stories[t] = story
+        for (author, created), body in zip(thread, story.comments, strict=True):
             comment_id += 1
-            pool = ES_COMMENTS if spanish else EN_COMMENTS
-            comment_rows.append({"id": comment_id, "task": t, "author": rng.choice(developers + [3, 4, 5]),
-                                 "body": rng.choice(pool),
-                                 "created": dt.datetime.combine(opened, dt.time(9, 0))
-                                 + dt.timedelta(hours=5 * c + rng.randint(0, 4))})
+            comment_rows.append({"id": comment_id, "task": t, "author": author, "body": body, "created": created})
     return {"employees": employees, "projects": projects, "sprints": sprints, "tasks": task_rows,
-            "comments": comment_rows}
+            "comments": comment_rows}, stories
 
 
 def seed(engine: Engine, tasks: int = 2000, *, seed_value: int = 42, reset: bool = False,

@@ -9,12 +9,17 @@ cookie needs neither: the page's same-origin requests carry the cookie.
 ``/chunk/<type>/<id>[?passage=...]`` is the same page opened on a record's
 detail (at the cited passage), so a citation link works in a new tab too. Every response carries a strict
 Content-Security-Policy: scripts and styles only from this origin.
+
+In demo mode the page offers example questions the demo data answers
+(structured and open, :data:`oracle_rag.demo.questions.EXAMPLES`): a click asks
+one as the employee picked.
 """
 
 from __future__ import annotations
 
 from flask import Blueprint, Response, render_template, request, url_for
 
+from ..demo.questions import EXAMPLES
 from .state import state
 
 pages_bp = Blueprint("oracle_rag_pages", __name__, static_folder="static",
@@ -34,7 +39,8 @@ def _headers(response: Response) -> Response:
 
 def _render(chunk_type: str = "", chunk_id: str = "", chunk_passage: str = "") -> str:
     api_base = url_for("oracle_rag_api.me").rsplit("/me", 1)[0]
-    return render_template("oracle_rag_chat.html", api_base=api_base, demo=state().demo,
+    demo = state().demo
+    return render_template("oracle_rag_chat.html", api_base=api_base, demo=demo, examples=EXAMPLES if demo else (),
                            page_base=url_for("oracle_rag_pages.index"), chunk_type=chunk_type, chunk_id=chunk_id,
                            chunk_passage=chunk_passage, health_url=url_for("oracle_rag_health.healthz"))
 

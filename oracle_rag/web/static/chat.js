@@ -445,6 +445,20 @@
       }
       await loadConversations();
     });
+    for (const example of document.querySelectorAll("button.example")) {
+      example.addEventListener("click", () => {
+        const question = example.dataset.question;
+        if (busy) { return; }
+        if (DEMO && !token()) {  // asked as nobody: say whom to choose, keep the question ready
+          $("question").value = question;
+          setStatus("Choose whom to act as in the demo box, then press Ask.");
+          $("demo-employee").focus();
+          return;
+        }
+        $("question").value = "";
+        ask(question, $("mode").value);
+      });
+    }
     $("new-conversation").addEventListener("click", () => { newConversation(); loadConversations(); $("question").focus(); });
     $("detail-close").addEventListener("click", closeChunk);
     document.addEventListener("keydown", (event) => {
