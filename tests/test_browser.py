@@ -332,6 +332,8 @@ def test_example_questions_on_the_first_screen_are_asked_when_clicked(plain_site
         assert buttons.all_text_contents() == list(EXAMPLES) and 4 <= len(EXAMPLES) <= 6
         for i in range(len(EXAMPLES)):
             expect(buttons.nth(i)).to_be_in_viewport()
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "examples.png"))  # the first screen
         page.get_by_role("button", name=example).click()
         expect(page.get_by_label("Your question")).to_have_value(example)
         expect(page.locator("#status")).to_contain_text("Choose whom to act as")
@@ -344,8 +346,7 @@ def test_example_questions_on_the_first_screen_are_asked_when_clicked(plain_site
         expect(first).to_contain_text(f"TASK #{wanted.task}")
         page.get_by_role("button", name=STRUCTURED_EXAMPLES[1]).click()  # a count per project: a bar chart
         expect(page.locator("#messages .message.assistant").nth(1).locator("svg.chart")).to_be_visible(timeout=60_000)
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "examples.png"))
+        page.screenshot(path=str(ARTIFACTS / "examples-answered.png"), full_page=True)
         assert errors == []
 
 
