@@ -18,6 +18,11 @@ periodically (``docs/operations-oracle.md``). A rebuild that fails in
 ``bootstrap`` is reported in its line, not raised: the deploy has migrated
 and loaded the model, and the old index still answers.
 
+Every step acts on the vector index of the active model generation's slot
+(``RAG_CHUNK_VEC_IX`` or ``RAG_CHUNK_VEC_2_IX``, :func:`searched_index`):
+the one searches use. ``status`` lists both when both exist and measures
+the searched one; each slot's rebuilds are recorded under their own task.
+
 The embedded engine keeps an exact in-process index: nothing to rebuild or
 optimise, and its accuracy is 100% by construction.
 """
@@ -31,6 +36,8 @@ from typing import Any
 
 from .engines import Engine
 from .engines import oracle_index_sql as q
+from .engines.generation_sql import VECTOR_INDEX_NAMES
+from .engines.generations import Generation
 from .engines.statements import Sql
 from .errors import (
     ConfigurationError,
@@ -40,7 +47,7 @@ from .errors import (
     wrap_driver_error,
 )
 
-VECTOR_REBUILD = "VECTOR_REBUILD"
+VECTOR_REBUILD = q.rebuild_task(1)
 GROWTH_FACTOR = 2.0
 """``bootstrap`` rebuilds again once the table holds this many times the chunks of the last rebuild."""
 
@@ -60,6 +67,7 @@ class IndexStatus:
     accuracy: list[float] = field(default_factory=list)
     reports: list[str] = field(default_factory=list)
     maintained: bool = True  # the engine has indexes to maintain (Engine.maintains_indexes)
+    searched: str = q.VECTOR_INDEX  # the active generation's vector index: the one rebuilt and measured
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of ``oracle-rag index status --json`` (``maintained`` is implied by ``engine``)."""
@@ -77,7 +85,8 @@ class IndexStatus:
         out = []
         for name, info in sorted(self.indexes.items()):
             subtype = f" {info['subtype']}" if info.get("subtype") else ""
-            out.append(f"{name}: {info['type']}{subtype}, {info['status']}")
+            mark = " (searched)" if len(self.indexes) > 1 and name == self.searched else ""
+            out.append(f"{name}: {info['type']}{subtype}, {info['status']}{mark}")
         out.append(f"chunks: {self.chunks}")
         if self.last_rebuild:
             out.append(f"last vector rebuild: {self.last_rebuild['done_at']} on {self.last_rebuild['chunks']} chunks")
@@ -99,9 +108,14 @@ def server_version(conn: Any) -> tuple[int, ...]:
     return tuple(int(p) for p in str(raw).split(".") if p.isdigit())
 
 
+def searched_index(gen: Generation) -> str:
+    """The vector index searches of ``gen`` use: its slot's (``RAG_CHUNK_VEC_IX``, ``RAG_CHUNK_VEC_2_IX``)."""
+    return VECTOR_INDEX_NAMES[gen.slot]
+
+
 def rebuild_plan(version: tuple[int, ...], index_subtype: str | None,
-                 partitions: int | None = None) -> list[tuple[str, Sql]]:
-    """The statements that rebuild the vector index, in the order they are tried: (how, Sql).
+                 partitions: int | None = None, slot: int = 1) -> list[tuple[str, Sql]]:
+    """The statements that rebuild ``slot``'s vector index, in the order they are tried: (how, Sql).
 
     IVF on 26ai (23.26+): ``ALTER INDEX ... REBUILD ONLINE``, which recomputes
     NEIGHBOR PARTITIONS from the data; with ``vector_index_partitions`` set and
@@ -116,16 +130,17 @@ def rebuild_plan(version: tuple[int, ...], index_subtype: str | None,
     if is_ivf and version[:2] >= (23, 26):
         if partitions and tuple(version[:3]) >= (23, 26, 1):
             plan.append((f"ALTER INDEX ... REBUILD PARAMETERS (NEIGHBOR PARTITIONS {int(partitions)})",
-                         q.rebuild_with_partitions(partitions)))
+                         q.rebuild_with_partitions(partitions, slot)))
         else:
-            plan.append(("ALTER INDEX ... REBUILD ONLINE", q.REBUILD_ONLINE))
-    plan.append(("DBMS_VECTOR.REBUILD_INDEX", q.REBUILD_PACKAGE))
+            plan.append(("ALTER INDEX ... REBUILD ONLINE", q.rebuild_online(slot)))
+    plan.append(("DBMS_VECTOR.REBUILD_INDEX", q.rebuild_package(slot)))
     return plan
 
 
-def rebuild_statement(version: tuple[int, ...], index_subtype: str | None, partitions: int | None = None) -> str:
+def rebuild_statement(version: tuple[int, ...], index_subtype: str | None, partitions: int | None = None,
+                      slot: int = 1) -> str:
     """The Oracle text of the first statement :func:`rebuild_plan` tries."""
-    return rebuild_plan(version, index_subtype, partitions)[0][1].oracle or ""
+    return rebuild_plan(version, index_subtype, partitions, slot)[0][1].oracle or ""
 
 
 def _info(engine: Engine, conn: Any) -> dict[str, dict[str, str | None]]:
@@ -148,7 +163,7 @@ def _chunks(engine: Engine, conn: Any) -> int:
 
 
 def rebuild(engine: Engine) -> str:
-    """Rebuild the vector index from the current chunks; one line saying how.
+    """Rebuild the active generation's vector index from the current chunks; one line saying how.
 
     Tries :func:`rebuild_plan` in order: a statement the server refuses is
     reported in the line and the next one runs; only the last one's failure
@@ -161,32 +176,35 @@ def rebuild(engine: Engine) -> str:
     try:
         with engine.begin() as conn:
             engine.require_system_access(conn, "index rebuild")
-            info = _info(engine, conn).get(q.VECTOR_INDEX)
+            slot = engine.active_generation(conn).slot
+            name = VECTOR_INDEX_NAMES[slot]
+            info = _info(engine, conn).get(name)
             if info is None:
-                raise DatabaseError(f"{q.VECTOR_INDEX} does not exist: run `oracle-rag migrate` first")
+                fix = "`oracle-rag migrate`" if slot == 1 else "`oracle-rag model activate` (it builds it)"
+                raise DatabaseError(f"{name} does not exist: run {fix} first")
             chunks = _chunks(engine, conn)
-            plan = rebuild_plan(server_version(conn), info.get("subtype"), partitions)
+            plan = rebuild_plan(server_version(conn), info.get("subtype"), partitions, slot)
         for i, (how, sql) in enumerate(plan):
             try:
                 with engine.begin() as conn:
                     conn.exec_driver_sql(engine.text(sql))  # DDL / PL/SQL: commits on its own
-                    _record(engine, conn, VECTOR_REBUILD, chunks)
+                    _record(engine, conn, q.rebuild_task(slot), chunks)
                 break
             except Exception as exc:
                 if i == len(plan) - 1:
-                    _require_index(engine, how, exc)
+                    _require_index(engine, name, how, exc)
                     raise
                 refused.append(f"{how.split(' (')[0]} refused ({driver_error_code(exc) or type(exc).__name__})")
-        _require_index(engine, how)
+        _require_index(engine, name, how)
     except (DatabaseError, ConfigurationError):
         raise
     except Exception as exc:
-        raise wrap_driver_error(exc, f"rebuilding {q.VECTOR_INDEX}") from None
+        raise wrap_driver_error(exc, "rebuilding the vector index") from None
     fallback = f"; {', '.join(refused)}" if refused else ""
-    return f"rebuilt {q.VECTOR_INDEX} on {chunks} chunks ({how}{fallback})"
+    return f"rebuilt {name} on {chunks} chunks ({how}{fallback})"
 
 
-def _require_index(engine: Engine, how: str, failure: BaseException | None = None) -> None:
+def _require_index(engine: Engine, name: str, how: str, failure: BaseException | None = None) -> None:
     """After a rebuild (or its failure), the vector index must exist and be VALID; raise loudly otherwise.
 
     ``DBMS_VECTOR.REBUILD_INDEX`` drops the index and creates it again: a
@@ -195,13 +213,14 @@ def _require_index(engine: Engine, how: str, failure: BaseException | None = Non
     the error, whatever the rebuild statement itself said.
     """
     with engine.connect() as conn:
-        info = _info(engine, conn).get(q.VECTOR_INDEX)
+        info = _info(engine, conn).get(name)
     if info is not None and info.get("status") == "VALID":
         return
     said = f" ({driver_error_code(failure) or type(failure).__name__})" if failure is not None else ""
     state = "is gone" if info is None else f"is {info.get('status')}"
-    raise DatabaseError(f"{q.VECTOR_INDEX} {state} after {how}{said}: semantic search now scans every chunk; "
-                        f"run `oracle-rag index rebuild` again, or re-create it as migration V1 does "
+    raise DatabaseError(f"{name} {state} after {how}{said}: semantic search now scans every chunk; "
+                        f"run `oracle-rag index rebuild` again, or re-create it as migration V1 (slot 1) or "
+                        f"`oracle-rag model activate` (slot 2) does "
                         f"(docs/operations-oracle.md)", vendor_code=driver_error_code(failure) if failure else None)
 
 
@@ -218,8 +237,9 @@ def rebuild_if_due(engine: Engine) -> str:
     if not engine.maintains_indexes:
         return EMBEDDED
     with engine.connect() as conn:
+        slot = engine.active_generation(conn).slot
         chunks = _chunks(engine, conn)
-        last = _last(engine, conn, VECTOR_REBUILD)
+        last = _last(engine, conn, q.rebuild_task(slot))
     if chunks == 0:
         return "vector index: no chunks yet; the first bootstrap after a backfill rebuilds it"
     if last is not None and last["chunks"] > 0 and chunks < GROWTH_FACTOR * last["chunks"]:
@@ -228,7 +248,7 @@ def rebuild_if_due(engine: Engine) -> str:
         return "vector index: " + rebuild(engine)
     except DatabaseError as exc:
         with engine.connect() as conn:
-            info = _info(engine, conn).get(q.VECTOR_INDEX)
+            info = _info(engine, conn).get(VECTOR_INDEX_NAMES[slot])
         if info is None or info.get("status") != "VALID":
             raise  # the package rebuild dropped it and did not create it again: the deploy must not pass
         return (f"vector index: NOT rebuilt ({exc.message}); search still works with the old centroids; "
@@ -248,21 +268,24 @@ def status(engine: Engine, *, probes: int = 20, top_k: int = 10) -> IndexStatus:
     out.target_accuracy = target
     try:
         with engine.connect() as conn:
+            gen = engine.active_generation(conn)
+            out.searched = searched_index(gen)
             out.indexes = _info(engine, conn)
             out.chunks = _chunks(engine, conn)
-            out.last_rebuild = _last(engine, conn, VECTOR_REBUILD)
-            if probes == 0 or out.chunks == 0 or q.VECTOR_INDEX not in out.indexes:
+            out.last_rebuild = _last(engine, conn, q.rebuild_task(gen.slot))
+            if probes == 0 or out.chunks == 0 or out.searched not in out.indexes:
                 return out
 
             step = max(1, out.chunks // probes)
-            probe_binds = {"step": step, "n": probes}
-            vectors = [r[0] for r in conn.execute(engine.statement(q.ACCURACY_PROBES), probe_binds)]
+            probe_binds = {"step": step, "n": probes, "generation_id": gen.generation_id}
+            vectors = [r[0] for r in conn.execute(engine.statement(q.ACCURACY_PROBES, gen=gen), probe_binds)]
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
             try:
                 report = cursor.var(oracledb.DB_TYPE_VARCHAR, 400)
                 for vector in vectors:
                     cursor.execute(engine.text(q.ACCURACY_QUERY), {"report": report, "qv": array.array("f", vector),
-                                                                   "k": top_k, "target": target})
+                                                                   "index_name": out.searched, "k": top_k,
+                                                                   "target": target})
                     text = str(report.getvalue() or "")
                     out.reports.append(text)
                     match = _ACHIEVED.search(text)

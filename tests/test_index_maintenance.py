@@ -78,3 +78,46 @@ def test_the_embedded_engine_has_nothing_to_maintain(tmp_path) -> None:  # type:
         assert res.exit_code == 0 and res.output.strip() == im.EMBEDDED, (args, res.output)
     res = runner.invoke(main, ["index", "status", "--probes", "5000"], env=env)
     assert res.exit_code == 2
+
+
+def test_slot_2s_index_is_rebuilt_by_its_own_statements() -> None:
+    """A generation in slot 2 is searched through RAG_CHUNK_VEC_2_IX: every rebuild path names it."""
+    for version, subtype, partitions in (((23, 26, 0), "IVF_FLAT", None), ((23, 26, 3), None, 64),
+                                         ((23, 9, 0), None, None), ((23, 26, 1), "INMEMORY_NEIGHBOR_GRAPH_HNSW", None)):
+        plan = im.rebuild_plan(version, subtype, partitions, slot=2)
+        assert plan[-1] == ("DBMS_VECTOR.REBUILD_INDEX", q.REBUILD_PACKAGE_2)
+        for _, sql in plan:
+            assert "RAG_CHUNK_VEC_2_IX" in (sql.oracle or "") and "RAG_CHUNK_VEC_IX" not in (sql.oracle or "")
+    assert im.rebuild_statement((23, 26, 3), "IVF_FLAT", 64, slot=2) == (
+        "ALTER INDEX RAG_CHUNK_VEC_2_IX REBUILD PARAMETERS (NEIGHBOR PARTITIONS 64)")
+    assert q.REBUILD_ONLINE_2.oracle == "ALTER INDEX RAG_CHUNK_VEC_2_IX REBUILD ONLINE"
+    assert (q.rebuild_task(1), q.rebuild_task(2)) == (im.VECTOR_REBUILD, "VECTOR_REBUILD_2")
+    assert "'RAG_CHUNK_VEC_IX', 'RAG_CHUNK_VEC_2_IX'" in q.INDEX_INFO.oracle  # status lists both
+    assert ":index_name" in q.ACCURACY_QUERY.oracle and "{embedding}_GEN = :generation_id" in q.ACCURACY_PROBES.oracle
+
+
+def test_status_marks_the_searched_index_when_both_exist() -> None:
+    status = im.IndexStatus("oracle", chunks=10, searched="RAG_CHUNK_VEC_2_IX")
+    status.indexes = {"RAG_CHUNK_VEC_IX": {"type": "VECTOR", "subtype": "IVF_FLAT", "status": "VALID"},
+                      "RAG_CHUNK_VEC_2_IX": {"type": "VECTOR", "subtype": "IVF_FLAT", "status": "VALID"}}
+    assert status.lines()[:2] == ["RAG_CHUNK_VEC_2_IX: VECTOR IVF_FLAT, VALID (searched)",
+                                  "RAG_CHUNK_VEC_IX: VECTOR IVF_FLAT, VALID"]
+    assert status.to_dict()["searched"] == "RAG_CHUNK_VEC_2_IX"
+
+
+def test_the_searched_index_follows_activate_and_rollback(rag) -> None:  # type: ignore[no-untyped-def]
+    """The index maintenance acts on comes from the active generation, read from the database."""
+    from generation_helpers import ROTATED_NAME, register
+
+    from oracle_rag import model_switch
+
+    register()
+    with rag.engine.connect() as conn:
+        assert im.searched_index(rag.engine.active_generation(conn)) == "RAG_CHUNK_VEC_IX"
+    model_switch.switch(rag.engine, rag.settings, ROTATED_NAME)
+    model_switch.activate(rag.engine)  # no chunks yet: nothing missing
+    with rag.engine.connect() as conn:
+        assert im.searched_index(rag.engine.active_generation(conn)) == "RAG_CHUNK_VEC_2_IX"
+    model_switch.rollback(rag.engine)
+    with rag.engine.connect() as conn:
+        assert im.searched_index(rag.engine.active_generation(conn)) == "RAG_CHUNK_VEC_IX"

@@ -24,6 +24,7 @@ from ..scripts import is_plsql, split_oracle_script
 from ..tracing import tag_oracle_sessions
 from . import engine_sql as q
 from . import generation_sql as gq
+from . import oracle_index_sql as iq
 from . import oracle_vpd_sql as vpd
 from .base import Engine
 from .generations import Generation
@@ -338,6 +339,11 @@ class OracleEngine(Engine):
         except RagError as exc:
             if "ORA-00955" not in exc.message:  # built by a concurrent activate meanwhile: done
                 raise
+        # Its centroids come from the filled column: recorded as a rebuild of the slot, so
+        # bootstrap's due-rebuild (index_maintenance) counts growth from here.
+        with self.begin() as conn:
+            conn.execute(self.statement(iq.RECORD_MAINTENANCE),
+                         {"task": iq.rebuild_task(gen.slot), "chunks": self.chunk_total(conn)})
         return f"vector index {name} on {gen.column} ({kind}) built"
 
     def drop_vector_index(self, gen: Generation) -> None:

@@ -1,6 +1,9 @@
 """Statements that maintain the vector index on Oracle (``oracle-rag index ...``).
 
-* The vector index (``RAG_CHUNK_VEC_IX``, V1). An IVF index computes its
+* The vector index of the active model generation's slot: ``RAG_CHUNK_VEC_IX``
+  on ``EMBEDDING`` (V1), or ``RAG_CHUNK_VEC_2_IX`` on ``EMBEDDING_2`` (built
+  by ``oracle-rag model activate``, generation_sql). Every statement below
+  that names an index exists once per slot. An IVF index computes its
   centroids when it is built, and V1 builds it on an empty table, so the first
   centroids describe nothing: it must be rebuilt once data exists (and again
   when the data has grown or drifted). 26ai (server 23.26 and later):
@@ -24,56 +27,91 @@
   chunks, so ``bootstrap`` knows whether the vector index was ever rebuilt
   with data in the table.
 
-Index names are fixed by the migrations; every value is a bind.
+Index names are fixed by the migrations and generation_sql; every value is a bind
+(DDL takes none: its per-slot texts are fixed here).
 """
 
 from __future__ import annotations
 
+from .generation_sql import VECTOR_INDEX_NAMES
 from .statements import Sql
 
-VECTOR_INDEX = "RAG_CHUNK_VEC_IX"
+VECTOR_INDEX = VECTOR_INDEX_NAMES[1]
+"""Slot 1's vector index (V1); slot 2's is ``VECTOR_INDEX_NAMES[2]``."""
 
+# Both slots' indexes: status lists whichever exist.
 INDEX_INFO = Sql(oracle="""SELECT INDEX_NAME, INDEX_TYPE, INDEX_SUBTYPE, STATUS
 FROM USER_INDEXES
-WHERE INDEX_NAME = 'RAG_CHUNK_VEC_IX'""")
+WHERE INDEX_NAME IN ('RAG_CHUNK_VEC_IX', 'RAG_CHUNK_VEC_2_IX')""")
+
+
+def rebuild_task(slot: int) -> str:
+    """The RAG_MAINTENANCE task that records rebuilds of ``slot``'s vector index."""
+    return "VECTOR_REBUILD" if slot == 1 else f"VECTOR_REBUILD_{int(slot)}"
+
+
+def _named(text: str, slot: int) -> Sql:
+    return Sql(oracle=text.replace("{index}", VECTOR_INDEX_NAMES[slot]))
 
 CHUNK_COUNT = Sql(oracle="SELECT COUNT(*) FROM RAG_CHUNK")
 
-REBUILD_ONLINE = Sql(oracle="ALTER INDEX RAG_CHUNK_VEC_IX REBUILD ONLINE")
+_REBUILD_ONLINE = "ALTER INDEX {index} REBUILD ONLINE"
+
+
+def rebuild_online(slot: int) -> Sql:
+    return _named(_REBUILD_ONLINE, slot)
+
+
+REBUILD_ONLINE = rebuild_online(1)
+REBUILD_ONLINE_2 = rebuild_online(2)
 
 # 23.26.1+: a rebuild that keeps the configured partition count (REBUILD ONLINE
 # recomputes it). DDL takes no binds: the count is an integer checked by
 # rebuild_with_partitions, the same way render_migration writes it into V1.
-_REBUILD_WITH_PARTITIONS = "ALTER INDEX RAG_CHUNK_VEC_IX REBUILD PARAMETERS (NEIGHBOR PARTITIONS {partitions})"
+_REBUILD_WITH_PARTITIONS = "ALTER INDEX {index} REBUILD PARAMETERS (NEIGHBOR PARTITIONS {partitions})"
 
 MAX_PARTITIONS = 10_000_000
 """NEIGHBOR PARTITIONS: > 0 and <= 10000000 (AI Vector Search User's Guide, Inverted File Flat CREATE INDEX)."""
 
 
-def rebuild_with_partitions(partitions: int) -> Sql:
-    """:data:`REBUILD_WITH_PARTITIONS` for ``partitions``, an integer in 1..MAX_PARTITIONS (ValueError otherwise)."""
+def rebuild_with_partitions(partitions: int, slot: int = 1) -> Sql:
+    """:data:`REBUILD_WITH_PARTITIONS` of ``slot``'s index for ``partitions``, an integer in
+    1..MAX_PARTITIONS (ValueError otherwise)."""
     count = int(partitions)
     if not 1 <= count <= MAX_PARTITIONS or count != partitions:
         raise ValueError(f"NEIGHBOR PARTITIONS must be an integer in 1..{MAX_PARTITIONS}")
-    return Sql(oracle=_REBUILD_WITH_PARTITIONS.replace("{partitions}", str(count)))
+    return _named(_REBUILD_WITH_PARTITIONS.replace("{partitions}", str(count)), slot)
 
 
 REBUILD_WITH_PARTITIONS_64 = rebuild_with_partitions(64)
 """The statement for ``vector_index_partitions = 64``, pinned by the golden tests and the parse check."""
+REBUILD_WITH_PARTITIONS_2_64 = rebuild_with_partitions(64, 2)
 
-REBUILD_PACKAGE = Sql(oracle="BEGIN DBMS_VECTOR.REBUILD_INDEX(idx_name => 'RAG_CHUNK_VEC_IX'); END;")
+# With only idx_name the package rebuilds the index from its own DDL (get_ddl): slot 2's
+# index keeps the column and organization activate built it with.
+_REBUILD_PACKAGE = "BEGIN DBMS_VECTOR.REBUILD_INDEX(idx_name => '{index}'); END;"
 
-# Every step-th chunk's vector, at most :n of them, as the probes of the accuracy measure.
-ACCURACY_PROBES = Sql(oracle="""SELECT EMBEDDING
+
+def rebuild_package(slot: int) -> Sql:
+    return _named(_REBUILD_PACKAGE, slot)
+
+
+REBUILD_PACKAGE = rebuild_package(1)
+REBUILD_PACKAGE_2 = rebuild_package(2)
+
+# Every step-th chunk's vector of the active generation, at most :n of them, as the
+# probes of the accuracy measure ({embedding}: its column, generations.render).
+ACCURACY_PROBES = Sql(oracle="""SELECT {embedding}
 FROM RAG_CHUNK
-WHERE MOD(CHUNK_ID, :step) = 0
+WHERE {embedding}_GEN = :generation_id
+  AND MOD(CHUNK_ID, :step) = 0
 ORDER BY CHUNK_ID
 FETCH FIRST :n ROWS ONLY""")
 
 ACCURACY_QUERY = Sql(oracle="""BEGIN
   :report := DBMS_VECTOR.INDEX_ACCURACY_QUERY(
     owner_name      => USER,
-    index_name      => 'RAG_CHUNK_VEC_IX',
+    index_name      => :index_name,
     qv              => :qv,
     top_k           => :k,
     target_accuracy => :target);

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from generation_helpers import ROTATED_NAME, register, rotate
 from oracle_helpers import drop_model
 
-from oracle_rag import model_switch
+from oracle_rag import index_maintenance, model_switch
 from oracle_rag.caller import Caller
 from oracle_rag.embedding import ensure_model
 from oracle_rag.errors import InputError
@@ -68,6 +68,13 @@ def test_two_models_fill_flip_rollback_drop(oracle_system) -> None:  # type: ign
             assert conn.execute(sa.text("SELECT COUNT(*) FROM USER_INDEXES "
                                         "WHERE INDEX_NAME = 'RAG_CHUNK_VEC_2_IX'")).scalar_one() == 1
             rows = conn.execute(sa.text("SELECT EMBEDDING, EMBEDDING_2 FROM RAG_CHUNK")).all()
+        # Index maintenance follows the active generation: slot 2's index is rebuilt and measured.
+        status = index_maintenance.status(rag.engine, probes=5, top_k=5)
+        assert set(status.indexes) == {"RAG_CHUNK_VEC_IX", "RAG_CHUNK_VEC_2_IX"}
+        assert status.searched == "RAG_CHUNK_VEC_2_IX" and status.last_rebuild is not None  # recorded by activate
+        assert status.probes > 0, status.reports
+        assert index_maintenance.rebuild(rag.engine).startswith("rebuilt RAG_CHUNK_VEC_2_IX on ")
+        assert index_maintenance.rebuild_if_due(rag.engine).endswith("not due")
         for first, second in rows:
             assert np.allclose(rotate(np.asarray(first, dtype=np.float32)), np.asarray(second, dtype=np.float32),
                                atol=1e-5)
