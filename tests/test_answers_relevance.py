@@ -11,7 +11,9 @@ def test_coverage_counts_the_topics_content_words_by_their_stem():
     stems = topic_stems("Why were the invoices duplicated on February 1?")
     assert stems == {"invoi", "dupli", "febru"}  # filler and short words are not the topic
     assert coverage(stems, "Recurring invoice run: two invoices duplicated for each subscription") == 2 / 3
-    assert coverage(stems, "Facturas repetidas en febrero") == 0.0  # another language: not seen (in the docs)
+    # another language: not seen, unless crossing: then only the words of the EN/ES map cross ("invoice" is "factura"; "February" is not there)
+    assert coverage(stems, "Facturas repetidas en febrero") == 0.0
+    assert coverage(stems, "Facturas repetidas en febrero", crossing=True) == 1 / 3
     assert coverage(frozenset(), "anything") == 1.0
 
 
@@ -27,6 +29,16 @@ def test_weak_evidence_looks_at_the_first_records_only():
     assert weak_evidence("Kafka cluster upgrade postponed", far)  # the sixth holds it: too far down
     assert not weak_evidence("Kafka cluster upgrade postponed", far[-1:] + far[:-1])
     assert not weak_evidence("", far)  # no topic: nothing to be weak about
+
+
+def test_a_record_in_the_other_language_holds_the_topic_through_the_word_map():
+    assert is_about("mobile app session timeout", "La aplicación móvil cierra la sesión: tiempo de espera", crossing=True)
+    assert is_about("reembolso rechazado del cliente", "The customer's refund was rejected by the bank", crossing=True)
+    assert not is_about("mobile app session timeout", "La impresora fiscal no imprime", crossing=True)
+    # a word the map does not hold does not cross: a two-word topic still needs both
+    assert not is_about("Kafka upgrade", "Actualización de la base de datos", crossing=True)
+    assert not is_about("mobile app session timeout", "La aplicación móvil cierra la sesión: tiempo de espera")
+    assert is_about("Kafka upgrade", "Actualización del clúster de Kafka", crossing=True)
 
 
 def test_every_language_says_every_sentence():

@@ -202,3 +202,42 @@ asignada asignadas asignado asignados pendiente pendientes numero número total 
 
 # What the topic of a question never holds: filler, the words that frame or link a topic, connectives.
 NOT_TOPIC = STOPWORDS | TOPIC_FRAMES | TOPIC_LINKS | CONNECTIVES
+
+# The same word in English and Spanish, for software, support and business records in general (not one
+# corpus's words): what lets "is about" (answers/relevance.py) see a Spanish record hold an English topic
+# and the reverse. Compared by their first letters like the topic's words, so one form of each is enough.
+EN_ES = tuple((fold(en), fold(es)) for en, es in (
+    ("account", "cuenta"), ("address", "direccion"), ("agreement", "acuerdo"), ("alert", "alerta"),
+    ("application", "aplicacion"), ("app", "aplicacion"), ("approval", "aprobacion"), ("approve", "aprobar"),
+    ("attachment", "adjunto"), ("authentication", "autenticacion"), ("backup", "respaldo"),
+    ("balance", "saldo"), ("bank", "banco"), ("bill", "factura"), ("billing", "facturacion"),
+    ("block", "bloquear"), ("blocked", "bloqueado"), ("branch", "sucursal"), ("browser", "navegador"),
+    ("bug", "fallo"), ("cache", "cache"), ("cancel", "cancelar"), ("card", "tarjeta"), ("certificate", "certificado"),
+    ("change", "cambio"), ("charge", "cargo"), ("client", "cliente"), ("close", "cerrar"), ("code", "codigo"),
+    ("comma", "coma"), ("company", "empresa"), ("configuration", "configuracion"), ("connection", "conexion"),
+    ("contract", "contrato"), ("country", "pais"), ("crash", "cierre"), ("customer", "cliente"),
+    ("date", "fecha"), ("deactivate", "desactivar"), ("decision", "decision"),
+    ("decide", "decidir"), ("delete", "eliminar"), ("delay", "retraso"), ("delivery", "entrega"),
+    ("device", "dispositivo"), ("disable", "desactivar"), ("discount", "descuento"), ("document", "documento"),
+    ("download", "descarga"), ("driver", "conductor"), ("duplicate", "duplicado"), ("email", "correo"),
+    ("employee", "empleado"), ("enable", "activar"), ("error", "error"), ("expire", "expirar"),
+    ("export", "exportar"), ("failure", "falla"), ("fee", "comision"), ("file", "archivo"), ("fix", "arreglo"),
+    ("form", "formulario"), ("import", "importar"), ("installation", "instalacion"), ("integration", "integracion"),
+    ("invoice", "factura"), ("key", "clave"), ("language", "idioma"), ("limit", "limite"), ("load", "carga"),
+    ("lock", "bloqueo"), ("log", "registro"), ("login", "sesion"), ("logout", "sesion"), ("memory", "memoria"),
+    ("message", "mensaje"), ("migration", "migracion"), ("minute", "minuto"), ("mobile", "movil"),
+    ("month", "mes"), ("notification", "notificacion"), ("number", "numero"),
+    ("order", "pedido"), ("outage", "caida"), ("password", "contrasena"), ("payment", "pago"),
+    ("performance", "rendimiento"), ("permission", "permiso"), ("phone", "telefono"), ("price", "precio"),
+    ("printer", "impresora"), ("provider", "proveedor"), ("purchase", "compra"), ("receipt", "recibo"),
+    ("refund", "reembolso"), ("reject", "rechazar"), ("release", "lanzamiento"), ("report", "reporte"),
+    ("request", "solicitud"), ("reset", "restablecer"), ("restart", "reiniciar"), ("role", "rol"),
+    ("schedule", "horario"), ("search", "busqueda"), ("security", "seguridad"),
+    ("send", "enviar"), ("server", "servidor"), ("session", "sesion"), ("setting", "ajuste"),
+    ("shipment", "envio"), ("sign", "firma"), ("signature", "firma"), ("slow", "lento"), ("store", "tienda"),
+    ("subscription", "suscripcion"), ("supplier", "proveedor"),
+    ("support", "soporte"), ("sync", "sincronizacion"), ("synchronization", "sincronizacion"),
+    ("tax", "impuesto"), ("ticket", "ticket"), ("timeout", "espera"), ("transfer", "transferencia"),
+    ("update", "actualizacion"), ("upgrade", "actualizacion"), ("upload", "subir"), ("user", "usuario"),
+    ("version", "version"), ("warehouse", "almacen"), ("workaround", "solucion"),
+))
