@@ -10,9 +10,9 @@ thousands of spaces; one sentence that never ends; a reply streamed in
 one-character pieces) at sizes up to the limits:
 
 * questions: ``max_question_chars`` (default 4,000; ``--question-chars`` up to
-  the setting's maximum, 100,000);
+  the setting's maximum, 16,000);
 * replies: ``llm_max_tokens`` x 4 characters (512 tokens by default, 2,048
-  characters; ``--reply-chars`` for the setting's maximum, 32,768 tokens),
+  characters; ``--reply-chars`` for the setting's maximum, 16,384 tokens),
   whole and streamed in pieces of 4 characters (one per token), and up to
   4,096 characters in pieces of one.
 
@@ -182,9 +182,9 @@ def main() -> None:
     settings = Settings()
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--question-chars", type=int, default=settings.max_question_chars,
-                        help="the largest question (max_question_chars; the setting allows 100,000)")
+                        help="the largest question (max_question_chars; the setting allows 16,000)")
     parser.add_argument("--reply-chars", type=int, default=settings.llm_max_tokens * 4,
-                        help="the largest reply (llm_max_tokens x 4; 131,072 at the setting's maximum)")
+                        help="the largest reply (llm_max_tokens x 4; 65,536 at the setting's maximum)")
     parser.add_argument("--random", type=int, default=20, help="random texts per size")
     parser.add_argument("--isolate", type=float, default=None, metavar="SECONDS",
                         help="run each case in a child process stopped after SECONDS (reported as over)")
