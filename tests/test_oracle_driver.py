@@ -18,6 +18,7 @@ in ``tests/oracle/test_oracle_fidelity.py``.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -30,6 +31,7 @@ from statements_helpers import ORACLE_URL
 from oracle_rag.chat import chat_sql
 from oracle_rag.config import load_settings
 from oracle_rag.engines import Filters, Scope, engine_sql
+from oracle_rag.engines.generations import INITIAL
 from oracle_rag.engines.oracle import OracleEngine, install_type_handlers, output_type_handler
 from oracle_rag.engines.records import lob_text, read_lob
 from oracle_rag.engines.statements import ClobBind
@@ -183,6 +185,9 @@ class _Result:
     def fetchall(self) -> list[tuple[Any, ...]]:
         return self._rows
 
+    def first(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
 
 class _Conn:
     """Answers APPROX with ``approx`` rows and EXACT with ``exact`` rows; records what was sent."""
@@ -191,8 +196,11 @@ class _Conn:
         self.sent: list[str] = []
         self.counts = {"APPROX": approx, "EXACT": exact}
 
-    def execute(self, clause: Any, binds: dict[str, Any]) -> _Result:
+    def execute(self, clause: Any, binds: dict[str, Any] | None = None) -> _Result:
         sql = str(clause)
+        if "RAG_MODEL_GENERATION" in sql:  # the search reads the active generation first
+            return _Result([dataclasses.astuple(INITIAL)])
+        assert binds is not None
         kind = "APPROX" if "FETCH APPROX FIRST" in sql else "EXACT"
         self.sent.append(kind)
         n = min(self.counts[kind], binds["k"])
