@@ -20,6 +20,7 @@ from typing import Any
 
 import openai
 import pytest
+import sqlalchemy as sa
 from chat_helpers import DEV_A, DEV_B, MANAGER, issue_tokens, task_chunks_of, visible_to
 from llm_server import Reply, ScriptedLLM
 
@@ -97,14 +98,19 @@ def test_extractive_answer_carries_scoped_citations_in_text_and_field(web) -> No
 
 
 def test_another_developers_task_never_reaches_the_answer(web) -> None:
+    # a question only the other developer's task answers: its symptom, which no other task tells
     other = task_chunks_of(web.rag, DEV_B)[0]
+    with web.rag.engine.connect() as conn:
+        description = conn.execute(sa.text("SELECT DESCRIPTION FROM TASK WHERE TASK_ID = :i"),
+                                   {"i": other.task_id}).scalar_one()
+    question = description.split(". ", 1)[0]
     completion = web.client(DEV_A).chat.completions.create(
-        model=MODEL_ID, messages=[{"role": "user", "content": other.title}])
+        model=MODEL_ID, messages=[{"role": "user", "content": question}])
     cited = {(c["source_type"], c["source_id"]) for c in extra(completion, "citations")}
     assert ("TASK", str(other.task_id)) not in cited
     assert f"[TASK #{other.task_id}]" not in completion.choices[0].message.content
     managed = web.client(MANAGER).chat.completions.create(
-        model=MODEL_ID, messages=[{"role": "user", "content": other.title}])
+        model=MODEL_ID, messages=[{"role": "user", "content": question}])
     assert ("TASK", str(other.task_id)) in {(c["source_type"], c["source_id"])
                                            for c in extra(managed, "citations")}
 
