@@ -7,6 +7,7 @@ run before anything is read.
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from oracle_rag.errors import ConfigurationError
 from oracle_rag.sources import SqlSource, bind_connection, load_sql_sources
 from oracle_rag.sources.connections import ConnectionResolver, bound_engine
 from oracle_rag.sources.durations import format_seconds, parse_duration
+from oracle_rag.sources.sql_meanings import MEANING_KEYS, MEANING_OPTIONS, MeaningOption
 from oracle_rag.sources.sql_query import check_query
 
 QUERY = "SELECT account_id AS id, notes AS content, account_name AS title, owner_id FROM accounts"
@@ -338,3 +340,36 @@ def test_rag_connection_is_the_products_own_engine(sqlite_engine) -> None:
     src = SqlSource("own", QUERY)
     assert src.connection == "rag"
     assert ConnectionResolver(sqlite_engine).engine_for(src.name, src.connection, None) is sqlite_engine
+
+
+MEANING_BASE = {"facet_columns": {"severity": "enum", "state": "enum", "due": "date"}}
+
+
+@pytest.mark.parametrize("option", MEANING_OPTIONS, ids=lambda o: o.key)
+def test_each_meaning_option_refuses_a_value_past_its_bounds_naming_its_key(option: MeaningOption) -> None:
+    """The schema's bounds are what the source enforces: one past the limit, and the wrong shape."""
+    too_many: object = [f"w{i}" for i in range(option.limit + 1)]
+    if option.shape.endswith("table"):
+        too_many = {f"k{i}": ["w"] for i in range(option.limit + 1)}
+    for value in (too_many, 42):
+        _refused(rf"sources\.t\.{option.key}", "t", QUERY, **MEANING_BASE, **{option.key: value})
+
+
+def test_meaning_options_within_bounds_are_read() -> None:
+    source = SqlSource("t", QUERY, **MEANING_BASE, words=["w"] * 64, person_facets=["owner_id"], lifecycle="State",
+                       done_values=["DONE"], due_facet="due", facet_cues={"Severity": ["sev"]},
+                       display=["severity", "owner_id"], value_words={"DONE": ["hecho"]}, nouns_es=["caso", "casos"],
+                       labels_es={"state": " estado "})
+    m = source.meanings
+    assert (m.lifecycle, m.done, m.due, m.display, m.labels_es) == (
+        "state", ("DONE",), "due", ("severity", "owner_id"), {"state": "estado"})
+    assert source.sql_meanings.cues == {"severity": ("sev",)}
+    assert m.nouns["es"] == ("caso", "casos") and m.words[-2:] == ("caso", "casos")
+
+
+def test_the_documented_meaning_options_are_the_schema() -> None:
+    """docs/sql-sources.md's table of meaning options lists the schema's keys, in its order."""
+    text = (Path(__file__).parent.parent / "docs" / "sql-sources.md").read_text()
+    table = text.split("| option | default | meaning |", 1)[1].split("\n\n", 1)[0]
+    keys = [key for row in table.strip().splitlines()[1:] for key in re.findall(r"`(\w+)`", row.split("|")[1])]
+    assert keys == list(MEANING_KEYS)

@@ -1,4 +1,4 @@
-"""The meaning options of a SQL-query source (issue 22): what its rows mean to questions.
+"""The meaning options of a SQL-query source: what its rows mean to questions.
 
 ``[sources.NAME]`` may declare, besides ``facet_columns``::
 
@@ -16,7 +16,8 @@
 Defaults: the person facet is the owner column (when the source declares
 facets); the due facet is the one date facet with "due" in its name; a
 facet's cue words are its label's words, with a plural. Everything is
-checked here, with a ConfigurationError naming the key.
+checked here against one declared schema (``MEANING_OPTIONS``: shape, bounds, what
+an option may name), with a ConfigurationError naming the key.
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ from ..errors import ConfigurationError
 from .facets import PERSON_CUES, Facet, check_facet_name
 from .meanings import Meanings, check_meanings
 
-MEANING_KEYS = ("words", "person_facets", "lifecycle", "done_values", "due_facet", "facet_cues", "display",
-                "value_words", "nouns_es", "labels_es")
 MAX_WORDS = 64
 
 
@@ -45,6 +44,66 @@ def _name(value: Any, key: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ConfigurationError(f"{key}: expected a facet (a column label)", key=key)
     return value.strip().lower()
+
+
+@dataclass(frozen=True)
+class MeaningOption:
+    """One meaning option of ``[sources.NAME]``: the shape of its value, its bounds, and what it may name.
+
+    ``read`` checks the shape alone; what the value names (a facet of this source, of a given kind) is
+    checked by :func:`sql_meanings`, against the facets the source declares."""
+
+    key: str
+    shape: str  # words | facet | facets | word_table | label_table
+    summary: str  # what it says, for the documentation
+    limit: int = MAX_WORDS  # at most this many words, facets or table entries
+    exact: int | None = None  # exactly this many words
+    facet_kind: str | None = None  # the facet it names must be of this kind ("an enum facet")
+    names_facets: bool = False  # a list or table naming facets of this source
+    fold_keys: bool = False  # table keys are facets (lowercased)
+
+    def read(self, value: Any, key: str) -> Any:
+        if self.shape == "words":
+            words = _word_list(value, key, limit=self.limit)
+            if self.exact is not None and len(words) != self.exact:
+                raise ConfigurationError(f"{key}: expected [singular, plural]", key=key)
+            return words
+        if self.shape == "facet":
+            return _name(value, key)
+        if self.shape == "facets":
+            return tuple(_name(p, key) for p in _word_list(value, key, limit=self.limit))
+        if not isinstance(value, Mapping) or not value or len(value) > self.limit:
+            expected = "facet = [words]" if self.fold_keys else "VALUE = [words]"
+            if self.shape == "label_table":
+                expected = 'facet = "label"'
+            raise ConfigurationError(f"{key}: expected a table of {expected}", key=key)
+        if self.shape == "word_table":
+            return {(str(k).lower() if self.fold_keys else str(k)): _word_list(v, f"{key}.{k}")
+                    for k, v in value.items()}
+        labels = {}
+        for facet, label in value.items():
+            if not isinstance(label, str) or not 0 < len(label.strip()) <= 60:
+                raise ConfigurationError(f"{key}.{facet}: expected a label (1-60 characters)", key=key)
+            labels[str(facet).lower()] = label.strip()
+        return labels
+
+
+# The schema of the meaning options, in the order docs/sql-sources.md lists them (a test compares the two).
+MEANING_OPTIONS: tuple[MeaningOption, ...] = (
+    MeaningOption("words", "words", "record words beyond its name's (tickets -> ticket/tickets)"),
+    MeaningOption("person_facets", "facets", "columns holding employee ids; the first is \"my\"", limit=8),
+    MeaningOption("lifecycle", "facet", "the enum facet that is the record's state", facet_kind="enum"),
+    MeaningOption("done_values", "words", "its values meaning finished"),
+    MeaningOption("due_facet", "facet", "the date \"overdue\" and \"due this week\" use", facet_kind="date"),
+    MeaningOption("facet_cues", "word_table", "more words naming a facet", names_facets=True, fold_keys=True),
+    MeaningOption("display", "facets", "facets a list shows per record", names_facets=True),
+    MeaningOption("value_words", "word_table", "other words for its values", limit=256),
+    MeaningOption("nouns_es", "words", "how Spanish answers name one and several records", limit=2, exact=2),
+    MeaningOption("labels_es", "label_table", "a facet's label in Spanish answers", names_facets=True),
+)
+MEANING_KEYS = tuple(o.key for o in MEANING_OPTIONS)
+_BY_KEY = {o.key: o for o in MEANING_OPTIONS}
+_ARTICLE = {"enum": "an enum", "date": "a date"}
 
 
 def record_nouns(name: str) -> tuple[str, str]:
@@ -80,109 +139,71 @@ class SqlMeanings:
         return list(self.person_columns)
 
 
+def read_meaning_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The declared meaning options of source ``name``, each checked against its shape in the schema."""
+    prefix = f"sources.{name}"
+    return {o.key: o.read(options[o.key], f"{prefix}.{o.key}") for o in MEANING_OPTIONS
+            if options.get(o.key) is not None}
+
+
 def sql_meanings(name: str, options: Mapping[str, Any], facet_columns: Mapping[str, str],
                  owner_column: str | None) -> SqlMeanings:
     prefix = f"sources.{name}"
     kinds = {label.lower(): kind for label, kind in facet_columns.items()}
-    declared = any(options.get(k) is not None for k in MEANING_KEYS)
-    if options.get("person_facets") is not None:
-        people = tuple(_name(p, f"{prefix}.person_facets") for p in
-                       _word_list(options["person_facets"], f"{prefix}.person_facets", limit=8))
-    elif owner_column is not None and (facet_columns or declared):
+    given = read_meaning_options(name, options)
+    people: tuple[str, ...] = given.get("person_facets", ())
+    if "person_facets" not in given and owner_column is not None and (facet_columns or given):
         people = (owner_column.lower(),)
-    else:
-        people = ()
+    _check_people(prefix, people, kinds)
+    facets = {**kinds, **{p: "ref" for p in people}}
+    for key, value in given.items():
+        _check_names(prefix, _BY_KEY[key], value, kinds, facets)
+    lifecycle = given.get("lifecycle")
+    if "done_values" in given and lifecycle is None:
+        raise ConfigurationError(f"{prefix}.done_values: needs lifecycle (the facet the values belong to)",
+                                 key=f"{prefix}.done_values")
+    due = given.get("due_facet")
+    if due is None:
+        named_due = [d for d, kind in kinds.items() if kind == "date" and "due" in d.split("_")]
+        due = named_due[0] if len(named_due) == 1 else None
+    words = given.get("words", ())
+    singular, plural = record_nouns(name)
+    nouns_es = given.get("nouns_es", (singular, plural))
+    if "nouns_es" in given:
+        words = tuple(dict.fromkeys([*words, *nouns_es]))
+    meanings = Meanings(nouns={"en": (singular, plural), "es": nouns_es}, words=words,
+                        mine=people[0] if people else None, lifecycle=lifecycle, done=given.get("done_values", ()),
+                        due=due, display=given.get("display", ()), anchor=name.upper(), id_prefix=f"{name}#",
+                        value_words=given.get("value_words", {}), labels_es=given.get("labels_es", {}))
+    return SqlMeanings(people, meanings, given.get("facet_cues", {}))
+
+
+def _check_people(prefix: str, people: tuple[str, ...], kinds: Mapping[str, str]) -> None:
+    key = f"{prefix}.person_facets"
     for person in people:
         try:
             check_facet_name(person)
         except ConfigurationError:
-            raise ConfigurationError(f"{prefix}.person_facets: {person!r} cannot be a facet name (letters, digits "
-                                     f"and _); alias the column in the query", key=f"{prefix}.person_facets") from None
+            raise ConfigurationError(f"{key}: {person!r} cannot be a facet name (letters, digits "
+                                     f"and _); alias the column in the query", key=key) from None
         if person in kinds:
-            raise ConfigurationError(f"{prefix}.person_facets: {person!r} is also in facet_columns; a person "
-                                     f"facet holds employee ids, name it in one place", key=f"{prefix}.person_facets")
+            raise ConfigurationError(f"{key}: {person!r} is also in facet_columns; a person "
+                                     f"facet holds employee ids, name it in one place", key=key)
     if len(set(people)) != len(people):
-        raise ConfigurationError(f"{prefix}.person_facets: a column is named twice", key=f"{prefix}.person_facets")
-    facets = {**kinds, **{p: "ref" for p in people}}
+        raise ConfigurationError(f"{key}: a column is named twice", key=key)
 
-    lifecycle = None
-    if options.get("lifecycle") is not None:
-        lifecycle = _name(options["lifecycle"], f"{prefix}.lifecycle")
-        if kinds.get(lifecycle) != "enum":
-            raise ConfigurationError(f"{prefix}.lifecycle: {lifecycle!r} is not an enum facet of facet_columns",
-                                     key=f"{prefix}.lifecycle")
-    done: tuple[str, ...] = ()
-    if options.get("done_values") is not None:
-        done = _word_list(options["done_values"], f"{prefix}.done_values")
-        if lifecycle is None:
-            raise ConfigurationError(f"{prefix}.done_values: needs lifecycle (the facet the values belong to)",
-                                     key=f"{prefix}.done_values")
-    dates = [label for label, kind in kinds.items() if kind == "date"]
-    due = None
-    if options.get("due_facet") is not None:
-        due = _name(options["due_facet"], f"{prefix}.due_facet")
-        if kinds.get(due) != "date":
-            raise ConfigurationError(f"{prefix}.due_facet: {due!r} is not a date facet of facet_columns",
-                                     key=f"{prefix}.due_facet")
-    else:
-        named_due = [d for d in dates if "due" in d.split("_")]
-        due = named_due[0] if len(named_due) == 1 else None
 
-    cues: dict[str, tuple[str, ...]] = {}
-    raw_cues = options.get("facet_cues")
-    if raw_cues is not None:
-        if not isinstance(raw_cues, Mapping) or not raw_cues:
-            raise ConfigurationError(f"{prefix}.facet_cues: expected a table of facet = [words]",
-                                     key=f"{prefix}.facet_cues")
-        for facet, items in raw_cues.items():
-            folded = str(facet).lower()
-            if folded not in facets:
-                raise ConfigurationError(f"{prefix}.facet_cues: {facet!r} is not a facet of this source",
-                                         key=f"{prefix}.facet_cues")
-            cues[folded] = _word_list(items, f"{prefix}.facet_cues.{facet}")
-    display: tuple[str, ...] = ()
-    if options.get("display") is not None:
-        display = tuple(_name(d, f"{prefix}.display") for d in _word_list(options["display"], f"{prefix}.display"))
-        unknown = [d for d in display if d not in facets]
+def _check_names(prefix: str, option: MeaningOption, value: Any, kinds: Mapping[str, str],
+                 facets: Mapping[str, str]) -> None:
+    """What an option names exists: a facet of the declared kind, or facets of this source."""
+    key = f"{prefix}.{option.key}"
+    if option.facet_kind is not None and kinds.get(value) != option.facet_kind:
+        raise ConfigurationError(f"{key}: {value!r} is not {_ARTICLE[option.facet_kind]} facet of facet_columns",
+                                 key=key)
+    if option.names_facets:
+        unknown = [n for n in value if n not in facets]
         if unknown:
-            raise ConfigurationError(f"{prefix}.display: {unknown[0]!r} is not a facet of this source",
-                                     key=f"{prefix}.display")
-    words = _word_list(options["words"], f"{prefix}.words") if options.get("words") is not None else ()
-    singular, plural = record_nouns(name)
-    nouns_es = (singular, plural)
-    if options.get("nouns_es") is not None:
-        given = _word_list(options["nouns_es"], f"{prefix}.nouns_es", limit=2)
-        if len(given) != 2:
-            raise ConfigurationError(f"{prefix}.nouns_es: expected [singular, plural]", key=f"{prefix}.nouns_es")
-        nouns_es = (given[0], given[1])
-        words = tuple(dict.fromkeys([*words, *given]))
-    value_words: dict[str, tuple[str, ...]] = {}
-    raw_values = options.get("value_words")
-    if raw_values is not None:
-        if not isinstance(raw_values, Mapping) or not raw_values or len(raw_values) > 256:
-            raise ConfigurationError(f"{prefix}.value_words: expected a table of VALUE = [words]",
-                                     key=f"{prefix}.value_words")
-        for value, items in raw_values.items():
-            value_words[str(value)] = _word_list(items, f"{prefix}.value_words.{value}")
-    labels_es: dict[str, str] = {}
-    raw_labels = options.get("labels_es")
-    if raw_labels is not None:
-        if not isinstance(raw_labels, Mapping) or not raw_labels:
-            raise ConfigurationError(f"{prefix}.labels_es: expected a table of facet = \"label\"",
-                                     key=f"{prefix}.labels_es")
-        for facet, label in raw_labels.items():
-            if str(facet).lower() not in facets:
-                raise ConfigurationError(f"{prefix}.labels_es: {facet!r} is not a facet of this source",
-                                         key=f"{prefix}.labels_es")
-            if not isinstance(label, str) or not 0 < len(label.strip()) <= 60:
-                raise ConfigurationError(f"{prefix}.labels_es.{facet}: expected a label (1-60 characters)",
-                                         key=f"{prefix}.labels_es")
-            labels_es[str(facet).lower()] = label.strip()
-    meanings = Meanings(nouns={"en": (singular, plural), "es": nouns_es}, words=words,
-                        mine=people[0] if people else None, lifecycle=lifecycle, done=done, due=due,
-                        display=display, anchor=name.upper(), id_prefix=f"{name}#", value_words=value_words,
-                        labels_es=labels_es)
-    return SqlMeanings(people, meanings, cues)
+            raise ConfigurationError(f"{key}: {unknown[0]!r} is not a facet of this source", key=key)
 
 
 def sql_facets(source: str, facet_columns: Mapping[str, str], meanings: SqlMeanings) -> tuple[Facet, ...]:
