@@ -40,6 +40,7 @@ QUICK: dict[str, list[str]] = {
     "qa": ["--tasks", "300", "--data-dir", ".oracle-rag/bench-qa-quick"],
     "qa_open": ["--data-dir", ".oracle-rag/bench-qa-open"],
     "relevance_floor": ["--data-dir", ".oracle-rag/bench-qa-open"],  # the help desk of qa_open
+    "checker": [],  # the labelled sentences over the help desk of qa_open
     "fusion_quality": [],
     "retrieval_latency": ["--sizes", "2000", "--queries", "10", "--rounds", "1", "--no-alternatives"],
     "retrieval_quality": [],

@@ -128,7 +128,9 @@ class FeedbackStore:
         if self.limit is not None:
             self.limit.take(caller_id)
         binds = {"message_id": message_id, "caller_id": int(caller_id)}
-        with self.engine.begin() as conn:
+        # Reads, then writes: on SQLite a deferred transaction's upgrade to a writer fails at once with
+        # SQLITE_BUSY when another writer (the audit thread) got there between; IMMEDIATE waits instead.
+        with self.engine.begin_exclusive() as conn:
             rated = conn.execute(self.engine.statement(q.RATED_ANSWER), binds).first()
             if rated is None:
                 raise NotFoundError("answer not found")

@@ -130,7 +130,7 @@ class Engine(ABC):
 
     @contextmanager
     def begin_exclusive(self) -> Iterator[sa.Connection]:
-        """A transaction for draining the queue (SQLite: BEGIN IMMEDIATE)."""
+        """A transaction that reads and then writes, draining the queue among them (SQLite: BEGIN IMMEDIATE)."""
         with self.begin() as conn:
             yield conn
 
