@@ -458,7 +458,6 @@ def build_model_proto(
     ``tokenizer_truncates=False`` drops the first, for the test that shows
     the second alone gives the same vectors.
     """
-    from onnx import TensorProto, helper
 
     g = GraphBuilder()
     add_constants(g)
@@ -471,9 +470,21 @@ def build_model_proto(
     normed = encoder_pooling(g, ids, types, mask, weights, "norm/normalised")  # [1, 384]
     g.node("Squeeze", [normed, "const/axes0"], OUTPUT_NAME)  # [384]
 
+    return augmented_model(g, "all_minilm_l6_v2_augmented", BUILD_FORMAT,
+                           "all-MiniLM-L6-v2 sentence embedding: one string in, float32[384] L2-normalised out",
+                           metadata)
+
+
+def augmented_model(g: GraphBuilder, name: str, build_format: str, doc: str,
+                    metadata: dict[str, str] | None) -> Any:
+    """The augmented form every model of ours ends in: one string in, float32[MODEL_DIM] out, the
+    custom-op domain of the in-graph tokenizer, ``build_format`` as producer version and ``metadata``
+    as (sorted) metadata properties."""
+    from onnx import TensorProto, helper
+
     graph = helper.make_graph(
         g.nodes,
-        "all_minilm_l6_v2_augmented",
+        name,
         [helper.make_tensor_value_info(INPUT_NAME, TensorProto.STRING, [1])],
         [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, [MODEL_DIM])],
         initializer=g.initializers,
@@ -482,12 +493,10 @@ def build_model_proto(
         graph,
         opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(CUSTOM_DOMAIN, 1)],
         producer_name="oracle-rag",
-        producer_version=BUILD_FORMAT,
+        producer_version=build_format,
         ir_version=IR_VERSION,
     )
-    model.doc_string = (
-        "all-MiniLM-L6-v2 sentence embedding: one string in, float32[384] L2-normalised out"
-    )
+    model.doc_string = doc
     for key, value in sorted((metadata or {}).items()):
         entry = model.metadata_props.add()
         entry.key = key

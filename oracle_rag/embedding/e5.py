@@ -50,15 +50,14 @@ from . import e5_source
 from .build import (
     CUSTOM_DOMAIN,
     INPUT_NAME,
-    IR_VERSION,
     MODEL_DIM,
-    OPSET,
     OUTPUT_NAME,
     GraphBuilder,
     ProgressCallback,
     add_constants,
     atomic_write,
     attention_mask_bias,
+    augmented_model,
     encoder_layer,
     mean_pool_normalise,
 )
@@ -223,29 +222,11 @@ def build_model_proto(src: e5_source.E5Source, *, metadata: dict[str, str] | Non
                   value=helper.make_tensor("one", TensorProto.INT64, [1], [1]))
     normed = encoder_pooling(g, source_weights(src), ids, mask, "norm/normalised")
     g.node("Squeeze", [normed, "const/axes0"], OUTPUT_NAME)
-    graph = helper.make_graph(
-        g.nodes,
-        "multilingual_e5_small_augmented",
-        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.STRING, [1])],
-        [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, [MODEL_DIM])],
-        initializer=g.initializers,
-    )
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(CUSTOM_DOMAIN, 1)],
-        producer_name="oracle-rag",
-        producer_version=BUILD_FORMAT,
-        ir_version=IR_VERSION,
-    )
-    model.doc_string = (
+    return augmented_model(
+        g, "multilingual_e5_small_augmented", BUILD_FORMAT,
         "multilingual-e5-small sentence embedding: one string in (prefixed 'query: ' or "
-        "'passage: ' by the caller), float32[384] L2-normalised out"
-    )
-    for key, value in sorted((metadata or {}).items()):
-        entry = model.metadata_props.add()
-        entry.key = key
-        entry.value = value
-    return model
+        "'passage: ' by the caller), float32[384] L2-normalised out",
+        metadata)
 
 
 def build_model(out_path: Path, *, progress: ProgressCallback | None = None) -> Path:
