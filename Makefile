@@ -19,7 +19,7 @@ UV := uv==0.13.9
 # pip itself is pinned too: constraints.txt cannot pin the installer that reads it.
 PIP := pip==26.3
 
-.PHONY: demo test lint bench lock clean e5
+.PHONY: demo test lint bench lock clean e5 layers
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -35,6 +35,10 @@ e5: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/oracle-rag demo
+
+# The package's layers and the imports between them (docs/architecture.md shows this).
+layers: $(STAMP)
+	$(BIN)/python tests/architecture_helpers.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check oracle_rag tests bench

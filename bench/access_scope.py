@@ -47,13 +47,13 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "access_scope.json"
 sys.path.insert(0, str(ROOT))
 
-from oracle_rag.answers import answers_sql  # noqa: E402
-from oracle_rag.bm25 import analyze_record  # noqa: E402
-from oracle_rag.caller import Caller  # noqa: E402
+from oracle_rag.answering.structured import answers_sql  # noqa: E402
+from oracle_rag.callers.caller import Caller  # noqa: E402
 from oracle_rag.config import load_settings  # noqa: E402
 from oracle_rag.engines import engine_sql  # noqa: E402
 from oracle_rag.engines.statements import Sql  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402
+from oracle_rag.text.bm25 import analyze_record  # noqa: E402
 
 DIM = 384
 OWNERS = 500

@@ -95,7 +95,7 @@ ADMIN = 1
 
 
 def prepare(data_dir: Path, tasks: int) -> str:
-    from oracle_rag.auth import create_token
+    from oracle_rag.callers.tokens import create_token
     from oracle_rag.config import load_settings
     from oracle_rag.demo.seed import seed
     from oracle_rag.system import RagSystem

@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 import sqlalchemy as sa  # noqa: E402
 
-from oracle_rag.access import load_caller  # noqa: E402
-from oracle_rag.aggregate import AggregateResult, AggregateService  # noqa: E402
-from oracle_rag.chat import LLMClient  # noqa: E402
+from oracle_rag.answering.aggregate import AggregateResult, AggregateService  # noqa: E402
+from oracle_rag.answering.chat import LLMClient  # noqa: E402
+from oracle_rag.callers.access import load_caller  # noqa: E402
 from oracle_rag.config import load_settings  # noqa: E402
 from oracle_rag.errors import RagError  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402

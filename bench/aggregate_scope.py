@@ -40,9 +40,9 @@ sys.path.insert(0, str(ROOT))
 
 import sqlean  # noqa: E402
 
-from oracle_rag.aggregate import AggregateService  # noqa: E402
-from oracle_rag.aggregate.catalog import Catalog, Column, View  # noqa: E402
-from oracle_rag.caller import Caller  # noqa: E402
+from oracle_rag.answering.aggregate import AggregateService  # noqa: E402
+from oracle_rag.answering.aggregate.catalog import Catalog, Column, View  # noqa: E402
+from oracle_rag.callers.caller import Caller  # noqa: E402
 from oracle_rag.config import load_settings  # noqa: E402
 from oracle_rag.engines.guarded_scope_sql import guarded_caller  # noqa: E402
 from oracle_rag.engines.scope_sql import scope_predicate  # noqa: E402

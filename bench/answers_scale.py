@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT))
 import qa_tickets  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
-from oracle_rag.access import load_caller  # noqa: E402
-from oracle_rag.chat import Chat  # noqa: E402
+from oracle_rag.answering.chat import Chat  # noqa: E402
+from oracle_rag.callers.access import load_caller  # noqa: E402
 from oracle_rag.config import load_settings  # noqa: E402
 from oracle_rag.demo.seed import seed  # noqa: E402
 from oracle_rag.sources import SqlSource  # noqa: E402

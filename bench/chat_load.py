@@ -66,7 +66,7 @@ QUESTIONS = [
 
 def prepare(data_dir: Path, tasks: int, clients: int) -> list[str]:
     """Model, schema, seeded and indexed data; returns one token per client."""
-    from oracle_rag.auth import create_token
+    from oracle_rag.callers.tokens import create_token
     from oracle_rag.config import load_settings
     from oracle_rag.demo.seed import seed
     from oracle_rag.embedding import ensure_model

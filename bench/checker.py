@@ -5,7 +5,7 @@
 names: paraphrases, Spanish sentences, Spanish sentences about English records, and the ways a
 model goes wrong (a true claim cited to another record, a claim about a topic the record does not
 mention, a swapped number, a swapped person, a negation). Each sentence is checked the way an
-answer's sentence is (``oracle_rag.chat.checking.check_sentence``), against evidence holding the
+answer's sentence is (``oracle_rag.answering.chat.checking.check_sentence``), against evidence holding the
 records it names as the model would have read them (their indexed text, their facets), with the
 deployment's embedding model in this process.
 
@@ -15,7 +15,7 @@ for all sentences and for the held-out ones (whose first named record's id is a 
 used to choose the thresholds), per kind, and the baseline measured in the same run: the checker
 without claims (numbers, anchors and facet values, as it was).
 
-``--tune`` searches the thresholds of ``oracle_rag.chat.support`` on the sentences that are not held
+``--tune`` searches the thresholds of ``oracle_rag.answering.chat.support`` on the sentences that are not held
 out and prints the best (precision >= 0.95 first, then recall); the product's values are set by hand
 from it.
 
@@ -51,11 +51,16 @@ sys.path.insert(0, str(ROOT / "bench"))
 import qa_open  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
-from oracle_rag.answers.vocabulary import build_vocabulary  # noqa: E402
-from oracle_rag.chat import Chat  # noqa: E402
-from oracle_rag.chat import support as support_module  # noqa: E402
-from oracle_rag.chat.checking import SentenceChecker, check_sentence, check_text, evidence_from  # noqa: E402
-from oracle_rag.chat.evidence import anchor_key  # noqa: E402
+from oracle_rag.answering.chat import Chat  # noqa: E402
+from oracle_rag.answering.chat import support as support_module  # noqa: E402
+from oracle_rag.answering.chat.checking import (  # noqa: E402
+    SentenceChecker,
+    check_sentence,
+    check_text,
+    evidence_from,
+)
+from oracle_rag.answering.chat.evidence import anchor_key  # noqa: E402
+from oracle_rag.answering.structured.vocabulary import build_vocabulary  # noqa: E402
 from oracle_rag.demo.seed import generate  # noqa: E402
 from oracle_rag.sources.meanings import Declaration  # noqa: E402
 from oracle_rag.sources.reference import TaskSource, render_task  # noqa: E402

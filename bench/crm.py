@@ -394,8 +394,8 @@ def ids_shown(answer: str, names: dict[int, str]) -> list[int]:
 
 def ask_all(rag: Any, world: World) -> list[dict[str, Any]]:
     """Ask every question (no model: the structured or extractive answer) and score it."""
-    from oracle_rag.access import load_caller
-    from oracle_rag.chat import Chat
+    from oracle_rag.answering.chat import Chat
+    from oracle_rag.callers.access import load_caller
 
     chat = Chat(rag, None, today=lambda: TODAY)
     out = []

@@ -47,11 +47,11 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "embedding_models.json"
 sys.path.insert(0, str(ROOT))
 
-from oracle_rag.chunking import ChunkPlan  # noqa: E402
 from oracle_rag.config import load_settings  # noqa: E402
 from oracle_rag.embedding import EmbeddingRuntime, ensure_model  # noqa: E402
 from oracle_rag.embedding.catalog import E5_SMALL, MINILM, EmbeddingModel  # noqa: E402
 from oracle_rag.evaluation import load_dataset, ndcg_at_k, recall_at_k  # noqa: E402
+from oracle_rag.text.chunking import ChunkPlan  # noqa: E402
 
 CRANFIELD = ROOT / "bench" / "data" / "cranfield"
 CROSSLANG = ROOT / "bench" / "data" / "crosslang"

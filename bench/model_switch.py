@@ -113,7 +113,7 @@ class Client:
 
 def cross_language(rag: Any) -> dict[str, int | None]:
     """For each Spanish question, the rank (1-based, top 50) of the first English task it is about."""
-    from oracle_rag.caller import Caller
+    from oracle_rag.callers.caller import Caller
 
     out: dict[str, int | None] = {}
     retriever = rag.retriever()
@@ -124,7 +124,7 @@ def cross_language(rag: Any) -> dict[str, int | None]:
 
 
 def search_seconds(rag: Any, question: str) -> float:
-    from oracle_rag.caller import Caller
+    from oracle_rag.callers.caller import Caller
 
     started = time.perf_counter()
     found = rag.retriever().search(question, top_k=8, caller=Caller(3, "manager"))
@@ -152,9 +152,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON result")
     args = parser.parse_args()
 
-    from oracle_rag import model_switch
     from oracle_rag.config import load_settings
     from oracle_rag.embedding import catalog, ensure_model
+    from oracle_rag.indexing import model_switch
     from oracle_rag.system import RagSystem
 
     e5 = catalog.get(TARGET)

@@ -72,9 +72,9 @@ sys.path.insert(0, str(ROOT))
 import qa_tickets  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
-from oracle_rag.access import load_caller  # noqa: E402
-from oracle_rag.chat import Chat, LLMClient  # noqa: E402
-from oracle_rag.chat.answer import UNCHECKED  # noqa: E402
+from oracle_rag.answering.chat import Chat, LLMClient  # noqa: E402
+from oracle_rag.answering.chat.answer import UNCHECKED  # noqa: E402
+from oracle_rag.callers.access import load_caller  # noqa: E402
 from oracle_rag.config import load_settings  # noqa: E402
 from oracle_rag.demo.seed import seed  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402
@@ -174,7 +174,7 @@ _ANCHOR = re.compile(r"\b([A-Za-z][A-Za-z0-9_.\-]*)\s*#\s*(\w+)")
 
 def audit(text: str, computed: str, cited_text: str) -> tuple[int, int]:
     """(numbers, anchors) in the model's part of ``text`` found in neither the computed part nor the cited
-    records: a check that does not share code with oracle_rag.chat.checking."""
+    records: a check that does not share code with oracle_rag.answering.chat.checking."""
     prose = text[len(computed):] if computed and text.startswith(computed) else text
     prose = prose.split(UNCHECKED, 1)[0]  # what follows is the extractive answer: records quoted as stored
     prose = re.sub(r"(?m)^[ \t]*\d{1,3}[.)][ \t]+", "", prose)  # "3. [TASK #9] ...": a list's marker, not a number

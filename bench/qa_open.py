@@ -52,13 +52,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 import helpdesk  # noqa: E402
 from qa import fold, percentile  # noqa: E402
 
-from oracle_rag.access import directory_for  # noqa: E402
-from oracle_rag.chat import Chat, LLMClient  # noqa: E402
-from oracle_rag.chat.answer import NOTHING_FOUND, UNCHECKED  # noqa: E402
-from oracle_rag.chat.citations import snippet  # noqa: E402
+from oracle_rag.answering.chat import Chat, LLMClient  # noqa: E402
+from oracle_rag.answering.chat.answer import NOTHING_FOUND, UNCHECKED  # noqa: E402
+from oracle_rag.answering.chat.citations import snippet  # noqa: E402
+from oracle_rag.callers.access import directory_for  # noqa: E402
 from oracle_rag.config import load_settings  # noqa: E402
 from oracle_rag.errors import LLMError  # noqa: E402
-from oracle_rag.retriever import Retriever  # noqa: E402
+from oracle_rag.search.retriever import Retriever  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402
 
 ASKER = 2  # Ana Pérez, a lead: sees every ticket (the access rules are not what this bench measures)

@@ -1,4 +1,4 @@
-"""The relevance floor of ``oracle_rag/answers/relevance.py``, measured on the help desk's open questions.
+"""The relevance floor of ``oracle_rag/answering/structured/relevance.py``, measured on the help desk's open questions.
 
 For each question of ``bench/data/helpdesk/questions.json``: the topic the product searches with (the
 question understood), the first ``EVIDENCE_DEPTH`` records hybrid retrieval returns for it, and the best
@@ -34,10 +34,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import qa_open  # noqa: E402
 
-from oracle_rag.access import directory_for  # noqa: E402
-from oracle_rag.answers import relevance  # noqa: E402
-from oracle_rag.chat import Chat  # noqa: E402
-from oracle_rag.retriever import Retriever  # noqa: E402
+from oracle_rag.answering.chat import Chat  # noqa: E402
+from oracle_rag.answering.structured import relevance  # noqa: E402
+from oracle_rag.callers.access import directory_for  # noqa: E402
+from oracle_rag.search.retriever import Retriever  # noqa: E402
 
 FLOORS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 RESULTS = ROOT / "bench" / "results" / "relevance_floor.json"

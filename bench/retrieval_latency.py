@@ -65,17 +65,17 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "retrieval_latency.json"
 sys.path.insert(0, str(ROOT))
 
-from oracle_rag.bm25 import analyze_record  # noqa: E402
-from oracle_rag.caller import Caller  # noqa: E402
+from oracle_rag.callers.caller import Caller  # noqa: E402
 from oracle_rag.config import Settings, load_settings  # noqa: E402
 from oracle_rag.engines import Filters, Hit, engine_sql  # noqa: E402
 from oracle_rag.engines.generations import INITIAL, render  # noqa: E402
 from oracle_rag.engines.records import hits, search_binds  # noqa: E402
 from oracle_rag.engines.statements import stmt  # noqa: E402
+from oracle_rag.text.bm25 import analyze_record  # noqa: E402
 
 # As the engine sends it for the generation of a fresh database (MiniLM in slot 1).
 _PRODUCT_SEMANTIC = render(engine_sql.SEMANTIC_SEARCH.sqlite or "", INITIAL, "sqlite")
-from oracle_rag.retriever import hybrid, rrf, semantic_leg_filters  # noqa: E402
+from oracle_rag.search.retriever import hybrid, rrf, semantic_leg_filters  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402
 
 DIM = 384

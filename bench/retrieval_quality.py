@@ -61,7 +61,7 @@ from oracle_rag.evaluation import (  # noqa: E402
     run_eval,
     score_runs,
 )
-from oracle_rag.retriever import MAX_K, rrf, semantic_leg_filters  # noqa: E402
+from oracle_rag.search.retriever import MAX_K, rrf, semantic_leg_filters  # noqa: E402
 
 MODES = ("semantic", "keyword", "hybrid")
 # SOURCE.md table rows -> our modes.

@@ -112,7 +112,8 @@ def run(rows: int, changed_pct: float, full_sample: int, threads: int, work: Pat
 
     from oracle_rag.config import load_settings
     from oracle_rag.embedding import EmbeddingRuntime, ensure_model
-    from oracle_rag.sources import SourceRefresher, SqlSource, bind_connection
+    from oracle_rag.indexing.refresh import SourceRefresher
+    from oracle_rag.sources import SqlSource, bind_connection
     from oracle_rag.system import RagSystem
 
     db = work / "crm.db"

@@ -45,15 +45,15 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "text_fuzz.json"
 sys.path.insert(0, str(ROOT))
 
-from oracle_rag.answers.understanding import QueryParser  # noqa: E402
-from oracle_rag.answers.vocabulary import build_vocabulary  # noqa: E402
-from oracle_rag.chat.checking import SentenceChecker, evidence_from  # noqa: E402
-from oracle_rag.chat.mentions import RecordWords, redact_stream  # noqa: E402
-from oracle_rag.chat.prompt import neutralise  # noqa: E402
-from oracle_rag.chat.router import looks_aggregate  # noqa: E402
+from oracle_rag.answering.chat.checking import SentenceChecker, evidence_from  # noqa: E402
+from oracle_rag.answering.chat.mentions import RecordWords, redact_stream  # noqa: E402
+from oracle_rag.answering.chat.prompt import neutralise  # noqa: E402
+from oracle_rag.answering.chat.router import looks_aggregate  # noqa: E402
+from oracle_rag.answering.structured.understanding import QueryParser  # noqa: E402
+from oracle_rag.answering.structured.vocabulary import build_vocabulary  # noqa: E402
 from oracle_rag.config import Settings  # noqa: E402
 from oracle_rag.errors import InputError  # noqa: E402
-from oracle_rag.retriever import clean_query  # noqa: E402
+from oracle_rag.search.retriever import clean_query  # noqa: E402
 from oracle_rag.sources.meanings import Declaration  # noqa: E402
 from oracle_rag.sources.reference import TaskSource  # noqa: E402
 

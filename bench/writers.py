@@ -73,9 +73,9 @@ class Writer(threading.Thread):
     def run(self) -> None:
         import sqlalchemy as sa
 
-        from oracle_rag.auth import create_token
-        from oracle_rag.chat.conversations import ConversationStore, new_conversation_id
-        from oracle_rag.queue import enqueue
+        from oracle_rag.answering.chat.conversations import ConversationStore, new_conversation_id
+        from oracle_rag.callers.tokens import create_token
+        from oracle_rag.indexing.queue import enqueue
 
         store = ConversationStore(self.rag.engine)
         conversation = new_conversation_id()

@@ -8,8 +8,8 @@ chat.
 
 from __future__ import annotations
 
-from .errors import RagError
-from .system import RagSystem, connect
+from oracle_rag.errors import RagError
+from oracle_rag.system import RagSystem, connect
 
 __version__ = "0.1.0"
 __all__ = ["RagError", "RagSystem", "__version__", "connect"]

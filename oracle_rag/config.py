@@ -22,9 +22,9 @@ from types import UnionType
 from typing import Any, get_args, get_type_hints
 from urllib.parse import urlsplit
 
-from .errors import ConfigurationError
-from .hosts import allowed_hosts_problem
-from .urlsafety import check_url
+from oracle_rag.errors import ConfigurationError
+from oracle_rag.hosts import allowed_hosts_problem
+from oracle_rag.urlsafety import check_url
 
 ENV_PREFIX = "ORACLE_RAG_"
 _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_$#]{0,122}$")

@@ -19,10 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import ConfigurationError
+from oracle_rag.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from .config import Settings
+    from oracle_rag.config import Settings
 
 _HOW = "set ORACLE_RAG_DATA_DIR (or data_dir in the config file) to a writable directory"
 

@@ -6,10 +6,10 @@
 nDCG@10 and Recall@100 for the three retrieval modes.
 
 Why it goes through the product rather than a side path: the documents are
-indexed by the same :class:`~oracle_rag.indexer.Indexer` and
-:class:`~oracle_rag.worker.Worker` that index tasks (a :class:`DocumentSource`
+indexed by the same :class:`~oracle_rag.indexing.indexer.Indexer` and
+:class:`~oracle_rag.indexing.worker.Worker` that index tasks (a :class:`DocumentSource`
 backed by the loaded corpus; enqueue all, then ``Worker.drain()``), embedded
-inside the database, and searched by :class:`~oracle_rag.retriever.Retriever`
+inside the database, and searched by :class:`~oracle_rag.search.retriever.Retriever`
 as a developer (the least privileged role) under the real scope predicate.
 A number printed here is therefore a number about the product, and the
 semantic score doubles as an end-to-end exactness check against an
@@ -58,15 +58,15 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .caller import Caller
-from .config import Settings
-from .embedding import ensure_model
-from .engines import Filters
-from .errors import EmbeddingError, InputError
-from .retriever import MODES
-from .sources import Document, Source
-from .system import RagSystem
-from .worker import BatchResult
+from oracle_rag.callers.caller import Caller
+from oracle_rag.config import Settings
+from oracle_rag.embedding import ensure_model
+from oracle_rag.engines import Filters
+from oracle_rag.errors import EmbeddingError, InputError
+from oracle_rag.indexing.worker import BatchResult
+from oracle_rag.search.retriever import MODES
+from oracle_rag.sources import Document, Source
+from oracle_rag.system import RagSystem
 
 log = logging.getLogger("oracle_rag.evaluation")
 

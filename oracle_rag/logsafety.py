@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import re
 
-from .urlsafety import redact_url
+from oracle_rag.urlsafety import redact_url
 
 # A URL, or (first alternative, kept as written) a whole run of scheme characters that no "://" follows:
 # read in one step, so a long run ("a+a+a+...") is not rescanned from each of its word starts.

@@ -28,10 +28,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from .chunking import ChunkPlan
-from .engines import Engine, Sql
-from .errors import MigrationError, wrap_driver_error
-from .record_writes import plan_of
+from oracle_rag.engines import Engine, Sql
+from oracle_rag.errors import MigrationError, wrap_driver_error
+from oracle_rag.text.chunking import ChunkPlan, plan_of
 
 _FILE = re.compile(r"^V(\d+)__([A-Za-z0-9_]+)\.sql$")
 _REPLACES = re.compile(r"^--\s*replaces checksum:\s*([0-9a-f]{64})\s*$", re.MULTILINE)

@@ -5,24 +5,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .access import access_status
-from .answers.facet_indexes import ensure_facet_indexes
-from .audit import flush_audit
-from .backfill import BackfillReport, Progress, backfill
-from .config import Settings, load_settings
-from .engines import Engine, create_engine
-from .indexer import Indexer
-from .migrations import MigrationReport, migrate_all
-from .model_switch import switch_progress
-from .people import PeopleDirectory, people_for, people_status
-from .queue import enqueue
-from .retriever import Retriever
-from .sources import Source, SourceRegistry
-from .sources.meanings import Declaration
-from .sources.reference import ReferenceRegistry
-from .sources.refresh import SourceRefresher
-from .sources.sql_query import SqlSource, load_sql_sources
-from .worker import Worker
+from oracle_rag.answering.structured.facet_indexes import ensure_facet_indexes
+from oracle_rag.callers.access import access_status
+from oracle_rag.callers.audit import flush_audit
+from oracle_rag.callers.people import PeopleDirectory, people_for, people_status
+from oracle_rag.config import Settings, load_settings
+from oracle_rag.engines import Engine, create_engine
+from oracle_rag.indexing.backfill import BackfillReport, Progress, backfill
+from oracle_rag.indexing.indexer import Indexer
+from oracle_rag.indexing.model_switch import switch_progress
+from oracle_rag.indexing.queue import enqueue
+from oracle_rag.indexing.refresh import SourceRefresher
+from oracle_rag.indexing.worker import Worker
+from oracle_rag.migrations import MigrationReport, migrate_all
+from oracle_rag.search.retriever import Retriever
+from oracle_rag.sources import Source, SourceRegistry
+from oracle_rag.sources.meanings import Declaration
+from oracle_rag.sources.reference import ReferenceRegistry
+from oracle_rag.sources.sql_query import SqlSource, load_sql_sources
 
 
 class RagSystem:
@@ -53,7 +53,7 @@ class RagSystem:
         return [s.declaration() for s in self.sources] + [s.declaration() for s in self.sql_source_definitions()]
 
     def ensure_facet_indexes(self, progress: Callable[[str], None] | None = None) -> list[str]:
-        """One index per declared facet for the structured answers' predicates (answers/facet_indexes.py)."""
+        """One index per declared facet for the structured answers' predicates (answering/structured/facet_indexes.py)."""
         if not self.engine.indexes_facets:
             return []
         names = ensure_facet_indexes(self.engine, self.declarations())
@@ -74,7 +74,7 @@ class RagSystem:
         """The SQL-query sources of ``settings.sources`` (a cached ``SourceRefresher``).
 
         ``serve`` and ``worker`` refresh them in the background
-        (:mod:`oracle_rag.services`); else call ``.refresh_due()``
+        (:mod:`oracle_rag.background`); else call ``.refresh_due()``
         periodically, and ``.sync()`` reads every source now; see
         docs/sql-sources.md.
         """
@@ -113,7 +113,7 @@ class RagSystem:
             "access_hidden_errors": {name: failures[name] for name in sorted(failures)},
             "access": access_status(self.engine),
             "people": people_status(self.engine),
-            # A model switch under way (model_switch.py): how many chunks the new generation has.
+            # A model switch under way (indexing/model_switch.py): how many chunks the new generation has.
             "model_switch": switch_progress(self.engine),
         }
 

@@ -39,7 +39,7 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from .errors import ConfigurationError
+from oracle_rag.errors import ConfigurationError
 
 log = logging.getLogger("oracle_rag.tracing")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-from .errors import ConfigurationError
+from oracle_rag.errors import ConfigurationError
 
 _SECRET_KEYS = (
     "password",

@@ -23,13 +23,14 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import strategies as st
 
-from oracle_rag.answers import answers_sql
-from oracle_rag.caller import Caller
-from oracle_rag.chat.chunks import chunk_detail
+from oracle_rag.answering.chat.chunks import chunk_detail
+from oracle_rag.answering.structured import answers_sql
+from oracle_rag.callers.caller import Caller
 from oracle_rag.errors import NotFoundError
-from oracle_rag.record_writes import plan_of, record_write, write_records
+from oracle_rag.indexing.record_writes import record_write, write_records
 from oracle_rag.sources.access import AccessPolicy, record_access
 from oracle_rag.system import RagSystem
+from oracle_rag.text.chunking import plan_of
 
 TYPES = ("ALPHA", "BETA", "GAMMA")
 PER_TYPE = 8

@@ -139,3 +139,67 @@ def build(package: Path = PACKAGE) -> Graph:
 
         walk(tree.body, False)
     return graph
+
+
+# --- layers -----------------------------------------------------------------------------------
+# The package's layers, top to bottom (docs/architecture.md shows this list, printed by
+# `python tests/architecture_helpers.py`). A unit is a top-level module or package of
+# oracle_rag, or one of the subpackages named here. An import goes down the list, or stays in
+# its unit; units of one layer may import each other only in a layer marked as peers (the ways in,
+# the leaves), and never in a cycle (test_no_import_cycles).
+LAYERS: list[tuple[str, tuple[str, ...], bool]] = [
+    ("the ways in: parse, call, print", ("cli", "web", "integrations", "demo"), True),
+    ("background work of a running product", ("background",), False),
+    ("answers built on one configured system", ("answering.chat", "evaluation"), False),
+    ("one configured instance: settings, engine, sources", ("system",), False),
+    ("guarded text-to-SQL", ("answering.aggregate",), False),
+    ("structured answers in SQL", ("answering.structured",), False),
+    ("what the answerers share", ("answering",), False),
+    ("the two flows: read (search) and write (indexing)", ("search", "indexing"), False),
+    ("who asks and what they may see", ("callers",), False),
+    ("what is indexed, and the schema", ("sources", "migrations"), False),
+    ("each engine's own code", ("engines.sqlite", "engines.oracle"), False),
+    ("the engine seam and the one statement mechanism", ("engines",), False),
+    ("the model and the text analysis both flows share", ("embedding", "text"), False),
+    ("leaves", ("config", "data_dir", "errors", "hosts", "logsafety", "progress", "sql_scripts", "tracing",
+                "urlsafety"), True),
+]
+SUBPACKAGE_UNITS = {"answering.chat", "answering.aggregate", "answering.structured", "engines.sqlite",
+                    "engines.oracle"}
+
+
+def unit_of(module: str) -> str:
+    """``oracle_rag.answering.chat.answer`` -> ``answering.chat``; ``oracle_rag.config`` -> ``config``."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return ""
+    two = ".".join(parts[:2])
+    return two if two in SUBPACKAGE_UNITS else parts[0]
+
+
+def unit_edges(graph: Graph) -> dict[tuple[str, str], list[str]]:
+    """(unit A, unit B) -> the module imports behind A -> B, for A != B (the package root left out)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for a, targets in graph.edges.items():
+        for b in targets:
+            ua, ub = unit_of(a), unit_of(b)
+            if ua and ub and ua != ub:
+                out.setdefault((ua, ub), []).append(f"{a} -> {b}")
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def render_layers(graph: Graph) -> str:
+    """The layers and, under each unit, the units it imports: what docs/architecture.md shows."""
+    edges = unit_edges(graph)
+    lines = []
+    for number, (title, units, peers) in enumerate(LAYERS, 1):
+        lines.append(f"{number}. {title}" + (" (peers)" if peers else ""))
+        for u in units:
+            below = sorted(b for (a, b) in edges if a == u)
+            shown = u.replace(".", "/") + "/" if (PACKAGE / u.replace(".", "/")).is_dir() else u + ".py"
+            lines.append(f"   {shown:<22} -> {', '.join(below) if below else '(nothing of the package)'}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render_layers(build()))

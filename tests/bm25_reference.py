@@ -1,4 +1,4 @@
-"""BM25 written from its definition (bm25s, method "lucene"), independent of oracle_rag/bm25.py.
+"""BM25 written from its definition (bm25s, method "lucene"), independent of oracle_rag/text/bm25.py.
 
 Used as the oracle for the product's keyword ranking on every engine.
 """

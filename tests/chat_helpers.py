@@ -24,7 +24,7 @@ class TaskChunk:
 
 
 def issue_tokens(rag: Any, employees: tuple[int, ...] = (ADMIN, MANAGER, DEV_A, DEV_B)) -> dict[int, str]:
-    from oracle_rag.auth import create_token
+    from oracle_rag.callers.tokens import create_token
 
     return {e: create_token(rag.engine, e).token for e in employees}
 

@@ -107,8 +107,8 @@ def main(argv: list[str] | None = None) -> None:
     register()
     from writepath_helpers import CountingRuntime
 
-    from oracle_rag import model_switch
     from oracle_rag.config import load_settings
+    from oracle_rag.indexing import model_switch
     from oracle_rag.system import RagSystem
 
     rag = RagSystem(load_settings(env={}, data_dir=args.data_dir, batch_size=args.batch_size,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from oracle_rag.chat.router import ROUTER_MARKER
+from oracle_rag.answering.chat.router import ROUTER_MARKER
 
 
 @dataclass

@@ -359,8 +359,8 @@ def new_system(target: OracleTarget, tmp_path: Path, **overrides: Any) -> Any:
 def load_model(target: OracleTarget, model_path: Path, name: str, *, replace: bool = False) -> str:
     """Load our ONNX build into the target under ``name`` with the product's provisioning code
     (what ``oracle-rag model load`` calls), in an engine of its own: concurrent deploys in tests."""
-    from oracle_rag import provision
-    from oracle_rag.engines.oracle import OracleEngine
+    from oracle_rag.engines.oracle.engine import OracleEngine
+    from oracle_rag.indexing import provision
 
     engine = OracleEngine(target.settings(Path(tempfile.mkdtemp(prefix="oracle-rag-test-"))))
     try:
@@ -372,7 +372,7 @@ def load_model(target: OracleTarget, model_path: Path, name: str, *, replace: bo
 def drop_model(engine: Any, name: str) -> None:
     """Drop a model if it exists (test clean-up), with the product's DROP_MODEL block: a missing
     model is not an error (force => TRUE alone raises ORA-40284 for one)."""
-    from oracle_rag import provision
+    from oracle_rag.indexing import provision
 
     provision.drop_model(engine, name)
 

@@ -137,9 +137,9 @@ def literal_patterns() -> dict[str, Found]:
 
 def built_patterns() -> dict[str, Found]:
     """Patterns the package builds from declarations, built over the reference app's vocabulary."""
-    from oracle_rag.answers.understanding import QueryParser
-    from oracle_rag.answers.vocabulary import build_vocabulary
-    from oracle_rag.chat.mentions import RecordWords
+    from oracle_rag.answering.chat.mentions import RecordWords
+    from oracle_rag.answering.structured.understanding import QueryParser
+    from oracle_rag.answering.structured.vocabulary import build_vocabulary
     from oracle_rag.sources.meanings import Declaration
     from oracle_rag.sources.reference import TaskSource
 

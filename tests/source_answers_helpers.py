@@ -10,8 +10,8 @@ import datetime as dt
 import re
 from typing import Any
 
-from oracle_rag.access import load_caller
-from oracle_rag.chat import Chat
+from oracle_rag.answering.chat import Chat
+from oracle_rag.callers.access import load_caller
 
 # the day the demo data is seeded on (tests/conftest.py DEMO_DAY), so "overdue" and "this week" are fixed
 TODAY = dt.date(2026, 3, 11)

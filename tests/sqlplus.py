@@ -14,7 +14,7 @@ module reads the subset of SQL*Plus the files use:
 * ``--`` and ``REM`` comment lines between statements.
 * A SQL statement ends with ``;`` at the end of a line or a ``/`` line; a
   PL/SQL unit (DECLARE, BEGIN, CREATE PROCEDURE...) ends with a ``/`` line
-  and keeps its semicolons (``oracle_rag.scripts.is_plsql``).
+  and keeps its semicolons (``oracle_rag.sql_scripts.is_plsql``).
 * Substitution variables ``&name`` / ``&&name`` are replaced by DEFINEd values
   while ``SET DEFINE`` is on (SQL*Plus's default); an undefined one is an
   error (SQL*Plus would prompt for it).
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oracle_rag.scripts import is_plsql
+from oracle_rag.sql_scripts import is_plsql
 
 _SUBST = re.compile(r"&&?([A-Za-z_]\w*)")
 _HEREDOC = re.compile(r"^\s*sqlplus\s+(?P<args>[^<\n]*)<<\s*(?P<tag>\w+)\s*$", re.MULTILINE)

@@ -5,9 +5,10 @@ editing the tests. There is one statement mechanism
 (``oracle_rag/engines/statements.py``), so there are two rules:
 
 * every :class:`oracle_rag.engines.Sql` with Oracle text in any module under
-  ``oracle_rag/``: a module-level constant (``<module>.<NAME>``), an item of
-  a module-level list (``<module>.<NAME>.<i>``) or a value of a module-level
-  dict (``<module>.<key>``); ``{model}`` rendered with
+  ``oracle_rag/``: a module-level constant (``<NAME>``), an item of
+  a module-level list (``<NAME>.<i>``) or a value of a module-level
+  dict (``<key>``), keyed by that name alone, so moving a module renames no
+  golden file (names are unique in the package); ``{model}`` rendered with
   ``engine_sql.render(t, DEFAULT_MODEL)``. The fragments and templates that
   ``*_sql.py`` modules compose statements from (public upper-case ``str``
   constants that start like SQL or hold a ``:bind``, such as ``SCOPE``) are
@@ -52,7 +53,7 @@ SQL_START = re.compile(
 
 @dataclass(frozen=True)
 class Statement:
-    key: str  # golden file stem: <module path under oracle_rag>.<NAME>
+    key: str  # golden file stem: the statement's NAME (a migration: its set and file stem)
     name: str  # NAME: the constant, ORACLE_STATEMENTS key or migration file stem
     sql: str  # the exact text sent (statements) or the rendered script (migrations)
     origin: str
@@ -75,11 +76,11 @@ class Discovery:
     pinned_elsewhere: list[str] = field(default_factory=list)
     _texts: dict[str, str] = field(default_factory=dict)
 
-    def add(self, prefix: str, name: str, sql: str, origin: str, parts: tuple[str, ...] = ()) -> None:
-        key = f"{prefix}.{name}"
+    def add(self, key: str, name: str, sql: str, origin: str, parts: tuple[str, ...] = ()) -> None:
         if key in self.statements:
             if self.statements[key].sql != sql:
-                self.problems.append(f"{key}: two different statements under one name ({origin})")
+                self.problems.append(f"{key}: two different statements under one name ({origin} and "
+                                     f"{self.statements[key].origin}): statement names are unique in the package")
             return
         if not parts and sql in self._texts:
             return  # the same text, already pinned under its first name
@@ -90,10 +91,6 @@ class Discovery:
 def _render(sql: str) -> str:
     """``{model}`` and ``{embedding}`` as the initial generation (slot 1, DEFAULT_MODEL) sends them."""
     return engine_sql.render(sql, DEFAULT_MODEL) if any(p in sql for p in ("{model}", "{embedding}", "{vector_")) else sql
-
-
-def _module_key(module_name: str) -> str:
-    return module_name.removeprefix("oracle_rag.")
 
 
 def _assigned(module: Any) -> set[str]:
@@ -133,7 +130,7 @@ def _statements(module: Any) -> list[tuple[str, str]]:
 
 def _oracle_migrations(found: Discovery, include_pinned_elsewhere: bool) -> None:
     from oracle_rag.config import load_settings
-    from oracle_rag.engines.oracle import OracleEngine
+    from oracle_rag.engines.oracle.engine import OracleEngine
     from oracle_rag.migrations import MIGRATION_SETS, discover
 
     engine = OracleEngine(load_settings(env={}, config_file=_empty_toml(), database_url=ORACLE_URL))
@@ -149,7 +146,7 @@ def _oracle_migrations(found: Discovery, include_pinned_elsewhere: bool) -> None
             if not parts:  # a retired version (migrations.py) runs nothing: tests/test_migrations.py checks it
                 continue
             rel = m.path.relative_to(PACKAGE).with_suffix("")
-            found.add(".".join(rel.parts[:-1]), stem, script_text(parts),
+            found.add(".".join(rel.parts), stem, script_text(parts),
                       f"migration {m.path.relative_to(PACKAGE)} (default settings)", parts)
 
 
@@ -172,7 +169,7 @@ def _empty_toml() -> Path:
 
 def script_text(parts: tuple[str, ...] | list[str]) -> str:
     """Statements as a SQL*Plus script: ``;`` after SQL, ``/`` after PL/SQL."""
-    from oracle_rag.scripts import is_plsql
+    from oracle_rag.sql_scripts import is_plsql
 
     return "\n\n".join(p + ("\n/" if is_plsql(p) else ";") for p in parts)
 
@@ -190,7 +187,7 @@ def discover(*, include_pinned_elsewhere: bool = False) -> Discovery:
             found.problems.append(f"{module_name}: import failed ({type(exc).__name__}: {exc})")
             continue
         for name, sql in _statements(module):
-            found.add(_module_key(module_name), name, _render(sql), f"{module_name}.{name.split('.')[0]}")
+            found.add(name, name, _render(sql), f"{module_name}.{name.split('.')[0]}")
     _oracle_migrations(found, include_pinned_elsewhere)
     return found
 

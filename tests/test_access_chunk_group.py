@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 from test_access_declared import DOCS, _caller, _exec, _expected, helpdesk  # noqa: F401
 
-from oracle_rag.answers import answers_sql
+from oracle_rag.answering.structured import answers_sql
 from oracle_rag.system import RagSystem
 
 JOIN = """SELECT a.PRINCIPAL, c.CHUNK_ID FROM RAG_CHUNK_ACL a

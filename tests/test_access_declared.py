@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from oracle_rag.access import CallerDirectory, directory_for, load_caller
-from oracle_rag.caller import Caller
+from oracle_rag.callers.access import CallerDirectory, directory_for, load_caller
+from oracle_rag.callers.caller import Caller
 from oracle_rag.engines import RecordAccess, facets_value
 from oracle_rag.errors import AccessError, ConfigurationError, NotFoundError
 from oracle_rag.sources.access import LEGACY, OWNER_ONLY, PUBLIC, AccessPolicy, record_access
@@ -277,7 +277,7 @@ def test_a_deployment_without_sql_sources_clears_an_orphan_failure_in_its_backgr
     """The last SQL source removed: no refresh thread runs, the hourly upkeep clears a row that hides nothing."""
     from reliability_helpers import wait_until
 
-    from oracle_rag.services import BackgroundServices
+    from oracle_rag.background import BackgroundServices
 
     rag = RagSystem(make_settings(worker_initial_delay_ms=0))
     rag.migrate()

@@ -43,10 +43,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from llm_server import ScriptedLLM
 
-from oracle_rag.aggregate import AggregateService
-from oracle_rag.auth import create_token, list_tokens, revoke_token
-from oracle_rag.caller import Caller
-from oracle_rag.chat import LLMClient
+from oracle_rag.answering.aggregate import AggregateService
+from oracle_rag.answering.chat import LLMClient
+from oracle_rag.callers.caller import Caller
+from oracle_rag.callers.tokens import create_token, list_tokens, revoke_token
 from oracle_rag.config import load_settings
 from oracle_rag.system import RagSystem
 from oracle_rag.web import create_app

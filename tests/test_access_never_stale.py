@@ -30,9 +30,9 @@ from reliability_helpers import http_request
 from test_access_declared import _exec, helpdesk  # noqa: F401 (the fixture)
 from test_mcp import http_client, uvicorn_app
 
-from oracle_rag.access import CallerDirectory, access_status, directory_for, load_caller
-from oracle_rag.auth import create_token
-from oracle_rag.chat import Chat
+from oracle_rag.answering.chat import Chat
+from oracle_rag.callers.access import CallerDirectory, access_status, directory_for, load_caller
+from oracle_rag.callers.tokens import create_token
 from oracle_rag.integrations.mcp_server import http_app
 from oracle_rag.sources.sql_query import SqlSource
 from oracle_rag.system import RagSystem
@@ -147,7 +147,7 @@ def test_one_bad_membership_row_is_skipped_and_reported(served, caplog, cli) -> 
     _exec(rag, "INSERT INTO team_member VALUES (:m, :t)", m=103, t="bad\x07team")
     _exec(rag, "INSERT INTO team_member VALUES ('x', 'ops')", "INSERT INTO member_role VALUES ('y', 'lead')")
     directory = directory_for(rag.engine)
-    with caplog.at_level(logging.WARNING, logger="oracle_rag.access"):
+    with caplog.at_level(logging.WARNING, logger="oracle_rag.callers.access"):
         directory.refresh(rag.engine.sa_engine, force=True)
     assert directory.state.skipped_rows == {"roles_query": 1, "groups_query": 2}
     assert "groups_query: 2 row(s) skipped" in (directory.state.last_error or "")
@@ -250,7 +250,7 @@ def test_a_reassigned_task_whose_reindex_fails_leaves_its_old_assignee(demo_rag)
     from chat_helpers import MANAGER, issue_tokens
     from writepath_helpers import instrument
 
-    from oracle_rag.queue import enqueue
+    from oracle_rag.indexing.queue import enqueue
 
     with demo_rag.engine.connect() as conn:
         task_id, old = conn.execute(sa.text("SELECT TASK_ID, ASSIGNEE_ID FROM TASK WHERE ASSIGNEE_ID IS NOT NULL "

@@ -57,14 +57,14 @@ from model_helpers import link_model
 from reliability_helpers import http_request
 from test_mcp import http_client, uvicorn_app
 
-from oracle_rag.access import directory_for, load_caller
-from oracle_rag.aggregate import AggregateService
-from oracle_rag.aggregate.catalog import Catalog, Column, View
-from oracle_rag.auth import create_token
-from oracle_rag.caller import Caller
-from oracle_rag.chat import Chat
+from oracle_rag.answering.aggregate import AggregateService
+from oracle_rag.answering.aggregate.catalog import Catalog, Column, View
+from oracle_rag.answering.chat import Chat
+from oracle_rag.callers.access import directory_for, load_caller
+from oracle_rag.callers.caller import Caller
+from oracle_rag.callers.identity import identity_for
+from oracle_rag.callers.tokens import create_token
 from oracle_rag.config import load_settings
-from oracle_rag.identity import identity_for
 from oracle_rag.integrations.mcp_server import http_app
 from oracle_rag.sources.base import Document, Source
 from oracle_rag.sources.meanings import Meanings

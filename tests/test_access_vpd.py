@@ -1,4 +1,4 @@
-"""The VPD context hooks (engines/oracle_vpd.py): which package call runs when, with which binds.
+"""The VPD context hooks (engines/oracle/vpd.py): which package call runs when, with which binds.
 
 No Oracle here. The hooks are installed on a real pool (the embedded
 engine's) with each package call rendered as a SELECT of a recording SQL
@@ -15,11 +15,11 @@ import json
 import pytest
 import sqlalchemy as sa
 
-from oracle_rag.caller import Caller
+from oracle_rag.callers.caller import Caller
 from oracle_rag.config import load_settings
-from oracle_rag.engines import oracle_vpd_sql as vpd
-from oracle_rag.engines.oracle import OracleEngine
-from oracle_rag.engines.oracle_vpd import (
+from oracle_rag.engines.oracle import vpd_sql as vpd
+from oracle_rag.engines.oracle.engine import OracleEngine
+from oracle_rag.engines.oracle.vpd import (
     CONTEXT_TAKEN,
     NOT_PROVISIONED,
     context_call,
@@ -126,7 +126,7 @@ def test_before_provisioning_sessions_run_without_a_context_and_say_so_once(tmp_
 
     scoped = sa.text("SELECT :see_all + :caller_id")
     engine = pool(f"SELECT ctx('SET_SYSTEM') FROM {package}")
-    with caplog.at_level("WARNING", logger="oracle_rag.engines.oracle_vpd"):
+    with caplog.at_level("WARNING", logger="oracle_rag.engines.oracle.vpd"):
         for _ in range(2):
             with engine.connect() as conn:
                 assert conn.execute(scoped, {"see_all": 0, "caller_id": 3}).scalar_one() == 3

@@ -18,8 +18,8 @@ from chat_helpers import bearer, issue_tokens, parse_sse
 from click.testing import CliRunner
 from llm_server import ScriptedLLM
 
-from oracle_rag.aggregate import AggregateService
-from oracle_rag.chat.llm import LLMClient
+from oracle_rag.answering.aggregate import AggregateService
+from oracle_rag.answering.chat.llm import LLMClient
 from oracle_rag.web import create_app
 
 DEV = 20

@@ -5,7 +5,7 @@ machine, and one function call is one step: the quadratic built-ins
 (``trim``/``ltrim``/``rtrim`` with a character set, ``replace``, ``instr``,
 ``LIKE``/``GLOB``) could run for minutes on values under the 1 MB cap. The
 guarded connection runs linear versions of the first ones and caps LIKE/GLOB
-patterns (``oracle_rag.aggregate.sqlite_functions``).
+patterns (``oracle_rag.answering.aggregate.sqlite_functions``).
 
 What is asserted is the outcome: a hostile query built on those calls ends with
 the timeout error, a too-long pattern or too-big result is refused with its
@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 import sqlean
 
-from oracle_rag.aggregate import REFERENCE_CATALOG, AggregateService, check_sql
-from oracle_rag.aggregate.executors import guarded_executor
-from oracle_rag.aggregate.guard import ALLOWED_FUNCTIONS, CheckedQuery
-from oracle_rag.aggregate.sqlite_functions import LIKE_PATTERN_LIMIT, register
-from oracle_rag.caller import Caller
+from oracle_rag.answering.aggregate import REFERENCE_CATALOG, AggregateService, check_sql
+from oracle_rag.answering.aggregate.executors import guarded_executor
+from oracle_rag.answering.aggregate.guard import ALLOWED_FUNCTIONS, CheckedQuery
+from oracle_rag.answering.aggregate.sqlite_functions import LIKE_PATTERN_LIMIT, register
+from oracle_rag.callers.caller import Caller
 from oracle_rag.errors import GuardrailError
 
 VIEWS = REFERENCE_CATALOG.names

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-from oracle_rag.aggregate.catalog import REFERENCE_CATALOG
+from oracle_rag.answering.aggregate.catalog import REFERENCE_CATALOG
 from oracle_rag.engines.base import SQL_ROOT
-from oracle_rag.scripts import split_oracle_script
+from oracle_rag.sql_scripts import split_oracle_script
 
 SCRIPT = SQL_ROOT / "oracle" / "demo" / "V4__aggregate_view_comments.sql"
 COMMENT = re.compile(r"COMMENT ON (TABLE|COLUMN) ([A-Z_]+)(?:\.([A-Z_]+))? IS '((?:[^']|'')*)'", re.DOTALL)

@@ -20,8 +20,8 @@ from attack_lists import (
     TEXT_ONLY_ATTACKS,
 )
 
-from oracle_rag.aggregate import REFERENCE_CATALOG, AggregateService, check_sql
-from oracle_rag.caller import Caller
+from oracle_rag.answering.aggregate import REFERENCE_CATALOG, AggregateService, check_sql
+from oracle_rag.callers.caller import Caller
 from oracle_rag.errors import GuardrailError
 
 VIEWS = REFERENCE_CATALOG.names

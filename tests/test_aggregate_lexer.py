@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oracle_rag.aggregate.lexer import (
+from oracle_rag.answering.aggregate.lexer import (
     COMMENT,
     PARAM,
     QUOTED,

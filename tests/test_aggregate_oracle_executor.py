@@ -17,10 +17,10 @@ from typing import Any
 import oracledb
 import pytest
 
-from oracle_rag.aggregate import aggregate_sql as q
-from oracle_rag.aggregate.executors import OracleExecutor
-from oracle_rag.aggregate.guard import CheckedQuery
-from oracle_rag.caller import Caller
+from oracle_rag.answering.aggregate import aggregate_sql as q
+from oracle_rag.answering.aggregate.executors import OracleExecutor
+from oracle_rag.answering.aggregate.guard import CheckedQuery
+from oracle_rag.callers.caller import Caller
 from oracle_rag.errors import GuardrailError
 
 SQL = "SELECT COUNT(*) AS N FROM RAG_V_TASK"

@@ -29,8 +29,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oracle_rag.aggregate import REFERENCE_CATALOG, AggregateService, check_sql
-from oracle_rag.caller import Caller
+from oracle_rag.answering.aggregate import REFERENCE_CATALOG, AggregateService, check_sql
+from oracle_rag.callers.caller import Caller
 from oracle_rag.errors import GuardrailError
 
 VIEWS = REFERENCE_CATALOG.names

@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from chat_helpers import ADMIN, DEV_A, MANAGER
 
-from oracle_rag.aggregate import AggregateService
-from oracle_rag.caller import Caller
+from oracle_rag.answering.aggregate import AggregateService
+from oracle_rag.callers.caller import Caller
 
 
 def _count(rag, caller: Caller, view: str = "RAG_V_TASK") -> int:  # type: ignore[no-untyped-def]

@@ -20,8 +20,8 @@ from chat_helpers import DEV_A, DEV_B, MANAGER, parse_sse
 from llm_server import Reply, ScriptedLLM
 from test_web_api import make_web
 
-from oracle_rag.access import load_caller
-from oracle_rag.chat import Chat, LLMClient
+from oracle_rag.answering.chat import Chat, LLMClient
+from oracle_rag.callers.access import load_caller
 from oracle_rag.engines import facets_value
 
 TODAY = dt.date(2026, 3, 11)

@@ -1,10 +1,16 @@
-"""The relevance floor: the share of a topic's words a record holds (answers/relevance.py)."""
+"""The relevance floor: the share of a topic's words a record holds (answering/structured/relevance.py)."""
 
 from __future__ import annotations
 
-from oracle_rag.answers.catalog import TEXT, say
-from oracle_rag.answers.lexicon import fold, fold_latin
-from oracle_rag.answers.relevance import ABOUT, coverage, is_about, topic_stems, weak_evidence
+from oracle_rag.answering.structured.catalog import TEXT, say
+from oracle_rag.answering.structured.lexicon import fold, fold_latin
+from oracle_rag.answering.structured.relevance import (
+    ABOUT,
+    coverage,
+    is_about,
+    topic_stems,
+    weak_evidence,
+)
 
 
 def test_coverage_counts_the_topics_content_words_by_their_stem():

@@ -11,9 +11,9 @@ import datetime as dt
 
 import pytest
 
-from oracle_rag.answers import QueryParser, build_vocabulary
-from oracle_rag.answers.lexicon import fold
-from oracle_rag.answers.predicates import build_predicate
+from oracle_rag.answering.structured import QueryParser, build_vocabulary
+from oracle_rag.answering.structured.lexicon import fold
+from oracle_rag.answering.structured.predicates import build_predicate
 from oracle_rag.demo.seed import generate
 from oracle_rag.errors import InputError
 from oracle_rag.sources import reference_sources
@@ -163,7 +163,7 @@ def test_predicates_bind_every_value_and_name_only_declared_facets(parser):
                         "(json_extract(c.FACETS, '$.status') IS NULL OR json_extract(c.FACETS, '$.status') NOT IN (:w_3))")
     assert pred.binds == {"w_0": "TASK", "w_1": "CRITICAL", "w_2": 30, "w_3": "DONE"}
     assert "JSON_VALUE(c.FACETS, '$.assignee_id' RETURNING NUMBER) IN (:w_2)" in pred.sql.oracle
-    from oracle_rag.answers.understanding import Condition
+    from oracle_rag.answering.structured.understanding import Condition
 
     with pytest.raises(InputError):
         build_predicate([Condition("salary", "in", (1,), "salary", "x")], parser.vocab.facets)
@@ -183,7 +183,7 @@ def test_more_ways_of_asking(parser):
 
 
 def test_spanish_questions_get_spanish_names(parser):
-    from oracle_rag.answers.render import describe
+    from oracle_rag.answering.structured.render import describe
 
     u = parse(parser, "tareas sin asignar de prioridad alta")
     assert describe(u.conditions, parser.vocab, ME, u.language) == "responsable: ninguno \u00b7 prioridad: HIGH"
@@ -211,8 +211,8 @@ def test_questions_the_data_cannot_answer_are_not_matched_in_descriptions(parser
 
 
 def _with_tickets(parser, **options):
-    from oracle_rag.answers.understanding import QueryParser
-    from oracle_rag.answers.vocabulary import build_vocabulary
+    from oracle_rag.answering.structured.understanding import QueryParser
+    from oracle_rag.answering.structured.vocabulary import build_vocabulary
     from oracle_rag.sources import SqlSource
 
     source = SqlSource("tickets", "SELECT id, content, severity, state, opened, owner_id FROM t",

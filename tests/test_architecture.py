@@ -1,4 +1,4 @@
-"""The package's structure, checked from its source (issue 14).
+"""The package's structure, checked from its source.
 
 * no import cycles between the package's modules (``architecture_helpers``
   reads every ``import`` statement, function-local ones included, so a
@@ -10,6 +10,9 @@
   engines differ through their statements (``Sql``) and their attributes
   and methods, never through ``engine.name`` comparisons or a string
   naming an engine;
+* imports go down the layers (``architecture_helpers.LAYERS``), and
+  ``docs/architecture.md`` shows the layers as ``python tests/architecture_helpers.py``
+  prints them;
 * every top-level module and package is named in ``docs/architecture.md``;
 * every CLI command has help.
 """
@@ -22,7 +25,7 @@ from pathlib import Path
 
 import click
 import pytest
-from architecture_helpers import PACKAGE, ROOT, build, module_name
+from architecture_helpers import LAYERS, PACKAGE, ROOT, build, module_name, render_layers, unit_edges, unit_of
 
 from oracle_rag.cli import main
 
@@ -35,8 +38,8 @@ LATE_IMPORTS = {
     ("oracle_rag.cli.integrations", "oracle_rag.integrations.mcp_server"),
     # The engine configured is the only one imported: the embedded engine loads sqlite-vec, which
     # imports the stdlib sqlite3 (a second SQLite binding: tests/test_scripts.py) and numpy.
-    ("oracle_rag.engines", "oracle_rag.engines.sqlite"),
-    ("oracle_rag.engines", "oracle_rag.engines.oracle"),
+    ("oracle_rag.engines", "oracle_rag.engines.sqlite.engine"),
+    ("oracle_rag.engines", "oracle_rag.engines.oracle.engine"),
 }
 
 # Modules outside engines/ that compare a dialect name, and why that is not an engine check.
@@ -47,8 +50,8 @@ DIALECT_CHECKS = {
     "oracle_rag.sources.sql_query",
     # The dialect of the untrusted SQL being checked (engine.sql_dialect, handed in by the engine):
     # sqlglot's parse dialect, and the lexer's rules for identifiers in that dialect.
-    "oracle_rag.aggregate.guard",
-    "oracle_rag.aggregate.lexer",
+    "oracle_rag.answering.aggregate.guard",
+    "oracle_rag.answering.aggregate.lexer",
 }
 
 
@@ -59,10 +62,57 @@ def test_no_import_cycles() -> None:
 
 def test_the_graph_sees_the_package() -> None:
     """The check above is only as good as the graph: it must contain the known edges."""
-    assert "oracle_rag.engines.base" in GRAPH.edges["oracle_rag.engines.sqlite"]
+    assert "oracle_rag.engines.base" in GRAPH.edges["oracle_rag.engines.sqlite.engine"]
     assert "oracle_rag.cli.context" in GRAPH.edges["oracle_rag.cli.web"]
     assert "oracle_rag.web.state" in GRAPH.edges["oracle_rag.web.api"]
     assert len(GRAPH.edges) > 80
+
+
+def _layer_of() -> dict[str, tuple[int, bool]]:
+    return {u: (n, peers) for n, (_title, units, peers) in enumerate(LAYERS) for u in units}
+
+
+def test_every_module_has_a_layer() -> None:
+    layer_of = _layer_of()
+    missing = sorted({unit_of(m) for m in GRAPH.edges} - set(layer_of) - {""})
+    assert not missing, f"units in no layer of architecture_helpers.LAYERS: {', '.join(missing)}"
+
+
+def _is_late(module: str, target: str) -> bool:
+    """``module -> target`` is a listed late import, or the package Python initialises on its way."""
+    return any(module == m and (t == target or t.startswith(target + ".")) for m, t in LATE_IMPORTS)
+
+
+def test_imports_go_down_the_layers() -> None:
+    """An import goes to a lower layer, or to a peer where the layer says so; the engine seam's
+    choice of engine (``create_engine``, a late import listed in LATE_IMPORTS) is the one exception."""
+    layer_of = _layer_of()
+    late = {(unit_of(m), unit_of(t)) for m, t in LATE_IMPORTS}
+    wrong = []
+    for (a, b), imports in unit_edges(GRAPH).items():
+        (la, peers), (lb, _) = layer_of[a], layer_of[b]
+        if la < lb or (la == lb and peers):
+            continue
+        late_only = (a, b) in late and all(_is_late(*i.split(" -> ")) for i in imports)
+        if not late_only:
+            wrong.append(f"{a} (layer {la + 1}) imports {b} (layer {lb + 1}): " + "; ".join(imports[:3]))
+    assert not wrong, "imports that go up or across the layers:\n" + "\n".join(wrong)
+
+
+def test_the_layer_check_finds_what_it_looks_for() -> None:
+    """The layers are not vacuous: known edges go down them, and the reverse of one would be refused."""
+    layer_of = _layer_of()
+    edges = unit_edges(GRAPH)
+    assert ("search", "engines") in edges and ("answering.chat", "search") in edges
+    assert layer_of["engines"][0] > layer_of["search"][0] > layer_of["answering.chat"][0]
+    assert len(edges) > 60
+
+
+def test_the_architecture_doc_shows_the_layers() -> None:
+    doc = (ROOT / "docs" / "architecture.md").read_text("utf-8")
+    assert render_layers(GRAPH) in doc, (
+        "docs/architecture.md's layers differ from the code's: paste the output of "
+        "`python tests/architecture_helpers.py` into its layers block")
 
 
 def test_package_imports_are_made_at_module_level() -> None:
@@ -159,10 +209,10 @@ def test_every_cli_command_has_help(name: str, command: click.Command) -> None:
 # declarations (sources/meanings.py), so a team's own tables answer like the demo's tasks.
 DOMAIN_NAMES = re.compile(r"\b(TASK|SPRINT|PROJECT|status|assignee_id|due_date)\b")
 # The structured answerer, the retriever, and the chat code that cites and composes answers. Not yet:
-# chat/mentions.py + chat_sql.py (task ids the caller may not see are scrubbed from a model's prose),
-# chat/router.py and chat/prompt.py (the model's routing and answering prompts describe a tracker).
-GENERIC_LAYERS = ("oracle_rag/answers", "oracle_rag/retriever.py", "oracle_rag/chat/citations.py",
-                  "oracle_rag/chat/answer.py")
+# answering/chat/mentions.py + chat_sql.py (task ids the caller may not see are scrubbed from a model's prose),
+# answering/chat/router.py and answering/chat/prompt.py (the model's routing and answering prompts describe a tracker).
+GENERIC_LAYERS = ("oracle_rag/answering/structured", "oracle_rag/search/retriever.py", "oracle_rag/answering/chat/citations.py",
+                  "oracle_rag/answering/chat/answer.py")
 DOMAIN_EXCEPTIONS: set[str] = set()
 
 

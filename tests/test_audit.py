@@ -7,9 +7,9 @@ import json
 
 import sqlalchemy as sa
 
-from oracle_rag.access import load_caller
-from oracle_rag.audit import ENTRY_POINT, AuditTrail, audit_for
-from oracle_rag.chat.answer import Chat
+from oracle_rag.answering.chat.answer import Chat
+from oracle_rag.callers.access import load_caller
+from oracle_rag.callers.audit import ENTRY_POINT, AuditTrail, audit_for
 from oracle_rag.system import RagSystem
 
 

@@ -26,10 +26,10 @@ from chat_helpers import DEV_A, issue_tokens
 from flask import Request
 from llm_server import ScriptedLLM
 
-from oracle_rag.access import load_caller
-from oracle_rag.audit import audit_for
-from oracle_rag.caller import Caller
-from oracle_rag.chat import LLMClient
+from oracle_rag.answering.chat import LLMClient
+from oracle_rag.callers.access import load_caller
+from oracle_rag.callers.audit import audit_for
+from oracle_rag.callers.caller import Caller
 from oracle_rag.system import RagSystem
 from oracle_rag.web import create_app
 from oracle_rag.web.app import get_db, state, token_caller_loader
@@ -124,7 +124,7 @@ def test_mcp_ask_keeps_no_literal_either(demo_rag) -> None:
     import anyio
     from test_mcp import http_client, uvicorn_app
 
-    from oracle_rag.chat import Chat
+    from oracle_rag.answering.chat import Chat
     from oracle_rag.integrations.mcp_server import http_app
 
     token = issue_tokens(demo_rag, (DEV_A,))[DEV_A]

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from chat_helpers import DEV_A, MANAGER
 from click.testing import CliRunner
 
-from oracle_rag.auth import (
+from oracle_rag.callers.tokens import (
     bearer_token,
     caller_for_token,
     create_token,

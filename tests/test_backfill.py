@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from writepath_helpers import index_mismatches, instrument, queue
 
-from oracle_rag.queue import enqueue
+from oracle_rag.indexing.queue import enqueue
 
 
 def drop_chunks(rag, keys):

@@ -1,4 +1,4 @@
-"""BM25 (oracle_rag/bm25.py): the formula, the analyser, and a ranking that depends only on what
+"""BM25 (oracle_rag/text/bm25.py): the formula, the analyser, and a ranking that depends only on what
 the caller may see.
 
 The leak property (hypothesis): adding records the caller cannot see, whatever
@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from model_helpers import link_model
 
-from oracle_rag import bm25
-from oracle_rag.caller import Caller
+from oracle_rag.callers.caller import Caller
 from oracle_rag.errors import InputError
 from oracle_rag.sources import Document, Source
+from oracle_rag.text import bm25
 
 
 def test_analyser_is_bm25s_default() -> None:

@@ -25,7 +25,7 @@ import pytest
 from chat_helpers import DEV_A, MANAGER, issue_tokens, rewrite_task, task_chunks_of
 from llm_server import Reply, ScriptedLLM
 
-from oracle_rag.chat import LLMClient
+from oracle_rag.answering.chat import LLMClient
 from oracle_rag.web import DemoIdentity, create_app
 from oracle_rag.web.server import make_server, serve_until
 
@@ -442,7 +442,7 @@ def test_thumbs_down_under_an_answer_records_feedback(plain_site) -> None:
     """One click on a thumb posts /api/feedback; the page says so and the row is in RAG_FEEDBACK."""
     from playwright.sync_api import expect
 
-    from oracle_rag.chat.feedback import FeedbackStore
+    from oracle_rag.answering.chat.feedback import FeedbackStore
 
     with open_as(plain_site["url"], MANAGER, viewport={"width": 1280, "height": 1000}) as page:
         question = page.get_by_label("Your question")

@@ -19,13 +19,13 @@ import pytest
 import sqlalchemy as sa
 from model_helpers import link_model
 
-from oracle_rag.bm25 import analyze_record
-from oracle_rag.caller import Caller
+from oracle_rag.callers.caller import Caller
 from oracle_rag.config import load_settings
 from oracle_rag.engines import ChunkWrite, Filters, Scope, content_hash, engine_sql
 from oracle_rag.engines.access_mask import NULL, AccessSlots
 from oracle_rag.engines.records import RecordAccess, search_binds
 from oracle_rag.system import RagSystem
+from oracle_rag.text.bm25 import analyze_record
 
 DOCS = {
     "1": ("alpha beta", RecordAccess(owner=5)),

@@ -15,10 +15,10 @@ import pytest
 import sqlalchemy as sa
 from llm_server import ScriptedLLM
 
-from oracle_rag.caller import Caller
-from oracle_rag.chat import Chat
-from oracle_rag.chat.llm import LLMClient
-from oracle_rag.chat.router import AGGREGATION_UNAVAILABLE, ROUTER_MARKER, parse_route
+from oracle_rag.answering.chat import Chat
+from oracle_rag.answering.chat.llm import LLMClient
+from oracle_rag.answering.chat.router import AGGREGATION_UNAVAILABLE, ROUTER_MARKER, parse_route
+from oracle_rag.callers.caller import Caller
 
 DEV = Caller(20, "developer")
 ADMIN = Caller(1, "admin")

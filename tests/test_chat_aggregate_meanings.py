@@ -2,7 +2,7 @@
 
 The meanings reach the model three ways, all from the declarations: the schema's column comments (on
 Oracle also COMMENT ON the views), rules in the prompt, and a deterministic repair of the SQL it writes
-where it breaks one (``aggregate/repair.py``), measured as needed with a 1.5B model (``STATUS = 'open'``).
+where it breaks one (``answering/aggregate/repair.py``), measured as needed with a 1.5B model (``STATUS = 'open'``).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 import sqlalchemy as sa
 from llm_server import ScriptedLLM
 
-from oracle_rag.access import load_caller
-from oracle_rag.aggregate import AggregateService
-from oracle_rag.aggregate.catalog import REFERENCE_CATALOG, Catalog, Column, View
-from oracle_rag.aggregate.repair import repair
-from oracle_rag.chat import LLMClient
+from oracle_rag.answering.aggregate import AggregateService
+from oracle_rag.answering.aggregate.catalog import REFERENCE_CATALOG, Catalog, Column, View
+from oracle_rag.answering.aggregate.repair import repair
+from oracle_rag.answering.chat import LLMClient
+from oracle_rag.callers.access import load_caller
 from oracle_rag.sources.reference import TaskSource
 
 DONE = ", ".join(f"'{v}'" for v in TaskSource.meanings.done)  # from the source's declaration

@@ -8,10 +8,10 @@ import pytest
 from chat_helpers import DEV_A, DEV_B, MANAGER, task_chunks_of, visible_to
 from llm_server import Reply, ScriptedLLM
 
-from oracle_rag.access import load_caller
-from oracle_rag.caller import Caller
-from oracle_rag.chat import Chat, LLMClient
-from oracle_rag.chat.answer import EXTRACTIVE_HEADERS, NOTHING_FOUND
+from oracle_rag.answering.chat import Chat, LLMClient
+from oracle_rag.answering.chat.answer import EXTRACTIVE_HEADERS, NOTHING_FOUND
+from oracle_rag.callers.access import load_caller
+from oracle_rag.callers.caller import Caller
 from oracle_rag.errors import AccessError, InputError, LLMError, NotFoundError
 
 
@@ -108,7 +108,7 @@ def test_conversation_history_reaches_the_model_within_budget(demo_rag, llm: Scr
     # an answer citing nothing is followed by the extractive one, saying so (issue 26)
     assert llm.requests[1].messages[2]["content"].startswith("first answer\n\nThe language model's answer")
     # a budget that holds one pair keeps only the newest one
-    from oracle_rag.chat.prompt import estimate_tokens
+    from oracle_rag.answering.chat.prompt import estimate_tokens
 
     newest = estimate_tokens("and what about invoices?") + estimate_tokens(second.answer)
     small = llm_chat(demo_rag, llm, history_token_budget=newest)
@@ -134,7 +134,7 @@ def test_store_false_keeps_no_history(demo_rag) -> None:
     result = Chat(demo_rag).answer("dark mode", dev, store=False)
     assert result.conversation_id is None
     with demo_rag.engine.connect() as conn:
-        from oracle_rag.chat.conversations import ConversationStore
+        from oracle_rag.answering.chat.conversations import ConversationStore
 
         assert ConversationStore(demo_rag.engine).list_for(conn, DEV_B) == []
 
@@ -169,7 +169,7 @@ def test_stream_failure_mid_answer_is_an_event_and_stores_nothing(demo_rag, llm:
     assert [e.kind for e in events] == ["token", "error"]
     assert isinstance(events[-1].error, LLMError) and events[-1].error.details["http_status"] == 504
     with demo_rag.engine.connect() as conn:
-        from oracle_rag.chat.conversations import ConversationStore
+        from oracle_rag.answering.chat.conversations import ConversationStore
 
         assert ConversationStore(demo_rag.engine).list_for(conn, DEV_B) == []
 

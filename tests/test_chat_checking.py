@@ -1,4 +1,4 @@
-"""The model's prose is checked sentence by sentence (oracle_rag.chat.checking).
+"""The model's prose is checked sentence by sentence (oracle_rag.answering.chat.checking).
 
 Unit part: the checks on a vocabulary built from the reference sources' own
 facet declarations (no facet is described here). End-to-end part: the demo
@@ -17,10 +17,15 @@ import sqlalchemy as sa
 from chat_helpers import DEV_A, MANAGER
 from llm_server import Reply, ScriptedLLM
 
-from oracle_rag.access import load_caller
-from oracle_rag.answers.vocabulary import build_vocabulary
-from oracle_rag.chat import Chat, LLMClient
-from oracle_rag.chat.checking import SentenceChecker, check_text, evidence_from, split_sentences
+from oracle_rag.answering.chat import Chat, LLMClient
+from oracle_rag.answering.chat.checking import (
+    SentenceChecker,
+    check_text,
+    evidence_from,
+    split_sentences,
+)
+from oracle_rag.answering.structured.vocabulary import build_vocabulary
+from oracle_rag.callers.access import load_caller
 from oracle_rag.sources.meanings import Declaration
 from oracle_rag.sources.reference import TaskSource
 
@@ -72,7 +77,7 @@ def test_supported_sentences_pass(evidence, sentence):
     ("[TASK #23] is due 2026-04-01.", "number"),
 ])
 def test_unsupported_sentences_are_removed_whole(evidence, sentence, reason):
-    from oracle_rag.chat.checking import check_sentence
+    from oracle_rag.answering.chat.checking import check_sentence
 
     verdict = check_sentence(sentence, evidence)
     assert not verdict.ok and verdict.reason == reason
@@ -196,7 +201,7 @@ def test_a_model_that_times_out_leaves_the_structured_part(demo_rag):
 def test_a_sentence_repeating_a_computed_line_is_removed(evidence):
     from dataclasses import replace
 
-    from oracle_rag.chat.checking import check_sentence
+    from oracle_rag.answering.chat.checking import check_sentence
 
     shown = replace(evidence, shown=frozenset({"critical: 18", "high: 53"}))
     assert check_sentence("- CRITICAL: 18\n", shown).reason == "repeat"
@@ -237,7 +242,7 @@ def _claims(embed=None):
     "Start with [TICKETS #4003].",  # names a record, claims nothing about it
 ])
 def test_a_sentence_supported_by_its_record_is_kept(sentence):
-    from oracle_rag.chat.checking import check_sentence
+    from oracle_rag.answering.chat.checking import check_sentence
 
     assert check_sentence(sentence, _claims()).ok
 
@@ -256,7 +261,7 @@ def test_a_sentence_supported_by_its_record_is_kept(sentence):
      "one of two records"),
 ])
 def test_a_sentence_its_record_does_not_support_is_removed(sentence, what):
-    from oracle_rag.chat.checking import check_sentence
+    from oracle_rag.answering.chat.checking import check_sentence
 
     verdict = check_sentence(sentence, _claims())
     assert not verdict.ok and verdict.reason == "claim", what
@@ -264,7 +269,7 @@ def test_a_sentence_its_record_does_not_support_is_removed(sentence, what):
 
 @pytest.mark.parametrize("sentence", ["8", "8.", "16 hours.", "[TICKETS #4001].", "- 3", "Yes."])
 def test_a_lone_number_or_fragment_is_never_shown(sentence, evidence):
-    from oracle_rag.chat.checking import check_sentence
+    from oracle_rag.answering.chat.checking import check_sentence
 
     assert check_sentence(sentence, _claims()).reason == "fragment"
     assert check_sentence(sentence, evidence).reason in ("fragment", "number", "anchor")
@@ -273,8 +278,8 @@ def test_a_lone_number_or_fragment_is_never_shown(sentence, evidence):
 
 def test_the_meaning_is_compared_with_the_deployments_model(demo_rag):
     """Words alone would keep a sentence whose words are in a passage that says something else."""
-    from oracle_rag.chat.checking import check_sentence
-    from oracle_rag.chat.support import MIN_SIMILARITY
+    from oracle_rag.answering.chat.checking import check_sentence
+    from oracle_rag.answering.chat.support import MIN_SIMILARITY
 
     evidence = _claims(demo_rag.engine.embed_many)
     kept = "As a workaround, raise the file limit to 65536 and restart the export workers every 6 hours [TICKETS #4003]."

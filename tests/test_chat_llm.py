@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from llm_server import Reply, ScriptedLLM
 
-from oracle_rag.chat.llm import LLMClient
+from oracle_rag.answering.chat.llm import LLMClient
 from oracle_rag.config import load_settings
 from oracle_rag.errors import ConfigurationError, LLMError
 

@@ -8,7 +8,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oracle_rag.chat.mentions import (
+from oracle_rag.answering.chat.mentions import (
     REMOVED,
     RecordWords,
     _Arriving,

@@ -1,6 +1,6 @@
 """The answer without a model quotes the sentences that answer, from the body or any comment, authors kept.
 
-Pure tests of the sentence selection (oracle_rag/chat/passages.py) on records written here, and the
+Pure tests of the sentence selection (oracle_rag/answering/chat/passages.py) on records written here, and the
 whole path on a real embedded database: a help-desk table declared as a SQL source (no reference
 tables), real ONNX embeddings of the sentences, ``Chat.answer`` without a model.
 """
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from oracle_rag.chat import Chat
-from oracle_rag.chat.answer import EXTRACTIVE_HEADER, extractive_answer
-from oracle_rag.chat.passages import best_passages, cues, split_record
+from oracle_rag.answering.chat import Chat
+from oracle_rag.answering.chat.answer import EXTRACTIVE_HEADER, extractive_answer
+from oracle_rag.answering.chat.passages import best_passages, cues, split_record
 
 HEAP = """Search nodes pause for 20 seconds during garbage collection
 Customers report that search hangs for 20 seconds every few minutes because of garbage collection pauses.
@@ -157,7 +157,7 @@ def helpdesk(make_settings):
 
 
 def test_chat_without_a_model_quotes_the_comment_that_answers(helpdesk) -> None:
-    from oracle_rag.access import directory_for
+    from oracle_rag.callers.access import directory_for
 
     with helpdesk.engine.connect() as conn:
         caller = directory_for(helpdesk.engine).load(conn, 5)
@@ -190,8 +190,8 @@ def test_a_prefixed_model_compares_a_query_with_passages(helpdesk) -> None:
     from generation_helpers import PREFIXED_NAME, register_prefixed, rotate
     from writepath_helpers import CountingRuntime
 
-    from oracle_rag import model_switch
-    from oracle_rag.access import directory_for
+    from oracle_rag.callers.access import directory_for
+    from oracle_rag.indexing import model_switch
 
     register_prefixed()
     engine = helpdesk.engine

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oracle_rag.chat.answer import EXTRACTIVE_HEADER, extractive_answer
-from oracle_rag.chat.citations import parse_anchors, select_citations, snippet
-from oracle_rag.chat.prompt import (
+from oracle_rag.answering.chat.answer import EXTRACTIVE_HEADER, extractive_answer
+from oracle_rag.answering.chat.citations import parse_anchors, select_citations, snippet
+from oracle_rag.answering.chat.prompt import (
     SYSTEM_PROMPT,
     Subject,
     Turn,
@@ -147,8 +147,8 @@ def test_extractive_answer_is_labelled_and_cites_what_it_shows() -> None:
 
 
 def test_query_result_in_the_prompt_is_capped_and_the_cut_said():
-    from oracle_rag.aggregate.service import AggregateResult
-    from oracle_rag.chat.prompt import QUERY_VALUE_CHARS, render_query_result
+    from oracle_rag.answering.aggregate.service import AggregateResult
+    from oracle_rag.answering.chat.prompt import QUERY_VALUE_CHARS, render_query_result
 
     result = AggregateResult("q", "SELECT TITLE FROM RAG_V_TASK", ["TITLE"], [["x" * 5000]] * 40, truncated=True,
                              row_cap=40, cap="bytes", byte_cap=200_000)

@@ -14,11 +14,11 @@ from pathlib import Path
 import sqlalchemy as sa
 import sqlglot
 
-from oracle_rag.chat import chat_sql
+from oracle_rag.answering.chat import chat_sql
 from oracle_rag.engines import Sql, engine_sql
-from oracle_rag.scripts import split_oracle_script
+from oracle_rag.sql_scripts import split_oracle_script
 
-SQL_DIR = Path(chat_sql.__file__).resolve().parent.parent / "sql"
+SQL_DIR = Path(chat_sql.__file__).resolve().parents[3] / "sql"
 _BIND = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 ORACLE_STATEMENTS = {n: v.oracle for n, v in vars(chat_sql).items() if isinstance(v, Sql)}
 SQLITE_STATEMENTS = {n: v.sqlite for n, v in vars(chat_sql).items() if isinstance(v, Sql)}

@@ -15,10 +15,10 @@ import sqlalchemy as sa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oracle_rag.caller import Caller
-from oracle_rag.chunking import VOCAB_PATH, ChunkPlan, count_pieces
+from oracle_rag.callers.caller import Caller
 from oracle_rag.errors import ConfigurationError, InputError
 from oracle_rag.sources import Document, Source
+from oracle_rag.text.chunking import VOCAB_PATH, ChunkPlan, count_pieces
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "minilm-l6-reference"
 MANAGER = Caller(1, "manager")

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from writepath_helpers import cli_env, cli_settings_env, queue, run_cli
 
 from oracle_rag.cli import main
-from oracle_rag.queue import enqueue
+from oracle_rag.indexing.queue import enqueue
 
 
 def test_status_shows_depth_age_stalled_chunks_and_model(demo_rag, cli):

@@ -41,10 +41,10 @@ from writepath_helpers import (
     wait_until,
 )
 
-from oracle_rag.auth import create_token
-from oracle_rag.chat.conversations import ConversationStore, new_conversation_id
-from oracle_rag.queue import enqueue, enqueue_many
-from oracle_rag.worker import Worker
+from oracle_rag.answering.chat.conversations import ConversationStore, new_conversation_id
+from oracle_rag.callers.tokens import create_token
+from oracle_rag.indexing.queue import enqueue, enqueue_many
+from oracle_rag.indexing.worker import Worker
 
 HELPER = Path(__file__).with_name("writepath_helpers.py")
 RESULTS = REPO / "bench" / "results" / "concurrency.json"

@@ -42,7 +42,7 @@ from writepath_helpers import (
     wait_until,
 )
 
-from oracle_rag.queue import enqueue_many
+from oracle_rag.indexing.queue import enqueue_many
 
 TOTAL_ROWS = 3000
 KILLS = 20

@@ -74,7 +74,7 @@ def test_a_typo_in_a_name_is_read_and_said(answers: list[dict[str, Any]]) -> Non
 
 
 def test_an_unknown_name_says_did_you_mean(deployment: tuple[Any, crm.World]) -> None:
-    from oracle_rag.chat import Chat
+    from oracle_rag.answering.chat import Chat
 
     rag, _ = deployment
     answer = Chat(rag, None, today=lambda: crm.TODAY).answer("deals of Chloe Martn", rag_caller(rag, 9109),
@@ -84,7 +84,7 @@ def test_an_unknown_name_says_did_you_mean(deployment: tuple[Any, crm.World]) ->
 
 def test_without_people_the_same_questions_show_ids(deployment: tuple[Any, crm.World]) -> None:
     """The baseline the bench measures: the same deployment without [people] answers with ids."""
-    from oracle_rag.chat import Chat
+    from oracle_rag.answering.chat import Chat
     from oracle_rag.config import load_settings
     from oracle_rag.system import RagSystem
 
@@ -97,7 +97,7 @@ def test_without_people_the_same_questions_show_ids(deployment: tuple[Any, crm.W
 
 
 def rag_caller(rag: Any, employee_id: int) -> Any:
-    from oracle_rag.access import load_caller
+    from oracle_rag.callers.access import load_caller
 
     with rag.engine.connect() as conn:
         return load_caller(conn, employee_id, rag.engine)
@@ -109,8 +109,8 @@ def test_an_average_with_a_model_is_answered_from_the_records_not_guarded_sql(
     asked for SQL: the question is answered from the records (and without a model, it says why)."""
     from llm_server import ScriptedLLM
 
-    from oracle_rag.chat import Chat, LLMClient
-    from oracle_rag.chat.router import NO_GUARDED_VIEWS
+    from oracle_rag.answering.chat import Chat, LLMClient
+    from oracle_rag.answering.chat.router import NO_GUARDED_VIEWS
 
     rag, _ = deployment
     caller = rag_caller(rag, 9109)

@@ -73,15 +73,15 @@ def test_oracle_reference_names_code_that_exists():
     cited = {
         "engine_sql.QUEUE_STATS": ("oracle_rag.engines.engine_sql", "QUEUE_STATS"),
         "engine_sql.PICK": ("oracle_rag.engines.engine_sql", "PICK"),
-        "oracle_provision_sql.DROP_MODEL": ("oracle_rag.engines.oracle_provision_sql", "DROP_MODEL"),
+        "oracle_provision_sql.DROP_MODEL": ("oracle_rag.engines.oracle.provision_sql", "DROP_MODEL"),
         "engines/statements.ClobBind": ("oracle_rag.engines.statements", "ClobBind"),
         "engines/records.read_lob": ("oracle_rag.engines.records", "read_lob"),
-        "engines/oracle.output_type_handler": ("oracle_rag.engines.oracle", "output_type_handler"),
+        "engines/oracle.output_type_handler": ("oracle_rag.engines.oracle.engine", "output_type_handler"),
         "sql_query_sql.ORACLE_DELTA_TZ_TEMPLATE": ("oracle_rag.sources.sql_query_sql", "ORACLE_DELTA_TZ_TEMPLATE"),
         "build._truncate_tokens": ("oracle_rag.embedding.build", "_truncate_tokens"),
-        "triggers._run_oracle_ddl": ("oracle_rag.triggers", "_run_oracle_ddl"),
-        "index_maintenance.rebuild": ("oracle_rag.index_maintenance", "rebuild"),
-        "aggregate_sql.SET_READ_ONLY": ("oracle_rag.aggregate.aggregate_sql", "SET_READ_ONLY"),
+        "triggers._run_oracle_ddl": ("oracle_rag.indexing.triggers", "_run_oracle_ddl"),
+        "index_maintenance.rebuild": ("oracle_rag.indexing.index_maintenance", "rebuild"),
+        "aggregate_sql.SET_READ_ONLY": ("oracle_rag.answering.aggregate.aggregate_sql", "SET_READ_ONLY"),
     }
     for name, (module, attr) in cited.items():
         assert f"`{name}" in text, f"{name} is no longer cited in docs/oracle-reference.md"

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from writepath_helpers import queue
 
 from oracle_rag.errors import InputError
-from oracle_rag.queue import enqueue, enqueue_many
+from oracle_rag.indexing.queue import enqueue, enqueue_many
 
 INSERT_TASK = sa.text("INSERT INTO TASK (TASK_ID, TITLE, STATUS, PRIORITY, PROJECT_ID) "
                       "VALUES (:id, 'New task', 'TODO', 'LOW', 1)")

@@ -1,4 +1,4 @@
-"""The facet indexes (answers/facet_indexes.py): their DDL pinned, their expression the predicate's own.
+"""The facet indexes (answering/structured/facet_indexes.py): their DDL pinned, their expression the predicate's own.
 
 Oracle uses a function-based index only for the indexed expression with the
 same return type, so the test that matters here is textual: each index
@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from oracle_rag.answers.facet_indexes import (
+from oracle_rag.answering.structured.facet_indexes import (
     ALIAS_COLUMN,
     facet_index_ddl,
     index_expression,
     index_name,
 )
-from oracle_rag.answers.predicates import build_predicate
-from oracle_rag.answers.understood import Condition
+from oracle_rag.answering.structured.predicates import build_predicate
+from oracle_rag.answering.structured.understood import Condition
 from oracle_rag.sources import reference_sources
 from oracle_rag.sources.facets import Facet
 

@@ -45,7 +45,7 @@ from reliability_helpers import (
     write_config,
 )
 
-from oracle_rag.chat import LLMClient
+from oracle_rag.answering.chat import LLMClient
 from oracle_rag.config import load_settings
 from oracle_rag.system import RagSystem
 from oracle_rag.web import create_app

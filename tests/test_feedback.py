@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from chat_helpers import DEV_A, DEV_B, bearer, issue_tokens
 
-from oracle_rag.chat.feedback import FeedbackStore
+from oracle_rag.answering.chat.feedback import FeedbackStore
 from oracle_rag.web import create_app
 
 
@@ -129,10 +129,10 @@ def test_bench_qa_skips_items_that_need_truth(tmp_path) -> None:
 def test_accepted_aggregate_sql_becomes_an_example_for_its_caller(demo_rag) -> None:
     from llm_server import ScriptedLLM
 
-    from oracle_rag.access import load_caller
-    from oracle_rag.aggregate.service import AggregateService
-    from oracle_rag.chat import LLMClient
-    from oracle_rag.chat.conversations import ConversationStore, new_conversation_id
+    from oracle_rag.answering.aggregate.service import AggregateService
+    from oracle_rag.answering.chat import LLMClient
+    from oracle_rag.answering.chat.conversations import ConversationStore, new_conversation_id
+    from oracle_rag.callers.access import load_caller
 
     store, feedback = ConversationStore(demo_rag.engine), FeedbackStore(demo_rag.engine)
     up_sql = "SELECT AVG(ESTIMATED_HOURS) AS AVG_HOURS FROM RAG_V_TASK WHERE STATUS = 'OPEN'"

@@ -28,8 +28,8 @@ import pytest
 from chat_helpers import DEV_A, DEV_B, MANAGER, issue_tokens, rewrite_task, task_chunks_of
 from llm_server import ScriptedLLM
 
-from oracle_rag.aggregate.examples import example_of, list_examples
-from oracle_rag.chat import LLMClient
+from oracle_rag.answering.aggregate.examples import example_of, list_examples
+from oracle_rag.answering.chat import LLMClient
 from oracle_rag.web import create_app
 from oracle_rag.web.server import make_server, serve_until
 from oracle_rag.web.state import EXTENSION
@@ -154,7 +154,7 @@ def test_no_example_crosses_callers_through_v1_or_mcp(world) -> None:
     import anyio
     from test_mcp import http_client, uvicorn_app
 
-    from oracle_rag.chat import Chat
+    from oracle_rag.answering.chat import Chat
     from oracle_rag.integrations.mcp_server import http_app
 
     rated, _ = ask_aggregate(world, DEV_A, QUESTION, SECRET_SQL)
@@ -210,7 +210,7 @@ def test_ratings_are_limited_per_caller(world, path) -> None:
     assert code in ("RATE_LIMITED", "rate_limit_exceeded")
     # another caller is not limited by this one; nothing was stored for the refused rating
     assert call(world, path, {"message_id": rated["message_id"], "rating": "up"}, DEV_B)[0] == 404
-    from oracle_rag.chat.feedback import FeedbackStore
+    from oracle_rag.answering.chat.feedback import FeedbackStore
 
     assert len(FeedbackStore(world.rag.engine).list()) == limit
     world.clock.now += 30

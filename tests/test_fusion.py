@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 from model_helpers import link_model
 
-from oracle_rag.caller import Caller
+from oracle_rag.callers.caller import Caller
 from oracle_rag.engines import Filters, embed_text
 from oracle_rag.sources import Document, Source
 
@@ -214,7 +214,7 @@ def test_only_the_near_ties_that_can_change_the_fused_top_k_need_sqls_order() ->
     """Settling just the runs Fusion.runs_that_matter names gives exactly the fusion of the legs in SQL's
     order (records, order, scores, distances), on random legs where leaving every run as the cache
     proposed it often gives another top k, and most runs need no settling."""
-    from oracle_rag.retriever import Fusion, rrf
+    from oracle_rag.search.retriever import Fusion, rrf
 
     rng = np.random.default_rng(25)
     weights = {"semantic": 1.0, "keyword": 1.0}
@@ -240,7 +240,7 @@ def test_rrf_equals_its_definition_hit_by_hit() -> None:
     """Fusion (scores summed per record, the rest looked up for the contenders only) gives exactly what
     the definition's loop over every hit gives: records, order, scores, legs, chunks, distances, ties."""
     from oracle_rag.engines import Hit
-    from oracle_rag.retriever import _rrf_by_definition, rrf
+    from oracle_rag.search.retriever import _rrf_by_definition, rrf
 
     rng = np.random.default_rng(6)
     ties = 0
@@ -308,7 +308,7 @@ def test_only_the_near_ties_that_can_reach_the_zscore_top_k_need_sqls_distances(
     """ScoreFusion.runs_that_matter: settling just the runs it names gives the top k of the legs with
     SQL's distances (the cache's differ by a hair), and most runs need no settling."""
     from oracle_rag.engines import Hit
-    from oracle_rag.retriever import ScoreFusion
+    from oracle_rag.search.retriever import ScoreFusion
 
     rng = np.random.default_rng(31)
     skipped = total = 0

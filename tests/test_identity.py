@@ -39,11 +39,11 @@ from mcp.shared.exceptions import MCPError
 from reliability_helpers import http_request
 from test_mcp import http_client, uvicorn_app
 
-from oracle_rag.auth import create_token
-from oracle_rag.chat import Chat
+from oracle_rag.answering.chat import Chat
+from oracle_rag.callers.identity import JwtIdentity, KeySet, identity_for, identity_status
+from oracle_rag.callers.tokens import create_token
 from oracle_rag.config import load_settings
 from oracle_rag.errors import ConfigurationError, InvalidTokenError
-from oracle_rag.identity import JwtIdentity, KeySet, identity_for, identity_status
 from oracle_rag.integrations.mcp_server import MCP_PATH, StdioIdentity, http_app
 from oracle_rag.system import RagSystem
 from oracle_rag.web import create_app
@@ -379,7 +379,7 @@ def _bad_tokens(site: SimpleNamespace) -> dict[str, str]:
 
 
 def test_every_refusal_is_the_same_401_and_the_reason_is_logged_without_the_token(served, caplog) -> None:
-    caplog.set_level(logging.WARNING, logger="oracle_rag.identity")
+    caplog.set_level(logging.WARNING, logger="oracle_rag.callers.identity")
     nobody = http_request(served.api, "GET", "/api/me")
     nobody_v1 = http_request(served.api, "GET", "/v1/models")
     assert nobody.status == 401 and nobody_v1.status == 401

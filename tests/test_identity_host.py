@@ -35,8 +35,8 @@ from jwt_helpers import (
     scoped_records,
 )
 
+from oracle_rag.callers.identity import identity_for
 from oracle_rag.config import load_settings
-from oracle_rag.identity import identity_for
 from oracle_rag.system import RagSystem
 from oracle_rag.web.server import make_server, serve_until
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from oracle_rag import index_maintenance as im
 from oracle_rag.cli import main
-from oracle_rag.engines import oracle_index_sql as q
+from oracle_rag.engines.oracle import index_sql as q
+from oracle_rag.indexing import index_maintenance as im
 
 
 def test_26ai_rebuilds_ivf_online_and_23ai_through_the_package() -> None:
@@ -109,7 +109,7 @@ def test_the_searched_index_follows_activate_and_rollback(rag) -> None:  # type:
     """The index maintenance acts on comes from the active generation, read from the database."""
     from generation_helpers import ROTATED_NAME, register
 
-    from oracle_rag import model_switch
+    from oracle_rag.indexing import model_switch
 
     register()
     with rag.engine.connect() as conn:

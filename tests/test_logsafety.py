@@ -39,7 +39,7 @@ def test_the_http_client_request_line_is_logged_without_query_or_user_info(demo_
     """The SDK's HTTP client logs each request URL at INFO; the query never reaches a handler."""
     import dataclasses
 
-    from oracle_rag.chat.llm import LLMClient
+    from oracle_rag.answering.chat.llm import LLMClient
     from oracle_rag.errors import LLMError
 
     with ScriptedLLM().start() as llm:

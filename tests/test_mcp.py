@@ -26,8 +26,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from reliability_helpers import CLI, clean_env
 
-from oracle_rag.auth import revoke_label
-from oracle_rag.chat import Chat, LLMClient
+from oracle_rag.answering.chat import Chat, LLMClient
+from oracle_rag.callers.tokens import revoke_label
 from oracle_rag.integrations.mcp_server import MCP_PATH, asgi_app, http_app
 from oracle_rag.web import create_app
 
@@ -188,7 +188,7 @@ def test_stdio_without_a_valid_token_is_refused(demo_rag, env) -> None:
 
 
 def test_stdio_token_variable_is_a_setting_and_revocation_applies_mid_session(demo_rag) -> None:
-    from oracle_rag.auth import create_token
+    from oracle_rag.callers.tokens import create_token
 
     token = create_token(demo_rag.engine, DEV_A, label="mcp-revoke").token
 

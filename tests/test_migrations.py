@@ -18,11 +18,11 @@ import sqlalchemy as sa
 
 from oracle_rag.config import Settings, load_settings
 from oracle_rag.engines.base import SQL_ROOT
-from oracle_rag.engines.oracle import OracleEngine
-from oracle_rag.engines.sqlite import SqliteEngine
+from oracle_rag.engines.oracle.engine import OracleEngine
+from oracle_rag.engines.sqlite.engine import SqliteEngine
 from oracle_rag.errors import ConfigurationError, MigrationError
 from oracle_rag.migrations import MigrationRunner, discover, migrate_all
-from oracle_rag.scripts import is_plsql, split_oracle_script
+from oracle_rag.sql_scripts import is_plsql, split_oracle_script
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "oracle"
 ORACLE_URL = "oracle+oracledb://scott@127.0.0.1:1/?service_name=FREEPDB1"

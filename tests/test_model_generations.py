@@ -15,14 +15,14 @@ import sqlalchemy as sa
 from generation_helpers import ROTATED_NAME, register
 from writepath_helpers import set_title
 
-from oracle_rag import model_switch
-from oracle_rag.caller import Caller
+from oracle_rag.callers.caller import Caller
 from oracle_rag.engines import engine_sql as q
 from oracle_rag.engines import generation_sql as gq
 from oracle_rag.engines.generations import Generation, render
 from oracle_rag.engines.records import Filters, Scope
 from oracle_rag.engines.statements import Sql
 from oracle_rag.errors import ConfigurationError, InputError
+from oracle_rag.indexing import model_switch
 
 QUESTIONS = ["login timeout on the mobile app", "SSO with Azure AD", "database migration fails",
              "improve dashboard performance", "error al iniciar sesión"]
@@ -134,7 +134,7 @@ def test_no_statement_can_compare_two_generations() -> None:
     one = Generation(1, "all-MiniLM-L6-v2", "ALL_MINILM_L12_V2", None, 384, 1, "ACTIVE")
     two = Generation(2, ROTATED_NAME, "MINILM_ROTATED", None, 384, 2, "STANDBY")
     from oracle_rag.config import load_settings
-    from oracle_rag.engines.sqlite import SqliteEngine
+    from oracle_rag.engines.sqlite.engine import SqliteEngine
 
     engine = SqliteEngine(load_settings(env={}))
     with pytest.raises(ValueError, match="needs a model generation"):
@@ -203,8 +203,8 @@ def test_progress_on_healthz_and_answers_and_access_unchanged(demo_rag, client) 
     """/healthz reports the switch; a developer's searches and structured answers are the same after the flip."""
     import datetime as dt
 
-    from oracle_rag.access import load_caller
-    from oracle_rag.chat import Chat
+    from oracle_rag.answering.chat import Chat
+    from oracle_rag.callers.access import load_caller
 
     rag = demo_rag
     with rag.engine.connect() as conn:

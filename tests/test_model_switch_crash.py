@@ -27,9 +27,9 @@ import sqlalchemy as sa
 from generation_helpers import ROTATED_NAME, register, rotate
 from writepath_helpers import REPO, set_title, wait_until
 
-from oracle_rag import model_switch
-from oracle_rag.caller import Caller
+from oracle_rag.callers.caller import Caller
 from oracle_rag.embedding import catalog, ensure_model
+from oracle_rag.indexing import model_switch
 
 HELPER = [sys.executable, str(Path(__file__).resolve().parent / "generation_helpers.py")]
 QUESTIONS = ["login timeout on the mobile app", "SSO with Azure AD", "database migration fails",

@@ -24,8 +24,8 @@ import sqlalchemy as sa
 from chat_helpers import DEV_A, DEV_B, MANAGER, issue_tokens, task_chunks_of, visible_to
 from llm_server import Reply, ScriptedLLM
 
-from oracle_rag.chat import LLMClient
-from oracle_rag.chat.feedback import FeedbackStore
+from oracle_rag.answering.chat import LLMClient
+from oracle_rag.answering.chat.feedback import FeedbackStore
 from oracle_rag.web import create_app
 from oracle_rag.web.openai_api import MODEL_ID
 from oracle_rag.web.server import make_server, serve_until

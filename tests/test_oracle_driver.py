@@ -28,11 +28,15 @@ import pytest
 import sqlalchemy as sa
 from statements_helpers import ORACLE_URL
 
-from oracle_rag.chat import chat_sql
+from oracle_rag.answering.chat import chat_sql
 from oracle_rag.config import load_settings
 from oracle_rag.engines import Filters, Scope, engine_sql
 from oracle_rag.engines.generations import INITIAL
-from oracle_rag.engines.oracle import OracleEngine, install_type_handlers, output_type_handler
+from oracle_rag.engines.oracle.engine import (
+    OracleEngine,
+    install_type_handlers,
+    output_type_handler,
+)
 from oracle_rag.engines.records import lob_text, read_lob
 from oracle_rag.engines.statements import ClobBind
 from oracle_rag.sources import sql_query_sql

@@ -8,8 +8,9 @@ fragments ``*_sql.py`` modules compose them from, and the Oracle migrations
 rendered with default settings (except the versions
 ``tests/test_migrations.py`` pins in ``tests/golden/oracle/``).
 
-Each statement has ``tests/golden/oracle_statements/<module>.<NAME>.sql``:
-a header with its origin and representative binds, the exact text, and,
+Each statement has ``tests/golden/oracle_statements/<NAME>.sql`` (a
+migration: ``sql.oracle[.demo].<version>.sql``): a header with its
+representative binds, the exact text, and,
 when a bind is expanding (``IN :ids``), the text SQLAlchemy actually sends.
 A new or changed statement fails here until its golden file is regenerated
 and reviewed::
@@ -40,8 +41,8 @@ from statements_helpers import (
 
 from oracle_rag.config import load_settings
 from oracle_rag.engines import engine_sql
-from oracle_rag.engines.oracle import OracleEngine
-from oracle_rag.scripts import is_plsql, split_oracle_script
+from oracle_rag.engines.oracle.engine import OracleEngine
+from oracle_rag.sql_scripts import is_plsql, split_oracle_script
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "oracle_statements"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -64,7 +65,7 @@ def _sql_value(value: Any) -> str:
 
 def golden_text(st: Statement) -> str:
     """The golden file's content for ``st``."""
-    lines = [f"-- {st.key}", f"-- from: {st.origin}"]
+    lines = [f"-- {st.key}"]
     if DEFAULT_MODEL in st.sql:
         lines.append(f"-- {{model}} rendered as {DEFAULT_MODEL}")
     if st.is_script:
@@ -86,9 +87,8 @@ def golden_text(st: Statement) -> str:
 def test_discovery_found_the_statements() -> None:
     assert not FOUND.problems, "statement discovery problems:\n" + "\n".join(FOUND.problems)
     # the engine's own module and the provisioning blocks are always there
-    for key in ("engines.engine_sql.PICK", "engines.engine_sql.UPSERT_CHUNK", "engines.engine_sql.SEMANTIC_SEARCH",
-                "engines.oracle_provision_sql.LOAD_MODEL_BLOB", "engines.oracle_provision_sql.LOAD_MODEL_CLOUD",
-                "migrations._INSERT_HISTORY", "sql.oracle.demo.V1__reference_app"):
+    for key in ("PICK", "UPSERT_CHUNK", "SEMANTIC_SEARCH", "LOAD_MODEL_BLOB", "LOAD_MODEL_CLOUD",
+                "_INSERT_HISTORY", "sql.oracle.demo.V1__reference_app"):
         assert key in STATEMENTS, key
     # V1/V2 are pinned by tests/test_migrations.py, not duplicated here
     assert "rag/V1__rag_chunk.sql" in FOUND.pinned_elsewhere

@@ -36,7 +36,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 from statements_helpers import ORACLE_URL, compiled, discover, expanding_binds
 
-from oracle_rag.scripts import is_plsql
+from oracle_rag.sql_scripts import is_plsql
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "oracle-testing.md"
 
@@ -430,7 +430,7 @@ def test_vector_index_renders_in_documented_syntax_for_every_setting(tmp_path: P
     """The migration's vector index, rendered for the other index settings, still matches the
     documented syntax (the default render is among the cases above)."""
     from oracle_rag.config import load_settings
-    from oracle_rag.engines.oracle import OracleEngine
+    from oracle_rag.engines.oracle.engine import OracleEngine
 
     empty = tmp_path / "empty.toml"
     empty.write_text("")

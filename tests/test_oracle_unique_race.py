@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 from oracledb import errors as oracledb_errors
 
-from oracle_rag.engines.oracle import UNIQUE_VIOLATION, is_unique_violation
+from oracle_rag.engines.oracle.engine import UNIQUE_VIOLATION, is_unique_violation
 
 
 def _driver_error(code: int, message: str) -> oracledb.Error:

@@ -29,17 +29,17 @@ PATTERNS = all_patterns()
 # Patterns that only read the package's own files, never text from a caller, a model, a source or the
 # configuration (a search from every line start is quadratic in blank lines, which those files lack).
 OWN_TEXT = {
-    "oracle_rag.triggers._CREATE": "reads the trigger scripts shipped in the package (triggers.py)",
+    "oracle_rag.indexing.triggers._CREATE": "reads the trigger scripts shipped in the package (indexing/triggers.py)",
 }
 
 
 def test_the_patterns_are_found_everywhere_they_are_written() -> None:
     names = set(PATTERNS)
     assert len(PATTERNS) > 80
-    for expected in ("oracle_rag.chat.checking._ANCHOR", "oracle_rag.chat.mentions._MORE", "RecordWords.head",
-                     "QueryParser._id_patterns[0]", "oracle_rag.answers.numbers.BETWEEN"):
+    for expected in ("oracle_rag.answering.chat.checking._ANCHOR", "oracle_rag.answering.chat.mentions._MORE", "RecordWords.head",
+                     "QueryParser._id_patterns[0]", "oracle_rag.answering.structured.numbers.BETWEEN"):
         assert expected in names, expected
-    assert any(n.startswith("oracle_rag/chat/checking.py:") for n in names), "inline patterns are found too"
+    assert any(n.startswith("oracle_rag/answering/chat/checking.py:") for n in names), "inline patterns are found too"
     assert set(OWN_TEXT) <= names, "an exemption names a pattern that no longer exists"
 
 
@@ -73,7 +73,7 @@ def test_a_typo_is_looked_up_not_compared_with_every_known_word() -> None:
     import random
     import time
 
-    from oracle_rag.answers.typos import Corrector, one_edit
+    from oracle_rag.answering.structured.typos import Corrector, one_edit
 
     rng = random.Random(3)
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from oracle_rag.callers.people import person_id, person_name
 from oracle_rag.config import load_settings
 from oracle_rag.errors import ConfigurationError
-from oracle_rag.people import person_id, person_name
 from oracle_rag.sources.reference import ReferenceRegistry
 from oracle_rag.system import RagSystem
 
@@ -69,7 +69,7 @@ def test_names_come_from_the_declared_query_and_are_kept_for_refresh(crm: RagSys
 
 
 def test_a_caller_without_an_employee_row_is_named_by_the_people(crm: RagSystem) -> None:
-    from oracle_rag.access import load_caller
+    from oracle_rag.callers.access import load_caller
 
     with crm.engine.connect() as conn:
         assert load_caller(conn, 201, crm.engine).name == "Tomás Herrera"
@@ -158,7 +158,7 @@ def test_reference_app_off_ignores_tables_of_the_same_names(demo_template: Path,
         assert rag.sources.types() == [] and rag.declarations() == []
         assert rag.people.names() == {} and rag.status()["people"]["names_from"] == "none"
         with rag.engine.connect() as conn:  # its EMPLOYEE is not the reference app's: any id is a caller
-            from oracle_rag.access import load_caller
+            from oracle_rag.callers.access import load_caller
 
             stranger = load_caller(conn, 987654, rag.engine)
         assert (stranger.employee_id, stranger.name, stranger.roles) == (987654, "", ())
@@ -183,7 +183,7 @@ def test_a_closed_system_is_not_kept_alive_by_its_people(make_settings) -> None:
     import gc
     import weakref
 
-    from oracle_rag.people import people_for
+    from oracle_rag.callers.people import people_for
     from oracle_rag.system import RagSystem
 
     system = RagSystem(make_settings())

@@ -125,8 +125,8 @@ def test_access_change_and_a_write_without_analysis_keep_the_postings_in_step(de
 def test_exact_ties_beyond_k_rank_by_chunk_id_in_every_form(make_settings) -> None:
     # SQLite rounds only the scores within 1e-9 of the k-th best (engine_sql._BEST): twelve records
     # of one text tie exactly, so the top 5 must be the five lowest chunk ids, as in the index.
-    from oracle_rag import bm25
     from oracle_rag.system import RagSystem
+    from oracle_rag.text import bm25
 
     system = RagSystem(make_settings())
     try:

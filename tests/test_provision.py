@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from oracle_rag import provision
 from oracle_rag.cli import main
 from oracle_rag.config import load_settings
-from oracle_rag.engines import oracle_provision_sql as q
-from oracle_rag.engines.oracle import OracleEngine
-from oracle_rag.engines.sqlite import SqliteEngine
+from oracle_rag.engines.oracle import provision_sql as q
+from oracle_rag.engines.oracle.engine import OracleEngine
+from oracle_rag.engines.sqlite.engine import SqliteEngine
 from oracle_rag.errors import ConfigurationError, DatabaseError, InputError
+from oracle_rag.indexing import provision
 from oracle_rag.migrations import MigrationRunner, discover
-from oracle_rag.scripts import is_plsql, split_oracle_script
+from oracle_rag.sql_scripts import is_plsql, split_oracle_script
 
 ORACLE_STATEMENTS = {"LOAD_MODEL_BLOB": q.LOAD_MODEL_BLOB.oracle or "",
                      "LOAD_MODEL_CLOUD": q.LOAD_MODEL_CLOUD.oracle or "", "DROP_MODEL": q.DROP_MODEL.oracle or ""}
@@ -284,7 +284,7 @@ def test_blocks_are_pinned_by_golden_files() -> None:
     """The exact PL/SQL is reviewed text: tests/test_oracle_golden.py regenerates these files."""
     golden = ROOT / "tests" / "golden" / "oracle_statements"
     for name, block in ORACLE_STATEMENTS.items():
-        text = (golden / f"engines.oracle_provision_sql.{name}.sql").read_text("utf-8")
+        text = (golden / f"{name}.sql").read_text("utf-8")
         assert text.split("\n\n", 1)[1] == block + "\n"
 
 

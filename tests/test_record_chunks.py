@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from oracle_rag.caller import Caller
+from oracle_rag.callers.caller import Caller
 from oracle_rag.engines import ChunkWrite, Filters, Where, content_hash, facets_json, facets_value
 from oracle_rag.errors import InputError
 from oracle_rag.migrations import discover
-from oracle_rag.scripts import split_sqlite_script
 from oracle_rag.sources import Document, Source
+from oracle_rag.sql_scripts import split_sqlite_script
 
 MANAGER = Caller(employee_id=1, role="manager", name="m")
 
@@ -65,7 +65,7 @@ def test_v6_keeps_every_chunk_its_id_and_the_id_high_water_mark(tmp_path: Path) 
     import sqlean
 
     from oracle_rag.config import load_settings
-    from oracle_rag.engines.sqlite import SqliteEngine
+    from oracle_rag.engines.sqlite.engine import SqliteEngine
 
     engine = SqliteEngine(load_settings(env={}, data_dir=str(tmp_path)))
     migrations = discover(engine.migrations_dir())

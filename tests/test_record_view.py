@@ -11,9 +11,9 @@ import pytest
 import sqlalchemy as sa
 from chat_helpers import DEV_A, DEV_B, bearer, issue_tokens, rewrite_task, task_chunks_of
 
-from oracle_rag.caller import Caller
-from oracle_rag.chat.chunks import chunk_detail, find_passage
-from oracle_rag.chat.citations import snippet
+from oracle_rag.answering.chat.chunks import chunk_detail, find_passage
+from oracle_rag.answering.chat.citations import snippet
+from oracle_rag.callers.caller import Caller
 from oracle_rag.errors import NotFoundError
 from oracle_rag.web import create_app
 

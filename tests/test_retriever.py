@@ -18,14 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from model_helpers import link_model
 
-from oracle_rag.access import load_caller
-from oracle_rag.bm25 import query_terms
-from oracle_rag.caller import Caller
+from oracle_rag.callers.access import load_caller
+from oracle_rag.callers.caller import Caller
 from oracle_rag.config import load_settings
 from oracle_rag.engines import Filters, Hit
 from oracle_rag.errors import AccessError, InputError
-from oracle_rag.retriever import MODES, RetrievedChunk, Retriever, rrf, semantic_leg_filters
+from oracle_rag.search.retriever import MODES, RetrievedChunk, Retriever, rrf, semantic_leg_filters
 from oracle_rag.system import RagSystem
+from oracle_rag.text.bm25 import query_terms
 
 VOCABULARY = ["invoice", "payment", "login", "timeout", "mobile", "Kubernetes", "facturas", "sprint", "PDF",
               "retry", "dashboard", "sincronización", "GDPR", "SSO", "blocked", "release", "Atlas", "Nova",

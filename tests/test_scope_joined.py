@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from oracle_rag.answers import answers_sql
-from oracle_rag.chunking import ChunkPlan
+from oracle_rag.answering.structured import answers_sql
 from oracle_rag.engines import Filters, RecordAccess, Scope, engine_sql
 from oracle_rag.engines.records import search_binds
 from oracle_rag.engines.statements import Sql, stmt
-from oracle_rag.record_writes import record_write, write_records
+from oracle_rag.indexing.record_writes import record_write, write_records
+from oracle_rag.text.chunking import ChunkPlan
 
 SCOPES = (Scope(1, False), Scope(2, False, ("ops", "fin")), Scope(7, False, ("ops", "net", "fin", "hr", "x")),
           Scope(9, False), Scope(3, True))

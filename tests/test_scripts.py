@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import sqlean
 
-from oracle_rag.scripts import is_plsql, split_oracle_script, split_sqlite_script
+from oracle_rag.sql_scripts import is_plsql, split_oracle_script, split_sqlite_script
 
 SQL_ROOT = Path(__file__).resolve().parent.parent / "oracle_rag" / "sql"
 
@@ -238,7 +238,7 @@ def test_splitting_does_not_load_the_stdlib_sqlite3() -> None:
     import sys
 
     code = (
-        "import sys; from oracle_rag.scripts import split_sqlite_script; "
+        "import sys; from oracle_rag.sql_scripts import split_sqlite_script; "
         "split_sqlite_script('SELECT 1; SELECT 2;'); "
         "assert '_sqlite3' not in sys.modules, 'stdlib sqlite3 loaded'"
     )

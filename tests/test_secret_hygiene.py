@@ -198,7 +198,7 @@ def test_a_full_session_leaks_no_secret(demo_rag, session_env, tmp_path: Path) -
 
 def test_settings_repr_and_errors_hold_no_secret(monkeypatch, tmp_path: Path) -> None:
     """The library surface: Settings' redacted view, LLMClient's repr, config errors."""
-    from oracle_rag.chat import LLMClient
+    from oracle_rag.answering.chat import LLMClient
     from oracle_rag.config import load_settings
     from oracle_rag.errors import ConfigurationError
 

@@ -17,10 +17,11 @@ import sqlalchemy as sa
 import sqlean
 from click.testing import CliRunner
 
-from oracle_rag.caller import Caller
+from oracle_rag.callers.caller import Caller
 from oracle_rag.engines import Filters
 from oracle_rag.errors import ConfigurationError, SourceLoadingError
-from oracle_rag.sources import SourceRefresher, SqlSource, bind_connection
+from oracle_rag.indexing.refresh import SourceRefresher
+from oracle_rag.sources import SqlSource, bind_connection
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 ROWS = [
@@ -330,7 +331,7 @@ def test_serve_background_services_refresh_configured_sources(rag, bound, make_s
     """`oracle-rag serve` runs the refresh thread: configured sources reach the index unattended."""
     import time
 
-    from oracle_rag.services import BackgroundServices
+    from oracle_rag.background import BackgroundServices
     from oracle_rag.system import RagSystem
 
     settings = make_settings(sources={"crm": {"query": QUERY, "connection": "crm", "refresh": "1s"}},
@@ -357,8 +358,8 @@ def test_serve_background_services_refresh_configured_sources(rag, bound, make_s
 def test_lower_case_source_citations_open_for_their_owner_only(demo_rag, bound) -> None:
     from chat_helpers import bearer, issue_tokens
 
-    from oracle_rag.chat.chunks import chunk_detail
-    from oracle_rag.chat.citations import select_citations
+    from oracle_rag.answering.chat.chunks import chunk_detail
+    from oracle_rag.answering.chat.citations import select_citations
     from oracle_rag.web import create_app
 
     name = "crm.accounts-eu"

@@ -14,8 +14,8 @@ import sqlglot
 
 from oracle_rag.engines import Sql
 from oracle_rag.engines.base import SQL_ROOT
-from oracle_rag.scripts import split_oracle_script, split_sqlite_script
 from oracle_rag.sources import sql_query_sql as q
+from oracle_rag.sql_scripts import split_oracle_script, split_sqlite_script
 
 # The state statements per engine, plus the Oracle read-session statement and the wrappers.
 SQLITE_STATEMENTS = {n: v.sqlite for n, v in vars(q).items() if isinstance(v, Sql) and v.sqlite}

@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from oracle_rag import tracing
-from oracle_rag.chat import LLMClient
+from oracle_rag.answering.chat import LLMClient
 from oracle_rag.web import create_app
 from oracle_rag.web.server import make_server, serve_until
 
@@ -147,8 +147,8 @@ def test_span_tree_of_one_chat_request(demo_rag, exporter) -> None:
 
 
 def test_a_structured_answer_has_its_sql_span(demo_rag, exporter) -> None:
-    from oracle_rag.access import load_caller
-    from oracle_rag.chat import Chat
+    from oracle_rag.answering.chat import Chat
+    from oracle_rag.callers.access import load_caller
 
     with demo_rag.engine.connect() as conn:
         caller = load_caller(conn, DEV_A)
@@ -193,8 +193,8 @@ def test_streamed_answer_is_inside_its_request_span(demo_rag, exporter) -> None:
 
 
 def test_a_refused_query_marks_the_guard_span(demo_rag, exporter) -> None:
-    from oracle_rag.aggregate import AggregateService
-    from oracle_rag.caller import Caller
+    from oracle_rag.answering.aggregate import AggregateService
+    from oracle_rag.callers.caller import Caller
     from oracle_rag.errors import GuardrailError
 
     service = AggregateService(demo_rag.engine, demo_rag.settings)

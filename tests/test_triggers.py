@@ -15,12 +15,12 @@ import sqlalchemy as sa
 import sqlean
 from writepath_helpers import index_mismatches, queue
 
-from oracle_rag import triggers
 from oracle_rag.config import load_settings
 from oracle_rag.engines.base import SQL_ROOT
 from oracle_rag.errors import MissingTableError
+from oracle_rag.indexing import triggers
 from oracle_rag.migrations import MIGRATION_SETS, MigrationRunner, discover
-from oracle_rag.scripts import split_oracle_script
+from oracle_rag.sql_scripts import split_oracle_script
 from oracle_rag.system import RagSystem
 
 TABLES = ("TASK", "TASK_COMMENT", "SPRINT", "PROJECT")
@@ -173,7 +173,7 @@ def test_migrating_installs_no_enqueue_trigger(rag):
 
 # --- the Oracle script -------------------------------------------------------------
 def oracle_engine():
-    from oracle_rag.engines.oracle import OracleEngine
+    from oracle_rag.engines.oracle.engine import OracleEngine
 
     return OracleEngine(load_settings(env={}, database_url="oracle+oracledb://rag@db:1521/?service_name=FREEPDB1"))
 

@@ -1,4 +1,4 @@
-"""The embedded engine's in-process vector index (engines/vector_cache.py).
+"""The embedded engine's in-process vector index (engines/sqlite/vector_cache.py).
 
 Every comparison is against the SQL scan on the same file (a second
 RagSystem with ``embedded_vector_cache=False``), which the retriever tests
@@ -24,11 +24,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from model_helpers import link_model
 
-from oracle_rag.access import load_caller
-from oracle_rag.caller import Caller
+from oracle_rag.callers.access import load_caller
+from oracle_rag.callers.caller import Caller
 from oracle_rag.config import load_settings
 from oracle_rag.engines import ChunkWrite, Filters, Scope, content_hash
-from oracle_rag.engines.vector_cache import NULL
+from oracle_rag.engines.sqlite.vector_cache import NULL
 from oracle_rag.sources.access import record_access
 from oracle_rag.sources.reference import TaskSource
 from oracle_rag.system import RagSystem
@@ -168,7 +168,7 @@ def test_writes_from_another_process_are_seen(fresh):
     # Another process: reassign the first task away from developer 12, delete
     # the second, add a new task for developer 12; all through queue + worker.
     run_other_process(d, f"""
-        from oracle_rag.queue import enqueue
+        from oracle_rag.indexing.queue import enqueue
         with rag.engine.begin() as conn:
             conn.execute(sa.text("UPDATE TASK SET ASSIGNEE_ID = 13 WHERE TASK_ID = {owned[0]}"))
             enqueue(conn, "TASK", {owned[0]}, "UPSERT")

@@ -32,11 +32,10 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oracle_rag.bm25 import analyze_record
 from oracle_rag.engines import ChunkWrite, RecordAccess, Scope, content_hash, engine_sql
-from oracle_rag.engines import oracle_vpd_sql as vpd
 from oracle_rag.engines.guarded_scope_sql import caller_known, guarded_caller
-from oracle_rag.engines.oracle_vpd import context_call
+from oracle_rag.engines.oracle import vpd_sql as vpd
+from oracle_rag.engines.oracle.vpd import context_call
 from oracle_rag.engines.scope_sql import (
     BINDS,
     GROUP_TESTS,
@@ -44,6 +43,7 @@ from oracle_rag.engines.scope_sql import (
     scope_join,
     scope_predicate,
 )
+from oracle_rag.text.bm25 import analyze_record
 
 TYPES = ("DOC", "NOTE")
 IDS = [(t, str(i)) for t in TYPES for i in range(1, 7)]

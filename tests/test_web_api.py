@@ -25,8 +25,8 @@ from chat_helpers import (
 )
 from llm_server import Reply, ScriptedLLM
 
-from oracle_rag.chat import LLMClient
-from oracle_rag.chat.answer import EXTRACTIVE_HEADERS
+from oracle_rag.answering.chat import LLMClient
+from oracle_rag.answering.chat.answer import EXTRACTIVE_HEADERS
 from oracle_rag.web import DemoIdentity, create_app
 
 
@@ -95,7 +95,7 @@ def test_no_anonymous_access(web, method: str, path: str) -> None:
 
 
 def test_revoked_token_is_refused(web) -> None:
-    from oracle_rag.auth import list_tokens, revoke_token
+    from oracle_rag.callers.tokens import list_tokens, revoke_token
 
     assert web.client.get("/api/me", headers=web.as_(DEV_A)).status_code == 200
     for t in list_tokens(web.rag.engine, DEV_A):
@@ -238,7 +238,7 @@ def test_unexpected_failures_are_a_json_500(demo_rag) -> None:
 
 
 def test_custom_caller_loader(demo_rag) -> None:
-    from oracle_rag.caller import Caller
+    from oracle_rag.callers.caller import Caller
 
     web = make_web(demo_rag, ORACLE_RAG_CALLER_LOADER=lambda req: Caller(MANAGER, "manager", name="Host User")
                    if req.headers.get("X-Host-Session") == "valid" else None)

@@ -193,7 +193,7 @@ def test_demo_prepares_and_serves(data_dir: Path, tmp_path: Path, capfd: pytest.
     second = run_once(False, second_demo_on_the_same_port)  # re-runnable: data kept, tokens re-issued
     err = capfd.readouterr().err
     assert "demo data already present" in err and "in the background" not in err
-    from oracle_rag.auth import verify_token
+    from oracle_rag.callers.tokens import verify_token
     from oracle_rag.config import load_settings
     from oracle_rag.system import RagSystem
 

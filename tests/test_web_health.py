@@ -12,7 +12,7 @@ import pytest
 from chat_helpers import DEV_A, MANAGER, bearer, issue_tokens
 from flask import Flask
 
-from oracle_rag.services import BackgroundServices
+from oracle_rag.background import BackgroundServices
 from oracle_rag.web import create_app, init_app
 from oracle_rag.web.server import make_server, serve_until
 

@@ -35,9 +35,9 @@ from writepath_helpers import (
 from oracle_rag.cli import main
 from oracle_rag.demo.seed import seed
 from oracle_rag.engines import QueueRow
-from oracle_rag.queue import enqueue, enqueue_many
+from oracle_rag.indexing.queue import enqueue, enqueue_many
+from oracle_rag.indexing.worker import BatchResult, coalesce
 from oracle_rag.system import RagSystem
-from oracle_rag.worker import BatchResult, coalesce
 
 
 def row(dirty_id, source_id, action, source_type="TASK"):

@@ -81,7 +81,8 @@ def expected_chunks(rag: Any) -> dict[tuple[str, str], dict[str, Any]]:
     ``content`` is the record's whole text (what its chunks, in order, cover);
     ``hash`` the record hash every chunk carries; ``chunks`` their number.
     """
-    from oracle_rag.record_writes import plan_of, record_write
+    from oracle_rag.indexing.record_writes import record_write
+    from oracle_rag.text.chunking import plan_of
 
     plan = plan_of(rag.settings)
     out: dict[tuple[str, str], dict[str, Any]] = {}
@@ -199,7 +200,7 @@ def chunk_content(rag: Any, source_type: str, source_id: Any) -> str | None:
 
 # --- writing like a host application ------------------------------------------
 def set_title(conn: sa.Connection, task_id: int, title: str, *, enqueue: bool = True) -> None:
-    from oracle_rag.queue import enqueue as enq
+    from oracle_rag.indexing.queue import enqueue as enq
 
     conn.execute(sa.text("UPDATE TASK SET TITLE = :t WHERE TASK_ID = :i"), {"t": title, "i": task_id})
     if enqueue:
@@ -207,7 +208,7 @@ def set_title(conn: sa.Connection, task_id: int, title: str, *, enqueue: bool = 
 
 
 def delete_task(conn: sa.Connection, task_id: int, *, enqueue: bool = True) -> None:
-    from oracle_rag.queue import enqueue as enq
+    from oracle_rag.indexing.queue import enqueue as enq
 
     conn.execute(sa.text("DELETE FROM TASK_COMMENT WHERE TASK_ID = :i"), {"i": task_id})
     conn.execute(sa.text("DELETE FROM TASK WHERE TASK_ID = :i"), {"i": task_id})
@@ -255,8 +256,8 @@ def _worker_main(args: argparse.Namespace) -> None:
     import signal
 
     from oracle_rag.config import load_settings
+    from oracle_rag.indexing.worker import install_signal_handlers
     from oracle_rag.system import RagSystem
-    from oracle_rag.worker import install_signal_handlers
 
     logging.basicConfig(level=logging.WARNING)
     settings = load_settings(env={}, data_dir=args.data_dir, batch_size=args.batch_size,

@@ -25,9 +25,8 @@ from functools import partial
 
 import click
 
-from ..audit import ENTRY_POINT, leave_entry_point
-from ..logsafety import install as install_log_scrubber
-from . import (
+from oracle_rag.callers.audit import ENTRY_POINT, leave_entry_point
+from oracle_rag.cli import (
     access,
     aggregate,
     database,
@@ -40,7 +39,8 @@ from . import (
     web,
     writepath,
 )
-from .context import RagGroup
+from oracle_rag.cli.context import RagGroup
+from oracle_rag.logsafety import install as install_log_scrubber
 
 
 @click.group(cls=RagGroup)

@@ -1,5 +1,5 @@
 """``python -m oracle_rag.cli``: the same command as the ``oracle-rag`` script."""
 
-from . import main
+from oracle_rag.cli import main
 
 main()

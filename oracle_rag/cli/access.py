@@ -7,11 +7,11 @@ import json
 
 import click
 
-from .. import provision as provisioning
-from ..audit import audit_for, utc_now
-from ..config import duration_seconds
-from ..system import RagSystem
-from .context import pass_new_system, pass_system
+from oracle_rag.callers.audit import audit_for, utc_now
+from oracle_rag.cli.context import pass_new_system, pass_system
+from oracle_rag.config import duration_seconds
+from oracle_rag.indexing import provision as provisioning
+from oracle_rag.system import RagSystem
 
 
 def _since(value: str | None) -> dt.datetime | None:

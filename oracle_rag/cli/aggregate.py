@@ -6,12 +6,12 @@ import json
 
 import click
 
-from ..access import load_caller
-from ..aggregate import AggregateService
-from ..aggregate.service import cap_text
-from ..errors import GuardrailError
-from ..system import RagSystem
-from .context import exit_code, pass_system
+from oracle_rag.answering.aggregate import AggregateService
+from oracle_rag.answering.aggregate.service import cap_text
+from oracle_rag.callers.access import load_caller
+from oracle_rag.cli.context import exit_code, pass_system
+from oracle_rag.errors import GuardrailError
+from oracle_rag.system import RagSystem
 
 
 @click.command("sql")

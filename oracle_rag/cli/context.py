@@ -26,10 +26,16 @@ from typing import Any, TypeVar
 
 import click
 
-from ..config import Settings, load_settings
-from ..data_dir import require_database
-from ..errors import ConfigurationError, GuardrailError, InputError, NotFoundError, RagError
-from ..system import RagSystem
+from oracle_rag.config import Settings, load_settings
+from oracle_rag.data_dir import require_database
+from oracle_rag.errors import (
+    ConfigurationError,
+    GuardrailError,
+    InputError,
+    NotFoundError,
+    RagError,
+)
+from oracle_rag.system import RagSystem
 
 EXIT_INPUT = 2
 EXIT_ERROR = 1

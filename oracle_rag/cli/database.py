@@ -1,8 +1,8 @@
 """CLI commands for the database: ``migrate``, ``bootstrap``, ``model build|load|status``, ``model
-switch|activate|rollback|drop|generations`` (model_switch.py), ``index``.
+switch|activate|rollback|drop|generations`` (indexing/model_switch.py), ``index``.
 
-``model load`` and ``bootstrap`` both call :mod:`oracle_rag.provision`;
-``index rebuild|status`` calls :mod:`oracle_rag.index_maintenance`.
+``model load`` and ``bootstrap`` both call :mod:`oracle_rag.indexing.provision`;
+``index rebuild|status`` calls :mod:`oracle_rag.indexing.index_maintenance`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,19 @@ from pathlib import Path
 
 import click
 
-from .. import index_maintenance, model_switch, provision
-from ..embedding import build_model, catalog
-from ..errors import InputError
-from ..migrations import MigrationRunner
-from ..progress import step_progress
-from ..system import RagSystem
-from .context import EXIT_ERROR, cli_settings, open_system, pass_new_system, pass_system
+from oracle_rag.cli.context import (
+    EXIT_ERROR,
+    cli_settings,
+    open_system,
+    pass_new_system,
+    pass_system,
+)
+from oracle_rag.embedding import build_model, catalog
+from oracle_rag.errors import InputError
+from oracle_rag.indexing import index_maintenance, model_switch, provision
+from oracle_rag.migrations import MigrationRunner
+from oracle_rag.progress import step_progress
+from oracle_rag.system import RagSystem
 
 
 @click.command()

@@ -9,10 +9,10 @@ import datetime as dt
 
 import click
 
-from ..demo.run import run_demo
-from ..demo.seed import seed
-from ..system import RagSystem
-from .context import pass_new_system, progress_bar
+from oracle_rag.cli.context import pass_new_system, progress_bar
+from oracle_rag.demo.run import run_demo
+from oracle_rag.demo.seed import seed
+from oracle_rag.system import RagSystem
 
 
 @click.group(invoke_without_command=True)

@@ -15,10 +15,10 @@ from typing import Any
 
 import click
 
-from ..aggregate.examples import list_examples, set_approval
-from ..chat.feedback import RATINGS, Feedback, FeedbackStore
-from ..system import RagSystem
-from .context import pass_system
+from oracle_rag.answering.aggregate.examples import list_examples, set_approval
+from oracle_rag.answering.chat.feedback import RATINGS, Feedback, FeedbackStore
+from oracle_rag.cli.context import pass_system
+from oracle_rag.system import RagSystem
 
 # what was understood -> bench/qa.py's category
 CATEGORY = {"lookup": "lookup", "list": "filter", "count": "count"}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from ..data_dir import data_dir_line
-from ..system import RagSystem
-from ..web.server import check_port
-from .context import pass_system
+from oracle_rag.cli.context import pass_system
+from oracle_rag.data_dir import data_dir_line
+from oracle_rag.system import RagSystem
+from oracle_rag.web.server import check_port
 
 
 @click.command()
@@ -25,7 +25,7 @@ def mcp(rag: RagSystem, use_http: bool, host: str, port: int) -> None:
     """
     # Imported here: the MCP SDK takes ~1.7 s of CPU to import, which every
     # other command (and each CLI subprocess the tests start) would pay.
-    from ..integrations.mcp_server import run_http, run_stdio
+    from oracle_rag.integrations.mcp_server import run_http, run_stdio
 
     if where := data_dir_line(rag.settings):
         click.echo(where, err=True)

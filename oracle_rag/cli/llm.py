@@ -5,7 +5,7 @@ from one that needs 2 minutes on CPU, or one that restates counts and invents
 anchors from one that cites what it is given. The check asks the configured
 endpoint one short structured question (fixed facts about two records, given
 exactly as answers give them), times it, and runs the reply through the same
-sentence checking answers use (:mod:`oracle_rag.chat.checking`).
+sentence checking answers use (:mod:`oracle_rag.answering.chat.checking`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import time
 
 import click
 
-from ..chat.checking import check_text, evidence_from
-from ..chat.llm import LLMClient
-from ..chat.prompt import build_structured_messages
-from ..errors import ConfigurationError
-from .context import cli_settings
+from oracle_rag.answering.chat.checking import check_text, evidence_from
+from oracle_rag.answering.chat.llm import LLMClient
+from oracle_rag.answering.chat.prompt import build_structured_messages
+from oracle_rag.cli.context import cli_settings
+from oracle_rag.errors import ConfigurationError
 
 RECORDS = [
     {"id": "TASK #101", "title": "Rotate the payment gateway keys", "status": "BLOCKED", "priority": "HIGH",

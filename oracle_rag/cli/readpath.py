@@ -1,6 +1,6 @@
 """CLI commands for the read path: ``search`` and ``eval`` (retrieval quality).
 
-Libraries: :mod:`oracle_rag.retriever`, :mod:`oracle_rag.evaluation`.
+Libraries: :mod:`oracle_rag.search.retriever`, :mod:`oracle_rag.evaluation`.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import click
 
-from .. import search_output
-from ..access import load_caller
-from ..audit import audit_for, record_keys
-from ..engines import Filters
-from ..evaluation import run_eval
-from ..retriever import MODES
-from ..system import RagSystem
-from .context import cli_settings, pass_system, progress_bar
+from oracle_rag.callers.access import load_caller
+from oracle_rag.callers.audit import audit_for, record_keys
+from oracle_rag.cli import search_output
+from oracle_rag.cli.context import cli_settings, pass_system, progress_bar
+from oracle_rag.engines import Filters
+from oracle_rag.evaluation import run_eval
+from oracle_rag.search.retriever import MODES
+from oracle_rag.system import RagSystem
 
 
 @click.command()

@@ -1,4 +1,4 @@
-"""CLI commands for SQL-query knowledge sources (library: :mod:`oracle_rag.sources.refresh`).
+"""CLI commands for SQL-query knowledge sources (library: :mod:`oracle_rag.indexing.refresh`).
 
 ``oracle-rag sources list|sync|count|drop``. Sources are the configuration's
 ``[sources.NAME]`` tables; see docs/sql-sources.md.
@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from ..system import RagSystem
-from .context import EXIT_ERROR, pass_system
+from oracle_rag.cli.context import EXIT_ERROR, pass_system
+from oracle_rag.system import RagSystem
 
 
 def _when(value: Any) -> str:

@@ -1,7 +1,7 @@
 """CLI commands for the web area: ``serve``, ``token create|revoke|list``, ``ask``.
 
-Libraries: :mod:`oracle_rag.web.server`, :mod:`oracle_rag.auth`,
-:mod:`oracle_rag.chat`. The demo (``oracle-rag demo``) is in :mod:`.demo`.
+Libraries: :mod:`oracle_rag.web.server`, :mod:`oracle_rag.callers.tokens`,
+:mod:`oracle_rag.answering.chat`. The demo (``oracle-rag demo``) is in :mod:`.demo`.
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ import threading
 
 import click
 
-from ..access import load_caller
-from ..aggregate.service import cap_text
-from ..auth import create_token, list_tokens, revoke_token
-from ..chat import Chat, LLMClient
-from ..data_dir import data_dir_line
-from ..errors import NotFoundError
-from ..retriever import MODES
-from ..system import RagSystem
-from ..web.server import check_port, run_server
-from ..worker import install_signal_handlers
-from .context import pass_system
+from oracle_rag.answering.aggregate.service import cap_text
+from oracle_rag.answering.chat import Chat, LLMClient
+from oracle_rag.callers.access import load_caller
+from oracle_rag.callers.tokens import create_token, list_tokens, revoke_token
+from oracle_rag.cli.context import pass_system
+from oracle_rag.data_dir import data_dir_line
+from oracle_rag.errors import NotFoundError
+from oracle_rag.indexing.worker import install_signal_handlers
+from oracle_rag.search.retriever import MODES
+from oracle_rag.system import RagSystem
+from oracle_rag.web.server import check_port, run_server
 
 
 @click.command()

@@ -1,7 +1,7 @@
 """CLI commands for the write path: ``worker``, ``backfill``, ``status``, ``queue``, ``triggers``.
 
-Libraries: :mod:`oracle_rag.worker`, :mod:`oracle_rag.backfill`,
-:mod:`oracle_rag.triggers` (the optional enqueue triggers).
+Libraries: :mod:`oracle_rag.indexing.worker`, :mod:`oracle_rag.indexing.backfill`,
+:mod:`oracle_rag.indexing.triggers` (the optional enqueue triggers).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from typing import TextIO
 
 import click
 
-from .. import triggers as lib
-from ..embedding import ensure_model
-from ..identity import identity_status
-from ..progress import Progress, step_progress
-from ..services import BackgroundServices, run_until
-from ..system import RagSystem
-from ..worker import BatchResult, install_signal_handlers
-from .context import EXIT_ERROR, pass_system, progress_bar
+from oracle_rag.background import BackgroundServices, run_until
+from oracle_rag.callers.identity import identity_status
+from oracle_rag.cli.context import EXIT_ERROR, pass_system, progress_bar
+from oracle_rag.embedding import ensure_model
+from oracle_rag.indexing import triggers as lib
+from oracle_rag.indexing.worker import BatchResult, install_signal_handlers
+from oracle_rag.progress import Progress, step_progress
+from oracle_rag.system import RagSystem
 
 
 @click.command()

@@ -20,7 +20,7 @@ it:
   (a facet of the task: "the current sprint");
 - a sprint's columns and its project's name; a project's columns.
 
-Changes to the entity itself go through :func:`oracle_rag.queue.install_orm_hooks`.
+Changes to the entity itself go through :func:`oracle_rag.indexing.queue.install_orm_hooks`.
 The second group (a sprint or project renamed, an employee renamed, a
 comment moved to another task) is fanned out by a small extra
 ``after_flush`` listener here, because those changes make *other* chunks
@@ -37,8 +37,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from ..engines.statements import Sql, for_connection
-from ..queue import Tracked, enqueue_many, install_orm_hooks
+from oracle_rag.engines.statements import Sql, for_connection
+from oracle_rag.indexing.queue import Tracked, enqueue_many, install_orm_hooks
 
 # SQLite keeps timestamps as ISO-8601 text with a "T", the format of the
 # migration's DEFAULT and of the seed data; comments are ordered by this

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from .seed import generate, task_stories
-from .stories import EN_KITS, ES_KITS, Story
+from oracle_rag.demo.seed import generate, task_stories
+from oracle_rag.demo.stories import EN_KITS, ES_KITS, Story
 
 
 @dataclass(frozen=True)

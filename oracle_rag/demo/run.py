@@ -21,19 +21,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..access import load_caller
-from ..auth import create_token, revoke_label
-from ..chat.llm import LLMClient
-from ..config import Settings, load_settings
-from ..data_dir import describe_data_dir
-from ..embedding import ensure_model
-from ..errors import ConfigurationError
-from ..progress import Progress, step_progress
-from ..system import RagSystem
-from ..web import DemoIdentity
-from ..web.server import check_port, run_server
-from ..worker import install_signal_handlers
-from .seed import seed
+from oracle_rag.answering.chat.llm import LLMClient
+from oracle_rag.callers.access import load_caller
+from oracle_rag.callers.tokens import create_token, revoke_label
+from oracle_rag.config import Settings, load_settings
+from oracle_rag.data_dir import describe_data_dir
+from oracle_rag.demo.seed import seed
+from oracle_rag.embedding import ensure_model
+from oracle_rag.errors import ConfigurationError
+from oracle_rag.indexing.worker import install_signal_handlers
+from oracle_rag.progress import Progress, step_progress
+from oracle_rag.system import RagSystem
+from oracle_rag.web import DemoIdentity
+from oracle_rag.web.server import check_port, run_server
 
 # (employee id, why it is in the picker): ids follow demo/seed.py
 # (1-2 admin, 3-8 manager, 9-40 developer).

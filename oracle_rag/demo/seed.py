@@ -26,9 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..engines import Engine
-from ..engines.statements import Sql
-from .stories import Story, Teller
+from oracle_rag.demo.stories import Story, Teller
+from oracle_rag.engines import Engine
+from oracle_rag.engines.statements import Sql
 
 FIRST = ["Ana", "Luis", "María", "Carlos", "Sofía", "Jorge", "Lucía", "Diego", "Elena", "Pablo", "Marta",
          "Andrés", "Laura", "Javier", "Camila", "Tomás", "Valeria", "Miguel", "Paula", "Raúl", "Emma",

@@ -15,11 +15,16 @@
 See ``docs/embedding.md`` for the graph, its traps and measured parity.
 """
 
-from .build import DEFAULT_MAX_LENGTH, DEFAULT_MODEL_FILENAME, MODEL_DIM, build_model
-from .model_cache import ensure_model, model_path_for
-from .runtime import EmbeddingRuntime, prepare_text
-from .sqlite_function import embedding_errors, last_error, register
-from .vectors import from_blob, to_blob, validate_vector
+from oracle_rag.embedding.build import (
+    DEFAULT_MAX_LENGTH,
+    DEFAULT_MODEL_FILENAME,
+    MODEL_DIM,
+    build_model,
+)
+from oracle_rag.embedding.model_cache import ensure_model, model_path_for
+from oracle_rag.embedding.runtime import EmbeddingRuntime, prepare_text
+from oracle_rag.embedding.sqlite_function import embedding_errors, last_error, register
+from oracle_rag.embedding.vectors import from_blob, to_blob, validate_vector
 
 __all__ = [
     "DEFAULT_MAX_LENGTH",

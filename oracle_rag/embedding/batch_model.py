@@ -37,9 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from oracle_rag.errors import EmbeddingError
-
-from .build import (
+from oracle_rag.embedding.build import (
     BUILD_FORMAT,
     CUSTOM_DOMAIN,
     INPUT_NAME,
@@ -51,6 +49,7 @@ from .build import (
     atomic_write,
     encoder_pooling,
 )
+from oracle_rag.errors import EmbeddingError
 
 TOKENIZER_SUFFIX = ".tokenizer.onnx"
 BATCH_SUFFIX = ".batch.onnx"

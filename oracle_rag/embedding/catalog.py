@@ -26,18 +26,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from oracle_rag.errors import EmbeddingError
-
-from . import e5, e5_batch, e5_source
-from .batch_model import build_batch_models
-from .build import (
+from oracle_rag.embedding import e5, e5_batch, e5_source
+from oracle_rag.embedding.batch_model import build_batch_models
+from oracle_rag.embedding.build import (
     DEFAULT_MODEL_FILENAME,
     MODEL_DIM,
     WEIGHTS_INSTALL,
     WEIGHTS_PACKAGE,
     ProgressCallback,
 )
-from .build import build_model as build_minilm
+from oracle_rag.embedding.build import build_model as build_minilm
+from oracle_rag.errors import EmbeddingError
 
 
 @dataclass(frozen=True)

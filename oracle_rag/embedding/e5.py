@@ -44,10 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from oracle_rag.errors import EmbeddingError
-
-from . import e5_source
-from .build import (
+from oracle_rag.embedding import e5_source
+from oracle_rag.embedding.build import (
     CUSTOM_DOMAIN,
     INPUT_NAME,
     MODEL_DIM,
@@ -61,7 +59,8 @@ from .build import (
     encoder_layer,
     mean_pool_normalise,
 )
-from .sentencepiece_model import CONTROL, UNKNOWN, model_proto
+from oracle_rag.embedding.sentencepiece_model import CONTROL, UNKNOWN, model_proto
+from oracle_rag.errors import EmbeddingError
 
 MODEL_NAME = "intfloat/multilingual-e5-small"
 MODEL_FILENAME = "multilingual-e5-small.onnx"

@@ -25,10 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from oracle_rag.errors import EmbeddingError
-
-from . import e5
-from .batch_model import (
+from oracle_rag.embedding import e5
+from oracle_rag.embedding.batch_model import (
     BATCH_INPUTS,
     BATCH_OUTPUT,
     TOKENIZER_OUTPUTS,
@@ -40,7 +38,7 @@ from .batch_model import (
     weights_view,
     without_weights,
 )
-from .build import (
+from oracle_rag.embedding.build import (
     CUSTOM_DOMAIN,
     INPUT_NAME,
     IR_VERSION,
@@ -50,6 +48,7 @@ from .build import (
     add_constants,
     atomic_write,
 )
+from oracle_rag.errors import EmbeddingError
 
 
 def _metadata(model: Any, layout: Layout, location: str) -> None:

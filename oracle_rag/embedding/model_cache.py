@@ -13,12 +13,11 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from oracle_rag.data_dir import prepare_data_dir
+from oracle_rag.embedding.batch_model import batch_models_present
+from oracle_rag.embedding.build import ProgressCallback
+from oracle_rag.embedding.catalog import DEFAULT, EmbeddingModel
 from oracle_rag.errors import EmbeddingError
-
-from ..data_dir import prepare_data_dir
-from .batch_model import batch_models_present
-from .build import ProgressCallback
-from .catalog import DEFAULT, EmbeddingModel
 
 log = logging.getLogger("oracle_rag.embedding")
 

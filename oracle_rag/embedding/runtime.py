@@ -37,19 +37,18 @@ from typing import Any
 
 import numpy as np
 
-from oracle_rag.errors import EmbeddingError
-
-from .batch_model import (
+from oracle_rag.embedding.batch_model import (
     BATCH_INPUTS,
     BATCH_OUTPUT,
     TOKENIZER_OUTPUTS,
     batch_path_for,
     tokenizer_path_for,
 )
-from .build import INPUT_NAME, MODEL_DIM, OUTPUT_NAME
-from .vectors import from_blob as _from_blob
-from .vectors import to_blob as _to_blob
-from .vectors import validate_vector
+from oracle_rag.embedding.build import INPUT_NAME, MODEL_DIM, OUTPUT_NAME
+from oracle_rag.embedding.vectors import from_blob as _from_blob
+from oracle_rag.embedding.vectors import to_blob as _to_blob
+from oracle_rag.embedding.vectors import validate_vector
+from oracle_rag.errors import EmbeddingError
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
 

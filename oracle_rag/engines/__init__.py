@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..config import Settings
-from .base import Engine
-from .records import (
+from oracle_rag.config import Settings
+from oracle_rag.engines.base import Engine
+from oracle_rag.engines.records import (
     ChunkWrite,
     Filters,
     Hit,
@@ -22,7 +22,7 @@ from .records import (
     facets_json,
     facets_value,
 )
-from .statements import Sql
+from oracle_rag.engines.statements import Sql
 
 __all__ = ["ChunkWrite", "Engine", "Filters", "Hit", "KeywordHits", "QueueRow", "QueueStats", "RecordAccess", "Run", "Scope",
            "SemanticHits", "Sql",
@@ -39,9 +39,9 @@ def create_engine(settings: Settings) -> Engine:
     loads the tracing hooks for its sessions.
     """
     if settings.engine_kind == "oracle":
-        from .oracle import OracleEngine
+        from oracle_rag.engines.oracle.engine import OracleEngine
 
         return OracleEngine(settings)
-    from .sqlite import SqliteEngine
+    from oracle_rag.engines.sqlite.engine import SqliteEngine
 
     return SqliteEngine(settings)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .records import Scope
+from oracle_rag.engines.records import Scope
 
 NULL = np.iinfo(np.int64).min  # stands for SQL NULL in the id columns (vector_cache.NULL)
 

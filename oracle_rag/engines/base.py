@@ -22,15 +22,11 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 
-from .. import bm25
-from ..bm25 import Analysis
-from ..chunking import ChunkPlan, join_chunks
-from ..config import Settings
-from ..errors import DatabaseError, wrap_driver_error
-from . import engine_sql as q
-from . import generation_sql as gq
-from . import guarded_scope_sql
-from .generations import (
+from oracle_rag.config import Settings
+from oracle_rag.engines import engine_sql as q
+from oracle_rag.engines import generation_sql as gq
+from oracle_rag.engines import guarded_scope_sql
+from oracle_rag.engines.generations import (
     LIVE,
     SLOTS,
     Generation,
@@ -39,7 +35,7 @@ from .generations import (
     render,
     slot_value,
 )
-from .records import (
+from oracle_rag.engines.records import (
     ChunkWrite,
     Filters,
     GuardedAccess,
@@ -65,7 +61,11 @@ from .records import (
     vector_values,
     with_where,
 )
-from .statements import Sql, stmt
+from oracle_rag.engines.statements import Sql, stmt
+from oracle_rag.errors import DatabaseError, wrap_driver_error
+from oracle_rag.text import bm25
+from oracle_rag.text.bm25 import Analysis
+from oracle_rag.text.chunking import ChunkPlan, join_chunks
 
 SQL_ROOT = Path(__file__).resolve().parent.parent / "sql"
 
@@ -80,11 +80,11 @@ class Engine(ABC):
     loads_models: bool = False  # the model is loaded into the database (DBMS_VECTOR), not run in-process
     clob_binds: bool = False  # long text binds must be typed CLOB (Oracle's VARCHAR2 limit)
     maintains_indexes: bool = False  # approximate/text indexes to rebuild and optimise (`oracle-rag index`)
-    indexes_facets: bool = False  # facet predicates get function-based indexes (answers/facet_indexes.py)
+    indexes_facets: bool = False  # facet predicates get function-based indexes (answering/structured/facet_indexes.py)
     ddl_compile_warnings: bool = False  # PL/SQL DDL can "succeed" with compile errors, seen only on a raw cursor
     # One write lock for the whole database (SQLite): the worker picks, loads and
     # embeds a batch outside it (embed_texts) and holds it only to write the
-    # precomputed vectors (worker.py). False: a batch is one transaction, the
+    # precomputed vectors (indexing/worker.py). False: a batch is one transaction, the
     # text embedded in SQL, rows locked one by one (Oracle).
     prepared_writes: bool = False
 
@@ -150,7 +150,7 @@ class Engine(ABC):
     def guarded_access(self) -> GuardedAccess:
         """Where untrusted (model-written) SQL may run: never this engine's own connections.
 
-        ``aggregate/executors.py`` builds the guarded executor on it; the
+        ``answering/aggregate/executors.py`` builds the guarded executor on it; the
         engine only says which database access is the read-only one.
         """
 
@@ -619,7 +619,7 @@ class Engine(ABC):
 
     def keyword_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
                        where: Where | None = None, text: bool = True) -> list[Hit]:
-        """The ``k`` best records by BM25 (bm25.py) over the records this search may return, ranked in SQL.
+        """The ``k`` best records by BM25 (text/bm25.py) over the records this search may return, ranked in SQL.
 
         N, the average length and each term's document frequency come from
         the visible records only (scope, filters and ``where`` applied in

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from ..bm25 import MAX_QUERY_TERMS
-from .generation_sql import EMBED_VALUE
-from .scope_sql import group_chunk_ids, scope_join, scope_predicate
-from .statements import Sql
+from oracle_rag.engines.generation_sql import EMBED_VALUE
+from oracle_rag.engines.scope_sql import group_chunk_ids, scope_join, scope_predicate
+from oracle_rag.engines.statements import Sql
+from oracle_rag.text.bm25 import MAX_QUERY_TERMS
 
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_$#]{0,122}$")
 
@@ -263,7 +263,7 @@ ON CONFLICT (SOURCE_TYPE) DO UPDATE SET FAILED_AT = excluded.FAILED_AT, ERROR_CO
 )
 CLEAR_ACCESS_FAILURE = Sql.both("DELETE FROM RAG_ACCESS_FAILURE WHERE SOURCE_TYPE = :source_type")
 
-# A record's BM25 analysis lives on its chunk 0 (bm25.py): its length ...
+# A record's BM25 analysis lives on its chunk 0 (text/bm25.py): its length ...
 UPDATE_TERM_COUNT = Sql.both(
     "UPDATE RAG_CHUNK SET TERM_COUNT = :term_count "
     "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id AND CHUNK_NO = 0"
@@ -459,7 +459,7 @@ SEMANTIC_SEARCH_EXACT = Sql(
     expanding=("f_types",),
 )
 
-# -- keyword search: BM25 over records (bm25.py), computed in the database ----------------------
+# -- keyword search: BM25 over records (text/bm25.py), computed in the database ----------------------
 # N and the total length of the visible records (chunk 0 of each analysed
 # record), read before the keyword statement and bound into it, so that
 # statement reads only the query terms' postings. The embedded engine caches
@@ -484,7 +484,7 @@ KEYWORD_STATS = Sql(
     sqlite=_KEYWORD_VISIBLE.format(hint="", scope_join="", scope=SCOPE).replace("\n  ", "\n"),
     expanding=("f_types",))
 
-# BM25 of the visible records in one statement (bm25.py's formula, term by
+# BM25 of the visible records in one statement (text/bm25.py's formula, term by
 # term in the same floating-point operations): the query's terms and their
 # counts (:t0.., :f0..), the visible set's N and average length, each term's
 # document frequency and weight over the visible postings, the candidates'
@@ -600,7 +600,7 @@ if not _READ <= set(POSTING_COLUMNS):
     raise RuntimeError(f"the scope or filters read {sorted(_READ - set(POSTING_COLUMNS))}, which the postings "
                        "do not carry: add them to POSTING_COLUMNS and a migration")
 
-# A posting's part of its record's score (bm25.py): at most W, as k1 >= 0 and 0 <= b <= 1.
+# A posting's part of its record's score (text/bm25.py): at most W, as k1 >= 0 and 0 <= b <= 1.
 _IMPACT = "w.W * {p}.TF / ({p}.TF + :k1 * (1.0 - :b + :b * {p}.TERM_COUNT / w.AVGDL))"
 # The row limits inside the statement: the seed term, the seed's postings, the k-th seed score.
 _ROWS = {"first_row": {"oracle": "FETCH FIRST 1 ROWS ONLY", "sqlite": "LIMIT 1"},
@@ -753,7 +753,7 @@ SEMANTIC_RECORDS_BY_VECTOR = Sql(sqlite=_SQLITE_SEMANTIC_RECORDS_BY_VECTOR, expa
 
 EXPLAIN_SEMANTIC = Sql(oracle="EXPLAIN PLAN FOR " + _ORACLE_SEMANTIC_SEARCH, expanding=("f_types",))
 
-# -- the embedded engine's in-process vector cache (engines/vector_cache.py) ------------
+# -- the embedded engine's in-process vector cache (engines/sqlite/vector_cache.py) ------------
 # The same scan with the query vector bound (a blob from EMBED): the fallback
 # when the cache's candidates do not survive the SQL re-check, so the query
 # is not embedded twice.
@@ -779,7 +779,7 @@ WHERE c.CHUNK_ID IN :ids
   AND {FILTERS}
 ORDER BY SCORE, c.CHUNK_ID""", expanding=("f_types", "ids"))
 
-# -- hybrid search: the legs fetch no text, the fused top k do (retriever.py) -----------
+# -- hybrid search: the legs fetch no text, the fused top k do (search/retriever.py) -----------
 # The cache's candidates re-checked as SEMANTIC_CANDIDATES does, without the
 # text: CONTENT comes back empty and FACETS NULL (hits() reads them as "" and {}).
 SEMANTIC_CANDIDATE_KEYS = Sql(sqlite=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, '' AS CONTENT,
@@ -848,7 +848,7 @@ CHUNK_LOG_EXISTS = Sql(
     sqlite="SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'RAG_CHUNK_LOG'")
 
 
-# -- the in-process BM25 index (engines/term_index.py) ---------------------------
+# -- the in-process BM25 index (engines/sqlite/term_index.py) ---------------------------
 # Records (chunk 0 of each analysed record) with their scope columns and length.
 _TERM_RECORDS = """SELECT CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, TERM_COUNT,
        ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, SOURCE_ID FROM RAG_CHUNK

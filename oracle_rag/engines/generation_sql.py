@@ -9,7 +9,7 @@ one of the fragments below (:func:`upsert_text`).
 
 from __future__ import annotations
 
-from .statements import Sql
+from oracle_rag.engines.statements import Sql
 
 _COLUMNS = ("GENERATION_ID, MODEL_NAME, DB_MODEL, FINGERPRINT, DIMENSIONS, SLOT, STATE, QUERY_PREFIX, "
             "PASSAGE_PREFIX, CREATED_AT, ACTIVATED_AT")
@@ -119,7 +119,7 @@ VECTOR_INDEX_FORMS = {"CREATE_VECTOR_INDEX_2_IVF_90": create_vector_index(2, "NE
 
 # -- the chunk upsert's vector per slot -------------------------------------------
 # Oracle embeds in the statement; the embedded engine binds a vector computed
-# before its write transaction (worker.py), or embeds in the statement too.
+# before its write transaction (indexing/worker.py), or embeds in the statement too.
 # A slot no live generation owns gets no vector (its stamp NULL): Oracle NULL;
 # SQLite's EMBEDDING is NOT NULL since V1, so slot 1 keeps a zero blob there.
 EMBED_VALUE = {"oracle": "VECTOR_EMBEDDING({model} USING :embed_text_{slot} AS data)",

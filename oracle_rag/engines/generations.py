@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigurationError
+from oracle_rag.errors import ConfigurationError
 
 SLOTS = (1, 2)
 LOADING, STANDBY, ACTIVE = "LOADING", "STANDBY", "ACTIVE"

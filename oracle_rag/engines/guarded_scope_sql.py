@@ -1,7 +1,7 @@
 """The access scope of the guarded aggregate views, generated from the one scope predicate.
 
 Model-written SQL reads allow-listed views over the application's tables
-(``aggregate/catalog.py``). A view's rows must follow the same declared
+(``answering/aggregate/catalog.py``). A view's rows must follow the same declared
 policy as every other read path (docs/access.md): a row of a declared
 source is visible when the caller sees all (``see_all_roles``) or when its
 record's chunk passes ``scope_sql.scope_predicate`` (owner, groups, public,
@@ -9,7 +9,7 @@ failed permission data) with the caller read from the guarded session
 instead of binds (a view takes no binds):
 
 * SQLite: functions registered on the guarded connection only
-  (``aggregate/sqlite_executor.py``): ``rag_caller_id()``,
+  (``answering/aggregate/sqlite_executor.py``): ``rag_caller_id()``,
   ``rag_caller_see_all()``, ``rag_caller_groups()`` (a JSON array, expanded
   by ``json_each``); the authorizer refuses them outside a view's body.
 * Oracle: the read-only user cannot set an application context (it may
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 
-from .scope_sql import CallerSql, scope_predicate
+from oracle_rag.engines.scope_sql import CallerSql, scope_predicate
 
 _SOURCE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,29}\.[A-Za-z][A-Za-z0-9_]{0,127}$")

@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from .base import Engine
+from oracle_rag.engines.base import Engine
 
 T = TypeVar("T")
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ..bm25 import Analysis
-from ..errors import InputError
+from oracle_rag.errors import InputError
+from oracle_rag.text.bm25 import Analysis
 
 ACTIONS = ("UPSERT", "DELETE")
 
@@ -236,7 +236,7 @@ class Filters:
     ``first_chunk`` keeps each record's first chunk only (``CHUNK_NO = 0``):
     semantic search then ranks a record by the window a single-vector
     retriever embeds (the model's first 256 wordpieces), which is what
-    hybrid's semantic leg fuses (retriever.py). Keyword search already ranks
+    hybrid's semantic leg fuses (search/retriever.py). Keyword search already ranks
     whole records through their chunk 0, so it changes nothing there.
     """
 
@@ -392,7 +392,7 @@ def read_lob(value: Any) -> Any:
     """The one LOB reader: a LOB object's content, anything else unchanged.
 
     The Oracle engine's connections fetch CLOB/BLOB as str/bytes (see
-    :func:`oracle_rag.engines.oracle.output_type_handler`), so this matters
+    :func:`oracle_rag.engines.oracle.engine.output_type_handler`), so this matters
     only for a connection someone else configured (a host application's
     engine passed to a SQL source, ``auto_convert_lobs=False``).
     """

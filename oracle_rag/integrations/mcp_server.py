@@ -7,7 +7,7 @@ schema the SDK derives from the signature (bounds included, so a bad ``k`` is
 refused naming ``k``), and each returns structured output with its own schema.
 
 Identity comes only from the product's hashed API tokens or, when ``[auth]``
-declares an issuer, the host's JWTs (oracle_rag/identity.py), never from a
+declares an issuer, the host's JWTs (oracle_rag/callers/identity.py), never from a
 tool argument:
 
 - streamable HTTP (``/mcp``): ``Authorization: Bearer <token>`` on every
@@ -25,7 +25,7 @@ tool argument:
   HTTP refusal spelt for a pipe.
 
 Scope is the engine's: the tools call the same retriever, detail view and
-chat as the API with the verified :class:`~oracle_rag.caller.Caller`, so a
+chat as the API with the verified :class:`~oracle_rag.callers.caller.Caller`, so a
 developer's ``get_record`` of another's task gets the API's own
 ``record not found``. Database and model calls are blocking; they run on
 worker threads so one slow answer never stalls the event loop.
@@ -48,20 +48,20 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from .. import tracing
-from ..audit import ENTRY_POINT, audit_for, record_keys
-from ..auth import hash_token
-from ..caller import Caller
-from ..chat import Chat
-from ..chat.chunks import chunk_detail
-from ..chat.citations import snippet
-from ..config import load_settings
-from ..engines import Filters
-from ..errors import AccessError, ConfigurationError, RagError, wrap_driver_error
-from ..identity import caller_for_bearer, looks_like_jwt
-from ..retriever import MAX_K, Retriever
-from ..system import RagSystem
-from ..web import create_app
+from oracle_rag import tracing
+from oracle_rag.answering.chat import Chat
+from oracle_rag.answering.chat.chunks import chunk_detail
+from oracle_rag.answering.chat.citations import snippet
+from oracle_rag.callers.audit import ENTRY_POINT, audit_for, record_keys
+from oracle_rag.callers.caller import Caller
+from oracle_rag.callers.identity import caller_for_bearer, looks_like_jwt
+from oracle_rag.callers.tokens import hash_token
+from oracle_rag.config import load_settings
+from oracle_rag.engines import Filters
+from oracle_rag.errors import AccessError, ConfigurationError, RagError, wrap_driver_error
+from oracle_rag.search.retriever import MAX_K, Retriever
+from oracle_rag.system import RagSystem
+from oracle_rag.web import create_app
 
 log = logging.getLogger("oracle_rag.integrations.mcp")
 

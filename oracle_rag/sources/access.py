@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..engines.records import RecordAccess, check_group
-from ..errors import ConfigurationError
+from oracle_rag.engines.records import RecordAccess, check_group
+from oracle_rag.errors import ConfigurationError
 
 RULES = ("owner", "group", "public")
 MISSING = ("hidden", "public")

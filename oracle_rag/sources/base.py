@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from ..errors import ConfigurationError
-from .access import LEGACY, AccessPolicy
-from .facets import Facet
-from .meanings import Declaration, Meanings
+from oracle_rag.errors import ConfigurationError
+from oracle_rag.sources.access import LEGACY, AccessPolicy
+from oracle_rag.sources.facets import Facet
+from oracle_rag.sources.meanings import Declaration, Meanings
 
 T = TypeVar("T")
 

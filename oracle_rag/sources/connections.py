@@ -34,10 +34,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..errors import ConfigurationError, SourceLoadingError, wrap_driver_error
-from ..urlsafety import check_url
-from . import sql_query_sql as q
-from .durations import format_seconds
+from oracle_rag.errors import ConfigurationError, SourceLoadingError, wrap_driver_error
+from oracle_rag.sources import sql_query_sql as q
+from oracle_rag.sources.durations import format_seconds
+from oracle_rag.urlsafety import check_url
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import ConfigurationError
+from oracle_rag.errors import ConfigurationError
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _COMPACT = re.compile(r"^(?:(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*)+$", re.IGNORECASE)

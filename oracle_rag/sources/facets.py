@@ -5,7 +5,7 @@ assignee, project, sprint, its sprint's status, its due date) that questions
 filter and count by. Sources declare their facets and put the values of each
 record in ``Document.facets``; the indexer stores them on every chunk of the
 record (``RAG_CHUNK.FACETS``, a flat JSON object), so a filter or a count is
-a SQL predicate next to the scope predicate (``oracle_rag.answers``).
+a SQL predicate next to the scope predicate (``oracle_rag.answering.structured``).
 
 Nothing about a facet is hard-coded in the question parser: it learns the
 facet names, the words that name them (``cues``), and the values from these
@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigurationError
+from oracle_rag.errors import ConfigurationError
 
 KINDS = ("enum", "ref", "date", "number")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")

@@ -1,6 +1,6 @@
 """What a source's records mean to a question: the declarations every source makes (issue 22).
 
-The structured answerer (``oracle_rag.answers``) knows nothing about any
+The structured answerer (``oracle_rag.answering.structured``) knows nothing about any
 particular application: which words name a source's records ("task",
 "ticket", "caso"), which facet "my" means, which enum facet is the record's
 state and which of its values mean finished, which date "overdue" is about,
@@ -22,8 +22,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..errors import ConfigurationError
-from .facets import Facet
+from oracle_rag.errors import ConfigurationError
+from oracle_rag.sources.facets import Facet
 
 Labels = Callable[[sa.Connection], dict[str, dict[Any, str]]]
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..engines import Engine
-from ..engines.statements import Sql, for_connection
-from ..errors import missing_table
-from . import reference_sql as q
-from .access import OWNER_ONLY, PUBLIC
-from .base import (
+from oracle_rag.engines import Engine
+from oracle_rag.engines.statements import Sql, for_connection
+from oracle_rag.errors import missing_table
+from oracle_rag.sources import reference_sql as q
+from oracle_rag.sources.access import OWNER_ONLY, PUBLIC
+from oracle_rag.sources.base import (
     Document,
     Source,
     SourceRegistry,
@@ -30,7 +30,7 @@ from .base import (
     fmt_number,
     text_or_dash,
 )
-from .facets import (
+from oracle_rag.sources.facets import (
     ASSIGNEE,
     DUE_DATE,
     PRIORITY,
@@ -40,7 +40,7 @@ from .facets import (
     SPRINT_STATUS,
     STATUS,
 )
-from .meanings import Meanings
+from oracle_rag.sources.meanings import Meanings
 
 
 def _int_ids(ids: Sequence[str]) -> list[int]:
@@ -146,7 +146,7 @@ class TaskSource(Source):
     access = OWNER_ONLY  # the assignee; an unassigned task: see-all callers only
 
     def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
-        # the assignee's names are the deployment's people (oracle_rag/people.py), as for every person facet
+        # the assignee's names are the deployment's people (oracle_rag/callers/people.py), as for every person facet
         return {**_project_labels(conn), "sprint_id": _names(conn, q.SPRINT_NAMES)}
 
     def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:
@@ -224,7 +224,7 @@ class ProjectSource(Source):
         return _ids(conn, q.PROJECT_IDS)
 
 
-# The reference application's people: the names of every person facet's ids (oracle_rag/people.py), read
+# The reference application's people: the names of every person facet's ids (oracle_rag/callers/people.py), read
 # like a deployment's [people] query.
 REFERENCE_PEOPLE = q.PEOPLE_QUERY
 

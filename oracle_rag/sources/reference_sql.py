@@ -4,7 +4,7 @@ Ids arrive as strings (RAG_CHUNK.SOURCE_ID is text so SQL-query sources can
 use any key); these statements bind them as integers.
 """
 
-from ..engines.statements import Sql
+from oracle_rag.engines.statements import Sql
 
 TASKS = Sql.both("""SELECT t.TASK_ID, t.TITLE, t.DESCRIPTION, t.STATUS, t.PRIORITY, t.SPRINT_ID, t.PROJECT_ID,
        t.ASSIGNEE_ID, t.STORY_POINTS, t.ESTIMATED_HOURS, t.DUE_DATE,
@@ -36,7 +36,7 @@ SPRINT_IDS = Sql.both("SELECT SPRINT_ID FROM SPRINT ORDER BY SPRINT_ID")
 PROJECT_IDS = Sql.both("SELECT PROJECT_ID FROM PROJECT ORDER BY PROJECT_ID")
 
 # Names for the facets' ids (organisational data every caller may see). The people are the reference
-# application's declaration of a deployment's [people] query (oracle_rag/people.py runs it the same way).
+# application's declaration of a deployment's [people] query (oracle_rag/callers/people.py runs it the same way).
 PEOPLE_QUERY = "SELECT EMPLOYEE_ID, FIRST_NAME, LAST_NAME FROM EMPLOYEE ORDER BY EMPLOYEE_ID"
 PROJECT_NAMES = Sql.both("SELECT PROJECT_ID, NAME FROM PROJECT ORDER BY PROJECT_ID")
 SPRINT_NAMES = Sql.both("SELECT SPRINT_ID, NAME FROM SPRINT ORDER BY SPRINT_ID")

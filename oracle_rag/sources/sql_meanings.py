@@ -26,9 +26,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigurationError
-from .facets import PERSON_CUES, Facet, check_facet_name
-from .meanings import Meanings, check_meanings
+from oracle_rag.errors import ConfigurationError
+from oracle_rag.sources.facets import PERSON_CUES, Facet, check_facet_name
+from oracle_rag.sources.meanings import Meanings, check_meanings
 
 MAX_WORDS = 64
 

@@ -37,22 +37,28 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..engines.records import check_group, read_lob
-from ..errors import ConfigurationError, InputError, SourceLoadingError
-from ..scripts import skip_gap, skip_literal
-from . import sql_query_sql as q
-from .access import ACCESS_OPTION_KEYS, LEGACY, AccessPolicy, SourceAccess, source_access
-from .connections import (
+from oracle_rag.engines.records import check_group, read_lob
+from oracle_rag.errors import ConfigurationError, InputError, SourceLoadingError
+from oracle_rag.sources import sql_query_sql as q
+from oracle_rag.sources.access import (
+    ACCESS_OPTION_KEYS,
+    LEGACY,
+    AccessPolicy,
+    SourceAccess,
+    source_access,
+)
+from oracle_rag.sources.connections import (
     RAG_CONNECTION,
     URL_OPTIONS,
     UrlOptions,
     check_connection_name,
     check_url_options,
 )
-from .durations import checked_duration
-from .facets import Facet, check_facet_name
-from .meanings import Declaration
-from .sql_meanings import MEANING_KEYS, meaning_warnings, sql_facets, sql_meanings
+from oracle_rag.sources.durations import checked_duration
+from oracle_rag.sources.facets import Facet, check_facet_name
+from oracle_rag.sources.meanings import Declaration
+from oracle_rag.sources.sql_meanings import MEANING_KEYS, meaning_warnings, sql_facets, sql_meanings
+from oracle_rag.sql_scripts import skip_gap, skip_literal
 
 # -- options ---------------------------------------------------------------------------
 ROLE_OPTIONS = {"id": "id_column", "content": "content_column", "title": "title_column",
@@ -259,7 +265,7 @@ class SqlSource:
     def declares_access(self) -> bool:
         """Do its rows carry who may read them (an owner column, a group_column, an acl_query)?
 
-        Such a source's failed read hides it from callers without see-all (sources/refresh.py).
+        Such a source's failed read hides it from callers without see-all (indexing/refresh.py).
         """
         if "public" in self.access.rules:
             return False
@@ -275,7 +281,7 @@ class SqlSource:
         return self.sql_meanings.meanings
 
     def declaration(self) -> Declaration:
-        """Its facets and meanings; its person facets are named by the deployment's people (oracle_rag/people.py)."""
+        """Its facets and meanings; its person facets are named by the deployment's people (oracle_rag/callers/people.py)."""
         return Declaration(self.name, self.facets, self.meanings)
 
     def reserved_metadata(self) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from ..engines.statements import Sql
+from oracle_rag.engines.statements import Sql
 
 _TS_SQLITE = ":{name}"
 _TS_ORACLE = "TO_TIMESTAMP_TZ(:{name}, 'YYYY-MM-DD\"T\"HH24:MI:SS.FF6TZH:TZM')"

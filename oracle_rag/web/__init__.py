@@ -5,7 +5,7 @@ See :mod:`oracle_rag.web.app` for configuration and ``docs/chat.md`` for the API
 
 from __future__ import annotations
 
-from .app import create_app, init_app
-from .state import DemoIdentity, WebState
+from oracle_rag.web.app import create_app, init_app
+from oracle_rag.web.state import DemoIdentity, WebState
 
 __all__ = ["DemoIdentity", "WebState", "create_app", "init_app"]

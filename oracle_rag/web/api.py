@@ -1,7 +1,7 @@
 """The JSON API, one blueprint (mounted at ``/api`` by default).
 
 Views parse and check the request, take the caller from the app's caller
-loader, call the library (:class:`~oracle_rag.chat.Chat`, the conversation
+loader, call the library (:class:`~oracle_rag.answering.chat.Chat`, the conversation
 store, the chunk detail view) and map errors to statuses
 (:mod:`oracle_rag.web.json_errors`). The reference is ``docs/chat.md``.
 """
@@ -16,17 +16,17 @@ from typing import Any
 from flask import Blueprint, Response, g, jsonify, request, stream_with_context
 from werkzeug.exceptions import BadRequest, RequestEntityTooLarge, UnsupportedMediaType
 
-from ..audit import ENTRY_POINT, leave_entry_point
-from ..caller import Caller
-from ..chat.answer import check_drop
-from ..chat.chunks import chunk_detail
-from ..chat.conversations import ConversationStore
-from ..chat.feedback import check_comment, check_rating
-from ..errors import AccessError, InputError, LLMError, NotFoundError, RagError
-from ..hosts import is_loopback_request
-from . import json_errors
-from .openapi import spec_response
-from .state import finish_api_response, get_db, release_db, state
+from oracle_rag.answering.chat.answer import check_drop
+from oracle_rag.answering.chat.chunks import chunk_detail
+from oracle_rag.answering.chat.conversations import ConversationStore
+from oracle_rag.answering.chat.feedback import check_comment, check_rating
+from oracle_rag.callers.audit import ENTRY_POINT, leave_entry_point
+from oracle_rag.callers.caller import Caller
+from oracle_rag.errors import AccessError, InputError, LLMError, NotFoundError, RagError
+from oracle_rag.hosts import is_loopback_request
+from oracle_rag.web import json_errors
+from oracle_rag.web.openapi import spec_response
+from oracle_rag.web.state import finish_api_response, get_db, release_db, state
 
 api_bp = Blueprint("oracle_rag_api", __name__)
 json_errors.register(api_bp)

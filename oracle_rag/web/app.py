@@ -12,8 +12,8 @@ long would cap concurrent chats at the pool size.
 
 Who is asking comes from a ``caller_loader(request) -> Caller | None`` that
 the host provides (its session, a verified JWT…). The built-in loader
-accepts ``Authorization: Bearer <API token>`` (:mod:`oracle_rag.auth`) and,
-when ``[auth]`` declares an issuer, a JWT from it (:mod:`oracle_rag.identity`).
+accepts ``Authorization: Bearer <API token>`` (:mod:`oracle_rag.callers.tokens`) and,
+when ``[auth]`` declares an issuer, a JWT from it (:mod:`oracle_rag.callers.identity`).
 Nothing in a request body or query string can set the caller.
 
 Configuration keys read by :func:`create_app` (all optional):
@@ -22,7 +22,7 @@ Configuration keys read by :func:`create_app` (all optional):
 - ``ORACLE_RAG_SETTINGS``: Settings for the RagSystem built here
 - ``ORACLE_RAG_CONFIG_FILE``: a TOML file for :func:`~oracle_rag.config.load_settings`
 - ``ORACLE_RAG_CALLER_LOADER``: the caller loader (default: API tokens)
-- ``ORACLE_RAG_LLM``: an :class:`~oracle_rag.chat.LLMClient`, or None for the
+- ``ORACLE_RAG_LLM``: an :class:`~oracle_rag.answering.chat.LLMClient`, or None for the
   extractive answerer (default: from settings)
 - ``ORACLE_RAG_DEMO_IDENTITIES``: demo identities for the picker (demo mode only)
 - ``MAX_CONTENT_LENGTH``: request body limit (default 64 KiB; the API applies
@@ -39,23 +39,23 @@ import sqlalchemy as sa
 from flask import Flask, Request, request
 from werkzeug.exceptions import HTTPException
 
-from ..auth import bearer_token
-from ..caller import Caller
-from ..chat import Chat, LLMClient
-from ..chat.feedback import FeedbackStore, RatingLimit
-from ..config import load_settings
-from ..errors import wrap_driver_error
-from ..hosts import host_allowed, parse_allowed_hosts
-from ..identity import caller_for_bearer
-from ..system import RagSystem
-from ..tracing import instrument_flask
-from . import json_errors
-from .api import api_bp
-from .health import health_bp
-from .metrics import Metrics, metrics_bp
-from .openai_api import openai_bp
-from .pages import pages_bp
-from .state import (
+from oracle_rag.answering.chat import Chat, LLMClient
+from oracle_rag.answering.chat.feedback import FeedbackStore, RatingLimit
+from oracle_rag.callers.caller import Caller
+from oracle_rag.callers.identity import caller_for_bearer
+from oracle_rag.callers.tokens import bearer_token
+from oracle_rag.config import load_settings
+from oracle_rag.errors import wrap_driver_error
+from oracle_rag.hosts import host_allowed, parse_allowed_hosts
+from oracle_rag.system import RagSystem
+from oracle_rag.tracing import instrument_flask
+from oracle_rag.web import json_errors
+from oracle_rag.web.api import api_bp
+from oracle_rag.web.health import health_bp
+from oracle_rag.web.metrics import Metrics, metrics_bp
+from oracle_rag.web.openai_api import openai_bp
+from oracle_rag.web.pages import pages_bp
+from oracle_rag.web.state import (
     DEFAULT_MAX_BODY,
     EXTENSION,
     CallerLoader,
@@ -72,7 +72,7 @@ __all__ = ["DEFAULT_MAX_BODY", "CallerLoader", "DemoIdentity", "WebState", "crea
 
 def token_caller_loader(req: Request) -> Caller | None:
     """The built-in loader: ``Authorization: Bearer <token>`` → an API token's employee, or the caller of a
-    JWT from the ``[auth]`` issuer (oracle_rag/identity.py). None, whatever the reason, is the one 401."""
+    JWT from the ``[auth]`` issuer (oracle_rag/callers/identity.py). None, whatever the reason, is the one 401."""
     token = bearer_token(req.headers.get("Authorization"))
     if token is None:
         return None

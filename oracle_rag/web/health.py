@@ -25,10 +25,10 @@ from typing import Any
 
 from flask import Blueprint, Request, Response, jsonify, request
 
-from ..errors import RagError
-from ..model_switch import switch_progress
-from .metrics import metrics_allowed
-from .state import state
+from oracle_rag.errors import RagError
+from oracle_rag.indexing.model_switch import switch_progress
+from oracle_rag.web.metrics import metrics_allowed
+from oracle_rag.web.state import state
 
 health_bp = Blueprint("oracle_rag_health", __name__)
 

@@ -16,7 +16,7 @@ from typing import Any
 from flask import Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from ..errors import (
+from oracle_rag.errors import (
     AccessError,
     ConfigurationError,
     DatabaseError,

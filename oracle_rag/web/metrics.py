@@ -47,11 +47,11 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ..audit import audit_for
-from ..auth import bearer_token
-from ..errors import RagError
-from ..system import RagSystem
-from .json_errors import error_response
+from oracle_rag.callers.audit import audit_for
+from oracle_rag.callers.tokens import bearer_token
+from oracle_rag.errors import RagError
+from oracle_rag.system import RagSystem
+from oracle_rag.web.json_errors import error_response
 
 log = logging.getLogger("oracle_rag.web.metrics")
 
@@ -136,7 +136,7 @@ class Metrics:
                 self._instrumented = self._rag.engine.observe_embedding(self.embedding.observe)
 
     def observe_chat(self, what: str, seconds: float, labels: dict[str, str]) -> None:
-        """The :class:`~oracle_rag.chat.Chat` observer hook."""
+        """The :class:`~oracle_rag.answering.chat.Chat` observer hook."""
         if what == "retrieval":
             self.retrieval.labels(labels.get("mode", "")).observe(seconds)
         elif what == "llm":

@@ -49,15 +49,15 @@ from typing import Any
 from flask import Blueprint, Response, g, jsonify, request, stream_with_context
 from werkzeug.exceptions import HTTPException
 
-from ..audit import ENTRY_POINT, leave_entry_point
-from ..caller import Caller
-from ..chat.answer import ChatAnswer
-from ..chat.citations import Citation, snippet
-from ..chat.feedback import check_comment, check_rating
-from ..chat.prompt import Turn
-from ..errors import AccessError, InputError, LLMError, NotFoundError, RagError
-from . import json_errors
-from .state import finish_api_response, release_db, state
+from oracle_rag.answering.chat.answer import ChatAnswer
+from oracle_rag.answering.chat.citations import Citation, snippet
+from oracle_rag.answering.chat.feedback import check_comment, check_rating
+from oracle_rag.answering.chat.prompt import Turn
+from oracle_rag.callers.audit import ENTRY_POINT, leave_entry_point
+from oracle_rag.callers.caller import Caller
+from oracle_rag.errors import AccessError, InputError, LLMError, NotFoundError, RagError
+from oracle_rag.web import json_errors
+from oracle_rag.web.state import finish_api_response, release_db, state
 
 MODEL_ID = "oracle-rag"
 CREATED = 1_767_225_600  # 2026-01-01: a fixed "created" for the one model (the protocol wants an int)

@@ -19,9 +19,9 @@ from typing import Any
 
 from flask import Response, jsonify, url_for
 
-from ..chat.citations import SNIPPET_CHARS
-from ..retriever import MODES
-from .state import state
+from oracle_rag.answering.chat.citations import SNIPPET_CHARS
+from oracle_rag.search.retriever import MODES
+from oracle_rag.web.state import state
 
 # Statuses every authenticated endpoint can answer, beyond its own.
 _AUTH_ERRORS = ("401", "500", "503")

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, render_template, request, url_for
 
-from ..demo.questions import EXAMPLES
-from .state import state
+from oracle_rag.demo.questions import EXAMPLES
+from oracle_rag.web.state import state
 
 pages_bp = Blueprint("oracle_rag_pages", __name__, static_folder="static",
                      static_url_path="/static/oracle-rag", template_folder="templates")

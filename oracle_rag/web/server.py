@@ -2,7 +2,7 @@
 
 ``oracle-rag serve`` runs :func:`run_server`: the app on waitress (a
 production WSGI server, pure Python, threads), bound to 127.0.0.1 unless
-told otherwise, plus :class:`oracle_rag.services.BackgroundServices` (the
+told otherwise, plus :class:`oracle_rag.background.BackgroundServices` (the
 queue worker, the start-up backfill and the SQL-source refresh, in threads;
 ``--no-worker`` when workers run as their own processes), so the server
 answers from its first second while the index fills behind it. The web
@@ -30,11 +30,11 @@ from typing import Any
 
 from flask import Flask
 
-from ..errors import ConfigurationError
-from ..services import BackgroundServices
-from ..system import RagSystem
-from ..tracing import configure
-from .app import create_app
+from oracle_rag.background import BackgroundServices
+from oracle_rag.errors import ConfigurationError
+from oracle_rag.system import RagSystem
+from oracle_rag.tracing import configure
+from oracle_rag.web.app import create_app
 
 log = logging.getLogger("oracle_rag.web.server")
 

@@ -19,13 +19,13 @@ from typing import Any
 import sqlalchemy as sa
 from flask import Request, Response, current_app, g, request
 
-from ..caller import Caller
-from ..chat import Chat
-from ..chat.feedback import FeedbackStore
-from ..errors import RagError, wrap_driver_error
-from ..services import BackgroundServices
-from ..system import RagSystem
-from .metrics import Metrics
+from oracle_rag.answering.chat import Chat
+from oracle_rag.answering.chat.feedback import FeedbackStore
+from oracle_rag.background import BackgroundServices
+from oracle_rag.callers.caller import Caller
+from oracle_rag.errors import RagError, wrap_driver_error
+from oracle_rag.system import RagSystem
+from oracle_rag.web.metrics import Metrics
 
 EXTENSION = "oracle_rag"
 DEFAULT_MAX_BODY = 64 * 1024

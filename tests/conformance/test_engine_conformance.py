@@ -14,10 +14,10 @@ from collections import Counter
 import pytest
 import sqlalchemy as sa
 
-from oracle_rag.caller import Caller
+from oracle_rag.callers.caller import Caller
 from oracle_rag.engines import Filters
+from oracle_rag.indexing.queue import enqueue
 from oracle_rag.migrations import discover
-from oracle_rag.queue import enqueue
 
 SEED_TASKS = 40
 SEED_SPRINTS = 48

@@ -17,13 +17,14 @@ import pytest
 import sqlalchemy as sa
 from oracle_helpers import require_oracle, run_user_file
 
-from oracle_rag import auth
-from oracle_rag.aggregate.service import AggregateService
-from oracle_rag.caller import Caller
-from oracle_rag.chat.citations import Citation
-from oracle_rag.chat.conversations import ConversationStore, new_conversation_id
+from oracle_rag.answering.aggregate.service import AggregateService
+from oracle_rag.answering.chat.citations import Citation
+from oracle_rag.answering.chat.conversations import ConversationStore, new_conversation_id
+from oracle_rag.callers import tokens as auth
+from oracle_rag.callers.caller import Caller
 from oracle_rag.errors import GuardrailError, NotFoundError
-from oracle_rag.sources import SourceRefresher, SqlSource
+from oracle_rag.indexing.refresh import SourceRefresher
+from oracle_rag.sources import SqlSource
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 

@@ -16,10 +16,10 @@ import pytest
 import sqlalchemy as sa
 from oracle_helpers import OracleTarget, cli, drop_model, load_model, new_system
 
-from oracle_rag import provision
-from oracle_rag.caller import Caller
+from oracle_rag.callers.caller import Caller
 from oracle_rag.engines import ChunkWrite, Filters, Scope, content_hash
 from oracle_rag.engines.records import EMBED_TEXT_MAX_BYTES, embed_text
+from oracle_rag.indexing import provision
 
 
 def _scalar(system, sql: str, **binds):  # type: ignore[no-untyped-def]
@@ -59,7 +59,7 @@ def test_a_40_kb_chunk_goes_through_merge_insert_and_update(oracle_system) -> No
 
 
 def test_long_chat_message_and_sql_source_metadata_are_stored_whole(oracle_system) -> None:  # type: ignore[no-untyped-def]
-    from oracle_rag.chat.conversations import ConversationStore, new_conversation_id
+    from oracle_rag.answering.chat.conversations import ConversationStore, new_conversation_id
 
     store = ConversationStore(oracle_system.engine)
     long_answer = "Respuesta detallada. " * 3000  # ~63 KB, into a CLOB through INSERT ... VALUES
@@ -217,7 +217,7 @@ def test_lobs_and_vectors_are_converted_on_our_connections_only(oracle_system, o
 
 
 def test_chat_and_sql_sources_see_text_not_lobs(oracle_system) -> None:  # type: ignore[no-untyped-def]
-    from oracle_rag.chat.chunks import chunk_detail
+    from oracle_rag.answering.chat.chunks import chunk_detail
 
     engine = oracle_system.engine
     with engine.begin() as conn:
@@ -231,8 +231,8 @@ def test_chat_and_sql_sources_see_text_not_lobs(oracle_system) -> None:  # type:
 
 
 def test_a_trigger_that_does_not_compile_is_dropped_and_raised(oracle_system) -> None:  # type: ignore[no-untyped-def]
-    from oracle_rag import triggers
     from oracle_rag.errors import DatabaseError
+    from oracle_rag.indexing import triggers
 
     engine = oracle_system.engine
     with engine.begin() as conn:  # the triggers insert into RAG_DIRTY: without it they cannot compile
@@ -255,14 +255,14 @@ def test_a_trigger_that_does_not_compile_is_dropped_and_raised(oracle_system) ->
         triggers.uninstall(engine)
 
 
-# -- 7. accents: the analyser folds them on both sides (bm25.py) --------------------------------
+# -- 7. accents: the analyser folds them on both sides (text/bm25.py) --------------------------------
 
 
 @pytest.mark.parametrize("query", ["energia", "energía", "ENERGÍA", "sincronizacion"])
 def test_accented_terms_match_either_way(oracle_system, query: str) -> None:  # type: ignore[no-untyped-def]
     """Written through record_writes, as the indexer writes: chunks plus the record's postings."""
-    from oracle_rag.chunking import ChunkPlan
-    from oracle_rag.record_writes import record_write, write_records
+    from oracle_rag.indexing.record_writes import record_write, write_records
+    from oracle_rag.text.chunking import ChunkPlan
 
     engine = oracle_system.engine
     text = "[PROJECT #9002] Ahorro de energía y sincronización sin conexión"
@@ -277,7 +277,7 @@ def test_accented_terms_match_either_way(oracle_system, query: str) -> None:  # 
 
 
 def test_bootstrap_rebuilds_the_vector_index_once_after_the_first_backfill(oracle_system) -> None:  # type: ignore[no-untyped-def]
-    from oracle_rag import index_maintenance
+    from oracle_rag.indexing import index_maintenance
 
     engine, settings = oracle_system.engine, oracle_system.settings
     with engine.begin() as conn:

@@ -15,10 +15,10 @@ import pytest
 import sqlalchemy as sa
 from oracle_helpers import OracleTarget, readonly_system
 
-from oracle_rag.aggregate.executors import guarded_executor
-from oracle_rag.aggregate.guard import CheckedQuery
-from oracle_rag.aggregate.service import AggregateService
-from oracle_rag.caller import Caller
+from oracle_rag.answering.aggregate.executors import guarded_executor
+from oracle_rag.answering.aggregate.guard import CheckedQuery
+from oracle_rag.answering.aggregate.service import AggregateService
+from oracle_rag.callers.caller import Caller
 from oracle_rag.errors import GuardrailError
 
 

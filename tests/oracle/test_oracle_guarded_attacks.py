@@ -16,8 +16,8 @@ import pytest
 from attack_lists import ORACLE_ATTACKS, ORACLE_BYPASS_ATTACKS
 from oracle_helpers import OracleTarget, readonly_system
 
-from oracle_rag.aggregate.service import AggregateService
-from oracle_rag.caller import Caller
+from oracle_rag.answering.aggregate.service import AggregateService
+from oracle_rag.callers.caller import Caller
 from oracle_rag.errors import GuardrailError
 
 DATA_ATTACKS = [

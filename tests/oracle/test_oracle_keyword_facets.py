@@ -11,11 +11,11 @@ import pytest
 import sqlalchemy as sa
 from oracle_plans import filters_over, full_scans, plan_rows
 
-from oracle_rag.answers import answers_sql
-from oracle_rag.answers.facet_indexes import facet_index_ddl
-from oracle_rag.answers.predicates import build_predicate
-from oracle_rag.answers.understood import Condition
-from oracle_rag.caller import Caller
+from oracle_rag.answering.structured import answers_sql
+from oracle_rag.answering.structured.facet_indexes import facet_index_ddl
+from oracle_rag.answering.structured.predicates import build_predicate
+from oracle_rag.answering.structured.understood import Condition
+from oracle_rag.callers.caller import Caller
 from oracle_rag.engines import Filters, Scope, engine_sql
 from oracle_rag.engines.records import Where, search_binds
 from oracle_rag.engines.statements import stmt
@@ -127,7 +127,7 @@ def test_a_facet_index_is_created_while_a_worker_holds_uncommitted_writes(oracle
     transaction instead of failing with ORA-00054; the writers probe sees the transaction while it is open."""
     import threading
 
-    from oracle_rag.answers.facet_indexes import ensure_facet_indexes
+    from oracle_rag.answering.structured.facet_indexes import ensure_facet_indexes
 
     _index(oracle_system)
     engine = oracle_system.engine

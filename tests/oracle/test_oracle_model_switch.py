@@ -17,10 +17,10 @@ import sqlalchemy as sa
 from generation_helpers import ROTATED_NAME, register, rotate
 from oracle_helpers import drop_model
 
-from oracle_rag import index_maintenance, model_switch
-from oracle_rag.caller import Caller
+from oracle_rag.callers.caller import Caller
 from oracle_rag.embedding import ensure_model
 from oracle_rag.errors import InputError
+from oracle_rag.indexing import index_maintenance, model_switch
 
 QUESTIONS = ["login timeout on the mobile app", "SSO with Azure AD", "slow dashboard queries"]
 MANAGER = Caller(3, "manager")

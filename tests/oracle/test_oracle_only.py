@@ -19,13 +19,13 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from oracle_helpers import OracleTarget, drop_model, load_model, new_system
 
-from oracle_rag import provision
 from oracle_rag.cli import main
 from oracle_rag.engines import Filters, Scope, engine_sql
 from oracle_rag.engines.records import search_binds
 from oracle_rag.engines.statements import stmt
 from oracle_rag.errors import driver_error_code
-from oracle_rag.worker import BatchResult
+from oracle_rag.indexing import provision
+from oracle_rag.indexing.worker import BatchResult
 
 
 def _scalar(system, sql: str, **binds):  # type: ignore[no-untyped-def]
@@ -175,16 +175,16 @@ def test_ivf_index_exists_and_fetch_approx_uses_it(oracle_system, see_all: int, 
 
 def _write(engine, source_type: str, source_id: str, text: str, **kw) -> None:  # type: ignore[no-untyped-def]
     """Write one record as the indexer does: chunks, embeddings and its BM25 postings (record_writes)."""
-    from oracle_rag.chunking import ChunkPlan
-    from oracle_rag.record_writes import record_write, write_records
+    from oracle_rag.indexing.record_writes import record_write, write_records
+    from oracle_rag.text.chunking import ChunkPlan
 
     with engine.begin() as conn:
         write_records(engine, conn, [record_write(ChunkPlan(), source_type, source_id, text, **kw)])
 
 
 def test_keyword_search_sees_a_record_once_committed(oracle_system) -> None:  # type: ignore[no-untyped-def]
-    from oracle_rag.chunking import ChunkPlan
-    from oracle_rag.record_writes import record_write, write_records
+    from oracle_rag.indexing.record_writes import record_write, write_records
+    from oracle_rag.text.chunking import ChunkPlan
 
     engine = oracle_system.engine
     manager = Scope(3, True)
@@ -302,9 +302,9 @@ def test_read_only_user_cannot_write(oracle_system, oracle_target: OracleTarget)
 
 def test_record_chunks_and_native_json_facets_round_trip(oracle_system) -> None:  # type: ignore[no-untyped-def]
     """Three chunks of one record share its facets (native JSON); search returns the record once."""
-    from oracle_rag.chunking import ChunkPlan
     from oracle_rag.engines import facets_json
-    from oracle_rag.record_writes import record_write, write_records
+    from oracle_rag.indexing.record_writes import record_write, write_records
+    from oracle_rag.text.chunking import ChunkPlan
 
     engine = oracle_system.engine
     manager = Scope(3, True)
@@ -342,8 +342,8 @@ def test_structured_answers_count_and_filter_through_json_value(oracle_system) -
     COUNT/GROUP BY over native JSON facets, and the same numbers as SQL over the reference tables."""
     import datetime as dt
 
-    from oracle_rag.access import load_caller
-    from oracle_rag.chat import Chat
+    from oracle_rag.answering.chat import Chat
+    from oracle_rag.callers.access import load_caller
 
     _index(oracle_system)
     chat = Chat(oracle_system, None, today=lambda: dt.date(2026, 3, 11))

@@ -31,13 +31,13 @@ from oracle_helpers import (
     user_file,
 )
 
-from oracle_rag import index_maintenance, provision
-from oracle_rag.chunking import ChunkPlan
 from oracle_rag.engines import Filters, Scope, facets_json
-from oracle_rag.engines import oracle_index_sql as index_sql
-from oracle_rag.engines import oracle_provision_sql as q
+from oracle_rag.engines.oracle import index_sql
+from oracle_rag.engines.oracle import provision_sql as q
 from oracle_rag.errors import DatabaseError
-from oracle_rag.record_writes import record_write, write_records
+from oracle_rag.indexing import index_maintenance, provision
+from oracle_rag.indexing.record_writes import record_write, write_records
+from oracle_rag.text.chunking import ChunkPlan
 
 MANAGER = Scope(3, True)
 
@@ -319,7 +319,7 @@ def test_concurrent_merge_of_one_record_is_a_benign_race(oracle_target: OracleTa
         except BaseException as exc:  # reported below
             errors.append(exc)
 
-    caplog.set_level(logging.INFO, logger="oracle_rag.engines.oracle")
+    caplog.set_level(logging.INFO, logger="oracle_rag.engines.oracle.engine")
     try:
         with a.connect() as conn_a:
             tx = conn_a.begin()
@@ -352,8 +352,8 @@ def test_concurrent_merge_of_one_record_is_a_benign_race(oracle_target: OracleTa
 
 
 def test_float_and_date_range_facets(oracle_system) -> None:  # type: ignore[no-untyped-def]
-    from oracle_rag.answers.predicates import build_predicate
-    from oracle_rag.answers.understanding import Condition
+    from oracle_rag.answering.structured.predicates import build_predicate
+    from oracle_rag.answering.structured.understanding import Condition
     from oracle_rag.engines.records import Where
     from oracle_rag.sources.facets import Facet
 
@@ -368,7 +368,7 @@ def test_float_and_date_range_facets(oracle_system) -> None:  # type: ignore[no-
     facets = {"estimate": Facet("estimate", "number", "estimate"), "due": Facet("due", "date", "due")}
 
     def ids(*conditions: Condition) -> list[str]:
-        from oracle_rag.answers import answers_sql
+        from oracle_rag.answering.structured import answers_sql
 
         pred = build_predicate(conditions, facets, "PROJECT")
         where = Where(engine.text(pred.sql), dict(pred.binds))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from oracle_rag.aggregate.catalog import REFERENCE_CATALOG
+from oracle_rag.answering.aggregate.catalog import REFERENCE_CATALOG
 
 
 def test_the_views_carry_the_catalogue_comments(oracle_system) -> None:  # type: ignore[no-untyped-def]

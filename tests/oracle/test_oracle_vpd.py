@@ -2,7 +2,7 @@
 
 Provisioned the way docs/access.md tells a user to: ``local/grant_vpd.sql`` as SYS (CREATE ANY
 CONTEXT, EXECUTE ON DBMS_RLS), then ``oracle-rag provision --vpd`` through the CLI. Then, on the
-product's own pooled sessions (a RagSystem with ``access_vpd = true``, so engines/oracle_vpd.py's
+product's own pooled sessions (a RagSystem with ``access_vpd = true``, so engines/oracle/vpd.py's
 hooks run):
 
 * a statement that forgets the scope predicate (a raw ``SELECT`` on RAG_CHUNK / RAG_CHUNK_ACL)
@@ -36,10 +36,10 @@ import pytest
 import sqlalchemy as sa
 from oracle_helpers import OracleTarget, cli, new_system, run_user_file
 
-from oracle_rag.aggregate.service import AggregateService
-from oracle_rag.caller import Caller
-from oracle_rag.engines import oracle_vpd_sql as vpd
+from oracle_rag.answering.aggregate.service import AggregateService
+from oracle_rag.callers.caller import Caller
 from oracle_rag.engines.engine_sql import SCOPE
+from oracle_rag.engines.oracle import vpd_sql as vpd
 from oracle_rag.engines.records import Scope
 
 # The product's scoped read: any statement carrying the scope binds makes the hook set the caller.
@@ -130,7 +130,7 @@ def test_the_products_own_work_refuses_a_session_the_policies_would_blind(world:
     """Policies exist and access_vpd is unset: migrate, the worker and index rebuild refuse (they would read
     no chunk and write records without postings); with access_vpd set they run."""
     from oracle_rag.errors import ConfigurationError
-    from oracle_rag.index_maintenance import rebuild
+    from oracle_rag.indexing.index_maintenance import rebuild
     from oracle_rag.migrations import migrate_all
 
     for run in (lambda: migrate_all(oracle_system.engine), lambda: oracle_system.worker().drain(),
@@ -325,7 +325,7 @@ def test_provisioning_never_takes_over_a_context_bound_elsewhere(
 def test_a_package_body_that_does_not_compile_is_refused(oracle_system, oracle_target: OracleTarget) -> None:  # type: ignore[no-untyped-def]
     """CREATE PACKAGE BODY with errors only warns (DPY-7000): provisioning reads USER_OBJECTS/USER_ERRORS."""
     from oracle_rag.errors import DatabaseError
-    from oracle_rag.provision import _require_valid_package
+    from oracle_rag.indexing.provision import _require_valid_package
 
     engine = oracle_system.engine
     with engine.begin() as conn:

@@ -1,8 +1,0 @@
-"""Aggregate questions answered by guarded, read-only, caller-scoped SQL."""
-
-from .catalog import REFERENCE_CATALOG, Catalog, Column, View
-from .guard import ALLOWED_FUNCTIONS, CheckedQuery, check_sql
-from .service import AggregateResult, AggregateService, parse_sql_reply
-
-__all__ = ["ALLOWED_FUNCTIONS", "REFERENCE_CATALOG", "AggregateResult", "AggregateService", "Catalog",
-           "CheckedQuery", "Column", "View", "check_sql", "parse_sql_reply"]

@@ -1,0 +1,98 @@
+"""Whether a record is about a question's topic, and whether a question's best evidence is weak.
+
+A topic ranks records, but ranking always returns something: the most
+similar records exist even when none is about the topic. What the product
+says must not depend on that, so "about" is a floor, and the floor is the
+share of the topic's words a record holds (:func:`coverage`): its content
+words (folded, filler removed, three letters or more) compared by their first
+five letters, so "invoices" holds "invoice" and "facturas" holds "factura".
+
+A two-word topic needs both words ("SSO upgrade": a record about an upgrade
+of something else holds half of it). The floor, :data:`ABOUT`, is measured on the help desk of ``bench/data/
+helpdesk`` (``bench/relevance_floor.py`` prints it): the best of the first
+:data:`EVIDENCE_DEPTH` retrieved records holds at least half of the topic's
+words for each of the 55 questions a record answers in the question's
+language, and less than half for 9 of the 10 questions nothing answers (a
+floor of 0.6 starts calling answered questions unanswered). Word coverage does
+not depend on the embedding model (a distance floor would move with it) and
+says why in one line. What it cannot see: a question in one language about
+records written only in another (median 0.41 there; the keyword leg's limit
+too). The EN/ES word map of the lexicon (``crossing``) lifts that to 0.55 and is measured, not used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from oracle_rag.answering.structured.lexicon import EN_ES, RECORD_WORDS, STOPWORDS, fold_latin
+from oracle_rag.answering.structured.vocabulary import words
+
+ABOUT = 0.5  # the share of the topic's words a record about it holds
+EVIDENCE_DEPTH = 5  # how many of the first retrieved records may hold the evidence
+STEM = 5
+
+
+def _equivalents() -> dict[str, frozenset[str]]:
+    """Each stem of :data:`~oracle_rag.answering.structured.lexicon.EN_ES` and the stems of its other-language words."""
+    table: dict[str, set[str]] = {}
+    for en, es in EN_ES:
+        a, b = en[:STEM], es[:STEM]
+        if a != b:
+            table.setdefault(a, set()).add(b)
+            table.setdefault(b, set()).add(a)
+    return {stem: frozenset(others) for stem, others in table.items()}
+
+
+EQUIVALENTS = _equivalents()
+
+
+def topic_stems(topic: str) -> frozenset[str]:
+    """The topic's content words, by their first :data:`STEM` letters. Words that ask for a part of a
+    record ("what is its *goal*", "*when* does it start") rank the part to show, but say nothing of what
+    the records are about."""
+    return frozenset(w[:STEM] for w in words(topic)
+                     if w not in STOPWORDS and w not in RECORD_WORDS and len(w) > 2)
+
+
+def restricts(topic: str) -> bool:
+    """Whether ``topic`` names anything records can be about (else it only ranks them)."""
+    return bool(topic_stems(topic))
+
+
+def coverage(stems: frozenset[str], text: str, crossing: bool = False) -> float:
+    """The share of ``stems`` that ``text`` holds (1.0 for an empty topic: nothing to miss); with
+    ``crossing``, a stem is also held by its other-language word (:data:`EQUIVALENTS`)."""
+    if not stems:
+        return 1.0
+    have = {w[:STEM] for w in words(text)}
+    other = EQUIVALENTS if crossing else {}
+    return sum(1 for s in stems if s in have or not other.get(s, frozenset()).isdisjoint(have)) / len(stems)
+
+
+def holds(stems: frozenset[str], text: str, crossing: bool = False) -> bool:
+    """``text`` holds :data:`ABOUT` of the topic's words, and both of a two-word topic ("SSO upgrade": a
+    record about an upgrade of something else holds half of it). ``crossing``: see :func:`coverage`
+    (off in the product: with it, an open question in one language is answered from records in the
+    other, but the extractive answer then ranks their sentences by the question's own words and cites
+    the wrong record first; ``bench/relevance_floor.py`` measures it)."""
+    need = len(stems) if len(stems) == 2 else math.ceil(ABOUT * len(stems))
+    # a word that starts with a stem contains it: texts without enough stems are not split into words
+    plain = fold_latin(text)
+    other = EQUIVALENTS if crossing else {}
+    if sum(stem in plain or any(o in plain for o in other.get(stem, ())) for stem in stems) < need:
+        return False
+    share = coverage(stems, text, crossing)
+    return share >= ABOUT and (len(stems) != 2 or share == 1.0)
+
+
+def is_about(topic: str, text: str, crossing: bool = False) -> bool:
+    return holds(topic_stems(topic), text, crossing)
+
+
+def weak_evidence(topic: str, texts: Iterable[str], crossing: bool = False) -> bool:
+    """No record among the first :data:`EVIDENCE_DEPTH` holds the topic (:func:`holds`)."""
+    stems = topic_stems(topic)
+    if not stems:
+        return False
+    return not any(holds(stems, t, crossing) for t in list(texts)[:EVIDENCE_DEPTH])

@@ -1,0 +1,1 @@
+"""The Oracle engine: its statements, VPD policies and index DDL."""

@@ -1,0 +1,1 @@
+"""The embedded engine: SQLite with in-process vector and term indexes."""

@@ -1,0 +1,1 @@
+"""Text analysis both flows share: wordpiece chunking and the one BM25."""
