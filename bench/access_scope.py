@@ -1,4 +1,4 @@
-"""The cost of the declared-access predicate (issue 23): groups against owner-only scope, same run, same file.
+"""The cost of the declared-access predicate: groups against owner-only scope, same run, same file.
 
 Synthetic records on the embedded engine: N chunks (one per record), each
 owned by one of 500 employees and carrying 1 or 2 of G groups (RAG_CHUNK_ACL

@@ -13,7 +13,7 @@ legitimate aggregate (warm-up). Then rounds of ``--parallel`` chat requests at
 once (default 4), each routed to aggregation, whose "model" returns one
 hostile query, until every query of ``HOSTILE`` has run (9 queries: 3 rounds):
 a doubling string CTE, a 6-way cross join, a doubling ``replace`` CTE, a
-sorted 3-way cross join, and (issue 25) the calls SQLite's progress handler
+sorted 3-way cross join, and the calls SQLite's progress handler
 cannot interrupt: ``trim(x, y)``, ``replace``, ``instr`` on values of
 2^``--exponent`` characters built by a recursive CTE (needle or character set
 half as long), again and again, and one ``LIKE``/``GLOB`` with a long
@@ -68,7 +68,7 @@ HOSTILE = {
     "sorted 3-way cross join": "SELECT a.TITLE || b.TITLE || c.TITLE AS T FROM RAG_V_TASK a, RAG_V_TASK b, "
                                "RAG_V_TASK c ORDER BY T DESC",
 }
-# Issue 25: one call of these is one step of SQLite's virtual machine. _VALUES builds v(s, p): s is
+# One call of these is one step of SQLite's virtual machine. _VALUES builds v(s, p): s is
 # 2^e 'a', p is 2^(e-1) 'b' then 'a' (the built-in trim compares every character of s with p up to
 # its last character); `calls` makes one call per step of its recursion, for ever (the value changes
 # with i, so no call is computed once). LIKE/GLOB: one call with a pattern the query builds.

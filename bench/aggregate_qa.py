@@ -1,4 +1,4 @@
-"""Execution accuracy of text-to-SQL on aggregate questions (issue 26), truth computed in SQL.
+"""Execution accuracy of text-to-SQL on aggregate questions, truth computed in SQL.
 
 Each question of ``bench/data/aggregate/questions.json`` is asked of the
 guarded text-to-SQL path (``AggregateService.ask``: the model writes SQL over

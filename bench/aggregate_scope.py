@@ -1,4 +1,4 @@
-"""The cost of the declared-access scope in the guarded aggregate views (issue 23), against V2's fixed rule.
+"""The cost of the declared-access scope in the guarded aggregate views, against V2's fixed rule.
 
 Synthetic demo schema on the embedded engine (no embedding: the views read
 only RAG_CHUNK's access columns): N tasks over 40 employees, each with its

@@ -1,4 +1,4 @@
-"""Structured answers on a large SQL-query source: p50 of a filter list and a per-facet count (issue 22).
+"""Structured answers on a large SQL-query source: p50 of a filter list and a per-facet count.
 
 A ``BENCH_TICKET`` table of N rows (bench/qa_tickets.py, deterministic) is
 declared as the ``tickets`` source with its meaning options, read through

@@ -20,7 +20,7 @@ Scores per question, averaged per category:
 * topic: the first citation is relevant.
 
 Every question is also asked of the retrieval-only answerer
-(``Chat(structured=False)``, the behaviour before issue 15), the baseline in
+(``Chat(structured=False)``, the behaviour before structured answers), the baseline in
 the same run. ``--llm-url`` asks an OpenAI-compatible endpoint as the model
 (``--llm-model``, ``ORACLE_RAG_LLM_API_KEY`` if it needs a key), through the
 streaming path, and reports per category whether the score with the model is

@@ -1,4 +1,4 @@
-"""The second domain of bench/qa.py: support tickets, declared only in configuration (issue 22).
+"""The second domain of bench/qa.py: support tickets, declared only in configuration.
 
 The bench creates a ``BENCH_TICKET`` table in the demo database with
 deterministic rows (owners are the demo's EMPLOYEE ids, some unassigned),

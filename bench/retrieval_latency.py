@@ -398,7 +398,7 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
                 return run
 
             def hybrid_full_legs(caller: Caller) -> Callable[[int], Any]:
-                # Before issue 25: both 100-deep legs with their text, then fusion.
+                # The older design: both 100-deep legs with their text, then fusion.
                 def run(i: int) -> Any:
                     scope = caller.scope()
                     legs = {"semantic": engine.semantic_search_by_vector(conn, qblobs[i], fetch, scope,
@@ -451,7 +451,7 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
                 variants[f"hybrid_checked_legs_excl_embedding_{label}"] = hybrid_by_vector(caller, proposals=False)
                 variants[f"hybrid_incl_embedding_{label}"] = (
                     lambda i, c=caller: retriever.search(queries[i], K, c, "hybrid"))
-            # Before issue 25, placed apart from hybrid_excl: a variant run right after another
+            # The older design, placed apart from hybrid_excl: a variant run right after another
             # on the same query finds its pages and matrix warm.
             variants = {"hybrid_full_legs_excl_embedding_manager": hybrid_full_legs(MANAGER), **variants,
                         "hybrid_full_legs_excl_embedding_developer": hybrid_full_legs(DEVELOPER)}
@@ -531,7 +531,7 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
 
 
 def goals(timings: dict[str, dict[str, float]], n: int) -> dict[str, dict[str, Any]]:
-    """Issue 16's targets (manager scope, p50 ratio to numpy exact in the same run).
+    """The targets (manager scope, p50 ratio to numpy exact in the same run).
 
     numpy's baseline has no query embedding, and at 10k the embedding alone (~4.4 ms) is over 3x
     numpy's 1.4 ms, so semantic and hybrid are held to the targets excluding the query embedding
@@ -539,14 +539,14 @@ def goals(timings: dict[str, dict[str, float]], n: int) -> dict[str, dict[str, A
     """
     limits = ({"keyword": 3.0, "hybrid": 4.0, "semantic": 1.5} if n >= 100_000
               else {"keyword": 3.0, "hybrid": 3.0, "semantic": 3.0})
-    # Issue 24 (N9): BM25 computed in SQL on the embedded engine, at most 5x numpy exact at 100k.
+    # BM25 computed in SQL on the embedded engine, at most 5x numpy exact at 100k.
     limits["keyword_sql"] = 5.0
     out = {}
     for mode, limit in limits.items():
         name = f"{mode}_manager" if mode.startswith("keyword") else f"{mode}_excl_embedding_manager"
         ratio = timings[name]["ratio_to_numpy_p50"]
         out[mode] = {"variant": name, "ratio": ratio, "limit": limit, "met": ratio <= limit}
-    # Issue 25: hybrid no slower than its legs run on their own (p50, query vector given).
+    # Hybrid no slower than its legs run on their own (p50, query vector given).
     legs = timings["semantic_excl_embedding_manager"]["p50_ms"] + timings["keyword_manager"]["p50_ms"]
     cpu_legs = (timings["semantic_excl_embedding_manager"].get("cpu_p50_ms", 0.0)
                 + timings["keyword_manager"].get("cpu_p50_ms", 0.0))
@@ -556,7 +556,7 @@ def goals(timings: dict[str, dict[str, float]], n: int) -> dict[str, dict[str, A
     checked = round(timings["hybrid_checked_legs_excl_embedding_manager"]["p50_ms"] / legs, 3)
     out["hybrid_vs_legs"] = {"variant": "hybrid_excl_embedding_manager / (semantic_excl_embedding_manager + "
                                         "keyword_manager)", "ratio": ratio, "limit": 1.1, "met": ratio <= 1.1,
-                             "ratio_with_full_legs (before issue 25)": before,
+                             "ratio_with_full_legs (older design)": before,
                              "ratio_with_checked_legs (each leg re-checked in SQL)": checked,
                              "ratio_cpu_time (thread CPU p50s, same runs)": cpu_ratio}
     return out

@@ -1,6 +1,6 @@
 """Other writers while the worker indexes at full speed (embedded engine): how long they wait.
 
-Issue 25: a ``token create`` during the demo's indexing waited up to 13 s,
+a ``token create`` during the demo's indexing waited up to 13 s,
 and on a loaded machine failed after the 60 s busy timeout, because the
 worker held SQLite's write lock while it embedded. The worker now embeds
 with no transaction open and holds the lock only to write

@@ -1,4 +1,4 @@
-"""Issue 23's access property, shared by every engine: the world, the plain model, the checks.
+"""The access property, shared by every engine: the world, the plain model, the checks.
 
 What tests/test_access_property.py (embedded engine), tests/oracle/test_oracle_access_property.py
 (Oracle) and tests/test_access_property_servers.py (the servers) have in common:

@@ -1,7 +1,7 @@
 """The attack lists run against the guarded SQL path (shared by several test files).
 
 ``SQLITE_ATTACKS`` is the issue-5 verification list; ``BYPASS_ATTACKS`` are
-the bypass classes of issue 13 (string literals holding comment markers,
+the known bypass classes (string literals holding comment markers,
 decoy CTEs in unrelated subqueries, CTEs named like an allowed view,
 SQLite's built-in and eponymous virtual tables, pragma functions, temp and
 main qualifiers, zero-column reads, value-size blow-ups). Every entry must

@@ -1,4 +1,4 @@
-"""Issue 23: access declared per source and per deployment, on a non-demo schema (teams and tickets).
+"""Access declared per source and per deployment, on a non-demo schema (teams and tickets).
 
 Real parts: the embedded engine with the real ONNX model, SQL-query sources
 on the product's own SQLite file, the declared ``groups_query`` /

@@ -1,4 +1,4 @@
-"""Issue 10 item 4: access control end to end, over the API, with random callers, tokens and questions.
+"""Access control end to end, over the API, with random callers, tokens and questions.
 
 The allowed set of tasks per caller is computed here independently, with
 plain SQL on the reference tables (``TASK.ASSIGNEE_ID`` and
@@ -315,7 +315,7 @@ def test_model_anchors_of_forbidden_tasks_are_never_cited(world, data) -> None:
         assert response.status_code == 200
         body = response.get_json()
     # the model's sentences are checked: with no sentence left that cites a record it was given, the
-    # answer is the extractive one (issue 26)
+    # answer is the extractive one
     assert body["answerer"] in ("llm", "extractive")
     cited = {int(c["source_id"]) for c in body["citations"] if c["source_type"] == "TASK"}
     assert cited and cited <= world.allowed[caller] and not cited & set(bad)

@@ -1,4 +1,4 @@
-"""Issue 23, property: on every read path, what a caller gets equals a plain Python model of the declared policy.
+"""The access property: on every read path, what a caller gets equals a plain Python model of the declared policy.
 
 Hypothesis draws, per example: a policy per source (rules owner/group/public,
 missing hidden/public), an owner and groups per record, which sources'

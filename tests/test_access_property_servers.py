@@ -1,4 +1,4 @@
-"""Issue 23, property, every entry point: the real servers and the guarded views obey the declared policy.
+"""The access property at every entry point: the real servers and the guarded views obey the declared policy.
 
 The same world and the same plain Python model as tests/test_access_property.py
 (tests/access_property_helpers.py: policies per source, owners and groups per

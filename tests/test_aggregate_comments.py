@@ -1,4 +1,4 @@
-"""The guarded views carry the catalogue's comments on Oracle (issue 26), as Select AI reads them.
+"""The guarded views carry the catalogue's comments on Oracle, as Select AI reads them.
 
 On SQLite the same text reaches the query model as the schema in its prompt; on Oracle the demo
 migration ``V4__aggregate_view_comments.sql`` writes it as ``COMMENT ON TABLE``/``COMMENT ON COLUMN``

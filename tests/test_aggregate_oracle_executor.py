@@ -1,4 +1,4 @@
-"""The Oracle guarded executor's session handling (issue 17, item 3), without a server.
+"""The Oracle guarded executor's session handling, without a server.
 
 python-oracledb needs a database for a real cursor, so the pooled connection and its cursor
 are recording stand-ins that raise the driver's own exception classes with the codes a

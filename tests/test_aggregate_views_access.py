@@ -1,4 +1,4 @@
-"""The reference aggregate views (demo V3) follow the declared policy, not the old fixed rule (issue 23).
+"""The reference aggregate views (demo V3) follow the declared policy, not the old fixed rule.
 
 Before, RAG_V_TASK gave every task to an EMPLOYEE.ROLE of literally
 ``manager`` or ``admin`` and the assigned tasks to anyone else, whatever

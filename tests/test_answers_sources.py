@@ -1,4 +1,4 @@
-"""Any source answers like the reference app (issue 22): a tickets table declared only in configuration.
+"""Any source answers like the reference app: a tickets table declared only in configuration.
 
 A SQL-query source over a table in the demo database, with the meaning
 options of docs/sql-sources.md (owner column as "my", ``state`` as the

@@ -1,4 +1,4 @@
-"""Value words belong to the source that declares them (issue 22, QA defects D-1, D-2, D-4, D-5, D-8, D-9).
+"""Value words belong to the source that declares them (QA defects D-1, D-2, D-4, D-5, D-8, D-9).
 
 A purchase-order table declared only in configuration next to the demo's
 tasks: its ``priority`` facet shares the tasks' facet name but holds URGENT

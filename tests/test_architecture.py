@@ -205,7 +205,7 @@ def test_every_cli_command_has_help(name: str, command: click.Command) -> None:
     assert (command.help or "").strip(), f"oracle-rag {name} has no help"
 
 
-# What the reference application calls things (issue 22): the generic layers learn them from the sources'
+# What the reference application calls things: the generic layers learn them from the sources'
 # declarations (sources/meanings.py), so a team's own tables answer like the demo's tasks.
 DOMAIN_NAMES = re.compile(r"\b(TASK|SPRINT|PROJECT|status|assignee_id|due_date)\b")
 # The structured answerer, the retriever, and the chat code that cites and composes answers. Not yet:

@@ -1,4 +1,4 @@
-"""Issue 23: the audit trail (real embedded engine, real chat, real CLI; the clock injected for retention)."""
+"""The audit trail (real embedded engine, real chat, real CLI; the clock injected for retention)."""
 
 from __future__ import annotations
 

@@ -172,7 +172,7 @@ def test_the_cached_statistics_follow_every_write(notes, oracle_form) -> None:
     check({i: t for i, t in CRANFIELD_LIKE.items() if i in ("2", "3", "4")})
 
 
-# -- max-score pruning in the SQL form (engine_sql.keyword_top; issue 24, N9) -----------------
+# -- max-score pruning in the SQL form (engine_sql.keyword_top) -----------------
 def _probed_terms(rag: Any, query: str, k: int, caller: Caller) -> list[str]:
     """The query terms the SQL statement reads only by key probes of the records found through the others."""
     from oracle_rag.engines import Filters, engine_sql

@@ -124,7 +124,7 @@ def test_chat_page_streams_an_answer_and_opens_its_citation(site) -> None:
     from playwright.sync_api import expect
 
     task = site["task"]
-    # the model's prose is shown sentence by sentence, once each is checked (issue 26); each sentence
+    # the model's prose is shown sentence by sentence, once each is checked; each sentence
     # restates what the record says (its title), so its record supports it
     answer = " ".join(f"{s} [TASK #{task.task_id}]." for s in (
         f"It is about {task.title}", f"This one: {task.title}", f"See the details of {task.title}",
@@ -133,7 +133,7 @@ def test_chat_page_streams_an_answer_and_opens_its_citation(site) -> None:
     errors: list[str] = []
     with open_as(site["url"], viewport={"width": 1280, "height": 900}, errors=errors) as page:
         expect(page.get_by_role("heading", name="Demo mode")).to_be_visible()
-        # issue 18: nobody is signed in until an identity is chosen
+        # Nobody is signed in until an identity is chosen
         expect(page.locator("#identity")).to_have_text("Not signed in: choose whom to act as in the demo box")
         act_as(page, DEV_A)
         expect(page.locator("#identity")).to_contain_text("sees their own tasks and the shared sprints")
@@ -153,9 +153,9 @@ def test_chat_page_streams_an_answer_and_opens_its_citation(site) -> None:
         assert len(partial) >= 3 and all(answer.startswith(t) for t in partial), partial
         citation = reply.locator(".citations").get_by_role("link", name=f"[TASK #{task.task_id}]")
         expect(citation).to_be_visible()
-        # issue 18: the anchor inside the answer text is a link too, and a Sources line names it once
+        # The anchor inside the answer text is a link too, and a Sources line names it once
         inline = reply.locator(".content").get_by_role("link", name=f"[TASK #{task.task_id}]").first
-        # issue 25: the link opens the record at the cited passage, in a new tab too
+        # The link opens the record at the cited passage, in a new tab too
         expect(inline).to_have_attribute("href", re.compile(rf"^/chunk/TASK/{task.task_id}\?passage=\S+"))
         source_line = reply.locator(".citations li").first
         expect(source_line).to_contain_text(task.title)
@@ -187,7 +187,7 @@ def _serve(app) -> tuple[str, threading.Event, threading.Thread]:
 
 
 def test_inline_anchor_opens_the_record_and_indexing_progress_shows(site) -> None:
-    """Issue 18: an anchor in the answer's text opens the record; queued rows show an indexing line."""
+    """An anchor in the answer's text opens the record; queued rows show an indexing line."""
     from playwright.sync_api import expect
 
     task = site["task"]
@@ -216,7 +216,7 @@ def test_inline_anchor_opens_the_record_and_indexing_progress_shows(site) -> Non
 
 
 def test_wrong_token_says_so(demo_rag, make_settings) -> None:
-    """Issue 18: a token that is not accepted shows a message instead of clearing the field silently."""
+    """A token that is not accepted shows a message instead of clearing the field silently."""
     from playwright.sync_api import expect
 
     from oracle_rag.system import RagSystem
@@ -280,7 +280,7 @@ def test_structured_answers_show_chips_a_table_and_a_bar_chart(plain_site) -> No
         expect(first.locator(".chip").nth(1)).to_contain_text("sprint status: ACTIVE")
         rows = first.locator("table.records tbody tr")
         expect(rows.first).to_be_visible()
-        # issue 25: the table is the one view of the records (not the text, not Sources again)
+        # The table is the one view of the records (not the text, not Sources again)
         expect(first.locator(".citations")).to_have_count(0)
         anchors = first.locator("table.records tbody tr td:first-child").all_text_contents()
         text = first.inner_text()
@@ -350,7 +350,7 @@ def test_example_questions_on_the_first_screen_are_asked_when_clicked(plain_site
         assert errors == []
 
 
-# What the page measures of itself (issue 25): the answer column, every record anchor shown in a
+# What the page measures of itself: the answer column, every record anchor shown in a
 # message (table links, inline links, Sources links), and every table cell whose text wraps.
 LAYOUT = """() => {
     const main = document.querySelector("main.chat").getBoundingClientRect();
@@ -372,7 +372,7 @@ LAYOUT = """() => {
 
 
 def test_a_list_answer_shows_its_records_once_in_a_wide_column(plain_site, tmp_path: Path) -> None:
-    """Issue 25: at 1280 px the answer column uses the screen, each record appears once (the table),
+    """At 1280 px the answer column uses the screen, each record appears once (the table),
     no Sources line repeats its anchor, and no date wraps; a screenshot is kept for a look."""
     from playwright.sync_api import expect
 
@@ -402,7 +402,7 @@ SENTENCES = [f"Comment {n:03d}: the retry queue drained batch {n} after the fail
 
 
 def test_a_long_record_opens_whole_at_the_cited_passage(site, tmp_path: Path) -> None:
-    """Issue 25: the side panel shows every window of a long record, the cited passage marked and in view."""
+    """The side panel shows every window of a long record, the cited passage marked and in view."""
     from playwright.sync_api import expect
 
     task = site["task"]

@@ -1,4 +1,4 @@
-"""The scope of candidate re-checks and the in-process group masks (issue 23's cost of the predicate).
+"""The scope of candidate re-checks and the in-process group masks ('s cost of the predicate).
 
 The re-checks of a few candidate ids use ``engine_sql.SCOPE_OF_IDS`` (the
 ACL probed per candidate); the property test (tests/test_access_property.py)

@@ -1,4 +1,4 @@
-"""Text-to-SQL is told what the data means (issue 26): finished values from the declared lifecycle, NULL.
+"""Text-to-SQL is told what the data means: finished values from the declared lifecycle, NULL.
 
 The meanings reach the model three ways, all from the declarations: the schema's column comments (on
 Oracle also COMMENT ON the views), rules in the prompt, and a deterministic repair of the SQL it writes

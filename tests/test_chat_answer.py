@@ -105,7 +105,7 @@ def test_conversation_history_reaches_the_model_within_budget(demo_rag, llm: Scr
     roles = [m["role"] for m in llm.requests[1].messages]
     assert roles == ["system", "user", "assistant", "user"]
     assert llm.requests[1].messages[1]["content"] == asked
-    # an answer citing nothing is followed by the extractive one, saying so (issue 26)
+    # an answer citing nothing is followed by the extractive one, saying so
     assert llm.requests[1].messages[2]["content"].startswith("first answer\n\nThe language model's answer")
     # a budget that holds one pair keeps only the newest one
     from oracle_rag.answering.chat.prompt import estimate_tokens

@@ -166,7 +166,7 @@ def test_configuration_is_checked() -> None:
 
 
 def test_describe_names_the_active_answerer(llm: ScriptedLLM) -> None:
-    """Issue 18: `serve`/`demo` say which answerer runs; the endpoint as host:port, no path, no key."""
+    """`serve`/`demo` say which answerer runs; the endpoint as host:port, no path, no key."""
     assert LLMClient.describe(load_settings(env={})).startswith(
         "answerer: extractive (no language model configured; set ORACLE_RAG_LLM_URL and ORACLE_RAG_LLM_MODEL")
     settings = load_settings(env={}, llm_url=llm.url, llm_model="m1", llm_api_key_env="TEST_LLM_KEY")

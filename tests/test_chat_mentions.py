@@ -59,7 +59,7 @@ HIDDEN = [
     "~~TASK #7~~", "`TASK #7`", "TASK #0000000000000000000000000007", "TASK #007", "TASK" + " " * 500 + "#7",
     "TASK\n\n\t #7", "TASK\u00a0#7", "TA\u200bSK #7", "TASK\u00ad #7", "task#7", "Task no. 7", "task number 7",
     "TASK-7", "TASK: 7", "tasks 7", "tasks #21, #7", "TASKS #21 and #7", "[ TASK #7 ]", "ⓉⒶⓈⓀ #7",
-    # links to the record (issue 25): the page's and the API's
+    # links to the record: the page's and the API's
     "/chunk/task/7", "/chunk/TASK/7", "/api/chunks/task/7", "/api/chunks/TASK/0007", "https://rag.example/chunk/TASK/7",
     "[the task](/chunk/TASK/7)", "<a href=\"/api/chunks/TASK/7\">", "/chunk/task/7#comment-2",
 ]

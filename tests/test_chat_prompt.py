@@ -117,7 +117,7 @@ TASK_TEXT = ("[TASK #887] Payment retries\nStatus: BLOCKED | Priority: HIGH | Sp
 
 
 def test_snippet_drops_the_leading_anchor_and_centres_on_the_question() -> None:
-    """Issue 18: Sources lines repeated the anchor and were cut before the part that matched."""
+    """Sources lines repeated the anchor and were cut before the part that matched."""
     cut = snippet(TASK_TEXT, 120, query="why does the invoice PDF renderer time out?", anchor="[TASK #887]")
     assert "[TASK #887]" not in cut
     assert "invoice PDF renderer times out" in cut

@@ -76,7 +76,7 @@ def test_triggers_install_before_migrate_is_a_clean_error(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     result = CliRunner().invoke(main, ["triggers", "install"], env=cli_settings_env(empty))
-    # no database at all: refused before anything is created (issue 25)
+    # no database at all: refused before anything is created
     assert result.exit_code == 2 and result.stderr.startswith("error: CONFIGURATION: no database: ")
     assert list(empty.iterdir()) == []
     # the product schema without the reference application's

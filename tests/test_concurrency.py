@@ -78,7 +78,7 @@ def change_titles(rag, task_ids, prefix):
 
 
 def test_writers_complete_while_the_worker_embeds(demo_rag):
-    """Issue 25: one product write (token, enqueue, chat turn) from inside every embedding of a
+    """One product write (token, enqueue, chat turn) from inside every embedding of a
     sustained drain; each must succeed. Holding the write lock while embedding would make each
     one wait for the batch that is waiting for it: SQLITE_BUSY after the busy timeout."""
     change_titles(demo_rag, range(1, 41), "Writers meanwhile")
@@ -228,7 +228,7 @@ def test_two_worker_processes_drain_2000_rows_exactly_once(demo_rag, data_dir, t
 
 @pytest.mark.slow
 def test_three_workers_and_a_writer_for_20_seconds(demo_rag, data_dir, tmp_path):
-    """Issue 10 item 2: the index ends in step and no embedding is done twice."""
+    """The index ends in step and no embedding is done twice."""
     with demo_rag.engine.connect() as conn:
         seq_start = conn.execute(sa.text("SELECT seq FROM sqlite_sequence WHERE name = 'RAG_DIRTY'")).scalar() or 0
     env = cli_env(data_dir)

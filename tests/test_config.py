@@ -311,7 +311,7 @@ def test_db_password_from_named_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.db_password() == "pw"
 
 
-# -- issue 18: a newcomer's configuration mistakes, each one line naming the fix ----------
+# -- a newcomer's configuration mistakes, each one line naming the fix ----------
 @pytest.fixture
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     import oracle_rag.config as config
@@ -341,7 +341,7 @@ def test_variables_that_are_read_do_not_warn(fresh_warnings, caplog) -> None:
     env = {"ORACLE_RAG_TOP_K": "3", "ORACLE_RAG_CONFIG": "", "ORACLE_RAG_DB_PASSWORD": "pw",
            "ORACLE_RAG_RO_PASSWORD": "pw", "ORACLE_RAG_TEST_URL": "x", "ORACLE_RAG_MY_KEY": "k",
            "ORACLE_RAG_LLM_API_KEY_ENV": "ORACLE_RAG_MY_KEY", "ORACLE_RAG_BIN": "b", "OTHER_TOPK": "1",
-           # `oracle-rag mcp` reads its token from ORACLE_RAG_MCP_TOKEN (issue 25); metrics from the one named
+           # `oracle-rag mcp` reads its token from ORACLE_RAG_MCP_TOKEN; metrics from the one named
            "ORACLE_RAG_MCP_TOKEN": "orag_x", "ORACLE_RAG_METRICS_TOKEN_ENV": "ORACLE_RAG_SCRAPE",
            "ORACLE_RAG_SCRAPE": "s"}
     with caplog.at_level(logging.WARNING, logger="oracle_rag.config"):

@@ -1,4 +1,4 @@
-"""Issue 10 item 1: SIGKILL the worker at random points; nothing is lost or half-done.
+"""SIGKILL the worker at random points; nothing is lost or half-done.
 
 A real ``oracle-rag worker`` process (small batches, short poll) drains
 3,000 queued changes on the embedded engine: upserts of existing entities
@@ -13,7 +13,7 @@ after one clean ``worker --once``, every entity's chunk must equal its
 current rendered text and hash, no deleted entity may keep a chunk, and the
 queue must be empty with nothing parked.
 
-Issue 25: the embedded engine's worker embeds a batch before it takes the
+the embedded engine's worker embeds a batch before it takes the
 write lock. ``test_kills_between_embedding_and_writing`` kills it exactly
 there (its write transaction just begun, the vectors in memory, nothing
 written) several times, with the application changing entities in between.

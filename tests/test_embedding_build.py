@@ -224,7 +224,7 @@ def test_concurrent_processes_build_one_intact_file(tmp_path: Path, model_path: 
 
 
 def test_graph_ops_truncate_on_their_own_like_the_tokenizer_attribute(tmp_path: Path, model_path: Path) -> None:
-    """Issue 17, item 9: Oracle's runtime may ignore the BertTokenizer op's max_length, so the graph cuts
+    """Oracle's runtime may ignore the BertTokenizer op's max_length, so the graph cuts
     again after it. A model whose tokenizer op does *not* truncate must give the same vectors, also for a
     4000-byte text (far over 512 word pieces, which would overflow the position table)."""
     from onnx import helper

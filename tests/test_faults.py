@@ -1,4 +1,4 @@
-"""Issue 10 item 3: the product under real faults — clear errors, the queue kept, visible, recovering.
+"""The product under real faults — clear errors, the queue kept, visible, recovering.
 
 Each fault is made for real, never by replacing our own code:
 

@@ -1,4 +1,4 @@
-"""Feedback on answers (issue 26): POST /api/feedback on the indexed demo database, real tokens,
+"""Feedback on answers: POST /api/feedback on the indexed demo database, real tokens,
 real SQLite; the stored rows read back through the store and the CLI."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hybrid is, by construction, the fusion of two record lists: RRF (the default) or z-scores (issue 25).
+"""Hybrid is, by construction, the fusion of two record lists: RRF (the default) or z-scores.
 
 The quality baseline (bench/data/cranfield/SOURCE.md) fuses BM25 over each
 record with dense retrieval of each record as the model reads it (its first

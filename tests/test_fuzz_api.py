@@ -1,4 +1,4 @@
-"""Issue 10 item 5: hostile input against the JSON API — clear 4xx errors, never a 500, the server stays up.
+"""Hostile input against the JSON API — clear 4xx errors, never a 500, the server stays up.
 
 Three layers:
 

@@ -1,4 +1,4 @@
-"""``oracle-rag index rebuild|status`` without Oracle (issue 17, items 4 and 13).
+"""``oracle-rag index rebuild|status`` without Oracle.
 
 What can be decided here is decided here: which rebuild statement a server version and
 index type get, how an INDEX_ACCURACY_QUERY report is read, what the status says, and that

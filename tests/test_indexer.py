@@ -48,7 +48,7 @@ def test_owner_change_with_identical_text_still_moves_the_scope(demo_rag):
     before = chunk_content(demo_rag, "TASK", 1)
     rt = instrument(demo_rag)
     res = apply(demo_rag, [("TASK", "1")])
-    # same text: the scope columns are rewritten, nothing is embedded (issue 16)
+    # same text: the scope columns are rewritten, nothing is embedded
     assert (res.embedded, res.rescoped, rt.calls) == (0, 1, 0)
     row = stored_chunks(demo_rag)[("TASK", "1")]
     assert row["content"] == before and row["owner_id"] == 900 != old_owner

@@ -1,4 +1,4 @@
-"""No token or password in a log line or a span of the integrations (issue 19).
+"""No token or password in a log line or a span of the integrations.
 
 ``oracle-rag serve`` and ``oracle-rag mcp`` run as subprocesses with every
 logger at DEBUG and the console span exporter on (spans as JSON on stderr),

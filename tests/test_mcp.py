@@ -141,7 +141,7 @@ async def check_bad_arguments(client: Client) -> None:
     cases = [("search", {"query": "x", "k": 1000}, "k"),
              ("search", {"query": "x", "mode": "fuzzy"}, "mode"),
              ("search", {"query": "x", "filters": {"owner_id": 10}}, "filters.owner_id"),
-             # beyond 64 bits: a validation error, not the driver's OverflowError (issue 25)
+             # beyond 64 bits: a validation error, not the driver's OverflowError
              ("search", {"query": "x", "filters": {"project_id": 2**64}}, "filters.project_id"),
              ("search", {"query": "x", "filters": {"sprint_id": -(2**70)}}, "filters.sprint_id"),
              ("search", {"query": ""}, "query"),
@@ -315,7 +315,7 @@ def test_cli_serves_streamable_http_on_loopback(demo_rag, tokens) -> None:
                             env=clean_env(ORACLE_RAG_DATA_DIR=demo_rag.settings.data_dir))
     try:
         assert proc.stderr is not None
-        line = proc.stderr.readline()  # issue 25: which data directory, first
+        line = proc.stderr.readline()  # which data directory, first
         assert line.rstrip() == f"data_dir {demo_rag.settings.data_dir}", line
         line = proc.stderr.readline()
         assert line.startswith("MCP on http://127.0.0.1:") and line.rstrip().endswith("/mcp (Ctrl-C to stop)"), line

@@ -157,7 +157,7 @@ def test_model_answer_history_and_sources_footer(web_llm) -> None:
 
 
 def test_links_to_a_hidden_record_are_redacted(web_llm) -> None:
-    """Issue 25: ``/chunk/task/N`` and ``/api/chunks/task/N`` for a task the caller may not see are removed."""
+    """``/chunk/task/N`` and ``/api/chunks/task/N`` for a task the caller may not see are removed."""
     own = task_chunks_of(web_llm.rag, DEV_A)[0]
     foreign = task_chunks_of(web_llm.rag, DEV_B)[0]
     web_llm.llm.push(f"Yours: /chunk/task/{own.task_id}. "
@@ -165,7 +165,7 @@ def test_links_to_a_hidden_record_are_redacted(web_llm) -> None:
     completion = web_llm.client(DEV_A).chat.completions.create(
         model=MODEL_ID, messages=[{"role": "user", "content": own.title}])
     text = completion.choices[0].message.content
-    # issue 26: the sentence with the redacted links is removed whole
+    # The sentence with the redacted links is removed whole
     assert text.startswith(f"Yours: /chunk/task/{own.task_id}.") and "reference removed" not in text
     assert str(foreign.task_id) not in text
 

@@ -1,6 +1,6 @@
 """How the Oracle engine talks to python-oracledb, checked without a server.
 
-* CLOB columns are bound as ``DB_TYPE_CLOB`` (issue 17, item 2): SQLAlchemy's
+* CLOB columns are bound as ``DB_TYPE_CLOB``: SQLAlchemy's
   oracledb dialect turns ``sa.Text()`` into ``DB_TYPE_NVARCHAR``, which a long
   chunk reaches MERGE as LONG (ORA-01461). The check compiles each statement
   with the real dialect and reads the ``setinputsizes`` lookup SQLAlchemy

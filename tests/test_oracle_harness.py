@@ -1,6 +1,6 @@
 """The Oracle suite provisions through the files and commands a user runs (runs here, no database).
 
-Issue 24: the suite used to re-type ``local/init/01_users.sh``, ``load_model.sql`` and the
+the suite used to re-type ``local/init/01_users.sh``, ``load_model.sql`` and the
 grant/synonym scripts, so the files users run were never exercised. These checks keep the
 fixtures honest without Oracle:
 

@@ -1,4 +1,4 @@
-"""Postings carry their record's length, scope and filter columns (issue 24, N9: SQLite V13 / Oracle V13).
+"""Postings carry their record's length, scope and filter columns (SQLite V13 / Oracle V13).
 
 The keyword statement reads only RAG_CHUNK_TERM (engine_sql.POSTING_COLUMNS),
 so the migration must fill the columns from the stored records with no

@@ -1,4 +1,4 @@
-"""Progress of long steps: a bar with rate and ETA on a terminal, periodic lines elsewhere (issue 18).
+"""Progress of long steps: a bar with rate and ETA on a terminal, periodic lines elsewhere.
 
 The unit tests drive :class:`Progress` with a hand-advanced clock (the only
 way to check "one line per interval" without sleeping); the CLI tests run

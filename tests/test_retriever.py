@@ -339,7 +339,7 @@ def test_non_string_query_is_an_input_error(demo, retriever):
 
 
 def test_a_role_outside_see_all_roles_sees_only_its_own():
-    """Roles are the deployment's (issue 23): any name is a role, and only see_all_roles read everything."""
+    """Roles are the deployment's: any name is a role, and only see_all_roles read everything."""
     assert not Caller(9, "superuser").sees_all
     assert Caller(9, "superuser", see_all_roles=("superuser",)).sees_all
     for bad in ("", " ", "x" * 65, "a\nb"):
@@ -371,7 +371,7 @@ def test_hybrid_results_record_their_legs(demo, retriever):
 
 
 def test_hybrid_fetches_text_for_the_fused_top_k_only_and_shows_the_same(demo, retriever):
-    """Issue 25: the legs run without text, the fused top k get theirs; the result equals fusing
+    """The legs run without text, the fused top k get theirs; the result equals fusing
     full legs (same records, scores, legs, and the chunk, text and facets of the best leg)."""
     from oracle_rag.engines import KeywordHits, embed_text
 

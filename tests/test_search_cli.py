@@ -108,7 +108,7 @@ def test_bad_input_exits_with_a_clear_message(cli, args, code, message):
     ("semantic", "distance", "lower is closer"), ("keyword", "relevance", "higher is better"),
     ("hybrid", "fused", "higher is better")])
 def test_each_line_names_the_modes_score_and_the_records_status(cli, demo_rag, mode, name, better):
-    """Issue 18: the score's meaning changes by mode, so it is named; the status is shown."""
+    """The score's meaning changes by mode, so it is named; the status is shown."""
     result = cli("blocked payment tasks", "--as", "3", "--mode", mode, "--k", "8")
     assert result.exit_code == 0, result.output
     head, *rows = result.stdout.splitlines()

@@ -1,4 +1,4 @@
-"""Issue 10 item 6: no secret ever reaches a log line, an error message or an HTTP response.
+"""No secret ever reaches a log line, an error message or an HTTP response.
 
 A full demo session runs with distinctive secrets in the environment (the
 Oracle password variable, the read-only user's password variable, the
@@ -116,7 +116,7 @@ def test_a_full_session_leaks_no_secret(demo_rag, session_env, tmp_path: Path) -
 
             assert call("healthz", "GET", "/healthz").status == 200
             assert call("me", "GET", "/api/me", headers=auth).status == 200
-            llm.push("See the records.")  # uncited: the extractive answer follows it (issue 26)
+            llm.push("See the records.")  # uncited: the extractive answer follows it
             answer = call("chat", "POST", "/api/chat", {"question": "invoice PDF generation"}, auth)
             assert answer.status == 200 and answer.json()["answerer"] == "extractive" and llm.requests
             conversation = answer.json()["conversation_id"]

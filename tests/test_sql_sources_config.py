@@ -319,7 +319,7 @@ def test_url_engines_use_sqlean_and_the_password_env(tmp_path: Path, monkeypatch
 
 
 def test_url_without_connection_reads_through_a_connection_named_after_the_source(tmp_path: Path) -> None:
-    """Issue 18: `url` alone is enough; the connection takes the source's name."""
+    """`url` alone is enough; the connection takes the source's name."""
     db = tmp_path / "crm.db"
     with sa.create_engine(f"sqlite:///{db}", module=sqlean).begin() as conn:
         conn.execute(sa.text("CREATE TABLE accounts (account_id INTEGER, notes TEXT, account_name TEXT, owner_id INT)"))

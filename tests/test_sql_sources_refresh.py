@@ -354,7 +354,7 @@ def test_serve_background_services_refresh_configured_sources(rag, bound, make_s
         assert services.stop()
 
 
-# -- citations of lower-case source names open in the detail view (issue 13) --------------------------
+# -- citations of lower-case source names open in the detail view --------------------------
 def test_lower_case_source_citations_open_for_their_owner_only(demo_rag, bound) -> None:
     from chat_helpers import bearer, issue_tokens
 

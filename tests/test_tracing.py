@@ -236,7 +236,7 @@ def test_console_exporter_writes_spans_to_stderr_only() -> None:
     done = run_snippet(tracing_exporter="console")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "", "stdout is the MCP stdio pipe"
-    lines = done.stderr.splitlines()  # one line per span, not the SDK's ~40 lines of JSON (issue 25)
+    lines = done.stderr.splitlines()  # one line per span, not the SDK's ~40 lines of JSON
     assert len(lines) == 2, done.stderr
     inner, outer = lines
     assert inner.startswith("oracle-rag ") and ' span "inner" ' in inner and inner.endswith(' {"k":1}')

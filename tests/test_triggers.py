@@ -223,7 +223,7 @@ def test_sqlite_scripts_cover_every_table_and_event(seeded):
     assert [re.match(r"DROP TRIGGER IF EXISTS (\w+);$", s).group(1) for s in drops] == names
 
 
-# -- issue 17, item 6: a trigger that did not compile is not "installed" ------------------------
+# -- a trigger that did not compile is not "installed" ------------------------
 
 
 def test_compile_failure_reads_the_warning_or_user_errors() -> None:

@@ -1,4 +1,4 @@
-"""Issue 23, "one predicate everywhere": the VPD policies return the scope generator's text, and it agrees.
+"""One predicate everywhere: the VPD policies return the scope generator's text, and it agrees.
 
 Oracle cannot run here. What runs (no skip):
 

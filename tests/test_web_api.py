@@ -278,7 +278,7 @@ def test_stream_with_llm_filters_citations(web_llm, llm: ScriptedLLM) -> None:
 
 
 def test_links_to_a_hidden_record_are_redacted_too(web_llm, llm: ScriptedLLM) -> None:
-    """Issue 25: a model's ``see /chunk/task/N`` or ``/api/chunks/task/N`` carries the id as ``TASK #N`` does."""
+    """A model's ``see /chunk/task/N`` or ``/api/chunks/task/N`` carries the id as ``TASK #N`` does."""
     own = task_chunks_of(web_llm.rag, DEV_A)[0]
     foreign = task_chunks_of(web_llm.rag, DEV_B)[0]
     text = (f"Yours: /chunk/task/{own.task_id}. See /chunk/task/{foreign.task_id} and "
@@ -286,7 +286,7 @@ def test_links_to_a_hidden_record_are_redacted_too(web_llm, llm: ScriptedLLM) ->
     llm.push(text)
     body = web_llm.client.post("/api/chat", headers=web_llm.as_(DEV_A), json={"question": own.title}).get_json()
     assert body["answerer"] == "llm" and str(foreign.task_id) not in body["answer"]
-    # issue 26: the sentence whose link was redacted is removed whole; a link names a record like an anchor
+    # The sentence whose link was redacted is removed whole; a link names a record like an anchor
     assert body["answer"] == f"Yours: /chunk/task/{own.task_id}." and body["checked"]["removed"] == 1
     llm.push(Reply(text="", pieces=["Yours: /chunk/task/", f"{own.task_id}. See /chu", "nk/ta",
                                     f"sk/{foreign.task_id}", " now."]))

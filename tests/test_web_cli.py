@@ -72,7 +72,7 @@ def test_serve_runs_api_and_worker_and_stops_on_sigterm(demo_rag, tmp_path: Path
             if line.startswith("serving on "):
                 url = line.split()[2]
         assert url.startswith("http://127.0.0.1:")  # loopback by default
-        # issue 18: a new user learns the answers are extractive, and how to change that
+        # A new user learns the answers are extractive, and how to change that
         assert any(line.startswith("answerer: extractive (no language model configured; set ORACLE_RAG_LLM_URL")
                    for line in seen), seen
         status, health = _get(url + "healthz")
@@ -150,7 +150,7 @@ def test_demo_prepares_and_serves(data_dir: Path, tmp_path: Path, capfd: pytest.
         try:
             status, health = _get(url + "healthz")
             assert status == 200
-            if first:  # issue 18: serving at once, with the indexing progress reported
+            if first:  # serving at once, with the indexing progress reported
                 assert health["indexing"]["pending"] > 0 and health["indexing"]["done"] is False, health
             for _ in range(1500):  # polls /healthz; the bound (5 min) only guards against a hang
                 if health["indexing"]["done"]:
@@ -185,7 +185,7 @@ def test_demo_prepares_and_serves(data_dir: Path, tmp_path: Path, capfd: pytest.
     assert "answerer: extractive (no language model configured" in err
     assert all(token in err for token in first.values())  # printed for the user
     def second_demo_on_the_same_port(url: str) -> None:
-        # issue 25: refused before anything changes, naming the process that holds the port (this one)
+        # Refused before anything changes, naming the process that holds the port (this one)
         port = int(url.rstrip("/").rsplit(":", 1)[1])
         with pytest.raises(ConfigurationError, match=rf"port {port} .* in use \(held by pid {os.getpid()}\b"):
             run_demo(str(cfg), port, 12, install_signals=False)
@@ -225,7 +225,7 @@ def test_a_port_in_use_is_one_line_before_anything_changes(tmp_path: Path) -> No
 
 
 def test_read_commands_need_an_existing_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # issue 25: a desktop MCP client starts `oracle-rag mcp` in a directory of its own
+    # A desktop MCP client starts `oracle-rag mcp` in a directory of its own
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("ORACLE_RAG_DATA_DIR", raising=False)
     monkeypatch.delenv("ORACLE_RAG_CONFIG", raising=False)

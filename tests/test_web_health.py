@@ -85,7 +85,7 @@ def test_metrics_per_app_registries(demo_rag) -> None:
     assert _sample(text, "oracle_rag_chat_answers_total", answerer="extractive") == 2
     assert _sample(text, "oracle_rag_embedding_duration_seconds_count") >= 2  # one query embedding per question
     assert _sample(text, "oracle_rag_queue_depth") == 0 and _sample(text, "oracle_rag_database_up") == 1
-    assert "oracle_rag_chunks" not in text and "TASK" not in text  # no data counts (issue 13)
+    assert "oracle_rag_chunks" not in text and "TASK" not in text  # no data counts
     other = second.get("/metrics").get_data(as_text=True)
     with pytest.raises(AssertionError):
         _sample(other, "oracle_rag_http_requests_total", endpoint="oracle_rag_api.chat", status="200")

@@ -57,7 +57,7 @@ def test_coalesce_folds_the_case_of_types():
 
 
 def test_lower_case_types_from_another_application_are_indexed(demo_rag):
-    """Issue 18: the reference Java service writes 'task'; such rows index, never park."""
+    """The reference Java service writes 'task'; such rows index, never park."""
     rt = instrument(demo_rag)
     with demo_rag.engine.begin() as conn:
         set_title(conn, 12, "Renamed by the Java service", enqueue=False)

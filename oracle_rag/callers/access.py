@@ -1,4 +1,4 @@
-"""Callers' roles and groups, as a deployment declares them (issue 23; docs/access.md).
+"""Callers' roles and groups, as a deployment declares them (docs/access.md).
 
 Who a caller is comes from authentication; what they may read comes from
 here:

@@ -1,4 +1,4 @@
-"""The audit trail: who asked, through which entry point, when, and which records came back (issue 23).
+"""The audit trail: who asked, through which entry point, when, and which records came back.
 
 Every answer (page, API, ``/v1``, MCP, CLI), every search through an entry
 point (MCP ``search``/``get_record``, ``oracle-rag search``) and every guarded

@@ -1,4 +1,4 @@
-"""``oracle-rag feedback list|export``: ratings of answers (issue 26) read back.
+"""``oracle-rag feedback list|export``: ratings of answers read back.
 
 ``export`` writes a question set in the format ``bench/qa.py`` reads (``{"about", "questions": [...]}``,
 each with id, category, lang, as, question, truth), so use becomes a regression set. The truth of

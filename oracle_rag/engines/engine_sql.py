@@ -493,7 +493,7 @@ KEYWORD_STATS = Sql(
 # The postings are read by term (RAG_CHUNK_TERM's key leads with TERM; on
 # Oracle RAG_CHUNK_TERM_SCORE_IX holds every column read), one range per term
 # for the document frequencies. The scores skip what cannot reach the top k
-# (max-score pruning, issue 24 N9): a posting adds at most its term's weight
+# (max-score pruning): a posting adds at most its term's weight
 # W (its tf part is below 1 when k1 >= 0 and 0 <= b <= 1), so a record that
 # holds only terms whose weights sum below the k-th best score is out. The
 # k-th best score is bounded from below by scoring in full up to

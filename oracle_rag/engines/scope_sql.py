@@ -1,4 +1,4 @@
-"""The one generator of the access predicate (issue 23): the scope rule as SQL, for every form of the caller.
+"""The one generator of the access predicate: the scope rule as SQL, for every form of the caller.
 
 Every read statement (``engine_sql.SCOPE``, ``SCOPE_OF_IDS``), the guarded
 aggregate views (``guarded_scope_sql``) and the Oracle VPD policies

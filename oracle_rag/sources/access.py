@@ -1,4 +1,4 @@
-"""Who may read a source's records: the access policy a source declares (issue 23).
+"""Who may read a source's records: the access policy a source declares.
 
 A policy is a set of rules, OR-combined:
 
@@ -62,7 +62,7 @@ class AccessPolicy:
         return rules if "public" in self.rules else f"{rules}; without data: {self.missing}"
 
 
-# The rule of a source that declares none (every source before issue 23 except TASK).
+# The rule of a source that declares none (what every source but TASK had before access was declared).
 LEGACY = AccessPolicy(("owner",), "public")
 # The reference sources: a task is its assignee's (unassigned: see-all only); sprints and projects are everyone's.
 OWNER_ONLY = AccessPolicy(("owner",), "hidden")

@@ -1,4 +1,4 @@
-"""What a source's records mean to a question: the declarations every source makes (issue 22).
+"""What a source's records mean to a question: the declarations every source makes.
 
 The structured answerer (``oracle_rag.answering.structured``) knows nothing about any
 particular application: which words name a source's records ("task",

@@ -99,7 +99,7 @@ class _QueueCollector(Collector):
             family.add_metric([], float(value))
             yield family
         # No per-type chunk totals: the scoped views hide them from developers, so an
-        # unauthenticated page must not publish them (issue 13).
+        # unauthenticated page must not publish them.
 
 
 class Metrics:

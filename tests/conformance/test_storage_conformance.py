@@ -1,6 +1,6 @@
 """Chat storage, API tokens, SQL-source state and the guarded executors, on every engine.
 
-Issue 17 ("Also"): the conformance suite ran 8 behaviours on both engines; these extend it to
+The conformance suite's first 8 behaviours ran on both engines; these extend it to
 every other statement set the product sends (chat_sql, the token statements, sql_query_sql's
 state statements and wrappers, aggregate_sql and the guarded executor), so an Oracle run
 executes each of them at least once. Same fixtures as test_engine_conformance.py: SQLite
@@ -156,7 +156,7 @@ def _aggregate_service(system, request: pytest.FixtureRequest, tmp_path: Path) -
 
 def test_guarded_sql_is_scoped_capped_and_read_only(indexed_system, request: pytest.FixtureRequest,
                                                     tmp_path: Path) -> None:
-    """The views' rows follow the declared policy over the indexed records (issue 23): a developer
+    """The views' rows follow the declared policy over the indexed records: a developer
     sees exactly the tasks they own (the reference task source: owner, missing owner hidden)."""
     engine_system = indexed_system
     service = _aggregate_service(engine_system, request, tmp_path)

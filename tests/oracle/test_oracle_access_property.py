@@ -1,4 +1,4 @@
-"""Issue 23, property, on Oracle: every read path returns exactly what a plain Python model of the policy allows.
+"""The access property on Oracle: every read path returns exactly what a plain Python model of the policy allows.
 
 The same properties as tests/test_access_property.py (embedded engine), from the
 same shared world, model and checks (tests/access_property_helpers.py): Hypothesis

@@ -1,4 +1,4 @@
-"""Issue 17: what a line-by-line review against the Oracle documentation found, checked on a database.
+"""What a line-by-line review against the Oracle documentation found, checked on a database.
 
 Each test names the item it pins. All marked ``oracle`` (conftest.py) and skipped with one line
 without a database; each talks to the real server through the product's own code.

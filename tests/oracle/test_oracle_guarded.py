@@ -1,4 +1,4 @@
-"""Issue 17, item 3: the guarded executor end to end as a READ ONLY user (Oracle only).
+"""The guarded executor end to end as a READ ONLY user (Oracle only).
 
 The read-only user reaches the views through private synonyms (created by the test setup as
 local/readonly_synonyms.sql does), SET TRANSACTION READ ONLY is tolerated when the user's

@@ -1,4 +1,4 @@
-"""Issue 13 on Oracle: the attack battery end to end as the read-only user (Oracle only).
+"""The attack battery on Oracle: end to end as the read-only user (Oracle only).
 
 With the text check, every attack of the Oracle lists is refused before the database sees it
 (dictionary views included). Without it (the test-only switch), the read-only user's grants

@@ -1,4 +1,4 @@
-"""BM25 ranked inside Oracle, and the facet indexes, as Oracle plans them (issue 24: N9, N11).
+"""BM25 ranked inside Oracle, and the facet indexes, as Oracle plans them.
 
 Marked ``oracle`` by conftest.py and skipped with one line without a database.
 The plans are read with EXPLAIN PLAN + DBMS_XPLAN.DISPLAY for the exact text

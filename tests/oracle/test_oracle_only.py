@@ -338,7 +338,7 @@ def json_equal(a: str, b: str) -> bool:
 
 
 def test_structured_answers_count_and_filter_through_json_value(oracle_system) -> None:  # type: ignore[no-untyped-def]
-    """Issue 15 on Oracle: JSON_VALUE predicates (RETURNING NUMBER for ids) next to the scope predicate,
+    """On Oracle: JSON_VALUE predicates (RETURNING NUMBER for ids) next to the scope predicate,
     COUNT/GROUP BY over native JSON facets, and the same numbers as SQL over the reference tables."""
     import datetime as dt
 

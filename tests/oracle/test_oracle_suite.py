@@ -1,4 +1,4 @@
-"""Issue 24, second review: what the Oracle suite did not exercise yet.
+"""A second review: what the Oracle suite did not exercise yet.
 
 The DBA script load_model.sql (server-side load from the mounted file), LOAD_ONNX_MODEL_CLOUD from a
 pre-authenticated URL served by a local HTTP server, HNSW and the DBMS_VECTOR.REBUILD_INDEX branch,

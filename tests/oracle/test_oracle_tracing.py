@@ -1,4 +1,4 @@
-"""Oracle end-to-end attributes: a traced call's session shows the trace (issue 19).
+"""Oracle end-to-end attributes: a traced call's session shows the trace.
 
 Marked ``oracle`` (conftest) and skipped without a database. The values are
 read back through ``SYS_CONTEXT('USERENV', ...)``, which needs no privilege,

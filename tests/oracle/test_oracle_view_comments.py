@@ -1,4 +1,4 @@
-"""The guarded views' comments on a real Oracle (issue 26): the catalogue's text, readable from the dictionary."""
+"""The guarded views' comments on a real Oracle: the catalogue's text, readable from the dictionary."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 23, "a second wall": the VPD policy on RAG_CHUNK / RAG_CHUNK_ACL, run on Oracle (Oracle only).
+"""A second wall: the VPD policy on RAG_CHUNK / RAG_CHUNK_ACL, run on Oracle (Oracle only).
 
 Provisioned the way docs/access.md tells a user to: ``local/grant_vpd.sql`` as SYS (CREATE ANY
 CONTEXT, EXECUTE ON DBMS_RLS), then ``oracle-rag provision --vpd`` through the CLI. Then, on the

@@ -79,7 +79,7 @@ class Catalog:
         return "\n\n".join(parts)
 
     def rules(self) -> str:
-        """The declared meanings as rules the query must follow (a small model ignores comments: issue 26)."""
+        """The declared meanings as rules the query must follow (a small model ignores comments)."""
         lines = [f"- Only these views exist: {', '.join(self.names)}. A column that lists its values holds them "
                  "itself (there is no lookup table): filter and GROUP BY that column directly.",
                  "- Compare a column that lists its values only with those values, exactly as written (upper case)."]
@@ -103,7 +103,7 @@ def quoted(values: tuple[str, ...]) -> str:
 
 def enum_column(name: str, facet: Facet, meanings: Meanings | None = None, comment: str = "") -> Column:
     """A column holding a declared enum facet: its values, and its finished values when it is the
-    source's declared lifecycle (sources/meanings.py), so that "open" includes BLOCKED (issue 26)."""
+    source's declared lifecycle (sources/meanings.py), so that "open" includes BLOCKED."""
     done = meanings.done if meanings is not None and meanings.lifecycle == facet.name else ()
     declared = dict(meanings.value_words) if meanings is not None else {}
     words = tuple((v, (*(w for forms in SYNONYMS.get(v, {}).values() for w in forms), *declared.get(v, ())))

@@ -2,7 +2,7 @@
 
 Told in the prompt that "open" means every status but the finished ones and that NULL hours are "not
 estimated", a 1.5B model still wrote ``STATUS = 'open'``, ``STATUS IN ('TODO', 'IN_PROGRESS')`` for
-"open" (BLOCKED left out) and ``SUM(h)/COUNT(*)`` (NULL counted as 0) (issue 26). These are not matters
+"open" (BLOCKED left out) and ``SUM(h)/COUNT(*)`` (NULL counted as 0). These are not matters
 of taste: the declarations say what the words mean, so the query is mended deterministically:
 
 * a state column compared with a word that is not one of its values: a value in another case is that

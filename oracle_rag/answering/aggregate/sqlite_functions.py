@@ -9,7 +9,7 @@ values under the 1 MB cap (``sqlite_executor.VALUE_LIMIT``) SQLite's own
 * ``replace(X, Y, Z)`` and ``instr(X, Y)`` compare Y at every offset of X,
 
 so one call built by a recursive CTE ran for minutes at a 1 s timeout
-(issue 25; ``bench/aggregate_cost.py`` measures it). The versions here give
+(``bench/aggregate_cost.py`` measures it). The versions here give
 the same answers in time linear in their input, and ``register`` installs
 them on a connection under the same names (an application-defined function
 overrides a built-in of the same name and arity on that connection only), so

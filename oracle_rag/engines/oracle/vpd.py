@@ -1,4 +1,4 @@
-"""The VPD access context on the Oracle engine's pooled connections (issue 23, ``access_vpd``).
+"""The VPD access context on the Oracle engine's pooled connections (``access_vpd``).
 
 ``oracle-rag provision --vpd`` (engines/oracle/vpd_sql.py) puts a VPD policy
 on RAG_CHUNK and RAG_CHUNK_ACL that reads the caller from the application

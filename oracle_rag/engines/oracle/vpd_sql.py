@@ -1,4 +1,4 @@
-"""Oracle's second wall for declared access (issue 23): VPD policies on RAG_CHUNK, RAG_CHUNK_ACL, RAG_CHUNK_TERM.
+"""Oracle's second wall for declared access: VPD policies on RAG_CHUNK, RAG_CHUNK_ACL, RAG_CHUNK_TERM.
 
 ``oracle-rag provision --vpd`` creates, in the application schema:
 
