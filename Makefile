@@ -42,6 +42,7 @@ layers: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check oracle_rag tests bench
+	$(BIN)/ruff format --check oracle_rag tests bench
 	$(BIN)/mypy oracle_rag
 
 # Two workers or more (one per core): the suite is CPU-bound and each worker

@@ -62,14 +62,22 @@ OLD_COUNT = Sql.both((answers_sql.COUNT_RECORDS.sqlite or "").replace(engine_sql
 # The group test as it was before V14: the caller's ACL rows joined to their chunks in every statement
 # (now read from RAG_CHUNK_GROUP, the trigger-kept mirror of that join).
 GROUPS_FROM = "SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g WHERE scope_g.PRINCIPAL IN"
-JOIN_COUNT = Sql.both((answers_sql.COUNT_RECORDS.sqlite or "").replace(GROUPS_FROM, (
-    "SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = "
-    "scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN")))
+JOIN_COUNT = Sql.both(
+    (answers_sql.COUNT_RECORDS.sqlite or "").replace(
+        GROUPS_FROM,
+        (
+            "SELECT scope_c.CHUNK_ID FROM RAG_CHUNK_ACL scope_a JOIN RAG_CHUNK scope_c ON scope_c.SOURCE_TYPE = "
+            "scope_a.SOURCE_TYPE AND scope_c.SOURCE_ID = scope_a.SOURCE_ID WHERE scope_a.PRINCIPAL IN"
+        ),
+    )
+)
 INSERT_CHUNK = """INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, OWNER_ID, CONTENT, EMBEDDING, EMBEDDING_GEN,
   CONTENT_HASH, TERM_COUNT, ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, 0, ?)"""
 # (TERM, CHUNK_ID, TF) rows; each posting carries its record's columns (engine_sql.POSTING_COLUMNS).
-INSERT_TERM = (f"INSERT INTO RAG_CHUNK_TERM (TERM, TF, {', '.join(engine_sql.POSTING_COLUMNS)}) "
-               f"SELECT ?1, ?3, {', '.join(engine_sql.POSTING_COLUMNS)} FROM RAG_CHUNK WHERE CHUNK_ID = ?2")
+INSERT_TERM = (
+    f"INSERT INTO RAG_CHUNK_TERM (TERM, TF, {', '.join(engine_sql.POSTING_COLUMNS)}) "
+    f"SELECT ?1, ?3, {', '.join(engine_sql.POSTING_COLUMNS)} FROM RAG_CHUNK WHERE CHUNK_ID = ?2"
+)
 INSERT_ACL = "INSERT INTO RAG_CHUNK_ACL (PRINCIPAL, SOURCE_TYPE, SOURCE_ID) VALUES (?, ?, ?)"
 
 
@@ -92,7 +100,9 @@ def fill(rag: RagSystem, n: int, groups: int, rng: np.random.Generator, member_o
             # records that member_of groups of `groups` give a member (1.5 groups per record on average).
             busy = rng.random() < min(1.0, 1.5 * member_of / groups)
             owner = BUSY_OWNER if busy else int(rng.integers(1, OWNERS + 1))
-            rows.append(("DOC", str(i), owner, text, vec.tobytes(), "h", analysis.length, owner, json.dumps(mine)))
+            rows.append(
+                ("DOC", str(i), owner, text, vec.tobytes(), "h", analysis.length, owner, json.dumps(mine))
+            )
             terms.extend((t, i + 1, tf) for t, tf in analysis.terms)
             acl.extend((g, "DOC", str(i)) for g in mine)
         cur.executemany(INSERT_CHUNK, rows)
@@ -104,8 +114,12 @@ def fill(rag: RagSystem, n: int, groups: int, rng: np.random.Generator, member_o
     return words
 
 
-def interleaved(variants: dict[str, Callable[[str], Any]], queries: list[str], rounds: int,
-                cpu: dict[str, float] | None = None) -> dict[str, float]:
+def interleaved(
+    variants: dict[str, Callable[[str], Any]],
+    queries: list[str],
+    rounds: int,
+    cpu: dict[str, float] | None = None,
+) -> dict[str, float]:
     """p50 ms of every variant, run query by query in a rotating order (one warm-up run each).
 
     The machine is shared and its load drifts: running the variants back to
@@ -126,7 +140,7 @@ def interleaved(variants: dict[str, Callable[[str], Any]], queries: list[str], r
     for _ in range(rounds):
         for q in queries:
             step += 1
-            for name in names[step % len(names):] + names[: step % len(names)]:
+            for name in names[step % len(names) :] + names[: step % len(names)]:
                 start, start_cpu = time.perf_counter(), time.thread_time()
                 variants[name](q)
                 times[name].append((time.perf_counter() - start) * 1000.0)
@@ -166,8 +180,14 @@ def main() -> None:
         owner_only = Caller(7, ("developer",), (), name="bench")
         busy_owner = Caller(BUSY_OWNER, ("developer",), (), name="bench busy owner")
         retriever = rag.retriever()
-        out: dict[str, Any] = {"chunks": args.chunks, "groups": args.groups, "member_of": args.member_of,
-                               "queries": args.queries, "rounds": args.rounds, "load_s": round(load_s, 1)}
+        out: dict[str, Any] = {
+            "chunks": args.chunks,
+            "groups": args.groups,
+            "member_of": args.member_of,
+            "queries": args.queries,
+            "rounds": args.rounds,
+            "load_s": round(load_s, 1),
+        }
         callers = {"owner_only": owner_only, "busy_owner": busy_owner, "in_groups": in_groups}
 
         def count(caller: Caller, sql: Sql) -> int:
@@ -180,33 +200,47 @@ def main() -> None:
                 variants[f"{mode}_{name}"] = lambda q, c=caller, m=mode: retriever.search(q, 8, c, m)
             variants[f"count_{name}"] = lambda _q, c=caller: count(c, answers_sql.COUNT_RECORDS)
         variants["count_pre_issue_23"] = lambda _q: count(owner_only, OLD_COUNT)
-        assert JOIN_COUNT.sqlite != answers_sql.COUNT_RECORDS.sqlite, "the group test's text moved: update GROUPS_FROM"
+        assert JOIN_COUNT.sqlite != answers_sql.COUNT_RECORDS.sqlite, (
+            "the group test's text moved: update GROUPS_FROM"
+        )
         variants["count_in_groups_acl_join"] = lambda _q: count(in_groups, JOIN_COUNT)
         cpu: dict[str, float] = {}
         ms = interleaved(variants, queries, args.rounds, cpu)
         for mode in ("semantic", "keyword"):
             base_ms, busy_ms, groups_ms = (ms[f"{mode}_{n}"] for n in callers)
-            out[mode] = {"owner_only_p50_ms": round(base_ms, 2), "owner_only_same_visible_p50_ms": round(busy_ms, 2),
-                         "groups_p50_ms": round(groups_ms, 2), "ratio": round(groups_ms / base_ms, 3),
-                         "ratio_same_visible": round(groups_ms / busy_ms, 3),
-                         "cpu_ratio": round(cpu[f"{mode}_in_groups"] / cpu[f"{mode}_owner_only"], 3)}
+            out[mode] = {
+                "owner_only_p50_ms": round(base_ms, 2),
+                "owner_only_same_visible_p50_ms": round(busy_ms, 2),
+                "groups_p50_ms": round(groups_ms, 2),
+                "ratio": round(groups_ms / base_ms, 3),
+                "ratio_same_visible": round(groups_ms / busy_ms, 3),
+                "cpu_ratio": round(cpu[f"{mode}_in_groups"] / cpu[f"{mode}_owner_only"], 3),
+            }
         base_ms, busy_ms, groups_ms = (ms[f"count_{n}"] for n in callers)
         old_ms = ms["count_pre_issue_23"]
         out["structured_count"] = {
-            "owner_only_same_visible_p50_ms": round(busy_ms, 2), "ratio_same_visible": round(groups_ms / busy_ms, 3),
+            "owner_only_same_visible_p50_ms": round(busy_ms, 2),
+            "ratio_same_visible": round(groups_ms / busy_ms, 3),
             "visible_busy_owner": count(busy_owner, answers_sql.COUNT_RECORDS),
-            "pre_issue_23_predicate_p50_ms": round(old_ms, 2), "owner_only_p50_ms": round(base_ms, 2),
-            "groups_p50_ms": round(groups_ms, 2), "ratio": round(groups_ms / base_ms, 3),
+            "pre_issue_23_predicate_p50_ms": round(old_ms, 2),
+            "owner_only_p50_ms": round(base_ms, 2),
+            "groups_p50_ms": round(groups_ms, 2),
+            "ratio": round(groups_ms / base_ms, 3),
             "ratio_vs_pre_issue_23": round(groups_ms / old_ms, 3),
             "groups_acl_join_p50_ms": round(ms["count_in_groups_acl_join"], 2),
             "ratio_acl_join": round(ms["count_in_groups_acl_join"] / base_ms, 3),
             "cpu_ratio_acl_join": round(cpu["count_in_groups_acl_join"] / cpu["count_owner_only"], 3),
-            "visible": count(in_groups, answers_sql.COUNT_RECORDS), "owned": count(owner_only, answers_sql.COUNT_RECORDS),
-            "cpu_ratio": round(cpu["count_in_groups"] / cpu["count_owner_only"], 3)}
+            "visible": count(in_groups, answers_sql.COUNT_RECORDS),
+            "owned": count(owner_only, answers_sql.COUNT_RECORDS),
+            "cpu_ratio": round(cpu["count_in_groups"] / cpu["count_owner_only"], 3),
+        }
         out["cpu_p50_ms"] = {n: round(v, 2) for n, v in cpu.items()}
         rag.close()
-    out["environment"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
-                          "load_average_at_start": os.getloadavg()}
+    out["environment"] = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average_at_start": os.getloadavg(),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))

@@ -60,22 +60,26 @@ AGG_ONLY = '{"retrieval": false, "aggregation": true}'
 LEGIT = "SELECT STATUS, COUNT(*) AS N FROM RAG_V_TASK GROUP BY STATUS"
 HOSTILE = {
     "doubling string cte": "WITH RECURSIVE r(s) AS (SELECT 'x' UNION ALL SELECT s || s FROM r) "
-                           "SELECT max(length(s)) FROM r",
+    "SELECT max(length(s)) FROM r",
     "6-way cross join": "SELECT COUNT(*) FROM RAG_V_TASK a, RAG_V_TASK b, RAG_V_TASK c, RAG_V_TASK d, "
-                        "RAG_V_TASK e, RAG_V_TASK f",
+    "RAG_V_TASK e, RAG_V_TASK f",
     "doubling replace cte": "WITH RECURSIVE r(s, n) AS (SELECT 'ab', 0 UNION ALL SELECT replace(s, 'a', s), n + 1 "
-                            "FROM r WHERE n < 60) SELECT max(length(s)) FROM r",
+    "FROM r WHERE n < 60) SELECT max(length(s)) FROM r",
     "sorted 3-way cross join": "SELECT a.TITLE || b.TITLE || c.TITLE AS T FROM RAG_V_TASK a, RAG_V_TASK b, "
-                               "RAG_V_TASK c ORDER BY T DESC",
+    "RAG_V_TASK c ORDER BY T DESC",
 }
 # One call of these is one step of SQLite's virtual machine. _VALUES builds v(s, p): s is
 # 2^e 'a', p is 2^(e-1) 'b' then 'a' (the built-in trim compares every character of s with p up to
 # its last character); `calls` makes one call per step of its recursion, for ever (the value changes
 # with i, so no call is computed once). LIKE/GLOB: one call with a pattern the query builds.
-_VALUES = ("WITH RECURSIVE big(s, n) AS (SELECT 'a', 0 UNION ALL SELECT s || s, n + 1 FROM big WHERE n < {e}), "
-           "v(s, p) AS (SELECT (SELECT s FROM big WHERE n = {e}), "
-           "(SELECT replace(s, 'a', 'b') FROM big WHERE n = {e} - 1) || 'a') ")
-_CALLS = ", calls(i, r) AS (SELECT 0, 0 UNION ALL SELECT i + 1, {call} FROM calls, v) SELECT count(*) FROM calls"
+_VALUES = (
+    "WITH RECURSIVE big(s, n) AS (SELECT 'a', 0 UNION ALL SELECT s || s, n + 1 FROM big WHERE n < {e}), "
+    "v(s, p) AS (SELECT (SELECT s FROM big WHERE n = {e}), "
+    "(SELECT replace(s, 'a', 'b') FROM big WHERE n = {e} - 1) || 'a') "
+)
+_CALLS = (
+    ", calls(i, r) AS (SELECT 0, 0 UNION ALL SELECT i + 1, {call} FROM calls, v) SELECT count(*) FROM calls"
+)
 FUNCTION_ATTACKS = {
     "trim(x, y) calls": _CALLS.format(call="length(trim(s || i, p))"),
     "replace calls": _CALLS.format(call="length(replace(s || i, substr(p, 2), 'z'))"),
@@ -86,9 +90,14 @@ FUNCTION_ATTACKS = {
 
 
 def hostile(exponent: int) -> dict[str, str]:
-    plen = str(min(2 ** (exponent - 2), 40_000))  # the pattern is built by the query: the SQL text stays short
+    plen = str(
+        min(2 ** (exponent - 2), 40_000)
+    )  # the pattern is built by the query: the SQL text stays short
     values = _VALUES.format(e=exponent)
-    return {**HOSTILE, **{name: values + sql.replace("{plen}", plen) for name, sql in FUNCTION_ATTACKS.items()}}
+    return {
+        **HOSTILE,
+        **{name: values + sql.replace("{plen}", plen) for name, sql in FUNCTION_ATTACKS.items()},
+    }
 
 
 ADMIN = 1
@@ -109,13 +118,20 @@ def prepare(data_dir: Path, tasks: int) -> str:
 
 def start_server(data_dir: Path, llm_url: str, timeout_s: float) -> tuple[subprocess.Popen[str], str]:
     cfg = data_dir / "bench-aggregate.toml"
-    cfg.write_text(f'data_dir = "{data_dir}"\nllm_url = "{llm_url}"\nllm_model = "m"\nllm_api_key = "k"\n'
-                   f"llm_max_retries = 0\naggregate_retries = 0\naggregate_timeout_s = {timeout_s}\n"
-                   "backfill_on_startup = false\n")
+    cfg.write_text(
+        f'data_dir = "{data_dir}"\nllm_url = "{llm_url}"\nllm_model = "m"\nllm_api_key = "k"\n'
+        f"llm_max_retries = 0\naggregate_retries = 0\naggregate_timeout_s = {timeout_s}\n"
+        "backfill_on_startup = false\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORACLE_RAG_")}
-    proc = subprocess.Popen([sys.executable, "-m", "oracle_rag.cli", "--config", str(cfg), "serve", "--port", "0",
-                             "--no-worker"], cwd=data_dir, env=env, stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oracle_rag.cli", "--config", str(cfg), "serve", "--port", "0", "--no-worker"],
+        cwd=data_dir,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     lines: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:
@@ -162,8 +178,12 @@ def ask(address: str, token: str) -> tuple[float, int, dict[str, Any]]:
     conn = http.client.HTTPConnection(host, int(port), timeout=300)
     started = time.perf_counter()
     # a question no structured answer takes (a plain count would be answered without the model)
-    conn.request("POST", "/api/chat", body=json.dumps({"question": "count forever"}),
-                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+    conn.request(
+        "POST",
+        "/api/chat",
+        body=json.dumps({"question": "count forever"}),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+    )
     response = conn.getresponse()
     body = json.loads(response.read() or b"{}")
     elapsed = time.perf_counter() - started
@@ -171,8 +191,9 @@ def ask(address: str, token: str) -> tuple[float, int, dict[str, Any]]:
     return elapsed, response.status, body
 
 
-def run_round(address: str, token: str, llm: Any, pid: int, queries: dict[str, str], names: list[str],
-              timeout: float) -> dict[str, Any]:
+def run_round(
+    address: str, token: str, llm: Any, pid: int, queries: dict[str, str], names: list[str], timeout: float
+) -> dict[str, Any]:
     """``names`` at once; each request's outcome, and the server's CPU while they ran."""
     for name in names:
         llm.push_route(AGG_ONLY)
@@ -193,11 +214,22 @@ def run_round(address: str, token: str, llm: Any, pid: int, queries: dict[str, s
     results = []
     for elapsed, status, body in outcomes:
         agg = body.get("aggregate") or {}  # the concurrent requests take the scripted replies in any order
-        results.append({"query": by_sql.get(agg.get("sql") or "", "?"), "http_status": status,
-                        "wall_s": round(elapsed, 3), "wall_over_timeout": round(elapsed / timeout, 3),
-                        "refusal": agg.get("error"), "timed_out": agg.get("timed_out")})
-    return {"wall_s": round(wall, 3), "server_cpu_s": round(cpu, 3),
-            "server_cpu_over_budget": round(cpu / (len(names) * timeout), 3), "queries": results}
+        results.append(
+            {
+                "query": by_sql.get(agg.get("sql") or "", "?"),
+                "http_status": status,
+                "wall_s": round(elapsed, 3),
+                "wall_over_timeout": round(elapsed / timeout, 3),
+                "refusal": agg.get("error"),
+                "timed_out": agg.get("timed_out"),
+            }
+        )
+    return {
+        "wall_s": round(wall, 3),
+        "server_cpu_s": round(cpu, 3),
+        "server_cpu_over_budget": round(cpu / (len(names) * timeout), 3),
+        "queries": results,
+    }
 
 
 def main() -> None:
@@ -230,9 +262,18 @@ def main() -> None:
             sampler = Sampler(proc.pid)
             sampler.start()
             started = time.perf_counter()
-            rounds = [run_round(address, token, llm, proc.pid, queries,
-                                names[r * args.parallel:(r + 1) * args.parallel], args.timeout)
-                      for r in range(rounds_n)]
+            rounds = [
+                run_round(
+                    address,
+                    token,
+                    llm,
+                    proc.pid,
+                    queries,
+                    names[r * args.parallel : (r + 1) * args.parallel],
+                    args.timeout,
+                )
+                for r in range(rounds_n)
+            ]
             wall = time.perf_counter() - started
             sampler.stop_event.set()
             sampler.join()
@@ -265,19 +306,34 @@ def main() -> None:
         "all_requests_wall_s": round(wall, 3),
         "rounds": rounds,
         "warm_up": {"status": warm_status, "wall_s": round(warm_s, 3)},
-        "after": {"status": after_status, "wall_s": round(after_s, 3),
-                  "rows": (after_body.get("aggregate") or {}).get("rows")},
-        "goal_met": sampler.peak - idle <= 300 and worst <= 1.5 and worst_cpu <= 1.5 and after_status == 200
+        "after": {
+            "status": after_status,
+            "wall_s": round(after_s, 3),
+            "rows": (after_body.get("aggregate") or {}).get("rows"),
+        },
+        "goal_met": sampler.peak - idle <= 300
+        and worst <= 1.5
+        and worst_cpu <= 1.5
+        and after_status == 200
         and all(q["http_status"] == 200 and q["refusal"] for q in every),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_avg_after": [round(x, 2) for x in load_avg]},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_after": [round(x, 2) for x in load_avg],
+        },
     }
     print(json.dumps(report, indent=2))
     for q in every:
-        print(f"{q['query']:<26} {q['wall_s']:>8.2f} s  x{q['wall_over_timeout']:<6} {q['refusal']}", file=sys.stderr)
+        print(
+            f"{q['query']:<26} {q['wall_s']:>8.2f} s  x{q['wall_over_timeout']:<6} {q['refusal']}",
+            file=sys.stderr,
+        )
     for i, r in enumerate(rounds, 1):
-        print(f"round {i}: wall {r['wall_s']:.2f} s, server CPU {r['server_cpu_s']:.2f} s "
-              f"(x{r['server_cpu_over_budget']} of parallel x timeout)", file=sys.stderr)
+        print(
+            f"round {i}: wall {r['wall_s']:.2f} s, server CPU {r['server_cpu_s']:.2f} s "
+            f"(x{r['server_cpu_over_budget']} of parallel x timeout)",
+            file=sys.stderr,
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
 

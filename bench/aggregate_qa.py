@@ -55,9 +55,13 @@ def right(truth: list[Any], got: list[Any]) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--data-dir", help="a data directory with the demo seeded and indexed (bench/qa.py makes one)")
+    parser.add_argument(
+        "--data-dir", help="a data directory with the demo seeded and indexed (bench/qa.py makes one)"
+    )
     parser.add_argument("--questions", default=str(QUESTIONS))
-    parser.add_argument("--llm-url", help="an OpenAI-compatible endpoint (without one there is nothing to measure)")
+    parser.add_argument(
+        "--llm-url", help="an OpenAI-compatible endpoint (without one there is nothing to measure)"
+    )
     parser.add_argument("--llm-model", default="local")
     parser.add_argument("--llm-timeout", type=float, default=300.0)
     parser.add_argument("--limit", type=int, default=0, help="ask only the first N questions")
@@ -67,12 +71,15 @@ def main() -> None:
         # run_all runs every bench; this one measures a model, and CI has none (never a dependency)
         print("aggregate_qa: skipped: give --llm-url and --data-dir to measure a model's text-to-SQL")
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"bench": "aggregate_qa", "skipped": "no --llm-url or --data-dir"}) + "\n")
+        args.out.write_text(
+            json.dumps({"bench": "aggregate_qa", "skipped": "no --llm-url or --data-dir"}) + "\n"
+        )
         return
     data = json.loads(Path(args.questions).read_text(encoding="utf-8"))
     questions = data["questions"][: args.limit or None]
     settings = load_settings(env={}, data_dir=args.data_dir).with_overrides(
-        llm_url=args.llm_url, llm_model=args.llm_model, llm_timeout_s=args.llm_timeout, llm_max_retries=0)
+        llm_url=args.llm_url, llm_model=args.llm_model, llm_timeout_s=args.llm_timeout, llm_max_retries=0
+    )
     rag = RagSystem(settings)
     llm = LLMClient(settings)
     service = AggregateService(rag.engine, settings)
@@ -90,19 +97,46 @@ def main() -> None:
                 result = AggregateResult(q["question"], None, error=str(exc))
             seconds = time.perf_counter() - started
             ok = result.error is None and right(truth, result.rows)
-            rows.append({"id": q["id"], "lang": q["lang"], "question": q["question"], "right": ok,
-                         "seconds": round(seconds, 1), "sql": result.sql, "error": result.error,
-                         "repairs": getattr(result, "repairs", []),
-                         "columns": result.columns, "rows": result.rows[:5], "truth": truth[:5]})
-            print(f"{q['id']} {'ok ' if ok else 'BAD'} {seconds:5.0f} s  {result.sql or result.error}", flush=True)
+            rows.append(
+                {
+                    "id": q["id"],
+                    "lang": q["lang"],
+                    "question": q["question"],
+                    "right": ok,
+                    "seconds": round(seconds, 1),
+                    "sql": result.sql,
+                    "error": result.error,
+                    "repairs": getattr(result, "repairs", []),
+                    "columns": result.columns,
+                    "rows": result.rows[:5],
+                    "truth": truth[:5],
+                }
+            )
+            print(
+                f"{q['id']} {'ok ' if ok else 'BAD'} {seconds:5.0f} s  {result.sql or result.error}",
+                flush=True,
+            )
     finally:
         rag.close()
     accuracy = round(sum(r["right"] for r in rows) / len(rows), 3) if rows else 0.0
-    print(f"execution accuracy {accuracy:.3f} ({sum(r['right'] for r in rows)}/{len(rows)}), model {args.llm_model}")
+    print(
+        f"execution accuracy {accuracy:.3f} ({sum(r['right'] for r in rows)}/{len(rows)}), model {args.llm_model}"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"bench": "aggregate_qa", "model": args.llm_model, "accuracy": accuracy,
-                                   "python": platform.python_version(), "questions": rows},
-                                  indent=2, ensure_ascii=False, default=str))
+    args.out.write_text(
+        json.dumps(
+            {
+                "bench": "aggregate_qa",
+                "model": args.llm_model,
+                "accuracy": accuracy,
+                "python": platform.python_version(),
+                "questions": rows,
+            },
+            indent=2,
+            ensure_ascii=False,
+            default=str,
+        )
+    )
     print(f"wrote {args.out}")
 
 

@@ -58,16 +58,20 @@ PROBE_VIEW = f"""CREATE VIEW RAG_V_TASK_PROBE AS SELECT t.TASK_ID, t.STATUS FROM
   WHERE rag_chunk.SOURCE_TYPE = 'TASK' AND rag_chunk.SOURCE_ID = CAST(t.TASK_ID AS TEXT)
   AND rag_chunk.CHUNK_NO = 0 AND {_PROBE_SCOPE}))"""
 VIEWS = ("RAG_V_TASK_V2", "RAG_V_TASK_PROBE", "RAG_V_TASK")
-QUERIES = {"count": "SELECT COUNT(*) AS N FROM {view}",
-           "group_by_status": "SELECT STATUS, COUNT(*) AS N FROM {view} GROUP BY STATUS"}
+QUERIES = {
+    "count": "SELECT COUNT(*) AS N FROM {view}",
+    "group_by_status": "SELECT STATUS, COUNT(*) AS N FROM {view} GROUP BY STATUS",
+}
 
 
 def fill(rag: RagSystem, n: int, rng: np.random.Generator) -> None:
     raw = rag.engine.sa_engine.raw_connection()
     try:
         cur = raw.cursor()
-        cur.executemany("INSERT INTO EMPLOYEE (EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE) VALUES (?, ?, ?, ?)",
-                        [(e, f"F{e}", f"L{e}", "admin" if e == 1 else "developer") for e in range(1, EMPLOYEES + 1)])
+        cur.executemany(
+            "INSERT INTO EMPLOYEE (EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE) VALUES (?, ?, ?, ?)",
+            [(e, f"F{e}", f"L{e}", "admin" if e == 1 else "developer") for e in range(1, EMPLOYEES + 1)],
+        )
         cur.execute("INSERT INTO PROJECT (PROJECT_ID, NAME, STATUS) VALUES (1, 'P', 'ACTIVE')")
         tasks, chunks = [], []
         for i in range(1, n + 1):
@@ -75,13 +79,19 @@ def fill(rag: RagSystem, n: int, rng: np.random.Generator) -> None:
             status = ("TODO", "IN_PROGRESS", "DONE", "BLOCKED")[int(rng.integers(0, 4))]
             tasks.append((i, f"Task {i}", status, "LOW", 1, owner))
             vec = rng.standard_normal(384).astype("<f4")
-            chunks.append(("TASK", str(i), owner, f"[TASK #{i}] " + "lorem ipsum " * 60, vec.tobytes(), "h", 120,
-                           owner))
-        cur.executemany("INSERT INTO TASK (TASK_ID, TITLE, STATUS, PRIORITY, PROJECT_ID, ASSIGNEE_ID) "
-                        "VALUES (?, ?, ?, ?, ?, ?)", tasks)
-        cur.executemany("INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, OWNER_ID, CONTENT, EMBEDDING, CONTENT_HASH, "
-                        "TERM_COUNT, ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, '[]')",
-                        chunks)
+            chunks.append(
+                ("TASK", str(i), owner, f"[TASK #{i}] " + "lorem ipsum " * 60, vec.tobytes(), "h", 120, owner)
+            )
+        cur.executemany(
+            "INSERT INTO TASK (TASK_ID, TITLE, STATUS, PRIORITY, PROJECT_ID, ASSIGNEE_ID) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            tasks,
+        )
+        cur.executemany(
+            "INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, OWNER_ID, CONTENT, EMBEDDING, CONTENT_HASH, "
+            "TERM_COUNT, ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, '[]')",
+            chunks,
+        )
         cur.execute(V2_VIEW)
         cur.execute(PROBE_VIEW)
         raw.commit()
@@ -110,14 +120,17 @@ def main() -> None:
         rag = RagSystem(load_settings(env={}, data_dir=tmp))
         rag.migrate(demo=True)
         fill(rag, args.tasks, rng)
-        catalog = Catalog(tuple(View(v, "tasks", (Column("TASK_ID", "INTEGER"), Column("STATUS", "TEXT")))
-                                for v in VIEWS))
+        catalog = Catalog(
+            tuple(View(v, "tasks", (Column("TASK_ID", "INTEGER"), Column("STATUS", "TEXT"))) for v in VIEWS)
+        )
         service = AggregateService(rag.engine, rag.settings, catalog)
         service.text_check = False  # measure the database's work, not the parser's
         conn = sqlean.connect(str(Path(tmp) / "oracle-rag.db"))
         for who, caller in (("developer", Caller(7, "developer")), ("admin", Caller(1, "admin"))):
             conn.create_function("rag_caller_id", 0, lambda c=caller: c.employee_id, deterministic=True)
-            conn.create_function("rag_caller_see_all", 0, lambda c=caller: int(c.sees_all), deterministic=True)
+            conn.create_function(
+                "rag_caller_see_all", 0, lambda c=caller: int(c.sees_all), deterministic=True
+            )
             conn.create_function("rag_caller_groups", 0, lambda: "[]", deterministic=True)
             for name, query in QUERIES.items():
                 row: dict[str, Any] = {}
@@ -126,16 +139,23 @@ def main() -> None:
                     row[view] = {
                         "rows": conn.execute(sql).fetchall()[:1],
                         "sql_p50_ms": round(p50(lambda s=sql: conn.execute(s).fetchall(), args.runs), 2),
-                        "guarded_p50_ms": round(p50(lambda s=sql, c=caller: service.run_sql(s, c), args.runs), 2)}
+                        "guarded_p50_ms": round(
+                            p50(lambda s=sql, c=caller: service.run_sql(s, c), args.runs), 2
+                        ),
+                    }
                 for view in VIEWS[1:]:
                     for kind in ("sql_p50_ms", "guarded_p50_ms"):
                         row[view][kind.replace("p50_ms", "ratio_to_v2")] = round(
-                            row[view][kind] / max(row["RAG_V_TASK_V2"][kind], 1e-6), 2)
+                            row[view][kind] / max(row["RAG_V_TASK_V2"][kind], 1e-6), 2
+                        )
                 out[f"{who} {name}"] = row
         conn.close()
         rag.close()
-    out["environment"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
-                          "load_average_at_start": os.getloadavg()}
+    out["environment"] = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average_at_start": os.getloadavg(),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2, default=str) + "\n")
     print(json.dumps(out, indent=2, default=str))

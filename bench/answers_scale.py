@@ -54,9 +54,11 @@ QUESTIONS = {
     "per-facet count, filtered": "how many open tickets per severity?",
 }
 # The access columns as the indexer writes them for this source's policy (the owner; an unowned row public).
-INSERT = sa.text("INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, ACCESS_OWNER, ACCESS_PUBLIC, FACETS, "
-                 "CONTENT, EMBEDDING, CONTENT_HASH) VALUES ('tickets', :id, 0, :owner, :owner, :public, :facets, "
-                 ":content, :vector, :hash)")
+INSERT = sa.text(
+    "INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, ACCESS_OWNER, ACCESS_PUBLIC, FACETS, "
+    "CONTENT, EMBEDDING, CONTENT_HASH) VALUES ('tickets', :id, 0, :owner, :owner, :public, :facets, "
+    ":content, :vector, :hash)"
+)
 
 
 def build(data_dir: Path, rows: int) -> RagSystem:
@@ -74,9 +76,17 @@ def build(data_dir: Path, rows: int) -> RagSystem:
     with rag.engine.begin() as conn:
         batch: list[dict[str, Any]] = []
         for d in docs.values():
-            batch.append({"id": d.document_id, "owner": d.owner_id, "public": 1 if d.owner_id is None else 0,
-                          "facets": json.dumps(d.facets),
-                          "content": d.chunk_text, "vector": vector, "hash": d.doc_hash})
+            batch.append(
+                {
+                    "id": d.document_id,
+                    "owner": d.owner_id,
+                    "public": 1 if d.owner_id is None else 0,
+                    "facets": json.dumps(d.facets),
+                    "content": d.chunk_text,
+                    "vector": vector,
+                    "hash": d.doc_hash,
+                }
+            )
             if len(batch) == 5000:
                 conn.execute(INSERT, batch)
                 batch = []
@@ -102,11 +112,18 @@ def measure(rag: RagSystem, repeat: int) -> dict[str, Any]:
                 chat.answer(question, caller, store=False)
                 times.append(time.perf_counter() - t0)
             key = f"{label} as {'manager' if who == MANAGER else 'developer'}"
-            out[key] = {"p50_ms": round(statistics.median(times) * 1000, 1),
-                        "max_ms": round(max(times) * 1000, 1), "first_ms": round(cold * 1000, 1),
-                        "answerer": first.answerer, "first_line": first.answer.split("\n", 1)[0][:120]}
-            print(f"  {key:<45} p50 {out[key]['p50_ms']:7.1f} ms  first {out[key]['first_ms']:7.1f} ms  "
-                  f"[{first.answerer}] {out[key]['first_line'][:70]}", flush=True)
+            out[key] = {
+                "p50_ms": round(statistics.median(times) * 1000, 1),
+                "max_ms": round(max(times) * 1000, 1),
+                "first_ms": round(cold * 1000, 1),
+                "answerer": first.answerer,
+                "first_line": first.answer.split("\n", 1)[0][:120],
+            }
+            print(
+                f"  {key:<45} p50 {out[key]['p50_ms']:7.1f} ms  first {out[key]['first_ms']:7.1f} ms  "
+                f"[{first.answerer}] {out[key]['first_line'][:70]}",
+                flush=True,
+            )
     return out
 
 
@@ -128,15 +145,32 @@ def main() -> None:
                 rag.close()
     base, big = runs[args.baseline_rows], runs[args.rows]
     ratios = {k: round(big[k]["p50_ms"] / base[k]["p50_ms"], 2) for k in big if base[k]["p50_ms"]}
-    print(f"p50 ratio {args.rows:,} / {args.baseline_rows:,} rows: " + ", ".join(f"{k} {v}x" for k, v in ratios.items()))
+    print(
+        f"p50 ratio {args.rows:,} / {args.baseline_rows:,} rows: "
+        + ", ".join(f"{k} {v}x" for k, v in ratios.items())
+    )
     worst = max(v["p50_ms"] for v in big.values())
     goal = worst <= 200
-    print(f"goal (p50 <= 200 ms at {args.rows:,} rows): {'met' if goal else 'NOT met'} (worst p50 {worst} ms)")
+    print(
+        f"goal (p50 <= 200 ms at {args.rows:,} rows): {'met' if goal else 'NOT met'} (worst p50 {worst} ms)"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"bench": "answers_scale", "rows": args.rows, "baseline_rows": args.baseline_rows,
-                                   "repeat": args.repeat, "python": platform.python_version(),
-                                   "runs": {str(k): v for k, v in runs.items()}, "ratios": ratios,
-                                   "goal_met": goal}, indent=2, ensure_ascii=False))
+    args.out.write_text(
+        json.dumps(
+            {
+                "bench": "answers_scale",
+                "rows": args.rows,
+                "baseline_rows": args.baseline_rows,
+                "repeat": args.repeat,
+                "python": platform.python_version(),
+                "runs": {str(k): v for k, v in runs.items()},
+                "ratios": ratios,
+                "goal_met": goal,
+            },
+            indent=2,
+            ensure_ascii=False,
+        )
+    )
     print(f"wrote {args.out}")
 
 

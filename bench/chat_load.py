@@ -82,22 +82,32 @@ def prepare(data_dir: Path, tasks: int, clients: int) -> list[str]:
         started = time.perf_counter()
         result = rag.worker().drain()
         if result.picked:
-            print(f"indexed {result.embedded} chunks in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+            print(
+                f"indexed {result.embedded} chunks in {time.perf_counter() - started:.1f} s", file=sys.stderr
+            )
         # Bulk indexing leaves a large WAL; checkpoint it now so that the first write under
         # load does not pay for copying the whole index (setup is not what is measured).
         with rag.engine.connect() as conn:
             conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
         employees = [3, 4, 5] + list(range(9, 9 + clients))  # managers and developers
-        return [create_token(rag.engine, employees[i % len(employees)], expires_days=1, label="bench").token
-                for i in range(clients)]
+        return [
+            create_token(rag.engine, employees[i % len(employees)], expires_days=1, label="bench").token
+            for i in range(clients)
+        ]
 
 
 def start_server(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
     cfg = data_dir / "bench.toml"
     cfg.write_text(f'data_dir = "{data_dir}"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORACLE_RAG_")}
-    proc = subprocess.Popen([sys.executable, "-m", "oracle_rag.cli", "--config", str(cfg), "serve", "--port", "0"],
-                            cwd=data_dir, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oracle_rag.cli", "--config", str(cfg), "serve", "--port", "0"],
+        cwd=data_dir,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     lines: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:
@@ -116,8 +126,9 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
             return proc, url.split("//", 1)[1].rstrip("/")
 
 
-def client(address: str, token: str, index: int, deadline: float, out: list[tuple[float, int]],
-           errors: list[str]) -> None:
+def client(
+    address: str, token: str, index: int, deadline: float, out: list[tuple[float, int]], errors: list[str]
+) -> None:
     host, port = address.rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=120)
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
@@ -175,8 +186,10 @@ def main() -> None:
         errors: list[list[str]] = [[] for _ in tokens]
         load_start = time.perf_counter()
         deadline = load_start + args.duration
-        threads = [threading.Thread(target=client, args=(address, token, i, deadline, results[i], errors[i]))
-                   for i, token in enumerate(tokens)]
+        threads = [
+            threading.Thread(target=client, args=(address, token, i, deadline, results[i], errors[i]))
+            for i, token in enumerate(tokens)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -205,15 +218,22 @@ def main() -> None:
         "errors": len(all_errors),
         "error_samples": sorted(set(all_errors))[:5],
         "requests_per_s": round(len(latencies) / wall, 2),
-        "latency_ms": {"p50": round(p50 * 1000, 1), "p90": round(p90 * 1000, 1), "p99": round(p99 * 1000, 1),
-                       "max": round(latencies[-1] * 1000, 1) if latencies else None,
-                       "mean": round(sum(latencies) / len(latencies) * 1000, 1) if latencies else None},
+        "latency_ms": {
+            "p50": round(p50 * 1000, 1),
+            "p90": round(p90 * 1000, 1),
+            "p99": round(p99 * 1000, 1),
+            "max": round(latencies[-1] * 1000, 1) if latencies else None,
+            "mean": round(sum(latencies) / len(latencies) * 1000, 1) if latencies else None,
+        },
         "p99_over_p50": round(p99 / p50, 2) if latencies else None,
         "goal_met": bool(latencies) and not all_errors and p99 < 10 * p50,
         "setup_s": round(setup_s, 1),
         "server": {"wsgi": "waitress", "threads": 8, "worker_thread": True},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_avg_after": [round(x, 2) for x in load_avg]},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_after": [round(x, 2) for x in load_avg],
+        },
     }
     print(json.dumps(report, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)

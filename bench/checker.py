@@ -103,8 +103,12 @@ class Corpus:
         assert chat.answers is not None
         with self.rag.engine.connect() as conn:
             caller = qa_open.directory_for(self.rag.engine).load(conn, qa_open.ASKER)
-            rows = conn.execute(sa.text("SELECT SOURCE_TYPE, SOURCE_ID, CHUNK_NO, FACETS, CONTENT FROM RAG_CHUNK "
-                                        "ORDER BY SOURCE_TYPE, SOURCE_ID, CHUNK_NO")).fetchall()
+            rows = conn.execute(
+                sa.text(
+                    "SELECT SOURCE_TYPE, SOURCE_ID, CHUNK_NO, FACETS, CONTENT FROM RAG_CHUNK "
+                    "ORDER BY SOURCE_TYPE, SOURCE_ID, CHUNK_NO"
+                )
+            ).fetchall()
         self.vocab = chat.answers.parser(caller.scope()).vocab
         texts: dict[tuple[str, str], list[str]] = defaultdict(list)
         self.facets: dict[tuple[str, str], dict[str, Any]] = {}
@@ -123,22 +127,43 @@ class Corpus:
         sprints = {s["id"]: s["name"] for s in data["sprints"]}
         projects = {p["id"]: p["name"] for p in data["projects"]}
         names = {i: f"{f} {last}" for i, (f, last) in people.items()}
-        self.demo_vocab = build_vocabulary([Declaration("TASK", tuple(TaskSource.facets), TaskSource.meanings)],
-                                           {"status": {t["status"] for t in data["tasks"]},
-                                            "priority": {t["priority"] for t in data["tasks"]}},
-                                           {"assignee_id": names})
+        self.demo_vocab = build_vocabulary(
+            [Declaration("TASK", tuple(TaskSource.facets), TaskSource.meanings)],
+            {
+                "status": {t["status"] for t in data["tasks"]},
+                "priority": {t["priority"] for t in data["tasks"]},
+            },
+            {"assignee_id": names},
+        )
         for t in data["tasks"]:
             first, last = people.get(t["assignee"], (None, None))
-            row = {"TASK_ID": t["id"], "TITLE": t["title"], "STATUS": t["status"], "PRIORITY": t["priority"],
-                   "SPRINT_NAME": sprints.get(t["sprint"]), "PROJECT_NAME": projects.get(t["project"]),
-                   "ASSIGNEE_ID": t["assignee"], "FIRST_NAME": first, "LAST_NAME": last,
-                   "STORY_POINTS": t["points"], "ESTIMATED_HOURS": t["hours"], "DUE_DATE": t["due"],
-                   "DESCRIPTION": t["description"]}
-            comments = [{"FIRST_NAME": people[c["author"]][0], "LAST_NAME": people[c["author"]][1], "BODY": c["body"]}
-                        for c in data["comments"] if c["task"] == t["id"]]
+            row = {
+                "TASK_ID": t["id"],
+                "TITLE": t["title"],
+                "STATUS": t["status"],
+                "PRIORITY": t["priority"],
+                "SPRINT_NAME": sprints.get(t["sprint"]),
+                "PROJECT_NAME": projects.get(t["project"]),
+                "ASSIGNEE_ID": t["assignee"],
+                "FIRST_NAME": first,
+                "LAST_NAME": last,
+                "STORY_POINTS": t["points"],
+                "ESTIMATED_HOURS": t["hours"],
+                "DUE_DATE": t["due"],
+                "DESCRIPTION": t["description"],
+            }
+            comments = [
+                {"FIRST_NAME": people[c["author"]][0], "LAST_NAME": people[c["author"]][1], "BODY": c["body"]}
+                for c in data["comments"]
+                if c["task"] == t["id"]
+            ]
             key = ("TASK", str(t["id"]))
             self.texts[key] = render_task(row, comments)
-            self.facets[key] = {"status": t["status"], "priority": t["priority"], "assignee_id": t["assignee"]}
+            self.facets[key] = {
+                "status": t["status"],
+                "priority": t["priority"],
+                "assignee_id": t["assignee"],
+            }
 
     def embed(self, texts: Any) -> Any:
         """The engine's embedder, each text embedded once per run (tuning asks for the same texts again)."""
@@ -157,9 +182,14 @@ class Corpus:
                 raise SystemExit(f"{item.sentence!r}: no record {key}")
         vocab = self.demo_vocab if item.named[0][0] == "TASK" else self.vocab
         records = {k: (self.facets[k], self.texts[k].split("\n", 1)[0]) for k in item.named}
-        evidence = evidence_from([self.texts[k] for k in item.named], records=records, vocab=vocab, cite=True,
-                                 record_texts={k: self.texts[k] for k in item.named} if claims else None,
-                                 embed=self.embed)
+        evidence = evidence_from(
+            [self.texts[k] for k in item.named],
+            records=records,
+            vocab=vocab,
+            cite=True,
+            record_texts={k: self.texts[k] for k in item.named} if claims else None,
+            embed=self.embed,
+        )
         return check_sentence(item.sentence, evidence)
 
 
@@ -167,8 +197,16 @@ def measure(corpus: Corpus, items: list[Item], claims: bool = True) -> list[dict
     rows = []
     for item in items:
         v = corpus.verdict(item, claims)
-        rows.append({"sentence": item.sentence, "kind": item.kind, "supported": item.supported,
-                     "held_out": item.held_out, "kept": v.ok, "reason": v.reason})
+        rows.append(
+            {
+                "sentence": item.sentence,
+                "kind": item.kind,
+                "supported": item.supported,
+                "held_out": item.held_out,
+                "kept": v.ok,
+                "reason": v.reason,
+            }
+        )
     return rows
 
 
@@ -176,9 +214,13 @@ def scores(rows: list[dict[str, Any]]) -> dict[str, Any]:
     kept = [r for r in rows if r["kept"]]
     true = [r for r in rows if r["supported"]]
     hits = sum(1 for r in kept if r["supported"])
-    return {"sentences": len(rows), "supported": len(true), "kept": len(kept),
-            "precision": round(hits / len(kept), 4) if kept else 1.0,
-            "recall": round(hits / len(true), 4) if true else 1.0}
+    return {
+        "sentences": len(rows),
+        "supported": len(true),
+        "kept": len(kept),
+        "precision": round(hits / len(kept), 4) if kept else 1.0,
+        "recall": round(hits / len(true), 4) if true else 1.0,
+    }
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -186,11 +228,17 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     per_kind = {}
     for k in kinds:
         mine = [r for r in rows if r["kind"] == k]
-        per_kind[k] = {"sentences": len(mine),
-                       "right": round(sum(r["kept"] == r["supported"] for r in mine) / len(mine), 4)}
-    return {"all": scores(rows), "held_out": scores([r for r in rows if r["held_out"]]),
-            "tuning": scores([r for r in rows if not r["held_out"]]), "per_kind": per_kind,
-            "removed_because": dict(Counter(r["reason"] for r in rows if not r["kept"]))}
+        per_kind[k] = {
+            "sentences": len(mine),
+            "right": round(sum(r["kept"] == r["supported"] for r in mine) / len(mine), 4),
+        }
+    return {
+        "all": scores(rows),
+        "held_out": scores([r for r in rows if r["held_out"]]),
+        "tuning": scores([r for r in rows if not r["held_out"]]),
+        "per_kind": per_kind,
+        "removed_because": dict(Counter(r["reason"] for r in rows if not r["kept"])),
+    }
 
 
 def tune(corpus: Corpus, items: list[Item]) -> list[dict[str, Any]]:
@@ -199,11 +247,18 @@ def tune(corpus: Corpus, items: list[Item]) -> list[dict[str, Any]]:
     saved = {n: getattr(support_module, n) for n in ("MIN_COVERAGE", "SURE_COVERAGE", "MIN_SIMILARITY")}
     found = []
     try:
-        for cov, sure, sim in itertools.product((0.4, 0.5, 0.55, 0.6, 0.67, 0.75), (0.75, 0.8, 0.85, 0.9, 1.01),
-                                                (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)):
+        for cov, sure, sim in itertools.product(
+            (0.4, 0.5, 0.55, 0.6, 0.67, 0.75),
+            (0.75, 0.8, 0.85, 0.9, 1.01),
+            (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7),
+        ):
             if sure <= cov:
                 continue
-            support_module.MIN_COVERAGE, support_module.SURE_COVERAGE, support_module.MIN_SIMILARITY = cov, sure, sim
+            support_module.MIN_COVERAGE, support_module.SURE_COVERAGE, support_module.MIN_SIMILARITY = (
+                cov,
+                sure,
+                sim,
+            )
             s = scores(measure(corpus, tuning))
             found.append({"MIN_COVERAGE": cov, "SURE_COVERAGE": sure, "MIN_SIMILARITY": sim, **s})
     finally:
@@ -227,23 +282,31 @@ def worst_cpu(corpus: Corpus, chars: int = 2048) -> dict[str, Any]:
         "supported prose (baseline)": (supported * (chars // len(supported) + 1))[:chars],
         "near-misses, each compared by meaning": "".join(
             f"The upgrade is blocked because ADFS signs assertions with SHA-1 zq{chr(97 + i % 26)}{chr(97 + i // 26)} "
-            "[TICKETS #4001]. " for i in range(chars // 60))[:chars],
-        "one endless sentence": ("the heap was set too high and the wizard stops " * chars)[:chars - 20] + " [TICKETS #4004].",
-        "negations": ("not " * chars)[:chars - 20] + " [TICKETS #4001].",
+            "[TICKETS #4001]. "
+            for i in range(chars // 60)
+        )[:chars],
+        "one endless sentence": ("the heap was set too high and the wizard stops " * chars)[: chars - 20]
+        + " [TICKETS #4004].",
+        "negations": ("not " * chars)[: chars - 20] + " [TICKETS #4001].",
         "anchors and words": ("[TICKETS #4003] leaks sockets " * chars)[:chars],
     }
     records = {k: (corpus.facets[k], corpus.texts[k].split("\n", 1)[0]) for k in keys}
     out: dict[str, float] = {}
     for name, text in shapes.items():
         for way in ("whole", "streamed by 4"):
-            evidence = evidence_from([corpus.texts[k] for k in keys], records=records, vocab=corpus.vocab, cite=True,
-                                     record_texts={k: corpus.texts[k] for k in keys},
-                                     embed=corpus.rag.engine.embed_many)  # uncached: what a request pays
+            evidence = evidence_from(
+                [corpus.texts[k] for k in keys],
+                records=records,
+                vocab=corpus.vocab,
+                cite=True,
+                record_texts={k: corpus.texts[k] for k in keys},
+                embed=corpus.rag.engine.embed_many,
+            )  # uncached: what a request pays
             started = time.process_time()
             if way == "whole":
                 check_text(text, evidence)
             else:
-                list(SentenceChecker(evidence).feed([text[i:i + 4] for i in range(0, len(text), 4)]))
+                list(SentenceChecker(evidence).feed([text[i : i + 4] for i in range(0, len(text), 4)]))
             out[f"{name}, {way}"] = round(time.process_time() - started, 4)
     return out
 
@@ -269,19 +332,29 @@ def main() -> None:
         cpu = worst_cpu(corpus)
     finally:
         corpus.rag.close()
-    thresholds = {n: getattr(support_module, n) for n in ("MIN_COVERAGE", "SURE_COVERAGE", "MIN_SIMILARITY",
-                                                          "MIN_CLAIM")}
-    print(f"{len(items)} labelled sentences ({sum(i.supported for i in items)} supported), "
-          f"{sum(i.held_out for i in items)} held out; thresholds {thresholds}")
-    for label, r in (("baseline: the checker without claims (numbers, anchors, facet values)", baseline),
-                     ("checker with claims", result)):
+    thresholds = {
+        n: getattr(support_module, n)
+        for n in ("MIN_COVERAGE", "SURE_COVERAGE", "MIN_SIMILARITY", "MIN_CLAIM")
+    }
+    print(
+        f"{len(items)} labelled sentences ({sum(i.supported for i in items)} supported), "
+        f"{sum(i.held_out for i in items)} held out; thresholds {thresholds}"
+    )
+    for label, r in (
+        ("baseline: the checker without claims (numbers, anchors, facet values)", baseline),
+        ("checker with claims", result),
+    ):
         print(f"{label}:")
         for part in ("all", "tuning", "held_out"):
             s = r[part]
-            print(f"    {part:9} precision of 'supported' {s['precision']:.3f}  recall {s['recall']:.3f}  "
-                  f"({s['kept']} kept of {s['sentences']}, {s['supported']} supported)")
-    print("per kind (share judged right): " + "  ".join(f"{k} {v['right']:.2f} ({v['sentences']})"
-                                                        for k, v in result["per_kind"].items()))
+            print(
+                f"    {part:9} precision of 'supported' {s['precision']:.3f}  recall {s['recall']:.3f}  "
+                f"({s['kept']} kept of {s['sentences']}, {s['supported']} supported)"
+            )
+    print(
+        "per kind (share judged right): "
+        + "  ".join(f"{k} {v['right']:.2f} ({v['sentences']})" for k, v in result["per_kind"].items())
+    )
     print(f"removed because: {result['removed_because']}")
     ratio = {p: round(result[p]["precision"] / baseline[p]["precision"], 2) for p in ("all", "held_out")}
     print(f"precision / baseline's: all {ratio['all']}x, held out {ratio['held_out']}x")
@@ -289,23 +362,42 @@ def main() -> None:
     print("goal (precision >= 0.95, recall >= 0.8, all and held out): " + ("met" if met else "NOT met"))
     base = max(v for k, v in cpu.items() if k.startswith("supported prose"))
     worst = max(cpu, key=lambda k: cpu[k])
-    print(f"CPU of one 2,048-character reply's checking: worst {cpu[worst]:.3f} s ({worst}), "
-          f"{cpu[worst] / base if base else float('inf'):.1f}x the baseline's {base:.3f} s; goal {CPU_GOAL_S} s")
+    print(
+        f"CPU of one 2,048-character reply's checking: worst {cpu[worst]:.3f} s ({worst}), "
+        f"{cpu[worst] / base if base else float('inf'):.1f}x the baseline's {base:.3f} s; goal {CPU_GOAL_S} s"
+    )
     if args.verbose:
         for r in rows:
             if r["kept"] != r["supported"]:
-                print(f"  {'FALSE KEPT' if r['kept'] else 'FALSE REMOVED'} ({r['kind']}, {r['reason'] or 'kept'}"
-                      f"{', held out' if r['held_out'] else ''}): {r['sentence']}")
+                print(
+                    f"  {'FALSE KEPT' if r['kept'] else 'FALSE REMOVED'} ({r['kind']}, {r['reason'] or 'kept'}"
+                    f"{', held out' if r['held_out'] else ''}): {r['sentence']}"
+                )
     for b in best:
         print("tune: " + json.dumps(b))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"bench": "checker", "sentences_file": str(args.sentences.relative_to(ROOT)),
-                                    "thresholds": thresholds, "python": platform.python_version(),
-                                    "embedding_model": corpus.rag.settings.embedding_model,
-                                    "seconds": round(seconds, 1), "goal_met": met, "baseline": baseline,
-                                    "checker": result, "ratio_to_baseline": ratio, "tune": best,
-                                    "cpu_s": cpu, "cpu_goal_s": CPU_GOAL_S,
-                                    "sentences": rows}, indent=2, ensure_ascii=False))
+    args.out.write_text(
+        json.dumps(
+            {
+                "bench": "checker",
+                "sentences_file": str(args.sentences.relative_to(ROOT)),
+                "thresholds": thresholds,
+                "python": platform.python_version(),
+                "embedding_model": corpus.rag.settings.embedding_model,
+                "seconds": round(seconds, 1),
+                "goal_met": met,
+                "baseline": baseline,
+                "checker": result,
+                "ratio_to_baseline": ratio,
+                "tune": best,
+                "cpu_s": cpu,
+                "cpu_goal_s": CPU_GOAL_S,
+                "sentences": rows,
+            },
+            indent=2,
+            ensure_ascii=False,
+        )
+    )
     print(f"wrote {args.out}")
 
 

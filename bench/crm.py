@@ -69,16 +69,36 @@ DONE = ("WON", "LOST")
 REGIONS = ("AMER", "EMEA", "APAC")
 DEALS = 400
 NOTES = 160
-PRODUCTS = ("analytics suite", "payroll module", "data warehouse", "mobile CRM", "support plan", "API gateway",
-            "security audit", "training package")
-COMPANIES = ("Acme", "Globex", "Initech", "Umbrella", "Soylent", "Hooli", "Vandelay", "Stark", "Wayne", "Tyrell",
-             "Cyberdyne", "Wonka")
+PRODUCTS = (
+    "analytics suite",
+    "payroll module",
+    "data warehouse",
+    "mobile CRM",
+    "support plan",
+    "API gateway",
+    "security audit",
+    "training package",
+)
+COMPANIES = (
+    "Acme",
+    "Globex",
+    "Initech",
+    "Umbrella",
+    "Soylent",
+    "Hooli",
+    "Vandelay",
+    "Stark",
+    "Wayne",
+    "Tyrell",
+    "Cyberdyne",
+    "Wonka",
+)
 
 PEOPLE_QUERY = "SELECT rep_id, full_name FROM sales_rep"
 SOURCES: dict[str, dict[str, Any]] = {
     "deals": {
         "query": "SELECT deal_id AS id, name AS title, description AS content, stage, amount, close_date, region, "
-                 "rep_id, team FROM deal",
+        "rep_id, team FROM deal",
         "owner_column": "rep_id",
         "access": ["owner", "group"],
         "group_column": "team",
@@ -86,8 +106,10 @@ SOURCES: dict[str, dict[str, Any]] = {
         "words": ["opportunity", "opportunities", "oportunidad", "oportunidades", "trato", "tratos"],
         "lifecycle": "stage",
         "done_values": list(DONE),
-        "facet_cues": {"rep_id": ["rep", "reps", "seller", "sellers", "vendedor", "vendedores"],
-                       "close_date": ["closing", "closes", "cierre"]},
+        "facet_cues": {
+            "rep_id": ["rep", "reps", "seller", "sellers", "vendedor", "vendedores"],
+            "close_date": ["closing", "closes", "cierre"],
+        },
         "value_words": {"WON": ["ganado", "ganados", "ganada", "ganadas"], "LOST": ["perdido", "perdidos"]},
         "nouns_es": ["trato", "tratos"],
         "labels_es": {"rep_id": "vendedor", "stage": "etapa"},
@@ -95,7 +117,7 @@ SOURCES: dict[str, dict[str, Any]] = {
     },
     "notes": {
         "query": "SELECT n.note_id AS id, a.name AS title, n.body AS content, n.author_id, n.created "
-                 "FROM account_note n JOIN account a ON a.account_id = n.account_id",
+        "FROM account_note n JOIN account a ON a.account_id = n.account_id",
         "access": ["group"],
         "acl_query": "SELECT note_id, team FROM note_acl",
         "facet_columns": {"created": "date"},
@@ -104,8 +126,11 @@ SOURCES: dict[str, dict[str, Any]] = {
         "words": ["nota", "notas"],
     },
 }
-ACCESS = {"see_all_roles": "sales_manager", "access_roles_query": "SELECT rep_id, role FROM sales_rep",
-          "access_groups_query": "SELECT rep_id, team FROM team_member"}
+ACCESS = {
+    "see_all_roles": "sales_manager",
+    "access_roles_query": "SELECT rep_id, role FROM sales_rep",
+    "access_groups_query": "SELECT rep_id, team FROM team_member",
+}
 
 DDL = (
     "CREATE TABLE sales_rep (rep_id INTEGER PRIMARY KEY, full_name TEXT NOT NULL, role TEXT NOT NULL)",
@@ -141,7 +166,11 @@ class World:
         """The declared policy in plain Python: see-all, the owner, or the deal's team; else hidden."""
         if self.sees_all(rep):
             return list(self.deals)
-        return [d for d in self.deals if d["rep_id"] == rep or (d["team"] is not None and d["team"] in self.teams(rep))]
+        return [
+            d
+            for d in self.deals
+            if d["rep_id"] == rep or (d["team"] is not None and d["team"] in self.teams(rep))
+        ]
 
     def visible_notes(self, rep: int) -> list[dict[str, Any]]:
         if self.sees_all(rep):
@@ -167,19 +196,33 @@ def make_world(seed: int = 33) -> World:
         company, product = rnd.choice(COMPANIES), rnd.choice(PRODUCTS)
         stage = rnd.choices(STAGES, weights=(3, 3, 2, 2, 3, 2))[0]
         close = TODAY + dt.timedelta(days=rnd.randrange(-120, 120))
-        world.deals.append({
-            "id": i, "name": f"{company} {product}", "stage": stage, "amount": 250 * rnd.randrange(4, 800),
-            "close_date": close.isoformat(), "region": rnd.choice(REGIONS), "rep_id": rep, "team": team,
-            "description": f"{company} is evaluating the {product}. Next step: "
-                           f"{rnd.choice(('a demo', 'a pricing call', 'legal review', 'a pilot'))}.",
-        })
+        world.deals.append(
+            {
+                "id": i,
+                "name": f"{company} {product}",
+                "stage": stage,
+                "amount": 250 * rnd.randrange(4, 800),
+                "close_date": close.isoformat(),
+                "region": rnd.choice(REGIONS),
+                "rep_id": rep,
+                "team": team,
+                "description": f"{company} is evaluating the {product}. Next step: "
+                f"{rnd.choice(('a demo', 'a pricing call', 'legal review', 'a pilot'))}.",
+            }
+        )
     for i in range(1, NOTES + 1):
         author = rnd.choice([r[0] for r in REPS[:8]] + [FORMER])
         account = rnd.randrange(1, len(COMPANIES) + 1)
-        world.notes.append({"id": i, "account_id": account, "author_id": author,
-                            "created": (TODAY - dt.timedelta(days=rnd.randrange(0, 90))).isoformat(),
-                            "body": f"Call with {COMPANIES[account - 1]}: "
-                                    f"{rnd.choice(('budget approved', 'champion left', 'asked for references', 'renewal risk'))}."})
+        world.notes.append(
+            {
+                "id": i,
+                "account_id": account,
+                "author_id": author,
+                "created": (TODAY - dt.timedelta(days=rnd.randrange(0, 90))).isoformat(),
+                "body": f"Call with {COMPANIES[account - 1]}: "
+                f"{rnd.choice(('budget approved', 'champion left', 'asked for references', 'renewal risk'))}.",
+            }
+        )
         for team in rnd.sample(TEAMS, rnd.choice((1, 1, 2))):
             world.acl.append((i, team))
     return world
@@ -191,14 +234,28 @@ def create(conn: Any, world: World) -> None:
 
     for ddl in DDL:
         conn.exec_driver_sql(ddl)
-    conn.execute(sa.text("INSERT INTO sales_rep VALUES (:i, :n, :r)"), [{"i": r[0], "n": r[1], "r": r[3]} for r in REPS])
-    conn.execute(sa.text("INSERT INTO team_member VALUES (:i, :t)"),
-                 [{"i": r[0], "t": t} for r in REPS for t in r[2]])
-    conn.execute(sa.text("INSERT INTO deal VALUES (:id, :name, :description, :stage, :amount, :close_date, :region, "
-                         ":rep_id, :team)"), world.deals)
-    conn.execute(sa.text("INSERT INTO account VALUES (:i, :n)"),
-                 [{"i": i, "n": f"{c} Inc."} for i, c in enumerate(COMPANIES, 1)])
-    conn.execute(sa.text("INSERT INTO account_note VALUES (:id, :account_id, :author_id, :body, :created)"), world.notes)
+    conn.execute(
+        sa.text("INSERT INTO sales_rep VALUES (:i, :n, :r)"),
+        [{"i": r[0], "n": r[1], "r": r[3]} for r in REPS],
+    )
+    conn.execute(
+        sa.text("INSERT INTO team_member VALUES (:i, :t)"), [{"i": r[0], "t": t} for r in REPS for t in r[2]]
+    )
+    conn.execute(
+        sa.text(
+            "INSERT INTO deal VALUES (:id, :name, :description, :stage, :amount, :close_date, :region, "
+            ":rep_id, :team)"
+        ),
+        world.deals,
+    )
+    conn.execute(
+        sa.text("INSERT INTO account VALUES (:i, :n)"),
+        [{"i": i, "n": f"{c} Inc."} for i, c in enumerate(COMPANIES, 1)],
+    )
+    conn.execute(
+        sa.text("INSERT INTO account_note VALUES (:id, :account_id, :author_id, :body, :created)"),
+        world.notes,
+    )
     conn.execute(sa.text("INSERT INTO note_acl VALUES (:n, :t)"), [{"n": n, "t": t} for n, t in world.acl])
 
 
@@ -212,8 +269,14 @@ def settings_overrides(*, people: bool = True) -> dict[str, Any]:
 
 def config_toml(data_dir: Path, *, people: bool = True) -> str:
     """The same deployment as the oracle-rag.toml a user writes."""
-    lines = [f'data_dir = "{data_dir}"', "", "[access]", f'see_all_roles = ["{ACCESS["see_all_roles"]}"]',
-             f'roles_query = "{ACCESS["access_roles_query"]}"', f'groups_query = "{ACCESS["access_groups_query"]}"']
+    lines = [
+        f'data_dir = "{data_dir}"',
+        "",
+        "[access]",
+        f'see_all_roles = ["{ACCESS["see_all_roles"]}"]',
+        f'roles_query = "{ACCESS["access_roles_query"]}"',
+        f'groups_query = "{ACCESS["access_groups_query"]}"',
+    ]
     if people:
         lines += ["", "[people]", f'query = "{PEOPLE_QUERY}"']
     for name, options in SOURCES.items():
@@ -256,11 +319,13 @@ def _count(expected: int) -> Callable[[str, list[str]], str | None]:
     def check(answer: str, _cited: list[str]) -> str | None:
         got = first_number(answer)
         return None if got == expected else f"first number {got}, expected {expected}"
+
     return check
 
 
-def _most(ranking: Counter[Any], names: dict[int, str], what: str,
-          fewest: bool = False) -> Callable[[str, list[str]], str | None]:
+def _most(
+    ranking: Counter[Any], names: dict[int, str], what: str, fewest: bool = False
+) -> Callable[[str, list[str]], str | None]:
     top = min(ranking.values()) if fewest else max(ranking.values())
     leaders = sorted(names.get(k, str(k)) for k, n in ranking.items() if n == top)
 
@@ -269,6 +334,7 @@ def _most(ranking: Counter[Any], names: dict[int, str], what: str,
         if not any(head.startswith(name) for name in leaders) or f": {top}" not in head:
             return f"expected {' or '.join(leaders)} with {top} {what}, got {head!r}"
         return None
+
     return check
 
 
@@ -279,6 +345,7 @@ def _groups(ranking: Counter[Any], names: dict[int, str]) -> Callable[[str, list
         shown = set(answer.splitlines())
         missing = sorted(line for line in lines if line not in shown)
         return None if not missing else f"missing group lines {missing}"
+
     return check
 
 
@@ -291,6 +358,7 @@ def _listed(expected: set[int], anchor: str, limit: int = 20) -> Callable[[str, 
         if not ids <= expected or len(ids) != min(limit, len(expected)):
             return f"cited {sorted(ids - expected)} not expected, or {len(ids)} cited of {len(expected)}"
         return None
+
     return check
 
 
@@ -303,6 +371,7 @@ def _lookup(deal: dict[str, Any] | None, name: str | None) -> Callable[[str, lis
         if name is not None and name not in answer:
             return f"the rep's name {name!r} is not shown"
         return None
+
     return check
 
 
@@ -315,8 +384,15 @@ def questions(world: World) -> list[Question]:
         open_deals = [d for d in deals if d["stage"] not in DONE]
         by_rep_open = Counter(d["rep_id"] for d in open_deals if d["rep_id"] is not None)
         by_rep = Counter(d["rep_id"] for d in deals)
-        out.append(Question("person", who, "who has the most open deals?", _most(by_rep_open, names, "open deals"),
-                            person=True))
+        out.append(
+            Question(
+                "person",
+                who,
+                "who has the most open deals?",
+                _most(by_rep_open, names, "open deals"),
+                person=True,
+            )
+        )
         out.append(Question("person", who, "open deals per rep", _groups(by_rep_open, names), person=True))
         out.append(Question("person", who, "how many deals per seller?", _groups(by_rep, names), person=True))
         seen_reps = sorted({d["rep_id"] for d in deals if d["rep_id"] in names})
@@ -324,65 +400,196 @@ def questions(world: World) -> list[Question]:
             name = names[rep]
             theirs = [d for d in deals if d["rep_id"] == rep]
             still_open = [d for d in theirs if d["stage"] not in DONE]
-            out.append(Question("person", who, f"deals of {name}", _listed({d["id"] for d in theirs}, "DEALS"),
-                                person=True))
-            out.append(Question("person", who, f"open deals of {fold(name).title()}",  # no accents typed
-                                _listed({d["id"] for d in still_open}, "DEALS"), person=True))
-            out.append(Question("person", who, f"how many won deals does {name} have?",
-                                _count(sum(d["stage"] == "WON" for d in theirs)), person=True))
+            out.append(
+                Question(
+                    "person",
+                    who,
+                    f"deals of {name}",
+                    _listed({d["id"] for d in theirs}, "DEALS"),
+                    person=True,
+                )
+            )
+            out.append(
+                Question(
+                    "person",
+                    who,
+                    f"open deals of {fold(name).title()}",  # no accents typed
+                    _listed({d["id"] for d in still_open}, "DEALS"),
+                    person=True,
+                )
+            )
+            out.append(
+                Question(
+                    "person",
+                    who,
+                    f"how many won deals does {name} have?",
+                    _count(sum(d["stage"] == "WON" for d in theirs)),
+                    person=True,
+                )
+            )
         mine_open = [d for d in open_deals if d["rep_id"] == who]
-        out.append(Question("person", who, "my open deals", _listed({d["id"] for d in mine_open}, "DEALS"),
-                            person=True))
+        out.append(
+            Question(
+                "person", who, "my open deals", _listed({d["id"] for d in mine_open}, "DEALS"), person=True
+            )
+        )
         out.append(Question("count", who, "how many deals are open?", _count(len(open_deals))))
-        out.append(Question("count", who, "how many deals were lost?", _count(sum(d["stage"] == "LOST" for d in deals))))
-        out.append(Question("count", who, "how many deals are in negotiation in EMEA?",
-                            _count(sum(d["stage"] == "NEGOTIATION" and d["region"] == "EMEA" for d in deals))))
-        out.append(Question("count", who, "¿cuántos tratos ganados hay?", _count(sum(d["stage"] == "WON" for d in deals))))
-        out.append(Question("filter", who, "unassigned deals",
-                            _listed({d["id"] for d in deals if d["rep_id"] is None}, "DEALS")))
-        out.append(Question("filter", who, "won deals in APAC",
-                            _listed({d["id"] for d in deals if d["stage"] == "WON" and d["region"] == "APAC"},
-                                    "DEALS")))
+        out.append(
+            Question(
+                "count", who, "how many deals were lost?", _count(sum(d["stage"] == "LOST" for d in deals))
+            )
+        )
+        out.append(
+            Question(
+                "count",
+                who,
+                "how many deals are in negotiation in EMEA?",
+                _count(sum(d["stage"] == "NEGOTIATION" and d["region"] == "EMEA" for d in deals)),
+            )
+        )
+        out.append(
+            Question(
+                "count", who, "¿cuántos tratos ganados hay?", _count(sum(d["stage"] == "WON" for d in deals))
+            )
+        )
+        out.append(
+            Question(
+                "filter",
+                who,
+                "unassigned deals",
+                _listed({d["id"] for d in deals if d["rep_id"] is None}, "DEALS"),
+            )
+        )
+        out.append(
+            Question(
+                "filter",
+                who,
+                "won deals in APAC",
+                _listed({d["id"] for d in deals if d["stage"] == "WON" and d["region"] == "APAC"}, "DEALS"),
+            )
+        )
         visible = {d["id"] for d in deals}
         for deal_id in (7, 123, 388):
             deal = next(d for d in world.deals if d["id"] == deal_id)
             shown = deal if deal_id in visible else None
-            out.append(Question("lookup", who, f"deal {deal_id}", _lookup(shown, names.get(deal["rep_id"] or 0)),
-                                person=shown is not None and deal["rep_id"] in names))
+            out.append(
+                Question(
+                    "lookup",
+                    who,
+                    f"deal {deal_id}",
+                    _lookup(shown, names.get(deal["rep_id"] or 0)),
+                    person=shown is not None and deal["rep_id"] in names,
+                )
+            )
         notes = world.visible_notes(who)
         by_author = Counter(n["author_id"] for n in notes)
-        out.append(Question("person", who, "who wrote the most notes?", _most(by_author, names, "notes"), person=True))
+        out.append(
+            Question(
+                "person", who, "who wrote the most notes?", _most(by_author, names, "notes"), person=True
+            )
+        )
         author = min(a for a in by_author if a in names)
-        out.append(Question("person", who, f"notes by {names[author]}",
-                            _listed({n["id"] for n in notes if n["author_id"] == author}, "NOTES"), person=True))
+        out.append(
+            Question(
+                "person",
+                who,
+                f"notes by {names[author]}",
+                _listed({n["id"] for n in notes if n["author_id"] == author}, "NOTES"),
+                person=True,
+            )
+        )
         out.append(Question("count", who, "how many notes?", _count(len(notes))))
     # typos and Spanish, asked by the manager (who sees every deal)
     deals = world.deals
     herrera = [d for d in deals if d["rep_id"] == 9101]
-    out.append(Question("person", 9109, "deals of Tomás Herera", _listed({d["id"] for d in herrera}, "DEALS"),
-                        person=True))
-    out.append(Question("person", 9109, "deals of tomas herrera", _listed({d["id"] for d in herrera}, "DEALS"),
-                        person=True))
-    out.append(Question("person", 9109, "¿cuántos tratos abiertos tiene Ana Pérez?",
-                        _count(sum(d["rep_id"] == 9102 and d["stage"] not in DONE for d in deals)), person=True))
-    out.append(Question("person", 9109, "deals of Okafor", _listed({d["id"] for d in deals if d["rep_id"] == 9105},
-                                                                   "DEALS"), person=True))
-    out.append(Question("person", 9109, "who has the fewest open deals?",
-                        _most(Counter(d["rep_id"] for d in deals if d["stage"] not in DONE and d["rep_id"] is not None),
-                              names, "open deals", fewest=True), person=True))
-    out.append(Question("person", 9109, "deals of Zoe", _listed({d["id"] for d in deals if d["rep_id"] == 9105},
-                                                                "DEALS"), person=True))
-    out.append(Question("person", 9109, "Bjorn's open deals",
-                        _listed({d["id"] for d in deals if d["rep_id"] == 9106 and d["stage"] not in DONE}, "DEALS"),
-                        person=True))
-    out.append(Question("filter", 9109, "open deals closing before 2026-04-01",
-                        _listed({d["id"] for d in deals if d["stage"] not in DONE and d["close_date"] < "2026-04-01"},
-                                "DEALS")))
-    out.append(Question("count", 9109, "how many deals have an amount over 150000?",
-                        _count(sum(d["amount"] > 150000 for d in deals))))
+    out.append(
+        Question(
+            "person", 9109, "deals of Tomás Herera", _listed({d["id"] for d in herrera}, "DEALS"), person=True
+        )
+    )
+    out.append(
+        Question(
+            "person",
+            9109,
+            "deals of tomas herrera",
+            _listed({d["id"] for d in herrera}, "DEALS"),
+            person=True,
+        )
+    )
+    out.append(
+        Question(
+            "person",
+            9109,
+            "¿cuántos tratos abiertos tiene Ana Pérez?",
+            _count(sum(d["rep_id"] == 9102 and d["stage"] not in DONE for d in deals)),
+            person=True,
+        )
+    )
+    out.append(
+        Question(
+            "person",
+            9109,
+            "deals of Okafor",
+            _listed({d["id"] for d in deals if d["rep_id"] == 9105}, "DEALS"),
+            person=True,
+        )
+    )
+    out.append(
+        Question(
+            "person",
+            9109,
+            "who has the fewest open deals?",
+            _most(
+                Counter(d["rep_id"] for d in deals if d["stage"] not in DONE and d["rep_id"] is not None),
+                names,
+                "open deals",
+                fewest=True,
+            ),
+            person=True,
+        )
+    )
+    out.append(
+        Question(
+            "person",
+            9109,
+            "deals of Zoe",
+            _listed({d["id"] for d in deals if d["rep_id"] == 9105}, "DEALS"),
+            person=True,
+        )
+    )
+    out.append(
+        Question(
+            "person",
+            9109,
+            "Bjorn's open deals",
+            _listed({d["id"] for d in deals if d["rep_id"] == 9106 and d["stage"] not in DONE}, "DEALS"),
+            person=True,
+        )
+    )
+    out.append(
+        Question(
+            "filter",
+            9109,
+            "open deals closing before 2026-04-01",
+            _listed(
+                {d["id"] for d in deals if d["stage"] not in DONE and d["close_date"] < "2026-04-01"}, "DEALS"
+            ),
+        )
+    )
+    out.append(
+        Question(
+            "count",
+            9109,
+            "how many deals have an amount over 150000?",
+            _count(sum(d["amount"] > 150000 for d in deals)),
+        )
+    )
     # the rep who left has no name: shown as the id, the others by name
-    out.append(Question("person", 9109, "deals per rep", _groups(Counter(d["rep_id"] for d in deals), names),
-                        person=True))
+    out.append(
+        Question(
+            "person", 9109, "deals per rep", _groups(Counter(d["rep_id"] for d in deals), names), person=True
+        )
+    )
     return out
 
 
@@ -406,9 +613,18 @@ def ask_all(rag: Any, world: World) -> list[dict[str, Any]]:
         cited = [c.anchor for c in answer.citations] or re.findall(r"\[[A-Z]+ #\d+\]", answer.answer)
         problem = q.check(answer.answer, cited)
         shown = ids_shown(answer.answer, world.names)
-        out.append({"category": q.category, "who": q.who, "question": q.text, "person": q.person,
-                    "right": problem is None, "problem": problem, "ids_shown": shown,
-                    "answer": answer.answer})
+        out.append(
+            {
+                "category": q.category,
+                "who": q.who,
+                "question": q.text,
+                "person": q.person,
+                "right": problem is None,
+                "problem": problem,
+                "ids_shown": shown,
+                "answer": answer.answer,
+            }
+        )
     return out
 
 
@@ -417,12 +633,16 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for r in rows:
         by.setdefault(r["category"], []).append(r["right"])
     person = [r for r in rows if r["person"]]
-    return {"questions": len(rows), "right": round(sum(r["right"] for r in rows) / len(rows), 3),
-            "by_category": {k: round(sum(v) / len(v), 3) for k, v in sorted(by.items())},
-            "person_questions": len(person),
-            "person_answers_naming_people": round(sum(r["right"] and not r["ids_shown"] for r in person)
-                                                  / max(1, len(person)), 3),
-            "answers_showing_a_named_id": sum(bool(r["ids_shown"]) for r in rows)}
+    return {
+        "questions": len(rows),
+        "right": round(sum(r["right"] for r in rows) / len(rows), 3),
+        "by_category": {k: round(sum(v) / len(v), 3) for k, v in sorted(by.items())},
+        "person_questions": len(person),
+        "person_answers_naming_people": round(
+            sum(r["right"] and not r["ids_shown"] for r in person) / max(1, len(person)), 3
+        ),
+        "answers_showing_a_named_id": sum(bool(r["ids_shown"]) for r in rows),
+    }
 
 
 def build(data_dir: Path, *, people: bool = True, world: World | None = None) -> tuple[Any, World]:
@@ -468,17 +688,24 @@ def main() -> None:
             result[label]["wrong"] = [r for r in rows if not r["right"] or r["ids_shown"]]
     base, new = result["baseline_without_people"], result["with_people"]
     result["ratio_right_with_people_to_baseline"] = round(new["right"] / max(base["right"], 1e-9), 3)
-    result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                         "load_average": [round(x, 2) for x in os.getloadavg()],
-                         "total_run_s": round(time.time() - started, 1)}
+    result["machine"] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "total_run_s": round(time.time() - started, 1),
+    }
     for label in ("baseline_without_people", "with_people"):
         s = result[label]
-        print(f"{label}: {s['questions']} questions, right {s['right']:.3f} {s['by_category']}; person answers "
-              f"naming people {s['person_answers_naming_people']:.3f}; answers showing a named id "
-              f"{s['answers_showing_a_named_id']}")
+        print(
+            f"{label}: {s['questions']} questions, right {s['right']:.3f} {s['by_category']}; person answers "
+            f"naming people {s['person_answers_naming_people']:.3f}; answers showing a named id "
+            f"{s['answers_showing_a_named_id']}"
+        )
         if args.show:
             for r in s["wrong"]:
-                print(f"  - [{r['who']}] {r['question']}: {r['problem']} ids={r['ids_shown']}\n    {r['answer'][:200]!r}")
+                print(
+                    f"  - [{r['who']}] {r['question']}: {r['problem']} ids={r['ids_shown']}\n    {r['answer'][:200]!r}"
+                )
     print(f"right with [people] / without: {result['ratio_right_with_people_to_baseline']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")

@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _spanish_names() -> dict[str, str]:
     """The Spanish names of the English components, as the cross-language set writes them."""
-    spec = importlib.util.spec_from_file_location("crosslang_generate", ROOT / "bench/data/crosslang/generate.py")
+    spec = importlib.util.spec_from_file_location(
+        "crosslang_generate", ROOT / "bench/data/crosslang/generate.py"
+    )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -36,19 +38,34 @@ def questions(tasks: int = 2000, seed: int = 42) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
 
     def add(kind: str, lang: str, question: str, answers: list[str], facts: list[str]) -> None:
-        out.append({"id": f"demo{len(out) + 1}", "kind": kind, "lang": lang, "held_out": True,
-                    "question": question, "answers": answers, "facts": facts})
+        out.append(
+            {
+                "id": f"demo{len(out) + 1}",
+                "kind": kind,
+                "lang": lang,
+                "held_out": True,
+                "question": question,
+                "answers": answers,
+                "facts": facts,
+            }
+        )
 
     planned = open_questions(tasks, seed)
     for q in planned:
         add(q.kind, q.lang, q.question, [f"TASK #{q.task}"], list(q.facts))
     stories = task_stories(tasks, seed)
     names = _spanish_names()
-    crossing = [(t, s) for t, s in answerable(stories, False, {q.component for q in planned})
-                if s.component in names]
+    crossing = [
+        (t, s) for t, s in answerable(stories, False, {q.component for q in planned}) if s.component in names
+    ]
     for task, story in crossing[:2]:  # a Spanish question, the answer an English task's root cause
-        add("cross", "es", f"¿Cuál es la causa del problema con {names[story.component]} en {story.customer}?",
-            [f"TASK #{task}"], [story.cause])
+        add(
+            "cross",
+            "es",
+            f"¿Cuál es la causa del problema con {names[story.component]} en {story.customer}?",
+            [f"TASK #{task}"],
+            [story.cause],
+        )
     pairs = Counter((s.component, s.customer) for s in stories.values())
     missing = [(c, who) for c in sorted(EN_KITS) for who in EN_CUSTOMERS if (c, who) not in pairs]
     for component, customer in missing[:: max(1, len(missing) // 2)][:2]:
@@ -63,5 +80,7 @@ def check(qs: list[dict[str, Any]], texts: dict[str, str]) -> None:
         for anchor in q["answers"]:
             missing = [f for f in q["facts"] if f not in texts.get(anchor, "")]
             if missing:
-                raise SystemExit(f"{q['id']}: {missing} not in {anchor} as stored: seeded by another generator? "
-                                 "remove the data directory")
+                raise SystemExit(
+                    f"{q['id']}: {missing} not in {anchor} as stored: seeded by another generator? "
+                    "remove the data directory"
+                )

@@ -53,20 +53,27 @@ def _graph_tokens(model_path: Path) -> Any:
     model = onnx.load(str(model_path), load_external_data=False)
     nodes = [n for n in model.graph.node if n.op_type == "SentencepieceTokenizer"]
     consts = [t for t in model.graph.initializer if t.name.startswith("tok/")]
-    graph = helper.make_graph(nodes, "tokenizer_only",
-                              [helper.make_tensor_value_info("input", TensorProto.STRING, [1])],
-                              [helper.make_tensor_value_info("tok/ids32", TensorProto.INT32, ["n"])],
-                              initializer=consts)
+    graph = helper.make_graph(
+        nodes,
+        "tokenizer_only",
+        [helper.make_tensor_value_info("input", TensorProto.STRING, [1])],
+        [helper.make_tensor_value_info("tok/ids32", TensorProto.INT32, ["n"])],
+        initializer=consts,
+    )
     alone = helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
     options = ort.SessionOptions()
     options.register_custom_ops_library(custom_ops_library_path())
     session = ort.InferenceSession(alone.SerializeToString(), options)
-    return lambda text: session.run(["tok/ids32"], {"input": np.array([text], dtype=object)})[0].tolist()[1:-1]
+    return lambda text: session.run(["tok/ids32"], {"input": np.array([text], dtype=object)})[0].tolist()[
+        1:-1
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--texts", type=int, default=200, help="texts (half English, half Spanish), at most 200")
+    parser.add_argument(
+        "--texts", type=int, default=200, help="texts (half English, half Spanish), at most 200"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON results")
     args = parser.parse_args(argv)
     reason = e5_reference.available()
@@ -99,18 +106,28 @@ def main(argv: list[str] | None = None) -> int:
                 token_diffs += tokens(prefixed) != reference.tokens(prefixed)
     n = len(cosines)
     report = {
-        "texts": len(texts), "vectors": n, "cosine_min": round(min(cosines), 6),
-        "cosine_p1": round(float(np.percentile(cosines, 1)), 6), "cosine_mean": round(float(np.mean(cosines)), 6),
-        "token_differences": token_diffs, "ours_texts_per_s": round(n / ours_s, 1),
-        "e5c_texts_per_s": round(n / ref_s, 1), "speed_ratio_ours_over_e5c": round(ref_s / ours_s, 3),
-        "goal_met": min(cosines) >= 0.999 and token_diffs == 0, "load_average": os.getloadavg()[0],
+        "texts": len(texts),
+        "vectors": n,
+        "cosine_min": round(min(cosines), 6),
+        "cosine_p1": round(float(np.percentile(cosines, 1)), 6),
+        "cosine_mean": round(float(np.mean(cosines)), 6),
+        "token_differences": token_diffs,
+        "ours_texts_per_s": round(n / ours_s, 1),
+        "e5c_texts_per_s": round(n / ref_s, 1),
+        "speed_ratio_ours_over_e5c": round(ref_s / ours_s, 3),
+        "goal_met": min(cosines) >= 0.999 and token_diffs == 0,
+        "load_average": os.getloadavg()[0],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(f"{n} vectors ({len(texts)} texts x query/passage): cosine min {report['cosine_min']}, "
-          f"p1 {report['cosine_p1']}, mean {report['cosine_mean']}; token differences {token_diffs}")
-    print(f"one thread each: ours {report['ours_texts_per_s']} texts/s, e5.c {report['e5c_texts_per_s']} "
-          f"texts/s, ratio {report['speed_ratio_ours_over_e5c']}; goal {'met' if report['goal_met'] else 'NOT met'}")
+    print(
+        f"{n} vectors ({len(texts)} texts x query/passage): cosine min {report['cosine_min']}, "
+        f"p1 {report['cosine_p1']}, mean {report['cosine_mean']}; token differences {token_diffs}"
+    )
+    print(
+        f"one thread each: ours {report['ours_texts_per_s']} texts/s, e5.c {report['e5c_texts_per_s']} "
+        f"texts/s, ratio {report['speed_ratio_ours_over_e5c']}; goal {'met' if report['goal_met'] else 'NOT met'}"
+    )
     print(f"wrote {args.out}")
     return 0
 

@@ -228,9 +228,7 @@ def main() -> int:
         print(f"{name}: {lengths[name]}")
 
     threads = os.cpu_count() or 1
-    have_st = all(
-        importlib.util.find_spec(m) is not None for m in ("torch", "sentence_transformers")
-    )
+    have_st = all(importlib.util.find_spec(m) is not None for m in ("torch", "sentence_transformers"))
     results: dict[str, Any] = {
         "machine": {
             "cpus": threads,

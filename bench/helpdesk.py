@@ -91,7 +91,9 @@ def parse(text: str) -> list[Entry]:
                 continue
             m = _FIELD.match(line)
             if not m:
-                raise ValueError(f"line {number}: expected 'key: value' in the header of {entries[-1].number}")
+                raise ValueError(
+                    f"line {number}: expected 'key: value' in the header of {entries[-1].number}"
+                )
             entries[-1].fields[m.group(1)] = m.group(2).strip()
             continue
         comment = _COMMENT.match(line)
@@ -131,27 +133,65 @@ def rows() -> dict[str, list[dict[str, Any]]]:
         return int(by_name[name])
 
     out: dict[str, list[dict[str, Any]]] = {
-        "person": [{"person_id": p["id"], "name": p["name"], "kind": p["kind"], "role": p.get("role"),
-                    "team": p.get("team"), "email": p.get("email"), "company": p.get("company")} for p in folks],
-        "ticket": [], "ticket_comment": [], "kb_article": []}
+        "person": [
+            {
+                "person_id": p["id"],
+                "name": p["name"],
+                "kind": p["kind"],
+                "role": p.get("role"),
+                "team": p.get("team"),
+                "email": p.get("email"),
+                "company": p.get("company"),
+            }
+            for p in folks
+        ],
+        "ticket": [],
+        "ticket_comment": [],
+        "kb_article": [],
+    }
     comment_id = 0
     for t in tickets():
         f = t.fields
         where = f"ticket {t.number}"
-        out["ticket"].append({"ticket_id": t.number, "subject": f["subject"], "body": t.text, "status": f["status"],
-                              "priority": f["priority"], "product": f["product"], "team": f["team"],
-                              "lang": f["lang"], "opened_on": f["opened"],
-                              "requester_id": who(f["requester"], where),
-                              "assignee_id": who(f.get("assignee", ""), where)})
+        out["ticket"].append(
+            {
+                "ticket_id": t.number,
+                "subject": f["subject"],
+                "body": t.text,
+                "status": f["status"],
+                "priority": f["priority"],
+                "product": f["product"],
+                "team": f["team"],
+                "lang": f["lang"],
+                "opened_on": f["opened"],
+                "requester_id": who(f["requester"], where),
+                "assignee_id": who(f.get("assignee", ""), where),
+            }
+        )
         for author, day, body in t.comments:
             comment_id += 1
-            out["ticket_comment"].append({"comment_id": comment_id, "ticket_id": t.number,
-                                          "author_id": who(author, where), "created_on": day, "body": body})
+            out["ticket_comment"].append(
+                {
+                    "comment_id": comment_id,
+                    "ticket_id": t.number,
+                    "author_id": who(author, where),
+                    "created_on": day,
+                    "body": body,
+                }
+            )
     for a in articles():
         f = a.fields
-        out["kb_article"].append({"article_id": a.number, "title": f["title"], "body": a.text,
-                                  "product": f["product"], "lang": f["lang"],
-                                  "author_id": who(f["author"], f"article {a.number}"), "updated_on": f["updated"]})
+        out["kb_article"].append(
+            {
+                "article_id": a.number,
+                "title": f["title"],
+                "body": a.text,
+                "product": f["product"],
+                "lang": f["lang"],
+                "author_id": who(f["author"], f"article {a.number}"),
+                "updated_on": f["updated"],
+            }
+        )
     return out
 
 
@@ -167,17 +207,28 @@ def create(conn: sa.Connection) -> bool:
         conn.execute(sa.text(f"DELETE FROM {table}"))
     for table in reversed(TABLES):
         columns = list(data[table][0])
-        conn.execute(sa.text(f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
-                             f"({', '.join(':' + c for c in columns)})"), data[table])
+        conn.execute(
+            sa.text(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(':' + c for c in columns)})"
+            ),
+            data[table],
+        )
     return True
 
 
 def shape() -> dict[str, Any]:
     """What the corpus holds: counts per kind and language, comments, words."""
     ts, arts = tickets(), articles()
-    return {"tickets": len(ts), "tickets_es": sum(t.fields["lang"] == "es" for t in ts),
-            "comments": sum(len(t.comments) for t in ts),
-            "tickets_with_comments": sum(bool(t.comments) for t in ts),
-            "articles": len(arts), "articles_es": sum(a.fields["lang"] == "es" for a in arts),
-            "words": sum(len((t.fields["subject"] + " " + t.text + " " + " ".join(c[2] for c in t.comments)).split())
-                         for t in ts) + sum(len((a.fields["title"] + " " + a.text).split()) for a in arts)}
+    return {
+        "tickets": len(ts),
+        "tickets_es": sum(t.fields["lang"] == "es" for t in ts),
+        "comments": sum(len(t.comments) for t in ts),
+        "tickets_with_comments": sum(bool(t.comments) for t in ts),
+        "articles": len(arts),
+        "articles_es": sum(a.fields["lang"] == "es" for a in arts),
+        "words": sum(
+            len((t.fields["subject"] + " " + t.text + " " + " ".join(c[2] for c in t.comments)).split())
+            for t in ts
+        )
+        + sum(len((a.fields["title"] + " " + a.text).split()) for a in arts),
+    }

@@ -68,30 +68,52 @@ def reassign(rag: Any, count: int, counting: Counting) -> dict[str, Any]:
     import sqlalchemy as sa
 
     with rag.engine.begin() as conn:
-        rows = conn.execute(sa.text(
-            "SELECT t.TASK_ID, e.FIRST_NAME, e.LAST_NAME FROM TASK t JOIN EMPLOYEE e ON e.EMPLOYEE_ID = t.ASSIGNEE_ID "
-            "ORDER BY t.TASK_ID")).fetchall()[:count]
+        rows = conn.execute(
+            sa.text(
+                "SELECT t.TASK_ID, e.FIRST_NAME, e.LAST_NAME FROM TASK t JOIN EMPLOYEE e ON e.EMPLOYEE_ID = t.ASSIGNEE_ID "
+                "ORDER BY t.TASK_ID"
+            )
+        ).fetchall()[:count]
         base = int(conn.execute(sa.text("SELECT MAX(EMPLOYEE_ID) FROM EMPLOYEE")).scalar_one())
         for n, (task_id, first, last) in enumerate(rows, 1):
-            conn.execute(sa.text("INSERT INTO EMPLOYEE (EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE) "
-                                 "VALUES (:e, :f, :l, 'developer')"), {"e": base + n, "f": first, "l": last})
-            conn.execute(sa.text("UPDATE TASK SET ASSIGNEE_ID = :e WHERE TASK_ID = :t"), {"e": base + n, "t": task_id})
+            conn.execute(
+                sa.text(
+                    "INSERT INTO EMPLOYEE (EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE) "
+                    "VALUES (:e, :f, :l, 'developer')"
+                ),
+                {"e": base + n, "f": first, "l": last},
+            )
+            conn.execute(
+                sa.text("UPDATE TASK SET ASSIGNEE_ID = :e WHERE TASK_ID = :t"), {"e": base + n, "t": task_id}
+            )
             rag.enqueue(conn, "TASK", task_id)
     counting.calls = 0
     t0 = time.perf_counter()
     drained = rag.worker().drain()
     seconds = time.perf_counter() - t0
     with rag.engine.connect() as conn:
-        owners = dict(conn.execute(sa.text(
-            "SELECT CAST(SOURCE_ID AS INTEGER), MIN(OWNER_ID) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' "
-            "GROUP BY SOURCE_ID HAVING MIN(OWNER_ID) = MAX(OWNER_ID)")).fetchall())
+        owners = dict(
+            conn.execute(
+                sa.text(
+                    "SELECT CAST(SOURCE_ID AS INTEGER), MIN(OWNER_ID) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' "
+                    "GROUP BY SOURCE_ID HAVING MIN(OWNER_ID) = MAX(OWNER_ID)"
+                )
+            ).fetchall()
+        )
     moved = sum(1 for n, (task_id, _, _) in enumerate(rows, 1) if owners.get(int(task_id)) == base + n)
-    return {"tasks": len(rows), "rows_picked": drained.picked, "embedding_calls": counting.calls,
-            "chunks_with_new_owner": moved, "drain_s": round(seconds, 3), "goal_embedding_calls": 0}
+    return {
+        "tasks": len(rows),
+        "rows_picked": drained.picked,
+        "embedding_calls": counting.calls,
+        "chunks_with_new_owner": moved,
+        "drain_s": round(seconds, 3),
+        "goal_embedding_calls": 0,
+    }
 
 
-def run(tasks: int, data_dir: Path, batch_size: int, threads: int, profile: bool,
-        reassign_count: int = 200) -> dict[str, Any]:
+def run(
+    tasks: int, data_dir: Path, batch_size: int, threads: int, profile: bool, reassign_count: int = 200
+) -> dict[str, Any]:
     from oracle_rag.config import load_settings
     from oracle_rag.demo.seed import seed
     from oracle_rag.embedding import ensure_model
@@ -160,30 +182,55 @@ def run(tasks: int, data_dir: Path, batch_size: int, threads: int, profile: bool
     chunks_per_s = chunks / first_total_s
     raw_per_s = calls_first / raw_s
     result: dict[str, Any] = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-        "load_average": {"start": [round(x, 2) for x in load_start],
-                         "end": [round(x, 2) for x in os.getloadavg()]},
-        "settings": {"tasks": tasks, "batch_size": batch_size, "embedding_threads": threads or os.cpu_count()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "load_average": {
+            "start": [round(x, 2) for x in load_start],
+            "end": [round(x, 2) for x in os.getloadavg()],
+        },
+        "settings": {
+            "tasks": tasks,
+            "batch_size": batch_size,
+            "embedding_threads": threads or os.cpu_count(),
+        },
         "first_run": {
-            "entities_enqueued": report.total, "chunks": chunks, "chunks_by_type": stats.chunks_by_type,
-            "embedding_calls": calls_first, "worker_batches": batches,
-            "backfill_s": round(backfill_s, 3), "worker_s": round(index_s, 3), "total_s": round(first_total_s, 3),
+            "entities_enqueued": report.total,
+            "chunks": chunks,
+            "chunks_by_type": stats.chunks_by_type,
+            "embedding_calls": calls_first,
+            "worker_batches": batches,
+            "backfill_s": round(backfill_s, 3),
+            "worker_s": round(index_s, 3),
+            "total_s": round(first_total_s, 3),
             "chunks_per_s": round(chunks_per_s, 2),
         },
-        "raw_model": {"texts": calls_first, "seconds": round(raw_s, 3), "texts_per_s": round(raw_per_s, 2),
-                      "method": "EmbeddingRuntime.embed on the texts each worker batch embedded, "
-                                "timed right after that batch (paired, same session)"},
+        "raw_model": {
+            "texts": calls_first,
+            "seconds": round(raw_s, 3),
+            "texts_per_s": round(raw_per_s, 2),
+            "method": "EmbeddingRuntime.embed on the texts each worker batch embedded, "
+            "timed right after that batch (paired, same session)",
+        },
         "ratio_to_raw": round(chunks_per_s / raw_per_s, 3),
-        "raw_batched": {"texts_per_s": round(calls_first / raw_batch_s, 2),
-                        "batch_status": runtime.batch_status(),
-                        "method": "EmbeddingRuntime.embed_batch on the same texts, timed right after each batch"},
+        "raw_batched": {
+            "texts_per_s": round(calls_first / raw_batch_s, 2),
+            "batch_status": runtime.batch_status(),
+            "method": "EmbeddingRuntime.embed_batch on the same texts, timed right after each batch",
+        },
         "ratio_to_raw_batched": round(chunks_per_s / (calls_first / raw_batch_s), 3),
         "goal_ratio": 0.9,
         "overhead_s": round(first_total_s - raw_s, 3),
         "rerun_nothing_changed": {
-            "entities_enqueued": report_all.total, "rows_picked": drained.picked, "unchanged": drained.unchanged,
-            "embedding_calls": counting.calls, "backfill_s": round(rerun_backfill_s, 3),
-            "drain_s": round(rerun_drain_s, 3), "total_s": round(rerun_total_s, 3),
+            "entities_enqueued": report_all.total,
+            "rows_picked": drained.picked,
+            "unchanged": drained.unchanged,
+            "embedding_calls": counting.calls,
+            "backfill_s": round(rerun_backfill_s, 3),
+            "drain_s": round(rerun_drain_s, 3),
+            "total_s": round(rerun_total_s, 3),
             "speedup_vs_first_run": round(first_total_s / rerun_total_s, 1),
         },
         "goal_rerun": {"embedding_calls": 0, "speedup": 50},
@@ -219,13 +266,15 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text + "\n")
     first, rerun = result["first_run"], result["rerun_nothing_changed"]
-    print(f"\nindexing: {first['chunks']} chunks in {first['total_s']} s = {first['chunks_per_s']}/s; "
-          f"raw model {result['raw_model']['texts_per_s']}/s; ratio {result['ratio_to_raw']} (goal >= 0.9)\n"
-          f"re-run, nothing changed: {rerun['total_s']} s, {rerun['embedding_calls']} embedding calls, "
-          f"{rerun['speedup_vs_first_run']}x faster (goal 0 calls, >= 50x)\n"
-          f"reassignment of {result['reassignment']['tasks']} tasks: {result['reassignment']['embedding_calls']} "
-          f"embedding calls (goal 0), {result['reassignment']['chunks_with_new_owner']} with the new owner",
-          file=sys.stderr)
+    print(
+        f"\nindexing: {first['chunks']} chunks in {first['total_s']} s = {first['chunks_per_s']}/s; "
+        f"raw model {result['raw_model']['texts_per_s']}/s; ratio {result['ratio_to_raw']} (goal >= 0.9)\n"
+        f"re-run, nothing changed: {rerun['total_s']} s, {rerun['embedding_calls']} embedding calls, "
+        f"{rerun['speedup_vs_first_run']}x faster (goal 0 calls, >= 50x)\n"
+        f"reassignment of {result['reassignment']['tasks']} tasks: {result['reassignment']['embedding_calls']} "
+        f"embedding calls (goal 0), {result['reassignment']['chunks_with_new_owner']} with the new owner",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -50,22 +50,29 @@ sys.path.insert(0, str(ROOT / "bench"))
 from chat_load import percentile, prepare, start_server  # noqa: E402  (bench/ is not a package)
 
 TARGET = "multilingual-e5-small"
-QUESTIONS = ["login timeout on the mobile app", "tareas sobre la sincronización sin conexión",
-             "slow dashboard queries", "errores en la generación de facturas en PDF",
-             "who works on the Kafka consumer lag alerts?", "alertas de monitorización"]
+QUESTIONS = [
+    "login timeout on the mobile app",
+    "tareas sobre la sincronización sin conexión",
+    "slow dashboard queries",
+    "errores en la generación de facturas en PDF",
+    "who works on the Kafka consumer lag alerts?",
+    "alertas de monitorización",
+]
 # Spanish questions about English tasks: the English title words each is about. The first two are the
 # issue's examples, where ~80 Spanish tasks about "el error de inicio de sesión en Android" share the
 # words "inicio de sesión"; the others name topics only English tasks have.
-CROSS = {"tareas sobre el inicio de sesión único con Azure": "SSO with Azure AD",
-         "tiempo de espera del inicio de sesión en la aplicación móvil": "login timeout on the mobile app",
-         "modo oscuro en la página de configuración": "dark mode in the settings page",
-         "pruebas de integración inestables": "flaky integration tests",
-         "retención del registro de auditoría": "audit log retention",
-         "solicitudes de borrado de datos personales (RGPD)": "GDPR data deletion requests",
-         "lógica de reintento de pagos": "payment retry logic",
-         "manejo de zonas horarias en las fechas de vencimiento": "timezone handling in due dates",
-         "alertas de retraso del consumidor de Kafka": "Kafka consumer lag alerts",
-         "consultas lentas del panel": "slow dashboard queries"}
+CROSS = {
+    "tareas sobre el inicio de sesión único con Azure": "SSO with Azure AD",
+    "tiempo de espera del inicio de sesión en la aplicación móvil": "login timeout on the mobile app",
+    "modo oscuro en la página de configuración": "dark mode in the settings page",
+    "pruebas de integración inestables": "flaky integration tests",
+    "retención del registro de auditoría": "audit log retention",
+    "solicitudes de borrado de datos personales (RGPD)": "GDPR data deletion requests",
+    "lógica de reintento de pagos": "payment retry logic",
+    "manejo de zonas horarias en las fechas de vencimiento": "timezone handling in due dates",
+    "alertas de retraso del consumidor de Kafka": "Kafka consumer lag alerts",
+    "consultas lentas del panel": "slow dashboard queries",
+}
 
 
 class Client:
@@ -87,8 +94,12 @@ class Client:
             self._n += 1
         started = time.perf_counter()
         try:
-            conn.request("POST", "/api/chat", json.dumps({"question": q}),
-                         {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"})
+            conn.request(
+                "POST",
+                "/api/chat",
+                json.dumps({"question": q}),
+                {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"},
+            )
             response = conn.getresponse()
             body = response.read()
             status = response.status
@@ -98,8 +109,14 @@ class Client:
             conn.close()
         latency = time.perf_counter() - started
         records = len(json.loads(body).get("citations") or []) if status == 200 else 0
-        sample = {"t": time.time(), "phase": self.phase, "question": q, "latency_s": round(latency, 4),
-                  "status": status, "records": records}
+        sample = {
+            "t": time.time(),
+            "phase": self.phase,
+            "question": q,
+            "latency_s": round(latency, 4),
+            "status": status,
+            "records": records,
+        }
         with self._lock:
             self.samples.append(sample)
         return sample
@@ -136,17 +153,22 @@ def search_seconds(rag: Any, question: str) -> float:
 
 def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
     latencies = sorted(s["latency_s"] for s in samples)
-    return {"questions": len(samples), "failed": sum(1 for s in samples if s["status"] != 200),
-            "empty": sum(1 for s in samples if s["status"] == 200 and not s["records"]),
-            "median_s": round(statistics.median(latencies), 4) if latencies else None,
-            "p95_s": round(percentile(latencies, 95), 4) if latencies else None,
-            "max_s": round(latencies[-1], 4) if latencies else None}
+    return {
+        "questions": len(samples),
+        "failed": sum(1 for s in samples if s["status"] != 200),
+        "empty": sum(1 for s in samples if s["status"] == 200 and not s["records"]),
+        "median_s": round(statistics.median(latencies), 4) if latencies else None,
+        "p95_s": round(percentile(latencies, 95), 4) if latencies else None,
+        "max_s": round(latencies[-1], 4) if latencies else None,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=2000)
-    parser.add_argument("--data-dir", type=Path, default=None, help="reuse a prepared directory (default: a temp one)")
+    parser.add_argument(
+        "--data-dir", type=Path, default=None, help="reuse a prepared directory (default: a temp one)"
+    )
     parser.add_argument("--before-seconds", type=float, default=20.0)
     parser.add_argument("--after-seconds", type=float, default=20.0)
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON result")
@@ -187,7 +209,10 @@ def main() -> None:
         while True:
             progress = model_switch.switch_progress(rag.engine)
             assert progress is not None
-            print(f"  {progress['embedded']}/{progress['chunks']} chunks embedded with {TARGET}", file=sys.stderr)
+            print(
+                f"  {progress['embedded']}/{progress['chunks']} chunks embedded with {TARGET}",
+                file=sys.stderr,
+            )
             if progress["done"]:
                 break
             time.sleep(5)
@@ -210,22 +235,29 @@ def main() -> None:
         before = summary([s for s in samples if s["phase"] == "before"])
         baseline = before["median_s"] or 0.0
         result = {
-            "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": platform.platform(),
-            "tasks": args.tasks, "chunks": progress["chunks"], "from": "all-MiniLM-L6-v2", "to": TARGET,
-            "switch_load_s": round(load_s, 2), "fill_s": round(fill_s, 1),
+            "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "machine": platform.platform(),
+            "tasks": args.tasks,
+            "chunks": progress["chunks"],
+            "from": "all-MiniLM-L6-v2",
+            "to": TARGET,
+            "switch_load_s": round(load_s, 2),
+            "fill_s": round(fill_s, 1),
             "fill_chunks_per_s": round(progress["chunks"] / fill_s, 1) if fill_s else None,
             "activate_s": round(activate_s, 3),
             "search_median_before_s": round(statistics.median(searches_before), 4),
             "first_search_after_flip_s": round(first_search, 4),
             "search_median_after_s": round(statistics.median(searches_after), 4),
             "flip_cost_s": round(first_search - statistics.median(searches_after), 4),
-            "first_chat_after_flip_s": first["latency_s"], "first_chat_records": first["records"],
+            "first_chat_after_flip_s": first["latency_s"],
+            "first_chat_records": first["records"],
             "first_chat_vs_chat_median_before": round(first["latency_s"] / baseline, 2) if baseline else None,
             "before": before,
             "filling": summary([s for s in samples if s["phase"] == "filling"]),
             "after": summary([s for s in samples if s["phase"] == "after"]),
             "failed_or_empty": sum(1 for s in samples if s["status"] != 200 or not s["records"]),
-            "cross_language_rank_before": cross_before, "cross_language_rank_after": cross_after,
+            "cross_language_rank_before": cross_before,
+            "cross_language_rank_after": cross_after,
             "cross_language_top10_before": sum(1 for r in cross_before.values() if r is not None and r <= 10),
             "cross_language_top10_after": sum(1 for r in cross_after.values() if r is not None and r <= 10),
         }

@@ -139,7 +139,9 @@ def _aliases(name: str) -> tuple[str, ...]:
     return (name, name.replace("_", " "))
 
 
-def score(q: dict[str, Any], want: Any, answer: dict[str, Any], *, list_limit: int, unseen_text: str) -> float:
+def score(
+    q: dict[str, Any], want: Any, answer: dict[str, Any], *, list_limit: int, unseen_text: str
+) -> float:
     got = cited(answer)
     text = answer["answer"].strip()
     first = text.split("\n", 1)[0]
@@ -162,7 +164,9 @@ def score(q: dict[str, Any], want: Any, answer: dict[str, Any], *, list_limit: i
         if isinstance(want, int):
             return 1.0 if first_number(first) == want else 0.0
         lines = {fold(line.strip()) for line in text.split("\n")}
-        right = sum(1 for name, n in want.items() if any(fold(f"{alias}: {n}") in lines for alias in _aliases(name)))
+        right = sum(
+            1 for name, n in want.items() if any(fold(f"{alias}: {n}") in lines for alias in _aliases(name))
+        )
         listed = sum(1 for line in text.split("\n") if re.match(r"^[^:\n]{1,80}: \d+$", line.strip()))
         return right / max(len(want), listed, 1)
     return 1.0 if got[:1] and got[0] in set(want) else 0.0
@@ -175,14 +179,20 @@ _ANCHOR = re.compile(r"\b([A-Za-z][A-Za-z0-9_.\-]*)\s*#\s*(\w+)")
 def audit(text: str, computed: str, cited_text: str) -> tuple[int, int]:
     """(numbers, anchors) in the model's part of ``text`` found in neither the computed part nor the cited
     records: a check that does not share code with oracle_rag.answering.chat.checking."""
-    prose = text[len(computed):] if computed and text.startswith(computed) else text
+    prose = text[len(computed) :] if computed and text.startswith(computed) else text
     prose = prose.split(UNCHECKED, 1)[0]  # what follows is the extractive answer: records quoted as stored
-    prose = re.sub(r"(?m)^[ \t]*\d{1,3}[.)][ \t]+", "", prose)  # "3. [TASK #9] ...": a list's marker, not a number
+    prose = re.sub(
+        r"(?m)^[ \t]*\d{1,3}[.)][ \t]+", "", prose
+    )  # "3. [TASK #9] ...": a list's marker, not a number
     known = computed + "\n" + cited_text
     known_numbers = {n.replace(",", ".") for n in _NUM.findall(known)}
     known_anchors = {(t.upper(), i) for t, i in _ANCHOR.findall(known)}
-    numbers = sum(1 for n in _NUM.findall(_ANCHOR.sub(" ", prose)) if n.replace(",", ".") not in known_numbers
-                  and not any(k.startswith(n.replace(",", ".")) for k in known_numbers))
+    numbers = sum(
+        1
+        for n in _NUM.findall(_ANCHOR.sub(" ", prose))
+        if n.replace(",", ".") not in known_numbers
+        and not any(k.startswith(n.replace(",", ".")) for k in known_numbers)
+    )
     anchors = sum(1 for t, i in _ANCHOR.findall(prose) if (t.upper(), i) not in known_anchors)
     return numbers, anchors
 
@@ -208,15 +218,29 @@ def percentile(values: list[float], p: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(round(p * (len(ordered) - 1))))], 3)
 
 
-def run(rag: RagSystem, questions: list[dict[str, Any]], chat: Chat, today: dt.date, label: str,
-        mode: str, visible: str = VISIBLE, *, streamed: bool = False, plain: Chat | None = None) -> dict[str, Any]:
+def run(
+    rag: RagSystem,
+    questions: list[dict[str, Any]],
+    chat: Chat,
+    today: dt.date,
+    label: str,
+    mode: str,
+    visible: str = VISIBLE,
+    *,
+    streamed: bool = False,
+    plain: Chat | None = None,
+) -> dict[str, Any]:
     monday = today - dt.timedelta(days=today.weekday())
     per: dict[str, list[float]] = defaultdict(list)
     rows = []
     started = time.perf_counter()
     for q in questions:
-        binds = {"me": q["as"], "today": today.isoformat(), "week_start": monday.isoformat(),
-                 "week_end": (monday + dt.timedelta(days=6)).isoformat()}
+        binds = {
+            "me": q["as"],
+            "today": today.isoformat(),
+            "week_start": monday.isoformat(),
+            "week_end": (monday + dt.timedelta(days=6)).isoformat(),
+        }
         with rag.engine.connect() as conn:
             want = truth(conn, q, binds, visible)
             caller = load_caller(conn, q["as"])
@@ -241,44 +265,73 @@ def run(rag: RagSystem, questions: list[dict[str, Any]], chat: Chat, today: dt.d
             answer = done.to_dict()
             computed = plain.answer(q["question"], caller, store=False, mode=mode).answer if plain else ""
             # the records cited (their anchors: the checker let only given records be cited) and their snippets
-            cited_text = "\n".join(f'{c["anchor"]} {c["snippet"]}' for c in answer["citations"])
+            cited_text = "\n".join(f"{c['anchor']} {c['snippet']}" for c in answer["citations"])
             if answer["route"] != "structured":  # what the guarded query returned is computed too
                 agg = answer["aggregate"] or {}
                 computed = "\n".join(" ".join(str(v) for v in row) for row in agg.get("rows") or [])
                 cited_text += "\n" + computed
                 computed = ""
             numbers, anchors = audit(answer["answer"], computed, cited_text)
-            extra = {"ttft": round(first_token or 0.0, 3), "checked": answer["checked"], "route": answer["route"],
-                     "answer": answer["answer"],
-                     "unsupported_numbers": numbers, "unsupported_anchors": anchors}
+            extra = {
+                "ttft": round(first_token or 0.0, 3),
+                "checked": answer["checked"],
+                "route": answer["route"],
+                "answer": answer["answer"],
+                "unsupported_numbers": numbers,
+                "unsupported_anchors": anchors,
+            }
         else:
             answer = chat.answer(q["question"], caller, store=False, mode=mode).to_dict()
         seconds = time.perf_counter() - t0
         s = score(q, want, answer, list_limit=rag.settings.list_limit, unseen_text=unseen)
         per[q["category"]].append(s)
-        rows.append({"id": q["id"], "category": q["category"], "lang": q["lang"], "as": q["as"],
-                     "question": q["question"], "score": round(s, 4), "seconds": round(seconds, 3),
-                     "answerer": answer["answerer"], "first_line": answer["answer"].split("\n", 1)[0][:200],
-                     "cited": len(answer["citations"]),
-                     "truth": want if isinstance(want, int | dict) else len(want), **extra})
+        rows.append(
+            {
+                "id": q["id"],
+                "category": q["category"],
+                "lang": q["lang"],
+                "as": q["as"],
+                "question": q["question"],
+                "score": round(s, 4),
+                "seconds": round(seconds, 3),
+                "answerer": answer["answerer"],
+                "first_line": answer["answer"].split("\n", 1)[0][:200],
+                "cited": len(answer["citations"]),
+                "truth": want if isinstance(want, int | dict) else len(want),
+                **extra,
+            }
+        )
         if streamed:
-            print(f"  {q['id']} {s:.2f} {seconds:.0f} s ttft {extra['ttft']:.2f} s checked {extra['checked']}",
-                  flush=True)
+            print(
+                f"  {q['id']} {s:.2f} {seconds:.0f} s ttft {extra['ttft']:.2f} s checked {extra['checked']}",
+                flush=True,
+            )
     scores = {c: round(sum(v) / len(v), 4) for c, v in per.items() if v}
     mean = round(sum(scores.values()) / len(scores), 4) if scores else 0.0
-    print(f"\n{label}: " + "  ".join(f"{c} {scores.get(c, float('nan')):.3f} ({len(per[c])})" for c in CATEGORIES)
-          + f"  mean {mean:.3f}  [{time.perf_counter() - started:.1f} s]")
+    print(
+        f"\n{label}: "
+        + "  ".join(f"{c} {scores.get(c, float('nan')):.3f} ({len(per[c])})" for c in CATEGORIES)
+        + f"  mean {mean:.3f}  [{time.perf_counter() - started:.1f} s]"
+    )
     out: dict[str, Any] = {"label": label, "scores": scores, "mean": mean, "questions": rows}
     if streamed:
         ttft = [r["ttft"] for r in rows if r.get("route") == "structured"]
-        out["structured_ttft_s"] = {"median": percentile(ttft, 0.5), "p95": percentile(ttft, 0.95), "n": len(ttft)}
+        out["structured_ttft_s"] = {
+            "median": percentile(ttft, 0.5),
+            "p95": percentile(ttft, 0.95),
+            "n": len(ttft),
+        }
         out["sentences"] = sum((r["checked"] or {}).get("sentences", 0) for r in rows)
         out["removed"] = sum((r["checked"] or {}).get("removed", 0) for r in rows)
-        out["unsupported_shown"] = {"numbers": sum(r["unsupported_numbers"] for r in rows),
-                                    "anchors": sum(r["unsupported_anchors"] for r in rows)}
-        print(f"structured TTFT with the model: {out['structured_ttft_s']}; model sentences {out['sentences']}, "
-              f"removed {out['removed']}; shown numbers/anchors not in the computed result or cited records: "
-              f"{out['unsupported_shown']}")
+        out["unsupported_shown"] = {
+            "numbers": sum(r["unsupported_numbers"] for r in rows),
+            "anchors": sum(r["unsupported_anchors"] for r in rows),
+        }
+        print(
+            f"structured TTFT with the model: {out['structured_ttft_s']}; model sentences {out['sentences']}, "
+            f"removed {out['removed']}; shown numbers/anchors not in the computed result or cited records: "
+            f"{out['unsupported_shown']}"
+        )
     return out
 
 
@@ -287,8 +340,9 @@ FROM TASK t LEFT JOIN TASK_COMMENT c ON c.TASK_ID = t.TASK_ID LEFT JOIN EMPLOYEE
 ORDER BY t.TASK_ID, c.CREATED_AT, c.COMMENT_ID"""
 
 
-def run_open(rag: RagSystem, tasks: int, chat: Chat, plain: Chat, mode: str,
-             model: Chat | None = None) -> list[dict[str, Any]]:
+def run_open(
+    rag: RagSystem, tasks: int, chat: Chat, plain: Chat, mode: str, model: Chat | None = None
+) -> list[dict[str, Any]]:
     """The demo's open questions (bench/demo_open.py), scored as bench/qa_open.py scores the help desk's."""
     import demo_open
     import qa_open
@@ -303,17 +357,26 @@ def run_open(rag: RagSystem, tasks: int, chat: Chat, plain: Chat, mode: str,
                 texts[anchor] += f"\n{author}: {body}"
         callers = {who: load_caller(conn, who) for who in {q.get("as", qa_open.ASKER) for q in questions}}
     demo_open.check(questions, texts)
-    runs = [qa_open.run_chat(rag, plain, questions, "tasks, open: retrieval only, no model", mode, callers),
-            qa_open.run_chat(rag, chat, questions, "tasks, open: product, no model", mode, callers)]
+    runs = [
+        qa_open.run_chat(rag, plain, questions, "tasks, open: retrieval only, no model", mode, callers),
+        qa_open.run_chat(rag, chat, questions, "tasks, open: product, no model", mode, callers),
+    ]
     if model is not None:
-        runs.append(qa_open.run_chat(rag, model, questions, "tasks, open: product, with the model", mode, callers,
-                                     model=True))
+        runs.append(
+            qa_open.run_chat(
+                rag, model, questions, "tasks, open: product, with the model", mode, callers, model=True
+            )
+        )
     print()
     for r in runs:
         print(qa_open.line(r))
-        print("    per kind (record@3 / facts, or no_answer): " + "  ".join(
-            f"{k} " + "/".join(f"{s[m]:.2f}" for m in ("record@3", "facts", "no_answer") if m in s)
-            for k, s in r["per_kind"].items()))
+        print(
+            "    per kind (record@3 / facts, or no_answer): "
+            + "  ".join(
+                f"{k} " + "/".join(f"{s[m]:.2f}" for m in ("record@3", "facts", "no_answer") if m in s)
+                for k, s in r["per_kind"].items()
+            )
+        )
     return runs
 
 
@@ -335,15 +398,25 @@ def main() -> None:
     parser.add_argument("--tickets", type=int, default=qa_tickets.TICKETS)
     parser.add_argument("--ticket-questions", default=str(TICKET_QUESTIONS))
     parser.add_argument("--domain", default="both", choices=("tasks", "tickets", "both"))
-    parser.add_argument("--today", default="2026-03-11", help="the date 'overdue' and 'this week' are relative to")
+    parser.add_argument(
+        "--today", default="2026-03-11", help="the date 'overdue' and 'this week' are relative to"
+    )
     parser.add_argument("--mode", default="hybrid", choices=("semantic", "keyword", "hybrid"))
-    parser.add_argument("--llm-url", default=None, help="an OpenAI-compatible endpoint (also run with the model)")
+    parser.add_argument(
+        "--llm-url", default=None, help="an OpenAI-compatible endpoint (also run with the model)"
+    )
     parser.add_argument("--llm-model", default="local")
     parser.add_argument("--llm-timeout", type=float, default=300.0)
-    parser.add_argument("--sample", type=int, default=0, help="ask only N questions, spread over the categories")
+    parser.add_argument(
+        "--sample", type=int, default=0, help="ask only N questions, spread over the categories"
+    )
     parser.add_argument("--verbose", action="store_true", help="print every question that scored below 1")
-    parser.add_argument("--no-open", dest="open", action="store_false",
-                        help="skip the demo's open questions (bench/demo_open.py)")
+    parser.add_argument(
+        "--no-open",
+        dest="open",
+        action="store_false",
+        help="skip the demo's open questions (bench/demo_open.py)",
+    )
     parser.add_argument("--only-open", action="store_true", help="ask only the demo's open questions")
     args = parser.parse_args()
     today = dt.date.fromisoformat(args.today)
@@ -351,8 +424,7 @@ def main() -> None:
     if args.domain in ("tasks", "both"):
         sets.append(("tasks", load_questions(Path(args.questions)), VISIBLE))
     if args.domain in ("tickets", "both"):
-        sets.append(("tickets", load_questions(Path(args.ticket_questions)),
-                     qa_tickets.VISIBLE))
+        sets.append(("tickets", load_questions(Path(args.ticket_questions)), qa_tickets.VISIBLE))
     if args.only_open:
         sets = []
     if args.sample:
@@ -364,24 +436,64 @@ def main() -> None:
     open_runs: list[dict[str, Any]] = []
     try:
         for domain, questions, visible in sets:
-            runs += [run(rag, questions, Chat(rag, None, structured=False, today=clock), today,
-                         f"{domain}: baseline (retrieval only, no model)", args.mode, visible),
-                     run(rag, questions, Chat(rag, None, today=clock), today, f"{domain}: structured, no model",
-                         args.mode, visible)]
+            runs += [
+                run(
+                    rag,
+                    questions,
+                    Chat(rag, None, structured=False, today=clock),
+                    today,
+                    f"{domain}: baseline (retrieval only, no model)",
+                    args.mode,
+                    visible,
+                ),
+                run(
+                    rag,
+                    questions,
+                    Chat(rag, None, today=clock),
+                    today,
+                    f"{domain}: structured, no model",
+                    args.mode,
+                    visible,
+                ),
+            ]
             if args.llm_url:
-                settings = rag.settings.with_overrides(llm_url=args.llm_url, llm_model=args.llm_model,
-                                                       llm_timeout_s=args.llm_timeout, llm_max_retries=0)
-                runs.append(run(rag, questions, Chat(rag, LLMClient(settings), settings=settings, today=clock),
-                                today, f"{domain}: structured, model at {args.llm_url}", args.mode, visible,
-                                streamed=True, plain=Chat(rag, None, today=clock)))
+                settings = rag.settings.with_overrides(
+                    llm_url=args.llm_url,
+                    llm_model=args.llm_model,
+                    llm_timeout_s=args.llm_timeout,
+                    llm_max_retries=0,
+                )
+                runs.append(
+                    run(
+                        rag,
+                        questions,
+                        Chat(rag, LLMClient(settings), settings=settings, today=clock),
+                        today,
+                        f"{domain}: structured, model at {args.llm_url}",
+                        args.mode,
+                        visible,
+                        streamed=True,
+                        plain=Chat(rag, None, today=clock),
+                    )
+                )
         if args.domain in ("tasks", "both") and (args.open or args.only_open):
             model = None
             if args.llm_url:
-                settings = rag.settings.with_overrides(llm_url=args.llm_url, llm_model=args.llm_model,
-                                                       llm_timeout_s=args.llm_timeout, llm_max_retries=0)
+                settings = rag.settings.with_overrides(
+                    llm_url=args.llm_url,
+                    llm_model=args.llm_model,
+                    llm_timeout_s=args.llm_timeout,
+                    llm_max_retries=0,
+                )
                 model = Chat(rag, LLMClient(settings), settings=settings, today=clock)
-            open_runs = run_open(rag, args.tasks, Chat(rag, None, today=clock),
-                                 Chat(rag, None, structured=False, today=clock), args.mode, model)
+            open_runs = run_open(
+                rag,
+                args.tasks,
+                Chat(rag, None, today=clock),
+                Chat(rag, None, structured=False, today=clock),
+                args.mode,
+                model,
+            )
     finally:
         rag.close()
     base: dict[str, Any] = runs[0] if runs else {}
@@ -389,36 +501,64 @@ def main() -> None:
         if "baseline" in r["label"]:
             base = r
             continue
-        ratios = {c: round(r["scores"][c] / base["scores"][c], 2) if base["scores"].get(c) else None
-                  for c in r["scores"]}
+        ratios = {
+            c: round(r["scores"][c] / base["scores"][c], 2) if base["scores"].get(c) else None
+            for c in r["scores"]
+        }
         r["ratio_to_baseline"] = ratios
-        print(f"{r['label']} / baseline: " + "  ".join(
-            f"{c} {'inf' if v is None else f'{v:.2f}x'}" for c, v in ratios.items()))
+        print(
+            f"{r['label']} / baseline: "
+            + "  ".join(f"{c} {'inf' if v is None else f'{v:.2f}x'}" for c, v in ratios.items())
+        )
         if args.verbose:
             for row in r["questions"]:
                 if row["score"] < 1:
-                    print(f"  {row['id']} {row['score']:.2f} {row['question']!r} -> {row['first_line']!r} "
-                          f"(cited {row['cited']}, truth {row['truth']})")
-    structured = {r["label"].split(":")[0]: r["mean"] for r in runs if r["label"].endswith("structured, no model")}
+                    print(
+                        f"  {row['id']} {row['score']:.2f} {row['question']!r} -> {row['first_line']!r} "
+                        f"(cited {row['cited']}, truth {row['truth']})"
+                    )
+    structured = {
+        r["label"].split(":")[0]: r["mean"] for r in runs if r["label"].endswith("structured, no model")
+    }
     if args.llm_url:
         for without_run, model_run in zip(runs[1::3], runs[2::3], strict=True):
             without, model = without_run["scores"], model_run["scores"]
             worse = {c: (without[c], model.get(c)) for c in without if model.get(c, 0.0) < without[c]}
-            print(f"{model_run['label']} vs without: "
-                  + "  ".join(f"{c} {model.get(c, 0):.3f} vs {without[c]:.3f}" for c in without)
-                  + ("  (never worse)" if not worse else f"  WORSE in {sorted(worse)}"))
+            print(
+                f"{model_run['label']} vs without: "
+                + "  ".join(f"{c} {model.get(c, 0):.3f} vs {without[c]:.3f}" for c in without)
+                + ("  (never worse)" if not worse else f"  WORSE in {sorted(worse)}")
+            )
             model_run["never_worse"] = not worse
     goals = {"tasks": 1.0, "tickets": 0.95}
     goal = all(structured[d] >= goals[d] for d in structured)
-    print("goal (tasks 1.00, tickets >= 0.95 without a model): " + ("met" if goal else "NOT met") + " "
-          + ", ".join(f"{d} {m:.3f}" for d, m in structured.items()))
+    print(
+        "goal (tasks 1.00, tickets >= 0.95 without a model): "
+        + ("met" if goal else "NOT met")
+        + " "
+        + ", ".join(f"{d} {m:.3f}" for d, m in structured.items())
+    )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"bench": "qa", "questions_file": str(args.questions),
-                                   "ticket_questions_file": str(args.ticket_questions), "domain": args.domain,
-                                   "today": args.today,
-                                   "mode": args.mode, "list_limit": list_limit, "python": platform.python_version(),
-                                   "runs": runs, "goal_met": goal, "open_runs": open_runs},
-                                  indent=2, ensure_ascii=False, default=str))
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "bench": "qa",
+                "questions_file": str(args.questions),
+                "ticket_questions_file": str(args.ticket_questions),
+                "domain": args.domain,
+                "today": args.today,
+                "mode": args.mode,
+                "list_limit": list_limit,
+                "python": platform.python_version(),
+                "runs": runs,
+                "goal_met": goal,
+                "open_runs": open_runs,
+            },
+            indent=2,
+            ensure_ascii=False,
+            default=str,
+        )
+    )
     print(f"wrote {RESULTS}")
 
 

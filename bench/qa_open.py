@@ -64,9 +64,19 @@ from oracle_rag.system import RagSystem  # noqa: E402
 ASKER = 2  # Ana Pérez, a lead: sees every ticket (the access rules are not what this bench measures)
 KINDS = ("why", "how", "decision", "who", "workaround", "status", "cross", "none")
 # How an answer says that nothing in the data answers the question (folded; EN and ES).
-NO_ANSWER = tuple(fold(s) for s in (
-    "nothing I can see says", "nothing in the records", "no record says", "none of the records",
-    "nada de lo que puedo ver", "ningún registro dice", "ninguno de los registros", NOTHING_FOUND))
+NO_ANSWER = tuple(
+    fold(s)
+    for s in (
+        "nothing I can see says",
+        "nothing in the records",
+        "no record says",
+        "none of the records",
+        "nada de lo que puedo ver",
+        "ningún registro dice",
+        "ninguno de los registros",
+        NOTHING_FOUND,
+    )
+)
 _ANCHOR = re.compile(r"\[([A-Za-z][A-Za-z0-9_.\-]*)\s*#\s*([^\s,;\[\]]+)\]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -86,8 +96,9 @@ def record_texts() -> dict[str, str]:
     """Each record's text as written, by anchor ("TICKETS #4001"): what a fact must be found in."""
     out = {}
     for t in helpdesk.tickets():
-        out[f"TICKETS #{t.number}"] = "\n".join([t.fields["subject"], t.text,
-                                                 *(f"{a}: {body}" for a, _, body in t.comments)])
+        out[f"TICKETS #{t.number}"] = "\n".join(
+            [t.fields["subject"], t.text, *(f"{a}: {body}" for a, _, body in t.comments)]
+        )
     for a in helpdesk.articles():
         out[f"KB #{a.number}"] = a.fields["title"] + "\n" + a.text
     return out
@@ -134,9 +145,12 @@ def score(q: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
     if q["kind"] == "none":
         return {"no_answer": 1.0 if no else 0.0}
     found = [f for f in q["facts"] if fold(f) in fold(text)] if not no else []
-    return {"record@3": 1.0 if set(anchors_of(answer)[:3]) & set(q["answers"]) else 0.0,
-            "facts": len(found) / len(q["facts"]), "false_no_answer": 1.0 if no else 0.0,
-            "missing": [f for f in q["facts"] if f not in found]}
+    return {
+        "record@3": 1.0 if set(anchors_of(answer)[:3]) & set(q["answers"]) else 0.0,
+        "facts": len(found) / len(q["facts"]),
+        "false_no_answer": 1.0 if no else 0.0,
+        "missing": [f for f in q["facts"] if f not in found],
+    }
 
 
 METRICS = ("record@3", "facts", "no_answer", "false_no_answer")
@@ -144,6 +158,7 @@ METRICS = ("record@3", "facts", "no_answer", "false_no_answer")
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean of each metric over all questions and over the held-out ones, and per kind (all)."""
+
     def means(subset: list[dict[str, Any]]) -> dict[str, float]:
         out = {}
         for m in METRICS:
@@ -155,12 +170,23 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_kind[r["kind"]].append(r)
-    return {"all": means(rows), "held_out": means([r for r in rows if r["held_out"]]),
-            "per_kind": {k: means(by_kind[k]) for k in KINDS if by_kind[k]}}
+    return {
+        "all": means(rows),
+        "held_out": means([r for r in rows if r["held_out"]]),
+        "per_kind": {k: means(by_kind[k]) for k in KINDS if by_kind[k]},
+    }
 
 
-def run_chat(rag: RagSystem, chat: Chat | FirstLines, questions: list[dict[str, Any]], label: str, mode: str,
-             callers: dict[int, Any], *, model: bool = False) -> dict[str, Any]:
+def run_chat(
+    rag: RagSystem,
+    chat: Chat | FirstLines,
+    questions: list[dict[str, Any]],
+    label: str,
+    mode: str,
+    callers: dict[int, Any],
+    *,
+    model: bool = False,
+) -> dict[str, Any]:
     rows = []
     started = time.perf_counter()
     for q in questions:
@@ -170,23 +196,44 @@ def run_chat(rag: RagSystem, chat: Chat | FirstLines, questions: list[dict[str, 
         except LLMError as exc:  # a model that does not answer in time scores nothing; the run goes on
             if not model:
                 raise
-            answer = {"answer": "", "citations": [], "answerer": "error", "route": "", "checked": None,
-                      "error": exc.message}
+            answer = {
+                "answer": "",
+                "citations": [],
+                "answerer": "error",
+                "route": "",
+                "checked": None,
+                "error": exc.message,
+            }
         seconds = time.perf_counter() - t0
-        row = {"id": q["id"], "kind": q["kind"], "lang": q["lang"], "held_out": q["held_out"],
-               "question": q["question"], **score(q, answer), "seconds": round(seconds, 3),
-               "answerer": answer["answerer"], "route": answer["route"], "cited": anchors_of(answer)[:5],
-               "answer": answer["answer"]}
+        row = {
+            "id": q["id"],
+            "kind": q["kind"],
+            "lang": q["lang"],
+            "held_out": q["held_out"],
+            "question": q["question"],
+            **score(q, answer),
+            "seconds": round(seconds, 3),
+            "answerer": answer["answerer"],
+            "route": answer["route"],
+            "cited": anchors_of(answer)[:5],
+            "answer": answer["answer"],
+        }
         if model:
             row["other_record_sentences"] = other_record_sentences(answer["answer"], q["answers"])
             row["model_kept"] = UNCHECKED not in answer["answer"] and answer["answerer"] == "llm"
             row["checked"] = answer["checked"]
             print(f"  {q['id']} {row.get('record@3', row.get('no_answer'))} {seconds:.0f} s", flush=True)
         rows.append(row)
-    out: dict[str, Any] = {"label": label, **summarise(rows),
-                           "latency_s": {"p50": percentile([r["seconds"] for r in rows], 0.5),
-                                         "p95": percentile([r["seconds"] for r in rows], 0.95)},
-                           "seconds": round(time.perf_counter() - started, 1), "questions": rows}
+    out: dict[str, Any] = {
+        "label": label,
+        **summarise(rows),
+        "latency_s": {
+            "p50": percentile([r["seconds"] for r in rows], 0.5),
+            "p95": percentile([r["seconds"] for r in rows], 0.95),
+        },
+        "seconds": round(time.perf_counter() - started, 1),
+        "questions": rows,
+    }
     if model:
         out["other_record_sentences"] = sum(r["other_record_sentences"] for r in rows)
         out["model_answers_kept"] = sum(r["model_kept"] for r in rows)
@@ -207,8 +254,15 @@ class FirstLines:
             first, _, rest = c.content.strip().partition("\n")
             lines += [f"{i}. {c.anchor} {first}", f"   {snippet(rest, 200, query=question)}"]
         citations = [{"anchor": c.anchor} for c in chunks]
-        return _Plain({"answer": "\n".join(lines), "citations": citations, "answerer": "baseline",
-                       "route": "retrieval", "checked": None})
+        return _Plain(
+            {
+                "answer": "\n".join(lines),
+                "citations": citations,
+                "answerer": "baseline",
+                "route": "retrieval",
+                "checked": None,
+            }
+        )
 
 
 class _Plain:
@@ -219,7 +273,9 @@ class _Plain:
         return self.data
 
 
-def run_legs(rag: RagSystem, questions: list[dict[str, Any]], callers: dict[int, Any]) -> list[dict[str, Any]]:
+def run_legs(
+    rag: RagSystem, questions: list[dict[str, Any]], callers: dict[int, Any]
+) -> list[dict[str, Any]]:
     """The retrieval legs alone on the raw question: an answering record in the top 3, MRR@10."""
     retriever = Retriever(rag.engine, rag.settings)
     out = []
@@ -228,14 +284,24 @@ def run_legs(rag: RagSystem, questions: list[dict[str, Any]], callers: dict[int,
         for q in questions:
             if not q["answers"]:
                 continue
-            hits = [c.anchor.strip("[]") for c in retriever.search(q["question"], 10, callers[q.get("as", ASKER)],
-                                                                     mode)]
+            hits = [
+                c.anchor.strip("[]")
+                for c in retriever.search(q["question"], 10, callers[q.get("as", ASKER)], mode)
+            ]
             ranks = [i for i, a in enumerate(hits, 1) if a in q["answers"]]
-            rows.append({"id": q["id"], "kind": q["kind"], "held_out": q["held_out"],
-                         "record@3": 1.0 if ranks and ranks[0] <= 3 else 0.0,
-                         "mrr@10": 1.0 / ranks[0] if ranks else 0.0})
-        summary = {part: {m: round(statistics.fmean(r[m] for r in subset), 4) for m in ("record@3", "mrr@10")}
-                   for part, subset in (("all", rows), ("held_out", [r for r in rows if r["held_out"]]))}
+            rows.append(
+                {
+                    "id": q["id"],
+                    "kind": q["kind"],
+                    "held_out": q["held_out"],
+                    "record@3": 1.0 if ranks and ranks[0] <= 3 else 0.0,
+                    "mrr@10": 1.0 / ranks[0] if ranks else 0.0,
+                }
+            )
+        summary = {
+            part: {m: round(statistics.fmean(r[m] for r in subset), 4) for m in ("record@3", "mrr@10")}
+            for part, subset in (("all", rows), ("held_out", [r for r in rows if r["held_out"]]))
+        }
         out.append({"label": f"retrieval only, {mode}", **summary})
     return out
 
@@ -243,7 +309,10 @@ def run_legs(rag: RagSystem, questions: list[dict[str, Any]], callers: dict[int,
 def line(result: dict[str, Any]) -> str:
     def part(scores: dict[str, float]) -> str:
         return "  ".join(f"{m} {scores[m]:.2f}" for m in (*METRICS, "mrr@10") if m in scores)
-    return f"{result['label']}:\n    all       {part(result['all'])}\n    held out  {part(result['held_out'])}"
+
+    return (
+        f"{result['label']}:\n    all       {part(result['all'])}\n    held out  {part(result['held_out'])}"
+    )
 
 
 def main() -> None:
@@ -251,13 +320,18 @@ def main() -> None:
     parser.add_argument("--data-dir", default=str(ROOT / ".oracle-rag" / "bench-qa-open"))
     parser.add_argument("--questions", default=str(QUESTIONS))
     parser.add_argument("--mode", default="hybrid", choices=("semantic", "keyword", "hybrid"))
-    parser.add_argument("--llm-url", default=None, help="an OpenAI-compatible endpoint (also run with the model)")
+    parser.add_argument(
+        "--llm-url", default=None, help="an OpenAI-compatible endpoint (also run with the model)"
+    )
     parser.add_argument("--llm-model", default="local")
     parser.add_argument("--llm-timeout", type=float, default=300.0)
     parser.add_argument("--only", default="", help="comma-separated question ids or kinds to ask")
     parser.add_argument("--verbose", action="store_true", help="print every answer that missed")
-    parser.add_argument("--tune", action="store_true",
-                        help="with --verbose: print only the misses of questions that are not held out")
+    parser.add_argument(
+        "--tune",
+        action="store_true",
+        help="with --verbose: print only the misses of questions that are not held out",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the JSON results go")
     args = parser.parse_args()
     questions = json.loads(Path(args.questions).read_text(encoding="utf-8"))["questions"]
@@ -272,57 +346,125 @@ def main() -> None:
             directory = directory_for(rag.engine)
             callers = {who: directory.load(conn, who) for who in {q.get("as", ASKER) for q in questions}}
         runs += run_legs(rag, questions, callers)
-        runs.append(run_chat(rag, FirstLines(rag), questions,
-                             "baseline: the top 3 records' first lines, no model", args.mode, callers))
-        runs.append(run_chat(rag, Chat(rag, None, structured=False), questions,
-                             "extractive answer on retrieval alone (no query understanding), no model",
-                             args.mode, callers))
+        runs.append(
+            run_chat(
+                rag,
+                FirstLines(rag),
+                questions,
+                "baseline: the top 3 records' first lines, no model",
+                args.mode,
+                callers,
+            )
+        )
+        runs.append(
+            run_chat(
+                rag,
+                Chat(rag, None, structured=False),
+                questions,
+                "extractive answer on retrieval alone (no query understanding), no model",
+                args.mode,
+                callers,
+            )
+        )
         runs.append(run_chat(rag, Chat(rag, None), questions, "product, no model", args.mode, callers))
         if args.llm_url:
-            settings = rag.settings.with_overrides(llm_url=args.llm_url, llm_model=args.llm_model,
-                                                   llm_timeout_s=args.llm_timeout, llm_max_retries=0)
-            runs.append(run_chat(rag, Chat(rag, LLMClient(settings), settings=settings), questions,
-                                 f"product, model at {args.llm_url}", args.mode, callers, model=True))
+            settings = rag.settings.with_overrides(
+                llm_url=args.llm_url,
+                llm_model=args.llm_model,
+                llm_timeout_s=args.llm_timeout,
+                llm_max_retries=0,
+            )
+            runs.append(
+                run_chat(
+                    rag,
+                    Chat(rag, LLMClient(settings), settings=settings),
+                    questions,
+                    f"product, model at {args.llm_url}",
+                    args.mode,
+                    callers,
+                    model=True,
+                )
+            )
     finally:
         rag.close()
     print()
     for r in runs:
         print(line(r))
         if "latency_s" in r:
-            print(f"    latency p50 {r['latency_s']['p50']} s, p95 {r['latency_s']['p95']} s"
-                  + (f"; the model's answer kept in {r['model_answers_kept']} of {len(r['questions'])}, "
-                     f"its shown sentences naming a non-answering record: {r['other_record_sentences']}"
-                     if "other_record_sentences" in r else ""))
+            print(
+                f"    latency p50 {r['latency_s']['p50']} s, p95 {r['latency_s']['p95']} s"
+                + (
+                    f"; the model's answer kept in {r['model_answers_kept']} of {len(r['questions'])}, "
+                    f"its shown sentences naming a non-answering record: {r['other_record_sentences']}"
+                    if "other_record_sentences" in r
+                    else ""
+                )
+            )
     base = next(r for r in runs if r["label"].startswith("baseline"))
     for r in runs:
         if "questions" in r and r is not base:
-            ratios = {m: (round(r["all"][m] / base["all"][m], 2) if base["all"].get(m) else None)
-                      for m in ("record@3", "facts", "no_answer") if m in r["all"]}
+            ratios = {
+                m: (round(r["all"][m] / base["all"][m], 2) if base["all"].get(m) else None)
+                for m in ("record@3", "facts", "no_answer")
+                if m in r["all"]
+            }
             r["ratio_to_baseline"] = ratios
-            print(f"{r['label']} / baseline: " + "  ".join(
-                f"{m} {'n/a' if v is None else f'{v:.2f}x'}" for m, v in ratios.items()))
-            print("    per kind (record@3 / facts, or no_answer): " + "  ".join(
-                f"{k} " + "/".join(f"{s[m]:.2f}" for m in ("record@3", "facts", "no_answer") if m in s)
-                for k, s in r["per_kind"].items()))
+            print(
+                f"{r['label']} / baseline: "
+                + "  ".join(f"{m} {'n/a' if v is None else f'{v:.2f}x'}" for m, v in ratios.items())
+            )
+            print(
+                "    per kind (record@3 / facts, or no_answer): "
+                + "  ".join(
+                    f"{k} " + "/".join(f"{s[m]:.2f}" for m in ("record@3", "facts", "no_answer") if m in s)
+                    for k, s in r["per_kind"].items()
+                )
+            )
     if args.verbose:
         for r in runs:
             for row in r.get("questions", []):
-                if r is base or row.get("record@3", 1) == 1 and row.get("facts", 1) == 1 and row.get("no_answer", 1) == 1:
+                if (
+                    r is base
+                    or row.get("record@3", 1) == 1
+                    and row.get("facts", 1) == 1
+                    and row.get("no_answer", 1) == 1
+                ):
                     continue
                 if args.tune and row["held_out"]:
                     continue
-                print(f"\n[{r['label']}] {row['id']} ({row['kind']}) {row['question']}\n"
-                      f"  record@3 {row.get('record@3')} facts {row.get('facts')} missing {row.get('missing')} "
-                      f"no_answer {row.get('no_answer')} cited {row['cited'][:3]}\n  "
-                      + row["answer"][:600].replace("\n", "\n  "))
+                print(
+                    f"\n[{r['label']}] {row['id']} ({row['kind']}) {row['question']}\n"
+                    f"  record@3 {row.get('record@3')} facts {row.get('facts')} missing {row.get('missing')} "
+                    f"no_answer {row.get('no_answer')} cited {row['cited'][:3]}\n  "
+                    + row["answer"][:600].replace("\n", "\n  ")
+                )
     goals = next(r for r in runs if r["label"] == "product, no model")["all"]
-    met = goals.get("record@3", 0) >= 0.9 and goals.get("facts", 0) >= 0.8 and goals.get("no_answer", 0) >= 0.75
-    print("goal without a model (record@3 >= 0.9, facts >= 0.8, no-answer >= 0.75): " + ("met" if met else "NOT met"))
+    met = (
+        goals.get("record@3", 0) >= 0.9 and goals.get("facts", 0) >= 0.8 and goals.get("no_answer", 0) >= 0.75
+    )
+    print(
+        "goal without a model (record@3 >= 0.9, facts >= 0.8, no-answer >= 0.75): "
+        + ("met" if met else "NOT met")
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"bench": "qa_open", "corpus": helpdesk.shape(), "questions_file": args.questions,
-                                   "questions": len(questions), "held_out": sum(q["held_out"] for q in questions),
-                                   "mode": args.mode, "python": platform.python_version(), "goal_met": met,
-                                   "runs": runs}, indent=2, ensure_ascii=False, default=str))
+    args.out.write_text(
+        json.dumps(
+            {
+                "bench": "qa_open",
+                "corpus": helpdesk.shape(),
+                "questions_file": args.questions,
+                "questions": len(questions),
+                "held_out": sum(q["held_out"] for q in questions),
+                "mode": args.mode,
+                "python": platform.python_version(),
+                "goal_met": met,
+                "runs": runs,
+            },
+            indent=2,
+            ensure_ascii=False,
+            default=str,
+        )
+    )
     print(f"wrote {args.out}")
 
 

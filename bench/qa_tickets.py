@@ -22,24 +22,45 @@ FIRST_NO = 1000
 SEVERITIES = ("CRITICAL", "HIGH", "MEDIUM", "LOW")
 REGIONS = ("AMER", "EMEA", "APAC")
 STATES = ("NEW", "OPEN", "PENDING", "SOLVED")
-PRODUCTS = ("checkout", "login page", "mobile app", "invoice export", "search", "reporting dashboard",
-            "password reset", "webhooks", "single sign-on", "data import")
-PROBLEMS = ("is slow", "returns an error 500", "times out", "shows the wrong currency", "crashes on start",
-            "loses the session", "sends duplicate e-mails", "rejects valid input")
+PRODUCTS = (
+    "checkout",
+    "login page",
+    "mobile app",
+    "invoice export",
+    "search",
+    "reporting dashboard",
+    "password reset",
+    "webhooks",
+    "single sign-on",
+    "data import",
+)
+PROBLEMS = (
+    "is slow",
+    "returns an error 500",
+    "times out",
+    "shows the wrong currency",
+    "crashes on start",
+    "loses the session",
+    "sends duplicate e-mails",
+    "rejects valid input",
+)
 
 SOURCE = {
     "query": "SELECT TICKET_NO AS id, SUBJECT AS title, BODY AS content, SEVERITY AS severity, REGION AS region, "
-             "STATE AS state, OPENED AS opened, DUE AS due, OWNER_ID AS owner_id FROM BENCH_TICKET",
+    "STATE AS state, OPENED AS opened, DUE AS due, OWNER_ID AS owner_id FROM BENCH_TICKET",
     "owner_column": "owner_id",
     "facet_columns": {"severity": "enum", "region": "enum", "state": "enum", "opened": "date", "due": "date"},
     "words": ["case", "cases", "caso", "casos"],
     "lifecycle": "state",
     "done_values": ["SOLVED"],
     "due_facet": "due",
-    "facet_cues": {"severity": ["severidad", "sev"], "region": ["región", "regiones", "zona"],
-                   "state": ["estado", "estados", "status"],
-                   "opened": ["opened", "created", "creado", "creados", "creadas", "apertura"],
-                   "due": ["vence", "vencen", "vencimiento"]},
+    "facet_cues": {
+        "severity": ["severidad", "sev"],
+        "region": ["región", "regiones", "zona"],
+        "state": ["estado", "estados", "status"],
+        "opened": ["opened", "created", "creado", "creados", "creadas", "apertura"],
+        "due": ["vence", "vencen", "vencimiento"],
+    },
     "display": ["severity", "region", "state", "opened", "due", "owner_id"],
     "max_rows": 200_000,
 }
@@ -51,11 +72,15 @@ VISIBLE = """WITH VISIBLE_TICKET AS (
 )
 """
 
-CREATE = "CREATE TABLE IF NOT EXISTS BENCH_TICKET (TICKET_NO INTEGER PRIMARY KEY, SUBJECT TEXT NOT NULL, " \
-         "BODY TEXT NOT NULL, SEVERITY TEXT NOT NULL, REGION TEXT NOT NULL, STATE TEXT NOT NULL, OPENED TEXT NOT NULL, " \
-         "DUE TEXT, OWNER_ID INTEGER)"
-INSERT = "INSERT INTO BENCH_TICKET (TICKET_NO, SUBJECT, BODY, SEVERITY, REGION, STATE, OPENED, DUE, OWNER_ID) " \
-         "VALUES (:no, :subject, :body, :severity, :region, :state, :opened, :due, :owner)"
+CREATE = (
+    "CREATE TABLE IF NOT EXISTS BENCH_TICKET (TICKET_NO INTEGER PRIMARY KEY, SUBJECT TEXT NOT NULL, "
+    "BODY TEXT NOT NULL, SEVERITY TEXT NOT NULL, REGION TEXT NOT NULL, STATE TEXT NOT NULL, OPENED TEXT NOT NULL, "
+    "DUE TEXT, OWNER_ID INTEGER)"
+)
+INSERT = (
+    "INSERT INTO BENCH_TICKET (TICKET_NO, SUBJECT, BODY, SEVERITY, REGION, STATE, OPENED, DUE, OWNER_ID) "
+    "VALUES (:no, :subject, :body, :severity, :region, :state, :opened, :due, :owner)"
+)
 
 
 def rows(count: int, employees: list[int], today: dt.date, seed: int = 22) -> list[dict[str, Any]]:
@@ -67,12 +92,20 @@ def rows(count: int, employees: list[int], today: dt.date, seed: int = 22) -> li
         opened = today - dt.timedelta(days=rnd.randrange(0, 120))
         due = None if rnd.random() < 0.2 else opened + dt.timedelta(days=rnd.randrange(2, 40))
         state = rnd.choices(STATES, weights=(2, 4, 2, 5))[0]
-        out.append({"no": FIRST_NO + i, "subject": f"The {product} {problem}",
-                    "body": f"A customer reports that the {product} {problem} since {opened.isoformat()}. "
-                            f"Steps to reproduce and logs are attached.",
-                    "severity": rnd.choices(SEVERITIES, weights=(1, 2, 4, 3))[0], "region": rnd.choice(REGIONS),
-                    "state": state, "opened": opened.isoformat(), "due": due.isoformat() if due else None,
-                    "owner": None if rnd.random() < 0.1 else rnd.choice(employees)})
+        out.append(
+            {
+                "no": FIRST_NO + i,
+                "subject": f"The {product} {problem}",
+                "body": f"A customer reports that the {product} {problem} since {opened.isoformat()}. "
+                f"Steps to reproduce and logs are attached.",
+                "severity": rnd.choices(SEVERITIES, weights=(1, 2, 4, 3))[0],
+                "region": rnd.choice(REGIONS),
+                "state": state,
+                "opened": opened.isoformat(),
+                "due": due.isoformat() if due else None,
+                "owner": None if rnd.random() < 0.1 else rnd.choice(employees),
+            }
+        )
     return out
 
 
@@ -83,6 +116,8 @@ def create(conn: sa.Connection, count: int, today: dt.date) -> bool:
     if have == count:
         return False
     conn.execute(sa.text("DELETE FROM BENCH_TICKET"))
-    employees = [int(r[0]) for r in conn.execute(sa.text("SELECT EMPLOYEE_ID FROM EMPLOYEE ORDER BY EMPLOYEE_ID"))]
+    employees = [
+        int(r[0]) for r in conn.execute(sa.text("SELECT EMPLOYEE_ID FROM EMPLOYEE ORDER BY EMPLOYEE_ID"))
+    ]
     conn.execute(sa.text(INSERT), rows(count, employees, today))
     return True

@@ -43,15 +43,16 @@ FLOORS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 RESULTS = ROOT / "bench" / "results" / "relevance_floor.json"
 
 
-def best_coverage(rag: Any, chat: Chat, caller: Any, question: str,
-                  crossing: bool = False) -> tuple[float, bool]:
+def best_coverage(
+    rag: Any, chat: Chat, caller: Any, question: str, crossing: bool = False
+) -> tuple[float, bool]:
     """The best share of the topic's words one of the first records holds, and whether the product's
     rule (``relevance.weak_evidence``: the share, and both words of a two-word topic) says none holds it."""
     u, _ = chat.answers.understand(question, caller)  # type: ignore[union-attr]
     topic = u.topic or question
     hits = Retriever(rag.engine, rag.settings).search(topic, None, caller, "hybrid")
     stems = relevance.topic_stems(topic)
-    texts = [h.content for h in hits[:relevance.EVIDENCE_DEPTH]]
+    texts = [h.content for h in hits[: relevance.EVIDENCE_DEPTH]]
     best = max((relevance.coverage(stems, t, crossing) for t in texts), default=0.0)
     return best, relevance.weak_evidence(topic, texts, crossing)
 
@@ -59,17 +60,22 @@ def best_coverage(rag: Any, chat: Chat, caller: Any, question: str,
 def rates(rows: list[dict[str, Any]], floor: float) -> dict[str, float]:
     none = [r for r in rows if r["kind"] == "none"]
     answered = [r for r in rows if r["kind"] != "none"]
-    return {"caught": sum(r["coverage"] < floor for r in none) / max(len(none), 1),
-            "wrong": sum(r["coverage"] < floor for r in answered) / max(len(answered), 1),
-            "wrong_same_language": sum(r["coverage"] < floor for r in answered if r["kind"] != "cross")
-            / max(sum(r["kind"] != "cross" for r in answered), 1)}
+    return {
+        "caught": sum(r["coverage"] < floor for r in none) / max(len(none), 1),
+        "wrong": sum(r["coverage"] < floor for r in answered) / max(len(answered), 1),
+        "wrong_same_language": sum(r["coverage"] < floor for r in answered if r["kind"] != "cross")
+        / max(sum(r["kind"] != "cross" for r in answered), 1),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--data-dir", default=str(ROOT / ".oracle-rag" / "bench-qa-open"))
-    parser.add_argument("--crossing", action="store_true",
-                        help="a topic word is also held by its other-language word (the lexicon's EN/ES map)")
+    parser.add_argument(
+        "--crossing",
+        action="store_true",
+        help="a topic word is also held by its other-language word (the lexicon's EN/ES map)",
+    )
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     questions = json.loads(qa_open.QUESTIONS.read_text(encoding="utf-8"))["questions"]
@@ -81,17 +87,28 @@ def main() -> None:
         rows = []
         for q in questions:
             share, weak = best_coverage(rag, chat, caller, q["question"], args.crossing)
-            rows.append({"id": q["id"], "kind": q["kind"], "held_out": q["held_out"],
-                         "coverage": round(share, 3), "weak": weak})
+            rows.append(
+                {
+                    "id": q["id"],
+                    "kind": q["kind"],
+                    "held_out": q["held_out"],
+                    "coverage": round(share, 3),
+                    "weak": weak,
+                }
+            )
     finally:
         rag.close()
-    groups = {"answered, same language": [r for r in rows if r["kind"] not in ("none", "cross")],
-              "answered, other language": [r for r in rows if r["kind"] == "cross"],
-              "nothing answers": [r for r in rows if r["kind"] == "none"]}
+    groups = {
+        "answered, same language": [r for r in rows if r["kind"] not in ("none", "cross")],
+        "answered, other language": [r for r in rows if r["kind"] == "cross"],
+        "nothing answers": [r for r in rows if r["kind"] == "none"],
+    }
     for name, group in groups.items():
         values = sorted(r["coverage"] for r in group)
-        print(f"{name:26} n={len(values):2}  min {values[0]:.2f}  median {statistics.median(values):.2f}  "
-              f"max {values[-1]:.2f}")
+        print(
+            f"{name:26} n={len(values):2}  min {values[0]:.2f}  median {statistics.median(values):.2f}  "
+            f"max {values[-1]:.2f}"
+        )
     tune = [r for r in rows if not r["held_out"]]
     held = [r for r in rows if r["held_out"]]
     table = []
@@ -99,19 +116,34 @@ def main() -> None:
     for floor in FLOORS:
         t, h = rates(tune, floor), rates(held, floor)
         mark = "  <- relevance.ABOUT" if floor == relevance.ABOUT else ""
-        print(f"{floor:.1f}     {t['caught']:.2f} {t['wrong']:.2f} ({t['wrong_same_language']:.2f})"
-              f"                  {h['caught']:.2f} {h['wrong']:.2f} ({h['wrong_same_language']:.2f}){mark}")
+        print(
+            f"{floor:.1f}     {t['caught']:.2f} {t['wrong']:.2f} ({t['wrong_same_language']:.2f})"
+            f"                  {h['caught']:.2f} {h['wrong']:.2f} ({h['wrong_same_language']:.2f}){mark}"
+        )
         table.append({"floor": floor, "tuning": t, "held_out": h})
     unanswerable = [r for r in rows if r["kind"] == "none"]
     answered = [r for r in rows if r["kind"] != "none"]
-    product = {"all": {"caught": sum(r["weak"] for r in unanswerable) / max(len(unanswerable), 1),
-                       "wrong": sum(r["weak"] for r in answered) / max(len(answered), 1)}}
-    print(f"the product's rule (floor {relevance.ABOUT}, both words of a two-word topic): caught "
-          f"{product['all']['caught']:.2f}, wrong {product['all']['wrong']:.2f}")
+    product = {
+        "all": {
+            "caught": sum(r["weak"] for r in unanswerable) / max(len(unanswerable), 1),
+            "wrong": sum(r["weak"] for r in answered) / max(len(answered), 1),
+        }
+    }
+    print(
+        f"the product's rule (floor {relevance.ABOUT}, both words of a two-word topic): caught "
+        f"{product['all']['caught']:.2f}, wrong {product['all']['wrong']:.2f}"
+    )
     print("baseline (no floor): caught 0.00, wrong 0.00")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    summary = {"bench": "relevance_floor", "crossing": args.crossing, "about": relevance.ABOUT, "depth": relevance.EVIDENCE_DEPTH,
-               "floors": table, "product": product, "questions": rows}
+    summary = {
+        "bench": "relevance_floor",
+        "crossing": args.crossing,
+        "about": relevance.ABOUT,
+        "depth": relevance.EVIDENCE_DEPTH,
+        "floors": table,
+        "product": product,
+        "questions": rows,
+    }
     RESULTS.write_text(json.dumps(summary, indent=1), encoding="utf-8")
     print(f"wrote {RESULTS}")
 

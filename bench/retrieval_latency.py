@@ -101,8 +101,10 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9, ?3, CASE WHEN ?3 IS NULL AND ?1 <
 # Each record's BM25 postings, as the indexer writes them (bm25.analyze_record); the
 # scratch file is fresh, so the i-th row's CHUNK_ID is i + 1.
 # (TERM, CHUNK_ID, TF) rows; each posting carries its record's columns (engine_sql.POSTING_COLUMNS).
-INSERT_TERM = (f"INSERT INTO RAG_CHUNK_TERM (TERM, TF, {', '.join(engine_sql.POSTING_COLUMNS)}) "
-               f"SELECT ?1, ?3, {', '.join(engine_sql.POSTING_COLUMNS)} FROM RAG_CHUNK WHERE CHUNK_ID = ?2")
+INSERT_TERM = (
+    f"INSERT INTO RAG_CHUNK_TERM (TERM, TF, {', '.join(engine_sql.POSTING_COLUMNS)}) "
+    f"SELECT ?1, ?3, {', '.join(engine_sql.POSTING_COLUMNS)} FROM RAG_CHUNK WHERE CHUNK_ID = ?2"
+)
 
 # vec0 experiment: SCOPE_OWNER = the owner for owned rows, 0 for rows every
 # caller sees (no owner, not a task), -1 for unowned tasks (managers only).
@@ -133,12 +135,17 @@ FROM knn JOIN RAG_CHUNK c ON c.CHUNK_ID = knn.CHUNK_ID
 ORDER BY knn.distance, c.CHUNK_ID"""
 # The product statement without the source-type list (a plain DBAPI connection
 # has no expanding binds); with no type filter the two are the same plan.
-SEMANTIC_BY_VECTOR_NO_TYPES = SEMANTIC_BY_VECTOR.replace(" \nAND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types)", "")
-SEMANTIC_BY_VECTOR_NO_TYPES = SEMANTIC_BY_VECTOR_NO_TYPES.replace(" AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types)", "")
+SEMANTIC_BY_VECTOR_NO_TYPES = SEMANTIC_BY_VECTOR.replace(
+    " \nAND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types)", ""
+)
+SEMANTIC_BY_VECTOR_NO_TYPES = SEMANTIC_BY_VECTOR_NO_TYPES.replace(
+    " AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types)", ""
+)
 assert "f_types" not in SEMANTIC_BY_VECTOR_NO_TYPES
 # The product statement with L2 instead of cosine (same order for unit vectors).
 SCALAR_L2 = SEMANTIC_BY_VECTOR.replace("vec_distance_cosine(", "vec_distance_l2(").replace(
-    f"\n  AND {engine_sql.FILTERS}", "")
+    f"\n  AND {engine_sql.FILTERS}", ""
+)
 assert "f_types" not in SCALAR_L2 and "vec_distance_l2(" in SCALAR_L2
 # A narrow copy without CONTENT, so the scan reads 1.5 KB per row and no text;
 # CONTENT is joined for the k winners only.
@@ -154,16 +161,20 @@ NARROW_KNN = """WITH top AS (
 SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, top.SCORE, c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID
 FROM top JOIN RAG_CHUNK c ON c.CHUNK_ID = top.CHUNK_ID
 ORDER BY top.SCORE, c.CHUNK_ID"""
-FETCH_BY_IDS = ("SELECT CHUNK_ID, SOURCE_TYPE, SOURCE_ID, CONTENT, OWNER_ID, PROJECT_ID, SPRINT_ID "
-                "FROM RAG_CHUNK WHERE CHUNK_ID IN ({marks})")
+FETCH_BY_IDS = (
+    "SELECT CHUNK_ID, SOURCE_TYPE, SOURCE_ID, CONTENT, OWNER_ID, PROJECT_ID, SPRINT_ID "
+    "FROM RAG_CHUNK WHERE CHUNK_ID IN ({marks})"
+)
 
 
 # -- data ---------------------------------------------------------------------------
 def vocabulary(rng: np.random.Generator, size: int = 3000) -> list[str]:
     """Pronounceable pseudo-words plus some real ones, so queries can mix both."""
-    real = ("invoice payment login timeout mobile sync kubernetes search export report dashboard "
-            "latency cache retry deploy alert backup audit error checkout token session queue worker "
-            "database index migration release sprint project customer password email upload").split()
+    real = (
+        "invoice payment login timeout mobile sync kubernetes search export report dashboard "
+        "latency cache retry deploy alert backup audit error checkout token session queue worker "
+        "database index migration release sprint project customer password email upload"
+    ).split()
     cons, vows = list("bcdfghjklmnprstvz"), list("aeiou")
     words = set(real)
     while len(words) < size:
@@ -178,7 +189,9 @@ def zipf_ids(rng: np.random.Generator, vocab: int, count: int) -> np.ndarray:
     return rng.choice(vocab, size=count, p=p / p.sum())
 
 
-def synthetic_rows(n: int, rng: np.random.Generator, words: list[str]) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+def synthetic_rows(
+    n: int, rng: np.random.Generator, words: list[str]
+) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
     vectors = rng.standard_normal((n, DIM), dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     token_ids = zipf_ids(rng, len(words), n * 24).reshape(n, 24)
@@ -191,8 +204,19 @@ def synthetic_rows(n: int, rng: np.random.Generator, words: list[str]) -> tuple[
         else:
             source_type, owner = ("SPRINT" if kinds[i] < 0.95 else "PROJECT"), None
         text = " ".join(words[t] for t in token_ids[i])
-        rows.append((source_type, str(i + 1), owner, int(i % 6) + 1, int(i % 48) + 1, text,
-                     vectors[i].astype("<f4").tobytes(), f"{i:064x}", analyze_record(text).length))
+        rows.append(
+            (
+                source_type,
+                str(i + 1),
+                owner,
+                int(i % 6) + 1,
+                int(i % 48) + 1,
+                text,
+                vectors[i].astype("<f4").tobytes(),
+                f"{i:064x}",
+                analyze_record(text).length,
+            )
+        )
     return vectors, rows
 
 
@@ -204,13 +228,18 @@ def visible(rows: list[tuple[Any, ...]], caller: Caller) -> np.ndarray:
     """Row indexes the caller may see, computed in Python from the scope rule."""
     if caller.sees_all:
         return np.arange(len(rows))
-    return np.array([i for i, r in enumerate(rows)
-                     if r[2] == caller.employee_id or (r[2] is None and r[0] != "TASK")])
+    return np.array(
+        [i for i, r in enumerate(rows) if r[2] == caller.employee_id or (r[2] is None and r[0] != "TASK")]
+    )
 
 
 # -- timing -------------------------------------------------------------------------
-def interleaved(variants: dict[str, Callable[[int], Any]], count: int, rounds: int,
-                cpu: dict[str, list[float]] | None = None) -> tuple[dict[str, list[float]], dict[str, list[Any]]]:
+def interleaved(
+    variants: dict[str, Callable[[int], Any]],
+    count: int,
+    rounds: int,
+    cpu: dict[str, list[float]] | None = None,
+) -> tuple[dict[str, list[float]], dict[str, list[Any]]]:
     """Time every variant on every query, interleaved.
 
     The machine is shared, so its load drifts during a run; running the
@@ -233,7 +262,7 @@ def interleaved(variants: dict[str, Callable[[int], Any]], count: int, rounds: i
     for r in range(rounds):
         for i in range(count):
             step += 1
-            for name in names[step % len(names):] + names[: step % len(names)]:
+            for name in names[step % len(names) :] + names[: step % len(names)]:
                 start, start_cpu = time.perf_counter(), time.thread_time()
                 result = variants[name](i)
                 times[name].append((time.perf_counter() - start) * 1000)
@@ -309,9 +338,18 @@ def load_rows(engine: Any, rows: list[tuple[Any, ...]], alternatives: bool) -> d
         for label, statements in (
             ("rag_chunk_insert_seconds", [(INSERT_CHUNK, rows), (INSERT_TERM, term_rows(rows))]),
             ("vec0_cosine_build_seconds", [(VEC0_DDL, None), (VEC0_FILL, None)]),
-            ("vec0_l2_build_seconds", [(VEC0_DDL.replace("RAG_CHUNK_VEC", "RAG_CHUNK_VEC_L2")
-                                        .replace(" distance_metric=cosine", ""), None),
-                                       (VEC0_FILL.replace("RAG_CHUNK_VEC", "RAG_CHUNK_VEC_L2"), None)]),
+            (
+                "vec0_l2_build_seconds",
+                [
+                    (
+                        VEC0_DDL.replace("RAG_CHUNK_VEC", "RAG_CHUNK_VEC_L2").replace(
+                            " distance_metric=cosine", ""
+                        ),
+                        None,
+                    ),
+                    (VEC0_FILL.replace("RAG_CHUNK_VEC", "RAG_CHUNK_VEC_L2"), None),
+                ],
+            ),
             ("narrow_table_build_seconds", [(NARROW_DDL, None)]),
         ):
             if label != "rag_chunk_insert_seconds" and not alternatives:
@@ -331,8 +369,15 @@ def load_rows(engine: Any, rows: list[tuple[Any, ...]], alternatives: bool) -> d
     return seconds
 
 
-def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generator,
-             words: list[str], with_alternatives: bool, rounds: int) -> dict[str, Any]:
+def run_size(
+    base: Settings,
+    n: int,
+    queries: list[str],
+    rng: np.random.Generator,
+    words: list[str],
+    with_alternatives: bool,
+    rounds: int,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"chunks": n, "k": K, "queries": len(queries), "rounds": rounds}
     with tempfile.TemporaryDirectory(prefix="oracle-rag-latency-") as tmp:
         rag = scratch_system(base, tmp)
@@ -355,7 +400,9 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
         scan_retriever = scan_rag.retriever()
         # BM25 in SQL exactly as Oracle runs it: N and the average length scanned in the statement
         # (scan_rag binds them from its per-scope cache).
-        oracle_form_rag = RagSystem(settings.with_overrides(embedded_vector_cache=False, embedded_term_index=False))
+        oracle_form_rag = RagSystem(
+            settings.with_overrides(embedded_vector_cache=False, embedded_term_index=False)
+        )
         oracle_form_rag.engine.keyword_stats_cached = False  # type: ignore[attr-defined]
         oracle_form_retriever = oracle_form_rag.retriever()
         started = time.perf_counter()
@@ -375,12 +422,15 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
             raw = engine.sa_engine.raw_connection()
             cur = raw.cursor()
             # Outside the pool, so the pragma cannot leak into the product's connections.
-            mapped = _own_connection(engine.path, ["PRAGMA mmap_size=1073741824"]) if with_alternatives else None
+            mapped = (
+                _own_connection(engine.path, ["PRAGMA mmap_size=1073741824"]) if with_alternatives else None
+            )
 
             def by_vector(caller: Caller, k: int) -> Callable[[int], list[Hit]]:
                 def run(i: int) -> list[Hit]:
                     binds = search_binds(caller.scope(), Filters(), qvec=qblobs[i], k=k)
                     return hits(conn.execute(stmt(SEMANTIC_BY_VECTOR, ("f_types",)), binds).fetchall())
+
                 return run
 
             def hybrid_by_vector(caller: Caller, proposals: bool = True) -> Callable[[int], Any]:
@@ -392,19 +442,29 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
 
                     def semantic(n: int, f: Filters, proposed: bool) -> list[Hit] | None:
                         if proposed:
-                            return engine.propose_semantic_by_vector(conn, qblobs[i], n, scope, f) if proposals else None
+                            return (
+                                engine.propose_semantic_by_vector(conn, qblobs[i], n, scope, f)
+                                if proposals
+                                else None
+                            )
                         return engine.semantic_search_by_vector(conn, qblobs[i], n, scope, f, text=False)
+
                     return hybrid(engine, conn, settings, semantic, queries[i], K, scope, Filters())[0]
+
                 return run
 
             def hybrid_full_legs(caller: Caller) -> Callable[[int], Any]:
                 # The older design: both 100-deep legs with their text, then fusion.
                 def run(i: int) -> Any:
                     scope = caller.scope()
-                    legs = {"semantic": engine.semantic_search_by_vector(conn, qblobs[i], fetch, scope,
-                                                                         semantic_leg_filters(settings, Filters())),
-                            "keyword": engine.keyword_search(conn, queries[i], fetch, scope, Filters())}
+                    legs = {
+                        "semantic": engine.semantic_search_by_vector(
+                            conn, qblobs[i], fetch, scope, semantic_leg_filters(settings, Filters())
+                        ),
+                        "keyword": engine.keyword_search(conn, queries[i], fetch, scope, Filters()),
+                    }
                     return rrf(legs, K, settings.rrf_k, weights)
+
                 return run
 
             def raw_sql(sql: str, binds: dict[str, Any]) -> Callable[[int], Any]:
@@ -424,12 +484,15 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
                     marks = ",".join("?" * len(ids))
                     fetched = {r[0]: r for r in cur.execute(FETCH_BY_IDS.format(marks=marks), ids)}
                     return [fetched[j] for j in ids]
+
                 return run
 
             def cached_by_vector(caller: Caller, k: int) -> Callable[[int], list[Hit]]:
                 # The product path minus the query embedding: cache sync, masks,
                 # top-k in numpy, the candidates re-checked in SQL.
-                return lambda i: engine.semantic_search_by_vector(conn, qblobs[i], k, caller.scope(), Filters())
+                return lambda i: engine.semantic_search_by_vector(
+                    conn, qblobs[i], k, caller.scope(), Filters()
+                )
 
             variants: dict[str, Callable[[int], Any]] = {
                 "embed_query_only": lambda i: runtime.embed(queries[i]),
@@ -437,40 +500,68 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
             }
             for label, caller in (("manager", MANAGER), ("developer", DEVELOPER)):
                 variants[f"semantic_excl_embedding_{label}"] = cached_by_vector(caller, K)
-                variants[f"semantic_incl_embedding_{label}"] = (
-                    lambda i, c=caller: retriever.search(queries[i], K, c, "semantic"))
+                variants[f"semantic_incl_embedding_{label}"] = lambda i, c=caller: retriever.search(
+                    queries[i], K, c, "semantic"
+                )
                 variants[f"semantic_scan_excl_embedding_{label}"] = by_vector(caller, K)
-                variants[f"semantic_scan_incl_embedding_{label}"] = (
-                    lambda i, c=caller: scan_retriever.search(queries[i], K, c, "semantic"))
-                variants[f"keyword_{label}"] = lambda i, c=caller: retriever.search(queries[i], K, c, "keyword")
-                variants[f"keyword_sql_{label}"] = (
-                    lambda i, c=caller: scan_retriever.search(queries[i], K, c, "keyword"))
-                variants[f"keyword_sql_scanned_stats_{label}"] = (
-                    lambda i, c=caller: oracle_form_retriever.search(queries[i], K, c, "keyword"))
+                variants[f"semantic_scan_incl_embedding_{label}"] = lambda i, c=caller: scan_retriever.search(
+                    queries[i], K, c, "semantic"
+                )
+                variants[f"keyword_{label}"] = lambda i, c=caller: retriever.search(
+                    queries[i], K, c, "keyword"
+                )
+                variants[f"keyword_sql_{label}"] = lambda i, c=caller: scan_retriever.search(
+                    queries[i], K, c, "keyword"
+                )
+                variants[f"keyword_sql_scanned_stats_{label}"] = lambda i, c=caller: (
+                    oracle_form_retriever.search(queries[i], K, c, "keyword")
+                )
                 variants[f"hybrid_excl_embedding_{label}"] = hybrid_by_vector(caller)
-                variants[f"hybrid_checked_legs_excl_embedding_{label}"] = hybrid_by_vector(caller, proposals=False)
-                variants[f"hybrid_incl_embedding_{label}"] = (
-                    lambda i, c=caller: retriever.search(queries[i], K, c, "hybrid"))
+                variants[f"hybrid_checked_legs_excl_embedding_{label}"] = hybrid_by_vector(
+                    caller, proposals=False
+                )
+                variants[f"hybrid_incl_embedding_{label}"] = lambda i, c=caller: retriever.search(
+                    queries[i], K, c, "hybrid"
+                )
             # The older design, placed apart from hybrid_excl: a variant run right after another
             # on the same query finds its pages and matrix warm.
-            variants = {"hybrid_full_legs_excl_embedding_manager": hybrid_full_legs(MANAGER), **variants,
-                        "hybrid_full_legs_excl_embedding_developer": hybrid_full_legs(DEVELOPER)}
+            variants = {
+                "hybrid_full_legs_excl_embedding_manager": hybrid_full_legs(MANAGER),
+                **variants,
+                "hybrid_full_legs_excl_embedding_developer": hybrid_full_legs(DEVELOPER),
+            }
             alt: dict[str, tuple[str, Callable[[int], Any]]] = {}
             if with_alternatives:
                 dev = {"caller_id": DEVELOPER.employee_id}
                 alt = {
-                    "product_sql_mmap_manager": ("manager", lambda i: mapped.execute(  # type: ignore[union-attr]
-                        SEMANTIC_BY_VECTOR_NO_TYPES, {"qvec": qblobs[i], "k": K, "see_all": 1, "caller_id": 3,
-                                                      "f_project": None, "f_sprint": None}).fetchall()),
+                    "product_sql_mmap_manager": (
+                        "manager",
+                        lambda i: mapped.execute(  # type: ignore[union-attr]
+                            SEMANTIC_BY_VECTOR_NO_TYPES,
+                            {
+                                "qvec": qblobs[i],
+                                "k": K,
+                                "see_all": 1,
+                                "caller_id": 3,
+                                "f_project": None,
+                                "f_sprint": None,
+                            },
+                        ).fetchall(),
+                    ),
                     "scalar_l2_manager": ("manager", raw_sql(SCALAR_L2, {"see_all": 1, "caller_id": 3})),
                     "scalar_l2_developer": ("developer", raw_sql(SCALAR_L2, {"see_all": 0, **dev})),
                     "narrow_table_manager": ("manager", raw_sql(NARROW_KNN, {"see_all": 1, "caller_id": 3})),
                     "narrow_table_developer": ("developer", raw_sql(NARROW_KNN, {"see_all": 0, **dev})),
                     "vec0_cosine_manager": ("manager", raw_sql(VEC0_KNN_ALL, {})),
                     "vec0_cosine_developer_joined": ("developer", raw_sql(VEC0_KNN_JOINED, dev)),
-                    "vec0_l2_manager": ("manager", raw_sql(VEC0_KNN_ALL.replace("RAG_CHUNK_VEC", "RAG_CHUNK_VEC_L2"), {})),
-                    "vec0_l2_developer_joined": ("developer", raw_sql(
-                        VEC0_KNN_JOINED.replace("RAG_CHUNK_VEC", "RAG_CHUNK_VEC_L2"), dev)),
+                    "vec0_l2_manager": (
+                        "manager",
+                        raw_sql(VEC0_KNN_ALL.replace("RAG_CHUNK_VEC", "RAG_CHUNK_VEC_L2"), {}),
+                    ),
+                    "vec0_l2_developer_joined": (
+                        "developer",
+                        raw_sql(VEC0_KNN_JOINED.replace("RAG_CHUNK_VEC", "RAG_CHUNK_VEC_L2"), dev),
+                    ),
                     "numpy_in_process_manager": ("manager", in_process(MANAGER)),
                     "numpy_in_process_developer": ("developer", in_process(DEVELOPER)),
                 }
@@ -495,33 +586,39 @@ def run_size(base: Settings, n: int, queries: list[str], rng: np.random.Generato
             scan = [ids_of(r) for r in outputs[f"semantic_scan_excl_embedding_{label}"]]
             checks[f"recall@{K}_semantic_vs_numpy_{label}"] = recall(sem, truth[label])
             checks[f"recall@{K}_semantic_incl_embedding_vs_numpy_{label}"] = recall(
-                [ids_of(r) for r in outputs[f"semantic_incl_embedding_{label}"]], truth[label])
+                [ids_of(r) for r in outputs[f"semantic_incl_embedding_{label}"]], truth[label]
+            )
             checks[f"recall@{K}_semantic_scan_vs_numpy_{label}"] = recall(scan, truth[label])
-            checks[f"semantic_incl_equals_excl_{label}"] = (
-                [ids_of(r) for r in outputs[f"semantic_incl_embedding_{label}"]] == sem)
+            checks[f"semantic_incl_equals_excl_{label}"] = [
+                ids_of(r) for r in outputs[f"semantic_incl_embedding_{label}"]
+            ] == sem
             checks[f"semantic_cache_equals_scan_{label}"] = sem == scan
-            checks[f"keyword_index_equals_sql_{label}"] = (
-                [ids_of(r) for r in outputs[f"keyword_{label}"]] == [ids_of(r) for r in outputs[f"keyword_sql_{label}"]])
-            checks[f"keyword_index_equals_sql_scanned_stats_{label}"] = (
-                [ids_of(r) for r in outputs[f"keyword_{label}"]]
-                == [ids_of(r) for r in outputs[f"keyword_sql_scanned_stats_{label}"]])
-            checks[f"hybrid_equals_full_legs_{label}"] = (
-                [ids_of(r) for r in outputs[f"hybrid_excl_embedding_{label}"]]
-                == [ids_of(r) for r in outputs[f"hybrid_full_legs_excl_embedding_{label}"]])
-            checks[f"hybrid_equals_checked_legs_{label}"] = (
-                [ids_of(r) for r in outputs[f"hybrid_excl_embedding_{label}"]]
-                == [ids_of(r) for r in outputs[f"hybrid_checked_legs_excl_embedding_{label}"]])
-            checks[f"hybrid_incl_equals_excl_{label}"] = (
-                [ids_of(r) for r in outputs[f"hybrid_incl_embedding_{label}"]]
-                == [ids_of(r) for r in outputs[f"hybrid_excl_embedding_{label}"]])
+            checks[f"keyword_index_equals_sql_{label}"] = [
+                ids_of(r) for r in outputs[f"keyword_{label}"]
+            ] == [ids_of(r) for r in outputs[f"keyword_sql_{label}"]]
+            checks[f"keyword_index_equals_sql_scanned_stats_{label}"] = [
+                ids_of(r) for r in outputs[f"keyword_{label}"]
+            ] == [ids_of(r) for r in outputs[f"keyword_sql_scanned_stats_{label}"]]
+            checks[f"hybrid_equals_full_legs_{label}"] = [
+                ids_of(r) for r in outputs[f"hybrid_excl_embedding_{label}"]
+            ] == [ids_of(r) for r in outputs[f"hybrid_full_legs_excl_embedding_{label}"]]
+            checks[f"hybrid_equals_checked_legs_{label}"] = [
+                ids_of(r) for r in outputs[f"hybrid_excl_embedding_{label}"]
+            ] == [ids_of(r) for r in outputs[f"hybrid_checked_legs_excl_embedding_{label}"]]
+            checks[f"hybrid_incl_equals_excl_{label}"] = [
+                ids_of(r) for r in outputs[f"hybrid_incl_embedding_{label}"]
+            ] == [ids_of(r) for r in outputs[f"hybrid_excl_embedding_{label}"]]
         checks["cache_fallbacks"] = engine.cache_fallbacks
         checks["cache_full_loads"] = engine.vector_cache().full_loads
         for name, (label, _) in alt.items():
             checks[f"recall@{K}_{name}"] = recall([ids_of(r) for r in outputs[name]], truth[label])
         out["checks"] = checks
-        out["ratio_semantic_excl_to_numpy_p50"] = timings["semantic_excl_embedding_manager"]["ratio_to_numpy_p50"]
-        out["ratio_semantic_scan_excl_to_numpy_p50"] = (
-            timings["semantic_scan_excl_embedding_manager"]["ratio_to_numpy_p50"])
+        out["ratio_semantic_excl_to_numpy_p50"] = timings["semantic_excl_embedding_manager"][
+            "ratio_to_numpy_p50"
+        ]
+        out["ratio_semantic_scan_excl_to_numpy_p50"] = timings["semantic_scan_excl_embedding_manager"][
+            "ratio_to_numpy_p50"
+        ]
         out["goals"] = goals(timings, n)
         out["timings"] = timings
         scan_rag.close()
@@ -537,8 +634,11 @@ def goals(timings: dict[str, dict[str, float]], n: int) -> dict[str, dict[str, A
     numpy's 1.4 ms, so semantic and hybrid are held to the targets excluding the query embedding
     (keyword embeds nothing); the "incl." variants are reported next to them.
     """
-    limits = ({"keyword": 3.0, "hybrid": 4.0, "semantic": 1.5} if n >= 100_000
-              else {"keyword": 3.0, "hybrid": 3.0, "semantic": 3.0})
+    limits = (
+        {"keyword": 3.0, "hybrid": 4.0, "semantic": 1.5}
+        if n >= 100_000
+        else {"keyword": 3.0, "hybrid": 3.0, "semantic": 3.0}
+    )
     # BM25 computed in SQL on the embedded engine, at most 5x numpy exact at 100k.
     limits["keyword_sql"] = 5.0
     out = {}
@@ -548,17 +648,26 @@ def goals(timings: dict[str, dict[str, float]], n: int) -> dict[str, dict[str, A
         out[mode] = {"variant": name, "ratio": ratio, "limit": limit, "met": ratio <= limit}
     # Hybrid no slower than its legs run on their own (p50, query vector given).
     legs = timings["semantic_excl_embedding_manager"]["p50_ms"] + timings["keyword_manager"]["p50_ms"]
-    cpu_legs = (timings["semantic_excl_embedding_manager"].get("cpu_p50_ms", 0.0)
-                + timings["keyword_manager"].get("cpu_p50_ms", 0.0))
-    cpu_ratio = round(timings["hybrid_excl_embedding_manager"].get("cpu_p50_ms", 0.0) / cpu_legs, 3) if cpu_legs else None
+    cpu_legs = timings["semantic_excl_embedding_manager"].get("cpu_p50_ms", 0.0) + timings[
+        "keyword_manager"
+    ].get("cpu_p50_ms", 0.0)
+    cpu_ratio = (
+        round(timings["hybrid_excl_embedding_manager"].get("cpu_p50_ms", 0.0) / cpu_legs, 3)
+        if cpu_legs
+        else None
+    )
     ratio = round(timings["hybrid_excl_embedding_manager"]["p50_ms"] / legs, 3)
     before = round(timings["hybrid_full_legs_excl_embedding_manager"]["p50_ms"] / legs, 3)
     checked = round(timings["hybrid_checked_legs_excl_embedding_manager"]["p50_ms"] / legs, 3)
-    out["hybrid_vs_legs"] = {"variant": "hybrid_excl_embedding_manager / (semantic_excl_embedding_manager + "
-                                        "keyword_manager)", "ratio": ratio, "limit": 1.1, "met": ratio <= 1.1,
-                             "ratio_with_full_legs (older design)": before,
-                             "ratio_with_checked_legs (each leg re-checked in SQL)": checked,
-                             "ratio_cpu_time (thread CPU p50s, same runs)": cpu_ratio}
+    out["hybrid_vs_legs"] = {
+        "variant": "hybrid_excl_embedding_manager / (semantic_excl_embedding_manager + keyword_manager)",
+        "ratio": ratio,
+        "limit": 1.1,
+        "met": ratio <= 1.1,
+        "ratio_with_full_legs (older design)": before,
+        "ratio_with_checked_legs (each leg re-checked in SQL)": checked,
+        "ratio_cpu_time (thread CPU p50s, same runs)": cpu_ratio,
+    }
     return out
 
 
@@ -566,8 +675,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=50)
-    parser.add_argument("--no-alternatives", action="store_true",
-                        help="Skip the experiments with other KNN layouts (vec0, narrow table, in-process).")
+    parser.add_argument(
+        "--no-alternatives",
+        action="store_true",
+        help="Skip the experiments with other KNN layouts (vec0, narrow table, in-process).",
+    )
     parser.add_argument("--rounds", type=int, default=2, help="Passes over the queries per variant.")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -579,13 +691,18 @@ def main() -> None:
     rng = np.random.default_rng(20261130)
     words = vocabulary(rng)
     qrng = np.random.default_rng(7)
-    queries = [" ".join(words[int(t)] for t in zipf_ids(qrng, len(words), int(qrng.integers(2, 6))))
-               for _ in range(args.queries)]
+    queries = [
+        " ".join(words[int(t)] for t in zipf_ids(qrng, len(words), int(qrng.integers(2, 6))))
+        for _ in range(args.queries)
+    ]
     results: dict[str, Any] = {
         "environment": {
-            "python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
             "sqlite": __import__("sqlean").sqlite_version,
-            "numpy": np.__version__, "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+            "numpy": np.__version__,
+            "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
             "load_average_at_start": os.getloadavg(),
         },
         "sizes": [],
@@ -597,14 +714,18 @@ def main() -> None:
         print(f"  build {size['build']}; ms per query (k={K}, {len(queries)} queries x {args.rounds})")
         print(f"  {'variant':<44} {'p50':>9} {'p95':>9} {'/numpy':>7} {'cpu p50':>8}")
         for name, row in size["timings"].items():
-            print(f"  {name:<44} {row['p50_ms']:>9.2f} {row['p95_ms']:>9.2f} {row['ratio_to_numpy_p50']:>6}x"
-                  f" {row.get('cpu_p50_ms', float('nan')):>8.2f}")
+            print(
+                f"  {name:<44} {row['p50_ms']:>9.2f} {row['p95_ms']:>9.2f} {row['ratio_to_numpy_p50']:>6}x"
+                f" {row.get('cpu_p50_ms', float('nan')):>8.2f}"
+            )
         for name, value in size["checks"].items():
             print(f"  {name}: {value}")
         for mode, goal in size["goals"].items():
             extra = {k: v for k, v in goal.items() if k not in ("variant", "ratio", "limit", "met")}
-            print(f"  goal {mode}: {goal['variant']} {goal['ratio']}x <= {goal['limit']}x: "
-                  f"{'met' if goal['met'] else 'NOT met'}" + (f" {extra}" if extra else ""))
+            print(
+                f"  goal {mode}: {goal['variant']} {goal['ratio']}x <= {goal['limit']}x: "
+                f"{'met' if goal['met'] else 'NOT met'}" + (f" {extra}" if extra else "")
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")

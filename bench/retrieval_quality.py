@@ -65,8 +65,11 @@ from oracle_rag.search.retriever import MAX_K, rrf, semantic_leg_filters  # noqa
 
 MODES = ("semantic", "keyword", "hybrid")
 # SOURCE.md table rows -> our modes.
-BASELINE_ROWS = {"keyword": r"BM25 \(bm25s", "semantic": r"Dense all-MiniLM-L6-v2, exact cosine",
-                 "hybrid": r"RRF \(k=60\)"}
+BASELINE_ROWS = {
+    "keyword": r"BM25 \(bm25s",
+    "semantic": r"Dense all-MiniLM-L6-v2, exact cosine",
+    "hybrid": r"RRF \(k=60\)",
+}
 SEMANTIC_TOLERANCE = 0.005
 GOALS = {"keyword": 0.35, "hybrid": 0.41}
 
@@ -76,7 +79,9 @@ def baselines(source_md: Path) -> dict[str, dict[str, float]]:
     text = source_md.read_text(encoding="utf-8")
     out = {}
     for mode, label in BASELINE_ROWS.items():
-        m = re.search(r"^\|\s*" + label + r"[^|]*\|\s*\**([\d.]+)\**\s*\|\s*\**([\d.]+)\**\s*\|", text, re.MULTILINE)
+        m = re.search(
+            r"^\|\s*" + label + r"[^|]*\|\s*\**([\d.]+)\**\s*\|\s*\**([\d.]+)\**\s*\|", text, re.MULTILINE
+        )
         if m is None:
             raise SystemExit(f"{source_md}: baseline row for {mode!r} not found")
         out[mode] = {"ndcg@10": float(m.group(1)), "recall@100": float(m.group(2))}
@@ -88,15 +93,20 @@ OWN_RRF = "keyword+semantic_first_window"  # details.rrf_reference: what hybrid 
 
 def goal_check(result: dict[str, Any], base: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
     sem = result["semantic"]["ndcg@10"]
-    checks = {"semantic": {"goal": f"|nDCG@10 - {base['semantic']['ndcg@10']}| <= {SEMANTIC_TOLERANCE}",
-                           "met": abs(sem - base["semantic"]["ndcg@10"]) <= SEMANTIC_TOLERANCE}}
+    checks = {
+        "semantic": {
+            "goal": f"|nDCG@10 - {base['semantic']['ndcg@10']}| <= {SEMANTIC_TOLERANCE}",
+            "met": abs(sem - base["semantic"]["ndcg@10"]) <= SEMANTIC_TOLERANCE,
+        }
+    }
     for mode, floor in GOALS.items():
         checks[mode] = {"goal": f"nDCG@10 >= {floor}", "met": result[mode]["ndcg@10"] >= floor}
     hybrid, own = result["hybrid"]["ndcg@10"], result["details"]["rrf_reference"][OWN_RRF]["ndcg@10"]
     checks["hybrid_vs_rrf"] = {
         "goal": f"hybrid nDCG@10 >= the RRF baseline {base['hybrid']['ndcg@10']} and >= the plain RRF of "
-                f"its own lists in this run ({own:.4f})",
-        "met": hybrid >= base["hybrid"]["ndcg@10"] and hybrid >= own - 1e-12}
+        f"its own lists in this run ({own:.4f})",
+        "met": hybrid >= base["hybrid"]["ndcg@10"] and hybrid >= own - 1e-12,
+    }
     return checks
 
 
@@ -111,20 +121,31 @@ def sweep(settings: Settings, dataset: Path) -> dict[str, Any]:
         with rag.engine.connect() as conn:
             for qid in judged:
                 text = data.queries[qid]
-                legs[qid] = {"semantic": rag.engine.semantic_search(conn, text, deepest, scope,
-                                                                    semantic_leg_filters(settings, filters)),
-                             "keyword": rag.engine.keyword_search(conn, text, deepest, scope, filters)}
+                legs[qid] = {
+                    "semantic": rag.engine.semantic_search(
+                        conn, text, deepest, scope, semantic_leg_filters(settings, filters)
+                    ),
+                    "keyword": rag.engine.keyword_search(conn, text, deepest, scope, filters),
+                }
                 other = settings.with_overrides(
-                    hybrid_semantic_chunk="NEAREST" if settings.hybrid_semantic_chunk == "FIRST" else "FIRST")
+                    hybrid_semantic_chunk="NEAREST" if settings.hybrid_semantic_chunk == "FIRST" else "FIRST"
+                )
                 legs[qid]["semantic " + other.hybrid_semantic_chunk] = rag.engine.semantic_search(
-                    conn, text, deepest, scope, semantic_leg_filters(other, filters))
+                    conn, text, deepest, scope, semantic_leg_filters(other, filters)
+                )
 
-    def fused(depth: int, rrf_k: int, w_sem: float, w_kw: float, semantic: str = "semantic") -> dict[str, float]:
+    def fused(
+        depth: int, rrf_k: int, w_sem: float, w_kw: float, semantic: str = "semantic"
+    ) -> dict[str, float]:
         runs = {}
         for qid, found in legs.items():
             both = {"semantic": found[semantic], "keyword": found["keyword"]}
-            hits = rrf({leg: h[:depth] for leg, h in both.items()}, RECALL_AT, rrf_k,
-                       {"semantic": w_sem, "keyword": w_kw})
+            hits = rrf(
+                {leg: h[:depth] for leg, h in both.items()},
+                RECALL_AT,
+                rrf_k,
+                {"semantic": w_sem, "keyword": w_kw},
+            )
             runs[qid] = [h.source_id for h in hits]
         return {k: round(v, 4) for k, v in score_runs(runs, data.qrels).items()}
 
@@ -148,7 +169,9 @@ def sweep(settings: Settings, dataset: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", type=Path, default=DATASET)
-    parser.add_argument("--sweep", action="store_true", help="Also report hybrid's sensitivity to its parameters.")
+    parser.add_argument(
+        "--sweep", action="store_true", help="Also report hybrid's sensitivity to its parameters."
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 
@@ -164,22 +187,34 @@ def main() -> None:
     seconds = time.perf_counter() - started
     checks = goal_check(result, base)
 
-    print(f"\nCranfield: {result['documents']} documents, {result['queries']} queries "
-          f"({seconds:.0f} s; indexing {result['details']['index_seconds']:.0f} s)")
-    print(f"{'mode':<9} {'nDCG@10':>8} {'baseline':>9} {'diff':>8}   {'R@100':>7} {'baseline':>9} {'diff':>8}  goal")
+    print(
+        f"\nCranfield: {result['documents']} documents, {result['queries']} queries "
+        f"({seconds:.0f} s; indexing {result['details']['index_seconds']:.0f} s)"
+    )
+    print(
+        f"{'mode':<9} {'nDCG@10':>8} {'baseline':>9} {'diff':>8}   {'R@100':>7} {'baseline':>9} {'diff':>8}  goal"
+    )
     for mode in MODES:
         ours, ref = result[mode], base[mode]
-        print(f"{mode:<9} {ours['ndcg@10']:>8.4f} {ref['ndcg@10']:>9.4f} {ours['ndcg@10'] - ref['ndcg@10']:>+8.4f}   "
-              f"{ours['recall@100']:>7.4f} {ref['recall@100']:>9.4f} {ours['recall@100'] - ref['recall@100']:>+8.4f}  "
-              f"{'met' if checks[mode]['met'] else 'MISSED'} ({checks[mode]['goal']})")
+        print(
+            f"{mode:<9} {ours['ndcg@10']:>8.4f} {ref['ndcg@10']:>9.4f} {ours['ndcg@10'] - ref['ndcg@10']:>+8.4f}   "
+            f"{ours['recall@100']:>7.4f} {ref['recall@100']:>9.4f} {ours['recall@100'] - ref['recall@100']:>+8.4f}  "
+            f"{'met' if checks[mode]['met'] else 'MISSED'} ({checks[mode]['goal']})"
+        )
     details = result["details"]
-    print("\nthis run's own lists (plain RRF k=60, top-100, ties by id; hybrid_semantic_chunk = "
-          f"{details['hybrid_semantic_chunk']}):")
+    print(
+        "\nthis run's own lists (plain RRF k=60, top-100, ties by id; hybrid_semantic_chunk = "
+        f"{details['hybrid_semantic_chunk']}):"
+    )
     first = details["semantic_first_window"]
-    print(f"  semantic, each record by its first window   nDCG@10 {first['ndcg@10']:.4f}  R@100 {first['recall@100']:.4f}")
+    print(
+        f"  semantic, each record by its first window   nDCG@10 {first['ndcg@10']:.4f}  R@100 {first['recall@100']:.4f}"
+    )
     for name, m in details["rrf_reference"].items():
-        print(f"  RRF {name:<38} nDCG@10 {m['ndcg@10']:.4f}  R@100 {m['recall@100']:.4f}  "
-              f"hybrid - it {result['hybrid']['ndcg@10'] - m['ndcg@10']:+.4f}")
+        print(
+            f"  RRF {name:<38} nDCG@10 {m['ndcg@10']:.4f}  R@100 {m['recall@100']:.4f}  "
+            f"hybrid - it {result['hybrid']['ndcg@10'] - m['ndcg@10']:+.4f}"
+        )
     rrf_goal = checks["hybrid_vs_rrf"]
     print(f"{'met' if rrf_goal['met'] else 'MISSED'}: {rrf_goal['goal']}")
 
@@ -187,15 +222,18 @@ def main() -> None:
         "dataset": str(args.dataset.relative_to(ROOT) if args.dataset.is_relative_to(ROOT) else args.dataset),
         "result": result,
         "baselines": base,
-        "differences": {m: {k: round(result[m][k] - base[m][k], 4) for k in ("ndcg@10", "recall@100")}
-                        for m in MODES},
+        "differences": {
+            m: {k: round(result[m][k] - base[m][k], 4) for k in ("ndcg@10", "recall@100")} for m in MODES
+        },
         "goals": checks,
         "seconds": round(seconds, 1),
         "environment": {"python": platform.python_version(), "engine": settings.engine_kind},
     }
     if args.sweep:
-        print("\nhybrid sensitivity (same index; on the test set itself, not used to pick defaults):",
-              file=sys.stderr)
+        print(
+            "\nhybrid sensitivity (same index; on the test set itself, not used to pick defaults):",
+            file=sys.stderr,
+        )
         report["hybrid_sweep"] = sweep(settings, args.dataset)
         for group, rows in report["hybrid_sweep"].items():
             for name, m in rows.items():

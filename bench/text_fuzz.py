@@ -59,24 +59,99 @@ from oracle_rag.sources.reference import TaskSource  # noqa: E402
 
 GOAL_S = 0.5
 TODAY = dt.date(2026, 3, 11)
-VOCAB = build_vocabulary([Declaration("TASK", tuple(TaskSource.facets), TaskSource.meanings)],
-                         {"status": {"TODO", "IN_PROGRESS", "BLOCKED", "DONE"}, "priority": {"LOW", "HIGH", "CRITICAL"}},
-                         {"assignee_id": {9: "Ana Ruiz", 10: "Bob Lee", 11: "Carmen Díaz"}})
+VOCAB = build_vocabulary(
+    [Declaration("TASK", tuple(TaskSource.facets), TaskSource.meanings)],
+    {"status": {"TODO", "IN_PROGRESS", "BLOCKED", "DONE"}, "priority": {"LOW", "HIGH", "CRITICAL"}},
+    {"assignee_id": {9: "Ana Ruiz", 10: "Bob Lee", 11: "Carmen Díaz"}},
+)
 PARSER = QueryParser(VOCAB)
 WORDS = RecordWords.of(VOCAB.type_words, ["TASK", *VOCAB.types])
-RECORDS = {("TASK", "23"): ({"status": "TODO", "priority": "HIGH", "assignee_id": 9}, "Fix login timeout"),
-           ("TASK", "41"): ({"status": "BLOCKED", "priority": "LOW", "assignee_id": 10}, "Invoice export")}
-EVIDENCE = evidence_from(["35 tasks match status: BLOCKED\n1. [TASK #23] Fix login timeout — TODO · HIGH · due 2026-03-14"],
-                         counts=[35], records=RECORDS, vocab=VOCAB, cite=True)
+RECORDS = {
+    ("TASK", "23"): ({"status": "TODO", "priority": "HIGH", "assignee_id": 9}, "Fix login timeout"),
+    ("TASK", "41"): ({"status": "BLOCKED", "priority": "LOW", "assignee_id": 10}, "Invoice export"),
+}
+EVIDENCE = evidence_from(
+    ["35 tasks match status: BLOCKED\n1. [TASK #23] Fix login timeout — TODO · HIGH · due 2026-03-14"],
+    counts=[35],
+    records=RECORDS,
+    vocab=VOCAB,
+    cite=True,
+)
 VISIBLE = {("TASK", "23"), ("TASK", "41")}
 
-PROSE = ("the login service times out when the invoice export runs at night so the team moved the job "
-         "and asked Ana Ruiz to review the retry policy before the next release of the portal ")
-WORDS_POOL = ["task", "tasks", "ticket", "#", "no.", "number", "id", "12", "0007", "2026-03-14", "blocked", "done",
-              "high", "critical", "Ana", "Ruiz", "between", "5k", "and", "over", "1,000", "[", "]", "(", ")", "/chunk/task/",
-              "TASK #", "<chunk>", "```", "{", "}", ".", "?", "!", ",", ";", ":", "-", "—", " ", "  ", "\n", "\t",
-              "ＴＡＳＫ", "\u200b", "é", "ñ", "tareas", "cuántas", "veinte", "no", "sin", "entre", "y", "how many",
-              "per", "status", "priority", "due", "this week", "Status: ", "|", "*", "_", "~", "`", "x" * 12]
+PROSE = (
+    "the login service times out when the invoice export runs at night so the team moved the job "
+    "and asked Ana Ruiz to review the retry policy before the next release of the portal "
+)
+WORDS_POOL = [
+    "task",
+    "tasks",
+    "ticket",
+    "#",
+    "no.",
+    "number",
+    "id",
+    "12",
+    "0007",
+    "2026-03-14",
+    "blocked",
+    "done",
+    "high",
+    "critical",
+    "Ana",
+    "Ruiz",
+    "between",
+    "5k",
+    "and",
+    "over",
+    "1,000",
+    "[",
+    "]",
+    "(",
+    ")",
+    "/chunk/task/",
+    "TASK #",
+    "<chunk>",
+    "```",
+    "{",
+    "}",
+    ".",
+    "?",
+    "!",
+    ",",
+    ";",
+    ":",
+    "-",
+    "—",
+    " ",
+    "  ",
+    "\n",
+    "\t",
+    "ＴＡＳＫ",
+    "\u200b",
+    "é",
+    "ñ",
+    "tareas",
+    "cuántas",
+    "veinte",
+    "no",
+    "sin",
+    "entre",
+    "y",
+    "how many",
+    "per",
+    "status",
+    "priority",
+    "due",
+    "this week",
+    "Status: ",
+    "|",
+    "*",
+    "_",
+    "~",
+    "`",
+    "x" * 12,
+]
 
 
 def run(length: int, unit: str, prefix: str = "", suffix: str = "") -> str:
@@ -147,7 +222,9 @@ def question_cost(question: str, max_chars: int) -> None:
 
 def reply_cost(reply: str, piece: int) -> None:
     """The reply's: mention redaction and the sentence checker, whole (``piece`` 0) or streamed in pieces."""
-    pieces: Iterator[str] = iter([reply]) if piece == 0 else (reply[i:i + piece] for i in range(0, len(reply), piece))
+    pieces: Iterator[str] = (
+        iter([reply]) if piece == 0 else (reply[i : i + piece] for i in range(0, len(reply), piece))
+    )
     checker = SentenceChecker(EVIDENCE)
     for _ in checker.feed(redact_stream(pieces, lambda keys: keys & VISIBLE, WORDS)):
         pass
@@ -181,21 +258,36 @@ def measured(call: Callable[[], None], isolate: float | None) -> float | None:
 def main() -> None:
     settings = Settings()
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--question-chars", type=int, default=settings.max_question_chars,
-                        help="the largest question (max_question_chars; the setting allows 16,000)")
-    parser.add_argument("--reply-chars", type=int, default=settings.llm_max_tokens * 4,
-                        help="the largest reply (llm_max_tokens x 4; 65,536 at the setting's maximum)")
+    parser.add_argument(
+        "--question-chars",
+        type=int,
+        default=settings.max_question_chars,
+        help="the largest question (max_question_chars; the setting allows 16,000)",
+    )
+    parser.add_argument(
+        "--reply-chars",
+        type=int,
+        default=settings.llm_max_tokens * 4,
+        help="the largest reply (llm_max_tokens x 4; 65,536 at the setting's maximum)",
+    )
     parser.add_argument("--random", type=int, default=20, help="random texts per size")
-    parser.add_argument("--isolate", type=float, default=None, metavar="SECONDS",
-                        help="run each case in a child process stopped after SECONDS (reported as over)")
+    parser.add_argument(
+        "--isolate",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="run each case in a child process stopped after SECONDS (reported as over)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the JSON results go")
     args = parser.parse_args()
     rng = random.Random(args.seed)
 
     cases: list[dict[str, Any]] = []
-    sizes = {"question": sorted({min(args.question_chars, n) for n in (500, args.question_chars)}),
-             "reply": sorted({min(args.reply_chars, n) for n in (500, args.reply_chars)})}
+    sizes = {
+        "question": sorted({min(args.question_chars, n) for n in (500, args.question_chars)}),
+        "reply": sorted({min(args.reply_chars, n) for n in (500, args.reply_chars)}),
+    }
     for kind, lengths in sizes.items():
         for length in lengths:
             texts = adversarial(length)
@@ -210,7 +302,9 @@ def main() -> None:
             for shape, text in texts.items():
                 for way, call in ways:
                     seconds = measured(lambda c=call, t=text: c(t), args.isolate)  # type: ignore[misc]
-                    cases.append({"kind": kind, "chars": length, "shape": shape, "way": way, "cpu_s": seconds})
+                    cases.append(
+                        {"kind": kind, "chars": length, "shape": shape, "way": way, "cpu_s": seconds}
+                    )
                     if seconds is None or seconds > GOAL_S:
                         shown = "over" if seconds is None else f"{seconds:.3f} s"
                         print(f"  {kind} {length:>7} chars {shape!r} {way}: {shown}", flush=True)
@@ -223,26 +317,55 @@ def main() -> None:
     print(f"{'':11}{'chars':>8} {'worst CPU':>11} {'prose':>9} {'ratio':>7}  worst shape")
     for kind in sizes:
         top = worst(kind)
-        base = max(c["cpu_s"] for c in cases if c["kind"] == kind and c["chars"] == top["chars"]
-                   and c["shape"] == "prose (baseline)" and c["cpu_s"] is not None)
+        base = max(
+            c["cpu_s"]
+            for c in cases
+            if c["kind"] == kind
+            and c["chars"] == top["chars"]
+            and c["shape"] == "prose (baseline)"
+            and c["cpu_s"] is not None
+        )
         over = top["cpu_s"] is None
         ratio = None if over else top["cpu_s"] / max(base, 1e-9)
         shown = f">{args.isolate:.0f} s" if over else f"{top['cpu_s']:.3f} s"
-        print(f"{kind:11}{top['chars']:>8} {shown:>11} {base:>8.3f}s {'-' if ratio is None else f'{ratio:.1f}x':>7}  "
-              f"{top['shape']} {top['way']}".rstrip())
+        print(
+            f"{kind:11}{top['chars']:>8} {shown:>11} {base:>8.3f}s {'-' if ratio is None else f'{ratio:.1f}x':>7}  "
+            f"{top['shape']} {top['way']}".rstrip()
+        )
         summary[kind] = {"worst": top, "prose_baseline_s": base, "ratio": ratio}
-    worst_all = max((s["worst"] for s in summary.values()),
-                    key=lambda c: float("inf") if c["cpu_s"] is None else c["cpu_s"])
+    worst_all = max(
+        (s["worst"] for s in summary.values()),
+        key=lambda c: float("inf") if c["cpu_s"] is None else c["cpu_s"],
+    )
     met = worst_all["cpu_s"] is not None and worst_all["cpu_s"] <= GOAL_S
     cost = "over the isolation limit" if worst_all["cpu_s"] is None else f"{worst_all['cpu_s']:.3f} s"
-    print(f"worst request: {worst_all['kind']} {worst_all['chars']} chars, {worst_all['shape']} {worst_all['way']}: "
-          f"{cost} CPU (goal {GOAL_S} s: {'met' if met else 'NOT met'})")
+    print(
+        f"worst request: {worst_all['kind']} {worst_all['chars']} chars, {worst_all['shape']} {worst_all['way']}: "
+        f"{cost} CPU (goal {GOAL_S} s: {'met' if met else 'NOT met'})"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "bench": "text_fuzz", "question_chars": args.question_chars, "reply_chars": args.reply_chars,
-        "random": args.random, "seed": args.seed, "isolate_s": args.isolate, "goal_s": GOAL_S, "goal_met": met,
-        "summary": summary, "cases": cases, "python": platform.python_version(), "machine": platform.machine(),
-    }, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    args.out.write_text(
+        json.dumps(
+            {
+                "bench": "text_fuzz",
+                "question_chars": args.question_chars,
+                "reply_chars": args.reply_chars,
+                "random": args.random,
+                "seed": args.seed,
+                "isolate_s": args.isolate,
+                "goal_s": GOAL_S,
+                "goal_met": met,
+                "summary": summary,
+                "cases": cases,
+                "python": platform.python_version(),
+                "machine": platform.machine(),
+            },
+            indent=1,
+            ensure_ascii=False,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     print(f"wrote {args.out}")
 
 

@@ -54,8 +54,14 @@ def quantiles(values: list[float]) -> dict[str, Any]:
     def q(p: float) -> float:
         return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000, 1)
 
-    return {"n": len(values), "p50_ms": q(0.5), "p90_ms": q(0.9), "p99_ms": q(0.99),
-            "max_ms": round(ordered[-1] * 1000, 1), "mean_ms": round(statistics.fmean(values) * 1000, 1)}
+    return {
+        "n": len(values),
+        "p50_ms": q(0.5),
+        "p90_ms": q(0.9),
+        "p99_ms": q(0.99),
+        "max_ms": round(ordered[-1] * 1000, 1),
+        "mean_ms": round(statistics.fmean(values) * 1000, 1),
+    }
 
 
 class Writer(threading.Thread):
@@ -120,11 +126,17 @@ def phase(rag: Any, writer_rag: Any, prepared: bool, gap: float) -> dict[str, An
     writer.join()
     return {
         "design": "prepared" if prepared else "one_transaction",
-        "chunks": total.embedded, "batches": len(batches), "seconds": round(seconds, 2),
-        "chunks_per_s": round(total.embedded / seconds, 2), "failed_rows": total.failed_rows,
-        "writers": {**quantiles(writer.waits), "failures": len(writer.failures),
-                    "failure_examples": writer.failures[:3],
-                    "by_kind": {k: quantiles(v) for k, v in writer.by_kind.items()}},
+        "chunks": total.embedded,
+        "batches": len(batches),
+        "seconds": round(seconds, 2),
+        "chunks_per_s": round(total.embedded / seconds, 2),
+        "failed_rows": total.failed_rows,
+        "writers": {
+            **quantiles(writer.waits),
+            "failures": len(writer.failures),
+            "failure_examples": writer.failures[:3],
+            "by_kind": {k: quantiles(v) for k, v in writer.by_kind.items()},
+        },
         "worker_lock_hold": quantiles([b.lock_s for b in batches]),
         "worker_lock_wait": quantiles([b.lock_wait_s for b in batches]),
         "worker_embed_outside_lock": quantiles([b.embed_s for b in batches]) if prepared else None,
@@ -151,15 +163,25 @@ def run(tasks: int, data_dir: Path, batch_size: int, gap: float) -> dict[str, An
     writer_rag.close()
     rag.close()
     return {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-        "load_average": {"start": [round(x, 2) for x in load_start], "end": [round(x, 2) for x in os.getloadavg()]},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "load_average": {
+            "start": [round(x, 2) for x in load_start],
+            "end": [round(x, 2) for x in os.getloadavg()],
+        },
         "settings": {"tasks": tasks, "batch_size": batch_size, "writer_gap_ms": round(gap * 1000)},
-        "before": before, "after": after,
-        "writers_p99_ratio_after_to_before": round(after["writers"]["p99_ms"] / before["writers"]["p99_ms"], 3),
+        "before": before,
+        "after": after,
+        "writers_p99_ratio_after_to_before": round(
+            after["writers"]["p99_ms"] / before["writers"]["p99_ms"], 3
+        ),
         "indexing_rate_ratio_after_to_before": round(after["chunks_per_s"] / before["chunks_per_s"], 3),
         "note": "the indexing rates include the writer's own CPU: it makes a write every gap when it gets "
-                "the lock (after) and almost none when it does not (before); the throughput goal against "
-                "the raw model is bench/indexing.py's, without writers",
+        "the lock (after) and almost none when it does not (before); the throughput goal against "
+        "the raw model is bench/indexing.py's, without writers",
         "goals": {"writers_p99_ms": 2000, "writer_failures": 0},
     }
 
@@ -185,12 +207,18 @@ def main() -> None:
     args.out.write_text(text + "\n")
     for name in ("before", "after"):
         r = result[name]
-        print(f"{r['design']:>16}: writers p50 {r['writers']['p50_ms']} ms, p99 {r['writers']['p99_ms']} ms, "
-              f"max {r['writers']['max_ms']} ms, {r['writers']['failures']} failed of {r['writers']['n']}; "
-              f"worker lock held p50 {r['worker_lock_hold']['p50_ms']} ms, max {r['worker_lock_hold']['max_ms']} ms; "
-              f"{r['chunks_per_s']} chunks/s", file=sys.stderr)
-    print(f"indexing rate after/before {result['indexing_rate_ratio_after_to_before']} (writer included); "
-          f"writers p99 after/before {result['writers_p99_ratio_after_to_before']}", file=sys.stderr)
+        print(
+            f"{r['design']:>16}: writers p50 {r['writers']['p50_ms']} ms, p99 {r['writers']['p99_ms']} ms, "
+            f"max {r['writers']['max_ms']} ms, {r['writers']['failures']} failed of {r['writers']['n']}; "
+            f"worker lock held p50 {r['worker_lock_hold']['p50_ms']} ms, max {r['worker_lock_hold']['max_ms']} ms; "
+            f"{r['chunks_per_s']} chunks/s",
+            file=sys.stderr,
+        )
+    print(
+        f"indexing rate after/before {result['indexing_rate_ratio_after_to_before']} (writer included); "
+        f"writers p99 after/before {result['writers_p99_ratio_after_to_before']}",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -37,13 +37,15 @@ def prepare_data_dir(path: Path) -> Path:
         if not parent.is_dir():
             raise ConfigurationError(
                 f"data_dir {path}: its parent {parent} does not exist; create it (mkdir -p {parent}) or {_HOW}",
-                key="data_dir")
+                key="data_dir",
+            )
         try:
             path.mkdir(exist_ok=True)
         except OSError as exc:
             raise ConfigurationError(
                 f"data_dir {path} cannot be created ({exc.strerror or type(exc).__name__}); {_HOW}",
-                key="data_dir") from None
+                key="data_dir",
+            ) from None
     # An existing directory is not checked further: a read-only one is a
     # fault to report at each use (SQLITE_CANTOPEN names it, docs/operations.md),
     # and it may be writable again a minute later.
@@ -97,10 +99,13 @@ def require_database(settings: Settings) -> None:
     if settings.database_url:
         return  # Oracle: the connection says what is wrong
     where, db_file = describe_data_dir(settings.data_dir), settings.sqlite_path
-    fix = ("run `oracle-rag demo` or `oracle-rag migrate` there first, or set ORACLE_RAG_DATA_DIR "
-           "(or data_dir in the config file) to the absolute path of the directory that holds oracle-rag.db")
+    fix = (
+        "run `oracle-rag demo` or `oracle-rag migrate` there first, or set ORACLE_RAG_DATA_DIR "
+        "(or data_dir in the config file) to the absolute path of the directory that holds oracle-rag.db"
+    )
     if not db_file.is_file():
         raise ConfigurationError(f"no database: {db_file.name} is not in {where}; {fix}", key="data_dir")
     if _never_had_tables(db_file):
-        raise ConfigurationError(f"no database: {db_file.name} in {where} is empty (no schema); {fix}",
-                                 key="data_dir")
+        raise ConfigurationError(
+            f"no database: {db_file.name} in {where} is empty (no schema); {fix}", key="data_dir"
+        )

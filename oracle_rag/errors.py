@@ -151,7 +151,10 @@ def driver_error_code(exc: BaseException) -> str | None:
 # texts are how a read-only file system or a full disk is named in the
 # one-line error. Matched by prefix (SQLITE_IOERR_WRITE, SQLITE_READONLY_DBMOVED...).
 _SQLITE_HINTS = (
-    ("SQLITE_CANTOPEN", "cannot open the database file: missing, not permitted, or on a read-only file system"),
+    (
+        "SQLITE_CANTOPEN",
+        "cannot open the database file: missing, not permitted, or on a read-only file system",
+    ),
     ("SQLITE_READONLY", "the database is read-only"),
     ("SQLITE_FULL", "the disk is full"),
     ("SQLITE_IOERR", "disk I/O error (a full or failing disk)"),
@@ -189,9 +192,12 @@ def wrap_driver_error(exc: BaseException, doing: str) -> DatabaseError:
     code = driver_error_code(exc)
     suffix = f" [{cls}{', ' + code if code else ''}]"
     if missing_table(exc):
-        return MissingTableError(f"{doing} failed: a table or view it reads does not exist (the database "
-                                 f"answered; nothing is wrong with the connection){suffix}",
-                                 driver_class=cls, vendor_code=code)
+        return MissingTableError(
+            f"{doing} failed: a table or view it reads does not exist (the database "
+            f"answered; nothing is wrong with the connection){suffix}",
+            driver_class=cls,
+            vendor_code=code,
+        )
     hint = driver_error_hint(code)
     if hint:
         suffix += f": {hint}"

@@ -170,8 +170,10 @@ def _jsonl(path: Path, required: tuple[str, ...], limit: int | None) -> Iterator
     try:
         fh = path.open(encoding="utf-8")
     except FileNotFoundError:
-        raise InputError(f"{path}: file not found (a BEIR dataset needs corpus.jsonl, queries.jsonl "
-                         f"and qrels.tsv or qrels/test.tsv)") from None
+        raise InputError(
+            f"{path}: file not found (a BEIR dataset needs corpus.jsonl, queries.jsonl "
+            f"and qrels.tsv or qrels/test.tsv)"
+        ) from None
     with fh:
         count = 0
         try:
@@ -240,8 +242,9 @@ def load_dataset(dataset: Path, *, max_docs: int | None = None, max_queries: int
     documents: dict[str, str] = {}
     for lineno, row in _jsonl(corpus_path, ("_id",), max_docs):
         ident = _id_field(corpus_path, lineno, row, documents)
-        documents[ident] = document_text(_text_field(corpus_path, lineno, row, "title"),
-                                         _text_field(corpus_path, lineno, row, "text"))
+        documents[ident] = document_text(
+            _text_field(corpus_path, lineno, row, "title"), _text_field(corpus_path, lineno, row, "text")
+        )
     if not documents:
         raise InputError(f"{corpus_path}: no documents")
     queries_path = dataset / "queries.jsonl"
@@ -258,8 +261,9 @@ def load_dataset(dataset: Path, *, max_docs: int | None = None, max_queries: int
     return result
 
 
-def _load_qrels(path: Path, documents: Mapping[str, str],
-                queries: Mapping[str, str]) -> tuple[dict[str, dict[str, int]], int, list[str]]:
+def _load_qrels(
+    path: Path, documents: Mapping[str, str], queries: Mapping[str, str]
+) -> tuple[dict[str, dict[str, int]], int, list[str]]:
     qrels: dict[str, dict[str, int]] = {}
     unknown_q: set[str] = set()
     unknown_d: set[str] = set()
@@ -271,8 +275,9 @@ def _load_qrels(path: Path, documents: Mapping[str, str],
                 if not parts:
                     continue
                 if len(parts) != 3:
-                    raise InputError(f"{path}:{lineno}: expected 3 columns (query-id, corpus-id, score), "
-                                     f"got {len(parts)}")
+                    raise InputError(
+                        f"{path}:{lineno}: expected 3 columns (query-id, corpus-id, score), got {len(parts)}"
+                    )
                 qid, did, raw = parts
                 try:
                     grade = int(raw)
@@ -289,7 +294,9 @@ def _load_qrels(path: Path, documents: Mapping[str, str],
                     continue
                 judged = qrels.setdefault(qid, {})
                 if did in judged:
-                    raise InputError(f"{path}:{lineno}: duplicate judgement for query {qid!r}, document {did!r}")
+                    raise InputError(
+                        f"{path}:{lineno}: duplicate judgement for query {qid!r}, document {did!r}"
+                    )
                 judged[did] = grade
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
@@ -297,8 +304,10 @@ def _load_qrels(path: Path, documents: Mapping[str, str],
         raise InputError(f"{path}: not UTF-8 text") from None
     warnings = []
     if dropped:
-        warnings.append(f"{path.name}: {dropped} judgement(s) ignored: {len(unknown_q)} query id(s) and "
-                        f"{len(unknown_d)} document id(s) not among the loaded ones")
+        warnings.append(
+            f"{path.name}: {dropped} judgement(s) ignored: {len(unknown_q)} query id(s) and "
+            f"{len(unknown_d)} document id(s) not among the loaded ones"
+        )
     return qrels, dropped, warnings
 
 
@@ -312,7 +321,9 @@ class DocumentSource(Source):
         self._documents = documents
 
     def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:
-        return {i: Document(DOCUMENT_TYPE, i, self._documents[i]) for i in map(str, ids) if i in self._documents}
+        return {
+            i: Document(DOCUMENT_TYPE, i, self._documents[i]) for i in map(str, ids) if i in self._documents
+        }
 
     def all_ids(self, conn: sa.Connection) -> list[str]:
         return list(self._documents)
@@ -329,8 +340,10 @@ def _scratch_system(settings: Settings, documents: Mapping[str, str]) -> Iterato
             rag.migrate()
             with rag.engine.connect() as conn:
                 if rag.engine.chunk_ids(conn, DOCUMENT_TYPE):
-                    raise InputError("the configured database already holds DOCUMENT chunks; point "
-                                     "database_url at a scratch schema for `oracle-rag eval`")
+                    raise InputError(
+                        "the configured database already holds DOCUMENT chunks; point "
+                        "database_url at a scratch schema for `oracle-rag eval`"
+                    )
             yield rag
         finally:
             try:
@@ -374,8 +387,9 @@ def _index(rag: Any, total: int, progress: Progress | None) -> float:
 
 
 @contextmanager
-def indexed_collection(settings: Settings, data: Dataset,
-                       progress: Progress | None = None) -> Iterator[tuple[Any, float]]:
+def indexed_collection(
+    settings: Settings, data: Dataset, progress: Progress | None = None
+) -> Iterator[tuple[Any, float]]:
     """The corpus indexed through queue + worker on a scratch database: ``(RagSystem, seconds)``.
 
     What :func:`run_eval` searches; benchmarks use it to study variants
@@ -388,8 +402,14 @@ def indexed_collection(settings: Settings, data: Dataset,
 def _ranked(retriever: Any, text: str, mode: str, *, first_chunk: bool = False) -> list[str] | None:
     """The ranked document ids, or None when the retriever refuses the text (empty, too long)."""
     try:
-        hits = retriever.search(text, RECALL_AT, EVAL_CALLER, mode,
-                                Filters(source_types=(DOCUMENT_TYPE,), first_chunk=first_chunk), max_chars=100_000)
+        hits = retriever.search(
+            text,
+            RECALL_AT,
+            EVAL_CALLER,
+            mode,
+            Filters(source_types=(DOCUMENT_TYPE,), first_chunk=first_chunk),
+            max_chars=100_000,
+        )
     except InputError:
         return None
     return [h.source_id for h in hits]
@@ -400,7 +420,9 @@ def _id_order(doc: str) -> tuple[int, int | str]:
     return (0, int(doc)) if doc.isdigit() else (1, doc)
 
 
-def plain_rrf(runs: Sequence[Sequence[str]], *, rrf_k: int = REFERENCE_RRF_K, cut: int = RECALL_AT) -> list[str]:
+def plain_rrf(
+    runs: Sequence[Sequence[str]], *, rrf_k: int = REFERENCE_RRF_K, cut: int = RECALL_AT
+) -> list[str]:
     """Reciprocal Rank Fusion as the baselines define it, independent of the product's ``rrf``.
 
     Each id scores the sum of ``1 / (rrf_k + rank)`` (rank from 1) over the
@@ -416,11 +438,19 @@ def plain_rrf(runs: Sequence[Sequence[str]], *, rrf_k: int = REFERENCE_RRF_K, cu
 
 def _chunk_count(rag: Any) -> int:
     with rag.engine.connect() as conn:
-        return int(rag.engine.queue_stats(conn, rag.settings.max_attempts).chunks_by_type.get(DOCUMENT_TYPE, 0))
+        return int(
+            rag.engine.queue_stats(conn, rag.settings.max_attempts).chunks_by_type.get(DOCUMENT_TYPE, 0)
+        )
 
 
-def run_eval(settings: Settings, dataset: Path, *, max_docs: int | None = None,
-             max_queries: int | None = None, progress: Progress | None = None) -> dict[str, Any]:
+def run_eval(
+    settings: Settings,
+    dataset: Path,
+    *,
+    max_docs: int | None = None,
+    max_queries: int | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     """Index the collection, search every judged query in every mode, score the runs.
 
     Returns ``{"semantic": {"ndcg@10": x, "recall@100": y}, "keyword": {...},
@@ -454,8 +484,10 @@ def run_eval(settings: Settings, dataset: Path, *, max_docs: int | None = None,
         chunks = _chunk_count(rag)
     # Plain RRF of this run's own lists, as the baselines fuse theirs: hybrid
     # (hybrid_semantic_chunk = FIRST) fuses the first two by construction.
-    reference = {leg: score_runs({q: plain_rrf([runs[leg][q], runs["keyword"][q]]) for q in judged}, data.qrels)
-                 for leg in (FIRST_WINDOW, "semantic")}
+    reference = {
+        leg: score_runs({q: plain_rrf([runs[leg][q], runs["keyword"][q]]) for q in judged}, data.qrels)
+        for leg in (FIRST_WINDOW, "semantic")
+    }
     result: dict[str, Any] = {m: scores[m] for m in MODES}
     result["documents"] = len(data.documents)
     result["queries"] = len(judged)
@@ -475,11 +507,25 @@ def run_eval(settings: Settings, dataset: Path, *, max_docs: int | None = None,
         "chunks": chunks,
         "hybrid_semantic_chunk": settings.hybrid_semantic_chunk,
         FIRST_WINDOW: scores[FIRST_WINDOW],
-        "rrf_reference": {"keyword+semantic_first_window": reference[FIRST_WINDOW],
-                          "keyword+semantic_nearest_chunk": reference["semantic"]},
+        "rrf_reference": {
+            "keyword+semantic_first_window": reference[FIRST_WINDOW],
+            "keyword+semantic_nearest_chunk": reference["semantic"],
+        },
     }
     return result
 
 
-__all__ = ["DOCUMENT_TYPE", "EVAL_CALLER", "Dataset", "DocumentSource", "document_text",
-           "indexed_collection", "load_dataset", "ndcg_at_k", "plain_rrf", "recall_at_k", "run_eval", "score_runs"]
+__all__ = [
+    "DOCUMENT_TYPE",
+    "EVAL_CALLER",
+    "Dataset",
+    "DocumentSource",
+    "document_text",
+    "indexed_collection",
+    "load_dataset",
+    "ndcg_at_k",
+    "plain_rrf",
+    "recall_at_k",
+    "run_eval",
+    "score_runs",
+]

@@ -27,7 +27,9 @@ from flask import Request
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 DEFAULT_ALLOWED_HOSTS = "localhost,127.0.0.1,::1"
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*$")
+_HOSTNAME = re.compile(
+    r"^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*$"
+)
 
 
 def host_name(host_header: str | None) -> str | None:
@@ -37,7 +39,7 @@ def host_name(host_header: str | None) -> str | None:
     host = host_header.strip().lower()
     if host.startswith("["):
         end = host.find("]")
-        if end < 0 or (host[end + 1:] and not re.fullmatch(r":\d{1,5}", host[end + 1:])):
+        if end < 0 or (host[end + 1 :] and not re.fullmatch(r":\d{1,5}", host[end + 1 :])):
             return None
         host = host[1:end]
         try:

@@ -20,9 +20,22 @@ from oracle_rag.urlsafety import redact_url
 
 # A URL, or (first alternative, kept as written) a whole run of scheme characters that no "://" follows:
 # read in one step, so a long run ("a+a+a+...") is not rescanned from each of its word starts.
-_URL = re.compile(r"(?<![a-z0-9+.\-])[a-z0-9+.\-]++(?!://)|\b[a-z][a-z0-9+.\-]*://[^\s\"'<>`]+", re.IGNORECASE)
-_LIBRARY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore.connection", "httpcore.http11", "httpcore.http2", "openai",
-                    "openai._base_client", "urllib3", "urllib3.connectionpool", "oracle_rag")
+_URL = re.compile(
+    r"(?<![a-z0-9+.\-])[a-z0-9+.\-]++(?!://)|\b[a-z][a-z0-9+.\-]*://[^\s\"'<>`]+", re.IGNORECASE
+)
+_LIBRARY_LOGGERS = (
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "openai",
+    "openai._base_client",
+    "urllib3",
+    "urllib3.connectionpool",
+    "oracle_rag",
+)
 
 
 def scrub(text: str) -> str:

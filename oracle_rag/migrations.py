@@ -96,7 +96,9 @@ class MigrationRunner:
 
     def __init__(self, engine: Engine, migration_set: str = "rag") -> None:
         if migration_set not in MIGRATION_SETS:
-            raise MigrationError(f"unknown migration set {migration_set!r}; known: {', '.join(MIGRATION_SETS)}")
+            raise MigrationError(
+                f"unknown migration set {migration_set!r}; known: {', '.join(MIGRATION_SETS)}"
+            )
         self.engine = engine
         self.migration_set = migration_set
         self.migrations = discover(engine.migrations_dir(migration_set))
@@ -135,7 +137,9 @@ class MigrationRunner:
     def _history(self) -> dict[int, tuple[str, int, bool]]:
         try:
             with self.engine.connect() as conn:
-                rows = conn.execute(self.engine.statement(_SELECT_HISTORY), {"mset": self.migration_set}).fetchall()
+                rows = conn.execute(
+                    self.engine.statement(_SELECT_HISTORY), {"mset": self.migration_set}
+                ).fetchall()
         except Exception as exc:  # table missing or DB unreachable
             raise MigrationError("cannot read RAG_SCHEMA_HISTORY") from exc
         return {int(r[0]): (r[1], int(r[2]), bool(r[3])) for r in rows}
@@ -162,11 +166,16 @@ class MigrationRunner:
         self._ensure_history()
         history = self._history()
         self._check_checksums(history)
-        if progress and any(not (history.get(m.version) or (0, 0, False))[2] for m in self.migrations) \
-                and self.engine.writers_active():
-            progress("warning: a session is writing RAG_CHUNK now (a running worker?): stop the workers before "
-                     "migrating (docs/operations-oracle.md); each schema change waits for their open "
-                     "transactions, and a change that rewrites a table blocks their writes while it runs")
+        if (
+            progress
+            and any(not (history.get(m.version) or (0, 0, False))[2] for m in self.migrations)
+            and self.engine.writers_active()
+        ):
+            progress(
+                "warning: a session is writing RAG_CHUNK now (a running worker?): stop the workers before "
+                "migrating (docs/operations-oracle.md); each schema change waits for their open "
+                "transactions, and a change that rewrites a table blocks their writes while it runs"
+            )
         for m in self.migrations:
             rec = history.get(m.version)
             if rec and rec[2]:
@@ -174,8 +183,10 @@ class MigrationRunner:
                 continue
             start = rec[1] if rec else 0
             if progress:
-                progress(f"applying {self.migration_set} V{m.version} {m.description}"
-                         + (f" (resuming at statement {start + 1})" if start else ""))
+                progress(
+                    f"applying {self.migration_set} V{m.version} {m.description}"
+                    + (f" (resuming at statement {start + 1})" if start else "")
+                )
             self._apply(m, start, new=rec is None)
             (report.resumed if start else report.applied).append(m.version)
         return report
@@ -186,14 +197,18 @@ class MigrationRunner:
         if self.engine.transactional_ddl:
             with self.engine.begin() as conn:
                 if new:
-                    conn.execute(self._insert_history, {**keys, "description": m.description, "checksum": m.checksum})
+                    conn.execute(
+                        self._insert_history, {**keys, "description": m.description, "checksum": m.checksum}
+                    )
                 for i, sql in enumerate(statements, 1):
                     self._run(conn, m, i, sql)
                 conn.execute(self._progress, {**keys, "done": len(statements), "success": 1})
             return
         if new:
             with self.engine.begin() as conn:
-                conn.execute(self._insert_history, {**keys, "description": m.description, "checksum": m.checksum})
+                conn.execute(
+                    self._insert_history, {**keys, "description": m.description, "checksum": m.checksum}
+                )
         for i, sql in enumerate(statements[start:], start + 1):
             with self.engine.begin() as conn:
                 self._run(conn, m, i, sql)
@@ -208,11 +223,17 @@ class MigrationRunner:
             conn.exec_driver_sql(sql)
         except sa.exc.DBAPIError as exc:
             wrapped = wrap_driver_error(exc, f"{self.migration_set} V{m.version} statement {index}")
-            raise MigrationError(wrapped.message + "; fix the cause and run migrate again: it resumes here") from None
+            raise MigrationError(
+                wrapped.message + "; fix the cause and run migrate again: it resumes here"
+            ) from None
 
 
-def migrate_all(engine: Engine, sets: tuple[str, ...] = ("rag",), progress: Callable[[str], None] | None = None,
-                plan: ChunkPlan | None = None) -> dict[str, MigrationReport]:
+def migrate_all(
+    engine: Engine,
+    sets: tuple[str, ...] = ("rag",),
+    progress: Callable[[str], None] | None = None,
+    plan: ChunkPlan | None = None,
+) -> dict[str, MigrationReport]:
     """Apply the sets' pending migrations, then analyse the records that lack a BM25 analysis.
 
     A migration may reset the analyses (a new analyser); re-analysing is

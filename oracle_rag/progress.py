@@ -31,9 +31,18 @@ def _duration(seconds: float) -> str:
 class Progress:
     """``update(done)`` as work completes, ``finish()`` at the end; ``total`` may grow."""
 
-    def __init__(self, label: str, total: int, *, unit: str = "items", stream: TextIO | None = None,
-                 interval: float = 10.0, tty: bool | None = None, note: str = "",
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        *,
+        unit: str = "items",
+        stream: TextIO | None = None,
+        interval: float = 10.0,
+        tty: bool | None = None,
+        note: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.label = label
         self.total = max(int(total), 0)
         self.unit = unit

@@ -28,18 +28,24 @@ from oracle_rag.sources.sql_query import SqlSource, load_sql_sources
 class RagSystem:
     """One configured product instance: an engine plus the parts built on it."""
 
-    def __init__(self, settings: Settings, engine: Engine | None = None,
-                 sources: list[Source] | None = None) -> None:
+    def __init__(
+        self, settings: Settings, engine: Engine | None = None, sources: list[Source] | None = None
+    ) -> None:
         self.settings = settings
         self.engine = engine or create_engine(settings)
         # Without explicit sources: the reference application's, where its tables exist (sources/reference.py).
-        self.sources: SourceRegistry = ReferenceRegistry(self.engine, mode=settings.reference_app) \
-            if sources is None else SourceRegistry(sources)
+        self.sources: SourceRegistry = (
+            ReferenceRegistry(self.engine, mode=settings.reference_app)
+            if sources is None
+            else SourceRegistry(sources)
+        )
         self.indexer = Indexer(self.engine, self.sources)
         self._sql_sources: SourceRefresher | None = None
         self.people: PeopleDirectory = people_for(self.engine)  # checks [people] query now
 
-    def migrate(self, *, demo: bool = False, progress: Callable[[str], None] | None = None) -> dict[str, MigrationReport]:
+    def migrate(
+        self, *, demo: bool = False, progress: Callable[[str], None] | None = None
+    ) -> dict[str, MigrationReport]:
         """Apply the migrations, then create the indexes the declared facets need (Oracle)."""
         sets = ("rag", "demo") if demo else ("rag",)
         reports = migrate_all(self.engine, sets, progress)
@@ -50,7 +56,9 @@ class RagSystem:
 
     def declarations(self) -> list[Declaration]:
         """What every source declares: the registry's sources and the SQL-query sources."""
-        return [s.declaration() for s in self.sources] + [s.declaration() for s in self.sql_source_definitions()]
+        return [s.declaration() for s in self.sources] + [
+            s.declaration() for s in self.sql_source_definitions()
+        ]
 
     def ensure_facet_indexes(self, progress: Callable[[str], None] | None = None) -> list[str]:
         """One index per declared facet for the structured answers' predicates (answering/structured/facet_indexes.py)."""
@@ -93,8 +101,13 @@ class RagSystem:
         with self.engine.connect() as conn:
             stats = self.engine.queue_stats(conn, self.settings.max_attempts)
             # The error of the oldest failing row: the cause an operator fixes first.
-            head = self.engine.list_queue(conn, failed_only=False, max_attempts=self.settings.max_attempts,
-                                          limit=100) if stats.depth else []
+            head = (
+                self.engine.list_queue(
+                    conn, failed_only=False, max_attempts=self.settings.max_attempts, limit=100
+                )
+                if stats.depth
+                else []
+            )
             failures = self.engine.access_failures(conn)
             active = self.engine.active_generation(conn)
         return {

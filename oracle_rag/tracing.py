@@ -72,8 +72,10 @@ def configure(settings: Any) -> bool:
     if kind == "none" or _configured:
         return _configured
     if trace is None:
-        raise ConfigurationError("tracing_exporter: the OpenTelemetry API is not installed "
-                                 "(pip install 'oracle-rag[tracing]')", key="tracing_exporter")
+        raise ConfigurationError(
+            "tracing_exporter: the OpenTelemetry API is not installed (pip install 'oracle-rag[tracing]')",
+            key="tracing_exporter",
+        )
     try:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
@@ -83,18 +85,25 @@ def configure(settings: Any) -> bool:
             SimpleSpanProcessor,
         )
     except ImportError:
-        raise ConfigurationError("tracing_exporter: the OpenTelemetry SDK is not installed "
-                                 "(pip install 'oracle-rag[tracing]')", key="tracing_exporter") from None
+        raise ConfigurationError(
+            "tracing_exporter: the OpenTelemetry SDK is not installed (pip install 'oracle-rag[tracing]')",
+            key="tracing_exporter",
+        ) from None
     provider = TracerProvider(resource=Resource.create({"service.name": settings.tracing_service_name}))
     if kind == "console":
         # stdout is MCP's stdio pipe: stderr, one line per span
-        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr, formatter=console_line)))
+        provider.add_span_processor(
+            SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr, formatter=console_line))
+        )
     else:
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         except ImportError:
-            raise ConfigurationError("tracing_exporter: otlp needs opentelemetry-exporter-otlp-proto-http "
-                                     "(pip install 'oracle-rag[tracing]')", key="tracing_exporter") from None
+            raise ConfigurationError(
+                "tracing_exporter: otlp needs opentelemetry-exporter-otlp-proto-http "
+                "(pip install 'oracle-rag[tracing]')",
+                key="tracing_exporter",
+            ) from None
         endpoint = settings.tracing_otlp_endpoint
         exporter = OTLPSpanExporter(endpoint=_traces_url(endpoint)) if endpoint else OTLPSpanExporter()
         provider.add_span_processor(BatchSpanProcessor(exporter))
@@ -116,9 +125,11 @@ def console_line(span: Any) -> str:
     status = span.status.status_code.name if span.status is not None else "UNSET"
     service = span.resource.attributes.get("service.name", "") if span.resource is not None else ""
     attrs = json.dumps(dict(span.attributes or {}), ensure_ascii=False, separators=(",", ":"), default=str)
-    return (f"{service} {clock} span {json.dumps(span.name, ensure_ascii=False)} {(ended - started) / 1e6:.1f} ms "
-            f"{span.kind.name} {status} trace={context.trace_id:032x} span={context.span_id:016x} "
-            f"parent={f'{parent.span_id:016x}' if parent is not None else '-'} {attrs}\n")
+    return (
+        f"{service} {clock} span {json.dumps(span.name, ensure_ascii=False)} {(ended - started) / 1e6:.1f} ms "
+        f"{span.kind.name} {status} trace={context.trace_id:032x} span={context.span_id:016x} "
+        f"parent={f'{parent.span_id:016x}' if parent is not None else '-'} {attrs}\n"
+    )
 
 
 def _clock(ns: int) -> str:
@@ -183,8 +194,13 @@ def span(name: str, attributes: Mapping[str, Any] | None = None, *, kind: str = 
         return
     span_kind = SpanKind.CLIENT if kind == "client" else SpanKind.INTERNAL
     # The SDK's own exception recording would copy the message (it may quote data): the class only.
-    with t.start_as_current_span(name, kind=span_kind, attributes=_clean(attributes or {}),
-                                 record_exception=False, set_status_on_exception=False) as current:
+    with t.start_as_current_span(
+        name,
+        kind=span_kind,
+        attributes=_clean(attributes or {}),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as current:
         try:
             yield current
         except BaseException as exc:
@@ -229,10 +245,17 @@ def set_error(current: Any, error: BaseException) -> None:
 
 
 # -- GenAI semantic conventions for the model call ------------------------------------------
-def llm_attributes(model: str, max_tokens: int, server: str | None, port: int | None,
-                   operation: str = "chat") -> dict[str, Any]:
-    return {"gen_ai.operation.name": operation, "gen_ai.provider.name": "openai", "gen_ai.request.model": model,
-            "gen_ai.request.max_tokens": max_tokens, "server.address": server, "server.port": port}
+def llm_attributes(
+    model: str, max_tokens: int, server: str | None, port: int | None, operation: str = "chat"
+) -> dict[str, Any]:
+    return {
+        "gen_ai.operation.name": operation,
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": model,
+        "gen_ai.request.max_tokens": max_tokens,
+        "server.address": server,
+        "server.port": port,
+    }
 
 
 def record_llm_response(current: Any, response: Any) -> None:
@@ -245,7 +268,11 @@ def record_llm_response(current: Any, response: Any) -> None:
     rid = getattr(response, "id", None)
     if rid:
         current.set_attribute("gen_ai.response.id", str(rid))
-    reasons = [str(c.finish_reason) for c in getattr(response, "choices", None) or [] if getattr(c, "finish_reason", None)]
+    reasons = [
+        str(c.finish_reason)
+        for c in getattr(response, "choices", None) or []
+        if getattr(c, "finish_reason", None)
+    ]
     if reasons:
         current.set_attribute("gen_ai.response.finish_reasons", reasons)
     usage = getattr(response, "usage", None)
@@ -256,20 +283,29 @@ def record_llm_response(current: Any, response: Any) -> None:
             current.set_attribute("gen_ai.usage.output_tokens", int(usage.completion_tokens))
 
 
-def record_messages(current: Any, messages: Iterable[Mapping[str, str]] | None = None,
-                    output: str | None = None) -> None:
+def record_messages(
+    current: Any, messages: Iterable[Mapping[str, str]] | None = None, output: str | None = None
+) -> None:
     """The prompt and the answer, only with ``tracing_capture_content`` (GenAI JSON shape)."""
     if not _capture or not current.is_recording():
         return
     import json
 
     if messages is not None:
-        current.set_attribute("gen_ai.input.messages", json.dumps(
-            [{"role": m["role"], "parts": [{"type": "text", "content": m["content"]}]} for m in messages],
-            ensure_ascii=False))
+        current.set_attribute(
+            "gen_ai.input.messages",
+            json.dumps(
+                [{"role": m["role"], "parts": [{"type": "text", "content": m["content"]}]} for m in messages],
+                ensure_ascii=False,
+            ),
+        )
     if output is not None:
-        current.set_attribute("gen_ai.output.messages", json.dumps(
-            [{"role": "assistant", "parts": [{"type": "text", "content": output}]}], ensure_ascii=False))
+        current.set_attribute(
+            "gen_ai.output.messages",
+            json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": output}]}], ensure_ascii=False
+            ),
+        )
 
 
 # -- the request span (WSGI) ----------------------------------------------------------------
@@ -286,9 +322,16 @@ class TracingMiddleware:
             return self.app(environ, start_response)
         carrier = {k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")}
         method = environ.get("REQUEST_METHOD", "GET")
-        current = t.start_span(method, context=propagate.extract(carrier), kind=SpanKind.SERVER,
-                               attributes={"http.request.method": method, "url.scheme": environ.get("wsgi.url_scheme"),
-                                           "url.path": environ.get("PATH_INFO", "/")})
+        current = t.start_span(
+            method,
+            context=propagate.extract(carrier),
+            kind=SpanKind.SERVER,
+            attributes={
+                "http.request.method": method,
+                "url.scheme": environ.get("wsgi.url_scheme"),
+                "url.path": environ.get("PATH_INFO", "/"),
+            },
+        )
         environ["oracle_rag.span"] = current
         token = otel_context.attach(trace.set_span_in_context(current))
 
@@ -394,4 +437,3 @@ def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
         connection.clientinfo = info
     except Exception as exc:  # monitoring must never fail a query
         log.debug("could not set Oracle session tags: %s", type(exc).__name__)
-

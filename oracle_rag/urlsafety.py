@@ -44,7 +44,9 @@ _USERINFO_COLON = re.compile(r"^[a-z][a-z0-9+.\-]*://[^:/]*:[^@]+@", re.IGNORECA
 _ORACLE_SLASH = re.compile(r"(?:^|://)[^/?#@:\s]+/[^@\s/]+@", re.IGNORECASE)
 # key=value pairs in a query string or a DSN keyword list
 _KEY_VALUE = re.compile(
-    r"(?:^|[?&;(]|(?<!\s)\s)\s*(?:" + "|".join(_SECRET_KEYS) + r")\s*=\s*[^&;\s)]",  # a run of spaces starts once
+    r"(?:^|[?&;(]|(?<!\s)\s)\s*(?:"
+    + "|".join(_SECRET_KEYS)
+    + r")\s*=\s*[^&;\s)]",  # a run of spaces starts once
     re.IGNORECASE,
 )
 
@@ -62,8 +64,27 @@ def _variants(url: str) -> list[str]:
     return out
 
 
-_SECRET_NAMES = frozenset({"password", "passwd", "pwd", "pass", "token", "secret", "auth", "authorization", "key",
-                           "sig", "signature", "credential", "credentials", "bearer", "jwt", "sas", "apikey"})
+_SECRET_NAMES = frozenset(
+    {
+        "password",
+        "passwd",
+        "pwd",
+        "pass",
+        "token",
+        "secret",
+        "auth",
+        "authorization",
+        "key",
+        "sig",
+        "signature",
+        "credential",
+        "credentials",
+        "bearer",
+        "jwt",
+        "sas",
+        "apikey",
+    }
+)
 _SECRET_SUFFIXES = ("key", "token", "secret", "password", "passwd", "signature", "credential", "credentials")
 _USERINFO_ANY = re.compile(r"^[a-z][a-z0-9+.\-]*://[^/?#]*@", re.IGNORECASE)
 
@@ -95,7 +116,9 @@ def url_has_secret(url: str, *, allow_user: bool = True) -> bool:
     return False
 
 
-def check_url(url: str, *, key: str, password_env: str = "ORACLE_RAG_DB_PASSWORD", allow_user: bool = True) -> str:
+def check_url(
+    url: str, *, key: str, password_env: str = "ORACLE_RAG_DB_PASSWORD", allow_user: bool = True
+) -> str:
     """Return ``url`` unchanged, or raise CONFIGURATION without echoing it.
 
     ``key`` names the setting the URL came from so the operator knows where

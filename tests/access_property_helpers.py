@@ -44,20 +44,30 @@ NOT_FOUND = "^NOT_FOUND: record not found$"
 def write_synthetic_records(rag: RagSystem, conn: sa.Connection) -> None:
     """Every record of :data:`RECORDS`, indexed (embedded in the write, as the worker writes them)."""
     plan = plan_of(rag.engine.settings)
-    write_records(rag.engine, conn, [
-        record_write(plan, t, i, f"[{t} #{i}] zebra {WORDS[int(i) % len(WORDS)]} record {t.lower()} {i}")
-        for t, i in RECORDS])
+    write_records(
+        rag.engine,
+        conn,
+        [
+            record_write(plan, t, i, f"[{t} #{i}] zebra {WORDS[int(i) % len(WORDS)]} record {t.lower()} {i}")
+            for t, i in RECORDS
+        ],
+    )
 
 
 policies = st.builds(
     AccessPolicy,
     st.lists(st.sampled_from(("owner", "group", "public")), min_size=1, max_size=3, unique=True).map(tuple),
-    st.sampled_from(("hidden", "public")))
-record_data = st.tuples(st.one_of(st.none(), st.integers(1, 5)), st.frozensets(st.sampled_from(GROUPS), max_size=3))
+    st.sampled_from(("hidden", "public")),
+)
+record_data = st.tuples(
+    st.one_of(st.none(), st.integers(1, 5)), st.frozensets(st.sampled_from(GROUPS), max_size=3)
+)
 callers = st.builds(
     lambda i, roles, groups: Caller(i, tuple(roles), tuple(sorted(groups)), see_all_roles=("lead",)),
-    st.integers(1, 6), st.frozensets(st.sampled_from(("dev", "lead", "ops")), max_size=2),
-    st.frozensets(st.sampled_from(GROUPS), max_size=3))
+    st.integers(1, 6),
+    st.frozensets(st.sampled_from(("dev", "lead", "ops")), max_size=2),
+    st.frozensets(st.sampled_from(GROUPS), max_size=3),
+)
 
 # One example's world, as ``@given(**WORLD)`` arguments.
 WORLD = {
@@ -68,7 +78,9 @@ WORLD = {
 }
 
 
-def allowed(policy: AccessPolicy, owner: int | None, groups: frozenset[str], failed: bool, caller: Caller) -> bool:
+def allowed(
+    policy: AccessPolicy, owner: int | None, groups: frozenset[str], failed: bool, caller: Caller
+) -> bool:
     """The declared policy, read literally."""
     if "lead" in caller.roles:
         return True
@@ -84,14 +96,19 @@ def allowed(policy: AccessPolicy, owner: int | None, groups: frozenset[str], fai
     return not has_data and policy.missing == "public"
 
 
-def wanted(pols: dict[str, AccessPolicy], data: dict[tuple[str, str], tuple], failed: frozenset[str] | set[str],
-           caller: Caller) -> set[tuple[str, str]]:
+def wanted(
+    pols: dict[str, AccessPolicy],
+    data: dict[tuple[str, str], tuple],
+    failed: frozenset[str] | set[str],
+    caller: Caller,
+) -> set[tuple[str, str]]:
     """The records of :data:`RECORDS` the model lets ``caller`` see."""
     return {k for k in RECORDS if allowed(pols[k[0]], *data[k], k[0] in failed, caller)}
 
 
-def apply_access(rag: RagSystem, pols: dict[str, AccessPolicy], data: dict[tuple[str, str], tuple],
-                 failed: set[str]) -> None:
+def apply_access(
+    rag: RagSystem, pols: dict[str, AccessPolicy], data: dict[tuple[str, str], tuple], failed: set[str]
+) -> None:
     """Re-scope every record to the example's policies and data, and mark the failed sources."""
     with rag.engine.begin() as conn:
         rag.engine.write_access(conn, [(t, i, record_access(pols[t], *data[(t, i)])) for t, i in RECORDS])
@@ -108,8 +125,13 @@ def count_and_list(rag: RagSystem, caller: Caller) -> tuple[int, set[tuple[str, 
     return int(count), {(str(r[0]), str(r[1])) for r in rows}
 
 
-def check_every_path(rag: RagSystem, pols: dict[str, AccessPolicy], data: dict[tuple[str, str], tuple],
-                     failed: frozenset[str], who: list[Caller]) -> None:
+def check_every_path(
+    rag: RagSystem,
+    pols: dict[str, AccessPolicy],
+    data: dict[tuple[str, str], tuple],
+    failed: frozenset[str],
+    who: list[Caller],
+) -> None:
     """Apply one example's world, then for each caller every library path returns exactly the model's set."""
     apply_access(rag, pols, data, set(failed))
     retriever = rag.retriever()

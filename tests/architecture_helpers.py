@@ -74,7 +74,8 @@ def module_name(path: Path, package: Path = PACKAGE) -> str:
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
@@ -161,11 +162,29 @@ LAYERS: list[tuple[str, tuple[str, ...], bool]] = [
     ("each engine's own code", ("engines.sqlite", "engines.oracle"), False),
     ("the engine seam and the one statement mechanism", ("engines",), False),
     ("the model and the text analysis both flows share", ("embedding", "text"), False),
-    ("leaves", ("config", "data_dir", "errors", "hosts", "logsafety", "progress", "sql_scripts", "tracing",
-                "urlsafety"), True),
+    (
+        "leaves",
+        (
+            "config",
+            "data_dir",
+            "errors",
+            "hosts",
+            "logsafety",
+            "progress",
+            "sql_scripts",
+            "tracing",
+            "urlsafety",
+        ),
+        True,
+    ),
 ]
-SUBPACKAGE_UNITS = {"answering.chat", "answering.aggregate", "answering.structured", "engines.sqlite",
-                    "engines.oracle"}
+SUBPACKAGE_UNITS = {
+    "answering.chat",
+    "answering.aggregate",
+    "answering.structured",
+    "engines.sqlite",
+    "engines.oracle",
+}
 
 
 def unit_of(module: str) -> str:

@@ -54,7 +54,10 @@ SQLITE_ATTACKS = [
     ("cyrillic homoglyph", "SELECT COUNT(*) FROM RAG_V_TАSK"),
     ("hint comment trick", "SELECT /*+*/ 1 FROM RAG_V_TASK; DELETE FROM TASK"),
     ("case trick", "dElEtE FROM TASK"),
-    ("runaway recursive cte", "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT COUNT(*) FROM r"),
+    (
+        "runaway recursive cte",
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT COUNT(*) FROM r",
+    ),
     ("nul byte", "SELECT 1 FROM RAG_V_TASK\x00; DROP TABLE TASK"),
     ("empty", "   "),
     ("garbage", "SELEC * FRM"),
@@ -79,34 +82,66 @@ ORACLE_ATTACKS = [
     ("lock table", "LOCK TABLE TASK IN EXCLUSIVE MODE"),
     ("sys views", "SELECT * FROM SYS.USER$"),
     ("all_users", "SELECT USERNAME FROM ALL_USERS"),
-    ("vector aux table", "SELECT * FROM \"VECTOR$RAG_CHUNK_VEC_IX$1_IVF_FLAT_CENTROIDS\""),
+    ("vector aux table", 'SELECT * FROM "VECTOR$RAG_CHUNK_VEC_IX$1_IVF_FLAT_CENTROIDS"'),
     ("two statements", "SELECT 1 FROM dual; DROP TABLE TASK"),
     ("comment trick", "SELECT 1 FROM RAG_V_TASK --\n; DELETE FROM TASK"),
 ]
 
 BYPASS_ATTACKS = [
-    ("string holds /* */ markers", "SELECT '/*' AS a, (SELECT group_concat(TITLE, '|') FROM TASK) AS b, '*/' AS c "
-     "FROM RAG_V_TASK LIMIT 1"),
-    ("string holds -- marker", "SELECT '--' AS a, (SELECT group_concat(DESCRIPTION) FROM TASK) FROM RAG_V_TASK"),
+    (
+        "string holds /* */ markers",
+        "SELECT '/*' AS a, (SELECT group_concat(TITLE, '|') FROM TASK) AS b, '*/' AS c "
+        "FROM RAG_V_TASK LIMIT 1",
+    ),
+    (
+        "string holds -- marker",
+        "SELECT '--' AS a, (SELECT group_concat(DESCRIPTION) FROM TASK) FROM RAG_V_TASK",
+    ),
     ("comment holds a quote", "SELECT 1 /* ' */, (SELECT COUNT(*) FROM TASK) /* ' */ FROM RAG_V_TASK"),
-    ("quoted identifier holds a comment", 'SELECT 1 AS "/*", (SELECT COUNT(*) FROM TASK) AS "*/" FROM RAG_V_TASK'),
-    ("decoy cte in another subquery", "SELECT (SELECT COUNT(*) FROM (WITH TASK AS (SELECT 1) SELECT * FROM TASK)), "
-     "(SELECT group_concat(TITLE) FROM TASK) FROM RAG_V_TASK LIMIT 1"),
-    ("decoy cte for sqlite_dbpage", "SELECT (SELECT COUNT(*) FROM (WITH sqlite_dbpage AS (SELECT 1 AS data) "
-     "SELECT * FROM sqlite_dbpage)), (SELECT group_concat(data) FROM sqlite_dbpage) FROM RAG_V_TASK LIMIT 1"),
-    ("decoy cte for sqlite_stmt", "SELECT (SELECT 1 FROM (WITH sqlite_stmt AS (SELECT 1 AS sql) "
-     "SELECT * FROM sqlite_stmt)), (SELECT group_concat(sql) FROM sqlite_stmt)"),
-    ("decoy cte for the token table", "SELECT (SELECT 1 FROM (WITH RAG_API_TOKEN AS (SELECT 1) "
-     "SELECT * FROM RAG_API_TOKEN)), (SELECT group_concat(TOKEN_HASH) FROM RAG_API_TOKEN)"),
-    ("cte named like an allowed view", "WITH RAG_V_TASK AS (SELECT TASK_ID, TITLE FROM TASK) SELECT * FROM RAG_V_TASK"),
-    ("cte spoofing the view's own predicate", "WITH RAG_V_TASK AS (SELECT t.TASK_ID, t.TITLE FROM TASK t "
-     "WHERE NOT EXISTS (SELECT 1 FROM EMPLOYEE e WHERE e.EMPLOYEE_ID = rag_caller_id() AND t.ASSIGNEE_ID = 0)) "
-     "SELECT COUNT(*) FROM RAG_V_TASK"),
-    ("nested cte named like a view", "WITH x AS (WITH RAG_V_EMPLOYEE AS (SELECT * FROM RAG_API_TOKEN) "
-     "SELECT * FROM RAG_V_EMPLOYEE) SELECT * FROM x"),
+    (
+        "quoted identifier holds a comment",
+        'SELECT 1 AS "/*", (SELECT COUNT(*) FROM TASK) AS "*/" FROM RAG_V_TASK',
+    ),
+    (
+        "decoy cte in another subquery",
+        "SELECT (SELECT COUNT(*) FROM (WITH TASK AS (SELECT 1) SELECT * FROM TASK)), "
+        "(SELECT group_concat(TITLE) FROM TASK) FROM RAG_V_TASK LIMIT 1",
+    ),
+    (
+        "decoy cte for sqlite_dbpage",
+        "SELECT (SELECT COUNT(*) FROM (WITH sqlite_dbpage AS (SELECT 1 AS data) "
+        "SELECT * FROM sqlite_dbpage)), (SELECT group_concat(data) FROM sqlite_dbpage) FROM RAG_V_TASK LIMIT 1",
+    ),
+    (
+        "decoy cte for sqlite_stmt",
+        "SELECT (SELECT 1 FROM (WITH sqlite_stmt AS (SELECT 1 AS sql) "
+        "SELECT * FROM sqlite_stmt)), (SELECT group_concat(sql) FROM sqlite_stmt)",
+    ),
+    (
+        "decoy cte for the token table",
+        "SELECT (SELECT 1 FROM (WITH RAG_API_TOKEN AS (SELECT 1) "
+        "SELECT * FROM RAG_API_TOKEN)), (SELECT group_concat(TOKEN_HASH) FROM RAG_API_TOKEN)",
+    ),
+    (
+        "cte named like an allowed view",
+        "WITH RAG_V_TASK AS (SELECT TASK_ID, TITLE FROM TASK) SELECT * FROM RAG_V_TASK",
+    ),
+    (
+        "cte spoofing the view's own predicate",
+        "WITH RAG_V_TASK AS (SELECT t.TASK_ID, t.TITLE FROM TASK t "
+        "WHERE NOT EXISTS (SELECT 1 FROM EMPLOYEE e WHERE e.EMPLOYEE_ID = rag_caller_id() AND t.ASSIGNEE_ID = 0)) "
+        "SELECT COUNT(*) FROM RAG_V_TASK",
+    ),
+    (
+        "nested cte named like a view",
+        "WITH x AS (WITH RAG_V_EMPLOYEE AS (SELECT * FROM RAG_API_TOKEN) "
+        "SELECT * FROM RAG_V_EMPLOYEE) SELECT * FROM x",
+    ),
     ("subquery aliased as a view", "SELECT COUNT(*) FROM (SELECT * FROM TASK) AS RAG_V_TASK"),
-    ("caller id through a cte named like a view", "WITH RAG_V_TASK AS (SELECT rag_caller_id() AS x) "
-     "SELECT x FROM RAG_V_TASK"),
+    (
+        "caller id through a cte named like a view",
+        "WITH RAG_V_TASK AS (SELECT rag_caller_id() AS x) SELECT x FROM RAG_V_TASK",
+    ),
     ("sqlite_dbpage", "SELECT pgno, data FROM sqlite_dbpage"),
     ("sqlite_stmt", "SELECT sql FROM sqlite_stmt"),
     ("sqlite_schema via quoted name", 'SELECT sql FROM "sqlite_master"'),
@@ -125,16 +160,28 @@ BYPASS_ATTACKS = [
     ("lower-case base table", "select title from task"),
     ("row count of a base table", "SELECT COUNT(*) FROM TASK"),
     ("row count through a join", "SELECT COUNT(*) FROM RAG_V_EMPLOYEE, RAG_API_TOKEN"),
-    ("exists over a base table", "SELECT COUNT(*) FROM RAG_V_TASK WHERE EXISTS (SELECT 1 FROM RAG_CONVERSATION)"),
+    (
+        "exists over a base table",
+        "SELECT COUNT(*) FROM RAG_V_TASK WHERE EXISTS (SELECT 1 FROM RAG_CONVERSATION)",
+    ),
     ("in table-name", "SELECT COUNT(*) FROM RAG_V_TASK WHERE TASK_ID IN TASK"),
     ("conversations", "SELECT * FROM RAG_CONVERSATION"),
     ("sql-source documents", "SELECT * FROM RAG_SQL_DOCUMENT"),
-    ("doubling string cte", "WITH RECURSIVE r(s) AS (SELECT 'x' UNION ALL SELECT s || s FROM r) "
-     "SELECT length(s) FROM r LIMIT 1 OFFSET 40"),
-    ("doubling replace cte", "WITH RECURSIVE r(s, n) AS (SELECT 'ab', 0 UNION ALL SELECT replace(s, 'a', s), n + 1 "
-     "FROM r WHERE n < 60) SELECT max(length(s)) FROM r"),
-    ("doubling group_concat", "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
-     "SELECT length(group_concat(printf('%.1000c', 'x'))) FROM r"),
+    (
+        "doubling string cte",
+        "WITH RECURSIVE r(s) AS (SELECT 'x' UNION ALL SELECT s || s FROM r) "
+        "SELECT length(s) FROM r LIMIT 1 OFFSET 40",
+    ),
+    (
+        "doubling replace cte",
+        "WITH RECURSIVE r(s, n) AS (SELECT 'ab', 0 UNION ALL SELECT replace(s, 'a', s), n + 1 "
+        "FROM r WHERE n < 60) SELECT max(length(s)) FROM r",
+    ),
+    (
+        "doubling group_concat",
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
+        "SELECT length(group_concat(printf('%.1000c', 'x'))) FROM r",
+    ),
     ("vacuum into", "VACUUM INTO '/tmp/oracle-rag-copy.db'"),
     ("attach memory", "ATTACH ':memory:' AS m"),
     ("savepoint", "SAVEPOINT x"),
@@ -143,7 +190,10 @@ BYPASS_ATTACKS = [
     ("create temp view", "CREATE TEMP VIEW v AS SELECT * FROM TASK"),
     ("analyze", "ANALYZE"),
     ("parameter", "SELECT COUNT(*) FROM RAG_V_TASK WHERE TASK_ID = ?"),
-    ("hex of a base column through a cte", "WITH a AS (SELECT TOKEN_HASH FROM RAG_API_TOKEN) SELECT * FROM a"),
+    (
+        "hex of a base column through a cte",
+        "WITH a AS (SELECT TOKEN_HASH FROM RAG_API_TOKEN) SELECT * FROM a",
+    ),
     ("union with a base table", "SELECT TITLE FROM RAG_V_TASK UNION ALL SELECT TITLE FROM TASK"),
     ("window over a base table", "SELECT TITLE, ROW_NUMBER() OVER () FROM TASK"),
     ("unknown function", "SELECT sqlite_source_id()"),
@@ -156,21 +206,40 @@ BYPASS_ATTACKS = [
 # Refused by the text check (depth limit); without it SQLite runs them, and
 # what they return must equal what the equivalent query over the views returns.
 TEXT_ONLY_ATTACKS = [
-    ("deep nesting", "SELECT " + "(" * 400 + "1" + ")" * 400 + " FROM RAG_V_TASK", "SELECT 1 FROM RAG_V_TASK"),
-    ("deep subquery nesting", "SELECT * FROM " + "(SELECT * FROM " * 120 + "RAG_V_TASK" + ")" * 120,
-     "SELECT * FROM RAG_V_TASK"),
-    ("deep case nesting", "SELECT " + "CASE WHEN 1 THEN " * 150 + "TITLE" + " END" * 150 + " FROM RAG_V_TASK",
-     "SELECT TITLE FROM RAG_V_TASK"),
+    (
+        "deep nesting",
+        "SELECT " + "(" * 400 + "1" + ")" * 400 + " FROM RAG_V_TASK",
+        "SELECT 1 FROM RAG_V_TASK",
+    ),
+    (
+        "deep subquery nesting",
+        "SELECT * FROM " + "(SELECT * FROM " * 120 + "RAG_V_TASK" + ")" * 120,
+        "SELECT * FROM RAG_V_TASK",
+    ),
+    (
+        "deep case nesting",
+        "SELECT " + "CASE WHEN 1 THEN " * 150 + "TITLE" + " END" * 150 + " FROM RAG_V_TASK",
+        "SELECT TITLE FROM RAG_V_TASK",
+    ),
 ]
 
 ORACLE_BYPASS_ATTACKS = [
-    ("string holds /* */ markers", "SELECT '/*' AS a, (SELECT COUNT(*) FROM ALL_USERS) AS b, '*/' AS c FROM dual"),
+    (
+        "string holds /* */ markers",
+        "SELECT '/*' AS a, (SELECT COUNT(*) FROM ALL_USERS) AS b, '*/' AS c FROM dual",
+    ),
     ("q-quote hides code", "SELECT q'[ ' ]' AS a, (SELECT COUNT(*) FROM ALL_USERS) AS b, ' ]' FROM dual"),
     ("q-quote braces", "SELECT q'{ -- }' AS a, (SELECT USERNAME FROM ALL_USERS WHERE ROWNUM = 1) FROM dual"),
     ("nq-quote", "SELECT nq'! /* !' AS a, (SELECT COUNT(*) FROM ALL_VIEWS) FROM dual"),
-    ("decoy cte", "SELECT (SELECT COUNT(*) FROM (WITH ALL_USERS AS (SELECT 1 AS X FROM dual) "
-     "SELECT * FROM ALL_USERS)), (SELECT COUNT(*) FROM ALL_USERS) FROM dual"),
-    ("quoted cte name differs in case", 'WITH "all_users" AS (SELECT 1 AS X FROM dual) SELECT * FROM all_users'),
+    (
+        "decoy cte",
+        "SELECT (SELECT COUNT(*) FROM (WITH ALL_USERS AS (SELECT 1 AS X FROM dual) "
+        "SELECT * FROM ALL_USERS)), (SELECT COUNT(*) FROM ALL_USERS) FROM dual",
+    ),
+    (
+        "quoted cte name differs in case",
+        'WITH "all_users" AS (SELECT 1 AS X FROM dual) SELECT * FROM all_users',
+    ),
     ("all_users", "SELECT USERNAME FROM ALL_USERS"),
     ("all_views", "SELECT VIEW_NAME, TEXT FROM ALL_VIEWS"),
     ("all_db_links", "SELECT * FROM ALL_DB_LINKS"),

@@ -11,13 +11,17 @@ import unicodedata
 from collections import Counter
 from collections.abc import Mapping
 
-STOP = set("a an and are as at be but by for if in into is it no not of on or such that the their then "
-           "there these they this to was will with".split())
+STOP = set(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then "
+    "there these they this to was will with".split()
+)
 
 
 def tokens(text: str) -> list[str]:
     # accents folded: decompose (NFKD), drop the combining marks
-    folded = "".join(c for c in unicodedata.normalize("NFKD", text.lower()) if unicodedata.category(c) != "Mn")
+    folded = "".join(
+        c for c in unicodedata.normalize("NFKD", text.lower()) if unicodedata.category(c) != "Mn"
+    )
     return [w[:100] for w in re.findall(r"(?u)\b\w\w+\b", folded) if w not in STOP]
 
 

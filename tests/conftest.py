@@ -109,8 +109,12 @@ def cli(data_dir: Path):
 
     from oracle_rag.cli import main
 
-    def run(*args: object, env: dict[str, str | None] | None = None, input: str | None = None,  # noqa: A002
-            **settings: object):
+    def run(
+        *args: object,
+        env: dict[str, str | None] | None = None,
+        input: str | None = None,  # noqa: A002
+        **settings: object,
+    ):
         full: dict[str, str | None] = {k: None for k in os.environ if k.startswith("ORACLE_RAG_")}
         full["ORACLE_RAG_DATA_DIR"] = str(data_dir)
         full.update({f"ORACLE_RAG_{key.upper()}": str(value) for key, value in settings.items()})

@@ -61,15 +61,37 @@ class E5Reference:
         # ones, same integer arithmetic); no -fopenmp: one thread, so a busy machine does not stall
         # it at OpenMP barriers. Built where it runs, so native is safe.
         subprocess.run(
-            ["gcc", "-O2", "-march=native", "-shared", "-fPIC", f"-I{folder}", str(wrapper), "-o", str(library),
-             "-lm"],
-            check=True, capture_output=True, timeout=300,
+            [
+                "gcc",
+                "-O2",
+                "-march=native",
+                "-shared",
+                "-fPIC",
+                f"-I{folder}",
+                str(wrapper),
+                "-o",
+                str(library),
+                "-lm",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
         )
         lib = ctypes.CDLL(str(library))
         lib.e5_load.restype = ctypes.c_void_p
         lib.e5_load.argtypes = [ctypes.c_char_p]
-        lib.e5_embed.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_float)]
-        lib.e5_tokens.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+        lib.e5_embed.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.c_int,
+            ctypes.POINTER(ctypes.c_float),
+        ]
+        lib.e5_tokens.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.POINTER(ctypes.c_int),
+            ctypes.c_int,
+        ]
         self._lib = lib
         self._model = lib.e5_load(str(folder / "e5-small-q4.bin").encode())
         assert self._model, "e5_load failed"
@@ -77,8 +99,9 @@ class E5Reference:
     def embed(self, text: str, *, query: bool) -> np.ndarray:
         """The engine's vector; it prepends "query: " or "passage: " itself."""
         out = np.zeros(384, dtype=np.float32)
-        rc = self._lib.e5_embed(self._model, text.encode("utf-8"), int(query),
-                                out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+        rc = self._lib.e5_embed(
+            self._model, text.encode("utf-8"), int(query), out.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        )
         assert rc == 0
         return out
 

@@ -45,10 +45,15 @@ def build_rotated(path: Path, progress: object = None) -> Path:
         node.output[:] = [inner if o == OUTPUT_NAME else o for o in node.output]
         node.input[:] = [inner if i == OUTPUT_NAME else i for i in node.input]
     perm, signs = rotation()
-    graph.initializer.extend([numpy_helper.from_array(perm, "rotation_perm"),
-                              numpy_helper.from_array(signs, "rotation_signs")])
-    graph.node.extend([helper.make_node("Gather", [inner, "rotation_perm"], ["rotated"], axis=-1),
-                       helper.make_node("Mul", ["rotated", "rotation_signs"], [OUTPUT_NAME])])
+    graph.initializer.extend(
+        [numpy_helper.from_array(perm, "rotation_perm"), numpy_helper.from_array(signs, "rotation_signs")]
+    )
+    graph.node.extend(
+        [
+            helper.make_node("Gather", [inner, "rotation_perm"], ["rotated"], axis=-1),
+            helper.make_node("Mul", ["rotated", "rotation_signs"], [OUTPUT_NAME]),
+        ]
+    )
     atomic_write(path, model.SerializeToString())
     return path
 
@@ -56,10 +61,23 @@ def build_rotated(path: Path, progress: object = None) -> Path:
 def register() -> None:
     from oracle_rag.embedding import catalog
 
-    catalog.register(catalog.EmbeddingModel(
-        name=ROTATED_NAME, title="all-MiniLM-L6-v2, outputs permuted (tests)", filename="minilm-rotated.onnx",
-        dim=DIM, query_prefix="", passage_prefix="", source_package="", source_module="onnx", install="",
-        languages="English", batched=False, builder=build_rotated, oracle_name="MINILM_ROTATED"))
+    catalog.register(
+        catalog.EmbeddingModel(
+            name=ROTATED_NAME,
+            title="all-MiniLM-L6-v2, outputs permuted (tests)",
+            filename="minilm-rotated.onnx",
+            dim=DIM,
+            query_prefix="",
+            passage_prefix="",
+            source_package="",
+            source_module="onnx",
+            install="",
+            languages="English",
+            batched=False,
+            builder=build_rotated,
+            oracle_name="MINILM_ROTATED",
+        )
+    )
 
 
 PREFIXED_NAME = "minilm-rotated-prefixed"
@@ -73,8 +91,11 @@ def register_prefixed() -> None:
     from oracle_rag.embedding import catalog
 
     register()
-    catalog.register(replace(catalog.get(ROTATED_NAME), name=PREFIXED_NAME, query_prefix="query: ",
-                             passage_prefix="passage: "))
+    catalog.register(
+        replace(
+            catalog.get(ROTATED_NAME), name=PREFIXED_NAME, query_prefix="query: ", passage_prefix="passage: "
+        )
+    )
 
 
 def rotate(vec: np.ndarray) -> np.ndarray:
@@ -100,8 +121,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--name", default=ROTATED_NAME)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--pause", choices=["load", "fill", "index", "flip"], default=None,
-                        help="stop (until killed) right after this step's work, before it commits")
+    parser.add_argument(
+        "--pause",
+        choices=["load", "fill", "index", "flip"],
+        default=None,
+        help="stop (until killed) right after this step's work, before it commits",
+    )
     parser.add_argument("--log", default=None, help="append a line per text the rotated model embeds")
     args = parser.parse_args(argv)
     register()
@@ -111,14 +136,27 @@ def main(argv: list[str] | None = None) -> None:
     from oracle_rag.indexing import model_switch
     from oracle_rag.system import RagSystem
 
-    rag = RagSystem(load_settings(env={}, data_dir=args.data_dir, batch_size=args.batch_size,
-                                  worker_poll_ms=50, worker_initial_delay_ms=0, embedding_threads=1))
+    rag = RagSystem(
+        load_settings(
+            env={},
+            data_dir=args.data_dir,
+            batch_size=args.batch_size,
+            worker_poll_ms=50,
+            worker_initial_delay_ms=0,
+            embedding_threads=1,
+        )
+    )
     engine = rag.engine
     if args.log:
-        engine.set_runtime_for(ROTATED_NAME, CountingRuntime(engine.runtime_for(ROTATED_NAME),
-                                                             log_path=Path(args.log)))
-    hooks = {"load": "load_generation_model", "fill": "embed_passages", "index": "build_vector_index",
-             "flip": "active_generation"}
+        engine.set_runtime_for(
+            ROTATED_NAME, CountingRuntime(engine.runtime_for(ROTATED_NAME), log_path=Path(args.log))
+        )
+    hooks = {
+        "load": "load_generation_model",
+        "fill": "embed_passages",
+        "index": "build_vector_index",
+        "flip": "active_generation",
+    }
     if args.pause:
         setattr(engine, hooks[args.pause], _paused(args.pause, getattr(engine, hooks[args.pause])))
     print("STARTED", flush=True)

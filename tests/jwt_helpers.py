@@ -68,17 +68,35 @@ class Provider:
         return {"keys": [self.public_jwk(k) for k in self.published]}
 
     def public_pem(self, kid: str) -> bytes:
-        return self.private[kid].public_key().public_bytes(serialization.Encoding.PEM,
-                                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+        return (
+            self.private[kid]
+            .public_key()
+            .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        )
 
-    def mint(self, kid: str, *, sub: Any = "1", now: float = NOW, lifetime: float = 600.0, alg: str | None = None,
-             **claims: Any) -> str:
+    def mint(
+        self,
+        kid: str,
+        *,
+        sub: Any = "1",
+        now: float = NOW,
+        lifetime: float = 600.0,
+        alg: str | None = None,
+        **claims: Any,
+    ) -> str:
         """A token signed with ``kid``'s key: iss, aud, sub, iat, exp (``now`` + ``lifetime``) and ``claims``.
 
         A claim given as None is left out (``exp=None``: no expiry claim).
         """
         key = self.private[kid]
-        body = {"iss": ISSUER, "aud": AUDIENCE, "sub": sub, "iat": int(now), "exp": int(now + lifetime), **claims}
+        body = {
+            "iss": ISSUER,
+            "aud": AUDIENCE,
+            "sub": sub,
+            "iat": int(now),
+            "exp": int(now + lifetime),
+            **claims,
+        }
         body = {k: v for k, v in body.items() if v is not None}
         algorithm = alg or ("RS256" if isinstance(key, rsa.RSAPrivateKey) else "ES256")
         return jwt.encode(body, key, algorithm=algorithm, headers={"kid": kid})
@@ -160,12 +178,20 @@ class Clock:
 
 # The deployment: members 1..4 (no EMPLOYEE table), 1 a lead (sees all), 2 in team "g1";
 # member 9 has a subject but no roles, groups or records; the provider's subjects are opaque text.
-MEMBERS = {1: ("Ada Lead", ("lead",), ()), 2: ("Bo Dev", ("dev",), ("g1",)), 3: ("Cy Dev", ("dev",), ()),
-           4: ("Di Ops", ("ops",), ("g2",))}
+MEMBERS = {
+    1: ("Ada Lead", ("lead",), ()),
+    2: ("Bo Dev", ("dev",), ("g1",)),
+    3: ("Cy Dev", ("dev",), ()),
+    4: ("Di Ops", ("ops",), ("g2",)),
+}
 SUBJECTS = {"auth0|ada": 1, "auth0|bo": 2, "auth0|cy": 3, "auth0|nobody-rows": 9}
 # The records of tests/access_property_helpers.py: ALPHA owner-scoped (owner i % 4 + 1), BETA group-scoped
 # (#1 in g1), GAMMA public; what member 2 (owner of ALPHA #1 and #5, in g1) may read.
-POLICIES = {"ALPHA": AccessPolicy(("owner",)), "BETA": AccessPolicy(("group",)), "GAMMA": AccessPolicy(("public",))}
+POLICIES = {
+    "ALPHA": AccessPolicy(("owner",)),
+    "BETA": AccessPolicy(("group",)),
+    "GAMMA": AccessPolicy(("public",)),
+}
 MEMBER_TWO_SEES = {("ALPHA", "1"), ("ALPHA", "5"), ("BETA", "1")} | {("GAMMA", str(i)) for i in range(1, 9)}
 
 
@@ -190,5 +216,10 @@ def scoped_records(rag: RagSystem) -> None:
     """The synthetic records, indexed, with :data:`POLICIES`' access."""
     with rag.engine.begin() as conn:
         write_synthetic_records(rag, conn)
-        rag.engine.write_access(conn, [(t, i, record_access(POLICIES[t], int(i) % 4 + 1, ["g1"] if i == "1" else []))
-                                       for t, i in RECORDS])
+        rag.engine.write_access(
+            conn,
+            [
+                (t, i, record_access(POLICIES[t], int(i) % 4 + 1, ["g1"] if i == "1" else []))
+                for t, i in RECORDS
+            ],
+        )

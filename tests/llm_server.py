@@ -134,15 +134,26 @@ class ScriptedLLM:
                     return
                 if reply.status != 200:
                     headers = {"Retry-After": reply.retry_after} if reply.retry_after else {}
-                    self._json(reply.status, {"error": {"message": f"scripted status {reply.status}",
-                                                        "type": "server_error", "code": None}}, headers)
+                    self._json(
+                        reply.status,
+                        {
+                            "error": {
+                                "message": f"scripted status {reply.status}",
+                                "type": "server_error",
+                                "code": None,
+                            }
+                        },
+                        headers,
+                    )
                     return
                 if body.get("stream"):
                     self._stream(reply, body.get("model", llm.model))
                 else:
                     self._json(200, _completion(reply.text, body.get("model", llm.model)))
 
-            def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+            def _json(
+                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
                 data = json.dumps(payload).encode("utf-8")
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -180,8 +191,12 @@ class ScriptedLLM:
 
         self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="scripted-llm", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="scripted-llm",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -231,13 +246,21 @@ def _sse(payload: dict[str, Any]) -> bytes:
 
 
 def _chunk_obj(model: str, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
-    return {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
 
 
 def _completion(text: str, model: str) -> dict[str, Any]:
     return {
-        "id": "chatcmpl-scripted", "object": "chat.completion", "created": 0, "model": model,
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }

@@ -100,8 +100,12 @@ class OracleTarget:
 
     def cli_env(self, data_dir: Path) -> dict[str, str]:
         """The environment local/README.md step 4 exports, for running the CLI."""
-        return {"ORACLE_RAG_DATABASE_URL": self.url, "ORACLE_RAG_DB_PASSWORD_ENV": self.password_env,
-                "ORACLE_RAG_EMBEDDING_MODEL": self.model_name, "ORACLE_RAG_DATA_DIR": str(data_dir)}
+        return {
+            "ORACLE_RAG_DATABASE_URL": self.url,
+            "ORACLE_RAG_DB_PASSWORD_ENV": self.password_env,
+            "ORACLE_RAG_EMBEDDING_MODEL": self.model_name,
+            "ORACLE_RAG_DATA_DIR": str(data_dir),
+        }
 
     def connect_app(self) -> Any:
         """A plain python-oracledb connection as the application user (what SQL*Plus would open)."""
@@ -120,8 +124,9 @@ class OracleTarget:
         if not self.sys_password_env or not os.environ.get(self.sys_password_env):
             pytest.skip(f"no SYS password: set {SYS_PASSWORD_ENV} to run what the docs run as SYS")
         dsn = self.dsn.rsplit("/", 1)[0] + "/FREE" if root else self.dsn
-        return oracledb.connect(user="sys", password=os.environ[self.sys_password_env], dsn=dsn,
-                                mode=oracledb.AUTH_MODE_SYSDBA)
+        return oracledb.connect(
+            user="sys", password=os.environ[self.sys_password_env], dsn=dsn, mode=oracledb.AUTH_MODE_SYSDBA
+        )
 
     def settings(self, data_dir: Path, **overrides: Any) -> Any:
         from oracle_rag.config import load_settings
@@ -129,8 +134,12 @@ class OracleTarget:
         data_dir.mkdir(parents=True, exist_ok=True)
         config = data_dir / "empty.toml"
         config.write_text("")
-        values = {"database_url": self.url, "db_password_env": self.password_env,
-                  "embedding_model": self.model_name, "data_dir": str(data_dir)}
+        values = {
+            "database_url": self.url,
+            "db_password_env": self.password_env,
+            "embedding_model": self.model_name,
+            "data_dir": str(data_dir),
+        }
         values.update(overrides)
         return load_settings(env={}, config_file=config, **values)
 
@@ -142,8 +151,8 @@ _STATE: dict[str, Any] = {"target": None, "container": None}
 def _docker_unreachable() -> str | None:
     """Why no Docker engine can be used, or None when one answers a ping."""
     host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    if host.startswith("unix://") and not os.path.exists(host[len("unix://"):]):
-        return f"no Docker engine (no socket at {host[len('unix://'):]})"
+    if host.startswith("unix://") and not os.path.exists(host[len("unix://") :]):
+        return f"no Docker engine (no socket at {host[len('unix://') :]})"
     try:
         import docker
 
@@ -209,15 +218,22 @@ def require_oracle(request: pytest.FixtureRequest) -> OracleTarget:
             if _STATE.get("failed"):
                 pytest.fail(_STATE["reason"], pytrace=False)
             if os.environ.get("ORACLE_RAG_TEST_ORACLE") == "1":
-                pytest.fail("ORACLE_RAG_TEST_ORACLE=1 requires Oracle, but " +
-                            _STATE["reason"].removeprefix("Oracle tests skipped: "), pytrace=False)
+                pytest.fail(
+                    "ORACLE_RAG_TEST_ORACLE=1 requires Oracle, but "
+                    + _STATE["reason"].removeprefix("Oracle tests skipped: "),
+                    pytrace=False,
+                )
             pytest.skip(_STATE["reason"])
         return _STATE["target"]
 
 
 def _provision(request: pytest.FixtureRequest) -> OracleTarget:
     model_path: Path = request.getfixturevalue("model_path")
-    target = _from_environment() if os.environ.get("ORACLE_RAG_TEST_URL") else _start_container(request, model_path)
+    target = (
+        _from_environment()
+        if os.environ.get("ORACLE_RAG_TEST_URL")
+        else _start_container(request, model_path)
+    )
     if target.user in ("SYS", "SYSTEM"):
         raise RuntimeError("use an application user, not SYS/SYSTEM (a vector index fails there: ORA-51963)")
     if target.sys_password_env and os.environ.get(target.sys_password_env) and target.ro_url:
@@ -278,10 +294,15 @@ def _from_environment() -> OracleTarget:
     if url_has_secret(url):
         raise RuntimeError(f"ORACLE_RAG_TEST_URL must not carry a password: put it in {PASSWORD_ENV}")
     ro_url = os.environ.get("ORACLE_RAG_TEST_RO_URL") or None
-    return OracleTarget(url=url, password_env=PASSWORD_ENV, source="ORACLE_RAG_TEST_URL",
-                        ro_url=ro_url, ro_password_env=RO_PASSWORD_ENV if ro_url else None,
-                        model_name=os.environ.get("ORACLE_RAG_TEST_MODEL_NAME", DEFAULT_MODEL_NAME),
-                        sys_password_env=SYS_PASSWORD_ENV if os.environ.get(SYS_PASSWORD_ENV) else None)
+    return OracleTarget(
+        url=url,
+        password_env=PASSWORD_ENV,
+        source="ORACLE_RAG_TEST_URL",
+        ro_url=ro_url,
+        ro_password_env=RO_PASSWORD_ENV if ro_url else None,
+        model_name=os.environ.get("ORACLE_RAG_TEST_MODEL_NAME", DEFAULT_MODEL_NAME),
+        sys_password_env=SYS_PASSWORD_ENV if os.environ.get(SYS_PASSWORD_ENV) else None,
+    )
 
 
 def _password() -> str:
@@ -317,12 +338,21 @@ def _start_container(request: pytest.FixtureRequest, model_path: Path) -> Oracle
 
     service = compose_service()
     if service["binds"].get(INIT_DIR) != "./local/init" or MODEL_MOUNT not in service["binds"]:
-        raise RuntimeError("compose.dev.yml no longer mounts ./local/init and the model file as the suite expects")
+        raise RuntimeError(
+            "compose.dev.yml no longer mounts ./local/init and the model file as the suite expects"
+        )
     sys_pw, app_pw, ro_pw = _password(), _password(), _password()
-    env = {"ORACLE_PASSWORD": sys_pw, "APP_USER": APP_USER, "APP_USER_PASSWORD": app_pw,
-           "RAG_RO_USER": RO_USER, "RAG_RO_PASSWORD": ro_pw}
+    env = {
+        "ORACLE_PASSWORD": sys_pw,
+        "APP_USER": APP_USER,
+        "APP_USER_PASSWORD": app_pw,
+        "RAG_RO_USER": RO_USER,
+        "RAG_RO_PASSWORD": ro_pw,
+    }
     if sorted(env) != service["environment"]:
-        raise RuntimeError(f"compose.dev.yml's variables {service['environment']} are not the suite's {sorted(env)}")
+        raise RuntimeError(
+            f"compose.dev.yml's variables {service['environment']} are not the suite's {sorted(env)}"
+        )
 
     class ComposeOracle(OracleDbContainer):  # type: ignore[misc]
         def _connect(self) -> None:  # a failed init script stops the container: fail, do not wait
@@ -342,11 +372,17 @@ def _start_container(request: pytest.FixtureRequest, model_path: Path) -> Oracle
     networks = container.get_wrapped_container().attrs["NetworkSettings"]["Networks"]
     gateway = next((n.get("Gateway") for n in networks.values() if n.get("Gateway")), None)
     base = f"oracle+oracledb://{{user}}@{host}:{port}/?service_name=FREEPDB1"
-    return OracleTarget(url=base.format(user=APP_USER), password_env=PASSWORD_ENV, source=f"compose.dev.yml "
-                        f"({service['image']}) under testcontainers", ro_url=base.format(user=RO_USER),
-                        ro_password_env=RO_PASSWORD_ENV,
-                        model_name=os.environ.get("ORACLE_RAG_TEST_MODEL_NAME", DEFAULT_MODEL_NAME),
-                        created_ro_user=True, sys_password_env=SYS_PASSWORD_ENV, host_gateway=gateway)
+    return OracleTarget(
+        url=base.format(user=APP_USER),
+        password_env=PASSWORD_ENV,
+        source=f"compose.dev.yml ({service['image']}) under testcontainers",
+        ro_url=base.format(user=RO_USER),
+        ro_password_env=RO_PASSWORD_ENV,
+        model_name=os.environ.get("ORACLE_RAG_TEST_MODEL_NAME", DEFAULT_MODEL_NAME),
+        created_ro_user=True,
+        sys_password_env=SYS_PASSWORD_ENV,
+        host_gateway=gateway,
+    )
 
 
 def new_system(target: OracleTarget, tmp_path: Path, **overrides: Any) -> Any:
@@ -385,15 +421,26 @@ def reset_schema(engine: Any) -> None:
     with engine.connect() as conn:
         # VECTOR$ (IVF centroids), DR$ (Oracle Text), DM$ (mining models), SYS_ (IOT overflow...):
         # generated with their owner, dropped with it, never ours to drop or to object to.
-        tables = [r[0] for r in conn.exec_driver_sql(
-            "SELECT TABLE_NAME FROM USER_TABLES WHERE NESTED = 'NO' AND SECONDARY = 'N'")
-            if "$" not in r[0] and not r[0].startswith("SYS_")]
-        views = [r[0] for r in conn.exec_driver_sql("SELECT VIEW_NAME FROM USER_VIEWS WHERE VIEW_NAME LIKE 'RAG\\_%' ESCAPE '\\'")]
+        tables = [
+            r[0]
+            for r in conn.exec_driver_sql(
+                "SELECT TABLE_NAME FROM USER_TABLES WHERE NESTED = 'NO' AND SECONDARY = 'N'"
+            )
+            if "$" not in r[0] and not r[0].startswith("SYS_")
+        ]
+        views = [
+            r[0]
+            for r in conn.exec_driver_sql(
+                "SELECT VIEW_NAME FROM USER_VIEWS WHERE VIEW_NAME LIKE 'RAG\\_%' ESCAPE '\\'"
+            )
+        ]
     ours = [t for t in tables if t.startswith("RAG_") or t in DEMO_TABLES]
     foreign = sorted(set(tables) - set(ours))
     if foreign:
-        raise RuntimeError(f"the test schema holds tables that are not oracle-rag's ({foreign[:5]}); "
-                           f"refusing to reset it: use a dedicated test user")
+        raise RuntimeError(
+            f"the test schema holds tables that are not oracle-rag's ({foreign[:5]}); "
+            f"refusing to reset it: use a dedicated test user"
+        )
     with engine.begin() as conn:
         for view in views:
             conn.exec_driver_sql(f'DROP VIEW "{view}"')
@@ -418,5 +465,10 @@ def readonly_system(oracle_system: Any, oracle_target: OracleTarget, data_dir: P
     if not oracle_target.ro_url or not oracle_target.ro_password_env:
         pytest.skip("no read-only user: set ORACLE_RAG_TEST_RO_URL and ORACLE_RAG_TEST_RO_PASSWORD")
     run_user_file(oracle_target, "local/grant_readonly.sql")
-    return new_system(oracle_target, data_dir, aggregate_database_url=oracle_target.ro_url,
-                      aggregate_db_password_env=oracle_target.ro_password_env, aggregate_timeout_s=5.0)
+    return new_system(
+        oracle_target,
+        data_dir,
+        aggregate_database_url=oracle_target.ro_url,
+        aggregate_db_password_env=oracle_target.ro_password_env,
+        aggregate_timeout_s=5.0,
+    )

@@ -65,7 +65,12 @@ def predicates(plan: str) -> dict[int, str]:
         if m:
             current = int(m.group(1))
             out[current] = (out.get(current, "") + " " + m.group(2) + "(" + m.group(3)).strip()
-        elif current is not None and line.strip() and not line.startswith("Note") and not set(line.strip()) <= {"-"}:
+        elif (
+            current is not None
+            and line.strip()
+            and not line.startswith("Note")
+            and not set(line.strip()) <= {"-"}
+        ):
             out[current] += " " + line.strip()
         elif line.startswith("Note"):
             break
@@ -81,7 +86,7 @@ def full_scans(plan: str, name_prefix: str) -> list[PlanRow]:
 def subtree(rows: list[PlanRow], index: int) -> list[PlanRow]:
     """The rows under ``rows[index]`` (deeper rows that follow it)."""
     out = []
-    for r in rows[index + 1:]:
+    for r in rows[index + 1 :]:
         if r.depth <= rows[index].depth:
             break
         out.append(r)
@@ -115,7 +120,9 @@ def filters_over(plan: str, names: tuple[str, ...]) -> list[str]:
         for first, nxt in zip(children[1:], [*children[2:], len(below)], strict=True):
             hit = [r for r in below[first:nxt] if reads(r)]
             if hit:
-                found.append(f"FILTER (id {row.id}) re-runs a subquery reading {hit[0].name} (id {hit[0].id})")
+                found.append(
+                    f"FILTER (id {row.id}) re-runs a subquery reading {hit[0].name} (id {hit[0].id})"
+                )
     for op_id, text in predicates(plan).items():
         upper = text.upper()
         if "SELECT" in upper and any(f'"{n}"' in upper for n in wanted):

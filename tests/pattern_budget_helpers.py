@@ -39,7 +39,7 @@ PACKAGE = Path(oracle_rag.__file__).resolve().parent
 _CALLS = {"compile", "match", "search", "fullmatch", "sub", "subn", "findall", "finditer", "split"}
 # Characters tried where a pattern accepts "any" of a class: common text, separators, and the
 # characters normalisation or typography brings (no-break space, zero-width space, dashes, º).
-UNIVERSE = (" a1x#.,-_\n\t[](){}/:;'\"*`AZ0éº\u00a0\u200b!?@&+=<>|\\$%^~–—°")
+UNIVERSE = " a1x#.,-_\n\t[](){}/:;'\"*`AZ0éº\u00a0\u200b!?@&+=<>|\\$%^~–—°"
 NEAR_MISS = "\x00"
 _REPEATS = (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT)
 
@@ -74,8 +74,17 @@ class Found:
     uses: frozenset[str]
 
 
-_USE = {"compile": "search", "search": "search", "finditer": "search", "findall": "search", "sub": "search",
-        "subn": "search", "split": "search", "match": "match", "fullmatch": "fullmatch"}
+_USE = {
+    "compile": "search",
+    "search": "search",
+    "finditer": "search",
+    "findall": "search",
+    "sub": "search",
+    "subn": "search",
+    "split": "search",
+    "match": "match",
+    "fullmatch": "fullmatch",
+}
 
 
 def _uses(source: str, name: str) -> frozenset[str]:
@@ -116,22 +125,41 @@ def literal_patterns() -> dict[str, Found]:
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "re"
-                    and node.func.attr in _CALLS and node.args):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "re"
+                and node.func.attr in _CALLS
+                and node.args
+            ):
                 continue
             first = node.args[0]
             if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
                 continue
-            position = {"compile": 1, "match": 2, "search": 2, "fullmatch": 2, "findall": 2, "finditer": 2,
-                        "split": 3, "sub": 4, "subn": 4}[node.func.attr]
-            flag_node = node.args[position] if len(node.args) > position else next(
-                (k.value for k in node.keywords if k.arg == "flags"), None)
+            position = {
+                "compile": 1,
+                "match": 2,
+                "search": 2,
+                "fullmatch": 2,
+                "findall": 2,
+                "finditer": 2,
+                "split": 3,
+                "sub": 4,
+                "subn": 4,
+            }[node.func.attr]
+            flag_node = (
+                node.args[position]
+                if len(node.args) > position
+                else next((k.value for k in node.keywords if k.arg == "flags"), None)
+            )
             flags = _flags(flag_node)
             if flags is None:
                 continue
             uses = frozenset() if node.func.attr == "compile" else frozenset({_USE[node.func.attr]})
-            found[f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"] = Found(re.compile(first.value, flags), uses)
+            found[f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"] = Found(
+                re.compile(first.value, flags), uses
+            )
     return found
 
 
@@ -143,9 +171,11 @@ def built_patterns() -> dict[str, Found]:
     from oracle_rag.sources.meanings import Declaration
     from oracle_rag.sources.reference import TaskSource
 
-    vocab = build_vocabulary([Declaration("TASK", tuple(TaskSource.facets), TaskSource.meanings)],
-                             {"status": {"TODO", "BLOCKED", "DONE"}, "priority": {"HIGH", "LOW"}},
-                             {"assignee_id": {9: "Ana Ruiz", 10: "Bob Lee"}})
+    vocab = build_vocabulary(
+        [Declaration("TASK", tuple(TaskSource.facets), TaskSource.meanings)],
+        {"status": {"TODO", "BLOCKED", "DONE"}, "priority": {"HIGH", "LOW"}},
+        {"assignee_id": {9: "Ana Ruiz", 10: "Bob Lee"}},
+    )
     found: dict[str, Found] = {}
     words = RecordWords.of({**vocab.type_words, "purchase order": ["ORDERS"]}, vocab.types)
     found["RecordWords.head"] = Found(words.head, frozenset({"search"}))
@@ -255,7 +285,9 @@ class _Sampler:
                 out.append(chars[-1] if chars else "")
             elif op is sre.BRANCH:
                 branches = av[1]
-                chosen = next((b for b in branches if target is not None and self.contains(b, target)), branches[0])
+                chosen = next(
+                    (b for b in branches if target is not None and self.contains(b, target)), branches[0]
+                )
                 out.append(self.sample(chosen, target, run))
             elif op is sre.SUBPATTERN:
                 out.append(self.sample(av[3], target, run))
@@ -289,6 +321,7 @@ class _Sampler:
 def _sized(prefix: str, unit: str, suffix: str) -> Callable[[int], str]:
     def make(length: int) -> str:
         return prefix + unit * max(1, (length - len(prefix) - len(suffix)) // len(unit)) + suffix
+
     return make
 
 
@@ -302,7 +335,9 @@ def families(pattern: re.Pattern[str]) -> list[Family]:
         prefix, _, suffix = whole.partition(marker)
         for body in s.bodies(repeat):
             for tail, label in ((suffix, "match"), ("", "cut"), (NEAR_MISS, "near-miss")):
-                out.setdefault((prefix, body, tail), f"{label}: {prefix[:12]!r} + {body[:12]!r}* + {tail[:12]!r}")
+                out.setdefault(
+                    (prefix, body, tail), f"{label}: {prefix[:12]!r} + {body[:12]!r}* + {tail[:12]!r}"
+                )
             out.setdefault(("", prefix + body, ""), f"starts: ({prefix[:12]!r} + {body[:12]!r})*")
     whole = s.sample(s.tree)
     for unit in {whole, whole[:-1], whole + " "}:
@@ -359,8 +394,7 @@ class Verdict:
     what: str = ""
 
 
-def growth(pattern: Found, family: Family, lengths: tuple[int, ...] = LENGTHS,
-           slack: float = 1.0) -> Verdict:
+def growth(pattern: Found, family: Family, lengths: tuple[int, ...] = LENGTHS, slack: float = 1.0) -> Verdict:
     """Does the cost grow linearly with the input? Compared within this run, so machine speed cancels.
 
     Superlinear: a step of 1.5-2x length costing over 5x (exponential), or a 4x length costing over

@@ -81,8 +81,14 @@ class HttpResult:
         return f"{self.status}\n{head}\n\n{self.text}"
 
 
-def http_request(base: str, method: str, path: str, body: bytes | str | dict | None = None,
-         headers: dict[str, str] | None = None, timeout: float = 120) -> HttpResult:
+def http_request(
+    base: str,
+    method: str,
+    path: str,
+    body: bytes | str | dict | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> HttpResult:
     """One request to ``base`` (``host:port``); a dict body is sent as JSON."""
     host, port = base.rsplit(":", 1)
     conn = httpclient.HTTPConnection(host, int(port), timeout=timeout)
@@ -126,14 +132,32 @@ class ServeProcess:
     address: str = ""
 
     def start(self, startup_polls: int = 1800) -> ServeProcess:
-        argv = self.argv or [*CLI, *(["-v"] if self.verbose else []), "--config", str(self.config), "serve",
-                             "--port", "0", *self.extra_args]
-        self.proc = subprocess.Popen(argv, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace")
+        argv = self.argv or [
+            *CLI,
+            *(["-v"] if self.verbose else []),
+            "--config",
+            str(self.config),
+            "serve",
+            "--port",
+            "0",
+            *self.extra_args,
+        ]
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=self.cwd,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+        )
         self._ready: queue.Queue[str | None] = queue.Queue()
         self._lock = threading.Lock()
-        self._pumps = [threading.Thread(target=self._pump, args=(stream,), daemon=True)
-                       for stream in (self.proc.stdout, self.proc.stderr)]
+        self._pumps = [
+            threading.Thread(target=self._pump, args=(stream,), daemon=True)
+            for stream in (self.proc.stdout, self.proc.stderr)
+        ]
         for pump in self._pumps:
             pump.start()
         for _ in range(startup_polls):
@@ -155,8 +179,14 @@ class ServeProcess:
             self._ready.put(line)
         self._ready.put(None)
 
-    def request(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
-                timeout: float = 120) -> HttpResult:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 120,
+    ) -> HttpResult:
         return http_request(self.address, method, path, body, headers, timeout)
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> HttpResult:
@@ -188,11 +218,27 @@ class ServeProcess:
         self.stop()
 
 
-def run_cli(args: list[str], *, config: Path | None = None, env: dict[str, str] | None = None,
-            cwd: Path | None = None, verbose: bool = False, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    args: list[str],
+    *,
+    config: Path | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    verbose: bool = False,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess[str]:
     argv = [*CLI, *(["-v"] if verbose else []), *(["--config", str(config)] if config else []), *args]
-    return subprocess.run(argv, env=env if env is not None else clean_env(), cwd=cwd, capture_output=True,
-                          text=True, encoding="utf-8", errors="replace", timeout=timeout, check=False)
+    return subprocess.run(
+        argv,
+        env=env if env is not None else clean_env(),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=timeout,
+        check=False,
+    )
 
 
 # -- file-system faults ---------------------------------------------------------------

@@ -165,7 +165,9 @@ def run(connection: Any, text: str, defines: dict[str, str] | None = None) -> Ou
     """Run a SQL*Plus script on a python-oracledb connection; raise at the first error."""
     script = parse(text, defines)
     if not script.exit_on_sqlerror:
-        raise ValueError("the script does not say WHENEVER SQLERROR EXIT: SQL*Plus would go on after an error")
+        raise ValueError(
+            "the script does not say WHENEVER SQLERROR EXIT: SQL*Plus would go on after an error"
+        )
     output: list[str] = []
     with connection.cursor() as cursor:
         if script.serveroutput:

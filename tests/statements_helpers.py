@@ -79,8 +79,10 @@ class Discovery:
     def add(self, key: str, name: str, sql: str, origin: str, parts: tuple[str, ...] = ()) -> None:
         if key in self.statements:
             if self.statements[key].sql != sql:
-                self.problems.append(f"{key}: two different statements under one name ({origin} and "
-                                     f"{self.statements[key].origin}): statement names are unique in the package")
+                self.problems.append(
+                    f"{key}: two different statements under one name ({origin} and "
+                    f"{self.statements[key].origin}): statement names are unique in the package"
+                )
             return
         if not parts and sql in self._texts:
             return  # the same text, already pinned under its first name
@@ -90,7 +92,11 @@ class Discovery:
 
 def _render(sql: str) -> str:
     """``{model}`` and ``{embedding}`` as the initial generation (slot 1, DEFAULT_MODEL) sends them."""
-    return engine_sql.render(sql, DEFAULT_MODEL) if any(p in sql for p in ("{model}", "{embedding}", "{vector_")) else sql
+    return (
+        engine_sql.render(sql, DEFAULT_MODEL)
+        if any(p in sql for p in ("{model}", "{embedding}", "{vector_"))
+        else sql
+    )
 
 
 def _assigned(module: Any) -> set[str]:
@@ -98,8 +104,13 @@ def _assigned(module: Any) -> set[str]:
     tree = ast.parse(Path(module.__file__).read_text("utf-8"))
     names: set[str] = set()
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-            node, ast.AnnAssign) else []
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
         names |= {t.id for t in targets if isinstance(t, ast.Name)}
     return names
 
@@ -118,8 +129,13 @@ def _statements(module: Any) -> list[tuple[str, str]]:
             items = [(f"{name}.{i}", v) for i, v in enumerate(value) if isinstance(v, Sql)]
         elif isinstance(value, dict):
             items = [(str(k), v) for k, v in value.items() if isinstance(v, Sql)]
-        elif (is_sql_module and isinstance(value, str) and not name.startswith("_")
-              and not name.startswith(OTHER_DIALECT_PREFIXES) and (SQL_START.match(value) or bind_names(value))):
+        elif (
+            is_sql_module
+            and isinstance(value, str)
+            and not name.startswith("_")
+            and not name.startswith(OTHER_DIALECT_PREFIXES)
+            and (SQL_START.match(value) or bind_names(value))
+        ):
             out.append((name, value))
             continue
         else:
@@ -143,11 +159,18 @@ def _oracle_migrations(found: Discovery, include_pinned_elsewhere: bool) -> None
                 if not include_pinned_elsewhere:
                     continue
             parts = tuple(engine.split_script(engine.render_migration(m.text)))
-            if not parts:  # a retired version (migrations.py) runs nothing: tests/test_migrations.py checks it
+            if (
+                not parts
+            ):  # a retired version (migrations.py) runs nothing: tests/test_migrations.py checks it
                 continue
             rel = m.path.relative_to(PACKAGE).with_suffix("")
-            found.add(".".join(rel.parts), stem, script_text(parts),
-                      f"migration {m.path.relative_to(PACKAGE)} (default settings)", parts)
+            found.add(
+                ".".join(rel.parts),
+                stem,
+                script_text(parts),
+                f"migration {m.path.relative_to(PACKAGE)} (default settings)",
+                parts,
+            )
 
 
 _EMPTY_TOML: Path | None = None
@@ -223,18 +246,45 @@ def expanding_binds(sql: str) -> list[str]:
 # Representative values, by bind name. Unknown names get a value by shape so a
 # new statement needs no edit here; the header of its golden file shows it.
 BIND_EXAMPLES: dict[str, Any] = {
-    "source_type": "TASK", "source_id": "42", "ids": ["1", "2", "3"], "action": "UPSERT",
-    "owner_id": 17, "project_id": 3, "sprint_id": 12, "content": "[TASK #42] Fix login timeout",
-    "embed_text": "[TASK #42] Fix login timeout", "content_hash": "9f86d081884c7d65...",
-    "max_attempts": 5, "dirty_id": 1001, "error": "SOURCE_LOADING: task 42 not found",
-    "failed_only": 0, "limit": 50, "text": "login timeout on the mobile app",
-    "query": "login timeout on the mobile app", "match": '"login" OR "timeout"', "k": 8,
-    "see_all": 0, "caller_id": 17, "f_project": None, "f_sprint": None, "f_all_types": 0, "f_first_chunk": 0,
-    "f_types": ["TASK", "SPRINT"], "model_name": DEFAULT_MODEL, "statement_id": "rag-plan-1",
-    "replace": 0, "model_data": "<BLOB: the ONNX file's bytes>", "uri": "<pre-authenticated URL, secret>",
-    "outcome": "<OUT VARCHAR2: LOADED|REPLACED|SKIPPED|CONCURRENT>", "id": 42, "names": ["RAG_TASK_ENQUEUE"],
-    "mset": "rag", "version": 3, "checksum": "3a7bd3e2360a3d29...",
-    "done": 4, "success": 1,
+    "source_type": "TASK",
+    "source_id": "42",
+    "ids": ["1", "2", "3"],
+    "action": "UPSERT",
+    "owner_id": 17,
+    "project_id": 3,
+    "sprint_id": 12,
+    "content": "[TASK #42] Fix login timeout",
+    "embed_text": "[TASK #42] Fix login timeout",
+    "content_hash": "9f86d081884c7d65...",
+    "max_attempts": 5,
+    "dirty_id": 1001,
+    "error": "SOURCE_LOADING: task 42 not found",
+    "failed_only": 0,
+    "limit": 50,
+    "text": "login timeout on the mobile app",
+    "query": "login timeout on the mobile app",
+    "match": '"login" OR "timeout"',
+    "k": 8,
+    "see_all": 0,
+    "caller_id": 17,
+    "f_project": None,
+    "f_sprint": None,
+    "f_all_types": 0,
+    "f_first_chunk": 0,
+    "f_types": ["TASK", "SPRINT"],
+    "model_name": DEFAULT_MODEL,
+    "statement_id": "rag-plan-1",
+    "replace": 0,
+    "model_data": "<BLOB: the ONNX file's bytes>",
+    "uri": "<pre-authenticated URL, secret>",
+    "outcome": "<OUT VARCHAR2: LOADED|REPLACED|SKIPPED|CONCURRENT>",
+    "id": 42,
+    "names": ["RAG_TASK_ENQUEUE"],
+    "mset": "rag",
+    "version": 3,
+    "checksum": "3a7bd3e2360a3d29...",
+    "done": 4,
+    "success": 1,
 }
 
 

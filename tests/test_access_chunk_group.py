@@ -23,8 +23,11 @@ from oracle_rag.system import RagSystem
 
 JOIN = """SELECT a.PRINCIPAL, c.CHUNK_ID FROM RAG_CHUNK_ACL a
 JOIN RAG_CHUNK c ON c.SOURCE_TYPE = a.SOURCE_TYPE AND c.SOURCE_ID = a.SOURCE_ID"""
-LONG = " ".join(f"Paragraph {i} of the long runbook: restart the concentrator, check the tunnel, "
-                "read the logs, call the network team, and write down what happened." for i in range(120))
+LONG = " ".join(
+    f"Paragraph {i} of the long runbook: restart the concentrator, check the tunnel, "
+    "read the logs, call the network team, and write down what happened."
+    for i in range(120)
+)
 
 
 def _table_equals_join(rag: RagSystem) -> set[tuple[str, int]]:
@@ -39,11 +42,15 @@ def _counts_follow_the_policy(rag: RagSystem) -> None:
     for employee_id in (101, 102, 103, 104, 105, 999):
         caller = _caller(rag, employee_id)
         with rag.engine.connect() as conn:
-            counted = conn.execute(rag.engine.statement(answers_sql.COUNT_RECORDS), caller.scope().binds()).scalar_one()
+            counted = conn.execute(
+                rag.engine.statement(answers_sql.COUNT_RECORDS), caller.scope().binds()
+            ).scalar_one()
         if caller.sees_all:  # every record still at its source (_expected lists the fixture's first rows)
             with rag.engine.connect() as conn:
-                expected = sum(conn.execute(sa.text(f"SELECT COUNT(*) FROM {t}")).scalar_one()
-                               for t in ("ticket", "doc", "notice"))
+                expected = sum(
+                    conn.execute(sa.text(f"SELECT COUNT(*) FROM {t}")).scalar_one()
+                    for t in ("ticket", "doc", "notice")
+                )
         else:
             expected = len(_expected(rag, caller))
         assert counted == expected, employee_id
@@ -60,8 +67,13 @@ def test_the_chunk_group_table_follows_every_access_and_chunk_change(desk: RagSy
     _counts_follow_the_policy(desk)
 
     # Access changes through the sync: a ticket's team, ACL rows added and removed (a re-scope, no rewrite).
-    _exec(desk, "UPDATE ticket SET team = 'net' WHERE id = 3", "INSERT INTO doc_acl VALUES (11, 'ops')",
-          "DELETE FROM doc_acl WHERE doc_id = 10 AND grp = 'ops'", "UPDATE ticket SET owner_id = 104 WHERE id = 2")
+    _exec(
+        desk,
+        "UPDATE ticket SET team = 'net' WHERE id = 3",
+        "INSERT INTO doc_acl VALUES (11, 'ops')",
+        "DELETE FROM doc_acl WHERE doc_id = 10 AND grp = 'ops'",
+        "UPDATE ticket SET owner_id = 104 WHERE id = 2",
+    )
     desk.sql_sources().sync()
     _table_equals_join(desk)
     _counts_follow_the_policy(desk)
@@ -70,7 +82,9 @@ def test_the_chunk_group_table_follows_every_access_and_chunk_change(desk: RagSy
     _exec(desk, "UPDATE doc SET body = :b WHERE id = 11", b=LONG)
     desk.sql_sources().sync()
     with desk.engine.connect() as conn:
-        chunks = conn.execute(sa.text("SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_ID = 'docs#11'")).scalar_one()
+        chunks = conn.execute(
+            sa.text("SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_ID = 'docs#11'")
+        ).scalar_one()
     assert chunks > 1
     assert len([1 for p, _ in _table_equals_join(desk) if p == "ops"]) >= chunks
     _counts_follow_the_policy(desk)
@@ -91,15 +105,21 @@ def test_raw_updates_of_either_table_keep_it_equal_to_the_join(desk: RagSystem) 
     """Writes the product does not make today (keys updated in place) must not break the mirror either."""
     _exec(desk, "UPDATE RAG_CHUNK_ACL SET PRINCIPAL = 'legal' WHERE PRINCIPAL = 'finance'")
     assert any(p == "legal" for p, _ in _table_equals_join(desk))
-    _exec(desk, "UPDATE RAG_CHUNK_ACL SET SOURCE_ID = 'docs#12' WHERE SOURCE_ID = 'docs#10' AND PRINCIPAL = 'net'")
+    _exec(
+        desk,
+        "UPDATE RAG_CHUNK_ACL SET SOURCE_ID = 'docs#12' WHERE SOURCE_ID = 'docs#10' AND PRINCIPAL = 'net'",
+    )
     _table_equals_join(desk)
     _exec(desk, "UPDATE RAG_CHUNK SET SOURCE_ID = 'docs#99' WHERE SOURCE_ID = 'docs#12'")
     _table_equals_join(desk)
     _exec(desk, "UPDATE RAG_CHUNK SET SOURCE_ID = 'docs#12' WHERE SOURCE_ID = 'docs#99'")
     _table_equals_join(desk)
-    _exec(desk, "INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, CONTENT, EMBEDDING, CONTENT_HASH) "
-                "SELECT SOURCE_TYPE, SOURCE_ID, 7, CONTENT, EMBEDDING, CONTENT_HASH FROM RAG_CHUNK "
-                "WHERE SOURCE_ID = 'docs#11' AND CHUNK_NO = 0")  # a chunk added under an ACL left as it is
+    _exec(
+        desk,
+        "INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, CONTENT, EMBEDDING, CONTENT_HASH) "
+        "SELECT SOURCE_TYPE, SOURCE_ID, 7, CONTENT, EMBEDDING, CONTENT_HASH FROM RAG_CHUNK "
+        "WHERE SOURCE_ID = 'docs#11' AND CHUNK_NO = 0",
+    )  # a chunk added under an ACL left as it is
     assert len([1 for p, _ in _table_equals_join(desk) if p == "legal"]) == 2
     _exec(desk, "DELETE FROM RAG_CHUNK WHERE SOURCE_ID = 'docs#11' AND CHUNK_NO = 7")
     _table_equals_join(desk)

@@ -29,17 +29,27 @@ TICKETS = [  # id, subject, body, owner, team
     (4, "Orphan ticket", "Nobody owns this ticket and it has no team. Helpdesk record.", None, None),
     (5, "Mail quota", "Raise the mailbox quota for the legal team. Helpdesk record.", 103, None),
 ]
-DOCS = [(10, "Runbook: VPN", "How to restart the VPN concentrator. Helpdesk record."), (11, "Budget", "Next year's budget. Helpdesk record."),
-        (12, "Unlisted", "A document nobody is on the ACL of. Helpdesk record.")]
+DOCS = [
+    (10, "Runbook: VPN", "How to restart the VPN concentrator. Helpdesk record."),
+    (11, "Budget", "Next year's budget. Helpdesk record."),
+    (12, "Unlisted", "A document nobody is on the ACL of. Helpdesk record."),
+]
 DOC_ACL = [(10, "net"), (10, "ops"), (11, "finance")]
 MEMBERS = [(101, "ops"), (102, "net"), (104, "finance"), (104, "ops")]
 ROLES = [(105, "lead")]
 
 SOURCES = {
-    "tickets": {"query": "SELECT id, subject AS title, body AS content, owner_id, team FROM ticket",
-                "owner_column": "owner_id", "access": ["owner", "group"], "group_column": "team"},
-    "docs": {"query": "SELECT id, title, body AS content FROM doc", "access": ["group"],
-             "acl_query": "SELECT doc_id, grp FROM doc_acl"},
+    "tickets": {
+        "query": "SELECT id, subject AS title, body AS content, owner_id, team FROM ticket",
+        "owner_column": "owner_id",
+        "access": ["owner", "group"],
+        "group_column": "team",
+    },
+    "docs": {
+        "query": "SELECT id, title, body AS content FROM doc",
+        "access": ["group"],
+        "acl_query": "SELECT doc_id, grp FROM doc_acl",
+    },
     "notices": {"query": "SELECT id, body AS content FROM notice", "access": "public"},
 }
 
@@ -53,24 +63,39 @@ def _exec(rag: RagSystem, *statements: str, **binds: object) -> None:
 @pytest.fixture
 def helpdesk(make_settings) -> Iterator[RagSystem]:
     """A deployment with no EMPLOYEE table: tickets by team, documents by ACL, public notices."""
-    rag = RagSystem(make_settings(sources=SOURCES, see_all_roles="lead",
-                                  access_groups_query="SELECT member_id, team FROM team_member",
-                                  access_roles_query="SELECT member_id, role FROM member_role"))
+    rag = RagSystem(
+        make_settings(
+            sources=SOURCES,
+            see_all_roles="lead",
+            access_groups_query="SELECT member_id, team FROM team_member",
+            access_roles_query="SELECT member_id, role FROM member_role",
+        )
+    )
     rag.migrate()
     with rag.engine.begin() as conn:
-        for ddl in ("CREATE TABLE ticket (id INTEGER PRIMARY KEY, subject TEXT, body TEXT, owner_id INTEGER, team TEXT)",
-                    "CREATE TABLE doc (id INTEGER PRIMARY KEY, title TEXT, body TEXT)",
-                    "CREATE TABLE doc_acl (doc_id INTEGER, grp TEXT)",
-                    "CREATE TABLE notice (id INTEGER PRIMARY KEY, body TEXT)",
-                    "CREATE TABLE team_member (member_id INTEGER, team TEXT)",
-                    "CREATE TABLE member_role (member_id INTEGER, role TEXT)"):
+        for ddl in (
+            "CREATE TABLE ticket (id INTEGER PRIMARY KEY, subject TEXT, body TEXT, owner_id INTEGER, team TEXT)",
+            "CREATE TABLE doc (id INTEGER PRIMARY KEY, title TEXT, body TEXT)",
+            "CREATE TABLE doc_acl (doc_id INTEGER, grp TEXT)",
+            "CREATE TABLE notice (id INTEGER PRIMARY KEY, body TEXT)",
+            "CREATE TABLE team_member (member_id INTEGER, team TEXT)",
+            "CREATE TABLE member_role (member_id INTEGER, role TEXT)",
+        ):
             conn.exec_driver_sql(ddl)
-        conn.execute(sa.text("INSERT INTO ticket VALUES (:i, :s, :b, :o, :t)"),
-                     [dict(zip("isbot", r, strict=True)) for r in TICKETS])
-        conn.execute(sa.text("INSERT INTO doc VALUES (:i, :t, :b)"), [dict(zip("itb", r, strict=True)) for r in DOCS])
+        conn.execute(
+            sa.text("INSERT INTO ticket VALUES (:i, :s, :b, :o, :t)"),
+            [dict(zip("isbot", r, strict=True)) for r in TICKETS],
+        )
+        conn.execute(
+            sa.text("INSERT INTO doc VALUES (:i, :t, :b)"), [dict(zip("itb", r, strict=True)) for r in DOCS]
+        )
         conn.execute(sa.text("INSERT INTO doc_acl VALUES (:d, :g)"), [{"d": d, "g": g} for d, g in DOC_ACL])
-        conn.execute(sa.text("INSERT INTO notice VALUES (1, 'The office is closed on Friday. Helpdesk record.')"))
-        conn.execute(sa.text("INSERT INTO team_member VALUES (:m, :t)"), [{"m": m, "t": t} for m, t in MEMBERS])
+        conn.execute(
+            sa.text("INSERT INTO notice VALUES (1, 'The office is closed on Friday. Helpdesk record.')")
+        )
+        conn.execute(
+            sa.text("INSERT INTO team_member VALUES (:m, :t)"), [{"m": m, "t": t} for m, t in MEMBERS]
+        )
         conn.execute(sa.text("INSERT INTO member_role VALUES (:m, :r)"), [{"m": m, "r": r} for m, r in ROLES])
     results = rag.sql_sources().sync()
     assert all(r.outcome == "changed" for r in results), [r.summary() for r in results]
@@ -83,7 +108,9 @@ def _caller(rag: RagSystem, employee_id: int) -> Caller:
         return load_caller(conn, employee_id, rag.engine)
 
 
-def _visible(rag: RagSystem, caller: Caller, mode: str = "keyword", query: str = "helpdesk record") -> set[str]:
+def _visible(
+    rag: RagSystem, caller: Caller, mode: str = "keyword", query: str = "helpdesk record"
+) -> set[str]:
     hits = rag.retriever().search(query, 100, caller, mode)
     return {h.source_id for h in hits}
 
@@ -91,13 +118,15 @@ def _visible(rag: RagSystem, caller: Caller, mode: str = "keyword", query: str =
 def _expected(rag: RagSystem, caller: Caller) -> set[str]:
     """The declared policy in plain Python over the source tables."""
     if caller.sees_all:
-        return ({f"tickets#{t[0]}" for t in TICKETS} | {f"docs#{d[0]}" for d in DOCS} | {"notices#1"})
+        return {f"tickets#{t[0]}" for t in TICKETS} | {f"docs#{d[0]}" for d in DOCS} | {"notices#1"}
     with rag.engine.connect() as conn:
         tickets = conn.execute(sa.text("SELECT id, owner_id, team FROM ticket")).fetchall()
         acl = conn.execute(sa.text("SELECT doc_id, grp FROM doc_acl")).fetchall()
         docs = [r[0] for r in conn.execute(sa.text("SELECT id FROM doc"))]
     out = {"notices#1"}
-    out |= {f"tickets#{i}" for i, owner, team in tickets if owner == caller.employee_id or team in caller.groups}
+    out |= {
+        f"tickets#{i}" for i, owner, team in tickets if owner == caller.employee_id or team in caller.groups
+    }
     out |= {f"docs#{d}" for d in docs if any(a == d and g in caller.groups for a, g in acl)}
     return out
 
@@ -116,14 +145,17 @@ def test_record_access_follows_the_declared_rules() -> None:
         AccessPolicy(("owner", "team"))
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"access": ["group"]}, "needs group_column or acl_query"),
-    ({"access": ["owner"], "group_column": "team"}, "only meaningful"),
-    ({"access": ["group"], "group_column": "t", "acl_query": "SELECT 1, 2"}, "not both"),
-    ({"access": ["everyone"]}, "unknown rule"),
-    ({"access": ["owner"], "missing_access": "maybe"}, "hidden or public"),
-    ({"access": ["group"], "acl_query": "DELETE FROM x"}, "SELECT"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"access": ["group"]}, "needs group_column or acl_query"),
+        ({"access": ["owner"], "group_column": "team"}, "only meaningful"),
+        ({"access": ["group"], "group_column": "t", "acl_query": "SELECT 1, 2"}, "not both"),
+        ({"access": ["everyone"]}, "unknown rule"),
+        ({"access": ["owner"], "missing_access": "maybe"}, "hidden or public"),
+        ({"access": ["group"], "acl_query": "DELETE FROM x"}, "SELECT"),
+    ],
+)
 def test_source_access_options_are_validated(options: dict, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         SqlSource("s", "SELECT id, body AS content FROM t", **options)
@@ -178,8 +210,12 @@ def test_group_and_acl_changes_rescope_without_embedding(helpdesk: RagSystem) ->
     ops = _caller(helpdesk, 101)
     assert "docs#11" not in _visible(helpdesk, ops)
     calls = helpdesk.engine.runtime().calls
-    _exec(helpdesk, "UPDATE ticket SET team = 'net' WHERE id = 3", "INSERT INTO doc_acl VALUES (11, 'ops')",
-          "DELETE FROM doc_acl WHERE doc_id = 10 AND grp = 'ops'")
+    _exec(
+        helpdesk,
+        "UPDATE ticket SET team = 'net' WHERE id = 3",
+        "INSERT INTO doc_acl VALUES (11, 'ops')",
+        "DELETE FROM doc_acl WHERE doc_id = 10 AND grp = 'ops'",
+    )
     results = {r.name: r for r in helpdesk.sql_sources().sync()}
     assert (results["tickets"].rescoped, results["docs"].rescoped) == (1, 2)
     assert results["tickets"].embedded == results["docs"].embedded == 0
@@ -188,7 +224,9 @@ def test_group_and_acl_changes_rescope_without_embedding(helpdesk: RagSystem) ->
     assert "docs#11" in seen and "docs#10" not in seen and "tickets#3" not in seen
     assert seen == _expected(helpdesk, ops)
     with helpdesk.engine.connect() as conn:
-        acl = set(conn.execute(sa.text("SELECT SOURCE_ID, PRINCIPAL FROM RAG_CHUNK_ACL WHERE SOURCE_TYPE = 'docs'")))
+        acl = set(
+            conn.execute(sa.text("SELECT SOURCE_ID, PRINCIPAL FROM RAG_CHUNK_ACL WHERE SOURCE_TYPE = 'docs'"))
+        )
     assert acl == {("docs#10", "net"), ("docs#11", "finance"), ("docs#11", "ops")}
 
 
@@ -213,20 +251,31 @@ def test_a_failed_acl_query_hides_the_source_until_it_succeeds(helpdesk: RagSyst
     assert "WARNING" not in cli("status").output
 
 
-def test_a_failure_is_cleared_when_the_source_now_reads_its_access_another_way(helpdesk: RagSystem,
-                                                                                make_settings) -> None:
+def test_a_failure_is_cleared_when_the_source_now_reads_its_access_another_way(
+    helpdesk: RagSystem, make_settings
+) -> None:
     """QA D-0: an acl_query replaced by a group_column must not leave the source hidden for good."""
     ops = _caller(helpdesk, 101)
     _exec(helpdesk, "ALTER TABLE doc_acl RENAME TO doc_acl_moved")
     assert {r.name: r for r in helpdesk.sql_sources().sync()}["docs"].outcome == "failed"
     assert not any(s.startswith("docs#") for s in _visible(helpdesk, ops))
-    sources = dict(SOURCES, docs={
-        "query": "SELECT d.id, d.title, d.body AS content, "
-                 "(SELECT MIN(a.grp) FROM doc_acl_moved a WHERE a.doc_id = d.id) AS grp FROM doc d",
-        "access": ["group"], "group_column": "grp"})
-    fixed = RagSystem(make_settings(sources=sources, see_all_roles="lead",
-                                    access_groups_query="SELECT member_id, team FROM team_member",
-                                    access_roles_query="SELECT member_id, role FROM member_role"))
+    sources = dict(
+        SOURCES,
+        docs={
+            "query": "SELECT d.id, d.title, d.body AS content, "
+            "(SELECT MIN(a.grp) FROM doc_acl_moved a WHERE a.doc_id = d.id) AS grp FROM doc d",
+            "access": ["group"],
+            "group_column": "grp",
+        },
+    )
+    fixed = RagSystem(
+        make_settings(
+            sources=sources,
+            see_all_roles="lead",
+            access_groups_query="SELECT member_id, team FROM team_member",
+            access_roles_query="SELECT member_id, role FROM member_role",
+        )
+    )
     try:
         result = {r.name: r for r in fixed.sql_sources().sync()}["docs"]
         assert result.outcome != "failed", result.summary()
@@ -241,15 +290,21 @@ def test_a_failure_is_cleared_when_the_source_now_reads_its_access_another_way(h
         fixed.close()
 
 
-def test_a_failure_of_a_source_removed_from_the_configuration_is_cleared(helpdesk: RagSystem, make_settings,
-                                                                         cli) -> None:
+def test_a_failure_of_a_source_removed_from_the_configuration_is_cleared(
+    helpdesk: RagSystem, make_settings, cli
+) -> None:
     """A failure row of a source that left the configuration was reported by status and /healthz for good."""
     _exec(helpdesk, "ALTER TABLE doc_acl RENAME TO doc_acl_moved")
     assert {r.name: r for r in helpdesk.sql_sources().sync()}["docs"].outcome == "failed"
     without = {k: v for k, v in SOURCES.items() if k != "docs"}
-    removed = RagSystem(make_settings(sources=without, see_all_roles="lead",
-                                      access_groups_query="SELECT member_id, team FROM team_member",
-                                      access_roles_query="SELECT member_id, role FROM member_role"))
+    removed = RagSystem(
+        make_settings(
+            sources=without,
+            see_all_roles="lead",
+            access_groups_query="SELECT member_id, team FROM team_member",
+            access_roles_query="SELECT member_id, role FROM member_role",
+        )
+    )
     try:
         refresher = removed.sql_sources()
         # Its records are still indexed: the failure still hides them (fail closed) and is still reported.
@@ -273,7 +328,8 @@ def test_a_failure_of_a_source_removed_from_the_configuration_is_cleared(helpdes
 
 
 def test_a_deployment_without_sql_sources_clears_an_orphan_failure_in_its_background_services(
-        make_settings) -> None:
+    make_settings,
+) -> None:
     """The last SQL source removed: no refresh thread runs, the hourly upkeep clears a row that hides nothing."""
     from reliability_helpers import wait_until
 
@@ -296,13 +352,20 @@ def test_a_deployment_without_sql_sources_clears_an_orphan_failure_in_its_backgr
 def test_the_group_column_can_also_be_a_facet(helpdesk: RagSystem, make_settings) -> None:
     """QA D-3: `team` as group_column AND facet used to read null on every row ("per team: none")."""
     sources = dict(SOURCES, tickets=dict(SOURCES["tickets"], facet_columns={"team": "enum"}))
-    rag = RagSystem(make_settings(sources=sources, see_all_roles="lead",
-                                  access_groups_query="SELECT member_id, team FROM team_member",
-                                  access_roles_query="SELECT member_id, role FROM member_role"))
+    rag = RagSystem(
+        make_settings(
+            sources=sources,
+            see_all_roles="lead",
+            access_groups_query="SELECT member_id, team FROM team_member",
+            access_roles_query="SELECT member_id, role FROM member_role",
+        )
+    )
 
     def facets() -> dict[str, object]:
         with rag.engine.connect() as conn:
-            rows = conn.execute(sa.text("SELECT SOURCE_ID, FACETS FROM RAG_CHUNK WHERE SOURCE_TYPE = 'tickets'"))
+            rows = conn.execute(
+                sa.text("SELECT SOURCE_ID, FACETS FROM RAG_CHUNK WHERE SOURCE_TYPE = 'tickets'")
+            )
             return {str(r[0]): facets_value(r[1]).get("team") for r in rows}
 
     try:
@@ -315,7 +378,9 @@ def test_the_group_column_can_also_be_a_facet(helpdesk: RagSystem, make_settings
         result = {r.name: r for r in rag.sql_sources().sync()}["tickets"]
         assert result.updated == 1  # the facet changed: the chunk is rewritten, with its new access
         assert facets()["tickets#3"] == "net"
-        assert "tickets#3" in _visible(rag, _caller(rag, 102)) and "tickets#3" not in _visible(rag, _caller(rag, 101))
+        assert "tickets#3" in _visible(rag, _caller(rag, 102)) and "tickets#3" not in _visible(
+            rag, _caller(rag, 101)
+        )
     finally:
         rag.close()
 

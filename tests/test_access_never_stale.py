@@ -46,15 +46,20 @@ QUESTION = "helpdesk record"
 
 @pytest.fixture
 def served(helpdesk: RagSystem) -> Iterator[SimpleNamespace]:  # noqa: F811 (the imported fixture)
-    tokens = {i: create_token(helpdesk.engine, i, check_employee=False).token for i in (OPS, NET, LEAD, FINANCE_OPS)}
-    server = make_server(create_app({"ORACLE_RAG_SYSTEM": helpdesk, "ORACLE_RAG_LLM": None}), "127.0.0.1", 0,
-                         threads=4)
+    tokens = {
+        i: create_token(helpdesk.engine, i, check_employee=False).token for i in (OPS, NET, LEAD, FINANCE_OPS)
+    }
+    server = make_server(
+        create_app({"ORACLE_RAG_SYSTEM": helpdesk, "ORACLE_RAG_LLM": None}), "127.0.0.1", 0, threads=4
+    )
     stop = threading.Event()
     thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
     thread.start()
     try:
         with uvicorn_app(http_app(helpdesk, chat=Chat(helpdesk, None))) as mcp_url:
-            yield SimpleNamespace(rag=helpdesk, tokens=tokens, api=f"127.0.0.1:{server.effective_port}", mcp=mcp_url)
+            yield SimpleNamespace(
+                rag=helpdesk, tokens=tokens, api=f"127.0.0.1:{server.effective_port}", mcp=mcp_url
+            )
     finally:
         stop.set()
         thread.join(60)
@@ -65,14 +70,23 @@ def seen(world: SimpleNamespace, member: int, source: str) -> set[str]:
     """The ``source`` records ``member`` reaches on every path; every path must agree."""
     headers = {"Authorization": f"Bearer {world.tokens[member]}"}
     ids = {f"{source}#{i}" for i in range(1, 13)}
-    detail = {i for i in ids
-              if http_request(world.api, "GET", f"/api/chunks/{source}/{i.replace('#', '%23')}", headers=headers)
-              .status == 200}
+    detail = {
+        i
+        for i in ids
+        if http_request(
+            world.api, "GET", f"/api/chunks/{source}/{i.replace('#', '%23')}", headers=headers
+        ).status
+        == 200
+    }
     chat = http_request(world.api, "POST", "/api/chat", {"question": QUESTION}, headers=headers)
     assert chat.status == 200, chat.text
     cited = {c["source_id"] for c in chat.json()["citations"] if c["source_type"] == source}
-    client = openai.OpenAI(base_url=f"http://{world.api}/v1", api_key=world.tokens[member], max_retries=0, timeout=60)
-    completion = client.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": QUESTION}])
+    client = openai.OpenAI(
+        base_url=f"http://{world.api}/v1", api_key=world.tokens[member], max_retries=0, timeout=60
+    )
+    completion = client.chat.completions.create(
+        model=MODEL_ID, messages=[{"role": "user", "content": QUESTION}]
+    )
     v1 = {c["source_id"] for c in (completion.model_extra or {})["citations"] if c["source_type"] == source}
 
     async def mcp() -> tuple[set[str], set[str]]:
@@ -101,15 +115,20 @@ def test_a_bad_group_row_hides_the_source_instead_of_keeping_a_moved_ticket_read
     rag = served.rag
     assert seen(served, OPS, "tickets") == {"tickets#1", "tickets#3"}
     # ticket 3 moves from ops to net, and one new row's team holds a control character: every read fails
-    _exec(rag, "UPDATE ticket SET team = 'net' WHERE id = 3",
-          "INSERT INTO ticket VALUES (6, 'Bad team', 'A row whose team cannot be read. Helpdesk record.', 103, :t)",
-          t="o\x07ps")
+    _exec(
+        rag,
+        "UPDATE ticket SET team = 'net' WHERE id = 3",
+        "INSERT INTO ticket VALUES (6, 'Bad team', 'A row whose team cannot be read. Helpdesk record.', 103, :t)",
+        t="o\x07ps",
+    )
     [result] = rag.sql_sources().sync("tickets")
     assert result.outcome == "failed" and "group_column" in str(result.error)
     assert hidden_sources(rag) == {"tickets"}
     for member in (OPS, NET, FINANCE_OPS):  # hidden from everyone without see-all, owners included
         assert seen(served, member, "tickets") == set(), member
-    assert seen(served, LEAD, "tickets") == {f"tickets#{i}" for i in range(1, 6)}  # see-all: the stored records
+    assert seen(served, LEAD, "tickets") == {
+        f"tickets#{i}" for i in range(1, 6)
+    }  # see-all: the stored records
     status = cli("status")
     assert "WARNING: source 'tickets' is hidden" in status.output, status.output
     # the row fixed: one good read re-scopes and un-hides
@@ -123,8 +142,11 @@ def test_a_bad_group_row_hides_the_source_instead_of_keeping_a_moved_ticket_read
 
 def test_an_owner_column_that_cannot_be_read_hides_the_source(served) -> None:
     rag = served.rag
-    _exec(rag, "UPDATE ticket SET owner_id = NULL, team = NULL WHERE id = 1",  # ops loses its owned ticket...
-          "UPDATE ticket SET owner_id = 'not-an-id' WHERE id = 5")  # ...while another row breaks every read
+    _exec(
+        rag,
+        "UPDATE ticket SET owner_id = NULL, team = NULL WHERE id = 1",  # ops loses its owned ticket...
+        "UPDATE ticket SET owner_id = 'not-an-id' WHERE id = 5",
+    )  # ...while another row breaks every read
     result = rag.sql_sources().refresh("tickets", full=True)
     assert result.outcome == "failed" and "owner_column" in str(result.error)
     assert hidden_sources(rag) == {"tickets"}
@@ -139,7 +161,9 @@ def test_a_failing_source_that_declares_no_access_is_not_hidden(make_settings) -
     source = SqlSource("notices", "SELECT id, body AS content FROM notice", access="public")
     assert not source.declares_access
     assert SqlSource("t", "SELECT id, body AS content, o FROM t", owner_column="o").declares_access
-    assert SqlSource("t", "SELECT id, body AS content, g FROM t", access=["group"], group_column="g").declares_access
+    assert SqlSource(
+        "t", "SELECT id, body AS content, g FROM t", access=["group"], group_column="g"
+    ).declares_access
 
 
 def test_one_bad_membership_row_is_skipped_and_reported(served, caplog, cli) -> None:
@@ -163,8 +187,12 @@ def test_one_bad_membership_row_is_skipped_and_reported(served, caplog, cli) -> 
     assert seen(served, OPS, "tickets") == {"tickets#1", "tickets#3"}
     assert seen(served, NET, "docs") == {"docs#10"}
     # `oracle-rag status`, another process: it reads the queries itself and says so
-    status = cli("status", "--json", access_groups_query=rag.settings.access_groups_query,
-                 access_roles_query=rag.settings.access_roles_query)
+    status = cli(
+        "status",
+        "--json",
+        access_groups_query=rag.settings.access_groups_query,
+        access_roles_query=rag.settings.access_roles_query,
+    )
     assert status.exit_code == 0, status.output
     assert json.loads(status.output)["access"]["skipped_rows"] == {"roles_query": 1, "groups_query": 2}
 
@@ -187,13 +215,19 @@ def test_rereading_many_groups_of_one_member_is_linear(make_settings, what: str)
     try:
         with rag.engine.begin() as conn:
             conn.exec_driver_sql("CREATE TABLE member_group (member_id INTEGER, grp TEXT)")
-        source = SqlSource("docs", "SELECT 1 AS id, 'x' AS content", access=["group"],
-                           acl_query="SELECT 1, grp FROM member_group")
+        source = SqlSource(
+            "docs",
+            "SELECT 1 AS id, 'x' AS content",
+            access=["group"],
+            acl_query="SELECT 1, grp FROM member_group",
+        )
 
         def fill(n: int) -> None:
             with rag.engine.begin() as conn:
                 conn.exec_driver_sql("DELETE FROM member_group")
-                conn.execute(sa.text("INSERT INTO member_group VALUES (7, :g)"), [{"g": f"g{i}"} for i in range(n)])
+                conn.execute(
+                    sa.text("INSERT INTO member_group VALUES (7, :g)"), [{"g": f"g{i}"} for i in range(n)]
+                )
 
         def read() -> None:
             if what == "groups_query":
@@ -212,8 +246,9 @@ def test_rereading_many_groups_of_one_member_is_linear(make_settings, what: str)
         rag.close()
 
 
-def test_anonymous_healthz_counts_hidden_sources_and_only_an_operator_reads_their_names(served, cli,
-                                                                                        monkeypatch) -> None:
+def test_anonymous_healthz_counts_hidden_sources_and_only_an_operator_reads_their_names(
+    served, cli, monkeypatch
+) -> None:
     rag = served.rag
     _exec(rag, "ALTER TABLE doc_acl RENAME TO doc_acl_moved")
     assert rag.sql_sources().sync("docs")[0].outcome == "failed"
@@ -222,8 +257,12 @@ def test_anonymous_healthz_counts_hidden_sources_and_only_an_operator_reads_thei
     assert code
 
     def health(token: str | None) -> dict:
-        got = http_request(served.api, "GET", "/healthz",
-                           headers={"Authorization": f"Bearer {token}"} if token is not None else {})
+        got = http_request(
+            served.api,
+            "GET",
+            "/healthz",
+            headers={"Authorization": f"Bearer {token}"} if token is not None else {},
+        )
         assert got.status == 200, got.text
         return got.json()
 
@@ -253,20 +292,31 @@ def test_a_reassigned_task_whose_reindex_fails_leaves_its_old_assignee(demo_rag)
     from oracle_rag.indexing.queue import enqueue
 
     with demo_rag.engine.connect() as conn:
-        task_id, old = conn.execute(sa.text("SELECT TASK_ID, ASSIGNEE_ID FROM TASK WHERE ASSIGNEE_ID IS NOT NULL "
-                                            "ORDER BY TASK_ID")).first()
-        new = conn.execute(sa.text("SELECT EMPLOYEE_ID FROM EMPLOYEE WHERE ROLE = 'developer' AND EMPLOYEE_ID <> :o "
-                                   "ORDER BY EMPLOYEE_ID"), {"o": old}).scalar()
+        task_id, old = conn.execute(
+            sa.text("SELECT TASK_ID, ASSIGNEE_ID FROM TASK WHERE ASSIGNEE_ID IS NOT NULL ORDER BY TASK_ID")
+        ).first()
+        new = conn.execute(
+            sa.text(
+                "SELECT EMPLOYEE_ID FROM EMPLOYEE WHERE ROLE = 'developer' AND EMPLOYEE_ID <> :o "
+                "ORDER BY EMPLOYEE_ID"
+            ),
+            {"o": old},
+        ).scalar()
     tokens = issue_tokens(demo_rag, (old, new, MANAGER))
-    server = make_server(create_app({"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None}), "127.0.0.1", 0,
-                         threads=2)
+    server = make_server(
+        create_app({"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None}), "127.0.0.1", 0, threads=2
+    )
     stop = threading.Event()
     thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
     thread.start()
 
     def reads(member: int) -> bool:
-        got = http_request(f"127.0.0.1:{server.effective_port}", "GET", f"/api/chunks/TASK/{task_id}",
-                           headers={"Authorization": f"Bearer {tokens[member]}"})
+        got = http_request(
+            f"127.0.0.1:{server.effective_port}",
+            "GET",
+            f"/api/chunks/TASK/{task_id}",
+            headers={"Authorization": f"Bearer {tokens[member]}"},
+        )
         assert got.status in (200, 404), got.text
         return got.status == 200
 
@@ -274,8 +324,10 @@ def test_a_reassigned_task_whose_reindex_fails_leaves_its_old_assignee(demo_rag)
         assert reads(old) and not reads(new) and reads(MANAGER)
         runtime = instrument(demo_rag, fail_if=lambda text: "POISON" in text)
         with demo_rag.engine.begin() as conn:
-            conn.execute(sa.text("UPDATE TASK SET ASSIGNEE_ID = :n, TITLE = 'POISON reassigned' WHERE TASK_ID = :t"),
-                         {"n": new, "t": task_id})
+            conn.execute(
+                sa.text("UPDATE TASK SET ASSIGNEE_ID = :n, TITLE = 'POISON reassigned' WHERE TASK_ID = :t"),
+                {"n": new, "t": task_id},
+            )
             enqueue(conn, "TASK", task_id)
         assert demo_rag.worker().run_once().failed_rows == 1
         assert not reads(old) and not reads(new) and reads(MANAGER)

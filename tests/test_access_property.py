@@ -47,7 +47,9 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, model_path) -> Iterator[Ra
 
 @EXAMPLES
 @given(**WORLD)
-def test_every_path_returns_exactly_what_the_policy_allows(indexed: RagSystem, pols, data, failed, who) -> None:
+def test_every_path_returns_exactly_what_the_policy_allows(
+    indexed: RagSystem, pols, data, failed, who
+) -> None:
     check_every_path(indexed, pols, data, failed, who)
 
 

@@ -75,8 +75,14 @@ from oracle_rag.web.server import make_server, serve_until
 
 IDS = (1, 2, 3, 4, 5, 6)
 EXAMPLES = settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-CATALOG = Catalog(tuple(View(f"RAG_V_{t}", f"{t.lower()} records the caller may see",
-                             (Column("ID", "INTEGER", "primary key"),)) for t in TYPES))
+CATALOG = Catalog(
+    tuple(
+        View(
+            f"RAG_V_{t}", f"{t.lower()} records the caller may see", (Column("ID", "INTEGER", "primary key"),)
+        )
+        for t in TYPES
+    )
+)
 QUESTION = "zebra record"
 NOUNS = {"ALPHA": ("widget", "widgets"), "BETA": ("gadget", "gadgets"), "GAMMA": ("gizmo", "gizmos")}
 
@@ -92,8 +98,12 @@ class _Declared(Source):
         return f"[{self.SOURCE_TYPE} #{i}] zebra {WORDS[int(i) % len(WORDS)]} record {self.SOURCE_TYPE.lower()} {i}"
 
     def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:
-        rows = conn.execute(sa.text(f"SELECT ID FROM {self.SOURCE_TYPE} WHERE ID IN :ids").bindparams(
-            sa.bindparam("ids", expanding=True)), {"ids": [int(i) for i in ids]})
+        rows = conn.execute(
+            sa.text(f"SELECT ID FROM {self.SOURCE_TYPE} WHERE ID IN :ids").bindparams(
+                sa.bindparam("ids", expanding=True)
+            ),
+            {"ids": [int(i) for i in ids]},
+        )
         return {str(r[0]): Document(self.SOURCE_TYPE, str(r[0]), self._text(str(r[0]))) for r in rows}
 
     def all_ids(self, conn: sa.Connection) -> list[str]:
@@ -105,12 +115,16 @@ def _create_views(rag: RagSystem) -> None:
     script = "".join(
         f"CREATE TABLE {t} (ID INTEGER PRIMARY KEY);\n"
         f"CREATE VIEW RAG_V_{t} AS SELECT x.ID FROM {t} x WHERE {{{{RAG_RECORD_VISIBLE:{t}:x.ID}}}};\n"
-        for t in TYPES)
+        for t in TYPES
+    )
     with rag.engine.begin() as conn:
         for statement in rag.engine.split_script(rag.engine.render_migration(script)):
             conn.exec_driver_sql(statement)
         for t in TYPES:
-            conn.execute(sa.text(f"INSERT INTO {t} (ID) VALUES (:id)"), [{"id": int(i)} for tt, i in RECORDS if tt == t])
+            conn.execute(
+                sa.text(f"INSERT INTO {t} (ID) VALUES (:id)"),
+                [{"id": int(i)} for tt, i in RECORDS if tt == t],
+            )
 
 
 @pytest.fixture(scope="module")
@@ -121,12 +135,19 @@ def world(tmp_path_factory: pytest.TempPathFactory, model_path) -> Iterator[Simp
     provider.add_ec("ec-1")
     stack = ExitStack()  # the provider's key set is served for the module
     jwks_url = stack.enter_context(jwks_server(provider)).url
-    rag = RagSystem(load_settings(env={}, data_dir=str(data), see_all_roles="lead",
-                                  access_roles_query="SELECT member_id, role FROM member_role",
-                                  access_groups_query="SELECT member_id, grp FROM member_group",
-                                  **auth_settings(jwks_url, auth_roles_claim="roles", auth_groups_claim="groups",
-                                                  auth_prefer="TOKEN")),
-                    sources=[_Declared(t) for t in TYPES])
+    rag = RagSystem(
+        load_settings(
+            env={},
+            data_dir=str(data),
+            see_all_roles="lead",
+            access_roles_query="SELECT member_id, role FROM member_role",
+            access_groups_query="SELECT member_id, grp FROM member_group",
+            **auth_settings(
+                jwks_url, auth_roles_claim="roles", auth_groups_claim="groups", auth_prefer="TOKEN"
+            ),
+        ),
+        sources=[_Declared(t) for t in TYPES],
+    )
     identity = identity_for(rag.engine)
     assert identity is not None
     identity.clock = Clock(NOW)
@@ -137,15 +158,23 @@ def world(tmp_path_factory: pytest.TempPathFactory, model_path) -> Iterator[Simp
         conn.exec_driver_sql("CREATE TABLE member_group (member_id INTEGER, grp TEXT)")
     _create_views(rag)
     tokens = {i: create_token(rag.engine, i, check_employee=False).token for i in IDS}
-    server = make_server(create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": None}), "127.0.0.1", 0, threads=4)
+    server = make_server(
+        create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": None}), "127.0.0.1", 0, threads=4
+    )
     stop = threading.Event()
     thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
     thread.start()
     try:
         with uvicorn_app(http_app(rag, chat=Chat(rag, None))) as mcp_url:
-            yield SimpleNamespace(rag=rag, tokens=tokens, api=f"127.0.0.1:{server.effective_port}",
-                                  mcp=mcp_url, aggregates=AggregateService(rag.engine, rag.settings, CATALOG),
-                                  provider=provider, identity=identity)
+            yield SimpleNamespace(
+                rag=rag,
+                tokens=tokens,
+                api=f"127.0.0.1:{server.effective_port}",
+                mcp=mcp_url,
+                aggregates=AggregateService(rag.engine, rag.settings, CATALOG),
+                provider=provider,
+                identity=identity,
+            )
     finally:
         stop.set()
         thread.join(60)
@@ -195,11 +224,12 @@ def _check_http(world: SimpleNamespace, token: str, member: int, want: set[tuple
 
 def _check_v1(world: SimpleNamespace, token: str, member: int, want: set[tuple[str, str]]) -> None:
     """``/v1/chat/completions`` through the ``openai`` SDK: the computed result in ``oracle_rag.structured``."""
-    client = openai.OpenAI(base_url=f"http://{world.api}/v1", api_key=token, max_retries=0,
-                           timeout=60)
+    client = openai.OpenAI(base_url=f"http://{world.api}/v1", api_key=token, max_retries=0, timeout=60)
 
     def ask(question: str) -> tuple[dict, dict | None]:
-        completion = client.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": question}])
+        completion = client.chat.completions.create(
+            model=MODEL_ID, messages=[{"role": "user", "content": question}]
+        )
         extra = completion.model_extra or {}
         return extra, extra["oracle_rag"]["structured"]
 
@@ -212,11 +242,15 @@ def _check_v1(world: SimpleNamespace, token: str, member: int, want: set[tuple[s
         named = ", ".join(f"{NOUNS[t][0]} {i}" for tt, i in RECORDS if tt == t)
         _extra, listed = ask(named)
         assert listed is not None and listed["kind"] == "lookup", listed
-        assert {(r["source_type"], r["source_id"]) for r in listed["records"]} == {(t, i) for i in ids}, (member, t)
+        assert {(r["source_type"], r["source_id"]) for r in listed["records"]} == {(t, i) for i in ids}, (
+            member,
+            t,
+        )
     _extra, every = ask("how many " + ", ".join(NOUNS[t][1] for t in TYPES) + " are there?")
     assert every is not None and every["count"] == len(want), member
-    assert {(x["type"], x["total"]) for x in every["types"]} == {(t, len([k for k in want if k[0] == t]))
-                                                                 for t in TYPES}, member
+    assert {(x["type"], x["total"]) for x in every["types"]} == {
+        (t, len([k for k in want if k[0] == t])) for t in TYPES
+    }, member
     extra, _ = ask(QUESTION)  # a free answer cites its top records only: within the allowed set
     assert {(c["source_type"], c["source_id"]) for c in extra["citations"]} <= want, member
 
@@ -243,19 +277,27 @@ def _check_aggregates(world: SimpleNamespace, caller: Caller, want: set[tuple[st
         assert {str(r[0]) for r in listed.rows} == expected, (member, t)
 
 
-members = st.dictionaries(st.sampled_from(IDS),
-                          st.tuples(st.frozensets(st.sampled_from(("dev", "lead", "ops")), max_size=2),
-                                    st.frozensets(st.sampled_from(GROUPS), max_size=3)),
-                          min_size=1, max_size=3)
+members = st.dictionaries(
+    st.sampled_from(IDS),
+    st.tuples(
+        st.frozensets(st.sampled_from(("dev", "lead", "ops")), max_size=2),
+        st.frozensets(st.sampled_from(GROUPS), max_size=3),
+    ),
+    min_size=1,
+    max_size=3,
+)
 
 
 @EXAMPLES
-@given(pols=st.fixed_dictionaries({t: policies for t in TYPES}),
-       data=st.fixed_dictionaries({k: record_data for k in RECORDS}),
-       failed=st.frozensets(st.sampled_from(TYPES), max_size=2),
-       who=members)
-def test_servers_and_views_return_exactly_what_the_policy_allows(world: SimpleNamespace, pols, data, failed,
-                                                                  who) -> None:
+@given(
+    pols=st.fixed_dictionaries({t: policies for t in TYPES}),
+    data=st.fixed_dictionaries({k: record_data for k in RECORDS}),
+    failed=st.frozensets(st.sampled_from(TYPES), max_size=2),
+    who=members,
+)
+def test_servers_and_views_return_exactly_what_the_policy_allows(
+    world: SimpleNamespace, pols, data, failed, who
+) -> None:
     rag = world.rag
     apply_access(rag, pols, data, set(failed))
     _declare_members(rag, who)
@@ -272,10 +314,12 @@ def test_servers_and_views_return_exactly_what_the_policy_allows(world: SimpleNa
 
 
 @EXAMPLES
-@given(pols=st.fixed_dictionaries({t: policies for t in TYPES}),
-       data=st.fixed_dictionaries({k: record_data for k in RECORDS}),
-       failed=st.frozensets(st.sampled_from(TYPES), max_size=2),
-       who=members)
+@given(
+    pols=st.fixed_dictionaries({t: policies for t in TYPES}),
+    data=st.fixed_dictionaries({k: record_data for k in RECORDS}),
+    failed=st.frozensets(st.sampled_from(TYPES), max_size=2),
+    who=members,
+)
 def test_the_same_for_callers_from_jwt_claims(world: SimpleNamespace, pols, data, failed, who) -> None:
     """Callers from the identity provider: roles and groups in the JWT's claims (``[auth] prefer = token``).
 

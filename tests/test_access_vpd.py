@@ -39,9 +39,11 @@ def _recording(engine: sa.Engine) -> list[tuple]:
         dbapi_connection.create_function("ctx", -1, lambda *args: calls.append(args) or 0)
 
     engine.dispose()  # connections opened before the function existed
-    render = {vpd.SET_SYSTEM: "SELECT ctx('SET_SYSTEM')",
-              vpd.SET_CALLER: "SELECT ctx('SET_CALLER', :caller_id, :see_all, :groups)",
-              vpd.CLEAR_CALLER: "SELECT ctx('CLEAR_CALLER')"}
+    render = {
+        vpd.SET_SYSTEM: "SELECT ctx('SET_SYSTEM')",
+        vpd.SET_CALLER: "SELECT ctx('SET_CALLER', :caller_id, :see_all, :groups)",
+        vpd.CLEAR_CALLER: "SELECT ctx('CLEAR_CALLER')",
+    }
     install_vpd_context(engine, lambda sql: render[sql])
     return calls
 
@@ -75,32 +77,48 @@ def test_the_oracle_calls_take_exactly_the_binds_the_hook_passes(tmp_path) -> No
     empty.write_text("")
 
     def engine(**settings: object) -> OracleEngine:
-        return OracleEngine(load_settings(env={}, config_file=str(empty),
-                                          database_url="oracle+oracledb://@127.0.0.1:1/?service_name=FREEPDB1",
-                                          **settings))
+        return OracleEngine(
+            load_settings(
+                env={},
+                config_file=str(empty),
+                database_url="oracle+oracledb://@127.0.0.1:1/?service_name=FREEPDB1",
+                **settings,
+            )
+        )
 
     wired = engine(access_vpd=True)
-    assert wired.text(vpd.SET_CALLER) == "BEGIN RAG_ACCESS_CTX_PKG.SET_CALLER(:caller_id, :see_all, :groups); END;"
+    assert (
+        wired.text(vpd.SET_CALLER)
+        == "BEGIN RAG_ACCESS_CTX_PKG.SET_CALLER(:caller_id, :see_all, :groups); END;"
+    )
     assert wired.text(vpd.SET_SYSTEM) == "BEGIN RAG_ACCESS_CTX_PKG.SET_SYSTEM; END;"
     assert wired.text(vpd.CLEAR_CALLER) == "BEGIN RAG_ACCESS_CTX_PKG.CLEAR_CALLER; END;"
     call = context_call({"see_all": 0, "caller_id": 1, "access_groups": []})
     assert call is not None and set(call[1]) == {"caller_id", "see_all", "groups"}
     # The engine is made without connecting: the hooks are on its pool only when access_vpd is set.
     on, off = wired.sa_engine, engine().sa_engine
-    for events, name in ((lambda e: e.pool.dispatch, "checkout"), (lambda e: e.pool.dispatch, "checkin"),
-                         (lambda e: e.dispatch, "before_cursor_execute")):
+    for events, name in (
+        (lambda e: e.pool.dispatch, "checkout"),
+        (lambda e: e.pool.dispatch, "checkin"),
+        (lambda e: e.dispatch, "before_cursor_execute"),
+    ):
         assert len(getattr(events(on), name)) == len(getattr(events(off), name)) + 1, name
 
 
 def test_a_missing_package_is_recognised_by_oracles_text() -> None:
     """access_vpd set before `provision --vpd`: SET_SYSTEM fails naming the package; nothing else counts."""
     # The text python-oracledb gives for a call of a package that does not exist.
-    missing = Exception("ORA-06550: line 1, column 7:\nPLS-00201: identifier 'RAG_ACCESS_CTX_PKG.SET_SYSTEM' must "
-                        "be declared\nORA-06550: line 1, column 7:\nPL/SQL: Statement ignored")
+    missing = Exception(
+        "ORA-06550: line 1, column 7:\nPLS-00201: identifier 'RAG_ACCESS_CTX_PKG.SET_SYSTEM' must "
+        "be declared\nORA-06550: line 1, column 7:\nPL/SQL: Statement ignored"
+    )
     assert package_missing(missing)
-    assert not package_missing(Exception("ORA-12541: Cannot connect. No listener at host 127.0.0.1 port 1521."))
-    assert not package_missing(Exception("ORA-06550: line 1, column 7:\nPLS-00201: identifier 'SOMETHING_ELSE' "
-                                         "must be declared"))
+    assert not package_missing(
+        Exception("ORA-12541: Cannot connect. No listener at host 127.0.0.1 port 1521.")
+    )
+    assert not package_missing(
+        Exception("ORA-06550: line 1, column 7:\nPLS-00201: identifier 'SOMETHING_ELSE' must be declared")
+    )
     assert "provision --vpd" in NOT_PROVISIONED and "\n" not in NOT_PROVISIONED
 
 
@@ -119,8 +137,11 @@ def test_before_provisioning_sessions_run_without_a_context_and_say_so_once(tmp_
         def _register(dbapi_connection, _record) -> None:
             dbapi_connection.create_function("ctx", -1, lambda name, *_args: calls.append(name) or 0)
 
-        render = {vpd.SET_SYSTEM: set_system, vpd.SET_CALLER: f"SELECT ctx('SET_CALLER', :caller_id) FROM {package}",
-                  vpd.CLEAR_CALLER: f"SELECT ctx('CLEAR_CALLER') FROM {package}"}
+        render = {
+            vpd.SET_SYSTEM: set_system,
+            vpd.SET_CALLER: f"SELECT ctx('SET_CALLER', :caller_id) FROM {package}",
+            vpd.CLEAR_CALLER: f"SELECT ctx('CLEAR_CALLER') FROM {package}",
+        }
         install_vpd_context(engine, lambda sql: render[sql])
         return engine
 
@@ -148,19 +169,28 @@ def test_before_provisioning_sessions_run_without_a_context_and_say_so_once(tmp_
     assert taken.value.message == CONTEXT_TAKEN
 
 
-@pytest.mark.parametrize(("policies", "system", "refused"), [(3, None, True), (3, "1", False), (0, None, False)])
-def test_the_products_own_work_refuses_a_session_policies_would_blind(tmp_path, policies: int, system: str | None,
-                                                                       refused: bool) -> None:
+@pytest.mark.parametrize(
+    ("policies", "system", "refused"), [(3, None, True), (3, "1", False), (0, None, False)]
+)
+def test_the_products_own_work_refuses_a_session_policies_would_blind(
+    tmp_path, policies: int, system: str | None, refused: bool
+) -> None:
     """OracleEngine.require_system_access reads USER_POLICIES and the session's context (Oracle's text, run on
     SQLite with the dictionary view and SYS_CONTEXT stood in): policies without the system context refuse."""
     empty = tmp_path / "empty.toml"
     empty.write_text("")
-    oracle = OracleEngine(load_settings(env={}, config_file=str(empty),
-                                        database_url="oracle+oracledb://@127.0.0.1:1/?service_name=FREEPDB1"))
+    oracle = OracleEngine(
+        load_settings(
+            env={},
+            config_file=str(empty),
+            database_url="oracle+oracledb://@127.0.0.1:1/?service_name=FREEPDB1",
+        )
+    )
     stand_in = sa.create_engine(f"sqlite:///{tmp_path / 'dict.db'}")
     with stand_in.begin() as conn:
         conn.connection.driver_connection.create_function(
-            "SYS_CONTEXT", 2, lambda ns, attr: system if (ns, attr) == ("RAG_ACCESS_CTX", "SYSTEM") else None)
+            "SYS_CONTEXT", 2, lambda ns, attr: system if (ns, attr) == ("RAG_ACCESS_CTX", "SYSTEM") else None
+        )
         conn.exec_driver_sql("CREATE TABLE dual (DUMMY TEXT)")
         conn.exec_driver_sql("INSERT INTO dual VALUES ('X')")
         conn.exec_driver_sql("CREATE TABLE USER_POLICIES (OBJECT_NAME TEXT, POLICY_NAME TEXT)")

@@ -39,15 +39,19 @@ HANG_GUARD_CPU_S = 30.0
 # compares each character of the value with the set until the final 'a' (2^37 comparisons per
 # call), replace/instr compare the needle at each offset. `calls` calls them again and again, one
 # call per step of the recursion (the value changes with i, so no call can be computed once).
-_VALUES = ("WITH RECURSIVE big(s, n) AS (SELECT 'a', 0 UNION ALL SELECT s || s, n + 1 FROM big WHERE n < 19), "
-           "v(s, p) AS (SELECT (SELECT s FROM big WHERE n = 19), "
-           "(SELECT replace(s, 'a', 'b') FROM big WHERE n = 18) || 'a'), ")
+_VALUES = (
+    "WITH RECURSIVE big(s, n) AS (SELECT 'a', 0 UNION ALL SELECT s || s, n + 1 FROM big WHERE n < 19), "
+    "v(s, p) AS (SELECT (SELECT s FROM big WHERE n = 19), "
+    "(SELECT replace(s, 'a', 'b') FROM big WHERE n = 18) || 'a'), "
+)
 _SHORT = f"substr(replace(p, 'b', 'a'), 1, {LIKE_PATTERN_LIMIT - 2}) || 'b'"  # the longest allowed
 
 
 def _calls(expr: str) -> str:
-    return _VALUES + (f"calls(i, r) AS (SELECT 0, 0 UNION ALL SELECT i + 1, {expr} FROM calls, v) "
-                      "SELECT count(*) FROM calls")
+    return _VALUES + (
+        f"calls(i, r) AS (SELECT 0, 0 UNION ALL SELECT i + 1, {expr} FROM calls, v) "
+        "SELECT count(*) FROM calls"
+    )
 
 
 ATTACKS = {
@@ -94,14 +98,22 @@ def test_a_pattern_over_the_limit_is_refused_with_the_reason(relaxed, op: str) -
 
 def test_a_replace_over_the_value_cap_is_refused_before_it_is_built(service) -> None:
     sql = _VALUES.rstrip(", ") + " SELECT length(replace(s, 'a', substr(p, 1, 4))) FROM v"
-    with pytest.raises(GuardrailError, match=r"size limit: replace\(\) would build a value over 1,000,000 characters"):
+    with pytest.raises(
+        GuardrailError, match=r"size limit: replace\(\) would build a value over 1,000,000 characters"
+    ):
         service.run_sql(sql, ADMIN)
 
 
-@pytest.mark.parametrize(("call", "function"), [
-    ("trim(TITLE, 'x')", "trim"), ("ltrim(TITLE, 'x')", "trim"), ("rtrim(TITLE, 'x')", "trim"),
-    ("replace(TITLE, 'a', 'b')", "replace"), ("instr(TITLE, 'a')", "_instr"),
-])
+@pytest.mark.parametrize(
+    ("call", "function"),
+    [
+        ("trim(TITLE, 'x')", "trim"),
+        ("ltrim(TITLE, 'x')", "trim"),
+        ("rtrim(TITLE, 'x')", "trim"),
+        ("replace(TITLE, 'a', 'b')", "replace"),
+        ("instr(TITLE, 'a')", "_instr"),
+    ],
+)
 def test_the_guarded_connection_runs_the_linear_versions(relaxed, call: str, function: str) -> None:
     """Seen by a profiler hook on this thread (the guarded query runs on it), not by timing."""
     import sys
@@ -123,8 +135,27 @@ def test_the_guarded_connection_runs_the_linear_versions(relaxed, call: str, fun
 # -- the linear versions answer as SQLite's own ------------------------------------------------------
 # (a text holding a NUL character is the exception: the Python binding returns a function's text up to
 # the first NUL; sqlite_functions says so)
-VALUES: list[Any] = [None, "", " ", "abc", "  padded  ", "xyxhelloyxy", "ééaé", "日本語テキスト日",
-                     "aaaa", 12, -3, 0, 3.5, 1e20, 1.5e-7, b"ab", b"\xc3\xa9x", "12", "1.5"]
+VALUES: list[Any] = [
+    None,
+    "",
+    " ",
+    "abc",
+    "  padded  ",
+    "xyxhelloyxy",
+    "ééaé",
+    "日本語テキスト日",
+    "aaaa",
+    12,
+    -3,
+    0,
+    3.5,
+    1e20,
+    1.5e-7,
+    b"ab",
+    b"\xc3\xa9x",
+    "12",
+    "1.5",
+]
 
 
 def _connections() -> tuple[Any, Any]:
@@ -156,12 +187,14 @@ def test_replace_answers_as_sqlite_does() -> None:
 
 # -- the text check and the database agree on the functions -------------------------------------------
 # Every function the embedded engine's guarded query may call, as SQLite names it.
-EXPECTED_ALLOWED = sorted("""
+EXPECTED_ALLOWED = sorted(
+    """
 abs avg ceil ceiling coalesce concat count current_date current_timestamp date datetime dense_rank first_value
 floor glob group_concat if ifnull iif instr julianday lag last_value lead length like lower ltrim max min mod
 ntile nullif pow power rank replace round row_number rtrim sign sqrt strftime string_agg substr substring sum
 total trim trunc upper
-""".split())
+""".split()
+)
 
 
 def _sqlite_functions() -> list[tuple[str, str]]:

@@ -35,7 +35,10 @@ def test_a_comment_holding_a_quote_hides_nothing_after_it(dialect):
 
 def test_doubled_quotes_escape_inside_strings_and_identifiers():
     assert kinds("SELECT 'it''s', \"a\"\"b\" FROM t", "sqlite")[1:4] == [
-        (STRING, "'it''s'"), ("punct", ","), (QUOTED, '"a""b"')]
+        (STRING, "'it''s'"),
+        ("punct", ","),
+        (QUOTED, '"a""b"'),
+    ]
     assert code_tokens(tokenize('"a""b"', "sqlite"))[0].identifier() == 'a"b'
 
 
@@ -51,10 +54,18 @@ def test_sqlite_block_comment_may_run_to_the_end_but_oracle_refuses_it():
         tokenize("SELECT 1 /* open", "oracle")
 
 
-@pytest.mark.parametrize(("literal", "rest"), [
-    ("q'[ ' ]'", "x"), ("Q'{ -- }'", "x"), ("q'< /* >'", "x"), ("q'( ) ' )'", "x"), ("q'! a !'", "x"),
-    ("nq'[ ' ]'", "x"), ("N'it''s'", "x"),
-])
+@pytest.mark.parametrize(
+    ("literal", "rest"),
+    [
+        ("q'[ ' ]'", "x"),
+        ("Q'{ -- }'", "x"),
+        ("q'< /* >'", "x"),
+        ("q'( ) ' )'", "x"),
+        ("q'! a !'", "x"),
+        ("nq'[ ' ]'", "x"),
+        ("N'it''s'", "x"),
+    ],
+)
 def test_oracle_alternative_quoting(literal, rest):
     toks = kinds(f"SELECT {literal}, {rest} FROM dual", "oracle")
     assert toks[1] == (STRING, literal) and (WORD, rest) in toks

@@ -88,7 +88,9 @@ class _Engine:
         return self.pooled
 
 
-def _run(errors: dict[str, BaseException], rollback_error: BaseException | None = None) -> tuple[Any, _Pooled]:
+def _run(
+    errors: dict[str, BaseException], rollback_error: BaseException | None = None
+) -> tuple[Any, _Pooled]:
     pooled = _Pooled(_Conn(errors, rollback_error))
     executor = OracleExecutor(_Engine(pooled), timeout_s=2, row_cap=10)
     checked = CheckedQuery(sql=SQL, views=("RAG_V_TASK",), ctes=())  # type: ignore[call-arg]
@@ -99,7 +101,9 @@ def _run(errors: dict[str, BaseException], rollback_error: BaseException | None 
 
 
 def test_a_read_only_users_ora_28194_is_tolerated() -> None:
-    result, pooled = _run({q.SET_READ_ONLY.oracle: oracledb.DatabaseError("ORA-28194: Can perform read operations only")})
+    result, pooled = _run(
+        {q.SET_READ_ONLY.oracle: oracledb.DatabaseError("ORA-28194: Can perform read operations only")}
+    )
     assert not isinstance(result, GuardrailError), result
     assert result.rows == [(7,)]
     conn = pooled.driver_connection
@@ -108,7 +112,9 @@ def test_a_read_only_users_ora_28194_is_tolerated() -> None:
 
 
 def test_any_other_refusal_of_set_transaction_stops_the_query() -> None:
-    result, pooled = _run({q.SET_READ_ONLY.oracle: oracledb.DatabaseError("ORA-01031: insufficient privileges")})
+    result, pooled = _run(
+        {q.SET_READ_ONLY.oracle: oracledb.DatabaseError("ORA-01031: insufficient privileges")}
+    )
     assert isinstance(result, GuardrailError) and "ORA-01031" in str(result)
     assert SQL not in pooled.driver_connection.sent
 
@@ -116,16 +122,24 @@ def test_any_other_refusal_of_set_transaction_stops_the_query() -> None:
 def test_no_session_schema_is_switched() -> None:
     _result, pooled = _run({})
     conn = pooled.driver_connection
-    assert [name for name, _ in conn.set] == ["client_identifier", "call_timeout", "call_timeout", "client_identifier"]
+    assert [name for name, _ in conn.set] == [
+        "client_identifier",
+        "call_timeout",
+        "call_timeout",
+        "client_identifier",
+    ]
     # The session carries an unguessable token, never the caller's id (the views read the caller by it).
     token = conn.set[0][1]
-    assert re.fullmatch(r"[0-9a-f]{32}", token) and "17" != token and conn.set[-1] == ("client_identifier", "")
+    assert (
+        re.fullmatch(r"[0-9a-f]{32}", token) and "17" != token and conn.set[-1] == ("client_identifier", "")
+    )
 
 
 def test_a_timeout_stays_the_error_when_clean_up_finds_the_connection_closed() -> None:
-    result, pooled = _run({SQL: oracledb.DatabaseError("DPY-4024: call timeout of 2000 ms exceeded")},
-                          rollback_error=oracledb.InterfaceError("DPY-4011: the database or network closed the "
-                                                                  "connection"))
+    result, pooled = _run(
+        {SQL: oracledb.DatabaseError("DPY-4024: call timeout of 2000 ms exceeded")},
+        rollback_error=oracledb.InterfaceError("DPY-4011: the database or network closed the connection"),
+    )
     assert isinstance(result, GuardrailError) and result.message == "query stopped at the 2 s timeout"
     assert pooled.events == ["invalidate", "close"]  # the broken session never goes back to the pool
 

@@ -35,16 +35,59 @@ from oracle_rag.errors import GuardrailError
 
 VIEWS = REFERENCE_CATALOG.names
 CALLERS = (Caller(20, "developer"), Caller(1, "admin"))
-SQLITE_FORBIDDEN = ("TASK", "EMPLOYEE", "RAG_CHUNK", "RAG_API_TOKEN", "RAG_MESSAGE", "sqlite_schema", "sqlite_dbpage",
-                    "sqlite_stmt", "RAG_CHUNK_FTS_data", "pragma_table_list", "sqlite_temp_schema")
-SQLITE_FORBIDDEN_SOURCES = ("json_each('[1,2]')", "pragma_table_info('TASK')", "main.TASK", "temp.RAG_V_TASK_X")
-ORACLE_FORBIDDEN = ("ALL_USERS", "ALL_VIEWS", "ALL_DB_LINKS", "SESSION_PRIVS", "USER_TABLES", "DBA_USERS", "V$SESSION",
-                    "TASK", "EMPLOYEE", "RAG_CHUNK", "DICTIONARY")
+SQLITE_FORBIDDEN = (
+    "TASK",
+    "EMPLOYEE",
+    "RAG_CHUNK",
+    "RAG_API_TOKEN",
+    "RAG_MESSAGE",
+    "sqlite_schema",
+    "sqlite_dbpage",
+    "sqlite_stmt",
+    "RAG_CHUNK_FTS_data",
+    "pragma_table_list",
+    "sqlite_temp_schema",
+)
+SQLITE_FORBIDDEN_SOURCES = (
+    "json_each('[1,2]')",
+    "pragma_table_info('TASK')",
+    "main.TASK",
+    "temp.RAG_V_TASK_X",
+)
+ORACLE_FORBIDDEN = (
+    "ALL_USERS",
+    "ALL_VIEWS",
+    "ALL_DB_LINKS",
+    "SESSION_PRIVS",
+    "USER_TABLES",
+    "DBA_USERS",
+    "V$SESSION",
+    "TASK",
+    "EMPLOYEE",
+    "RAG_CHUNK",
+    "DICTIONARY",
+)
 
-COMMENTS = ("/* ' */", "/* \" */", "-- '\n", "/* (SELECT COUNT(*) FROM {f}) */", "-- {f}\n", "/* '/*' */",
-            "/**/", "--\n")
-LITERALS = ("'/*'", "'*/'", "'--'", "'/* (SELECT COUNT(*) FROM {f}) */'", "'it''s -- {f}'", "''", "'\"'",
-            "'*/ FROM {f} /*'")
+COMMENTS = (
+    "/* ' */",
+    '/* " */',
+    "-- '\n",
+    "/* (SELECT COUNT(*) FROM {f}) */",
+    "-- {f}\n",
+    "/* '/*' */",
+    "/**/",
+    "--\n",
+)
+LITERALS = (
+    "'/*'",
+    "'*/'",
+    "'--'",
+    "'/* (SELECT COUNT(*) FROM {f}) */'",
+    "'it''s -- {f}'",
+    "''",
+    "'\"'",
+    "'*/ FROM {f} /*'",
+)
 ALIASES = ('"/*"', '"*/ x"', '"--"', '"it\'s"', '"{f}"', "plain")
 ORACLE_LITERALS = LITERALS + ("q'[ ' ]'", "q'{{ /* }}'", "nq'! -- !'", "q'< {f} >'")
 
@@ -70,7 +113,10 @@ def queries(draw, dialect: str) -> Generated:
 
     view = draw(st.sampled_from(VIEWS))
     depth = draw(st.integers(0, 3))
-    ctes = [f"c{i} AS ({comment()}SELECT * FROM {'c' + str(i - 1) if i else view}{comment()})" for i in range(depth)]
+    ctes = [
+        f"c{i} AS ({comment()}SELECT * FROM {'c' + str(i - 1) if i else view}{comment()})"
+        for i in range(depth)
+    ]
     source = f"c{depth - 1}" if depth else view
     if ctes and draw(st.booleans()):  # the CTE chain inside a subquery instead of at the top
         source = f"(WITH {', '.join(ctes)} SELECT * FROM {source}) q"
@@ -79,7 +125,9 @@ def queries(draw, dialect: str) -> Generated:
         top = f"WITH {', '.join(ctes)} " if ctes else ""
     items = ["COUNT(*) AS n"]
     for _ in range(draw(st.integers(0, 3))):
-        items.append(f"{draw(st.sampled_from(literals)).format(f=f())} AS {draw(st.sampled_from(ALIASES)).format(f=f())}")
+        items.append(
+            f"{draw(st.sampled_from(literals)).format(f=f())} AS {draw(st.sampled_from(ALIASES)).format(f=f())}"
+        )
     decoy = draw(st.integers(0, 3)) == 0
     name = draw(st.sampled_from([n for n in forbidden if "$" not in n]))
     if decoy:  # a CTE named like a forbidden table, visible only inside its own subquery
@@ -88,19 +136,26 @@ def queries(draw, dialect: str) -> Generated:
     live = draw(st.booleans())
     if live:
         # Often the very name a decoy CTE took elsewhere: a flat set of CTE names would let it through.
-        target = draw(st.sampled_from((name, name, f()) + (SQLITE_FORBIDDEN_SOURCES if dialect == "sqlite" else ())))
+        target = draw(
+            st.sampled_from((name, name, f()) + (SQLITE_FORBIDDEN_SOURCES if dialect == "sqlite" else ()))
+        )
         where = draw(st.sampled_from(("scalar", "exists", "union-cte", "join", "view-named-cte")))
         if where == "view-named-cte":  # a CTE that takes an allowed view's name
             spoof = draw(st.sampled_from(VIEWS))
-            items.append(f"(WITH {spoof} AS (SELECT * FROM {target}) SELECT COUNT(*) FROM "
-                         f"(SELECT DISTINCT * FROM {spoof}))")
+            items.append(
+                f"(WITH {spoof} AS (SELECT * FROM {target}) SELECT COUNT(*) FROM "
+                f"(SELECT DISTINCT * FROM {spoof}))"
+            )
         elif where == "scalar":
             items.append(f"(SELECT COUNT(*) FROM {target}) AS leak")
         elif where == "exists":
             source += f" WHERE EXISTS (SELECT 1 FROM {target})"
         elif where == "union-cte":
-            top = f"WITH leak AS (SELECT 1 AS x FROM {target}) " if not top else top[:-1] + \
-                f", leak AS (SELECT 1 AS x FROM {target}) "
+            top = (
+                f"WITH leak AS (SELECT 1 AS x FROM {target}) "
+                if not top
+                else top[:-1] + f", leak AS (SELECT 1 AS x FROM {target}) "
+            )
             items.append("(SELECT COUNT(*) FROM leak) AS leaked")
         else:
             source += f" CROSS JOIN (SELECT COUNT(*) AS k FROM {target}) leak"
@@ -121,8 +176,11 @@ def template_service(demo_template, tmp_path_factory):
     system = RagSystem(load_settings(env={}, data_dir=str(d), aggregate_timeout_s=5.0))
     system.migrate(demo=True)
     service = AggregateService(system.engine, system.settings)
-    expected = {(c.employee_id, v): service.run_sql(f"SELECT COUNT(*) FROM {v}", c).rows[0][0]
-                for c in CALLERS for v in VIEWS}
+    expected = {
+        (c.employee_id, v): service.run_sql(f"SELECT COUNT(*) FROM {v}", c).rows[0][0]
+        for c in CALLERS
+        for v in VIEWS
+    }
     before = system.settings.sqlite_path.read_bytes()
     yield service, expected
     assert system.settings.sqlite_path.read_bytes() == before  # nothing was written
@@ -134,7 +192,9 @@ def _check(service, expected, generated: Generated, caller: Caller) -> None:
         result = service.run_sql(generated.sql, caller)
     except GuardrailError as exc:
         assert exc.message
-        assert generated.live_forbidden or generated.decoy, f"legitimate SQL refused: {exc.message}\n{generated.sql}"
+        assert generated.live_forbidden or generated.decoy, (
+            f"legitimate SQL refused: {exc.message}\n{generated.sql}"
+        )
         return
     assert not generated.live_forbidden, f"forbidden reference not refused:\n{generated.sql}"
     assert result.rows[0][0] == expected[(caller.employee_id, generated.view)], generated.sql
@@ -143,8 +203,9 @@ def _check(service, expected, generated: Generated, caller: Caller) -> None:
 @pytest.mark.parametrize("text_check", [True, False], ids=["text-check", "database-alone"])
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(generated=queries("sqlite"), caller=st.sampled_from(CALLERS))
-def test_sqlite_generated_sql_returns_only_what_the_views_show(template_service, monkeypatch, text_check,
-                                                               generated, caller):
+def test_sqlite_generated_sql_returns_only_what_the_views_show(
+    template_service, monkeypatch, text_check, generated, caller
+):
     service, expected = template_service
     monkeypatch.setattr(AggregateService, "text_check", text_check)
     _check(service, expected, generated, caller)

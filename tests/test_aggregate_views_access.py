@@ -18,21 +18,31 @@ from oracle_rag.callers.caller import Caller
 
 
 def _count(rag, caller: Caller, view: str = "RAG_V_TASK") -> int:  # type: ignore[no-untyped-def]
-    return int(AggregateService(rag.engine, rag.settings).run_sql(f"SELECT COUNT(*) AS N FROM {view}", caller).rows[0][0])
+    return int(
+        AggregateService(rag.engine, rag.settings)
+        .run_sql(f"SELECT COUNT(*) AS N FROM {view}", caller)
+        .rows[0][0]
+    )
 
 
 def _tasks(rag, assignee: int | None = None) -> int:  # type: ignore[no-untyped-def]
     with rag.engine.connect() as conn:
         if assignee is None:
             return int(conn.execute(sa.text("SELECT COUNT(*) FROM TASK")).scalar_one())
-        return int(conn.execute(sa.text("SELECT COUNT(*) FROM TASK WHERE ASSIGNEE_ID = :a"), {"a": assignee}).scalar_one())
+        return int(
+            conn.execute(
+                sa.text("SELECT COUNT(*) FROM TASK WHERE ASSIGNEE_ID = :a"), {"a": assignee}
+            ).scalar_one()
+        )
 
 
 def test_see_all_roles_decides_not_the_literal_manager_role(demo_rag) -> None:
     lead_only = ("lead",)
     manager = Caller(MANAGER, "manager", see_all_roles=lead_only)
     assert _count(demo_rag, manager) == _tasks(demo_rag, MANAGER) < _tasks(demo_rag)
-    lead = Caller(DEV_A, ["developer", "lead"], see_all_roles=lead_only)  # a developer of EMPLOYEE, lead by declaration
+    lead = Caller(
+        DEV_A, ["developer", "lead"], see_all_roles=lead_only
+    )  # a developer of EMPLOYEE, lead by declaration
     assert _count(demo_rag, lead) == _tasks(demo_rag)
     assert _count(demo_rag, Caller(ADMIN, "admin")) == _tasks(demo_rag)  # the default: manager/admin see all
     stranger = Caller(987654, [], see_all_roles=lead_only)  # a host-authenticated id with no EMPLOYEE row
@@ -55,11 +65,16 @@ def test_a_reassignment_rescopes_the_view_through_the_index(demo_rag) -> None:
     developer = Caller(DEV_A, "developer")
     before = _count(demo_rag, developer)
     with demo_rag.engine.connect() as conn:
-        task = int(conn.execute(sa.text("SELECT MIN(TASK_ID) FROM TASK WHERE ASSIGNEE_ID <> :a"),
-                                {"a": DEV_A}).scalar_one())
+        task = int(
+            conn.execute(
+                sa.text("SELECT MIN(TASK_ID) FROM TASK WHERE ASSIGNEE_ID <> :a"), {"a": DEV_A}
+            ).scalar_one()
+        )
     with demo_rag.engine.begin() as conn:
         conn.execute(sa.text("UPDATE TASK SET ASSIGNEE_ID = :a WHERE TASK_ID = :t"), {"a": DEV_A, "t": task})
         demo_rag.enqueue(conn, "TASK", task)
-    assert _count(demo_rag, developer) == before  # not indexed yet: the stored access still says the old owner
+    assert (
+        _count(demo_rag, developer) == before
+    )  # not indexed yet: the stored access still says the old owner
     assert not demo_rag.worker().drain().failed_rows
     assert _count(demo_rag, developer) == before + 1 == _tasks(demo_rag, DEV_A)

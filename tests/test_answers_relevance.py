@@ -30,20 +30,32 @@ def test_a_record_is_about_a_topic_when_it_holds_the_floor():
 
 
 def test_weak_evidence_looks_at_the_first_records_only():
-    far = ["Kafka sizing", "Printer driver", "Redis cache eviction", "Azure tenant", "Slack bot",
-           "Kafka cluster upgrade postponed until the vendor patch"]
+    far = [
+        "Kafka sizing",
+        "Printer driver",
+        "Redis cache eviction",
+        "Azure tenant",
+        "Slack bot",
+        "Kafka cluster upgrade postponed until the vendor patch",
+    ]
     assert weak_evidence("Kafka cluster upgrade postponed", far)  # the sixth holds it: too far down
     assert not weak_evidence("Kafka cluster upgrade postponed", far[-1:] + far[:-1])
     assert not weak_evidence("", far)  # no topic: nothing to be weak about
 
 
 def test_a_record_in_the_other_language_holds_the_topic_through_the_word_map():
-    assert is_about("mobile app session timeout", "La aplicación móvil cierra la sesión: tiempo de espera", crossing=True)
-    assert is_about("reembolso rechazado del cliente", "The customer's refund was rejected by the bank", crossing=True)
+    assert is_about(
+        "mobile app session timeout", "La aplicación móvil cierra la sesión: tiempo de espera", crossing=True
+    )
+    assert is_about(
+        "reembolso rechazado del cliente", "The customer's refund was rejected by the bank", crossing=True
+    )
     assert not is_about("mobile app session timeout", "La impresora fiscal no imprime", crossing=True)
     # a word the map does not hold does not cross: a two-word topic still needs both
     assert not is_about("Kafka upgrade", "Actualización de la base de datos", crossing=True)
-    assert not is_about("mobile app session timeout", "La aplicación móvil cierra la sesión: tiempo de espera")
+    assert not is_about(
+        "mobile app session timeout", "La aplicación móvil cierra la sesión: tiempo de espera"
+    )
     assert is_about("Kafka upgrade", "Actualización del clúster de Kafka", crossing=True)
 
 

@@ -22,11 +22,13 @@ from oracle_rag.sources import SqlSource
 
 SOURCE = {
     "query": "SELECT ticket_no AS id, subject AS title, body AS content, severity, region, state, opened, due, "
-             "owner_id FROM ticket",
+    "owner_id FROM ticket",
     "owner_column": "owner_id",
     "facet_columns": {"severity": "enum", "region": "enum", "state": "enum", "opened": "date", "due": "date"},
     "words": ["case", "cases", "caso", "casos"],
-    "lifecycle": "state", "done_values": ["SOLVED"], "due_facet": "due",
+    "lifecycle": "state",
+    "done_values": ["SOLVED"],
+    "due_facet": "due",
     "facet_cues": {"severity": ["severidad"], "opened": ["opened", "created", "creados"]},
 }
 STATES = ("NEW", "OPEN", "PENDING", "SOLVED")
@@ -36,12 +38,19 @@ def _rows() -> list[dict]:
     out = []
     for i in range(60):
         opened = TODAY - dt.timedelta(days=(i * 7) % 50)
-        out.append({"no": 1000 + i, "subject": f"Ticket about the {['checkout', 'login', 'search'][i % 3]} page",
-                    "body": f"Customer report number {i}.", "severity": ["CRITICAL", "HIGH", "LOW"][i % 3],
-                    "region": ["EMEA", "APAC", "AMER"][(i // 3) % 3], "state": STATES[(i // 2) % 4],
-                    "opened": opened.isoformat(),
-                    "due": None if i % 5 == 0 else (opened + dt.timedelta(days=10)).isoformat(),
-                    "owner": None if i % 7 == 0 else [DEV_A, MANAGER, 12][i % 3]})
+        out.append(
+            {
+                "no": 1000 + i,
+                "subject": f"Ticket about the {['checkout', 'login', 'search'][i % 3]} page",
+                "body": f"Customer report number {i}.",
+                "severity": ["CRITICAL", "HIGH", "LOW"][i % 3],
+                "region": ["EMEA", "APAC", "AMER"][(i // 3) % 3],
+                "state": STATES[(i // 2) % 4],
+                "opened": opened.isoformat(),
+                "due": None if i % 5 == 0 else (opened + dt.timedelta(days=10)).isoformat(),
+                "owner": None if i % 7 == 0 else [DEV_A, MANAGER, 12][i % 3],
+            }
+        )
     return out
 
 
@@ -51,16 +60,22 @@ def tickets(demo_rag, make_settings):
 
     rows = _rows()
     with demo_rag.engine.begin() as conn:
-        conn.execute(sa.text("CREATE TABLE ticket (ticket_no INTEGER PRIMARY KEY, subject TEXT, body TEXT, "
-                             "severity TEXT, region TEXT, state TEXT, opened TEXT, due TEXT, owner_id INTEGER)"))
-        conn.execute(sa.text("INSERT INTO ticket VALUES (:no, :subject, :body, :severity, :region, :state, :opened, "
-                             ":due, :owner)"), rows)
+        conn.execute(
+            sa.text(
+                "CREATE TABLE ticket (ticket_no INTEGER PRIMARY KEY, subject TEXT, body TEXT, "
+                "severity TEXT, region TEXT, state TEXT, opened TEXT, due TEXT, owner_id INTEGER)"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO ticket VALUES (:no, :subject, :body, :severity, :region, :state, :opened, "
+                ":due, :owner)"
+            ),
+            rows,
+        )
     system = RagSystem(make_settings(sources={"tickets": SOURCE}), engine=demo_rag.engine)
     system.sql_sources().sync()
     return system, rows
-
-
-
 
 
 @pytest.mark.parametrize("employee", [MANAGER, DEV_A])
@@ -69,22 +84,32 @@ def test_my_lifecycle_and_dates_are_the_sources_own(tickets, employee):
     answer, caller = ask(system, "how many open tickets do I have?", employee)
     mine = [r for r in visible(rows, caller) if r["owner"] == employee and r["state"] != "SOLVED"]
     assert first_number(answer.answer) == len(mine)
-    assert {c["facet"] for f in answer.structured["filters"] for c in f["conditions"]} == {"owner_id", "state"}
+    assert {c["facet"] for f in answer.structured["filters"] for c in f["conditions"]} == {
+        "owner_id",
+        "state",
+    }
 
     answer, caller = ask(system, "critical tickets opened before 2026-02-20 that are still open", employee)
-    want = {f"tickets#{r['no']}" for r in visible(rows, caller) if r["severity"] == "CRITICAL"
-            and r["opened"] < "2026-02-20" and r["state"] != "SOLVED"}
+    want = {
+        f"tickets#{r['no']}"
+        for r in visible(rows, caller)
+        if r["severity"] == "CRITICAL" and r["opened"] < "2026-02-20" and r["state"] != "SOLVED"
+    }
     assert {c.source_id for c in answer.citations} == want
 
     answer, caller = ask(system, "which tickets are overdue?", employee)
-    want = {f"tickets#{r['no']}" for r in visible(rows, caller) if r["due"] and r["due"] < TODAY.isoformat()
-            and r["state"] != "SOLVED"}
+    want = {
+        f"tickets#{r['no']}"
+        for r in visible(rows, caller)
+        if r["due"] and r["due"] < TODAY.isoformat() and r["state"] != "SOLVED"
+    }
     assert first_number(answer.answer) == len(want)
 
     answer, caller = ask(system, "¿cuántos tickets hay por severidad?", employee)
     seen = visible(rows, caller)
     assert {g["label"]: g["count"] for g in answer.structured["groups"]["rows"]} == {
-        s: sum(1 for r in seen if r["severity"] == s) for s in {r["severity"] for r in seen}}
+        s: sum(1 for r in seen if r["severity"] == s) for s in {r["severity"] for r in seen}
+    }
 
 
 def test_lookups_cite_the_type_as_the_source_names_it(tickets):
@@ -99,7 +124,8 @@ def test_lookups_cite_the_type_as_the_source_names_it(tickets):
     # a bare id names a task and a ticket alike: both are listed
     answer, _ = ask(system, "#1001", MANAGER)
     assert {c.source_type for c in answer.citations} == {"TASK", "tickets"} or {
-        c.source_type for c in answer.citations} == {"tickets"}
+        c.source_type for c in answer.citations
+    } == {"tickets"}
 
 
 def test_several_types_are_each_counted_and_unapplied_phrases_said(tickets, make_settings):
@@ -115,7 +141,9 @@ def test_several_types_are_each_counted_and_unapplied_phrases_said(tickets, make
 
     from oracle_rag.system import RagSystem
 
-    plain = dict(SOURCE, due_facet=None, facet_columns={"severity": "enum", "state": "enum", "opened": "date"})
+    plain = dict(
+        SOURCE, due_facet=None, facet_columns={"severity": "enum", "state": "enum", "opened": "date"}
+    )
     plain.pop("due_facet")
     other = RagSystem(make_settings(sources={"tickets": plain}), engine=system.engine)
     answer, _ = ask(other, "overdue tickets", MANAGER)
@@ -137,7 +165,13 @@ def test_meaning_options_are_checked_with_the_key_named():
         SqlSource("t", SOURCE["query"], **dict(base, words="case"))
     source = SqlSource("tickets", SOURCE["query"], **base)
     m = source.meanings
-    assert (m.mine, m.lifecycle, m.done, m.due, m.anchor) == ("owner_id", "state", ("SOLVED",), "due", "TICKETS")
+    assert (m.mine, m.lifecycle, m.done, m.due, m.anchor) == (
+        "owner_id",
+        "state",
+        ("SOLVED",),
+        "due",
+        "TICKETS",
+    )
     assert m.nouns["en"] == ("ticket", "tickets") and "caso" in m.words
     assert [f.name for f in source.facets if f.person] == ["owner_id"]
 
@@ -146,7 +180,9 @@ def test_a_cue_of_several_words_names_its_date(tickets, make_settings):
     system, rows = tickets
     from oracle_rag.system import RagSystem
 
-    cued = dict(SOURCE, facet_cues={**SOURCE["facet_cues"], "opened": ["fecha de alta"], "due": ["fecha limite"]})
+    cued = dict(
+        SOURCE, facet_cues={**SOURCE["facet_cues"], "opened": ["fecha de alta"], "due": ["fecha limite"]}
+    )
     other = RagSystem(make_settings(sources={"tickets": cued}), engine=system.engine)
     answer, caller = ask(other, "¿cuántos tickets con fecha de alta antes del 2026-02-20?", MANAGER)
     assert first_number(answer.answer) == sum(1 for r in rows if r["opened"] < "2026-02-20")

@@ -26,12 +26,17 @@ ME = 12
 def parser() -> QueryParser:
     d = generate(300)
     declared = [s.declaration() for s in reference_sources()]
-    values = {"status": {t["status"] for t in d["tasks"]}, "priority": {t["priority"] for t in d["tasks"]},
-              "sprint_status": {s["status"] for s in d["sprints"]},
-              "project_status": {p["status"] for p in d["projects"]}}
-    labels = {"assignee_id": {e["id"]: f'{e["first"]} {e["last"]}' for e in d["employees"]},
-              "project_id": {p["id"]: p["name"] for p in d["projects"]},
-              "sprint_id": {s["id"]: s["name"] for s in d["sprints"]}}
+    values = {
+        "status": {t["status"] for t in d["tasks"]},
+        "priority": {t["priority"] for t in d["tasks"]},
+        "sprint_status": {s["status"] for s in d["sprints"]},
+        "project_status": {p["status"] for p in d["projects"]},
+    }
+    labels = {
+        "assignee_id": {e["id"]: f"{e['first']} {e['last']}" for e in d["employees"]},
+        "project_id": {p["id"]: p["name"] for p in d["projects"]},
+        "sprint_id": {s["id"]: s["name"] for s in d["sprints"]},
+    }
     return QueryParser(build_vocabulary(declared, values, labels))
 
 
@@ -43,8 +48,19 @@ def parse(parser, question, **kw):
     return parser.parse(question, caller_id=ME, today=TODAY, **kw)
 
 
-@pytest.mark.parametrize("question", ["task 42", "#42", "TASK-42", "tarea 42", "Task #42", "tell me about task 42",
-                                      "summarize the comments on task 42", "¿qué pasa con la tarea 42?"])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "task 42",
+        "#42",
+        "TASK-42",
+        "tarea 42",
+        "Task #42",
+        "tell me about task 42",
+        "summarize the comments on task 42",
+        "¿qué pasa con la tarea 42?",
+    ],
+)
 def test_task_ids_in_every_form_are_lookups(parser, question):
     u = parse(parser, question)
     assert u.kind == "lookup" and u.lookups == [("TASK", "42")] and not u.conditions
@@ -62,28 +78,47 @@ def test_a_sprint_alone_is_its_record_and_its_tasks_when_asked(parser):
 def test_a_project_named_alone_is_its_record(parser):
     assert parse(parser, "tell me about Atlas Billing").lookups == [("PROJECT", "1")]
     u = parse(parser, "open tasks in Atlas Billing")
-    assert conds(u) == {("status", "not_in", ("DONE",)), ("project_id", "in", (1,))} and u.target_type == "TASK"
+    assert (
+        conds(u) == {("status", "not_in", ("DONE",)), ("project_id", "in", (1,))} and u.target_type == "TASK"
+    )
 
 
-@pytest.mark.parametrize(("question", "expected"), [
-    ("what is blocked in the current sprint?", {("status", "in", ("BLOCKED",)), ("sprint_status", "in", ("ACTIVE",))}),
-    ("which of my tasks are blocked?", {("assignee_id", "in", (ME,)), ("status", "in", ("BLOCKED",))}),
-    ("¿qué tareas tengo bloqueadas?", {("assignee_id", "in", (ME,)), ("status", "in", ("BLOCKED",))}),
-    ("¿Que tareas tengo BLOQUEADAS?", {("assignee_id", "in", (ME,)), ("status", "in", ("BLOCKED",))}),
-    ("which critical tasks are not done yet?", {("priority", "in", ("CRITICAL",)), ("status", "not_in", ("DONE",))}),
-    ("tareas críticas sin terminar", {("priority", "in", ("CRITICAL",)), ("status", "not_in", ("DONE",))}),
-    ("tareas criticas sin terminar", {("priority", "in", ("CRITICAL",)), ("status", "not_in", ("DONE",))}),
-    ("tasks that are not blocked", {("status", "not_in", ("BLOCKED",))}),
-    ("what is still open for Ana Pérez", {("status", "not_in", ("DONE",)), ("assignee_id", "in", (30,))}),
-    ("tasks assigned to ana perez", {("assignee_id", "in", (30,))}),
-    ("blocked or in review tasks", {("status", "in", ("BLOCKED", "IN_REVIEW"))}),
-    ("unassigned high priority tasks", {("assignee_id", "null", ()), ("priority", "in", ("HIGH",))}),
-    ("tareas de alta prioridad en el sprint actual", {("priority", "in", ("HIGH",)),
-                                                      ("sprint_status", "in", ("ACTIVE",))}),
-    ("mis tareas en revisión", {("assignee_id", "in", (ME,)), ("status", "in", ("IN_REVIEW",))}),
-    ("las tareas mías", {("assignee_id", "in", (ME,))}),
-    ("tasks of Diego", {("assignee_id", "in", (1, 31))}),
-])
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        (
+            "what is blocked in the current sprint?",
+            {("status", "in", ("BLOCKED",)), ("sprint_status", "in", ("ACTIVE",))},
+        ),
+        ("which of my tasks are blocked?", {("assignee_id", "in", (ME,)), ("status", "in", ("BLOCKED",))}),
+        ("¿qué tareas tengo bloqueadas?", {("assignee_id", "in", (ME,)), ("status", "in", ("BLOCKED",))}),
+        ("¿Que tareas tengo BLOQUEADAS?", {("assignee_id", "in", (ME,)), ("status", "in", ("BLOCKED",))}),
+        (
+            "which critical tasks are not done yet?",
+            {("priority", "in", ("CRITICAL",)), ("status", "not_in", ("DONE",))},
+        ),
+        (
+            "tareas críticas sin terminar",
+            {("priority", "in", ("CRITICAL",)), ("status", "not_in", ("DONE",))},
+        ),
+        (
+            "tareas criticas sin terminar",
+            {("priority", "in", ("CRITICAL",)), ("status", "not_in", ("DONE",))},
+        ),
+        ("tasks that are not blocked", {("status", "not_in", ("BLOCKED",))}),
+        ("what is still open for Ana Pérez", {("status", "not_in", ("DONE",)), ("assignee_id", "in", (30,))}),
+        ("tasks assigned to ana perez", {("assignee_id", "in", (30,))}),
+        ("blocked or in review tasks", {("status", "in", ("BLOCKED", "IN_REVIEW"))}),
+        ("unassigned high priority tasks", {("assignee_id", "null", ()), ("priority", "in", ("HIGH",))}),
+        (
+            "tareas de alta prioridad en el sprint actual",
+            {("priority", "in", ("HIGH",)), ("sprint_status", "in", ("ACTIVE",))},
+        ),
+        ("mis tareas en revisión", {("assignee_id", "in", (ME,)), ("status", "in", ("IN_REVIEW",))}),
+        ("las tareas mías", {("assignee_id", "in", (ME,))}),
+        ("tasks of Diego", {("assignee_id", "in", (1, 31))}),
+    ],
+)
 def test_filters(parser, question, expected):
     u = parse(parser, question)
     assert u.kind == "list" and conds(u) == expected, u
@@ -94,9 +129,12 @@ def test_dates_are_relative_to_today(parser):
     u = parse(parser, "which tasks are overdue?")
     assert conds(u) == {("due_date", "lt", ("2026-12-02",)), ("status", "not_in", ("DONE",))}
     assert u.keys() == ["overdue"]  # one chip for both conditions
-    assert conds(parse(parser, "tasks due this week")) == {("due_date", "range", ("2026-11-30", "2026-12-06"))}
+    assert conds(parse(parser, "tasks due this week")) == {
+        ("due_date", "range", ("2026-11-30", "2026-12-06"))
+    }
     assert conds(parse(parser, "¿qué tareas vencen esta semana?")) == {
-        ("due_date", "range", ("2026-11-30", "2026-12-06"))}
+        ("due_date", "range", ("2026-11-30", "2026-12-06"))
+    }
     assert conds(parse(parser, "tareas vencidas")) == conds(u)
     assert conds(parse(parser, "tasks due before 2026-03-01")) == {("due_date", "lt", ("2026-03-01",))}
 
@@ -158,9 +196,11 @@ def test_predicates_bind_every_value_and_name_only_declared_facets(parser):
     u = parse(parser, "which critical tasks of Ana Pérez are not done yet?")
     pred = build_predicate(u.conditions, parser.vocab.facets, "TASK")
     assert "Ana" not in pred.sql.sqlite and "CRITICAL" not in pred.sql.sqlite and "30" not in pred.sql.sqlite
-    assert pred.sql.sqlite == ("c.SOURCE_TYPE = :w_0 AND json_extract(c.FACETS, '$.priority') IN (:w_1) AND "
-                        "json_extract(c.FACETS, '$.assignee_id') IN (:w_2) AND "
-                        "(json_extract(c.FACETS, '$.status') IS NULL OR json_extract(c.FACETS, '$.status') NOT IN (:w_3))")
+    assert pred.sql.sqlite == (
+        "c.SOURCE_TYPE = :w_0 AND json_extract(c.FACETS, '$.priority') IN (:w_1) AND "
+        "json_extract(c.FACETS, '$.assignee_id') IN (:w_2) AND "
+        "(json_extract(c.FACETS, '$.status') IS NULL OR json_extract(c.FACETS, '$.status') NOT IN (:w_3))"
+    )
     assert pred.binds == {"w_0": "TASK", "w_1": "CRITICAL", "w_2": 30, "w_3": "DONE"}
     assert "JSON_VALUE(c.FACETS, '$.assignee_id' RETURNING NUMBER) IN (:w_2)" in pred.sql.oracle
     from oracle_rag.answering.structured.understanding import Condition
@@ -173,11 +213,17 @@ def test_more_ways_of_asking(parser):
     u = parse(parser, "how many tasks are in the backlog?")
     assert u.kind == "count" and conds(u) == {("sprint_id", "null", ())}
     assert conds(parse(parser, "What is Elena González working on?")) == {
-        ("assignee_id", "in", (14,)), ("status", "in", ("IN_PROGRESS",))}
+        ("assignee_id", "in", (14,)),
+        ("status", "in", ("IN_PROGRESS",)),
+    }
     assert conds(parse(parser, "How many tasks have I completed?")) == {
-        ("assignee_id", "in", (ME,)), ("status", "in", ("DONE",))}
+        ("assignee_id", "in", (ME,)),
+        ("status", "in", ("DONE",)),
+    }
     assert conds(parse(parser, "What's left in the current sprint?")) == {
-        ("status", "not_in", ("DONE",)), ("sprint_status", "in", ("ACTIVE",))}
+        ("status", "not_in", ("DONE",)),
+        ("sprint_status", "in", ("ACTIVE",)),
+    }
     assert parse(parser, "project 3").lookups == [("PROJECT", "3")]
     assert parse(parser, "I have a problem with the login page").kind == "topic"
 
@@ -186,15 +232,22 @@ def test_spanish_questions_get_spanish_names(parser):
     from oracle_rag.answering.structured.render import describe
 
     u = parse(parser, "tareas sin asignar de prioridad alta")
-    assert describe(u.conditions, parser.vocab, ME, u.language) == "responsable: ninguno \u00b7 prioridad: HIGH"
+    assert (
+        describe(u.conditions, parser.vocab, ME, u.language) == "responsable: ninguno \u00b7 prioridad: HIGH"
+    )
     u = parse(parser, "tareas del proyecto Atlas Bling")
-    assert u.notices[0].message("proyecto", "es") == ("no hay ningún proyecto llamado 'Atlas Bling' \u2014 "
-                                                      "¿quiso decir Atlas Billing?")
+    assert u.notices[0].message("proyecto", "es") == (
+        "no hay ningún proyecto llamado 'Atlas Bling' \u2014 ¿quiso decir Atlas Billing?"
+    )
 
 
 def test_one_typo_is_read_and_said(parser):
     u = parse(parser, "how many taks are blokced?")
-    assert u.kind == "count" and conds(u) == {("status", "in", ("BLOCKED",))} and u.read_as == ["tasks", "blocked"]
+    assert (
+        u.kind == "count"
+        and conds(u) == {("status", "in", ("BLOCKED",))}
+        and u.read_as == ["tasks", "blocked"]
+    )
     u = parse(parser, "whats in progres for Marta Rivera")
     assert conds(u) == {("status", "in", ("IN_PROGRESS",)), ("assignee_id", "in", (10,))} and u.topic == ""
     assert parse(parser, "how many tasks are blocked?").read_as == []  # nothing to correct
@@ -215,12 +268,21 @@ def _with_tickets(parser, **options):
     from oracle_rag.answering.structured.vocabulary import build_vocabulary
     from oracle_rag.sources import SqlSource
 
-    source = SqlSource("tickets", "SELECT id, content, severity, state, opened, owner_id FROM t",
-                       owner_column="owner_id", facet_columns={"severity": "enum", "state": "enum", "opened": "date"},
-                       lifecycle="state", done_values=["SOLVED"], **options)
+    source = SqlSource(
+        "tickets",
+        "SELECT id, content, severity, state, opened, owner_id FROM t",
+        owner_column="owner_id",
+        facet_columns={"severity": "enum", "state": "enum", "opened": "date"},
+        lifecycle="state",
+        done_values=["SOLVED"],
+        **options,
+    )
     declared = [s.declaration() for s in reference_sources()] + [source.declaration()]
-    values = {**{k: set(v) for k, v in parser.vocab.values.items()}, "severity": {"CRITICAL", "LOW"},
-              "state": {"OPEN", "SOLVED"}}
+    values = {
+        **{k: set(v) for k, v in parser.vocab.values.items()},
+        "severity": {"CRITICAL", "LOW"},
+        "state": {"OPEN", "SOLVED"},
+    }
     labels = {**parser.vocab.labels, "owner_id": dict(parser.vocab.labels["assignee_id"])}
     return QueryParser(build_vocabulary(declared, values, labels))
 
@@ -228,7 +290,10 @@ def _with_tickets(parser, **options):
 def test_a_declared_source_has_its_own_meanings(parser):
     p = _with_tickets(parser, facet_cues={"opened": ["opened", "created"]})
     u = parse(p, "how many open tickets do I have?")
-    assert u.targets == ["tickets"] and conds(u) == {("state", "not_in", ("SOLVED",)), ("owner_id", "in", (ME,))}
+    assert u.targets == ["tickets"] and conds(u) == {
+        ("state", "not_in", ("SOLVED",)),
+        ("owner_id", "in", (ME,)),
+    }
     u = parse(p, "tickets in state open")  # named with its facet: the value
     assert conds(u) == {("state", "in", ("OPEN",))}
     u = parse(p, "critical tickets opened before 2026-04-01")
@@ -239,7 +304,8 @@ def test_a_declared_source_has_its_own_meanings(parser):
     assert u.kind == "notice" and u.notes and "overdue" in u.notes[0]
     u = parse(p, "how many do I have?")  # no type named: every type "my" applies to, each counted
     assert u.targets == ["TASK", "tickets"] and u.per_type["tickets"] == [
-        c for c in u.per_type["tickets"] if c.facet == "owner_id"]
+        c for c in u.per_type["tickets"] if c.facet == "owner_id"
+    ]
     u = parse(p, "who has the most open tickets?")
     assert u.group_by == "owner_id" and u.superlative == "most"
     # "ticket" is the source's own word now, no longer the tasks'
@@ -247,15 +313,24 @@ def test_a_declared_source_has_its_own_meanings(parser):
     assert parse(parser, "critical tickets").targets == ["TASK"]
 
 
-@pytest.mark.parametrize(("question", "expected"), [
-    ("what is blocked in sprint 7?", {("status", "in", ("BLOCKED",)), ("sprint_id", "in", (7,))}),
-    ("blocked login tasks", {("status", "in", ("BLOCKED",))}),  # the phrase's head is the record word
-    ("which tasks about the SSO upgrade are blocked?", {("status", "in", ("BLOCKED",))}),  # linked by "about"
-    ("which tasks are blocked by the SSO upgrade?", {("status", "in", ("BLOCKED",))}),
-    ("que tareas estan bloqueadas", {("status", "in", ("BLOCKED",))}),
-    ("what did the team finish last week?", {("status", "in", ("DONE",))}),  # "what" is the verb's object
-    ("tasks that are blocked because of the API change", {("status", "in", ("BLOCKED",))}),  # a clause after it
-])
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("what is blocked in sprint 7?", {("status", "in", ("BLOCKED",)), ("sprint_id", "in", (7,))}),
+        ("blocked login tasks", {("status", "in", ("BLOCKED",))}),  # the phrase's head is the record word
+        (
+            "which tasks about the SSO upgrade are blocked?",
+            {("status", "in", ("BLOCKED",))},
+        ),  # linked by "about"
+        ("which tasks are blocked by the SSO upgrade?", {("status", "in", ("BLOCKED",))}),
+        ("que tareas estan bloqueadas", {("status", "in", ("BLOCKED",))}),
+        ("what did the team finish last week?", {("status", "in", ("DONE",))}),  # "what" is the verb's object
+        (
+            "tasks that are blocked because of the API change",
+            {("status", "in", ("BLOCKED",))},
+        ),  # a clause after it
+    ],
+)
 def test_a_facet_word_that_describes_the_records_asked_for_is_a_filter(parser, question, expected):
     assert conds(parse(parser, question)) == expected
 
@@ -273,12 +348,15 @@ def test_the_topic_holds_no_framing_linking_or_connecting_words(parser):
     assert parse(parser, "how many blocked tasks mention the API?").topic == "API"
 
 
-@pytest.mark.parametrize(("question", "topic"), [
-    ("What is blocking the SSO upgrade?", "blocking SSO upgrade"),  # a verb with its object
-    ("why is the SSO upgrade blocked?", "SSO upgrade blocked"),  # said of the topic
-    ("is the SSO upgrade still blocked?", "SSO upgrade blocked"),
-    ("dar de baja un usuario", "dar baja"),  # a phrase of the topic ("baja" is also LOW)
-])
+@pytest.mark.parametrize(
+    ("question", "topic"),
+    [
+        ("What is blocking the SSO upgrade?", "blocking SSO upgrade"),  # a verb with its object
+        ("why is the SSO upgrade blocked?", "SSO upgrade blocked"),  # said of the topic
+        ("is the SSO upgrade still blocked?", "SSO upgrade blocked"),
+        ("dar de baja un usuario", "dar baja"),  # a phrase of the topic ("baja" is also LOW)
+    ],
+)
 def test_a_facet_word_that_is_part_of_the_topic_stays_in_it(parser, question, topic):
     u = parse(parser, question)
     assert u.kind == "topic" and not u.has_conditions and u.topic == topic
@@ -286,8 +364,12 @@ def test_a_facet_word_that_is_part_of_the_topic_stays_in_it(parser, question, to
 
 def test_a_ticket_source_reads_its_topic_words_the_same_way(parser):
     p = _with_tickets(parser)
-    for question in ("Why was the pending refund rejected?", "Who pointed out the heap was set too high?",
-                     "who said it was critical?", "¿quién dijo que era crítico?"):
+    for question in (
+        "Why was the pending refund rejected?",
+        "Who pointed out the heap was set too high?",
+        "who said it was critical?",
+        "¿quién dijo que era crítico?",
+    ):
         u = parse(p, question)
         assert u.kind == "topic" and not u.has_conditions, question
     for question in ("tickets that are still pending", "open tickets", "tickets que están pendientes"):
@@ -295,7 +377,9 @@ def test_a_ticket_source_reads_its_topic_words_the_same_way(parser):
     # a record word that only says what a topic phrase is about is not the records asked for
     u = parse(p, "what did we agree about the SLA timer for open tickets?")
     assert u.kind == "topic" and not u.has_conditions
-    assert conds(parse(p, "which tickets about the SLA timer are open?")) == {("state", "not_in", ("SOLVED",))}
+    assert conds(parse(p, "which tickets about the SLA timer are open?")) == {
+        ("state", "not_in", ("SOLVED",))
+    }
 
 
 def test_a_group_or_an_unknown_name_of_the_topic_is_neither_a_group_nor_a_notice(parser):
@@ -308,7 +392,10 @@ def test_a_group_or_an_unknown_name_of_the_topic_is_neither_a_group_nor_a_notice
 
 def test_a_type_asked_for_by_its_own_word_is_the_answer(parser):
     u = parse(parser, "which sprint of Atlas Billing is active and what is its goal?")
-    assert u.targets == ["SPRINT"] and conds(u) == {("project_id", "in", (1,)), ("sprint_status", "in", ("ACTIVE",))}
+    assert u.targets == ["SPRINT"] and conds(u) == {
+        ("project_id", "in", (1,)),
+        ("sprint_status", "in", ("ACTIVE",)),
+    }
     assert parse(parser, "what is blocked in the current sprint?").targets == ["TASK"]
 
 
@@ -325,8 +412,14 @@ def test_one_parser_reads_concurrent_questions_as_it_reads_them_one_at_a_time(pa
     import threading
 
     p = _with_tickets(parser)
-    questions = ["tareas de todo el proyecto Orion", "which tasks are todo?", "critical tickets",
-                 "critical tasks", "¿cuántas tareas críticas están bloqueadas?", "how many tickets are critical?"]
+    questions = [
+        "tareas de todo el proyecto Orion",
+        "which tasks are todo?",
+        "critical tickets",
+        "critical tasks",
+        "¿cuántas tareas críticas están bloqueadas?",
+        "how many tickets are critical?",
+    ]
     expected = [_summary(parse(p, q)) for q in questions]
     assert expected[0][3] != expected[1][3] and expected[2][3] != expected[3][3]  # the questions differ
     rounds = 60
@@ -390,11 +483,17 @@ def test_a_question_padded_with_spaces_to_the_size_limit_costs_what_any_question
     assert _best_cpu(lambda: parse(parser, spaces)) <= 25 * _best_cpu(lambda: parse(parser, letters))
 
 
-@pytest.mark.parametrize(("question", "measure"), [
-    ("what is the largest estimate of any task?", "MAX"), ("average story points of blocked tasks", "AVG"),
-    ("la mayor estimación de las tareas", "MAX"), ("what is the total of estimated hours in sprint 7?", "SUM"),
-    ("highest priority tasks", None), ("which project has the fewest tasks?", None),
-])
+@pytest.mark.parametrize(
+    ("question", "measure"),
+    [
+        ("what is the largest estimate of any task?", "MAX"),
+        ("average story points of blocked tasks", "AVG"),
+        ("la mayor estimación de las tareas", "MAX"),
+        ("what is the total of estimated hours in sprint 7?", "SUM"),
+        ("highest priority tasks", None),
+        ("which project has the fewest tasks?", None),
+    ],
+)
 def test_an_aggregate_of_a_measure_is_named(parser, question, measure):
     u = parse(parser, question)
     assert u.measure == measure and (measure is None or u.kind == "topic")

@@ -112,13 +112,15 @@ def test_the_architecture_doc_shows_the_layers() -> None:
     doc = (ROOT / "docs" / "architecture.md").read_text("utf-8")
     assert render_layers(GRAPH) in doc, (
         "docs/architecture.md's layers differ from the code's: paste the output of "
-        "`python tests/architecture_helpers.py` into its layers block")
+        "`python tests/architecture_helpers.py` into its layers block"
+    )
 
 
 def test_package_imports_are_made_at_module_level() -> None:
     late = sorted({(m, t) for m, _line, t in GRAPH.function_local} - LATE_IMPORTS)
     assert not late, "function-local imports of the package's own modules:\n" + "\n".join(
-        f"{m} -> {t}" for m, t in late)
+        f"{m} -> {t}" for m, t in late
+    )
 
 
 def test_no_private_name_is_imported_from_another_module() -> None:
@@ -126,9 +128,14 @@ def test_no_private_name_is_imported_from_another_module() -> None:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("oracle_rag")):
-                found += [f"{path.relative_to(ROOT)}:{node.lineno} {a.name}" for a in node.names
-                          if a.name.startswith("_") and not a.name.startswith("__")]
+            if isinstance(node, ast.ImportFrom) and (
+                node.level or (node.module or "").startswith("oracle_rag")
+            ):
+                found += [
+                    f"{path.relative_to(ROOT)}:{node.lineno} {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
     assert not found, "private names imported across modules:\n" + "\n".join(found)
 
 
@@ -147,7 +154,8 @@ def _engine_checks(path: Path) -> list[str]:
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
             if any(isinstance(o, ast.Constant) and o.value in ENGINE_NAMES for o in operands) or any(
-                    _engine_name_use(o) for o in operands):
+                _engine_name_use(o) for o in operands
+            ):
                 found.append(f"line {node.lineno}: compares an engine name")
         elif isinstance(node, ast.Subscript) and _engine_name_use(node.slice):
             found.append(f"line {node.lineno}: looks something up by engine name")
@@ -169,8 +177,10 @@ def test_nothing_outside_engines_asks_for_an_engine_name() -> None:
 
 def test_the_engine_check_finds_what_it_looks_for(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text('if engine.name == "oracle": pass\nx = STATEMENTS[self.engine.name]\n'
-                      'query(rag.engine.name, "X")\nif dialect != "sqlite": pass\n')
+    sample.write_text(
+        'if engine.name == "oracle": pass\nx = STATEMENTS[self.engine.name]\n'
+        'query(rag.engine.name, "X")\nif dialect != "sqlite": pass\n'
+    )
     assert len(_engine_checks(sample)) == 4
 
 
@@ -211,18 +221,26 @@ DOMAIN_NAMES = re.compile(r"\b(TASK|SPRINT|PROJECT|status|assignee_id|due_date)\
 # The structured answerer, the retriever, and the chat code that cites and composes answers. Not yet:
 # answering/chat/mentions.py + chat_sql.py (task ids the caller may not see are scrubbed from a model's prose),
 # answering/chat/router.py and answering/chat/prompt.py (the model's routing and answering prompts describe a tracker).
-GENERIC_LAYERS = ("oracle_rag/answering/structured", "oracle_rag/search/retriever.py", "oracle_rag/answering/chat/citations.py",
-                  "oracle_rag/answering/chat/answer.py")
+GENERIC_LAYERS = (
+    "oracle_rag/answering/structured",
+    "oracle_rag/search/retriever.py",
+    "oracle_rag/answering/chat/citations.py",
+    "oracle_rag/answering/chat/answer.py",
+)
 DOMAIN_EXCEPTIONS: set[str] = set()
 
 
 def _domain_names(path: Path) -> list[str]:
     """Names of the reference domain in code: string constants (not docstrings) and identifiers."""
     tree = ast.parse(path.read_text("utf-8"))
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-                  and node.body and isinstance(node.body[0], ast.Expr)
-                  and isinstance(node.body[0].value, ast.Constant)}
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
     found = []
     for node in ast.walk(tree):
         text = None
@@ -252,7 +270,9 @@ def test_generic_layers_do_not_name_the_reference_domain() -> None:
 
 def test_the_domain_check_finds_what_it_looks_for(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text('"""A TASK docstring is prose."""\nx = "TASK"\ny = facets["status"]\nz = row.assignee_id\n'
-                      'w = "due_date < :today"\n')
+    sample.write_text(
+        '"""A TASK docstring is prose."""\nx = "TASK"\ny = facets["status"]\nz = row.assignee_id\n'
+        'w = "due_date < :today"\n'
+    )
     assert len(_domain_names(sample)) == 4
     assert len(_generic_modules()) > 8

@@ -16,8 +16,11 @@ from oracle_rag.system import RagSystem
 def _rows(rag: RagSystem) -> list[tuple]:
     audit_for(rag.engine).flush()
     with rag.engine.connect() as conn:
-        return conn.execute(sa.text("SELECT CALLER_ID, ENTRY_POINT, ACTION, RECORDS, QUESTION FROM RAG_AUDIT "
-                                    "ORDER BY AUDIT_ID")).fetchall()
+        return conn.execute(
+            sa.text(
+                "SELECT CALLER_ID, ENTRY_POINT, ACTION, RECORDS, QUESTION FROM RAG_AUDIT ORDER BY AUDIT_ID"
+            )
+        ).fetchall()
 
 
 def test_an_answer_records_caller_entry_point_and_citations_not_the_question(demo_rag: RagSystem) -> None:
@@ -32,7 +35,9 @@ def test_an_answer_records_caller_entry_point_and_citations_not_the_question(dem
     assert len(rows) == 1
     caller_id, entry, action, records, question = rows[0]
     assert (caller_id, entry, action, question) == (12, "api", "answer", None)
-    assert answer.citations and json.loads(records) == [f"{c.source_type}#{c.source_id}" for c in answer.citations]
+    assert answer.citations and json.loads(records) == [
+        f"{c.source_type}#{c.source_id}" for c in answer.citations
+    ]
 
 
 def test_questions_are_kept_only_when_configured(demo_rag: RagSystem, make_settings) -> None:
@@ -77,7 +82,9 @@ def test_cli_audit_lists_what_the_cli_did(cli, demo_rag: RagSystem) -> None:
     result = cli("audit", "--caller", "12")
     assert result.exit_code == 0, result.output
     line = result.output.strip().splitlines()[0].split("\t")
-    assert line[1:4] == ["caller=12", "cli", "search"] and line[4].startswith(("TASK#", "SPRINT#", "PROJECT#"))
+    assert line[1:4] == ["caller=12", "cli", "search"] and line[4].startswith(
+        ("TASK#", "SPRINT#", "PROJECT#")
+    )
     assert cli("audit", "--caller", "999", "--since", "1d").output.strip() == "(no audit rows)"
 
 

@@ -27,9 +27,13 @@ from oracle_rag.errors import InputError, NotFoundError
 def people(rag):
     """The migrated empty system plus three employees."""
     with rag.engine.begin() as conn:
-        conn.execute(sa.text("INSERT INTO EMPLOYEE (EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE) VALUES "
-                             "(3, 'Mia', 'Moore', 'manager'), (9, 'Ana', 'Díaz', 'developer'), "
-                             "(11, 'Leo', 'Gone', 'developer')"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO EMPLOYEE (EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE) VALUES "
+                "(3, 'Mia', 'Moore', 'manager'), (9, 'Ana', 'Díaz', 'developer'), "
+                "(11, 'Leo', 'Gone', 'developer')"
+            )
+        )
     return rag
 
 
@@ -42,7 +46,9 @@ def test_token_shape_and_storage(people) -> None:
     issued = create_token(people.engine, DEV_A, label="laptop")
     assert issued.token.startswith("orag_") and len(issued.token) == 5 + 43
     with people.engine.connect() as conn:
-        rows = conn.execute(sa.text("SELECT TOKEN_HASH, EMPLOYEE_ID, LABEL, REVOKED, EXPIRES_AT FROM RAG_API_TOKEN"))
+        rows = conn.execute(
+            sa.text("SELECT TOKEN_HASH, EMPLOYEE_ID, LABEL, REVOKED, EXPIRES_AT FROM RAG_API_TOKEN")
+        )
         (row,) = rows.fetchall()
     assert row[0] == hashlib.sha256(issued.token.encode()).hexdigest() == hash_token(issued.token)
     assert issued.token not in str(tuple(row))  # the secret itself is never stored
@@ -55,7 +61,11 @@ def test_verify_resolves_the_caller(people) -> None:
     assert _verify(people, token) == MANAGER
     with people.engine.connect() as conn:
         caller = caller_for_token(conn, people.engine, token)
-    assert caller is not None and (caller.employee_id, caller.role, caller.name) == (MANAGER, "manager", "Mia Moore")
+    assert caller is not None and (caller.employee_id, caller.role, caller.name) == (
+        MANAGER,
+        "manager",
+        "Mia Moore",
+    )
 
 
 @pytest.mark.parametrize("bad", ["", "orag_", "nope", "orag_" + "A" * 43, "Bearer x", "orag_" + "é" * 43])
@@ -84,8 +94,13 @@ def test_expiry_is_checked_against_the_database_clock(people) -> None:
     info = {t.token_id: t for t in list_tokens(people.engine)}[fresh.token_id]
     assert info.expires_at is not None and info.expires_at > info.created_at
     with people.engine.begin() as conn:  # the day has passed
-        conn.execute(sa.text("UPDATE RAG_API_TOKEN SET EXPIRES_AT = strftime('%Y-%m-%dT%H:%M:%f', 'now', '-1 second') "
-                             "WHERE TOKEN_ID = :i"), {"i": fresh.token_id})
+        conn.execute(
+            sa.text(
+                "UPDATE RAG_API_TOKEN SET EXPIRES_AT = strftime('%Y-%m-%dT%H:%M:%f', 'now', '-1 second') "
+                "WHERE TOKEN_ID = :i"
+            ),
+            {"i": fresh.token_id},
+        )
     assert _verify(people, fresh.token) is None
 
 
@@ -118,8 +133,11 @@ def test_cli_prints_the_token_once(people, tmp_path: Path) -> None:
     cfg = tmp_path / "cfg.toml"
     cfg.write_text(f'data_dir = "{people.settings.data_dir}"\n')
     runner = CliRunner()
-    created = runner.invoke(main, ["--config", str(cfg), "token", "create", "--employee", str(DEV_A),
-                                   "--expires-days", "30"], env={"ORACLE_RAG_DATA_DIR": ""})
+    created = runner.invoke(
+        main,
+        ["--config", str(cfg), "token", "create", "--employee", str(DEV_A), "--expires-days", "30"],
+        env={"ORACLE_RAG_DATA_DIR": ""},
+    )
     assert created.exit_code == 0, created.output
     token = created.stdout.strip()
     assert token.startswith("orag_") and "\n" not in token  # stdout is the token alone

@@ -11,19 +11,29 @@ from oracle_rag.indexing.queue import enqueue
 def drop_chunks(rag, keys):
     with rag.engine.begin() as conn:
         for t, i in keys:
-            conn.execute(sa.text("DELETE FROM RAG_CHUNK WHERE SOURCE_TYPE = :t AND SOURCE_ID = :i"),
-                         {"t": t, "i": str(i)})
+            conn.execute(
+                sa.text("DELETE FROM RAG_CHUNK WHERE SOURCE_TYPE = :t AND SOURCE_ID = :i"),
+                {"t": t, "i": str(i)},
+            )
 
 
 def test_enqueues_only_entities_without_a_chunk(demo_rag):
     drop_chunks(demo_rag, [("TASK", 1), ("TASK", 2), ("SPRINT", 5)])
     with demo_rag.engine.begin() as conn:
-        conn.execute(sa.text("INSERT INTO TASK (TASK_ID, TITLE, STATUS, PRIORITY, PROJECT_ID) "
-                             "VALUES (301, 'Added without enqueue', 'TODO', 'LOW', 1)"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO TASK (TASK_ID, TITLE, STATUS, PRIORITY, PROJECT_ID) "
+                "VALUES (301, 'Added without enqueue', 'TODO', 'LOW', 1)"
+            )
+        )
     report = demo_rag.backfill()
     assert report.enqueued == {"TASK": 3, "SPRINT": 1, "PROJECT": 0} and report.total == 4
-    assert sorted(r[1:4] for r in queue(demo_rag)) == [("SPRINT", "5", "UPSERT"), ("TASK", "1", "UPSERT"),
-                                                      ("TASK", "2", "UPSERT"), ("TASK", "301", "UPSERT")]
+    assert sorted(r[1:4] for r in queue(demo_rag)) == [
+        ("SPRINT", "5", "UPSERT"),
+        ("TASK", "1", "UPSERT"),
+        ("TASK", "2", "UPSERT"),
+        ("TASK", "301", "UPSERT"),
+    ]
     rt = instrument(demo_rag)
     res = demo_rag.worker().drain()
     assert res.embedded == 4 and rt.calls == 4

@@ -41,7 +41,9 @@ def test_every_question_is_answerable_from_its_records_or_marked_as_not() -> Non
 def test_a_malformed_entry_is_refused_with_its_line() -> None:
     with pytest.raises(ValueError, match="line 3"):
         helpdesk.parse("=== ticket 1\nsubject: x\nno colon here\n\nbody")
-    entries = helpdesk.parse("=== ticket 7\nsubject: S\nlang: en\n\nFirst paragraph.\n\n"
-                             "--- Ana Pérez, 2026-01-02\nA comment\non two lines.\n")
+    entries = helpdesk.parse(
+        "=== ticket 7\nsubject: S\nlang: en\n\nFirst paragraph.\n\n"
+        "--- Ana Pérez, 2026-01-02\nA comment\non two lines.\n"
+    )
     assert entries[0].text == "First paragraph."
     assert entries[0].comments == [("Ana Pérez", "2026-01-02", "A comment on two lines.")]

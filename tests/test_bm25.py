@@ -27,7 +27,14 @@ from oracle_rag.text import bm25
 
 def test_analyser_is_bm25s_default() -> None:
     assert bm25.analyze("The Payment-gateway IS down, a 2nd time: ÉTÉ x_y 1") == [
-        "payment", "gateway", "down", "2nd", "time", "ete", "x_y"]
+        "payment",
+        "gateway",
+        "down",
+        "2nd",
+        "time",
+        "ete",
+        "x_y",
+    ]
     assert bm25.query_terms("flow flow of the flow past cones") == {"flow": 3, "past": 1, "cones": 1}
     analysis = bm25.analyze_record("Flow past cones; flow again")
     assert analysis.length == 5 and dict(analysis.terms) == {"again": 1, "cones": 1, "flow": 2, "past": 1}
@@ -40,7 +47,9 @@ def test_the_analyser_folds_accents_whatever_the_normal_form() -> None:
 
     word = "sincronización"
     assert bm25.analyze(word) == bm25.analyze("SINCRONIZACION") == ["sincronizacion"]
-    assert bm25.analyze(unicodedata.normalize("NFD", word)) == ["sincronizacion"]  # o + U+0301 does not split it
+    assert bm25.analyze(unicodedata.normalize("NFD", word)) == [
+        "sincronizacion"
+    ]  # o + U+0301 does not split it
     assert bm25.analyze("ﬁle Ærø Straße") == ["file", "ærø", "straße"]  # NFKD spells ligatures out
     assert bm25.fold("Año ENERGÍA") == "ano energia"
 
@@ -77,7 +86,11 @@ class NoteSource(Source):
         self.notes: dict[str, tuple[str, int | None]] = {}
 
     def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:
-        return {i: Document("NOTE", i, self.notes[i][0], owner_id=self.notes[i][1]) for i in ids if i in self.notes}
+        return {
+            i: Document("NOTE", i, self.notes[i][0], owner_id=self.notes[i][1])
+            for i in ids
+            if i in self.notes
+        }
 
     def all_ids(self, conn: sa.Connection) -> list[str]:
         return list(self.notes)
@@ -94,7 +107,9 @@ def notes(tmp_path_factory: pytest.TempPathFactory, model_path) -> Any:
     source = NoteSource()
     system = RagSystem(load_settings(env={}, data_dir=str(data)), sources=[source])
     system.migrate()
-    sql_path = RagSystem(load_settings(env={}, data_dir=str(data), embedded_term_index=False), sources=[source])
+    sql_path = RagSystem(
+        load_settings(env={}, data_dir=str(data), embedded_term_index=False), sources=[source]
+    )
     yield system, sql_path, source
     sql_path.close()
     system.close()
@@ -130,8 +145,9 @@ CRANFIELD_LIKE = {
 }
 
 
-@pytest.mark.parametrize("query", ["shear flow past a plate", "boundary layer of the cone", "heat slab",
-                                   "laminar flow flow"])
+@pytest.mark.parametrize(
+    "query", ["shear flow past a plate", "boundary layer of the cone", "heat slab", "laminar flow flow"]
+)
 def test_keyword_ranking_equals_the_reference(notes, oracle_form, query: str) -> None:
     system, sql_path, source = notes
     _reset(system, source, {i: (t, None) for i, t in CRANFIELD_LIKE.items()})
@@ -183,8 +199,13 @@ def _probed_terms(rag: Any, query: str, k: int, caller: Caller) -> list[str]:
     text = engine_sql.keyword_top(len(terms)).sqlite or ""
     sql = text[: text.index("), found AS")] + ")\nSELECT w.TERM FROM term_bound w WHERE w.ESSENTIAL = 0"
     params = rag.engine.bm25_params()
-    binds = {**search_binds(caller.scope(), Filters()), **engine_sql.keyword_binds(terms), "k": k,
-             "k1": params.k1, "b": params.b}
+    binds = {
+        **search_binds(caller.scope(), Filters()),
+        **engine_sql.keyword_binds(terms),
+        "k": k,
+        "k1": params.k1,
+        "b": params.b,
+    }
     with rag.engine.connect() as conn:
         return sorted(str(r[0]) for r in conn.execute(stmt(sql, ("f_types",)), binds))
 
@@ -198,14 +219,18 @@ def test_a_common_term_is_probed_not_scanned_and_the_ranking_is_unchanged(notes,
     from bm25_reference import scores
 
     system, sql_path, source = notes
-    docs = {str(i): " ".join(["ledger"] * (1 + i % 3) + ["wombat"] * (i % 2) + FILLER[: 1 + i % 7])
-            for i in range(40)}
+    docs = {
+        str(i): " ".join(["ledger"] * (1 + i % 3) + ["wombat"] * (i % 2) + FILLER[: 1 + i % 7])
+        for i in range(40)
+    }
     _reset(system, source, {i: (t, None) for i, t in docs.items()})
     manager, query, k = Caller(1, "manager"), "wombat ledger refund", 4
     assert _probed_terms(sql_path, query, k, manager) == ["ledger", "refund"]
     expected = scores(docs, query)
-    found = {name: [(h.source_id, round(h.score, 9)) for h in rag.retriever().search(query, k, manager, "keyword")]
-             for name, rag in (("index", system), ("sql", sql_path), ("oracle_form", oracle_form))}
+    found = {
+        name: [(h.source_id, round(h.score, 9)) for h in rag.retriever().search(query, k, manager, "keyword")]
+        for name, rag in (("index", system), ("sql", sql_path), ("oracle_form", oracle_form))
+    }
     assert found["sql"] == found["oracle_form"] == found["index"]
     assert len(found["sql"]) == k
     assert [s for _, s in found["sql"]] == sorted((round(v, 9) for v in expected.values()), reverse=True)[:k]
@@ -216,36 +241,71 @@ def test_a_common_term_is_probed_not_scanned_and_the_ranking_is_unchanged(notes,
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(docs=st.lists(st.tuples(st.lists(st.sampled_from(["ledger"] * 4 + ["refund"] * 2 + FILLER + ["wombat"]),
-                                        min_size=1, max_size=7), st.sampled_from([None, ME, OTHER])),
-                     min_size=5, max_size=30),
-       query=st.lists(st.sampled_from(["ledger", "refund", "wombat", "quokka", "retry"]), min_size=1, max_size=4),
-       k=st.integers(1, 6))
+@given(
+    docs=st.lists(
+        st.tuples(
+            st.lists(
+                st.sampled_from(["ledger"] * 4 + ["refund"] * 2 + FILLER + ["wombat"]), min_size=1, max_size=7
+            ),
+            st.sampled_from([None, ME, OTHER]),
+        ),
+        min_size=5,
+        max_size=30,
+    ),
+    query=st.lists(
+        st.sampled_from(["ledger", "refund", "wombat", "quokka", "retry"]), min_size=1, max_size=4
+    ),
+    k=st.integers(1, 6),
+)
 def test_pruned_sql_ranks_as_the_index(notes, oracle_form, docs, query, k) -> None:
     """Whatever is pruned, both SQL forms return the in-process index's top k (which scores every record)."""
     system, sql_path, source = notes
-    _reset(system, source, {str(i): (" ".join(["ledger", *words]), owner) for i, (words, owner) in enumerate(docs)})
+    _reset(
+        system,
+        source,
+        {str(i): (" ".join(["ledger", *words]), owner) for i, (words, owner) in enumerate(docs)},
+    )
     developer, text = Caller(ME, "developer"), " ".join(query)
-    found = {name: [(h.source_id, round(h.score, 9)) for h in rag.retriever().search(text, k, developer, "keyword")]
-             for name, rag in (("index", system), ("sql", sql_path), ("oracle_form", oracle_form))}
+    found = {
+        name: [
+            (h.source_id, round(h.score, 9)) for h in rag.retriever().search(text, k, developer, "keyword")
+        ]
+        for name, rag in (("index", system), ("sql", sql_path), ("oracle_form", oracle_form))
+    }
     assert found["sql"] == found["oracle_form"] == found["index"]
 
 
 # -- the leak property -------------------------------------------------------------------
-WORDS = ["payment", "gateway", "timeout", "invoice", "export", "wombat", "quokka", "refund", "ledger", "retry"]
+WORDS = [
+    "payment",
+    "gateway",
+    "timeout",
+    "invoice",
+    "export",
+    "wombat",
+    "quokka",
+    "refund",
+    "ledger",
+    "retry",
+]
 text = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map(" ".join)
 
 
 def _results(rag: Any, query: str, caller: Caller) -> dict[str, list[tuple[str, str]]]:
     retriever = rag.retriever()
-    return {mode: [(h.source_type, h.source_id) for h in retriever.search(query, 5, caller, mode)]
-            for mode in ("semantic", "keyword", "hybrid")}
+    return {
+        mode: [(h.source_type, h.source_id) for h in retriever.search(query, 5, caller, mode)]
+        for mode in ("semantic", "keyword", "hybrid")
+    }
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(mine=st.lists(text, min_size=1, max_size=4), org=st.lists(text, max_size=3),
-       hidden=st.lists(text, min_size=1, max_size=5), query=st.lists(st.sampled_from(WORDS), min_size=1,
-                                                                      max_size=3).map(" ".join))
+@given(
+    mine=st.lists(text, min_size=1, max_size=4),
+    org=st.lists(text, max_size=3),
+    hidden=st.lists(text, min_size=1, max_size=5),
+    query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
+)
 def test_records_the_caller_cannot_see_change_nothing(notes, oracle_form, mine, org, hidden, query) -> None:
     # Two visible records of the very same text tie for every query, in an order a reset may change
     # (chunk ids are renumbered): the property is about others' records, so visible texts differ.
@@ -271,21 +331,32 @@ ACCENTED = {
 }
 
 
-@pytest.mark.parametrize("query, expected", [("sincronizacion", ["1"]), ("SINCRONIZACIÓN", ["1"]),
-                                             ("energia almacen", ["2"])])
-def test_keyword_search_folds_accents_on_both_paths(notes, oracle_form, query: str, expected: list[str]) -> None:
+@pytest.mark.parametrize(
+    "query, expected", [("sincronizacion", ["1"]), ("SINCRONIZACIÓN", ["1"]), ("energia almacen", ["2"])]
+)
+def test_keyword_search_folds_accents_on_both_paths(
+    notes, oracle_form, query: str, expected: list[str]
+) -> None:
     system, sql_path, source = notes
     _reset(system, source, {i: (t, None) for i, t in ACCENTED.items()})
     for rag in (system, sql_path, oracle_form):
-        assert [h.source_id for h in rag.retriever().search(query, 5, Caller(1, "manager"), "keyword")] == expected
+        assert [
+            h.source_id for h in rag.retriever().search(query, 5, Caller(1, "manager"), "keyword")
+        ] == expected
 
 
 def _postings(system: Any) -> tuple[set[tuple[str, str, int]], set[tuple[str, int | None]]]:
     with system.engine.connect() as conn:
-        terms = {(str(r[0]), str(r[1]), int(r[2])) for r in conn.exec_driver_sql(
-            "SELECT c.SOURCE_ID, t.TERM, t.TF FROM RAG_CHUNK_TERM t JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID")}
-        counts = {(str(r[0]), r[1]) for r in conn.exec_driver_sql(
-            "SELECT SOURCE_ID, TERM_COUNT FROM RAG_CHUNK WHERE CHUNK_NO = 0")}
+        terms = {
+            (str(r[0]), str(r[1]), int(r[2]))
+            for r in conn.exec_driver_sql(
+                "SELECT c.SOURCE_ID, t.TERM, t.TF FROM RAG_CHUNK_TERM t JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID"
+            )
+        }
+        counts = {
+            (str(r[0]), r[1])
+            for r in conn.exec_driver_sql("SELECT SOURCE_ID, TERM_COUNT FROM RAG_CHUNK WHERE CHUNK_NO = 0")
+        }
     return terms, counts
 
 
@@ -298,8 +369,10 @@ def test_the_analyser_migration_reanalyses_from_stored_chunks_without_embedding(
     from oracle_rag.migrations import MigrationRunner
 
     system, sql_path, source = notes
-    sentences = [f"Párrafo {n}: la sincronización número {n} del módulo {n % 7} terminó con energía {n * 3}."
-                 for n in range(120)]
+    sentences = [
+        f"Párrafo {n}: la sincronización número {n} del módulo {n % 7} terminó con energía {n * 3}."
+        for n in range(120)
+    ]
     records = {i: (t, None) for i, t in ACCENTED.items()} | {"long": (" ".join(sentences), None)}
     _reset(system, source, records)
     with system.engine.connect() as conn:
@@ -321,5 +394,7 @@ def test_the_analyser_migration_reanalyses_from_stored_chunks_without_embedding(
     assert rt.calls == 0
     assert _postings(system) == expected
     for rag in (system, sql_path):
-        found = [h.source_id for h in rag.retriever().search("sincronizacion", 5, Caller(1, "manager"), "keyword")]
+        found = [
+            h.source_id for h in rag.retriever().search("sincronizacion", 5, Caller(1, "manager"), "keyword")
+        ]
         assert sorted(found) == ["1", "long"]

@@ -34,13 +34,22 @@ if TYPE_CHECKING:
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync", "--disable-quic"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
 
 pytestmark = pytest.mark.browser
 # The demo box's picker: each identity's option label, and what the identity line then says.
-IDENTITIES = {MANAGER: ("Manager Three \u2014 manager (#3)", "(#3, manager)"),
-              DEV_A: ("Developer Nine \u2014 developer (#9)", "#9, developer")}
+IDENTITIES = {
+    MANAGER: ("Manager Three \u2014 manager (#3)", "(#3, manager)"),
+    DEV_A: ("Developer Nine \u2014 developer (#9)", "#9, developer"),
+}
 
 
 def _require_chromium() -> None:
@@ -65,8 +74,14 @@ HANG_GUARD_MS = 60_000
 
 
 @contextmanager
-def open_as(url: str, employee: int | None = None, *, viewport: dict[str, int] | None = None,
-            errors: list[str] | None = None, console_errors: bool = True) -> Iterator[Page]:
+def open_as(
+    url: str,
+    employee: int | None = None,
+    *,
+    viewport: dict[str, int] | None = None,
+    errors: list[str] | None = None,
+    console_errors: bool = True,
+) -> Iterator[Page]:
     """Headless Chromium on ``url``, the page ready, acting as ``employee`` (None: nobody picked yet).
 
     ``errors`` collects uncaught page errors (and console errors with ``console_errors``). The
@@ -102,13 +117,20 @@ def site(demo_rag, make_settings) -> Iterator[dict]:
 
     rag = RagSystem(make_settings(demo=True), engine=demo_rag.engine)
     tokens = issue_tokens(rag, (MANAGER, DEV_A))
-    identities = [DemoIdentity(MANAGER, "Manager Three", "manager", tokens[MANAGER]),
-                  DemoIdentity(DEV_A, "Developer Nine", "developer", tokens[DEV_A])]
+    identities = [
+        DemoIdentity(MANAGER, "Manager Three", "manager", tokens[MANAGER]),
+        DemoIdentity(DEV_A, "Developer Nine", "developer", tokens[DEV_A]),
+    ]
     own = task_chunks_of(rag, DEV_A)[0]
     with ScriptedLLM() as llm:
         settings = rag.settings.with_overrides(llm_url=llm.url, llm_model="m", llm_timeout_s=20.0)
-        app = create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": LLMClient(settings),
-                          "ORACLE_RAG_DEMO_IDENTITIES": identities})
+        app = create_app(
+            {
+                "ORACLE_RAG_SYSTEM": rag,
+                "ORACLE_RAG_LLM": LLMClient(settings),
+                "ORACLE_RAG_DEMO_IDENTITIES": identities,
+            }
+        )
         server = make_server(app, "127.0.0.1", 0, threads=4)
         stop = threading.Event()
         thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
@@ -126,9 +148,15 @@ def test_chat_page_streams_an_answer_and_opens_its_citation(site) -> None:
     task = site["task"]
     # the model's prose is shown sentence by sentence, once each is checked; each sentence
     # restates what the record says (its title), so its record supports it
-    answer = " ".join(f"{s} [TASK #{task.task_id}]." for s in (
-        f"It is about {task.title}", f"This one: {task.title}", f"See the details of {task.title}",
-        f"The record says {task.title}"))
+    answer = " ".join(
+        f"{s} [TASK #{task.task_id}]."
+        for s in (
+            f"It is about {task.title}",
+            f"This one: {task.title}",
+            f"See the details of {task.title}",
+            f"The record says {task.title}",
+        )
+    )
     site["llm"].push(Reply(text=answer, piece_delay_s=0.05))
     errors: list[str] = []
     with open_as(site["url"], viewport={"width": 1280, "height": 900}, errors=errors) as page:
@@ -207,7 +235,8 @@ def test_inline_anchor_opens_the_record_and_indexing_progress_shows(site) -> Non
         question.fill(f"where do I start with {task.title}?")  # the task is among the passages given
         question.press("Enter")
         inline = page.locator("#messages .message.assistant .content").get_by_role(
-            "link", name=f"[TASK #{task.task_id}]")
+            "link", name=f"[TASK #{task.task_id}]"
+        )
         expect(inline).to_be_visible(timeout=60_000)
         inline.click()
         expect(page.locator("#detail-content")).to_contain_text(task.title)
@@ -230,8 +259,10 @@ def test_wrong_token_says_so(demo_rag, make_settings) -> None:
             token.fill("orag_not-a-real-token")
             page.get_by_role("button", name="Use token").click()
             error = page.get_by_role("alert")
-            expect(error).to_have_text("That token was not accepted: it is unknown, revoked or expired. "
-                                       "Check it, or create a new one.")
+            expect(error).to_have_text(
+                "That token was not accepted: it is unknown, revoked or expired. "
+                "Check it, or create a new one."
+            )
             expect(page.locator("#identity")).to_have_text("Not signed in")
             expect(token).to_be_focused()
             token.fill(good)
@@ -251,8 +282,15 @@ def plain_site(demo_rag, make_settings) -> Iterator[dict]:
 
     rag = RagSystem(make_settings(demo=True), engine=demo_rag.engine)
     tokens = issue_tokens(rag, (MANAGER,))
-    app = create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": None,
-                      "ORACLE_RAG_DEMO_IDENTITIES": [DemoIdentity(MANAGER, "Manager Three", "manager", tokens[MANAGER])]})
+    app = create_app(
+        {
+            "ORACLE_RAG_SYSTEM": rag,
+            "ORACLE_RAG_LLM": None,
+            "ORACLE_RAG_DEMO_IDENTITIES": [
+                DemoIdentity(MANAGER, "Manager Three", "manager", tokens[MANAGER])
+            ],
+        }
+    )
     url, stop, thread = _serve(app)
     try:
         yield {"url": url, "rag": rag}
@@ -286,7 +324,11 @@ def test_structured_answers_show_chips_a_table_and_a_bar_chart(plain_site) -> No
         text = first.inner_text()
         assert anchors and all(text.count(a) == 1 for a in anchors), text
         headers = first.locator("table.records thead th").all_text_contents()
-        assert headers[:4] == ["record", "title", "status", "priority"] and "assignee" in headers and "due" in headers
+        assert (
+            headers[:4] == ["record", "title", "status", "priority"]
+            and "assignee" in headers
+            and "due" in headers
+        )
         assert set(first.locator("table.records tbody tr td:nth-child(3)").all_text_contents()) == {"BLOCKED"}
         # remove the sprint filter: the question is asked again without it
         first.get_by_role("button", name="Remove filter sprint status: ACTIVE").click()
@@ -304,7 +346,12 @@ def test_structured_answers_show_chips_a_table_and_a_bar_chart(plain_site) -> No
         labels = chart.locator("text.bar-label").all_text_contents()
         values = [int(v) for v in chart.locator("text.bar-value").all_text_contents()]
         assert dict(zip(labels, values, strict=True)) == statuses
-        widths = [float(w) for w in chart.locator("rect.bar-rect").evaluate_all("els => els.map(e => e.getAttribute('width'))")]
+        widths = [
+            float(w)
+            for w in chart.locator("rect.bar-rect").evaluate_all(
+                "els => els.map(e => e.getAttribute('width'))"
+            )
+        ]
         assert widths == sorted(widths, reverse=True) and widths[0] > widths[-1]
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "structured.png"), full_page=True)
@@ -345,7 +392,9 @@ def test_example_questions_on_the_first_screen_are_asked_when_clicked(plain_site
         expect(first.locator(".content")).to_contain_text(wanted.facts[0], timeout=60_000)
         expect(first).to_contain_text(f"TASK #{wanted.task}")
         page.get_by_role("button", name=STRUCTURED_EXAMPLES[1]).click()  # a count per project: a bar chart
-        expect(page.locator("#messages .message.assistant").nth(1).locator("svg.chart")).to_be_visible(timeout=60_000)
+        expect(page.locator("#messages .message.assistant").nth(1).locator("svg.chart")).to_be_visible(
+            timeout=60_000
+        )
         page.screenshot(path=str(ARTIFACTS / "examples-answered.png"), full_page=True)
         assert errors == []
 
@@ -377,8 +426,13 @@ def test_a_list_answer_shows_its_records_once_in_a_wide_column(plain_site, tmp_p
     from playwright.sync_api import expect
 
     errors: list[str] = []
-    with open_as(plain_site["url"], MANAGER, viewport={"width": 1280, "height": 900}, errors=errors,
-                 console_errors=False) as page:
+    with open_as(
+        plain_site["url"],
+        MANAGER,
+        viewport={"width": 1280, "height": 900},
+        errors=errors,
+        console_errors=False,
+    ) as page:
         question = page.get_by_label("Your question")
         question.fill("which tasks are in progress?")
         question.press("Enter")
@@ -413,7 +467,8 @@ def test_a_long_record_opens_whole_at_the_cited_passage(site, tmp_path: Path) ->
         question.fill("which comment says the retry queue drained batch 117 after the failover?")
         question.press("Enter")
         source = page.locator("#messages .message.assistant .citations").get_by_role(
-            "link", name=f"[TASK #{task.task_id}]")
+            "link", name=f"[TASK #{task.task_id}]"
+        )
         expect(source).to_be_visible(timeout=60_000)
         assert "passage=" in (source.get_attribute("href") or "")
         cited = page.locator("#messages .message.assistant .citations .snippet").first.inner_text()
@@ -427,7 +482,9 @@ def test_a_long_record_opens_whole_at_the_cited_passage(site, tmp_path: Path) ->
         assert " ".join(mark.inner_text().split()) == " ".join(cited.replace("\u2026", " ").split())
         # scrolled to it: the mark is inside the panel's visible box, the record's start is not
         box, seen = mark.bounding_box(), content.bounding_box()
-        assert box and seen and seen["y"] <= box["y"] and box["y"] + box["height"] <= seen["y"] + seen["height"]
+        assert (
+            box and seen and seen["y"] <= box["y"] and box["y"] + box["height"] <= seen["y"] + seen["height"]
+        )
         assert content.evaluate("el => el.scrollTop") > 0
         # the chat column makes room for the panel, which stays beside it
         assert page.locator("main.chat").bounding_box()["width"] >= 0.4 * 1280
@@ -452,4 +509,8 @@ def test_thumbs_down_under_an_answer_records_feedback(plain_site) -> None:
         answer.get_by_role("button", name="Bad answer").click(timeout=60_000)
         expect(answer.locator(".feedback-note")).to_have_text("Thanks \u2014 feedback recorded.")
     [row] = FeedbackStore(plain_site["rag"].engine).list()
-    assert (row.caller_id, row.rating, row.question) == (MANAGER, -1, "what is blocked in the current sprint?")
+    assert (row.caller_id, row.rating, row.question) == (
+        MANAGER,
+        -1,
+        "what is blocked in the current sprint?",
+    )

@@ -39,23 +39,36 @@ DOCS = {
 def _fill(rag) -> None:
     engine = rag.engine
     with engine.begin() as conn:
-        engine.upsert_chunks(conn, [ChunkWrite("DOC", i, t, content_hash(t), analysis=analyze_record(t), access=a)
-                                    for i, (t, a) in DOCS.items()])
+        engine.upsert_chunks(
+            conn,
+            [
+                ChunkWrite("DOC", i, t, content_hash(t), analysis=analyze_record(t), access=a)
+                for i, (t, a) in DOCS.items()
+            ],
+        )
 
 
-SCOPES = [Scope(5, False), Scope(5, False, ("ops",)), Scope(6, False, ("net", "fin")), Scope(7, False, ("none",)),
-          Scope(7, True)]
+SCOPES = [
+    Scope(5, False),
+    Scope(5, False, ("ops",)),
+    Scope(6, False, ("net", "fin")),
+    Scope(7, False, ("none",)),
+    Scope(7, True),
+]
 
 
 def test_scope_of_ids_is_the_scope_rule(rag):
     """Per candidate id, the probing form lets through exactly what SCOPE does, for every caller."""
     _fill(rag)
     engine = rag.engine
-    by_ids = sa.text("SELECT c.SOURCE_ID FROM RAG_CHUNK c WHERE c.CHUNK_ID IN :ids AND "
-                     + engine_sql.SCOPE_OF_IDS + " ORDER BY c.SOURCE_ID").bindparams(
-        sa.bindparam("ids", expanding=True), sa.bindparam("access_groups", expanding=True))
-    whole = sa.text("SELECT c.SOURCE_ID FROM RAG_CHUNK c WHERE " + engine_sql.SCOPE
-                    + " ORDER BY c.SOURCE_ID").bindparams(sa.bindparam("access_groups", expanding=True))
+    by_ids = sa.text(
+        "SELECT c.SOURCE_ID FROM RAG_CHUNK c WHERE c.CHUNK_ID IN :ids AND "
+        + engine_sql.SCOPE_OF_IDS
+        + " ORDER BY c.SOURCE_ID"
+    ).bindparams(sa.bindparam("ids", expanding=True), sa.bindparam("access_groups", expanding=True))
+    whole = sa.text(
+        "SELECT c.SOURCE_ID FROM RAG_CHUNK c WHERE " + engine_sql.SCOPE + " ORDER BY c.SOURCE_ID"
+    ).bindparams(sa.bindparam("access_groups", expanding=True))
     with engine.connect() as conn:
         ids = [int(r[0]) for r in conn.execute(sa.text("SELECT CHUNK_ID FROM RAG_CHUNK"))]
         seen = {}
@@ -106,8 +119,12 @@ def test_group_masks_follow_membership_changes():
 
 
 # -- hybrid's legs proposed by the in-process indexes (retriever.hybrid) ------------------------------
-QUESTIONS = ["invoice PDF generation", "sprint review demo", "login error after password reset",
-             "payment gateway timeout"]
+QUESTIONS = [
+    "invoice PDF generation",
+    "sprint review demo",
+    "login error after password reset",
+    "payment gateway timeout",
+]
 
 
 @pytest.fixture
@@ -117,27 +134,36 @@ def pair(tmp_path: Path, demo_template: Path, model_path: Path):
     link_model(model_path, d)
     shutil.copyfile(demo_template, d / "oracle-rag.db")
     cached = RagSystem(load_settings(env={}, data_dir=str(d)))
-    scan = RagSystem(load_settings(env={}, data_dir=str(d), embedded_vector_cache=False, embedded_term_index=False))
+    scan = RagSystem(
+        load_settings(env={}, data_dir=str(d), embedded_vector_cache=False, embedded_term_index=False)
+    )
     yield cached, scan
     cached.close()
     scan.close()
 
 
 def _shown(results) -> list[tuple]:
-    return [(r.source_type, r.source_id, r.chunk_id, r.chunk_no, r.content, r.facets, r.score, r.legs, r.rank)
-            for r in results]
+    return [
+        (r.source_type, r.source_id, r.chunk_id, r.chunk_no, r.content, r.facets, r.score, r.legs, r.rank)
+        for r in results
+    ]
 
 
 def test_hybrid_from_proposals_equals_the_checked_legs(pair):
     cached, scan = pair
-    for caller in (Caller(3, "manager", name="m"), Caller(12, "developer", name="d"), Caller(20, "developer")):
+    for caller in (
+        Caller(3, "manager", name="m"),
+        Caller(12, "developer", name="d"),
+        Caller(20, "developer"),
+    ):
         for question in QUESTIONS:
             got = cached.retriever().search(question, 8, caller, "hybrid")
             want = scan.retriever().search(question, 8, caller, "hybrid")
             assert got and _shown(got) == _shown(want), (caller, question)
             assert [r.distance is None for r in got] == [r.distance is None for r in want]
-            assert np.allclose([r.distance or 0.0 for r in got], [r.distance or 0.0 for r in want], rtol=0,
-                               atol=1e-6)
+            assert np.allclose(
+                [r.distance or 0.0 for r in got], [r.distance or 0.0 for r in want], rtol=0, atol=1e-6
+            )
     assert cached.engine.cache_fallbacks == 0  # answered from the proposals
 
 
@@ -148,9 +174,12 @@ def test_a_hidden_record_proposed_by_a_wrong_mask_never_shows_and_the_ranks_refi
     cached, scan = pair
     dev = Caller(12, "developer", name="dev")
     with cached.engine.connect() as conn:
-        foreign = conn.execute(sa.text(
-            "SELECT CHUNK_ID, CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND OWNER_ID = 20 AND CHUNK_NO = 0 "
-            "ORDER BY CHUNK_ID LIMIT 3")).fetchall()
+        foreign = conn.execute(
+            sa.text(
+                "SELECT CHUNK_ID, CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND OWNER_ID = 20 AND CHUNK_NO = 0 "
+                "ORDER BY CHUNK_ID LIMIT 3"
+            )
+        ).fetchall()
     question = foreign[0][1][:200]
     want = scan.retriever().search(question, 8, dev, "hybrid")
     assert len(want) == 8
@@ -180,7 +209,9 @@ def test_near_ties_are_ordered_by_sqls_distances(pair):
         for question in QUESTIONS:
             qblob = bytes(conn.execute(sa.text("SELECT vector_embedding(:t)"), {"t": question}).scalar_one())
             proposed = engine.propose_semantic_by_vector(conn, qblob, 30, manager.scope(), Filters())
-            checked = engine.semantic_search_by_vector(conn, qblob, 30, manager.scope(), Filters(), text=False)
+            checked = engine.semantic_search_by_vector(
+                conn, qblob, 30, manager.scope(), Filters(), text=False
+            )
             assert proposed is not None
             assert [(h.chunk_id, h.score) for h in proposed] == [(h.chunk_id, h.score) for h in checked]
 
@@ -194,12 +225,21 @@ def test_near_ties_the_cache_orders_otherwise_are_ranked_as_sql_ranks_them(pair)
     manager = Caller(3, "manager", name="m")
     question = QUESTIONS[0]
     with engine.connect() as conn:
-        q = np.frombuffer(bytes(conn.execute(sa.text("SELECT vector_embedding(:t)"), {"t": question}).scalar_one()),
-                          dtype="<f4").astype(np.float64)
-        record = {int(conn.execute(sa.text(
-            "SELECT CHUNK_ID FROM RAG_CHUNK WHERE SOURCE_TYPE = :t AND SOURCE_ID = :s AND CHUNK_NO = 0"),
-            {"t": r.source_type, "s": r.source_id}).scalar_one()): r.source_id
-            for r in scan.retriever().search(question, 4, manager, "keyword")}  # the keyword leg's best 4
+        q = np.frombuffer(
+            bytes(conn.execute(sa.text("SELECT vector_embedding(:t)"), {"t": question}).scalar_one()),
+            dtype="<f4",
+        ).astype(np.float64)
+        record = {
+            int(
+                conn.execute(
+                    sa.text(
+                        "SELECT CHUNK_ID FROM RAG_CHUNK WHERE SOURCE_TYPE = :t AND SOURCE_ID = :s AND CHUNK_NO = 0"
+                    ),
+                    {"t": r.source_type, "s": r.source_id},
+                ).scalar_one()
+            ): r.source_id
+            for r in scan.retriever().search(question, 4, manager, "keyword")
+        }  # the keyword leg's best 4
     ids = list(record)
     q /= np.linalg.norm(q)
     u = np.random.default_rng(3).standard_normal(len(q))
@@ -208,12 +248,18 @@ def test_near_ties_the_cache_orders_otherwise_are_ranked_as_sql_ranks_them(pair)
     with engine.begin() as conn:
         for i, chunk_id in enumerate(ids):  # 1 - cos = eps^2 / 2 = 1e-5 + 1e-6 i
             v = q + np.sqrt(2 * (1e-5 + 1e-6 * i)) * u
-            conn.execute(sa.text("UPDATE RAG_CHUNK SET EMBEDDING = :v WHERE CHUNK_ID = :id"),
-                         {"v": (v / np.linalg.norm(v)).astype("<f4").tobytes(), "id": chunk_id})
+            conn.execute(
+                sa.text("UPDATE RAG_CHUNK SET EMBEDDING = :v WHERE CHUNK_ID = :id"),
+                {"v": (v / np.linalg.norm(v)).astype("<f4").tobytes(), "id": chunk_id},
+            )
     with engine.connect() as conn:
         qblob = q.astype("<f4").tobytes()
-        exact = dict(conn.execute(engine.statement(engine_sql.CANDIDATE_DISTANCES, gen=engine.active_generation(conn)),
-                                  {"qvec": qblob, "ids": json.dumps(ids)}).fetchall())
+        exact = dict(
+            conn.execute(
+                engine.statement(engine_sql.CANDIDATE_DISTANCES, gen=engine.active_generation(conn)),
+                {"qvec": qblob, "ids": json.dumps(ids)},
+            ).fetchall()
+        )
     sql_order = sorted(ids, key=lambda i: (exact[i], i))
     cache = engine.vector_cache()
     cache.sync()

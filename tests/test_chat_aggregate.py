@@ -41,8 +41,9 @@ def _chat(rag, server, **overrides):
     """The text-to-SQL path under test: structured answers (which take understood counts such as
     "how many tasks are blocked?" before any router call, tests/test_answers.py) are off."""
     overrides.setdefault("aggregate_timeout_s", 60.0)  # a hang guard: a legitimate query never races it
-    settings = rag.settings.with_overrides(llm_url=server.url, llm_model="m", llm_api_key="k",
-                                           llm_max_retries=0, **overrides)
+    settings = rag.settings.with_overrides(
+        llm_url=server.url, llm_model="m", llm_api_key="k", llm_max_retries=0, **overrides
+    )
     return Chat(rag, LLMClient.from_settings(settings), settings=settings, structured=False)
 
 
@@ -53,8 +54,10 @@ def _count(rag, sql, **binds):
 
 def test_aggregate_question_runs_scoped_sql_and_reports_it(agg_rag, llm):
     llm.push_route(AGG_ONLY)
-    llm.push(json.dumps({"sql": "SELECT COUNT(*) AS N FROM RAG_V_TASK WHERE STATUS = 'BLOCKED'"}),
-             "There are N blocked tasks.")
+    llm.push(
+        json.dumps({"sql": "SELECT COUNT(*) AS N FROM RAG_V_TASK WHERE STATUS = 'BLOCKED'"}),
+        "There are N blocked tasks.",
+    )
     answer = _chat(agg_rag, llm).answer("how many tasks are blocked?", DEV, store=False)
     own_blocked = _count(agg_rag, "SELECT COUNT(*) FROM TASK WHERE STATUS = 'BLOCKED' AND ASSIGNEE_ID = 20")
     assert answer.route == "aggregation" and answer.aggregate is not None
@@ -68,19 +71,19 @@ def test_aggregate_question_runs_scoped_sql_and_reports_it(agg_rag, llm):
 
 
 ATTACK_SQL = [
-    "SELECT COUNT(*) FROM TASK",                                   # table outside the allow-list
-    "SELECT * FROM RAG_CHUNK",                                     # the index itself
-    "SELECT * FROM RAG_API_TOKEN",                                 # auth tables
-    "SELECT 1 FROM RAG_V_TASK; DELETE FROM TASK",                  # two statements
-    "DELETE FROM TASK",                                            # DML
-    "ATTACH DATABASE '/tmp/x.db' AS x",                           # attach
-    "PRAGMA writable_schema = 1",                                  # pragma
-    "SELECT load_extension('/tmp/evil.so')",                       # extension loading
-    "SELECT readfile('/etc/passwd')",                              # file access
-    "WITH TASK AS (SELECT * FROM TASK) SELECT COUNT(*) FROM TASK", # CTE shadowing
-    "ＳＥＬＥＣＴ COUNT(*) FROM RAG_V_TASK",                         # homoglyphs
-    "SELECT * FROM RAG_V_TASK FOR UPDATE",                         # locking
-    "BEGIN DELETE FROM TASK; END;",                                # PL/SQL
+    "SELECT COUNT(*) FROM TASK",  # table outside the allow-list
+    "SELECT * FROM RAG_CHUNK",  # the index itself
+    "SELECT * FROM RAG_API_TOKEN",  # auth tables
+    "SELECT 1 FROM RAG_V_TASK; DELETE FROM TASK",  # two statements
+    "DELETE FROM TASK",  # DML
+    "ATTACH DATABASE '/tmp/x.db' AS x",  # attach
+    "PRAGMA writable_schema = 1",  # pragma
+    "SELECT load_extension('/tmp/evil.so')",  # extension loading
+    "SELECT readfile('/etc/passwd')",  # file access
+    "WITH TASK AS (SELECT * FROM TASK) SELECT COUNT(*) FROM TASK",  # CTE shadowing
+    "ＳＥＬＥＣＴ COUNT(*) FROM RAG_V_TASK",  # homoglyphs
+    "SELECT * FROM RAG_V_TASK FOR UPDATE",  # locking
+    "BEGIN DELETE FROM TASK; END;",  # PL/SQL
 ]
 
 
@@ -154,32 +157,48 @@ def test_without_a_model_aggregation_is_unavailable_and_said(agg_rag):
     assert answer.answer.startswith(AGGREGATION_UNAVAILABLE)
 
 
-@pytest.mark.parametrize(("question", "truth"), [
-    ("what is the largest estimate of any task?", "SELECT MAX(ESTIMATED_HOURS) FROM TASK"),
-    ("¿cuál es el promedio de horas estimadas?", "SELECT AVG(ESTIMATED_HOURS) FROM TASK"),  # repaired to AVG
-])
+@pytest.mark.parametrize(
+    ("question", "truth"),
+    [
+        ("what is the largest estimate of any task?", "SELECT MAX(ESTIMATED_HOURS) FROM TASK"),
+        (
+            "¿cuál es el promedio de horas estimadas?",
+            "SELECT AVG(ESTIMATED_HOURS) FROM TASK",
+        ),  # repaired to AVG
+    ],
+)
 def test_an_aggregate_of_a_measure_is_routed_by_its_words(agg_rag, llm, question, truth):
     """MAX/MIN/SUM/AVG of a measure goes to guarded SQL with no routing call: a model that would have
     voted "retrieval" is never asked, and no record text is handed to it to guess a number from."""
     llm.default_route = '{"retrieval": true, "aggregation": false}'
-    llm.push(json.dumps({"sql": "SELECT MAX(ESTIMATED_HOURS) AS M FROM RAG_V_TASK"}), "The largest is M hours.")
-    settings = agg_rag.settings.with_overrides(llm_url=llm.url, llm_model="m", llm_api_key="k", llm_max_retries=0,
-                                               aggregate_timeout_s=60.0)
-    answer = Chat(agg_rag, LLMClient.from_settings(settings), settings=settings).answer(question, ADMIN, store=False)
+    llm.push(
+        json.dumps({"sql": "SELECT MAX(ESTIMATED_HOURS) AS M FROM RAG_V_TASK"}), "The largest is M hours."
+    )
+    settings = agg_rag.settings.with_overrides(
+        llm_url=llm.url, llm_model="m", llm_api_key="k", llm_max_retries=0, aggregate_timeout_s=60.0
+    )
+    answer = Chat(agg_rag, LLMClient.from_settings(settings), settings=settings).answer(
+        question, ADMIN, store=False
+    )
     assert not llm.route_requests and answer.route == "aggregation" and answer.retrieval.chunks == 0
-    assert answer.aggregate is not None and answer.aggregate.rows[0][0] == pytest.approx(_count(agg_rag, truth))
+    assert answer.aggregate is not None and answer.aggregate.rows[0][0] == pytest.approx(
+        _count(agg_rag, truth)
+    )
     without = Chat(agg_rag, None).answer(question, ADMIN, store=False)  # no model: the records, and why
     assert without.route == "retrieval" and without.answer.startswith(AGGREGATION_UNAVAILABLE)
 
 
-@pytest.mark.parametrize(("reply", "expected"), [
-    ('{"retrieval": true, "aggregation": false}', ("retrieval",)),
-    ('{"retrieval": false, "aggregation": true}', ("aggregation",)),
-    ('```json\n{"retrieval": true, "aggregation": true}\n```', ("both",)),
-    ('{"retrieval": false, "aggregation": false}', ("retrieval",)),
-    ('{"retrieval": "yes"}', None),
-    ("nope", None),
-])
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ('{"retrieval": true, "aggregation": false}', ("retrieval",)),
+        ('{"retrieval": false, "aggregation": true}', ("aggregation",)),
+        ('```json\n{"retrieval": true, "aggregation": true}\n```', ("both",)),
+        ('{"retrieval": false, "aggregation": false}', ("retrieval",)),
+        ('{"retrieval": "yes"}', None),
+        ("nope", None),
+    ],
+)
 def test_parse_route(reply, expected):
     parsed = parse_route(reply)
     assert (parsed.name,) == expected if expected else parsed is None
@@ -191,12 +210,23 @@ def test_ask_show_sql_cli(agg_rag, llm, tmp_path):
     from oracle_rag.cli import main
 
     cfg = tmp_path / "c.toml"
-    cfg.write_text(f'data_dir = "{agg_rag.settings.data_dir}"\nllm_url = "{llm.url}"\nllm_model = "m"\n'
-                   f'llm_api_key = "k"\nllm_max_retries = 0\n')
+    cfg.write_text(
+        f'data_dir = "{agg_rag.settings.data_dir}"\nllm_url = "{llm.url}"\nllm_model = "m"\n'
+        f'llm_api_key = "k"\nllm_max_retries = 0\n'
+    )
     llm.push_route(AGG_ONLY)
     llm.push(json.dumps({"sql": "SELECT STATUS, COUNT(*) AS N FROM RAG_V_TASK GROUP BY STATUS"}), "Counts.")
-    result = CliRunner().invoke(main, ["--config", str(cfg), "ask", "what is the average of story points per status?",
-                                       "--as", "1",
-                                       "--show-sql"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "--config",
+            str(cfg),
+            "ask",
+            "what is the average of story points per status?",
+            "--as",
+            "1",
+            "--show-sql",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "SQL (1 attempt(s)): SELECT STATUS, COUNT(*)" in result.stdout and "STATUS\tN" in result.stdout

@@ -87,7 +87,10 @@ def test_llm_answer_cites_only_retrieved_chunks(demo_rag, llm: ScriptedLLM) -> N
     result = llm_chat(demo_rag, llm).answer(own.title, dev)
     assert result.answerer == "llm"
     # the sentence naming records the model was not given is removed whole, not patched
-    assert result.answer == f"It is [TASK #{own.task_id}]." and result.checked == {"sentences": 2, "removed": 1}
+    assert result.answer == f"It is [TASK #{own.task_id}]." and result.checked == {
+        "sentences": 2,
+        "removed": 1,
+    }
     assert [(c.source_type, c.source_id) for c in result.citations] == [("TASK", str(own.task_id))]
     prompt = llm.requests[0].last_user
     assert f'<chunk id="TASK #{own.task_id}">' in prompt

@@ -23,8 +23,15 @@ def llm() -> Iterator[ScriptedLLM]:
 
 
 def client(server: ScriptedLLM, sleeps: list[float] | None = None, **overrides) -> LLMClient:
-    values = {"llm_url": server.url, "llm_model": "m1", "llm_api_key_env": "TEST_LLM_KEY",
-              "llm_timeout_s": 10.0, "llm_max_retries": 2, "llm_max_tokens": 77, **overrides}
+    values = {
+        "llm_url": server.url,
+        "llm_model": "m1",
+        "llm_api_key_env": "TEST_LLM_KEY",
+        "llm_timeout_s": 10.0,
+        "llm_max_retries": 2,
+        "llm_max_tokens": 77,
+        **overrides,
+    }
     settings = load_settings(env={}, **values)
     import time
 
@@ -168,7 +175,8 @@ def test_configuration_is_checked() -> None:
 def test_describe_names_the_active_answerer(llm: ScriptedLLM) -> None:
     """`serve`/`demo` say which answerer runs; the endpoint as host:port, no path, no key."""
     assert LLMClient.describe(load_settings(env={})).startswith(
-        "answerer: extractive (no language model configured; set ORACLE_RAG_LLM_URL and ORACLE_RAG_LLM_MODEL")
+        "answerer: extractive (no language model configured; set ORACLE_RAG_LLM_URL and ORACLE_RAG_LLM_MODEL"
+    )
     settings = load_settings(env={}, llm_url=llm.url, llm_model="m1", llm_api_key_env="TEST_LLM_KEY")
     line = LLMClient.describe(settings)
     port = llm.url.split(":")[2].split("/")[0]

@@ -63,12 +63,16 @@ def test_records_split_into_sentences_with_their_authors() -> None:
 
 def test_the_question_word_says_what_answers_in_both_languages() -> None:
     catalog = cues()
-    assert "why" in catalog.of("¿Por qué no se timbran las facturas?") and "why" in catalog.of("Why is it slow?")
+    assert "why" in catalog.of("¿Por qué no se timbran las facturas?") and "why" in catalog.of(
+        "Why is it slow?"
+    )
     assert "who" in catalog.of("¿Quién dijo que el heap era alto?")
     assert "workaround" in catalog.of("¿Hay una solución temporal?") and "workaround" in catalog.of(
-        "Is there a workaround for this?")
+        "Is there a workaround for this?"
+    )
     assert "decision" in catalog.of("¿Qué se decidió sobre Adyen?") and "decision" in catalog.of(
-        "What did we decide about Adyen?")
+        "What did we decide about Adyen?"
+    )
     assert catalog.of("Tell me about the heap") == []
 
 
@@ -84,9 +88,13 @@ def test_a_comment_answers_rather_than_the_text_that_states_the_problem() -> Non
 
 def test_who_said_is_answered_by_the_author_and_the_answering_record_comes_first() -> None:
     text, citations = extractive_answer(
-        [FakeChunk("kb", "kb#1", ARTICLE), FakeChunk("tickets", "tickets#9", FILES),
-         FakeChunk("tickets", "tickets#4", HEAP)],  # type: ignore[list-item]
-        "Who said the heap was set too high?")
+        [
+            FakeChunk("kb", "kb#1", ARTICLE),
+            FakeChunk("tickets", "tickets#9", FILES),
+            FakeChunk("tickets", "tickets#4", HEAP),
+        ],  # type: ignore[list-item]
+        "Who said the heap was set too high?",
+    )
     assert text.startswith(EXTRACTIVE_HEADER)
     assert citations[0].anchor == "[TICKETS #4]"
     first = text.split("\n")[2:4]
@@ -113,11 +121,12 @@ class FakeChunk:
 
 SOURCE = {
     "query": "SELECT t.id, t.subject AS title, t.body || COALESCE(char(10) || 'Comments:' || char(10) || ("
-             "SELECT group_concat(line, char(10)) FROM (SELECT '- ' || c.author || ' (' || c.day || '): ' || "
-             "c.body AS line FROM note c WHERE c.ticket_id = t.id ORDER BY c.day, c.id)), '') AS content, "
-             "t.status FROM ticket t",
+    "SELECT group_concat(line, char(10)) FROM (SELECT '- ' || c.author || ' (' || c.day || '): ' || "
+    "c.body AS line FROM note c WHERE c.ticket_id = t.id ORDER BY c.day, c.id)), '') AS content, "
+    "t.status FROM ticket t",
     "facet_columns": {"status": "enum"},
-    "lifecycle": "status", "done_values": ["SOLVED"],
+    "lifecycle": "status",
+    "done_values": ["SOLVED"],
 }
 
 
@@ -127,30 +136,48 @@ def helpdesk(make_settings):
 
     system = RagSystem(make_settings(sources={"tickets": SOURCE}))
     system.migrate()  # the product's tables only: no reference application
-    records = {1: (HEAP, "SOLVED"), 2: (FILES, "SOLVED"),
-               3: ("Invoice PDFs show the old address\nWe moved offices and the invoice PDFs still show the old "
-                   "address.\nComments:\n- Marco Rossi (2026-02-11): Invoice PDFs use the billing profile's "
-                   "address, not the company address.", "OPEN"),
-               4: ("Las facturas CFDI no se timbran desde el lunes\nNinguna factura se timbra y hay 140 en cola."
-                   "\nComments:\n- Tomás Herrera (2026-02-09): La causa es que el certificado de sello digital "
-                   "(CSD) venció el 8 de febrero; el PAC rechaza todo lo firmado con un certificado vencido.",
-                   "SOLVED")}
+    records = {
+        1: (HEAP, "SOLVED"),
+        2: (FILES, "SOLVED"),
+        3: (
+            "Invoice PDFs show the old address\nWe moved offices and the invoice PDFs still show the old "
+            "address.\nComments:\n- Marco Rossi (2026-02-11): Invoice PDFs use the billing profile's "
+            "address, not the company address.",
+            "OPEN",
+        ),
+        4: (
+            "Las facturas CFDI no se timbran desde el lunes\nNinguna factura se timbra y hay 140 en cola."
+            "\nComments:\n- Tomás Herrera (2026-02-09): La causa es que el certificado de sello digital "
+            "(CSD) venció el 8 de febrero; el PAC rechaza todo lo firmado con un certificado vencido.",
+            "SOLVED",
+        ),
+    }
     with system.engine.begin() as conn:
-        conn.execute(sa.text("CREATE TABLE ticket (id INTEGER PRIMARY KEY, subject TEXT, body TEXT, status TEXT)"))
-        conn.execute(sa.text("CREATE TABLE note (id INTEGER PRIMARY KEY, ticket_id INTEGER, author TEXT, day TEXT, "
-                             "body TEXT)"))
+        conn.execute(
+            sa.text("CREATE TABLE ticket (id INTEGER PRIMARY KEY, subject TEXT, body TEXT, status TEXT)")
+        )
+        conn.execute(
+            sa.text(
+                "CREATE TABLE note (id INTEGER PRIMARY KEY, ticket_id INTEGER, author TEXT, day TEXT, "
+                "body TEXT)"
+            )
+        )
         note = 0
         for number, (text, status) in records.items():
             title, _, rest = text.partition("\n")
             body, _, thread = rest.partition("\nComments:\n")
-            conn.execute(sa.text("INSERT INTO ticket VALUES (:id, :subject, :body, :status)"),
-                         {"id": number, "subject": title, "body": body, "status": status})
+            conn.execute(
+                sa.text("INSERT INTO ticket VALUES (:id, :subject, :body, :status)"),
+                {"id": number, "subject": title, "body": body, "status": status},
+            )
             for line in thread.split("\n") if thread else []:
                 author, _, said = line[2:].partition(" (")
                 day, _, said = said.partition("): ")
                 note += 1
-                conn.execute(sa.text("INSERT INTO note VALUES (:id, :ticket, :author, :day, :body)"),
-                             {"id": note, "ticket": number, "author": author, "day": day, "body": said})
+                conn.execute(
+                    sa.text("INSERT INTO note VALUES (:id, :ticket, :author, :day, :body)"),
+                    {"id": note, "ticket": number, "author": author, "day": day, "body": said},
+                )
     system.sql_sources().sync()
     yield system
     system.close()
@@ -161,7 +188,9 @@ def test_chat_without_a_model_quotes_the_comment_that_answers(helpdesk) -> None:
 
     with helpdesk.engine.connect() as conn:
         caller = directory_for(helpdesk.engine).load(conn, 5)
-    answer = Chat(helpdesk, None).answer("Who said the JVM turns off compressed pointers?", caller, store=False)
+    answer = Chat(helpdesk, None).answer(
+        "Who said the JVM turns off compressed pointers?", caller, store=False
+    )
     assert answer.answerer == "extractive" and answer.citations[0].anchor == "[TICKETS #1]"
     assert "Jonas Berg (2026-01-28): The heap is set to 48 GB" in answer.answer
     answer = Chat(helpdesk, None).answer("Why do the invoice PDFs show the old address?", caller, store=False)
@@ -175,7 +204,11 @@ def test_chat_without_a_model_quotes_the_comment_that_answers(helpdesk) -> None:
 
 
 def test_the_embedded_engine_embeds_sentences_as_its_sql_function_does(helpdesk) -> None:
-    texts = ["The heap is set to 48 GB.", "Root cause: a leaked connection pool.", "The heap is set to 48 GB."]
+    texts = [
+        "The heap is set to 48 GB.",
+        "Root cause: a leaked connection pool.",
+        "The heap is set to 48 GB.",
+    ]
     batch = helpdesk.engine.embed_many(texts, "query")
     with helpdesk.engine.connect() as conn:
         one_by_one = np.asarray([helpdesk.engine.embed(conn, t) for t in texts], dtype=np.float32)
@@ -203,7 +236,10 @@ def test_a_prefixed_model_compares_a_query_with_passages(helpdesk) -> None:
 
     question, sentence = "Who said the JVM turns off compressed pointers?", "The heap is set to 48 GB."
     minilm = engine.runtime()
-    as_query, as_passage = engine.embed_many([question], "query")[0], engine.embed_many([sentence], "passage")[0]
+    as_query, as_passage = (
+        engine.embed_many([question], "query")[0],
+        engine.embed_many([sentence], "passage")[0],
+    )
     assert np.allclose(as_query, rotate(minilm.embed("query: " + question)), atol=1e-5)
     assert np.allclose(as_passage, rotate(minilm.embed("passage: " + sentence)), atol=1e-5)
     assert not np.allclose(as_query, rotate(minilm.embed(question)), atol=1e-3)
@@ -230,5 +266,7 @@ Comments:
 - Ana Pérez (2026-02-24): The index fix cannot go out until the partition migration is done."""
     assert cues().answers("workaround", "workaround: set the date range") == 2.0
     assert cues().answers("workaround", "it cannot go out until friday") == 1.0
-    record_no, text = quoted("Is there a workaround for the slow dashboard until the index is fixed?", [record])
+    record_no, text = quoted(
+        "Is there a workaround for the slow dashboard until the index is fixed?", [record]
+    )
     assert text.startswith("Workaround: set the dashboard's date range")

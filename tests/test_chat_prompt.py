@@ -41,7 +41,9 @@ def test_system_prompt_states_the_rules() -> None:
 
 
 def test_chunks_are_delimited_with_their_citation_id() -> None:
-    ctx = render_context([FakeChunk("TASK", "42", "[TASK #42] Fix login"), FakeChunk("SPRINT", "3", "Sprint 3")])
+    ctx = render_context(
+        [FakeChunk("TASK", "42", "[TASK #42] Fix login"), FakeChunk("SPRINT", "3", "Sprint 3")]
+    )
     assert ctx.startswith("<context>\n") and ctx.endswith("\n</context>")
     assert '<chunk id="TASK #42">\n[TASK #42] Fix login\n</chunk>' in ctx
     assert '<chunk id="SPRINT #3">\nSprint 3\n</chunk>' in ctx
@@ -89,10 +91,18 @@ def test_history_keeps_the_newest_whole_pairs_within_budget() -> None:
 
 
 def test_parse_anchors_variants() -> None:
-    text = ("See [TASK #42] and [Task # 7, SPRINT #3]; also [PROJECT#1] [TASK #42] [not an anchor] [TASK] "
-            "[TASK #5 and TASK #6] TASK #8 outside brackets")
-    assert parse_anchors(text) == [("TASK", "42"), ("TASK", "7"), ("SPRINT", "3"), ("PROJECT", "1"),
-                                   ("TASK", "5"), ("TASK", "6")]
+    text = (
+        "See [TASK #42] and [Task # 7, SPRINT #3]; also [PROJECT#1] [TASK #42] [not an anchor] [TASK] "
+        "[TASK #5 and TASK #6] TASK #8 outside brackets"
+    )
+    assert parse_anchors(text) == [
+        ("TASK", "42"),
+        ("TASK", "7"),
+        ("SPRINT", "3"),
+        ("PROJECT", "1"),
+        ("TASK", "5"),
+        ("TASK", "6"),
+    ]
 
 
 def test_citations_keep_only_retrieved_chunks_in_mention_order() -> None:
@@ -110,10 +120,13 @@ def test_snippet_is_one_line_and_bounded() -> None:
     assert len(long) <= 50 and long.endswith("\u2026")
 
 
-TASK_TEXT = ("[TASK #887] Payment retries\nStatus: BLOCKED | Priority: HIGH | Sprint: 11\nProject: Billing\n"
-             "Assignee: Dana Ito\nStory points: 5\nDue: 2026-12-04\nDescription: " + "Routine context. " * 20
-             + "The invoice PDF renderer times out on large statements and the retry loop never backs off. "
-             + "More routine context. " * 10)
+TASK_TEXT = (
+    "[TASK #887] Payment retries\nStatus: BLOCKED | Priority: HIGH | Sprint: 11\nProject: Billing\n"
+    "Assignee: Dana Ito\nStory points: 5\nDue: 2026-12-04\nDescription: "
+    + "Routine context. " * 20
+    + "The invoice PDF renderer times out on large statements and the retry loop never backs off. "
+    + "More routine context. " * 10
+)
 
 
 def test_snippet_drops_the_leading_anchor_and_centres_on_the_question() -> None:
@@ -139,7 +152,9 @@ def test_citation_snippet_follows_the_question() -> None:
 
 
 def test_extractive_answer_is_labelled_and_cites_what_it_shows() -> None:
-    chunks = [FakeChunk("TASK", str(i), f"[TASK #{i}] title {i}\nStatus: TODO\nDescription: d{i}") for i in range(5)]
+    chunks = [
+        FakeChunk("TASK", str(i), f"[TASK #{i}] title {i}\nStatus: TODO\nDescription: d{i}") for i in range(5)
+    ]
     text, citations = extractive_answer(chunks)  # type: ignore[arg-type]
     assert text.startswith(EXTRACTIVE_HEADER)
     assert "1. [TASK #0] title 0" in text and "3. [TASK #2] title 2" in text and "[TASK #3]" not in text
@@ -150,8 +165,16 @@ def test_query_result_in_the_prompt_is_capped_and_the_cut_said():
     from oracle_rag.answering.aggregate.service import AggregateResult
     from oracle_rag.answering.chat.prompt import QUERY_VALUE_CHARS, render_query_result
 
-    result = AggregateResult("q", "SELECT TITLE FROM RAG_V_TASK", ["TITLE"], [["x" * 5000]] * 40, truncated=True,
-                             row_cap=40, cap="bytes", byte_cap=200_000)
+    result = AggregateResult(
+        "q",
+        "SELECT TITLE FROM RAG_V_TASK",
+        ["TITLE"],
+        [["x" * 5000]] * 40,
+        truncated=True,
+        row_cap=40,
+        cap="bytes",
+        byte_cap=200_000,
+    )
     block = render_query_result(result, 2_000)
     assert len(block) <= 2_200 and "x" * (QUERY_VALUE_CHARS + 1) not in block
     assert "the prompt cap of 2000 characters" in block and "byte cap of 200,000 bytes reached" in block

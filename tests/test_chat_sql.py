@@ -47,7 +47,9 @@ def test_both_engines_have_the_same_statements_and_binds() -> None:
 def test_chunk_detail_uses_the_search_scope_predicate() -> None:
     assert chat_sql.GET_CHUNK.oracle and chat_sql.GET_CHUNK.oracle.endswith(engine_sql.SCOPE)
     assert chat_sql.GET_CHUNK.sqlite and chat_sql.GET_CHUNK.sqlite.endswith(engine_sql.SCOPE)
-    assert {"see_all", "caller_id", "access_groups", "source_type", "source_id"} == _binds(chat_sql.GET_CHUNK.oracle)
+    assert {"see_all", "caller_id", "access_groups", "source_type", "source_id"} == _binds(
+        chat_sql.GET_CHUNK.oracle
+    )
 
 
 def test_oracle_statements_parse_as_their_kind() -> None:
@@ -62,9 +64,14 @@ def test_oracle_v3_script_splits_into_its_statements() -> None:
     script = (SQL_DIR / "oracle" / "V3__chat.sql").read_text("utf-8")
     statements = split_oracle_script(script)
     heads = [" ".join(s.split()[:3]) for s in statements]
-    assert heads == ["CREATE TABLE RAG_CONVERSATION", "CREATE INDEX RAG_CONVERSATION_OWNER_IX",
-                     "CREATE TABLE RAG_MESSAGE", "CREATE INDEX RAG_MESSAGE_CONVERSATION_IX",
-                     "CREATE TABLE RAG_API_TOKEN", "CREATE INDEX RAG_API_TOKEN_EMPLOYEE_IX"]
+    assert heads == [
+        "CREATE TABLE RAG_CONVERSATION",
+        "CREATE INDEX RAG_CONVERSATION_OWNER_IX",
+        "CREATE TABLE RAG_MESSAGE",
+        "CREATE INDEX RAG_MESSAGE_CONVERSATION_IX",
+        "CREATE TABLE RAG_API_TOKEN",
+        "CREATE INDEX RAG_API_TOKEN_EMPLOYEE_IX",
+    ]
     assert all(not s.rstrip().endswith(";") for s in statements)
     assert "CHECK (CITATIONS IS JSON)" in script and "ON DELETE CASCADE" in script
 
@@ -74,22 +81,38 @@ def test_sqlite_v3_applies_and_enforces_its_constraints(rag) -> None:
     with rag.engine.begin() as conn:
         tables = {r[0] for r in conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"RAG_CONVERSATION", "RAG_MESSAGE", "RAG_API_TOKEN"} <= tables
-        conn.execute(query(chat_sql.INSERT_CONVERSATION),
-                     {"conversation_id": "a" * 32, "employee_id": 9, "title": "t"})
+        conn.execute(
+            query(chat_sql.INSERT_CONVERSATION), {"conversation_id": "a" * 32, "employee_id": 9, "title": "t"}
+        )
         for bad in ({"role": "system", "citations": None}, {"role": "user", "citations": "{not json"}):
             try:
                 with conn.begin_nested():
-                    conn.execute(query(chat_sql.INSERT_MESSAGE),
-                                 {"conversation_id": "a" * 32, "content": "x", "understood": None,
-                                  "guarded_sql": None, **bad})
+                    conn.execute(
+                        query(chat_sql.INSERT_MESSAGE),
+                        {
+                            "conversation_id": "a" * 32,
+                            "content": "x",
+                            "understood": None,
+                            "guarded_sql": None,
+                            **bad,
+                        },
+                    )
             except sa.exc.IntegrityError:
                 continue
             raise AssertionError(f"accepted {bad}")
         try:
             with conn.begin_nested():
-                conn.execute(query(chat_sql.INSERT_MESSAGE),
-                             {"conversation_id": "b" * 32, "role": "user", "content": "x", "citations": None,
-                              "understood": None, "guarded_sql": None})
+                conn.execute(
+                    query(chat_sql.INSERT_MESSAGE),
+                    {
+                        "conversation_id": "b" * 32,
+                        "role": "user",
+                        "content": "x",
+                        "citations": None,
+                        "understood": None,
+                        "guarded_sql": None,
+                    },
+                )
         except sa.exc.IntegrityError:
             pass
         else:

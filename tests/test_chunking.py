@@ -54,18 +54,29 @@ def test_wordpiece_counts_match_the_onnx_tokenizer(onnx_tokenizer) -> None:
     for line in corpus.read_text("utf-8").splitlines()[:200]:
         row = json.loads(line)
         texts.append(row["title"] + " " + row["text"])
-    texts += ["naïve café — déjà vu!", "x" * 150 + " tail", "CamelCaseIdentifier_with_underscores42", "中文字符 mixed"]
+    texts += [
+        "naïve café — déjà vu!",
+        "x" * 150 + " tail",
+        "CamelCaseIdentifier_with_underscores42",
+        "中文字符 mixed",
+    ]
     mismatched = [t[:50] for t in texts if count_pieces(t) != onnx_tokenizer(t)]
     assert not mismatched
 
 
-words = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=0x24F, blacklist_categories=("Cs", "Cc", "Zs")), min_size=1,
-                max_size=14)
+words = st.text(
+    alphabet=st.characters(min_codepoint=33, max_codepoint=0x24F, blacklist_categories=("Cs", "Cc", "Zs")),
+    min_size=1,
+    max_size=14,
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(words, st.sampled_from([" ", "\n", "  ", "\n\n"])), min_size=1, max_size=400),
-       st.integers(32, 254), st.integers(0, 127))
+@given(
+    st.lists(st.tuples(words, st.sampled_from([" ", "\n", "  ", "\n\n"])), min_size=1, max_size=400),
+    st.integers(32, 254),
+    st.integers(0, 127),
+)
 def test_windows_cover_the_text_in_order_within_the_window(parts, window, overlap) -> None:
     overlap = min(overlap, window // 2)
     text = "".join(w + s for w, s in parts)
@@ -105,8 +116,11 @@ class DocSource(Source):
         self.docs: dict[str, tuple[str, int | None]] = {}
 
     def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:
-        return {i: Document("DOC", i, self.docs[i][0], owner_id=self.docs[i][1], facets={"kind": "doc"})
-                for i in ids if i in self.docs}
+        return {
+            i: Document("DOC", i, self.docs[i][0], owner_id=self.docs[i][1], facets={"kind": "doc"})
+            for i in ids
+            if i in self.docs
+        }
 
     def all_ids(self, conn: sa.Connection) -> list[str]:
         return list(self.docs)
@@ -133,8 +147,10 @@ FILLER = [
     "Design proposed a lighter colour palette for the settings pages and a consistent spacing scale, to be "
     "tested with five customers before any change ships to production.",
 ]
-FACT = ("Finally, a note for the facilities group: the backup diesel generator at the Reykjavik data centre is "
-        "serviced by Nordlys Power every second Tuesday, and its fuel tank holds 4,000 litres.")
+FACT = (
+    "Finally, a note for the facilities group: the backup diesel generator at the Reykjavik data centre is "
+    "serviced by Nordlys Power every second Tuesday, and its fuel tank holds 4,000 litres."
+)
 
 
 def _long_document() -> str:
@@ -157,12 +173,19 @@ def test_a_20_kb_document_is_found_first_by_the_fact_in_its_last_paragraph(docs)
     assert len(long_text.encode("utf-8")) > 20_000
     source.docs = {"long": (long_text, None)}
     # distractors: short documents about generators, data centres and servicing, without the fact
-    source.docs |= {f"d{i}": (t, None) for i, t in enumerate([
-        "The office generator was replaced last year after a failed inspection.",
-        "Our data centre in Frankfurt is audited every spring for power redundancy.",
-        "Servicing schedules for the company cars are kept by the fleet manager.",
-        "The Reykjavik office hosts the annual design offsite in September.",
-        FILLER[0], FILLER[1]])}
+    source.docs |= {
+        f"d{i}": (t, None)
+        for i, t in enumerate(
+            [
+                "The office generator was replaced last year after a failed inspection.",
+                "Our data centre in Frankfurt is audited every spring for power redundancy.",
+                "Servicing schedules for the company cars are kept by the fleet manager.",
+                "The Reykjavik office hosts the annual design offsite in September.",
+                FILLER[0],
+                FILLER[1],
+            ]
+        )
+    }
     res = _index(system, list(source.docs))
     with system.engine.connect() as conn:
         chunks = conn.exec_driver_sql("SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_ID = 'long'").scalar_one()
@@ -206,13 +229,17 @@ def test_hash_skip_rescope_shrink_and_delete_work_per_record(docs) -> None:
     moved = _index(system, ["long"])
     assert (moved.embedded, moved.rescoped, rt.calls) == (0, 1, 0)
     with system.engine.connect() as conn:
-        owners = {r[0] for r in conn.exec_driver_sql("SELECT OWNER_ID FROM RAG_CHUNK WHERE SOURCE_ID = 'long'")}
+        owners = {
+            r[0] for r in conn.exec_driver_sql("SELECT OWNER_ID FROM RAG_CHUNK WHERE SOURCE_ID = 'long'")
+        }
     assert owners == {6}
     source.docs["long"] = ("now a short text", 6)
     shrunk = _index(system, ["long"])
     assert shrunk.embedded == 1 and rt.calls == 1 and first.embedded > 1
     with system.engine.connect() as conn:
-        rows = conn.exec_driver_sql("SELECT CHUNK_NO, CONTENT FROM RAG_CHUNK WHERE SOURCE_ID = 'long'").fetchall()
+        rows = conn.exec_driver_sql(
+            "SELECT CHUNK_NO, CONTENT FROM RAG_CHUNK WHERE SOURCE_ID = 'long'"
+        ).fetchall()
     assert [tuple(r) for r in rows] == [(0, "now a short text")]
     del source.docs["long"]
     assert _index(system, ["long"]).deleted == 1

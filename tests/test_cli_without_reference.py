@@ -83,7 +83,10 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, model_path: Path) -> Cr
 
 def _beir(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    corpus = [{"_id": "d1", "title": "Pricing", "text": "the pricing call"}, {"_id": "d2", "title": "", "text": "a pilot"}]
+    corpus = [
+        {"_id": "d1", "title": "Pricing", "text": "the pricing call"},
+        {"_id": "d2", "title": "", "text": "a pilot"},
+    ]
     (folder / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus), "utf-8")
     (folder / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "pricing"}) + "\n", "utf-8")
     (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n", "utf-8")
@@ -102,8 +105,10 @@ def cases(tmp: Path) -> dict[str, list[Case]]:
         "model switch": [Case(("--to", "all-MiniLM-L6-v2"), refused="is the active model")],
         "model activate": [Case((), refused="no model generation is waiting to be activated")],
         "model rollback": [Case((), refused="no earlier generation is kept to roll back to")],
-        "model drop": [Case(("all-MiniLM-L6-v2",), refused="is the active generation"),
-                       Case(("multilingual-e5-small",), shows="nothing to drop")],
+        "model drop": [
+            Case(("all-MiniLM-L6-v2",), refused="is the active generation"),
+            Case(("multilingual-e5-small",), shows="nothing to drop"),
+        ],
         "sources sync": [Case((), shows="deals: changed"), Case(("notes",), shows="notes: unchanged")],
         "sources list": [Case((), shows="deals\tok")],
         "sources count": [Case(("deals",), shows=str(crm.DEALS))],
@@ -114,15 +119,23 @@ def cases(tmp: Path) -> dict[str, list[Case]]:
         "queue retry": [Case(())],
         "index rebuild": [Case(())],
         "index status": [Case(())],
-        "triggers install": [Case((), refused="MISSING_TABLE: the enqueue triggers watch the reference application's")],
+        "triggers install": [
+            Case((), refused="MISSING_TABLE: the enqueue triggers watch the reference application's")
+        ],
         "triggers uninstall": [Case(())],
         "triggers status": [Case(())],
         "search": [Case(("pricing call", "--as", str(REP)), shows="[DEALS #")],
-        "ask": [Case(("who has the most open deals?", "--as", str(MANAGER)), shows="has the most deals"),
-                Case(("deals of Tomas Herrera", "--as", str(MANAGER)), shows="rep: Tomás Herrera"),
-                Case(("how many tasks are open?", "--as", str(REP)))],
-        "sql": [Case(("SELECT COUNT(*) FROM RAG_V_TASK", "--as", str(MANAGER)),
-                     refused="RAG_V_TASK does not exist in the database (run `oracle-rag migrate --demo`")],
+        "ask": [
+            Case(("who has the most open deals?", "--as", str(MANAGER)), shows="has the most deals"),
+            Case(("deals of Tomas Herrera", "--as", str(MANAGER)), shows="rep: Tomás Herrera"),
+            Case(("how many tasks are open?", "--as", str(REP))),
+        ],
+        "sql": [
+            Case(
+                ("SELECT COUNT(*) FROM RAG_V_TASK", "--as", str(MANAGER)),
+                refused="RAG_V_TASK does not exist in the database (run `oracle-rag migrate --demo`",
+            )
+        ],
         "token create": [Case(("--employee", str(REP), "--label", "cli-test"))],
         "token list": [Case((), shows=str(REP))],
         "token revoke": [Case(("999999",), refused="NOT_FOUND")],
@@ -155,13 +168,18 @@ def _leaves(group: click.Group, prefix: str = "") -> set[str]:
 
 def test_every_command_has_a_case(tmp_path: Path) -> None:
     missing = _leaves(main) - set(cases(tmp_path)) - SERVERS
-    assert not missing, f"commands never run on a database without the reference application: {sorted(missing)}"
+    assert not missing, (
+        f"commands never run on a database without the reference application: {sorted(missing)}"
+    )
 
 
 def _check(name: str, case: Case, result: click.testing.Result) -> None:
     shown = f"oracle-rag {name} {' '.join(case.args)} -> {result.exit_code}\n{result.output}"
-    assert "Traceback" not in result.output and result.exception is None or isinstance(
-        result.exception, SystemExit), shown
+    assert (
+        "Traceback" not in result.output
+        and result.exception is None
+        or isinstance(result.exception, SystemExit)
+    ), shown
     assert "connection failed" not in result.output, shown
     assert "unavailable" not in result.output, shown  # no warning about names of tables that are not there
     if case.refused is None:
@@ -194,8 +212,9 @@ def test_serve_answers_with_names(deployment: Crm, tmp_path: Path) -> None:
         assert server.get("/healthz").status == 200
         me = server.get("/api/me", {"Authorization": f"Bearer {token}"}).json()
         assert (me["employee_id"], me["name"], me["sees_all"]) == (MANAGER, "Óscar Ibáñez", True), me
-        answer = server.post("/api/chat", {"question": "who has the most open deals?"},
-                             {"Authorization": f"Bearer {token}"})
+        answer = server.post(
+            "/api/chat", {"question": "who has the most open deals?"}, {"Authorization": f"Bearer {token}"}
+        )
         assert answer.status == 200 and answer.json()["answerer"] == "structured", answer.text
         head = answer.json()["answer"].split("\n", 1)[0]
         assert head.split(" has the most")[0] in crm.World().names.values(), head
@@ -218,8 +237,13 @@ def test_mcp_on_stdio_and_http_answers_with_names(deployment: Crm) -> None:
 
     text = anyio.run(stdio)
     assert any(f"{name}: " in text for name in names), text
-    proc = subprocess.Popen([command, *args, "mcp", "--http", "--port", "0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=clean_env(ORACLE_RAG_CONFIG=str(deployment.config)))
+    proc = subprocess.Popen(
+        [command, *args, "mcp", "--http", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(ORACLE_RAG_CONFIG=str(deployment.config)),
+    )
     try:
         assert proc.stderr is not None
         lines = [proc.stderr.readline(), proc.stderr.readline()]
@@ -227,9 +251,12 @@ def test_mcp_on_stdio_and_http_answers_with_names(deployment: Crm) -> None:
         assert httpx2.post(url, json={}).status_code == 401
 
         async def http() -> str:
-            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
-                                          timeout=httpx2.Timeout(60.0)) as http, \
-                    Client(streamable_http_client(url, http_client=http)) as client:
+            async with (
+                httpx2.AsyncClient(
+                    headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(60.0)
+                ) as http,
+                Client(streamable_http_client(url, http_client=http)) as client,
+            ):
                 result = await client.call_tool("ask", {"question": "who has the most won deals?"})
                 return json.loads(result.content[0].text)["answer"]
 
@@ -240,8 +267,9 @@ def test_mcp_on_stdio_and_http_answers_with_names(deployment: Crm) -> None:
         proc.wait(30)
 
 
-def test_demo_on_a_copy_adds_the_reference_app_and_keeps_the_declared_people(deployment: Crm,
-                                                                               tmp_path: Path) -> None:
+def test_demo_on_a_copy_adds_the_reference_app_and_keeps_the_declared_people(
+    deployment: Crm, tmp_path: Path
+) -> None:
     """``demo seed`` and ``demo`` turn a copy into the demo: the reference sources join, [people] still names."""
     from oracle_rag.demo.run import run_demo
 
@@ -252,8 +280,12 @@ def test_demo_on_a_copy_adds_the_reference_app_and_keeps_the_declared_people(dep
     assert seeded.exit_code == 0 and "seeded 40 employees" in seeded.output, seeded.output
     ready: queue.Queue[str] = queue.Queue()
     stop = threading.Event()
-    thread = threading.Thread(target=run_demo, args=(str(copy.config), 0, 3),
-                              kwargs={"stop": stop, "on_ready": ready.put, "install_signals": False}, daemon=True)
+    thread = threading.Thread(
+        target=run_demo,
+        args=(str(copy.config), 0, 3),
+        kwargs={"stop": stop, "on_ready": ready.put, "install_signals": False},
+        daemon=True,
+    )
     thread.start()
     try:
         url = ready.get(timeout=300)

@@ -31,8 +31,13 @@ def test_status_shows_depth_age_stalled_chunks_and_model(demo_rag, cli):
     assert lines["stalled_rows"] == "1"  # ATTEMPTS >= 3
     assert lines["failed_rows"] == "0"  # not yet at max_attempts (5)
     with demo_rag.engine.connect() as conn:  # a long task's thread makes a second chunk: count them
-        chunks = dict(conn.execute(sa.text("SELECT SOURCE_TYPE, COUNT(*) FROM RAG_CHUNK GROUP BY SOURCE_TYPE "
-                                           "ORDER BY SOURCE_TYPE")).all())
+        chunks = dict(
+            conn.execute(
+                sa.text(
+                    "SELECT SOURCE_TYPE, COUNT(*) FROM RAG_CHUNK GROUP BY SOURCE_TYPE ORDER BY SOURCE_TYPE"
+                )
+            ).all()
+        )
     assert set(chunks) == {"PROJECT", "SPRINT", "TASK"} and chunks["TASK"] >= 300
     assert lines["chunks"] == str(chunks)
 
@@ -83,7 +88,9 @@ def test_triggers_install_before_migrate_is_a_clean_error(tmp_path):
     assert CliRunner().invoke(main, ["migrate"], env=cli_settings_env(empty)).exit_code == 0
     result = CliRunner().invoke(main, ["triggers", "install"], env=cli_settings_env(empty))
     assert result.exit_code == 1
-    assert result.stderr.startswith("error: MISSING_TABLE: the enqueue triggers watch the reference application's")
+    assert result.stderr.startswith(
+        "error: MISSING_TABLE: the enqueue triggers watch the reference application's"
+    )
     assert len(result.stderr.strip().splitlines()) == 1
     assert "oracle-rag migrate --demo" in result.stderr
     assert "Traceback" not in result.output

@@ -48,6 +48,8 @@ from oracle_rag.indexing.worker import Worker
 
 HELPER = Path(__file__).with_name("writepath_helpers.py")
 RESULTS = REPO / "bench" / "results" / "concurrency.json"
+
+
 class HookedRuntime(CountingRuntime):
     """The real runtime; ``hook(text)`` runs inside every ``embed`` call, after the model."""
 
@@ -108,8 +110,9 @@ def test_writers_complete_while_the_worker_embeds(demo_rag):
     assert res.failed_rows == 0 and queue(demo_rag) == []
     assert index_mismatches(demo_rag) == []
     with demo_rag.engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT COUNT(*) FROM RAG_API_TOKEN WHERE LABEL LIKE 'during indexing %'")
-                            ).scalar_one() == sum(1 for w in writes if int(w) % 3 == 0)
+        assert conn.execute(
+            sa.text("SELECT COUNT(*) FROM RAG_API_TOKEN WHERE LABEL LIKE 'during indexing %'")
+        ).scalar_one() == sum(1 for w in writes if int(w) % 3 == 0)
 
 
 def test_an_entity_changed_while_its_batch_embeds_is_redone(demo_rag):
@@ -125,7 +128,9 @@ def test_an_entity_changed_while_its_batch_embeds_is_redone(demo_rag):
     hook_embedding(demo_rag, change)
     first = demo_rag.worker().run_once()
     assert changed == [5] and first.embedded == 2 and first.deferred_rows == 0
-    assert chunk_content(demo_rag, "TASK", 5).startswith("[TASK #5] Before 5")  # what was read and embedded...
+    assert chunk_content(demo_rag, "TASK", 5).startswith(
+        "[TASK #5] Before 5"
+    )  # what was read and embedded...
     assert [(r[1], r[2]) for r in queue(demo_rag)] == [("TASK", "5")]  # ...and the change's own row, kept
     demo_rag.worker().drain()
     assert chunk_content(demo_rag, "TASK", 5).startswith("[TASK #5] After 5")
@@ -146,7 +151,12 @@ def test_a_record_written_by_someone_else_meanwhile_is_left_for_the_next_batch(d
 
     rt = hook_embedding(demo_rag, race)
     first = demo_rag.worker().run_once()
-    assert (first.picked, first.deferred_rows, first.embedded, first.failed_rows) == (2, 1, 1, 0)  # task 8 only
+    assert (first.picked, first.deferred_rows, first.embedded, first.failed_rows) == (
+        2,
+        1,
+        1,
+        0,
+    )  # task 8 only
     assert [(r[1], r[2]) for r in queue(demo_rag)] == [("TASK", "7")]
     calls = rt.calls
     second = demo_rag.worker().run_once()
@@ -193,10 +203,15 @@ def test_two_worker_processes_drain_2000_rows_exactly_once(demo_rag, data_dir, t
             set_title(conn, t, f"Two workers {t}", enqueue=False)
         for t in deleted:
             delete_task(conn, t, enqueue=False)
-    keys = [("TASK", t) for t in range(1, 301)] + [("SPRINT", s) for s in range(1, 49)] + \
-           [("PROJECT", p) for p in range(1, 7)]
-    rows = [(t, i, "DELETE" if t == "TASK" and i in deleted and rng.random() < 0.5 else "UPSERT")
-            for t, i in (rng.choice(keys) for _ in range(2000 - len(changed) - len(deleted)))]
+    keys = (
+        [("TASK", t) for t in range(1, 301)]
+        + [("SPRINT", s) for s in range(1, 49)]
+        + [("PROJECT", p) for p in range(1, 7)]
+    )
+    rows = [
+        (t, i, "DELETE" if t == "TASK" and i in deleted and rng.random() < 0.5 else "UPSERT")
+        for t, i in (rng.choice(keys) for _ in range(2000 - len(changed) - len(deleted)))
+    ]
     rows += [("TASK", t, "UPSERT") for t in changed] + [("TASK", t, "DELETE") for t in deleted]
     rng.shuffle(rows)
     with demo_rag.engine.begin() as conn:
@@ -204,8 +219,17 @@ def test_two_worker_processes_drain_2000_rows_exactly_once(demo_rag, data_dir, t
     assert queue_depth(demo_rag) == 2000
 
     env = cli_env(data_dir, batch_size=16, embedding_threads=1)
-    procs = [subprocess.Popen(CLI + ["worker", "--once"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            CLI + ["worker", "--once"],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=600) for p in procs]
     summaries = []
     for proc, (out, err) in zip(procs, outputs, strict=True):
@@ -230,20 +254,60 @@ def test_two_worker_processes_drain_2000_rows_exactly_once(demo_rag, data_dir, t
 def test_three_workers_and_a_writer_for_20_seconds(demo_rag, data_dir, tmp_path):
     """The index ends in step and no embedding is done twice."""
     with demo_rag.engine.connect() as conn:
-        seq_start = conn.execute(sa.text("SELECT seq FROM sqlite_sequence WHERE name = 'RAG_DIRTY'")).scalar() or 0
+        seq_start = (
+            conn.execute(sa.text("SELECT seq FROM sqlite_sequence WHERE name = 'RAG_DIRTY'")).scalar() or 0
+        )
     env = cli_env(data_dir)
     workers = []
     for n in range(3):
         log = tmp_path / f"worker{n}.log"
-        workers.append((log, subprocess.Popen(
-            [sys.executable, str(HELPER), "worker", "--data-dir", str(data_dir), "--log", str(log),
-             "--batch-size", "8", "--poll-ms", "50"], env=env, cwd=tmp_path,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+        workers.append(
+            (
+                log,
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(HELPER),
+                        "worker",
+                        "--data-dir",
+                        str(data_dir),
+                        "--log",
+                        str(log),
+                        "--batch-size",
+                        "8",
+                        "--poll-ms",
+                        "50",
+                    ],
+                    env=env,
+                    cwd=tmp_path,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+            )
+        )
     writer_out = tmp_path / "writer.json"
     started = time.monotonic()
-    writer = subprocess.run([sys.executable, str(HELPER), "writer", "--data-dir", str(data_dir), "--seconds", "20",
-                             "--min-writes", "60", "--out", str(writer_out)], env=env, cwd=tmp_path, capture_output=True, text=True,
-                            timeout=600)
+    writer = subprocess.run(
+        [
+            sys.executable,
+            str(HELPER),
+            "writer",
+            "--data-dir",
+            str(data_dir),
+            "--seconds",
+            "20",
+            "--min-writes",
+            "60",
+            "--out",
+            str(writer_out),
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert writer.returncode == 0, writer.stderr
     wait_until(lambda: queue_depth(demo_rag) == 0, "the workers to drain the queue")
     elapsed = time.monotonic() - started
@@ -267,16 +331,29 @@ def test_three_workers_and_a_writer_for_20_seconds(demo_rag, data_dir, tmp_path)
         batches = [line.split() for line in log.read_text().splitlines()]
         embeds = Path(str(log) + ".embeds").read_text().split() if Path(str(log) + ".embeds").exists() else []
         all_embeds += embeds
-        per_worker.append({"batches": len(batches), "rows": sum(int(b[1]) for b in batches),
-                           "embeddings": len(embeds), "failed_rows": sum(int(b[3]) for b in batches)})
+        per_worker.append(
+            {
+                "batches": len(batches),
+                "rows": sum(int(b[1]) for b in batches),
+                "embeddings": len(embeds),
+                "failed_rows": sum(int(b[3]) for b in batches),
+            }
+        )
     duplicates = sum(c - 1 for c in Counter(all_embeds).values())
     writes = json.loads(writer_out.read_text())
     result = {
-        "workers": 3, "writer_seconds": 20, "elapsed_s": round(elapsed, 1), "writes": writes["writes"],
-        "writes_by_action": writes["by_action"], "queue_rows_enqueued": rows_enqueued,
-        "queue_rows_processed": sum(w["rows"] for w in per_worker), "embeddings": len(all_embeds),
-        "distinct_texts_embedded": len(set(all_embeds)), "duplicate_embeddings": duplicates,
-        "per_worker": per_worker, "engine": "sqlite",
+        "workers": 3,
+        "writer_seconds": 20,
+        "elapsed_s": round(elapsed, 1),
+        "writes": writes["writes"],
+        "writes_by_action": writes["by_action"],
+        "queue_rows_enqueued": rows_enqueued,
+        "queue_rows_processed": sum(w["rows"] for w in per_worker),
+        "embeddings": len(all_embeds),
+        "distinct_texts_embedded": len(set(all_embeds)),
+        "duplicate_embeddings": duplicates,
+        "per_worker": per_worker,
+        "engine": "sqlite",
     }
     print("\nconcurrency:", json.dumps(result))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -290,6 +367,10 @@ def test_three_workers_and_a_writer_for_20_seconds(demo_rag, data_dir, tmp_path)
     assert index_mismatches(demo_rag) == []
     assert duplicates == 0
     with demo_rag.engine.connect() as conn:
-        recent = [(r[0], str(r[1])) for r in conn.execute(sa.text(
-            "SELECT SOURCE_TYPE, SOURCE_ID FROM RAG_CHUNK ORDER BY UPDATED_AT DESC LIMIT 15"))]
+        recent = [
+            (r[0], str(r[1]))
+            for r in conn.execute(
+                sa.text("SELECT SOURCE_TYPE, SOURCE_ID FROM RAG_CHUNK ORDER BY UPDATED_AT DESC LIMIT 15")
+            )
+        ]
     assert embedding_matches_content(demo_rag, recent) == []

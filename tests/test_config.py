@@ -338,12 +338,21 @@ def test_unknown_env_variable_warns_with_the_closest_key(fresh_warnings, caplog)
 def test_variables_that_are_read_do_not_warn(fresh_warnings, caplog) -> None:
     import logging
 
-    env = {"ORACLE_RAG_TOP_K": "3", "ORACLE_RAG_CONFIG": "", "ORACLE_RAG_DB_PASSWORD": "pw",
-           "ORACLE_RAG_RO_PASSWORD": "pw", "ORACLE_RAG_TEST_URL": "x", "ORACLE_RAG_MY_KEY": "k",
-           "ORACLE_RAG_LLM_API_KEY_ENV": "ORACLE_RAG_MY_KEY", "ORACLE_RAG_BIN": "b", "OTHER_TOPK": "1",
-           # `oracle-rag mcp` reads its token from ORACLE_RAG_MCP_TOKEN; metrics from the one named
-           "ORACLE_RAG_MCP_TOKEN": "orag_x", "ORACLE_RAG_METRICS_TOKEN_ENV": "ORACLE_RAG_SCRAPE",
-           "ORACLE_RAG_SCRAPE": "s"}
+    env = {
+        "ORACLE_RAG_TOP_K": "3",
+        "ORACLE_RAG_CONFIG": "",
+        "ORACLE_RAG_DB_PASSWORD": "pw",
+        "ORACLE_RAG_RO_PASSWORD": "pw",
+        "ORACLE_RAG_TEST_URL": "x",
+        "ORACLE_RAG_MY_KEY": "k",
+        "ORACLE_RAG_LLM_API_KEY_ENV": "ORACLE_RAG_MY_KEY",
+        "ORACLE_RAG_BIN": "b",
+        "OTHER_TOPK": "1",
+        # `oracle-rag mcp` reads its token from ORACLE_RAG_MCP_TOKEN; metrics from the one named
+        "ORACLE_RAG_MCP_TOKEN": "orag_x",
+        "ORACLE_RAG_METRICS_TOKEN_ENV": "ORACLE_RAG_SCRAPE",
+        "ORACLE_RAG_SCRAPE": "s",
+    }
     with caplog.at_level(logging.WARNING, logger="oracle_rag.config"):
         assert load_settings(env=env).top_k == 3
     assert not caplog.records, [r.getMessage() for r in caplog.records]
@@ -355,16 +364,25 @@ def _cli(args: list[str], env: dict[str, str], cwd: Path):
     import sys
 
     base = {k: v for k, v in os.environ.items() if not k.startswith("ORACLE_RAG_")}
-    return subprocess.run([sys.executable, "-m", "oracle_rag.cli", *args], capture_output=True, text=True,
-                          env={**base, **env}, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "oracle_rag.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**base, **env},
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize("kind", ["file", "missing parent", "proc"])
 def test_bad_data_dir_is_one_line_and_exit_2(tmp_path: Path, kind: str) -> None:
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
-    target = {"file": a_file, "missing parent": tmp_path / "no" / "such" / "data",
-              "proc": Path("/proc/oracle-rag-data")}[kind]
+    target = {
+        "file": a_file,
+        "missing parent": tmp_path / "no" / "such" / "data",
+        "proc": Path("/proc/oracle-rag-data"),
+    }[kind]
     res = _cli(["migrate"], {"ORACLE_RAG_DATA_DIR": str(target)}, tmp_path)
     assert res.returncode == 2, res.stderr
     assert "Traceback" not in res.stderr
@@ -375,8 +393,10 @@ def test_bad_data_dir_is_one_line_and_exit_2(tmp_path: Path, kind: str) -> None:
 
 
 def test_oracle_user_without_password_variable_names_it(tmp_path: Path) -> None:
-    env = {"ORACLE_RAG_DATABASE_URL": "oracle+oracledb://rag_app@127.0.0.1:9/?service_name=FREEPDB1",
-           "ORACLE_RAG_DB_PASSWORD_ENV": "MY_RAG_PW"}
+    env = {
+        "ORACLE_RAG_DATABASE_URL": "oracle+oracledb://rag_app@127.0.0.1:9/?service_name=FREEPDB1",
+        "ORACLE_RAG_DB_PASSWORD_ENV": "MY_RAG_PW",
+    }
     res = _cli(["status"], env, tmp_path)
     assert res.returncode == 2, res.stderr
     assert "Traceback" not in res.stderr and "DPY-4001" not in res.stderr

@@ -72,8 +72,10 @@ def changes(conn, rng, round_no, rows, touched, deleted):
             set_title(conn, arg, f"Round {round_no} change to task {arg}")
             touched.add(("TASK", str(arg)))
         elif op == "comment":
-            conn.execute(sa.text("INSERT INTO TASK_COMMENT (TASK_ID, AUTHOR_ID, BODY) VALUES (:t, 9, :b)"),
-                         {"t": arg, "b": f"Comment from round {round_no}"})
+            conn.execute(
+                sa.text("INSERT INTO TASK_COMMENT (TASK_ID, AUTHOR_ID, BODY) VALUES (:t, 9, :b)"),
+                {"t": arg, "b": f"Comment from round {round_no}"},
+            )
             enqueue_many(conn, [("TASK", arg, "UPSERT")])
             touched.add(("TASK", str(arg)))
         elif op == "delete":
@@ -96,15 +98,24 @@ def test_random_sigkills_lose_nothing(demo_rag, data_dir, tmp_path):
 
     kills_mid_work = 0
     for round_no in range(1, KILLS + 1):
-        proc = subprocess.Popen(CLI + ["worker"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            CLI + ["worker"],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         depth_before = queue_depth(demo_rag)
         if rng.random() < 0.25:  # anywhere, start-up included
             time.sleep(rng.uniform(0.1, 3.0))
         else:  # in the middle of the work, however fast the machine is today
             target = depth_before - rng.randint(1, max(1, int(depth_before * 0.6)))
-            wait_until(lambda p=proc, d=target: queue_depth(demo_rag) <= d or p.poll() is not None,
-                       "the restarted worker to make progress", step=0.005)
+            wait_until(
+                lambda p=proc, d=target: queue_depth(demo_rag) <= d or p.poll() is not None,
+                "the restarted worker to make progress",
+                step=0.005,
+            )
             time.sleep(rng.uniform(0.0, 0.05))
         busy = proc.poll() is None and queue_depth(demo_rag) > 0
         proc.send_signal(signal.SIGKILL)
@@ -116,9 +127,11 @@ def test_random_sigkills_lose_nothing(demo_rag, data_dir, tmp_path):
             changes(conn, rng, round_no, per_round, touched, deleted)
         enqueued += per_round
 
-    print(f"\ncrash safety: {KILLS} SIGKILLs ({kills_mid_work} while rows were being processed), "
-          f"{enqueued} rows enqueued, {queue_depth(demo_rag)} left before the final drain, "
-          f"{len(touched)} entities changed, {len(deleted)} deleted")
+    print(
+        f"\ncrash safety: {KILLS} SIGKILLs ({kills_mid_work} while rows were being processed), "
+        f"{enqueued} rows enqueued, {queue_depth(demo_rag)} left before the final drain, "
+        f"{len(touched)} entities changed, {len(deleted)} deleted"
+    )
     assert enqueued == TOTAL_ROWS
     assert kills_mid_work >= KILLS // 4, "too few kills landed while the worker was busy"
 
@@ -128,8 +141,12 @@ def test_random_sigkills_lose_nothing(demo_rag, data_dir, tmp_path):
     assert queue(demo_rag) == []  # nothing lost in the queue, nothing parked
     assert index_mismatches(demo_rag) == []  # every chunk equals its entity's current text and hash
     with demo_rag.engine.connect() as conn:
-        stale = conn.execute(sa.text("SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID IN "
-                                     "(" + ",".join(f"'{d}'" for d in sorted(deleted)) + ")")).scalar_one()
+        stale = conn.execute(
+            sa.text(
+                "SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID IN "
+                "(" + ",".join(f"'{d}'" for d in sorted(deleted)) + ")"
+            )
+        ).scalar_one()
     assert stale == 0
     alive = sorted(k for k in touched if k[1] not in deleted)
     assert embedding_matches_content(demo_rag, rng.sample(alive, min(25, len(alive)))) == []
@@ -186,8 +203,14 @@ def test_kills_between_embedding_and_writing(demo_rag, data_dir, tmp_path):
             touched.add(("TASK", str(t)))
     for round_no in range(1, 7):
         depth = queue_depth(demo_rag)
-        proc = subprocess.run([sys.executable, "-c", KILL_BETWEEN_EMBEDDING_AND_WRITING, str(rng.choice([1, 2]))],
-                              env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-c", KILL_BETWEEN_EMBEDDING_AND_WRITING, str(rng.choice([1, 2]))],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
         assert "killing between embedding and writing" in proc.stdout and "Traceback" not in proc.stderr
         assert 0 < queue_depth(demo_rag) <= depth  # the killed batch left work queued
@@ -206,10 +229,20 @@ def test_kills_between_embedding_and_writing(demo_rag, data_dir, tmp_path):
     assert queue(demo_rag) == []  # nothing lost, nothing parked
     assert index_mismatches(demo_rag) == []  # nothing stale: every record equals its entity's current text
     with demo_rag.engine.connect() as conn:
-        assert conn.execute(sa.text(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM RAG_CHUNK GROUP BY SOURCE_TYPE, SOURCE_ID, CHUNK_NO "
-            "HAVING COUNT(*) > 1)")).scalar_one() == 0  # nothing duplicated
-        left = conn.execute(sa.text("SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID IN "
-                                    "(" + ",".join(f"'{d}'" for d in sorted(deleted)) + ")")).scalar_one()
+        assert (
+            conn.execute(
+                sa.text(
+                    "SELECT COUNT(*) FROM (SELECT 1 FROM RAG_CHUNK GROUP BY SOURCE_TYPE, SOURCE_ID, CHUNK_NO "
+                    "HAVING COUNT(*) > 1)"
+                )
+            ).scalar_one()
+            == 0
+        )  # nothing duplicated
+        left = conn.execute(
+            sa.text(
+                "SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID IN "
+                "(" + ",".join(f"'{d}'" for d in sorted(deleted)) + ")"
+            )
+        ).scalar_one()
     assert left == 0
     assert embedding_matches_content(demo_rag, sorted(k for k in touched if k[1] not in deleted)) == []

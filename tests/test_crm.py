@@ -37,8 +37,10 @@ def answers(deployment: tuple[Any, crm.World]) -> list[dict[str, Any]]:
 
 
 def _wrong(rows: list[dict[str, Any]]) -> str:
-    return "\n".join(f"[{r['who']}] {r['question']}: {r['problem']} ids={r['ids_shown']}\n  {r['answer'][:300]!r}"
-                     for r in rows)
+    return "\n".join(
+        f"[{r['who']}] {r['question']}: {r['problem']} ids={r['ids_shown']}\n  {r['answer'][:300]!r}"
+        for r in rows
+    )
 
 
 def test_there_is_no_reference_application(deployment: tuple[Any, crm.World]) -> None:
@@ -77,9 +79,12 @@ def test_an_unknown_name_says_did_you_mean(deployment: tuple[Any, crm.World]) ->
     from oracle_rag.answering.chat import Chat
 
     rag, _ = deployment
-    answer = Chat(rag, None, today=lambda: crm.TODAY).answer("deals of Chloe Martn", rag_caller(rag, 9109),
-                                                              store=False)
-    assert answer.answer.startswith("No rep named 'Chloe Martn' \u2014 did you mean Chloé Martin?\n"), answer.answer
+    answer = Chat(rag, None, today=lambda: crm.TODAY).answer(
+        "deals of Chloe Martn", rag_caller(rag, 9109), store=False
+    )
+    assert answer.answer.startswith("No rep named 'Chloe Martn' \u2014 did you mean Chloé Martin?\n"), (
+        answer.answer
+    )
 
 
 def test_without_people_the_same_questions_show_ids(deployment: tuple[Any, crm.World]) -> None:
@@ -92,7 +97,9 @@ def test_without_people_the_same_questions_show_ids(deployment: tuple[Any, crm.W
     overrides = crm.settings_overrides(people=False)
     with RagSystem(load_settings(env={}, data_dir=rag.settings.data_dir, **overrides)) as bare:
         caller = rag_caller(bare, 9109)
-        answer = Chat(bare, None, today=lambda: crm.TODAY).answer("who has the most open deals?", caller, store=False)
+        answer = Chat(bare, None, today=lambda: crm.TODAY).answer(
+            "who has the most open deals?", caller, store=False
+        )
     assert crm.ids_shown(answer.answer, world.names), answer.answer
 
 
@@ -104,7 +111,8 @@ def rag_caller(rag: Any, employee_id: int) -> Any:
 
 
 def test_an_average_with_a_model_is_answered_from_the_records_not_guarded_sql(
-        deployment: tuple[Any, crm.World]) -> None:
+    deployment: tuple[Any, crm.World],
+) -> None:
     """Guarded SQL reads the reference application's views; here there are none, so the model is never
     asked for SQL: the question is answered from the records (and without a model, it says why)."""
     from llm_server import ScriptedLLM
@@ -120,7 +128,9 @@ def test_an_average_with_a_model_is_answered_from_the_records_not_guarded_sql(
     with ScriptedLLM().start() as server:
         server.push_route('{"retrieval": false, "aggregation": true}')
         server.push("The records list the won deals' amounts.")
-        settings = rag.settings.with_overrides(llm_url=server.url, llm_model="m", llm_api_key="k", llm_max_retries=0)
+        settings = rag.settings.with_overrides(
+            llm_url=server.url, llm_model="m", llm_api_key="k", llm_max_retries=0
+        )
         chat = Chat(rag, LLMClient.from_settings(settings), settings=settings, today=lambda: crm.TODAY)
         answer = chat.answer(question, caller, store=False)
         assert answer.route == "retrieval" and answer.aggregate is None, answer.to_dict()

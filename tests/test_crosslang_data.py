@@ -19,8 +19,9 @@ DATA = ROOT / "bench" / "data" / "crosslang"
 
 
 def test_committed_files_are_what_the_generator_writes() -> None:
-    done = subprocess.run([sys.executable, str(DATA / "generate.py"), "--check"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(DATA / "generate.py"), "--check"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -31,8 +32,18 @@ def test_each_question_is_in_the_other_language_than_its_records() -> None:
     rows = [json.loads(line) for line in (DATA / "queries.jsonl").read_text(encoding="utf-8").splitlines()]
     assert sum(r["language"] == "es" for r in rows) >= 60
     assert sum(r["language"] == "en" for r in rows) >= 60
-    spanish_verbs = ("Corregir", "Implementar", "Refactorizar", "Añadir", "Investigar", "Documentar",
-                     "Optimizar", "Migrar", "Probar", "Revisar")
+    spanish_verbs = (
+        "Corregir",
+        "Implementar",
+        "Refactorizar",
+        "Añadir",
+        "Investigar",
+        "Documentar",
+        "Optimizar",
+        "Migrar",
+        "Probar",
+        "Revisar",
+    )
     for row in rows:
         relevant = [d for d, g in data.qrels[row["_id"]].items() if g > 0]
         assert 1 <= len(relevant) <= 10  # Recall@10 can reach 1

@@ -72,7 +72,9 @@ def test_the_thread_tells_the_parts_in_order_each_by_its_author(demo: dict) -> N
 def test_stories_do_not_depend_on_the_number_of_tasks_or_the_day(demo: dict) -> None:
     small = generate(300, 42, dt.date(2025, 6, 1))
     assert [t["description"] for t in small["tasks"]] == [t["description"] for t in demo["tasks"][:300]]
-    assert [c["body"] for c in small["comments"]] == [c["body"] for c in demo["comments"][: len(small["comments"])]]
+    assert [c["body"] for c in small["comments"]] == [
+        c["body"] for c in demo["comments"][: len(small["comments"])]
+    ]
     assert generate(50, 7, DAY)["tasks"][0]["description"] != demo["tasks"][0]["description"]
 
 
@@ -84,13 +86,19 @@ def test_both_languages_keep_their_share(demo: dict) -> None:
 
 
 def test_open_questions_have_one_answering_task_that_holds_their_facts(demo: dict) -> None:
-    people = {e["id"]: f'{e["first"]} {e["last"]}' for e in demo["employees"]}
-    texts = {t["id"]: f'{t["title"]}\n{t["description"] or ""}' for t in demo["tasks"]}
+    people = {e["id"]: f"{e['first']} {e['last']}" for e in demo["employees"]}
+    texts = {t["id"]: f"{t['title']}\n{t['description'] or ''}" for t in demo["tasks"]}
     for c in demo["comments"]:
-        texts[c["task"]] += f'\n{people[c["author"]]}: {c["body"]}'
+        texts[c["task"]] += f"\n{people[c['author']]}: {c['body']}"
     stories = task_stories(2000, 42)
     questions = open_questions(2000, 42)
-    assert len(questions) >= 12 and {q.kind for q in questions} == {"why", "workaround", "decision", "who", "status"}
+    assert len(questions) >= 12 and {q.kind for q in questions} == {
+        "why",
+        "workaround",
+        "decision",
+        "who",
+        "status",
+    }
     for q in questions:
         assert all(f and f in texts[q.task] for f in q.facts), q
         same = [t for t, s in stories.items() if (s.component, s.customer) == (q.component, q.customer)]

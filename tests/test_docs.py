@@ -31,8 +31,13 @@ def _shown(value: object) -> str:
 def test_documented_defaults_are_the_declared_ones():
     """docs/configuration.md's default column matches each setting's declaration (config.SETTINGS)."""
     text = (ROOT / "docs" / "configuration.md").read_text()
-    rows = {m.group(1): m.group(2).strip() for m in re.finditer(
-        r"^\| `([a-z0-9_]+)` \| `ORACLE_RAG_[A-Z0-9_]+` \| ([^|]+) \|", text, re.MULTILINE)}
+    rows = {
+        m.group(1): m.group(2).strip()
+        for m in re.finditer(
+            r"^\| `([a-z0-9_]+)` \| `ORACLE_RAG_[A-Z0-9_]+` \| ([^|]+) \|", text, re.MULTILINE
+        )
+    }
+
     def same(doc: str | None, declared: object) -> bool:
         if doc is not None and isinstance(declared, int | float) and not isinstance(declared, bool):
             try:
@@ -41,7 +46,11 @@ def test_documented_defaults_are_the_declared_ones():
                 return False
         return (doc or "").lower() == _shown(declared).lower()
 
-    wrong = {name: (rows.get(name), _shown(s.default)) for name, s in SETTINGS.items() if not same(rows.get(name), s.default)}
+    wrong = {
+        name: (rows.get(name), _shown(s.default))
+        for name, s in SETTINGS.items()
+        if not same(rows.get(name), s.default)
+    }
     assert not wrong, f"documented default differs from the declaration (doc, declared): {wrong}"
 
 
@@ -77,7 +86,10 @@ def test_oracle_reference_names_code_that_exists():
         "engines/statements.ClobBind": ("oracle_rag.engines.statements", "ClobBind"),
         "engines/records.read_lob": ("oracle_rag.engines.records", "read_lob"),
         "engines/oracle.output_type_handler": ("oracle_rag.engines.oracle.engine", "output_type_handler"),
-        "sql_query_sql.ORACLE_DELTA_TZ_TEMPLATE": ("oracle_rag.sources.sql_query_sql", "ORACLE_DELTA_TZ_TEMPLATE"),
+        "sql_query_sql.ORACLE_DELTA_TZ_TEMPLATE": (
+            "oracle_rag.sources.sql_query_sql",
+            "ORACLE_DELTA_TZ_TEMPLATE",
+        ),
         "build._truncate_tokens": ("oracle_rag.embedding.build", "_truncate_tokens"),
         "triggers._run_oracle_ddl": ("oracle_rag.indexing.triggers", "_run_oracle_ddl"),
         "index_maintenance.rebuild": ("oracle_rag.indexing.index_maintenance", "rebuild"),
@@ -85,6 +97,8 @@ def test_oracle_reference_names_code_that_exists():
     }
     for name, (module, attr) in cited.items():
         assert f"`{name}" in text, f"{name} is no longer cited in docs/oracle-reference.md"
-        assert hasattr(importlib.import_module(module), attr), f"docs/oracle-reference.md cites {name}, which is gone"
+        assert hasattr(importlib.import_module(module), attr), (
+            f"docs/oracle-reference.md cites {name}, which is gone"
+        )
     for path in ("local/readonly_synonyms.sql", "local/grant_readonly.sql", "local/init/01_users.sh"):
         assert path in text and (ROOT / path).is_file(), path

@@ -94,9 +94,7 @@ def test_ensure_model_adds_small_companions_to_an_old_cache(main_model: Path) ->
     # The weights stay in the augmented file (external data), so the companions are small.
     assert tok.stat().st_size < 400_000 and enc.stat().st_size < 200_000
     batch = onnx.load(str(enc), load_external_data=False)
-    locations = {
-        e.value for t in batch.graph.initializer for e in t.external_data if e.key == "location"
-    }
+    locations = {e.value for t in batch.graph.initializer for e in t.external_data if e.key == "location"}
     assert locations == {main_model.name}
     assert [i.name for i in batch.graph.input] == ["input_ids", "token_type_ids", "attention_mask"]
     assert [o.name for o in batch.graph.output] == [BATCH_OUTPUT]

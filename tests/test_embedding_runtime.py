@@ -58,9 +58,7 @@ def _constant_model(path: Path, values: np.ndarray, *, dynamic_input: bool = Fal
         [helper.make_tensor_value_info("input", TensorProto.STRING, shape)],
         [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, list(values.shape))],
     )
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION
-    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
     return _save(model, path)
 
 
@@ -226,9 +224,7 @@ def test_onnxruntime_failure_during_run(tmp_path: Path) -> None:
         [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, [None])],
         initializer=[numpy_helper.from_array(np.ones(10, dtype=np.float32), "ten")],
     )
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION
-    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
     path = _save(model, tmp_path / "fails.onnx")
     with pytest.raises(EmbeddingError, match="onnxruntime failed .* fails.onnx") as info:
         EmbeddingRuntime(path).embed("x")

@@ -16,8 +16,10 @@ from writepath_helpers import queue
 from oracle_rag.errors import InputError
 from oracle_rag.indexing.queue import enqueue, enqueue_many
 
-INSERT_TASK = sa.text("INSERT INTO TASK (TASK_ID, TITLE, STATUS, PRIORITY, PROJECT_ID) "
-                      "VALUES (:id, 'New task', 'TODO', 'LOW', 1)")
+INSERT_TASK = sa.text(
+    "INSERT INTO TASK (TASK_ID, TITLE, STATUS, PRIORITY, PROJECT_ID) "
+    "VALUES (:id, 'New task', 'TODO', 'LOW', 1)"
+)
 
 
 @pytest.fixture
@@ -31,7 +33,9 @@ def app_engine(rag):
 
 def task_count(rag, task_id):
     with rag.engine.connect() as conn:
-        return conn.execute(sa.text("SELECT COUNT(*) FROM TASK WHERE TASK_ID = :i"), {"i": task_id}).scalar_one()
+        return conn.execute(
+            sa.text("SELECT COUNT(*) FROM TASK WHERE TASK_ID = :i"), {"i": task_id}
+        ).scalar_one()
 
 
 def test_is_one_insert_on_the_callers_connection(app_engine, rag):
@@ -103,8 +107,11 @@ def test_enqueue_many_and_the_facade(app_engine, rag):
         assert enqueue_many(conn, [("TASK", 1, "UPSERT"), ("SPRINT", "2", "delete")]) == 2
         assert enqueue_many(conn, []) == 0
         rag.enqueue(conn, "PROJECT", 3)
-    assert [r[1:4] for r in queue(rag)] == [("TASK", "1", "UPSERT"), ("SPRINT", "2", "DELETE"),
-                                           ("PROJECT", "3", "UPSERT")]
+    assert [r[1:4] for r in queue(rag)] == [
+        ("TASK", "1", "UPSERT"),
+        ("SPRINT", "2", "DELETE"),
+        ("PROJECT", "3", "UPSERT"),
+    ]
 
 
 def test_bad_action_is_refused_and_nothing_is_written(app_engine, rag):

@@ -57,8 +57,10 @@ def test_wrap_real_sqlean_operational_error() -> None:
     assert wrapped.code == "MISSING_TABLE"
     assert wrapped.driver_class == "OperationalError"
     assert wrapped.vendor_code == "SQLITE_ERROR"
-    assert str(wrapped) == ("MISSING_TABLE: reading chunks failed: a table or view it reads does not exist (the "
-                            "database answered; nothing is wrong with the connection) [OperationalError, SQLITE_ERROR]")
+    assert str(wrapped) == (
+        "MISSING_TABLE: reading chunks failed: a table or view it reads does not exist (the "
+        "database answered; nothing is wrong with the connection) [OperationalError, SQLITE_ERROR]"
+    )
     for text in _texts(wrapped):
         assert "no_such_table" not in text
         assert "S3cr3t" not in text

@@ -101,7 +101,9 @@ def test_cranfield_loads_with_the_counts_source_md_states():
     assert data.unknown_qrels == 0 and data.warnings == []
     assert data.documents["471"] == " "  # empty title and text, kept so the count stays 1400
     assert data.documents["1"].startswith("experimental investigation of the aerodynamics of a wing")
-    assert data.queries["3"] == "what problems of heat conduction in composite slabs have been solved so far ."
+    assert (
+        data.queries["3"] == "what problems of heat conduction in composite slabs have been solved so far ."
+    )
 
 
 # -- loading errors -----------------------------------------------------------------
@@ -138,18 +140,45 @@ def test_good_dataset_and_beir_qrels_subfolder(tmp_path):
 @pytest.mark.parametrize(
     ("corpus", "queries", "qrels", "message"),
     [
-        ('{"_id": "d1", "text": "ok"}\n\n{"_id": "d2", "text": broken}\n', GOOD_QUERIES, GOOD_QRELS,
-         r"corpus\.jsonl:3: not valid JSON"),
-        (GOOD_CORPUS, '{"_id": "q1", "text": "a"}\n["not", "an", "object"]\n', GOOD_QRELS,
-         r"queries\.jsonl:2: expected a JSON object"),
+        (
+            '{"_id": "d1", "text": "ok"}\n\n{"_id": "d2", "text": broken}\n',
+            GOOD_QUERIES,
+            GOOD_QRELS,
+            r"corpus\.jsonl:3: not valid JSON",
+        ),
+        (
+            GOOD_CORPUS,
+            '{"_id": "q1", "text": "a"}\n["not", "an", "object"]\n',
+            GOOD_QRELS,
+            r"queries\.jsonl:2: expected a JSON object",
+        ),
         ([{"title": "no id"}], GOOD_QUERIES, GOOD_QRELS, r"corpus\.jsonl:1: missing field '_id'"),
         (GOOD_CORPUS, [{"_id": "q1"}], GOOD_QRELS, r"queries\.jsonl:1: missing field 'text'"),
-        (GOOD_CORPUS + [{"_id": "d1", "text": "again"}], GOOD_QUERIES, GOOD_QRELS,
-         r"corpus\.jsonl:3: duplicate _id 'd1'"),
-        ([{"_id": "d1", "text": 5}], GOOD_QUERIES, GOOD_QRELS, r"corpus\.jsonl:1: field 'text' must be a string"),
+        (
+            GOOD_CORPUS + [{"_id": "d1", "text": "again"}],
+            GOOD_QUERIES,
+            GOOD_QRELS,
+            r"corpus\.jsonl:3: duplicate _id 'd1'",
+        ),
+        (
+            [{"_id": "d1", "text": 5}],
+            GOOD_QUERIES,
+            GOOD_QRELS,
+            r"corpus\.jsonl:1: field 'text' must be a string",
+        ),
         ([{"_id": "x" * 300, "text": "t"}], GOOD_QUERIES, GOOD_QRELS, r"corpus\.jsonl:1: _id must have"),
-        (GOOD_CORPUS, GOOD_QUERIES, "query-id\tcorpus-id\tscore\nq1\td1\n", r"qrels\.tsv:2: expected 3 columns"),
-        (GOOD_CORPUS, GOOD_QUERIES, "q1\td1\t1\nq2\td2\thigh\n", r"qrels\.tsv:2: score 'high' is not an integer"),
+        (
+            GOOD_CORPUS,
+            GOOD_QUERIES,
+            "query-id\tcorpus-id\tscore\nq1\td1\n",
+            r"qrels\.tsv:2: expected 3 columns",
+        ),
+        (
+            GOOD_CORPUS,
+            GOOD_QUERIES,
+            "q1\td1\t1\nq2\td2\thigh\n",
+            r"qrels\.tsv:2: score 'high' is not an integer",
+        ),
         (GOOD_CORPUS, GOOD_QUERIES, "q1\td1\t1\nq1\td1\t2\n", r"qrels\.tsv:2: duplicate judgement"),
         ([], GOOD_QUERIES, GOOD_QRELS, r"corpus\.jsonl: no documents"),
         (GOOD_CORPUS, GOOD_QUERIES, "q1\td1\t0\n", r"no loaded query has a positive judgement"),
@@ -185,12 +214,15 @@ def test_unknown_ids_in_qrels_are_counted_and_warned(tmp_path):
     data = load_dataset(_write(tmp_path / "ds", GOOD_CORPUS, GOOD_QUERIES, qrels))
     assert data.unknown_qrels == 3
     assert data.qrels == {"q1": {"d1": 1}, "q2": {"d2": 2}}
-    assert data.warnings == ["qrels.tsv: 3 judgement(s) ignored: 1 query id(s) and 1 document id(s) "
-                             "not among the loaded ones"]
+    assert data.warnings == [
+        "qrels.tsv: 3 judgement(s) ignored: 1 query id(s) and 1 document id(s) not among the loaded ones"
+    ]
 
 
 def test_max_docs_and_max_queries_cut_in_file_order(tmp_path):
-    data = load_dataset(_write(tmp_path / "ds", GOOD_CORPUS, GOOD_QUERIES, GOOD_QRELS), max_docs=1, max_queries=1)
+    data = load_dataset(
+        _write(tmp_path / "ds", GOOD_CORPUS, GOOD_QUERIES, GOOD_QRELS), max_docs=1, max_queries=1
+    )
     assert list(data.documents) == ["d1"] and list(data.queries) == ["q1"]
     assert data.unknown_qrels == 1
     with pytest.raises(InputError, match="max_docs must be a positive integer"):
@@ -203,7 +235,12 @@ def test_document_source_serves_the_corpus():
     docs = source.load_many(None, ["d2", "missing"])  # type: ignore[arg-type]
     assert list(docs) == ["d2"]
     doc = docs["d2"]
-    assert (doc.source_type, doc.content, doc.owner_id, doc.project_id) == (DOCUMENT_TYPE, "second", None, None)
+    assert (doc.source_type, doc.content, doc.owner_id, doc.project_id) == (
+        DOCUMENT_TYPE,
+        "second",
+        None,
+        None,
+    )
 
 
 # -- end to end -----------------------------------------------------------------------
@@ -242,7 +279,8 @@ def _tiny_dataset(folder: Path, queries: list[tuple[str, str, dict[str, int]]] =
     corpus = [{"_id": str(i), "title": t, "text": x} for i, (t, x) in enumerate(TINY_TOPICS, 1)]
     query_rows = [{"_id": q, "text": text} for q, text, _ in queries]
     qrels = "query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\t{d}\t{g}\n" for q, _, judged in queries for d, g in judged.items())
+        f"{q}\t{d}\t{g}\n" for q, _, judged in queries for d, g in judged.items()
+    )
     return _write(folder, corpus, query_rows, qrels)
 
 
@@ -254,8 +292,9 @@ def test_eval_cli_end_to_end(tmp_path, data_dir, monkeypatch):
     monkeypatch.chdir(tmp_path)
     dataset = _tiny_dataset(tmp_path / "tiny")
     out = tmp_path / "results" / "eval.json"
-    result = CliRunner().invoke(main, ["eval", "--dataset", str(dataset), "--json", str(out)],
-                                env=_cli_env(data_dir))
+    result = CliRunner().invoke(
+        main, ["eval", "--dataset", str(dataset), "--json", str(out)], env=_cli_env(data_dir)
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     assert set(report) == {"semantic", "keyword", "hybrid", "documents", "queries", "details"}
@@ -289,8 +328,13 @@ def test_run_eval_library_with_limits_and_an_empty_query(tmp_path, make_settings
     queries = TINY_QUERIES[:3] + [("qe", "   ", {"3": 1})] + TINY_QUERIES[3:]
     dataset = _tiny_dataset(tmp_path / "tiny", queries)
     seen: list[tuple[str, int, int]] = []
-    report = run_eval(make_settings(), dataset, max_docs=10, max_queries=4,
-                      progress=lambda what, done, total: seen.append((what, done, total)))
+    report = run_eval(
+        make_settings(),
+        dataset,
+        max_docs=10,
+        max_queries=4,
+        progress=lambda what, done, total: seen.append((what, done, total)),
+    )
     # q1, q2, q3 and qe are judged on documents 1, 2, 5 and 3, all within the first 10.
     assert (report["documents"], report["queries"]) == (10, 4)
     assert report["details"]["unknown_qrels"] == 3  # the q4 and q5 judgements (3 pairs) were cut

@@ -65,7 +65,10 @@ def test_a_sql_source_facet_gets_its_index_and_names_do_not_collide() -> None:
     from oracle_rag.sources.meanings import Declaration, Meanings
 
     both = [Declaration("TICKET", (text,), Meanings()), Declaration("CASE", (text, number), Meanings())]
-    assert [name for name, _ in facet_index_ddl(both)] == ["RAG_CHUNK_FN_SEVERITY_IX", "RAG_CHUNK_FT_SEVERITY_IX"]
+    assert [name for name, _ in facet_index_ddl(both)] == [
+        "RAG_CHUNK_FN_SEVERITY_IX",
+        "RAG_CHUNK_FT_SEVERITY_IX",
+    ]
 
 
 def test_the_embedded_engine_creates_no_facet_index(make_settings) -> None:  # type: ignore[no-untyped-def]
@@ -76,8 +79,12 @@ def test_the_embedded_engine_creates_no_facet_index(make_settings) -> None:  # t
         rag.migrate()
         assert rag.ensure_facet_indexes() == []
         with rag.engine.connect() as conn:
-            names = [r[0] for r in conn.exec_driver_sql(
-                "SELECT name FROM sqlite_master WHERE type = 'index' AND name GLOB 'RAG_CHUNK_F[NT]_*'")]
+            names = [
+                r[0]
+                for r in conn.exec_driver_sql(
+                    "SELECT name FROM sqlite_master WHERE type = 'index' AND name GLOB 'RAG_CHUNK_F[NT]_*'"
+                )
+            ]
         assert names == []
     finally:
         rag.close()

@@ -58,8 +58,10 @@ def change_tasks(rag, task_ids: list[int], marker: str) -> None:
     """The host application's write: new titles, enqueued in the same transaction."""
     with rag.engine.begin() as conn:
         for task_id in task_ids:
-            conn.execute(sa.text("UPDATE TASK SET TITLE = :t WHERE TASK_ID = :i"),
-                         {"t": f"{marker} {task_id}", "i": task_id})
+            conn.execute(
+                sa.text("UPDATE TASK SET TITLE = :t WHERE TASK_ID = :i"),
+                {"t": f"{marker} {task_id}", "i": task_id},
+            )
             rag.enqueue(conn, "TASK", task_id)
 
 
@@ -67,8 +69,10 @@ def queue_rows(db: Path) -> list[tuple[str, int, str | None]]:
     """RAG_DIRTY read with a plain connection (not through the product)."""
     conn = sqlean.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        return [(r[0], int(r[1]), r[2]) for r in
-                conn.execute("SELECT SOURCE_ID, ATTEMPTS, LAST_ERROR FROM RAG_DIRTY ORDER BY DIRTY_ID")]
+        return [
+            (r[0], int(r[1]), r[2])
+            for r in conn.execute("SELECT SOURCE_ID, ATTEMPTS, LAST_ERROR FROM RAG_DIRTY ORDER BY DIRTY_ID")
+        ]
     finally:
         conn.close()
 
@@ -147,8 +151,12 @@ def test_corrupt_model_fails_clearly_keeps_the_queue_and_recovers(demo_rag, mode
 
     # the API: 503 EMBEDDING naming the model; /healthz 503 with the model's error
     client = create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": None}).test_client()
-    assert_api_error(client.post("/api/chat", json={"question": "login timeout"}, headers=bearer(tokens[DEV_A])),
-                     503, "EMBEDDING", "cannot load embedding model")
+    assert_api_error(
+        client.post("/api/chat", json={"question": "login timeout"}, headers=bearer(tokens[DEV_A])),
+        503,
+        "EMBEDDING",
+        "cannot load embedding model",
+    )
     health = client.get("/healthz")
     assert health.status_code == 503
     body = health.get_json()
@@ -162,7 +170,9 @@ def test_corrupt_model_fails_clearly_keeps_the_queue_and_recovers(demo_rag, mode
     status = run_cli(["status", "--json"], config=cfg)
     assert status.returncode == 0, status.stderr
     info = json.loads(status.stdout)
-    assert info["queue_depth"] == 3 and info["last_error"].startswith("EMBEDDING: cannot load embedding model")
+    assert info["queue_depth"] == 3 and info["last_error"].startswith(
+        "EMBEDDING: cannot load embedding model"
+    )
     assert_cli_error(run_cli(["model", "status"], config=cfg), 1, "EMBEDDING", "cannot load embedding model")
     assert_cli_error(run_cli(["ask", "login timeout", "--as", str(DEV_A)], config=cfg), 1, "EMBEDDING")
     drained = run_cli(["worker", "--once"], config=cfg)
@@ -204,14 +214,21 @@ def test_missing_model_that_cannot_be_built_names_the_cause(demo_template, model
             health = client.get("/healthz").get_json()
             assert health["status"] == "unavailable" and health["model"]["ok"] is False
             assert "oracle-rag model build" in health["model"]["fix"]
-            assert_api_error(client.post("/api/chat", json={"question": "login"}, headers=bearer(tokens[DEV_A])),
-                             503, "EMBEDDING", "is missing and could not be built", "Read-only file system")
+            assert_api_error(
+                client.post("/api/chat", json={"question": "login"}, headers=bearer(tokens[DEV_A])),
+                503,
+                "EMBEDDING",
+                "is missing and could not be built",
+                "Read-only file system",
+            )
             result = rag.worker().run_once()
             assert result.failed_rows == 2
             rows = queue_rows(data / "oracle-rag.db")
             assert [r[1] for r in rows] == [1, 1]
-            assert all("is missing and could not be built there (OSError: Read-only file system)" in r[2]
-                       for r in rows)
+            assert all(
+                "is missing and could not be built there (OSError: Read-only file system)" in r[2]
+                for r in rows
+            )
             cfg = write_config(tmp_path / "cli.toml", data)
             model_status = run_cli(["model", "status"], config=cfg)
             assert model_status.returncode == 1 and "present: False" in model_status.stdout
@@ -220,10 +237,15 @@ def test_missing_model_that_cannot_be_built_names_the_cause(demo_template, model
         os.link(model_path, models / model_path.name)
         assert rag.worker().drain().failed_rows == 0
         assert queue_rows(data / "oracle-rag.db") == []
-        assert all(f"Missing-model change {t}" in c
-                   for t, c in chunk_contents(data / "oracle-rag.db", own).items())
-        assert client.post("/api/chat", json={"question": "Missing-model change"},
-                           headers=bearer(tokens[DEV_A])).status_code == 200
+        assert all(
+            f"Missing-model change {t}" in c for t, c in chunk_contents(data / "oracle-rag.db", own).items()
+        )
+        assert (
+            client.post(
+                "/api/chat", json={"question": "Missing-model change"}, headers=bearer(tokens[DEV_A])
+            ).status_code
+            == 200
+        )
         assert client.get("/healthz").status_code == 200
     finally:
         rag.close()
@@ -240,8 +262,13 @@ def test_read_only_database(demo_template, model_path, tmp_path) -> None:
         own = [t.task_id for t in task_chunks_of(rag, DEV_A)[:3]]
         change_tasks(rag, own, "Read-only change")
     settle_database(db)
-    cfg = write_config(tmp_path / "serve.toml", data, worker_initial_delay_ms=0, worker_poll_ms=200,
-                       backfill_on_startup=False)
+    cfg = write_config(
+        tmp_path / "serve.toml",
+        data,
+        worker_initial_delay_ms=0,
+        worker_poll_ms=200,
+        backfill_on_startup=False,
+    )
     hint = "on a read-only file system"
     with readonly_bind(data):
         # the CLI: one line naming the cause, exit 1
@@ -254,8 +281,9 @@ def test_read_only_database(demo_template, model_path, tmp_path) -> None:
             body = health.json()
             assert body["database"]["ok"] is False and body["database"]["error"] == "DATABASE"
             assert hint in body["database"]["message"] and TRACEBACK not in health.text
-            assert_api_error(server.post("/api/chat", {"question": "login"}, bearer(tokens[DEV_A])),
-                             503, "DATABASE", hint)
+            assert_api_error(
+                server.post("/api/chat", {"question": "login"}, bearer(tokens[DEV_A])), 503, "DATABASE", hint
+            )
             wait_until(lambda: "worker batch failed: DATABASE" in server.log())
         except BaseException:
             server.stop()
@@ -291,8 +319,13 @@ def test_disk_full(demo_template, model_path, tmp_path) -> None:
         try:
             keeper.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             filler = fill_disk(disk)
-            cfg = write_config(tmp_path / "serve.toml", data, worker_initial_delay_ms=0, worker_poll_ms=200,
-                               backfill_on_startup=False)
+            cfg = write_config(
+                tmp_path / "serve.toml",
+                data,
+                worker_initial_delay_ms=0,
+                worker_poll_ms=200,
+                backfill_on_startup=False,
+            )
             server = ServeProcess(cfg, clean_env(), tmp_path).start()
             try:
                 # the worker cannot write: its error is on /healthz (still 200: reads work), in the log
@@ -304,18 +337,29 @@ def test_disk_full(demo_template, model_path, tmp_path) -> None:
                 assert body["status"] == "ok" and body["worker"]["running"] is True
                 assert "the disk is full" in body["worker"]["last_error"]
                 # the worker records its error, then logs it; the log line reaches us through a pipe
-                assert wait_until(lambda: "worker batch failed: DATABASE: sqlite queue transaction failed "
-                                          "[OperationalError, SQLITE_FULL]: the disk is full" in server.log())
+                assert wait_until(
+                    lambda: (
+                        "worker batch failed: DATABASE: sqlite queue transaction failed "
+                        "[OperationalError, SQLITE_FULL]: the disk is full" in server.log()
+                    )
+                )
                 # the rows are all still there; ATTEMPTS cannot be recorded on a full disk (and a
                 # full disk is not the rows' fault: they are not pushed towards parking)
                 assert [r[0] for r in queue_rows(db)] == [str(t) for t in own]
                 # the API: a chat must store its turn: 503 naming the full disk
-                assert_api_error(server.post("/api/chat", {"question": "login timeout"}, bearer(tokens[DEV_A])),
-                                 503, "DATABASE", "SQLITE_FULL", "the disk is full")
+                assert_api_error(
+                    server.post("/api/chat", {"question": "login timeout"}, bearer(tokens[DEV_A])),
+                    503,
+                    "DATABASE",
+                    "SQLITE_FULL",
+                    "the disk is full",
+                )
                 # the CLI: status reads fine, the worker fails with the cause
                 status = run_cli(["status", "--json"], config=cfg)
                 assert status.returncode == 0 and '"queue_depth": 3' in status.stdout
-                assert_cli_error(run_cli(["worker", "--once"], config=cfg), 1, "SQLITE_FULL", "the disk is full")
+                assert_cli_error(
+                    run_cli(["worker", "--once"], config=cfg), 1, "SQLITE_FULL", "the disk is full"
+                )
                 # the fix: free the space; the running server drains the queue and answers again
                 filler.unlink()
                 wait_until(lambda: not queue_rows(db))
@@ -359,30 +403,56 @@ def test_llm_down_then_slow_then_back(demo_rag, llm_port, tmp_path, caplog) -> N
 
     # down: nothing listens on the port
     with caplog.at_level(logging.WARNING, logger="oracle_rag"):
-        assert_api_error(client.post("/api/chat", json=question, headers=who), 502, "LLM",
-                         "could not be reached", "after 2 attempts")
+        assert_api_error(
+            client.post("/api/chat", json=question, headers=who),
+            502,
+            "LLM",
+            "could not be reached",
+            "after 2 attempts",
+        )
     assert "language model attempt 1 failed" in caplog.text and "could not be reached" in caplog.text
-    assert_api_error(client.post("/api/chat/stream", json=question, headers=who), 502, "LLM", "could not be reached")
+    assert_api_error(
+        client.post("/api/chat/stream", json=question, headers=who), 502, "LLM", "could not be reached"
+    )
     health = client.get("/healthz")
     assert health.status_code == 200  # every instance shares the model: no 503 for it
     body = health.get_json()
     assert body["llm"]["configured"] is True and body["llm"]["ok"] is False
     assert "could not be reached" in body["llm"]["last_error"]
-    assert any(d.startswith("llm: last call failed: LLM: the language model endpoint could not be reached")
-               for d in body["degraded"])
+    assert any(
+        d.startswith("llm: last call failed: LLM: the language model endpoint could not be reached")
+        for d in body["degraded"]
+    )
     metrics = client.get("/metrics").get_data(as_text=True)
-    assert 'oracle_rag_http_requests_total{endpoint="oracle_rag_api.chat",method="POST",status="502"} 1.0' in metrics
+    assert (
+        'oracle_rag_http_requests_total{endpoint="oracle_rag_api.chat",method="POST",status="502"} 1.0'
+        in metrics
+    )
 
-    cfg = write_config(tmp_path / "cli.toml", rag.settings.data_path, llm_url=url, llm_model="m",
-                       llm_timeout_s=1.0, llm_max_retries=0)
-    assert_cli_error(run_cli(["ask", "invoice PDF generation", "--as", str(DEV_A)], config=cfg), 1,
-                     "LLM", "could not be reached")
+    cfg = write_config(
+        tmp_path / "cli.toml",
+        rag.settings.data_path,
+        llm_url=url,
+        llm_model="m",
+        llm_timeout_s=1.0,
+        llm_max_retries=0,
+    )
+    assert_cli_error(
+        run_cli(["ask", "invoice PDF generation", "--as", str(DEV_A)], config=cfg),
+        1,
+        "LLM",
+        "could not be reached",
+    )
 
     with ScriptedLLM() as llm:
         # slow: the answer comes after the budget
         llm.push(Reply("late [TASK #1]", delay_s=5.0))  # the budget allows no retry after 1 s
-        assert_api_error(client.post("/api/chat", json=question, headers=who), 504, "LLM",
-                         "did not answer within 1 s (llm_timeout_s)")
+        assert_api_error(
+            client.post("/api/chat", json=question, headers=who),
+            504,
+            "LLM",
+            "did not answer within 1 s (llm_timeout_s)",
+        )
         assert "did not answer within 1 s" in client.get("/healthz").get_json()["llm"]["last_error"]
         # rate limited, then fine: retried after Retry-After
         llm.push(Reply(status=429, retry_after="0"), Reply("Back to normal."))
@@ -406,11 +476,15 @@ def test_operations_doc_names_real_signals(demo_rag) -> None:
     tokens = issue_tokens(demo_rag, (DEV_A,))
     app = create_app({"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None})
     client = app.test_client()
-    assert client.post("/api/chat", json={"question": "login"}, headers=bearer(tokens[DEV_A])).status_code == 200
+    assert (
+        client.post("/api/chat", json={"question": "login"}, headers=bearer(tokens[DEV_A])).status_code == 200
+    )
     exposed = client.get("/metrics").get_data(as_text=True)
     named = {re.sub(r"_(count|bucket|sum)$", "", m) for m in re.findall(r"\boracle_rag_[a-z_]+[a-z]", doc)}
     assert len(named) >= 7
-    missing = [m for m in named if not re.search(rf"^(# TYPE )?{m}(_total|_count|_bucket|_sum)?[{{ ]", exposed, re.M)]
+    missing = [
+        m for m in named if not re.search(rf"^(# TYPE )?{m}(_total|_count|_bucket|_sum)?[{{ ]", exposed, re.M)
+    ]
     # the LLM histogram has samples only after a model call: its TYPE line is enough
     assert not missing, f"metrics named in docs/operations.md but not exposed: {missing}"
     health = client.get("/healthz").get_json()
@@ -421,8 +495,15 @@ def test_operations_doc_names_real_signals(demo_rag) -> None:
     status = demo_rag.status()
     for field in ("queue_depth", "oldest_age_s", "stalled_rows", "failed_rows", "last_error"):
         assert field in status and f"`{field}`" in doc
-    for line in ("worker batch failed: ", "language model attempt ", "re-index of ", "queue row(s) reached max attempts",
-                 "metrics: queue statistics unavailable"):
+    for line in (
+        "worker batch failed: ",
+        "language model attempt ",
+        "re-index of ",
+        "queue row(s) reached max attempts",
+        "metrics: queue statistics unavailable",
+    ):
         assert line in doc
-        assert any(line.split(":")[0].strip() in p.read_text()
-                   for p in (Path(__file__).resolve().parent.parent / "oracle_rag").rglob("*.py"))
+        assert any(
+            line.split(":")[0].strip() in p.read_text()
+            for p in (Path(__file__).resolve().parent.parent / "oracle_rag").rglob("*.py")
+        )

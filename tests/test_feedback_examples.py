@@ -56,8 +56,9 @@ def world(demo_rag) -> Iterator[SimpleNamespace]:
     rewrite_task(demo_rag, own.task_id, title=f"{SECRET} plan")
     tokens = issue_tokens(demo_rag, (DEV_A, DEV_B, MANAGER))
     with ScriptedLLM().start() as llm:
-        settings = demo_rag.settings.with_overrides(llm_url=llm.url, llm_model="m", llm_api_key="k",
-                                                    llm_max_retries=0, llm_timeout_s=30.0)
+        settings = demo_rag.settings.with_overrides(
+            llm_url=llm.url, llm_model="m", llm_api_key="k", llm_max_retries=0, llm_timeout_s=30.0
+        )
         app = create_app({"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": LLMClient(settings)})
         clock = Clock()
         app.extensions[EXTENSION].feedback.limit.clock = clock
@@ -66,18 +67,29 @@ def world(demo_rag) -> Iterator[SimpleNamespace]:
         thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
         thread.start()
         try:
-            yield SimpleNamespace(rag=demo_rag, llm=llm, tokens=tokens, clock=clock, settings=settings,
-                                  base=f"http://127.0.0.1:{server.effective_port}")
+            yield SimpleNamespace(
+                rag=demo_rag,
+                llm=llm,
+                tokens=tokens,
+                clock=clock,
+                settings=settings,
+                base=f"http://127.0.0.1:{server.effective_port}",
+            )
         finally:
             stop.set()
             thread.join(120)
             assert not thread.is_alive()
 
 
-def call(world: SimpleNamespace, path: str, body: dict[str, Any], who: int) -> tuple[int, dict[str, Any], Any]:
-    request = urllib.request.Request(world.base + path, method="POST", data=json.dumps(body).encode(),
-                                     headers={"Authorization": f"Bearer {world.tokens[who]}",
-                                              "Content-Type": "application/json"})
+def call(
+    world: SimpleNamespace, path: str, body: dict[str, Any], who: int
+) -> tuple[int, dict[str, Any], Any]:
+    request = urllib.request.Request(
+        world.base + path,
+        method="POST",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {world.tokens[who]}", "Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 (a local URL)
             return response.status, json.loads(response.read()), response.headers
@@ -106,7 +118,7 @@ def examples_in(request: Any) -> list[dict[str, str]]:
     assert request.messages[1]["role"] == "user"
     if "\n[" not in user:
         return []
-    return json.loads(user[user.index("\n[") + 1:])
+    return json.loads(user[user.index("\n[") + 1 :])
 
 
 def test_an_example_stays_with_its_caller_until_approved_and_is_masked(world, cli) -> None:
@@ -122,10 +134,13 @@ def test_an_example_stays_with_its_caller_until_approved_and_is_masked(world, cl
 
     # The rater: the example, masked, as data in the user turn; never in the system prompt.
     _, own = ask_aggregate(world, DEV_A, LIKE_QUESTION, "SELECT COUNT(*) AS N FROM RAG_V_TASK")
-    assert examples_in(own) == [{"question": "how many of my tasks mention :text :text and take more than "
-                                             ":number hours of effort",
-                                 "sql": "SELECT COUNT(*) AS N FROM RAG_V_TASK WHERE TITLE LIKE :text AND "
-                                        "ESTIMATED_HOURS > :number"}]
+    assert examples_in(own) == [
+        {
+            "question": "how many of my tasks mention :text :text and take more than :number hours of effort",
+            "sql": "SELECT COUNT(*) AS N FROM RAG_V_TASK WHERE TITLE LIKE :text AND "
+            "ESTIMATED_HOURS > :number",
+        }
+    ]
     assert "layoffs" not in whole_prompt(own).lower() and "12" not in json.dumps(examples_in(own))
     assert "SQL:" not in own.system and "RAG_V_TASK WHERE TITLE" not in own.system
     assert own.messages[1]["content"].startswith(LIKE_QUESTION + "\n\n")
@@ -163,8 +178,12 @@ def test_no_example_crosses_callers_through_v1_or_mcp(world) -> None:
     world.llm.push_route(AGG_ONLY)
     world.llm.push(other_sql, "Counted.")
     before = len(world.llm.requests)
-    status, _, _ = call(world, "/v1/chat/completions",
-                        {"model": "oracle-rag", "messages": [{"role": "user", "content": LIKE_QUESTION}]}, DEV_B)
+    status, _, _ = call(
+        world,
+        "/v1/chat/completions",
+        {"model": "oracle-rag", "messages": [{"role": "user", "content": LIKE_QUESTION}]},
+        DEV_B,
+    )
     assert status == 200
     with uvicorn_app(http_app(world.rag, chat=Chat(world.rag, LLMClient(world.settings)))) as url:
         world.llm.push_route(AGG_ONLY)
@@ -184,7 +203,10 @@ def test_no_example_crosses_callers_through_v1_or_mcp(world) -> None:
 def test_the_newest_rating_counts(world, cli) -> None:
     rated, _ = ask_aggregate(world, DEV_A, QUESTION, SECRET_SQL)
     for rating in ("up", "down"):
-        assert call(world, "/api/feedback", {"message_id": rated["message_id"], "rating": rating}, DEV_A)[0] == 201
+        assert (
+            call(world, "/api/feedback", {"message_id": rated["message_id"], "rating": rating}, DEV_A)[0]
+            == 201
+        )
     _, own = ask_aggregate(world, DEV_A, LIKE_QUESTION, "SELECT COUNT(*) AS N FROM RAG_V_TASK")
     assert examples_in(own) == [] and list_examples(world.rag.engine) == []
     assert cli("feedback", "examples").output == ""
@@ -193,7 +215,9 @@ def test_the_newest_rating_counts(world, cli) -> None:
     [current] = list_examples(world.rag.engine)
     assert current.caller_id == DEV_A and current.approved_at is None
     assert cli("feedback", "approve", current.feedback_id).exit_code == 0
-    assert call(world, "/api/feedback", {"message_id": rated["message_id"], "rating": "down"}, DEV_A)[0] == 201
+    assert (
+        call(world, "/api/feedback", {"message_id": rated["message_id"], "rating": "down"}, DEV_A)[0] == 201
+    )
     _, other = ask_aggregate(world, DEV_B, LIKE_QUESTION, "SELECT COUNT(*) AS N FROM RAG_V_TASK")
     assert examples_in(other) == []
 
@@ -229,12 +253,18 @@ def test_a_huge_message_id_is_not_found(world, path, message_id) -> None:
 def test_literals_become_placeholders_on_both_dialects() -> None:
     question = "tasks of 'Project Nova' due 2026-03-01 with ＂x＂ over 7.5 hours, Nova first"
     for dialect in ("sqlite", "oracle"):
-        masked = example_of(question, "SELECT COUNT(*) AS N FROM RAG_V_TASK WHERE PROJECT_NAME = 'Project Nova' "
-                                      "AND DUE_DATE < '2026-03-01' AND ESTIMATED_HOURS > 7.5 -- Nova", dialect)
+        masked = example_of(
+            question,
+            "SELECT COUNT(*) AS N FROM RAG_V_TASK WHERE PROJECT_NAME = 'Project Nova' "
+            "AND DUE_DATE < '2026-03-01' AND ESTIMATED_HOURS > 7.5 -- Nova",
+            dialect,
+        )
         assert masked is not None
         asked, sql = masked
-        assert sql == ("SELECT COUNT(*) AS N FROM RAG_V_TASK WHERE PROJECT_NAME = :text AND DUE_DATE < :date "
-                       "AND ESTIMATED_HOURS > :number")
+        assert sql == (
+            "SELECT COUNT(*) AS N FROM RAG_V_TASK WHERE PROJECT_NAME = :text AND DUE_DATE < :date "
+            "AND ESTIMATED_HOURS > :number"
+        )
         assert "Nova" not in asked and "2026" not in asked and "7.5" not in asked, asked
     assert example_of(question, "SELECT 'unterminated", "sqlite") is None
     assert example_of("  ", "SELECT 1", "sqlite") is None

@@ -26,15 +26,20 @@ from oracle_rag.engines import Filters, embed_text
 from oracle_rag.sources import Document, Source
 
 MANAGER = Caller(employee_id=1, role="manager", name="m")
-FILLER = ("The quarterly planning meeting reviewed the roadmap for the mobile application and agreed to move "
-          "the onboarding redesign into the next sprint, pending a review of the analytics dashboards. ")
+FILLER = (
+    "The quarterly planning meeting reviewed the roadmap for the mobile application and agreed to move "
+    "the onboarding redesign into the next sprint, pending a review of the analytics dashboards. "
+)
 NOTES = {
     # long records: a first window about one thing, later windows about another
-    "long-gen": FILLER * 12 + "The backup diesel generator at the Reykjavik data centre is serviced by Nordlys Power.",
-    "long-pay": "Payment gateway timeouts during checkout. " + FILLER * 10
-                + "Invoices in PDF fail to render for customers in Spain.",
-    "long-sso": "Single sign-on rollout plan for the identity provider. " + FILLER * 9
-                + "The generator fuel contract was renewed for two years.",
+    "long-gen": FILLER * 12
+    + "The backup diesel generator at the Reykjavik data centre is serviced by Nordlys Power.",
+    "long-pay": "Payment gateway timeouts during checkout. "
+    + FILLER * 10
+    + "Invoices in PDF fail to render for customers in Spain.",
+    "long-sso": "Single sign-on rollout plan for the identity provider. "
+    + FILLER * 9
+    + "The generator fuel contract was renewed for two years.",
     "gen": "The office generator was replaced last year after a failed inspection.",
     "dc": "Our data centre in Frankfurt is audited every spring for power redundancy.",
     "pay": "Checkout payments time out when the gateway is slow; retries double charge customers.",
@@ -42,9 +47,13 @@ NOTES = {
     "sso": "Users cannot log in with single sign-on after the password reset.",
     "plan": FILLER,
 }
-QUESTIONS = ["Who services the backup generator at the Reykjavik data centre?",
-             "payment gateway timeout at checkout", "PDF invoices fail for customers in Spain",
-             "single sign-on login problems", "roadmap for the mobile application"]
+QUESTIONS = [
+    "Who services the backup generator at the Reykjavik data centre?",
+    "payment gateway timeout at checkout",
+    "PDF invoices fail for customers in Spain",
+    "single sign-on login problems",
+    "roadmap for the mobile application",
+]
 FIRST_CHUNKS = sa.text("SELECT CHUNK_ID, SOURCE_ID, EMBEDDING FROM RAG_CHUNK WHERE CHUNK_NO = 0")
 
 
@@ -72,8 +81,10 @@ def indexed(tmp_path_factory, model_path):
     with system.engine.begin() as conn:
         system.indexer.apply(conn, [("NOTE", i) for i in NOTES])
     with system.engine.connect() as conn:
-        chunks = {r[0]: r[1] for r in conn.exec_driver_sql(
-            "SELECT SOURCE_ID, COUNT(*) FROM RAG_CHUNK GROUP BY SOURCE_ID")}
+        chunks = {
+            r[0]: r[1]
+            for r in conn.exec_driver_sql("SELECT SOURCE_ID, COUNT(*) FROM RAG_CHUNK GROUP BY SOURCE_ID")
+        }
     assert all(chunks[i] > 1 for i in ("long-gen", "long-pay", "long-sso")), chunks
     system.close()
 
@@ -85,17 +96,23 @@ def indexed(tmp_path_factory, model_path):
 
 def _first_window_ranking(conn: Any, question: str) -> list[tuple[str, int]]:
     """(record, chunk id) by cosine distance of the record's first chunk, in numpy: the reference's dense list."""
-    query = np.frombuffer(bytes(conn.exec_driver_sql("SELECT vector_embedding(?)", (embed_text(question),))
-                                .scalar_one()), dtype="<f4").astype(np.float64)
+    query = np.frombuffer(
+        bytes(conn.exec_driver_sql("SELECT vector_embedding(?)", (embed_text(question),)).scalar_one()),
+        dtype="<f4",
+    ).astype(np.float64)
     rows = conn.execute(FIRST_CHUNKS).fetchall()
     dist = []
     for chunk_id, source_id, blob in rows:
         v = np.frombuffer(bytes(blob), dtype="<f4").astype(np.float64)
-        dist.append((1.0 - float(v @ query) / (np.linalg.norm(v) * np.linalg.norm(query)), int(chunk_id), source_id))
+        dist.append(
+            (1.0 - float(v @ query) / (np.linalg.norm(v) * np.linalg.norm(query)), int(chunk_id), source_id)
+        )
     return [(s, c) for _, c, s in sorted(dist)]
 
 
-def _reference_rrf(lists: Mapping[str, Sequence[tuple[str, int]]], rrf_k: int, k: int) -> list[tuple[str, float]]:
+def _reference_rrf(
+    lists: Mapping[str, Sequence[tuple[str, int]]], rrf_k: int, k: int
+) -> list[tuple[str, float]]:
     """Sum of 1 / (rrf_k + rank) over the lists; ties by the best rank, then the shown chunk's id."""
     score: dict[str, float] = {}
     best: dict[str, tuple[int, int]] = {}
@@ -120,19 +137,26 @@ def test_hybrid_is_the_rrf_of_keyword_and_first_window_lists(indexed, depth) -> 
                 dense = _first_window_ranking(conn, question)[:fetch]
                 chunk0 = {s: c for c, s, _ in conn.execute(FIRST_CHUNKS)}
             # a record's keyword hit is shown from its chunk 0 in the leg (its passage comes later)
-            keyword = [(h.source_id, chunk0[h.source_id]) for h in retriever.search(question, fetch, MANAGER,
-                                                                                      "keyword")]
+            keyword = [
+                (h.source_id, chunk0[h.source_id])
+                for h in retriever.search(question, fetch, MANAGER, "keyword")
+            ]
             want = _reference_rrf({"semantic": dense, "keyword": keyword}, system.settings.rrf_k, k)
             got = retriever.search(question, k, MANAGER, "hybrid")
             assert [h.source_id for h in got] == [r for r, _ in want], question
             assert [h.score for h in got] == pytest.approx([s for _, s in want], abs=1e-12), question
-            assert retriever.last_stats is not None and retriever.last_stats.legs["semantic"] == min(fetch, len(NOTES))
+            assert retriever.last_stats is not None and retriever.last_stats.legs["semantic"] == min(
+                fetch, len(NOTES)
+            )
     finally:
         system.close()
 
 
 def test_nearest_fuses_semantic_modes_list_and_differs_on_a_deep_fact(indexed) -> None:
-    first, nearest = indexed(hybrid_fusion="rrf"), indexed(hybrid_semantic_chunk="NEAREST", hybrid_fusion="rrf")
+    first, nearest = (
+        indexed(hybrid_fusion="rrf"),
+        indexed(hybrid_semantic_chunk="NEAREST", hybrid_fusion="rrf"),
+    )
     try:
         question = QUESTIONS[0]  # its answer is in long-gen's last window only
         r = nearest.retriever()
@@ -149,8 +173,9 @@ def test_nearest_fuses_semantic_modes_list_and_differs_on_a_deep_fact(indexed) -
         assert semantic[0][0] == "long-gen"
         with first.engine.connect() as conn:
             assert [s for s, _ in _first_window_ranking(conn, question)].index("long-gen") > 0
-        assert [h.source_id for h in got] != [h.source_id for h in first.retriever().search(question, 5, MANAGER,
-                                                                                               "hybrid")]
+        assert [h.source_id for h in got] != [
+            h.source_id for h in first.retriever().search(question, 5, MANAGER, "hybrid")
+        ]
     finally:
         first.close()
         nearest.close()
@@ -203,8 +228,10 @@ def _near_tie_case(rng: np.random.Generator) -> tuple[list[Any], list[Any], list
     proposed = list(truth)
     for a, b in runs:
         order = rng.permutation(b - a)
-        proposed[a:b] = [Hit(h.chunk_id, h.source_type, h.source_id, "", h.score + 1e-7) for h in
-                         (truth[a + int(j)] for j in order)]
+        proposed[a:b] = [
+            Hit(h.chunk_id, h.source_type, h.source_id, "", h.score + 1e-7)
+            for h in (truth[a + int(j)] for j in order)
+        ]
     keyword_keys = [pool[int(i)] for i in rng.permutation(200)[: int(rng.integers(10, 60))]]
     keyword = [Hit(1000 + i, t, s, "", 50.0 - i) for i, (t, s) in enumerate(keyword_keys)]
     return truth, proposed, runs, keyword
@@ -222,7 +249,11 @@ def test_only_the_near_ties_that_can_change_the_fused_top_k_need_sqls_order() ->
     for trial in range(400):
         truth, proposed, runs, keyword = _near_tie_case(rng)
         k = int(rng.integers(1, 11))
-        w = weights if trial % 3 else {"semantic": float(rng.uniform(0, 3)), "keyword": float(rng.uniform(0, 3))}
+        w = (
+            weights
+            if trial % 3
+            else {"semantic": float(rng.uniform(0, 3)), "keyword": float(rng.uniform(0, 3))}
+        )
         want = rrf({"semantic": truth, "keyword": keyword}, k, 60, w)
         needed = Fusion({"semantic": proposed, "keyword": keyword}, 60, w).runs_that_matter(runs, k)
         settled = list(proposed)
@@ -249,7 +280,9 @@ def test_rrf_equals_its_definition_hit_by_hit() -> None:
         legs = {}
         for n, leg in enumerate(("semantic", "keyword")):
             keys = [pool[int(i)] for i in rng.permutation(len(pool))[: int(rng.integers(0, len(pool) + 1))]]
-            legs[leg] = [Hit(1000 * n + i, t, s, f"{leg} {s}", float(rng.random())) for i, (t, s) in enumerate(keys)]
+            legs[leg] = [
+                Hit(1000 * n + i, t, s, f"{leg} {s}", float(rng.random())) for i, (t, s) in enumerate(keys)
+            ]
         weights = [{}, {"semantic": 1.0, "keyword": 2.0}, {"semantic": 0.0}][trial % 3]
         k = int(rng.integers(1, 12))
         want = _rrf_by_definition(legs, k, 60, weights)
@@ -259,8 +292,9 @@ def test_rrf_equals_its_definition_hit_by_hit() -> None:
 
 
 # -- score-normalised fusion (hybrid_fusion = ZSCORE) ----------------------------------------------------
-def _reference_zscore(lists: Mapping[str, Sequence[tuple[str, int, float]]], alpha: float,
-                      k: int) -> list[tuple[str, float]]:
+def _reference_zscore(
+    lists: Mapping[str, Sequence[tuple[str, int, float]]], alpha: float, k: int
+) -> list[tuple[str, float]]:
     """(record, chunk id, higher-is-better value) per leg -> each leg standardised over what it returned
     (population deviation), a record a leg lacks at that leg's lowest, alpha * semantic + (1 - alpha) *
     keyword; ties by the best rank, then the shown chunk's id. Written with numpy, apart from the product."""
@@ -287,15 +321,34 @@ def test_hybrid_is_the_zscore_fusion_of_keyword_and_first_window_lists(indexed) 
         retriever = system.retriever()
         for question in QUESTIONS:
             with system.engine.connect() as conn:
-                query = np.frombuffer(bytes(conn.exec_driver_sql("SELECT vector_embedding(?)",
-                                                                 (embed_text(question),)).scalar_one()), dtype="<f4")
-                vectors = {s: (c, np.frombuffer(bytes(b), dtype="<f4")) for c, s, b in conn.execute(FIRST_CHUNKS)}
-            dense = [(s, c, -(1.0 - float(v.astype(np.float64) @ query.astype(np.float64))
-                              / (np.linalg.norm(v) * np.linalg.norm(query))))
-                     for s, (c, v) in vectors.items()]
+                query = np.frombuffer(
+                    bytes(
+                        conn.exec_driver_sql(
+                            "SELECT vector_embedding(?)", (embed_text(question),)
+                        ).scalar_one()
+                    ),
+                    dtype="<f4",
+                )
+                vectors = {
+                    s: (c, np.frombuffer(bytes(b), dtype="<f4")) for c, s, b in conn.execute(FIRST_CHUNKS)
+                }
+            dense = [
+                (
+                    s,
+                    c,
+                    -(
+                        1.0
+                        - float(v.astype(np.float64) @ query.astype(np.float64))
+                        / (np.linalg.norm(v) * np.linalg.norm(query))
+                    ),
+                )
+                for s, (c, v) in vectors.items()
+            ]
             dense = sorted(dense, key=lambda x: (-x[2], x[1]))[:6]
-            keyword = [(h.source_id, vectors[h.source_id][0], h.score)
-                       for h in retriever.search(question, 6, MANAGER, "keyword")]
+            keyword = [
+                (h.source_id, vectors[h.source_id][0], h.score)
+                for h in retriever.search(question, 6, MANAGER, "keyword")
+            ]
             want = _reference_zscore({"semantic": dense, "keyword": keyword}, system.settings.hybrid_alpha, 5)
             got = retriever.search(question, 5, MANAGER, "hybrid")
             assert [h.source_id for h in got] == [r for r, _ in want], question
@@ -316,11 +369,15 @@ def test_only_the_near_ties_that_can_reach_the_zscore_top_k_need_sqls_distances(
         truth, proposed, runs, keyword = _near_tie_case(rng)
         k = int(rng.integers(1, 11))
         # the cache's distances: SQL's within a hair, in the run's positions as the cache ordered them
-        cached = [Hit(h.chunk_id, h.source_type, h.source_id, "", h.score + float(rng.uniform(-2e-6, 2e-6)))
-                  for h in proposed]
+        cached = [
+            Hit(h.chunk_id, h.source_type, h.source_id, "", h.score + float(rng.uniform(-2e-6, 2e-6)))
+            for h in proposed
+        ]
         alpha = float(rng.uniform(0.2, 0.9))
-        want = [(r.source_type, r.source_id) for r in ScoreFusion({"semantic": truth, "keyword": keyword},
-                                                                  alpha).top(k)]
+        want = [
+            (r.source_type, r.source_id)
+            for r in ScoreFusion({"semantic": truth, "keyword": keyword}, alpha).top(k)
+        ]
         needed = ScoreFusion({"semantic": cached, "keyword": keyword}, alpha).runs_that_matter(runs, k)
         settled = list(cached)
         for a, b in needed:

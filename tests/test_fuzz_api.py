@@ -45,8 +45,13 @@ from oracle_rag.web.server import make_server, serve_until
 SPEC = build_spec()
 http_schema = schemathesis.openapi.from_dict(SPEC)  # the same document, sent over real HTTP
 served_schema = schemathesis.pytest.from_fixture("wsgi_schema")  # the app's own document, fuzzed in-process
-FUZZ = settings(max_examples=30, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
 ERROR_KEYS = {"error", "code", "status"}
 
 
@@ -60,7 +65,9 @@ def web(demo_template, model_path, tmp_path_factory) -> Iterator[SimpleNamespace
     rag = RagSystem(load_settings(env={}, data_dir=str(data)))
     tokens = issue_tokens(rag, (DEV_A, DEV_B))
     app = create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": None})
-    yield SimpleNamespace(app=app, client=app.test_client(), rag=rag, auth=bearer(tokens[DEV_A]), tokens=tokens)
+    yield SimpleNamespace(
+        app=app, client=app.test_client(), rag=rag, auth=bearer(tokens[DEV_A]), tokens=tokens
+    )
     rag.close()
 
 
@@ -95,20 +102,35 @@ def test_the_served_document_is_the_built_one(web) -> None:
     served = response.get_json()
     assert served == json.loads(json.dumps(SPEC))
     assert served["components"]["securitySchemes"]["bearerAuth"] == {
-        "type": "http", "scheme": "bearer", "bearerFormat": "orag_ API token or JWT",
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "orag_ API token or JWT",
         "description": "oracle-rag token create --employee ID, or a JWT from the [auth] identity provider "
-                       "(docs/identity.md)"}
+        "(docs/identity.md)",
+    }
     chat = served["paths"]["/api/chat"]["post"]["responses"]
     assert {"200", "400", "401", "404", "413", "415", "502", "503", "504"} <= set(chat)
-    assert all(chat[s]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
-               for s in chat if s != "200")
+    assert all(
+        chat[s]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+        for s in chat
+        if s != "200"
+    )
     # schemathesis loads it as a valid OpenAPI 3.0 document with every operation (the document's own
     # path is left out of what it tests when loaded from the app)
     loaded = schemathesis.openapi.from_wsgi("/api/openapi.json", web.app)
     assert {op.ok().label for op in loaded.get_all_operations()} | {"GET /api/openapi.json"} == {
-        "POST /api/chat", "POST /api/chat/stream", "POST /api/feedback", "GET /api/conversations",
-        "GET /api/conversations/{conversation_id}", "GET /api/chunks/{source_type}/{source_id}", "GET /api/me",
-        "GET /api/demo/identities", "GET /api/openapi.json", "GET /healthz", "GET /metrics"}
+        "POST /api/chat",
+        "POST /api/chat/stream",
+        "POST /api/feedback",
+        "GET /api/conversations",
+        "GET /api/conversations/{conversation_id}",
+        "GET /api/chunks/{source_type}/{source_id}",
+        "GET /api/me",
+        "GET /api/demo/identities",
+        "GET /api/openapi.json",
+        "GET /healthz",
+        "GET /metrics",
+    }
 
 
 def test_the_document_follows_the_mount_points(web) -> None:
@@ -131,11 +153,13 @@ def test_real_responses_match_the_document(web, wsgi_schema) -> None:
     assert stream.call_and_validate(headers=web.auth).status_code == 200
     answer = web.client.post("/api/chat", json={"question": "login"}, headers=web.auth).get_json()
     conversation = wsgi_schema["/api/conversations/{conversation_id}"]["GET"].Case(
-        path_parameters={"conversation_id": answer["conversation_id"]})
+        path_parameters={"conversation_id": answer["conversation_id"]}
+    )
     assert conversation.call_and_validate(headers=web.auth).status_code == 200
     wsgi_schema["/api/conversations"]["GET"].Case().call_and_validate(headers=web.auth)
     chunk = wsgi_schema["/api/chunks/{source_type}/{source_id}"]["GET"].Case(
-        path_parameters={"source_type": "sprint", "source_id": "1"})
+        path_parameters={"source_type": "sprint", "source_id": "1"}
+    )
     assert chunk.call_and_validate(headers=web.auth).status_code == 200
     wsgi_schema["/healthz"]["GET"].Case().call_and_validate()
     wsgi_schema["/api/me"]["GET"].Case().call_and_validate(headers=web.auth)
@@ -157,39 +181,72 @@ def test_server_still_serves_after_fuzzing(web) -> None:
 def test_huge_bodies_are_413(web) -> None:
     for size in (64 * 1024 + 1, 1024 * 1024, 8 * 1024 * 1024):
         body = json.dumps({"question": "x" * size})
-        assert_error(web.client.post("/api/chat", data=body, content_type="application/json", headers=web.auth),
-                     413, "PAYLOAD_TOO_LARGE")
+        assert_error(
+            web.client.post("/api/chat", data=body, content_type="application/json", headers=web.auth),
+            413,
+            "PAYLOAD_TOO_LARGE",
+        )
     # before authentication too: a stranger cannot make the server read a huge body
-    assert_error(web.client.post("/api/chat", data="x" * 200_000, content_type="application/json"),
-                 413, "PAYLOAD_TOO_LARGE")
+    assert_error(
+        web.client.post("/api/chat", data="x" * 200_000, content_type="application/json"),
+        413,
+        "PAYLOAD_TOO_LARGE",
+    )
     assert_error(web.client.post("/api/chat", json={"question": "q" * 5000}, headers=web.auth), 400, "INPUT")
 
 
-@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded",
-                                          "multipart/form-data; boundary=x", "application/xml", "text/json",
-                                          "application/json-patch", "application/octet-stream"])
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        None,
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/xml",
+        "text/json",
+        "application/json-patch",
+        "application/octet-stream",
+    ],
+)
 def test_wrong_content_types_are_415(web, content_type) -> None:
     headers = dict(web.auth)
     if content_type:
         headers["Content-Type"] = content_type
     for path in ("/api/chat", "/api/chat/stream"):
-        assert_error(web.client.post(path, data='{"question": "login"}', headers=headers),
-                     415, "UNSUPPORTED_MEDIA_TYPE")
+        assert_error(
+            web.client.post(path, data='{"question": "login"}', headers=headers),
+            415,
+            "UNSUPPORTED_MEDIA_TYPE",
+        )
 
 
-@pytest.mark.parametrize("body", [
-    b'{"question": "\xff\xfe login"}',  # invalid UTF-8
-    b"\xc3\x28",
-    b'{"question": "login"',  # truncated
-    b"",  # empty
-    b"{'question': 'login'}",  # not JSON
-    b'{"question": NaN}',
-    b"[" * 10_000 + b"]" * 10_000,  # 10,000 levels deep
-    b'{"a":' * 10_000 + b"1" + b"}" * 10_000,
-    b"[" * 30_000 + b"]" * 30_000,  # as deep as fits in the body limit
-    b"\x00\x00\x00",
-], ids=["invalid-utf8", "bad-utf8-seq", "truncated", "empty", "single-quotes", "nan", "nested-10000",
-        "nested-objects-10000", "nested-30000", "nul-bytes"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"question": "\xff\xfe login"}',  # invalid UTF-8
+        b"\xc3\x28",
+        b'{"question": "login"',  # truncated
+        b"",  # empty
+        b"{'question': 'login'}",  # not JSON
+        b'{"question": NaN}',
+        b"[" * 10_000 + b"]" * 10_000,  # 10,000 levels deep
+        b'{"a":' * 10_000 + b"1" + b"}" * 10_000,
+        b"[" * 30_000 + b"]" * 30_000,  # as deep as fits in the body limit
+        b"\x00\x00\x00",
+    ],
+    ids=[
+        "invalid-utf8",
+        "bad-utf8-seq",
+        "truncated",
+        "empty",
+        "single-quotes",
+        "nan",
+        "nested-10000",
+        "nested-objects-10000",
+        "nested-30000",
+        "nul-bytes",
+    ],
+)
 def test_malformed_json_is_400(web, body) -> None:
     for path in ("/api/chat", "/api/chat/stream"):
         response = web.client.post(path, data=body, content_type="application/json", headers=web.auth)
@@ -199,52 +256,110 @@ def test_malformed_json_is_400(web, body) -> None:
             assert assert_error(response, 400, "BAD_REQUEST")["error"] == "the request body is not valid JSON"
 
 
-@pytest.mark.parametrize("payload,needle", [
-    ({"question": 1}, "question"), ({"question": None}, "question"), ({"question": ["a"]}, "question"),
-    ({"question": {"a": 1}}, "question"), ({"question": True}, "question"), ({}, "question"),
-    ({"question": "ok", "mode": 3}, "mode"), ({"question": "ok", "mode": "fuzzy"}, "mode"),
-    ({"question": "ok", "conversation_id": 5}, "conversation_id"),
-    ({"question": "ok", "employee_id": 1}, "unknown field"), ({"question": "   "}, "empty"),
-    ({"question": "\x00\x00"}, "empty"), ({"question": "login \ud800 timeout"}, "surrogate"),
-    ([{"question": "ok"}], "JSON object"), ("login", "JSON object"), (42, "JSON object"), (None, "JSON object"),
-], ids=lambda v: repr(v)[:40])
+@pytest.mark.parametrize(
+    "payload,needle",
+    [
+        ({"question": 1}, "question"),
+        ({"question": None}, "question"),
+        ({"question": ["a"]}, "question"),
+        ({"question": {"a": 1}}, "question"),
+        ({"question": True}, "question"),
+        ({}, "question"),
+        ({"question": "ok", "mode": 3}, "mode"),
+        ({"question": "ok", "mode": "fuzzy"}, "mode"),
+        ({"question": "ok", "conversation_id": 5}, "conversation_id"),
+        ({"question": "ok", "employee_id": 1}, "unknown field"),
+        ({"question": "   "}, "empty"),
+        ({"question": "\x00\x00"}, "empty"),
+        ({"question": "login \ud800 timeout"}, "surrogate"),
+        ([{"question": "ok"}], "JSON object"),
+        ("login", "JSON object"),
+        (42, "JSON object"),
+        (None, "JSON object"),
+    ],
+    ids=lambda v: repr(v)[:40],
+)
 def test_wrong_types_and_values_are_400(web, payload, needle) -> None:
     for path in ("/api/chat", "/api/chat/stream"):
-        body = assert_error(web.client.post(path, data=json.dumps(payload), content_type="application/json",
-                                            headers=web.auth), 400, "INPUT")
+        body = assert_error(
+            web.client.post(
+                path, data=json.dumps(payload), content_type="application/json", headers=web.auth
+            ),
+            400,
+            "INPUT",
+        )
         assert needle in body["error"], body
 
 
 def test_nul_bytes_and_odd_text_are_answered(web) -> None:
-    for question in ("login\x00 timeout", "\x00login", "login\u202etimeout", "ﬁ\u0301 invoice", "💥" * 500,
-                     "SELECT * FROM TASK; --", "<script>alert(1)</script>", "' OR 1=1 --", "NEAR(a b)", "*"):
+    for question in (
+        "login\x00 timeout",
+        "\x00login",
+        "login\u202etimeout",
+        "ﬁ\u0301 invoice",
+        "💥" * 500,
+        "SELECT * FROM TASK; --",
+        "<script>alert(1)</script>",
+        "' OR 1=1 --",
+        "NEAR(a b)",
+        "*",
+    ):
         response = web.client.post("/api/chat", json={"question": question}, headers=web.auth)
         assert response.status_code == 200, (question, response.get_data(as_text=True)[:200])
         assert "\x00" not in response.get_json()["answer"]
 
 
-@pytest.mark.parametrize("header", [
-    "Bearer " + "A" * 20_000, "Bearer orag_" + "\x00" * 43, "Bearer\torag_x", "bearer", "Bearer  ", "Basic Og==",
-    "Bearer orag_" + "é" * 43, "Bearer orag_' OR '1'='1' --aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "Token abc"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Bearer " + "A" * 20_000,
+        "Bearer orag_" + "\x00" * 43,
+        "Bearer\torag_x",
+        "bearer",
+        "Bearer  ",
+        "Basic Og==",
+        "Bearer orag_" + "é" * 43,
+        "Bearer orag_' OR '1'='1' --aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        "Token abc",
+    ],
+)
 def test_hostile_authorization_headers_are_401(web, header) -> None:
     response = web.client.get("/api/me", headers={"Authorization": header})
     assert_error(response, 401, "ACCESS")
     assert response.headers["WWW-Authenticate"].startswith("Bearer")
 
 
-@pytest.mark.parametrize("path", [
-    "/api/chunks/TASK/%00", "/api/chunks/%00/1", "/api/chunks/TASK/" + "9" * 5000, "/api/chunks/TASK/..%2F..%2Fetc",
-    "/api/chunks/TASK/1%20OR%201=1", "/api/chunks/%ff%fe/1", "/api/chunks/TASK'--/1", "/api/chunks/TASK/%ED%A0%80",
-    "/api/conversations/%00", "/api/conversations/" + "a" * 5000, "/api/conversations/%ED%A0%80",
-    "/api/conversations/..%2Fconversations", "/api/%00", "/api/chat/%ff",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/chunks/TASK/%00",
+        "/api/chunks/%00/1",
+        "/api/chunks/TASK/" + "9" * 5000,
+        "/api/chunks/TASK/..%2F..%2Fetc",
+        "/api/chunks/TASK/1%20OR%201=1",
+        "/api/chunks/%ff%fe/1",
+        "/api/chunks/TASK'--/1",
+        "/api/chunks/TASK/%ED%A0%80",
+        "/api/conversations/%00",
+        "/api/conversations/" + "a" * 5000,
+        "/api/conversations/%ED%A0%80",
+        "/api/conversations/..%2Fconversations",
+        "/api/%00",
+        "/api/chat/%ff",
+    ],
+)
 def test_hostile_paths_are_404(web, path) -> None:
     assert_error(web.client.get(path, headers=web.auth), 404, "NOT_FOUND")
 
 
 def test_wrong_methods_are_405(web) -> None:
-    for method, path in (("put", "/api/chat"), ("delete", "/api/conversations"), ("get", "/api/chat"),
-                         ("post", "/api/me"), ("patch", "/api/chunks/TASK/1")):
+    for method, path in (
+        ("put", "/api/chat"),
+        ("delete", "/api/conversations"),
+        ("get", "/api/chat"),
+        ("post", "/api/me"),
+        ("patch", "/api/chunks/TASK/1"),
+    ):
         response = getattr(web.client, method)(path, headers=web.auth)
         assert_error(response, 405, "METHOD_NOT_ALLOWED")
         assert response.headers.get("Allow")
@@ -252,10 +367,16 @@ def test_wrong_methods_are_405(web) -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=50),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(
-        st.sampled_from(["question", "mode", "conversation_id", "x", ""]) | st.text(max_size=8), children,
-        max_size=4),
-    max_leaves=12)
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["question", "mode", "conversation_id", "x", ""]) | st.text(max_size=8),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
 
 
 @given(body=st.binary(max_size=300))
@@ -269,8 +390,9 @@ def test_arbitrary_bytes_are_never_a_500(web, body) -> None:
 @given(value=json_values)
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_arbitrary_json_values_are_never_a_500(web, value) -> None:
-    response = web.client.post("/api/chat", data=json.dumps(value), content_type="application/json",
-                               headers=web.auth)
+    response = web.client.post(
+        "/api/chat", data=json.dumps(value), content_type="application/json", headers=web.auth
+    )
     assert response.status_code in (200, 400, 404), response.get_data(as_text=True)[:200]
     if response.status_code != 200:
         assert_error(response, response.status_code)
@@ -318,7 +440,7 @@ def status_and_body(raw: bytes) -> tuple[int, dict]:
             size = int(size_line, 16)
             if size == 0:
                 break
-            out, rest = out + rest[:size], rest[size + 2:]
+            out, rest = out + rest[:size], rest[size + 2 :]
         body = out
     return status, json.loads(body)
 
@@ -327,27 +449,40 @@ def test_waitress_refuses_hostile_bodies(served, web) -> None:
     auth = web.auth["Authorization"]
 
     def post(body: bytes, extra: str = "", *, length: int | None = None) -> tuple[int, dict]:
-        headers = (f"POST /api/chat HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-                   f"Authorization: {auth}\r\nConnection: close\r\n{extra}")
+        headers = (
+            f"POST /api/chat HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            f"Authorization: {auth}\r\nConnection: close\r\n{extra}"
+        )
         if length is not None:
             headers += f"Content-Length: {length}\r\n"
         return status_and_body(raw_exchange(served, headers.encode() + b"\r\n" + body))
 
-    assert post(b'{"question": "\xff"}', length=16) == (400, {"error": "the request body is not valid JSON",
-                                                              "code": "BAD_REQUEST", "status": 400})
+    assert post(b'{"question": "\xff"}', length=16) == (
+        400,
+        {"error": "the request body is not valid JSON", "code": "BAD_REQUEST", "status": 400},
+    )
     deep = b"[" * 10_000 + b"]" * 10_000
     assert post(deep, length=len(deep))[0] == 400
     # chunked, no Content-Length: the body limit still applies while reading
     big = b"x" * 200_000
-    chunked = b"".join(b"%x\r\n%s\r\n" % (len(big[i:i + 8192]), big[i:i + 8192]) for i in range(0, len(big), 8192))
+    chunked = b"".join(
+        b"%x\r\n%s\r\n" % (len(big[i : i + 8192]), big[i : i + 8192]) for i in range(0, len(big), 8192)
+    )
     status, body = post(chunked + b"0\r\n\r\n", "Transfer-Encoding: chunked\r\n")
     assert status == 413 and body["code"] == "PAYLOAD_TOO_LARGE"
     # a Content-Length far beyond the limit is refused by waitress itself, before reading the body
-    head = raw_exchange(served, (f"POST /api/chat HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-                                 f"Content-Length: {50 * 1024 * 1024}\r\n\r\n{{}}").encode())
+    head = raw_exchange(
+        served,
+        (
+            f"POST /api/chat HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {50 * 1024 * 1024}\r\n\r\n{{}}"
+        ).encode(),
+    )
     assert head.split(b"\r\n", 1)[0].split(b" ")[1] == b"413"
     # garbage instead of HTTP: the server answers 400 and stays up
-    garbage = raw_exchange(served, b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + b"\x00" * 64 + b"\r\n\r\n")
+    garbage = raw_exchange(
+        served, b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + b"\x00" * 64 + b"\r\n\r\n"
+    )
     assert garbage == b"" or garbage.startswith(b"HTTP/1.") and b" 400 " in garbage.split(b"\r\n", 1)[0]
 
 
@@ -355,8 +490,11 @@ def test_waitress_refuses_hostile_bodies(served, web) -> None:
 @settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_waitress_contract_over_http(served, web, data) -> None:
     """A short schemathesis run over real HTTP (chat and chunk detail), then a normal request."""
-    operation = data.draw(st.sampled_from([http_schema["/api/chat"]["POST"],
-                                           http_schema["/api/chunks/{source_type}/{source_id}"]["GET"]]))
+    operation = data.draw(
+        st.sampled_from(
+            [http_schema["/api/chat"]["POST"], http_schema["/api/chunks/{source_type}/{source_id}"]["GET"]]
+        )
+    )
     case = data.draw(operation.as_strategy())
     case.call_and_validate(base_url=f"http://{served}", headers=web.auth)
 

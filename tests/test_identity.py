@@ -68,11 +68,13 @@ def idp(provider: Provider) -> Iterator[SimpleNamespace]:
 
 
 def _deployment(make_settings, idp: SimpleNamespace, **auth: str) -> RagSystem:
-    settings = make_settings(see_all_roles="lead",
-                             access_roles_query="SELECT member_id, role FROM member_role",
-                             access_groups_query="SELECT member_id, grp FROM member_group",
-                             people_query="SELECT member_id, name FROM member",
-                             **auth_settings(idp.server.url, **auth))
+    settings = make_settings(
+        see_all_roles="lead",
+        access_roles_query="SELECT member_id, role FROM member_role",
+        access_groups_query="SELECT member_id, grp FROM member_group",
+        people_query="SELECT member_id, name FROM member",
+        **auth_settings(idp.server.url, **auth),
+    )
     rag = RagSystem(settings, sources=[])
     rag.migrate()
     deployment_tables(rag)
@@ -105,7 +107,12 @@ def refused(site: SimpleNamespace, token: str, reason: str) -> None:
 def test_a_valid_token_is_its_caller_with_the_declared_roles_groups_and_name(site) -> None:
     for kid in ("rsa-1", "ec-1"):  # RS256 and ES256, the default allow-list
         caller = caller_of(site, site.provider.mint(kid, sub="2"))
-        assert (caller.employee_id, caller.roles, caller.groups, caller.name) == (2, ("dev",), ("g1",), "Bo Dev")
+        assert (caller.employee_id, caller.roles, caller.groups, caller.name) == (
+            2,
+            ("dev",),
+            ("g1",),
+            "Bo Dev",
+        )
         assert not caller.sees_all
     lead = caller_of(site, site.provider.mint("rsa-1", sub="1"))
     refused(site, site.provider.mint("rsa-1", sub=1), "InvalidSubjectError")  # sub is text (RFC 7519)
@@ -172,12 +179,17 @@ def test_alg_none_and_hs256_keyed_with_the_public_key_are_refused(site) -> None:
     forged = site.provider.mint("ec-1", sub="1")
     header, body, sig = forged.split(".")
     from jwt_helpers import b64
+
     renamed = b64(json.dumps({"alg": "ES256", "typ": "JWT", "kid": "rsa-1"}).encode())
     refused(site, f"{renamed}.{body}.{sig}", "not its key's")
     # a critical header extension this verifier does not know: refused, signed or not (RFC 7515)
     key = site.provider.private["rsa-1"]
-    crit = pyjwt.encode({"iss": ISSUER, "aud": AUDIENCE, "sub": "1", "exp": int(NOW + 600)}, key,
-                        algorithm="RS256", headers={"kid": "rsa-1", "crit": ["exp"], "exp": 1})
+    crit = pyjwt.encode(
+        {"iss": ISSUER, "aud": AUDIENCE, "sub": "1", "exp": int(NOW + 600)},
+        key,
+        algorithm="RS256",
+        headers={"kid": "rsa-1", "crit": ["exp"], "exp": 1},
+    )
     refused(site, crit, "header")
     # a valid signature over other claims: the claims were changed after signing
     other = site.provider.mint("rsa-1", sub="3").split(".")[1]
@@ -199,11 +211,16 @@ def test_configuration_refuses_none_hmac_and_an_issuer_without_audience_or_keys(
 
 def test_the_auth_table_of_the_configuration_file(tmp_path, idp) -> None:
     path = tmp_path / "oracle-rag.toml"
-    path.write_text(f'[auth]\nissuer = "{ISSUER}"\naudience = "{AUDIENCE}"\njwks_url = "{idp.server.url}"\n'
-                    f'algorithms = ["ES256"]\nroles_claim = "realm_access.roles"\nprefer = "token"\n')
+    path.write_text(
+        f'[auth]\nissuer = "{ISSUER}"\naudience = "{AUDIENCE}"\njwks_url = "{idp.server.url}"\n'
+        f'algorithms = ["ES256"]\nroles_claim = "realm_access.roles"\nprefer = "token"\n'
+    )
     settings = load_settings(env={}, config_file=path)
-    assert (settings.auth_algorithms, settings.auth_roles_claim, settings.auth_prefer) == \
-        ("ES256", "realm_access.roles", "TOKEN")
+    assert (settings.auth_algorithms, settings.auth_roles_claim, settings.auth_prefer) == (
+        "ES256",
+        "realm_access.roles",
+        "TOKEN",
+    )
     path.write_text('[auth]\nissuer_url = "x"\n')
     with pytest.raises(ConfigurationError, match="unknown key 'issuer_url'"):
         load_settings(env={}, config_file=path)
@@ -226,14 +243,21 @@ def test_a_key_set_that_cannot_be_read_keeps_the_keys_read_last(site) -> None:
     token = site.provider.mint("rsa-1", sub="3")
     assert caller_of(site, token).employee_id == 3
     assert identity_status(site.rag.engine) == {
-        "issuer": ISSUER, "audience": AUDIENCE, "key_set": site.server.url, "key_ids": ["ec-1", "rsa-1"],
-        "key_set_error": None, "subject_query_error": None}
+        "issuer": ISSUER,
+        "audience": AUDIENCE,
+        "key_set": site.server.url,
+        "key_ids": ["ec-1", "rsa-1"],
+        "key_set_error": None,
+        "subject_query_error": None,
+    }
     site.server.failing = True
     site.identity.keys.clock.now += 3600  # due: the read fails, the keys read last stay
     assert caller_of(site, token).employee_id == 3
     assert site.identity.keys.last_error == "reading the issuer's key set failed: HTTPError"
     site.identity.keys.clock.now += 3600
-    status = identity_status(site.rag.engine)  # what `oracle-rag status` shows: the failure, and the keys still in use
+    status = identity_status(
+        site.rag.engine
+    )  # what `oracle-rag status` shows: the failure, and the keys still in use
     assert (status["key_ids"], status["key_set_error"]) == (["ec-1", "rsa-1"], site.identity.keys.last_error)
     fresh = KeySet(url=site.server.url, clock=Clock(0.0))  # never read: nothing to verify with
     with pytest.raises(InvalidTokenError, match="no key with key id"):
@@ -247,8 +271,11 @@ def test_the_key_set_from_a_file(tmp_path, site) -> None:
     assert keys.key("ec-1").alg == "ES256"
     with pytest.raises(InvalidTokenError):
         keys.key("rsa-2")
-    path.write_text(json.dumps({"keys": [site.provider.public_jwk("rsa-2"),
-                                         {"kty": "oct", "k": "c2VjcmV0", "kid": "shared"}]}))
+    path.write_text(
+        json.dumps(
+            {"keys": [site.provider.public_jwk("rsa-2"), {"kty": "oct", "k": "c2VjcmV0", "kid": "shared"}]}
+        )
+    )
     keys.clock.now += 30
     assert keys.key("rsa-2").alg == "RS256"  # rotated in the file, found by one read
     with pytest.raises(InvalidTokenError):
@@ -307,13 +334,22 @@ def test_a_declared_id_claim(make_settings, idp) -> None:
 
 @pytest.mark.parametrize("prefer", ["ACCESS", "TOKEN"])
 def test_roles_and_groups_from_claims_or_from_the_access_queries(make_settings, idp, prefer) -> None:
-    rag = _deployment(make_settings, idp, auth_roles_claim="realm_access.roles", auth_groups_claim="groups",
-                      auth_prefer=prefer)
+    rag = _deployment(
+        make_settings,
+        idp,
+        auth_roles_claim="realm_access.roles",
+        auth_groups_claim="groups",
+        auth_prefer=prefer,
+    )
     try:
         identity = identity_for(rag.engine)
         identity.clock = Clock(NOW)
-        token = idp.provider.mint("rsa-1", sub="3", realm_access={"roles": ["lead", "bad\nrole", {"x": 1}]},
-                                  groups=["g2", "g3", ["g4"], True])
+        token = idp.provider.mint(
+            "rsa-1",
+            sub="3",
+            realm_access={"roles": ["lead", "bad\nrole", {"x": 1}]},
+            groups=["g2", "g3", ["g4"], True],
+        )
         with rag.engine.connect() as conn:
             caller = identity.caller(conn, rag.engine, token)
         if prefer == "TOKEN":  # the claims win (a value that is no role is skipped)
@@ -326,17 +362,27 @@ def test_roles_and_groups_from_claims_or_from_the_access_queries(make_settings, 
 
 
 def test_claims_are_used_where_no_access_source_is_declared(make_settings, idp) -> None:
-    settings = make_settings(see_all_roles="lead", auth_roles_claim="roles", auth_groups_claim="groups",
-                             **auth_settings(idp.server.url))
+    settings = make_settings(
+        see_all_roles="lead",
+        auth_roles_claim="roles",
+        auth_groups_claim="groups",
+        **auth_settings(idp.server.url),
+    )
     rag = RagSystem(settings, sources=[])
     rag.migrate()
     try:
         identity = identity_for(rag.engine)
         identity.clock = Clock(NOW)
         with rag.engine.connect() as conn:
-            caller = identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="7", roles="lead",
-                                                                         groups=["g1"]))
-        assert (caller.employee_id, caller.roles, caller.groups, caller.sees_all) == (7, ("lead",), ("g1",), True)
+            caller = identity.caller(
+                conn, rag.engine, idp.provider.mint("rsa-1", sub="7", roles="lead", groups=["g1"])
+            )
+        assert (caller.employee_id, caller.roles, caller.groups, caller.sees_all) == (
+            7,
+            ("lead",),
+            ("g1",),
+            True,
+        )
     finally:
         rag.close()
 
@@ -345,8 +391,10 @@ def test_an_unknown_employee_of_the_reference_application_is_refused(rag, idp) -
     settings = rag.settings.with_overrides(**auth_settings(idp.server.url))
     identity = JwtIdentity(settings, clock=Clock(NOW))
     with rag.engine.connect() as conn:
-        conn.exec_driver_sql("INSERT INTO EMPLOYEE (EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE) "
-                             "VALUES (5, 'Eve', 'Known', 'developer')")
+        conn.exec_driver_sql(
+            "INSERT INTO EMPLOYEE (EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE) "
+            "VALUES (5, 'Eve', 'Known', 'developer')"
+        )
         assert identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="5")).name == "Eve Known"
         with pytest.raises(InvalidTokenError, match="employee 999 not found"):
             identity.caller(conn, rag.engine, idp.provider.mint("rsa-1", sub="999"))
@@ -358,7 +406,9 @@ def served(site) -> Iterator[SimpleNamespace]:
     """The deployment's records (ALPHA owner-scoped, BETA group-scoped, GAMMA public) on waitress and MCP."""
     rag = site.rag
     scoped_records(rag)
-    server = make_server(create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": None}), "127.0.0.1", 0, threads=2)
+    server = make_server(
+        create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": None}), "127.0.0.1", 0, threads=2
+    )
     stop = threading.Event()
     thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
     thread.start()
@@ -371,11 +421,18 @@ def served(site) -> Iterator[SimpleNamespace]:
 
 def _bad_tokens(site: SimpleNamespace) -> dict[str, str]:
     mint, p = site.provider.mint, site.provider
-    return {"expired": mint("rsa-1", now=NOW - 3600), "not yet valid": mint("rsa-1", nbf=int(NOW + 600)),
-            "wrong aud": mint("rsa-1", aud="another-app"), "wrong iss": mint("rsa-1", iss="https://evil.test"),
-            "unknown kid": mint("rsa-2"), "alg none": p.forge_none("rsa-1"),
-            "hs256 with the public key": p.forge_hs256_with_public_key("rsa-1"),
-            "not an id": mint("rsa-1", sub="auth0|bo"), "garbage": "a.b.c", "opaque, unknown": "orag_" + "x" * 43}
+    return {
+        "expired": mint("rsa-1", now=NOW - 3600),
+        "not yet valid": mint("rsa-1", nbf=int(NOW + 600)),
+        "wrong aud": mint("rsa-1", aud="another-app"),
+        "wrong iss": mint("rsa-1", iss="https://evil.test"),
+        "unknown kid": mint("rsa-2"),
+        "alg none": p.forge_none("rsa-1"),
+        "hs256 with the public key": p.forge_hs256_with_public_key("rsa-1"),
+        "not an id": mint("rsa-1", sub="auth0|bo"),
+        "garbage": "a.b.c",
+        "opaque, unknown": "orag_" + "x" * 43,
+    }
 
 
 def test_every_refusal_is_the_same_401_and_the_reason_is_logged_without_the_token(served, caplog) -> None:
@@ -386,13 +443,24 @@ def test_every_refusal_is_the_same_401_and_the_reason_is_logged_without_the_toke
     for reason, token in _bad_tokens(served).items():
         headers = {"Authorization": f"Bearer {token}"}
         got = http_request(served.api, "GET", "/api/me", headers=headers)
-        assert (got.status, got.body, got.headers["www-authenticate"]) == \
-            (401, nobody.body, nobody.headers["www-authenticate"]), reason
+        assert (got.status, got.body, got.headers["www-authenticate"]) == (
+            401,
+            nobody.body,
+            nobody.headers["www-authenticate"],
+        ), reason
         got_v1 = http_request(served.api, "GET", "/v1/models", headers=headers)
         assert (got_v1.status, got_v1.body) == (401, nobody_v1.body), reason
     logged = "\n".join(r.getMessage() for r in caplog.records)
-    for reason in ("expired", "not valid yet", "aud", "iss", "no key with key id 'rsa-2'", "'none' is not allowed",
-                   "'HS256' is not allowed", "not an employee id"):
+    for reason in (
+        "expired",
+        "not valid yet",
+        "aud",
+        "iss",
+        "no key with key id 'rsa-2'",
+        "'none' is not allowed",
+        "'HS256' is not allowed",
+        "not an employee id",
+    ):
         assert reason in logged, reason
     for token in _bad_tokens(served).values():
         signature = token.split(".")[-1]
@@ -404,22 +472,38 @@ def test_a_jwt_caller_on_the_api_and_the_openai_sdk(served) -> None:
     me = http_request(served.api, "GET", "/api/me", headers={"Authorization": f"Bearer {token}"}).json()
     assert (me["employee_id"], me["name"], me["roles"], me["groups"]) == (2, "Bo Dev", ["dev"], ["g1"])
     # scope: member 2 owns ALPHA #1 and #5 (i % 4 + 1 == 2) and is in g1 (BETA #1); GAMMA is public
-    for key, status in ((("ALPHA", "1"), 200), (("ALPHA", "2"), 404), (("BETA", "1"), 200), (("BETA", "2"), 404),
-                        (("GAMMA", "3"), 200)):
-        got = http_request(served.api, "GET", f"/api/chunks/{key[0]}/{key[1]}",
-                           headers={"Authorization": f"Bearer {token}"})
+    for key, status in (
+        (("ALPHA", "1"), 200),
+        (("ALPHA", "2"), 404),
+        (("BETA", "1"), 200),
+        (("BETA", "2"), 404),
+        (("GAMMA", "3"), 200),
+    ):
+        got = http_request(
+            served.api, "GET", f"/api/chunks/{key[0]}/{key[1]}", headers={"Authorization": f"Bearer {token}"}
+        )
         assert got.status == status, key
     # the API tokens stay
     opaque = create_token(served.rag.engine, 3, check_employee=False).token
-    assert http_request(served.api, "GET", "/api/me", headers={"Authorization": f"Bearer {opaque}"}).json()[
-        "employee_id"] == 3
+    assert (
+        http_request(served.api, "GET", "/api/me", headers={"Authorization": f"Bearer {opaque}"}).json()[
+            "employee_id"
+        ]
+        == 3
+    )
 
     client = openai.OpenAI(base_url=f"http://{served.api}/v1", api_key=token, max_retries=0, timeout=60)
-    completion = client.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": "zebra record"}])
+    completion = client.chat.completions.create(
+        model=MODEL_ID, messages=[{"role": "user", "content": "zebra record"}]
+    )
     cited = {(c["source_type"], c["source_id"]) for c in (completion.model_extra or {})["citations"]}
     assert cited and cited <= MEMBER_TWO_SEES
-    refused_client = openai.OpenAI(base_url=f"http://{served.api}/v1", api_key=served.provider.mint("rsa-1", aud="x"),
-                                   max_retries=0, timeout=60)
+    refused_client = openai.OpenAI(
+        base_url=f"http://{served.api}/v1",
+        api_key=served.provider.mint("rsa-1", aud="x"),
+        max_retries=0,
+        timeout=60,
+    )
     with pytest.raises(openai.AuthenticationError):
         refused_client.models.list()
 
@@ -441,21 +525,34 @@ def test_mcp_with_a_bearer_jwt_and_its_protected_resource_metadata(served) -> No
         metadata = httpx2.get(url + "/.well-known/oauth-protected-resource/mcp", timeout=60)
         assert metadata.status_code == 200
         body = metadata.json()
-        assert (body["resource"], body["authorization_servers"], body["bearer_methods_supported"]) == \
-            (resource, [ISSUER], ["header"])
-        refused_ = httpx2.post(url + MCP_PATH, json={}, timeout=60,
-                               headers={"Authorization": f"Bearer {served.provider.mint('rsa-1', aud='x')}"})
+        assert (body["resource"], body["authorization_servers"], body["bearer_methods_supported"]) == (
+            resource,
+            [ISSUER],
+            ["header"],
+        )
+        refused_ = httpx2.post(
+            url + MCP_PATH,
+            json={},
+            timeout=60,
+            headers={"Authorization": f"Bearer {served.provider.mint('rsa-1', aud='x')}"},
+        )
         assert refused_.status_code == 401
-        assert 'resource_metadata="https://rag.example.test/.well-known/oauth-protected-resource/mcp"' in \
-            refused_.headers["www-authenticate"]
+        assert (
+            'resource_metadata="https://rag.example.test/.well-known/oauth-protected-resource/mcp"'
+            in refused_.headers["www-authenticate"]
+        )
         for token in _bad_tokens(served).values():  # every refusal: the same 401 body as no token at all
-            again = httpx2.post(url + MCP_PATH, json={}, timeout=60, headers={"Authorization": f"Bearer {token}"})
+            again = httpx2.post(
+                url + MCP_PATH, json={}, timeout=60, headers={"Authorization": f"Bearer {token}"}
+            )
             assert (again.status_code, again.content) == (401, refused_.content)
         assert httpx2.post(url + MCP_PATH, json={}, timeout=60).content == refused_.content
 
         async def as_member_two() -> set[tuple[str, str]]:
             async with http_client(url, served.provider.mint("rsa-1", sub="2")) as client:
-                found = await client.call_tool("search", {"query": "zebra record", "mode": "keyword", "k": 100})
+                found = await client.call_tool(
+                    "search", {"query": "zebra record", "mode": "keyword", "k": 100}
+                )
                 assert not found.is_error
                 return {(h["source_type"], h["source_id"]) for h in found.structured_content["hits"]}
 
@@ -463,7 +560,9 @@ def test_mcp_with_a_bearer_jwt_and_its_protected_resource_metadata(served) -> No
 
 
 def test_mcp_on_stdio_takes_a_jwt_in_its_token_variable(site) -> None:
-    good = StdioIdentity(site.rag, "ORACLE_RAG_MCP_TOKEN", {"ORACLE_RAG_MCP_TOKEN": site.provider.mint("ec-1", sub="2")})
+    good = StdioIdentity(
+        site.rag, "ORACLE_RAG_MCP_TOKEN", {"ORACLE_RAG_MCP_TOKEN": site.provider.mint("ec-1", sub="2")}
+    )
     assert good.resolve().groups == ("g1",)
     expired = site.provider.mint("ec-1", sub="2", now=NOW - 7200)
     with pytest.raises(MCPError, match="is not valid"):

@@ -47,7 +47,7 @@ PASSWORDS = {"bo": ("bo-secret", 2), "cy": ("cy-secret", 3)}
 def host_example() -> str:
     """The Python block under "The page behind your login"."""
     text = DOC.read_text("utf-8")
-    section = text[text.index("## The page behind your login"):]
+    section = text[text.index("## The page behind your login") :]
     found = re.search(r"```python\n(.*?)```", section, re.S)
     assert found, "docs/identity.md has the host example"
     return found.group(1)
@@ -71,7 +71,9 @@ def host(tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
             'groups_query = "SELECT member_id, grp FROM member_group"\n'
             '[people]\nquery = "SELECT member_id, name FROM member"\n'
             f'[auth]\nissuer = "{ISSUER}"\naudience = "{AUDIENCE}"\n'
-            f'jwks_url = "{jwks.url}"\n', "utf-8")
+            f'jwks_url = "{jwks.url}"\n',
+            "utf-8",
+        )
         setup = RagSystem(load_settings(env={}, config_file=config), sources=[])
         setup.migrate()
         deployment_tables(setup)
@@ -118,7 +120,12 @@ def test_the_page_behind_the_hosts_login_and_a_jwt_are_the_same_caller(host) -> 
         assert page.status_code == 200 and "text/html" in page.headers["content-type"]
         me = browser.get(f"{host.base}/assistant/api/me").json()
         name, roles, groups = MEMBERS[2]
-        assert (me["employee_id"], me["name"], me["roles"], me["groups"]) == (2, name, list(roles), list(groups))
+        assert (me["employee_id"], me["name"], me["roles"], me["groups"]) == (
+            2,
+            name,
+            list(roles),
+            list(groups),
+        )
         assert readable(browser, host.base) == MEMBER_TWO_SEES
         answer = browser.post(f"{host.base}/assistant/api/chat", json={"question": "zebra record"})
         assert answer.status_code == 200
@@ -131,6 +138,8 @@ def test_the_page_behind_the_hosts_login_and_a_jwt_are_the_same_caller(host) -> 
         bearer = {"Authorization": f"Bearer {token}"}
         assert api.get(f"{host.base}/assistant/api/me", headers=bearer).json() == me
         assert readable(api, host.base, **bearer) == MEMBER_TWO_SEES
-        refused = api.get(f"{host.base}/assistant/api/me",
-                          headers={"Authorization": f"Bearer {host.provider.mint('rsa-1', sub='2', aud='x')}"})
+        refused = api.get(
+            f"{host.base}/assistant/api/me",
+            headers={"Authorization": f"Bearer {host.provider.mint('rsa-1', sub='2', aud='x')}"},
+        )
         assert refused.status_code == 401

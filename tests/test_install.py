@@ -68,7 +68,11 @@ def test_nothing_installed_pulls_pytorch() -> None:
 
 def test_baseline_extra_is_the_only_way_to_pytorch() -> None:
     extras = PYPROJECT["project"]["optional-dependencies"]
-    heavy = {g for g, reqs in extras.items() if any(HEAVY.match(canonicalize_name(Requirement(r).name)) for r in reqs)}
+    heavy = {
+        g
+        for g, reqs in extras.items()
+        if any(HEAVY.match(canonicalize_name(Requirement(r).name)) for r in reqs)
+    }
     assert heavy == {"baseline"}
     assert WEIGHTS_PACKAGE in extras["baseline"]
 
@@ -99,8 +103,14 @@ def test_model_build_without_weights_names_the_install_command(tmp_path: Path) -
         "from oracle_rag.cli import main\n"
         f"main(['model', 'build', '--out', {str(tmp_path / 'm.onnx')!r}])\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
     assert res.returncode == 1, res.stderr
     assert f"`{WEIGHTS_INSTALL}`" in res.stderr
     assert "Traceback" not in res.stderr

@@ -41,8 +41,9 @@ def setup(demo_rag, tmp_path: Path):
     own = task_chunks_of(demo_rag, DEV_A)[0]
     other = task_chunks_of(demo_rag, DEV_B)[0]
     demo_rag.close()
-    env = clean_env(ORACLE_RAG_DB_PASSWORD=DB_PASSWORD, ORACLE_RAG_TRACING_EXPORTER="console",
-                    **{KEY_VAR: LLM_KEY})
+    env = clean_env(
+        ORACLE_RAG_DB_PASSWORD=DB_PASSWORD, ORACLE_RAG_TRACING_EXPORTER="console", **{KEY_VAR: LLM_KEY}
+    )
     return data, env, own, other
 
 
@@ -55,11 +56,22 @@ def issue(cfg: Path, env: dict[str, str], label: str) -> str:
 def test_serve_v1_logs_and_spans_hold_no_secret(setup, tmp_path: Path) -> None:
     data, env, own, _ = setup
     with ScriptedLLM() as llm:
-        cfg = write_config(tmp_path / "oracle-rag.toml", data, llm_url=llm.url, llm_model="integ-model",
-                           llm_api_key_env=KEY_VAR, llm_max_retries=0, worker_initial_delay_ms=0)
+        cfg = write_config(
+            tmp_path / "oracle-rag.toml",
+            data,
+            llm_url=llm.url,
+            llm_model="integ-model",
+            llm_api_key_env=KEY_VAR,
+            llm_max_retries=0,
+            worker_initial_delay_ms=0,
+        )
         token = issue(cfg, env, "integ-serve")
-        server = ServeProcess(cfg, env, tmp_path,
-                              argv=[sys.executable, "-c", DEBUG_SERVE, "--config", str(cfg), "serve", "--port", "0"])
+        server = ServeProcess(
+            cfg,
+            env,
+            tmp_path,
+            argv=[sys.executable, "-c", DEBUG_SERVE, "--config", str(cfg), "serve", "--port", "0"],
+        )
         server.start()
         try:
             client = openai.OpenAI(base_url=f"http://{server.address}/v1", api_key=token, max_retries=0)
@@ -69,10 +81,13 @@ def test_serve_v1_logs_and_spans_hold_no_secret(setup, tmp_path: Path) -> None:
             assert client.chat.completions.create(model="oracle-rag", messages=messages).choices
             assert list(client.chat.completions.create(model="oracle-rag", messages=messages, stream=True))
             with pytest.raises(openai.BadRequestError):
-                client.chat.completions.create(model="oracle-rag", messages=[{"role": "assistant", "content": "x"}])
+                client.chat.completions.create(
+                    model="oracle-rag", messages=[{"role": "assistant", "content": "x"}]
+                )
             with pytest.raises(openai.AuthenticationError):
-                openai.OpenAI(base_url=f"http://{server.address}/v1", api_key=token[:-2] + "zz",
-                              max_retries=0).models.list()
+                openai.OpenAI(
+                    base_url=f"http://{server.address}/v1", api_key=token[:-2] + "zz", max_retries=0
+                ).models.list()
         finally:
             server.stop()
         assert any(LLM_KEY in r.headers.get("authorization", "") for r in llm.requests), "the key was used"
@@ -88,8 +103,12 @@ def test_mcp_stdio_logs_and_spans_hold_no_secret(setup, tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "oracle-rag.toml", data)
     token = issue(cfg, env, "integ-mcp")
     errlog = (tmp_path / "mcp-stderr.log").open("w+", encoding="utf-8")
-    params = StdioServerParameters(command=sys.executable, args=["-c", DEBUG_MCP, "--config", str(cfg), "mcp"],
-                                   env={**env, "ORACLE_RAG_MCP_TOKEN": token}, cwd=str(tmp_path))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", DEBUG_MCP, "--config", str(cfg), "mcp"],
+        env={**env, "ORACLE_RAG_MCP_TOKEN": token},
+        cwd=str(tmp_path),
+    )
 
     async def main() -> None:
         async with Client(stdio_client(params, errlog=errlog)) as client:
@@ -97,8 +116,12 @@ def test_mcp_stdio_logs_and_spans_hold_no_secret(setup, tmp_path: Path) -> None:
             assert (await client.call_tool("get_record", {"type": "TASK", "id": str(other.task_id)})).is_error
             assert (await client.call_tool("search", {"query": "x", "k": 0})).is_error
             assert not (await client.call_tool("ask", {"question": own.title})).is_error
-        bad = StdioServerParameters(command=params.command, args=params.args, cwd=params.cwd,
-                                    env={**env, "ORACLE_RAG_MCP_TOKEN": token[:-2] + "zz"})
+        bad = StdioServerParameters(
+            command=params.command,
+            args=params.args,
+            cwd=params.cwd,
+            env={**env, "ORACLE_RAG_MCP_TOKEN": token[:-2] + "zz"},
+        )
         async with Client(stdio_client(bad, errlog=errlog)) as refused:
             with pytest.raises(MCPError):
                 await refused.list_tools()

@@ -61,8 +61,9 @@ def uvicorn_app(app: Any) -> Iterator[str]:
 
 def stdio_params(rag: Any, **env: str) -> StdioServerParameters:
     command, *args = CLI
-    return StdioServerParameters(command=command, args=[*args, "mcp"],
-                                 env=clean_env(ORACLE_RAG_DATA_DIR=rag.settings.data_dir, **env))
+    return StdioServerParameters(
+        command=command, args=[*args, "mcp"], env=clean_env(ORACLE_RAG_DATA_DIR=rag.settings.data_dir, **env)
+    )
 
 
 @asynccontextmanager
@@ -72,8 +73,9 @@ async def http_client(url: str, token: str | None, responses: list[httpx2.Respon
             responses.append(response)
 
     headers = bearer(token) if token else {}
-    async with httpx2.AsyncClient(headers=headers, event_hooks={"response": [record]},
-                                  timeout=httpx2.Timeout(60.0)) as http:
+    async with httpx2.AsyncClient(
+        headers=headers, event_hooks={"response": [record]}, timeout=httpx2.Timeout(60.0)
+    ) as http:
         async with Client(streamable_http_client(url + MCP_PATH, http_client=http)) as client:
             yield client
 
@@ -112,8 +114,9 @@ async def check_scoped_tools(client: Client, rag: Any, token: str) -> None:
     assert all(visible_to(rag, DEV_A, h["source_type"], h["source_id"]) for h in hits)
     assert any(h["source_type"] == "TASK" and h["source_id"] == str(own.task_id) for h in hits)
 
-    narrowed = await client.call_tool("search", {"query": own.title, "k": 5,
-                                                 "filters": {"source_types": ["TASK"]}})
+    narrowed = await client.call_tool(
+        "search", {"query": own.title, "k": 5, "filters": {"source_types": ["TASK"]}}
+    )
     assert {h["source_type"] for h in narrowed.structured_content["hits"]} == {"TASK"}
 
     edge = await client.call_tool("search", {"query": own.title, "filters": {"project_id": 2**63 - 1}})
@@ -133,20 +136,23 @@ async def check_scoped_tools(client: Client, rag: Any, token: str) -> None:
     asked = await client.call_tool("ask", {"question": own.title})
     body = asked.structured_content
     assert not asked.is_error and body["answerer"] == "extractive"
-    assert body["citations"] and all(visible_to(rag, DEV_A, c["source_type"], c["source_id"])
-                                     for c in body["citations"])
+    assert body["citations"] and all(
+        visible_to(rag, DEV_A, c["source_type"], c["source_id"]) for c in body["citations"]
+    )
 
 
 async def check_bad_arguments(client: Client) -> None:
-    cases = [("search", {"query": "x", "k": 1000}, "k"),
-             ("search", {"query": "x", "mode": "fuzzy"}, "mode"),
-             ("search", {"query": "x", "filters": {"owner_id": 10}}, "filters.owner_id"),
-             # beyond 64 bits: a validation error, not the driver's OverflowError
-             ("search", {"query": "x", "filters": {"project_id": 2**64}}, "filters.project_id"),
-             ("search", {"query": "x", "filters": {"sprint_id": -(2**70)}}, "filters.sprint_id"),
-             ("search", {"query": ""}, "query"),
-             ("get_record", {"type": "TASK"}, "id"),
-             ("ask", {"question": 42}, "question")]
+    cases = [
+        ("search", {"query": "x", "k": 1000}, "k"),
+        ("search", {"query": "x", "mode": "fuzzy"}, "mode"),
+        ("search", {"query": "x", "filters": {"owner_id": 10}}, "filters.owner_id"),
+        # beyond 64 bits: a validation error, not the driver's OverflowError
+        ("search", {"query": "x", "filters": {"project_id": 2**64}}, "filters.project_id"),
+        ("search", {"query": "x", "filters": {"sprint_id": -(2**70)}}, "filters.sprint_id"),
+        ("search", {"query": ""}, "query"),
+        ("get_record", {"type": "TASK"}, "id"),
+        ("ask", {"question": 42}, "question"),
+    ]
     for tool, arguments, name in cases:
         result = await client.call_tool(tool, arguments)
         assert result.is_error, (tool, arguments)
@@ -173,8 +179,9 @@ def test_stdio_tools_run_in_the_token_callers_scope(demo_rag, tokens) -> None:
     run(main)
 
 
-@pytest.mark.parametrize("env", [{}, {"ORACLE_RAG_MCP_TOKEN": "orag_" + "x" * 43},
-                                 {"ORACLE_RAG_MCP_TOKEN": "not-a-token"}])
+@pytest.mark.parametrize(
+    "env", [{}, {"ORACLE_RAG_MCP_TOKEN": "orag_" + "x" * 43}, {"ORACLE_RAG_MCP_TOKEN": "not-a-token"}]
+)
 def test_stdio_without_a_valid_token_is_refused(demo_rag, env) -> None:
     async def main() -> None:
         async with Client(stdio_params(demo_rag, **env)) as client:
@@ -226,7 +233,9 @@ def test_http_without_a_valid_token_gets_401(demo_rag, served, token) -> None:
         with pytest.raises(BaseException) as refused:  # noqa: B017  (the SDK raises it inside a task group)
             async with http_client(served, token, responses) as client:
                 await client.list_tools()
-        errors = refused.value.exceptions if isinstance(refused.value, BaseExceptionGroup) else [refused.value]
+        errors = (
+            refused.value.exceptions if isinstance(refused.value, BaseExceptionGroup) else [refused.value]
+        )
         assert any(isinstance(e, MCPError | BaseExceptionGroup) for e in errors)
 
     run(main)
@@ -238,20 +247,37 @@ def test_http_without_a_valid_token_gets_401(demo_rag, served, token) -> None:
 
 def test_http_session_belongs_to_its_token(demo_rag, tokens, served) -> None:
     """A session id opened by one caller cannot be used with another caller's token."""
+
     async def main() -> None:
         async with http_client(served, tokens[DEV_A]) as client:
             await client.list_tools()
         async with httpx2.AsyncClient(timeout=30) as http:  # raw JSON-RPC: the session id is ours to reuse
-            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                               "clientInfo": {"name": "t", "version": "0"}}}
+            init = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"},
+                },
+            }
             accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-            opened = await http.post(served + MCP_PATH, json=init, headers={**accept, **bearer(tokens[DEV_A])})
+            opened = await http.post(
+                served + MCP_PATH, json=init, headers={**accept, **bearer(tokens[DEV_A])}
+            )
             session = opened.headers["mcp-session-id"]
             call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-            hijack = await http.post(served + MCP_PATH, json=call, headers={
-                **accept, **bearer(tokens[DEV_B]), "mcp-session-id": session,
-                "mcp-protocol-version": "2025-06-18"})
+            hijack = await http.post(
+                served + MCP_PATH,
+                json=call,
+                headers={
+                    **accept,
+                    **bearer(tokens[DEV_B]),
+                    "mcp-session-id": session,
+                    "mcp-protocol-version": "2025-06-18",
+                },
+            )
             assert hijack.status_code in (403, 404), hijack.status_code
 
     run(main)
@@ -264,11 +290,13 @@ def test_ask_reports_the_read_only_sql_and_rows(demo_rag, tokens) -> None:
         llm.push_route('{"retrieval": false, "aggregation": true}')
         llm.push(json.dumps({"sql": "SELECT COUNT(*) AS N FROM RAG_V_TASK"}), "You have N tasks.")
         with uvicorn_app(http_app(demo_rag, chat=chat)) as url:
+
             async def main() -> dict[str, Any]:
                 async with http_client(url, tokens[DEV_A]) as client:
                     # not a count of records ("average"): the model's guarded SQL, not a structured answer
-                    result = await client.call_tool("ask", {"question": "what is the average of story points "
-                                                                        "of my tasks?"})
+                    result = await client.call_tool(
+                        "ask", {"question": "what is the average of story points of my tasks?"}
+                    )
                     assert not result.is_error, result.content
                     return dict(result.structured_content)
 
@@ -279,7 +307,9 @@ def test_ask_reports_the_read_only_sql_and_rows(demo_rag, tokens) -> None:
 
 def test_mounted_beside_the_flask_app(demo_rag, tokens) -> None:
     """One ASGI app: the API through the WSGI bridge, MCP at /mcp, the same token for both."""
-    with uvicorn_app(asgi_app(demo_rag, create_app({"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None}))) as url:
+    with uvicorn_app(
+        asgi_app(demo_rag, create_app({"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None}))
+    ) as url:
         me = httpx2.get(url + "/api/me", headers=bearer(tokens[DEV_A]))
         assert me.status_code == 200 and me.json()["employee_id"] == DEV_A
         assert httpx2.get(url + "/healthz").status_code in (200, 503)
@@ -310,15 +340,21 @@ def test_cli_serves_streamable_http_on_loopback(demo_rag, tokens) -> None:
 
     own = task_chunks_of(demo_rag, DEV_A)[0]
     command, *args = CLI
-    proc = subprocess.Popen([command, *args, "mcp", "--http", "--port", "0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            env=clean_env(ORACLE_RAG_DATA_DIR=demo_rag.settings.data_dir))
+    proc = subprocess.Popen(
+        [command, *args, "mcp", "--http", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(ORACLE_RAG_DATA_DIR=demo_rag.settings.data_dir),
+    )
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()  # which data directory, first
         assert line.rstrip() == f"data_dir {demo_rag.settings.data_dir}", line
         line = proc.stderr.readline()
-        assert line.startswith("MCP on http://127.0.0.1:") and line.rstrip().endswith("/mcp (Ctrl-C to stop)"), line
+        assert line.startswith("MCP on http://127.0.0.1:") and line.rstrip().endswith(
+            "/mcp (Ctrl-C to stop)"
+        ), line
         url = line.split()[2].removesuffix(MCP_PATH)
         assert httpx2.post(url + MCP_PATH, json={}).status_code == 401
 

@@ -87,7 +87,9 @@ def test_fresh_sqlite_file(engine: SqliteEngine, tmp_path: Path) -> None:
     assert report.skipped == [] and report.resumed == []
     tables = _tables(engine)
     assert {"RAG_CHUNK", "RAG_DIRTY", "RAG_SCHEMA_HISTORY", "RAG_CHUNK_TERM"} <= tables
-    assert not {n for n in tables if n.startswith("RAG_CHUNK_FTS")}  # V2's FTS5, dropped by V8: nothing read it
+    assert not {
+        n for n in tables if n.startswith("RAG_CHUNK_FTS")
+    }  # V2's FTS5, dropped by V8: nothing read it
     history = _history(engine)
     runner = MigrationRunner(engine)
     assert [(v, d, done, ok) for v, d, _, done, ok in history[:2]] == [
@@ -198,7 +200,9 @@ def test_whitespace_change_is_a_change(engine: SqliteEngine, tmp_path: Path, mon
 def test_new_version_after_applied_ones(engine: SqliteEngine, tmp_path: Path, monkeypatch) -> None:
     copy = _copy_sql(engine, tmp_path, monkeypatch)
     MigrationRunner(engine).migrate()
-    (copy / f"V{SQLITE_RAG[-1] + 1}__sprint_index.sql").write_text("CREATE INDEX RAG_CHUNK_SPRINT_IX ON RAG_CHUNK (SPRINT_ID);\n")
+    (copy / f"V{SQLITE_RAG[-1] + 1}__sprint_index.sql").write_text(
+        "CREATE INDEX RAG_CHUNK_SPRINT_IX ON RAG_CHUNK (SPRINT_ID);\n"
+    )
     report = MigrationRunner(engine).migrate()
     assert report.applied == [SQLITE_RAG[-1] + 1] and report.skipped == SQLITE_RAG
     assert "RAG_CHUNK_SPRINT_IX" in _indexes(engine)
@@ -270,7 +274,9 @@ def test_oracle_dry_run_when_database_unreachable(tmp_path: Path) -> None:
     assert out.startswith("-- rag V1: rag chunk\n\nCREATE TABLE RAG_CHUNK (")
     assert "ORGANIZATION NEIGHBOR PARTITIONS" in out
     assert "WITH TARGET ACCURACY 90;" in out
-    assert "INDEXTYPE IS CTXSYS.CONTEXT" not in out and "CTX_DDL.CREATE_PREFERENCE" not in out  # V2/V6 retired
+    assert (
+        "INDEXTYPE IS CTXSYS.CONTEXT" not in out and "CTX_DDL.CREATE_PREFERENCE" not in out
+    )  # V2/V6 retired
     assert "-- rag V9: drop text index" in out
     for statement in _oracle_statements(_settings(tmp_path, database_url=ORACLE_URL), "V1__rag_chunk.sql"):
         assert statement + ";" in out
@@ -291,7 +297,9 @@ def test_retired_versions_accept_the_text_they_replace(tmp_path: Path) -> None:
         runner._check_checksums({v: (m.checksum, 0, True) for v, m in retired.items()})  # noqa: SLF001
         with pytest.raises(MigrationError, match="applied migrations must not change"):
             runner._check_checksums({2: ("0" * 64, 1, True)})  # noqa: SLF001
-        assert not any(m.replaced_checksums for m in MigrationRunner(oracle).migrations if m.version not in (2, 6))
+        assert not any(
+            m.replaced_checksums for m in MigrationRunner(oracle).migrations if m.version not in (2, 6)
+        )
     finally:
         oracle.dispose()
 

@@ -24,8 +24,13 @@ from oracle_rag.engines.statements import Sql
 from oracle_rag.errors import ConfigurationError, InputError
 from oracle_rag.indexing import model_switch
 
-QUESTIONS = ["login timeout on the mobile app", "SSO with Azure AD", "database migration fails",
-             "improve dashboard performance", "error al iniciar sesión"]
+QUESTIONS = [
+    "login timeout on the mobile app",
+    "SSO with Azure AD",
+    "database migration fails",
+    "improve dashboard performance",
+    "error al iniciar sesión",
+]
 ADMIN = Caller(1, "admin")
 
 
@@ -36,16 +41,26 @@ def rotated_model() -> None:
 
 def rankings(rag, mode: str = "semantic") -> dict[str, list[tuple[str, str, float]]]:
     retriever = rag.retriever()
-    return {question: [(h.source_type, h.source_id, round(h.score, 4))
-                       for h in retriever.search(question, top_k=8, caller=ADMIN, mode=mode)]
-            for question in QUESTIONS}
+    return {
+        question: [
+            (h.source_type, h.source_id, round(h.score, 4))
+            for h in retriever.search(question, top_k=8, caller=ADMIN, mode=mode)
+        ]
+        for question in QUESTIONS
+    }
 
 
 def stamps(rag, source_id: str) -> list[tuple[int | None, int | None]]:
     with rag.engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(sa.text(
-            "SELECT EMBEDDING_GEN, EMBEDDING_2_GEN FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = :i"),
-            {"i": source_id})]
+        return [
+            tuple(r)
+            for r in conn.execute(
+                sa.text(
+                    "SELECT EMBEDDING_GEN, EMBEDDING_2_GEN FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = :i"
+                ),
+                {"i": source_id},
+            )
+        ]
 
 
 def fill(rag) -> None:
@@ -58,12 +73,22 @@ def test_switch_fill_activate_rollback_drop(demo_rag) -> None:
     rag = demo_rag
     with rag.engine.connect() as conn:
         total = rag.engine.chunk_total(conn)
-    assert "generation 2: minilm-rotated in slot 2" in model_switch.switch(rag.engine, rag.settings, ROTATED_NAME)
+    assert "generation 2: minilm-rotated in slot 2" in model_switch.switch(
+        rag.engine, rag.settings, ROTATED_NAME
+    )
     rotated = rag.engine.runtime_for(ROTATED_NAME)
     calls_after_load = rotated.calls
     progress = rag.status()["model_switch"]
-    assert progress == {"to": ROTATED_NAME, "generation": 2, "state": "STANDBY", "from": "all-MiniLM-L6-v2",
-                        "embedded": 0, "chunks": total, "missing": total, "done": False}
+    assert progress == {
+        "to": ROTATED_NAME,
+        "generation": 2,
+        "state": "STANDBY",
+        "from": "all-MiniLM-L6-v2",
+        "embedded": 0,
+        "chunks": total,
+        "missing": total,
+        "done": False,
+    }
     with pytest.raises(InputError, match=f"lacks vectors for {total} of {total} chunks"):
         model_switch.activate(rag.engine)
 
@@ -142,8 +167,10 @@ def test_no_statement_can_compare_two_generations() -> None:
     text = engine.text(q.SEMANTIC_SEARCH, two)
     assert "EMBEDDING_2" in text and f"'{ROTATED_NAME}'" in text and "c.EMBEDDING," not in text
     # A template that names a vector column itself, beside the placeholder, is refused for either generation.
-    crafted = Sql(sqlite="SELECT vec_distance_cosine(c.{embedding}, c.EMBEDDING_2), vector_embedding({model}, :q) "
-                         "FROM RAG_CHUNK c")
+    crafted = Sql(
+        sqlite="SELECT vec_distance_cosine(c.{embedding}, c.EMBEDDING_2), vector_embedding({model}, :q) "
+        "FROM RAG_CHUNK c"
+    )
     for gen in (one, two):
         with pytest.raises(ConfigurationError, match="names a vector column itself"):
             engine.text(crafted, gen)
@@ -159,7 +186,9 @@ def test_no_statement_can_compare_two_generations() -> None:
                 continue
             for side in (value.oracle, value.sqlite):
                 if side and vector_word.search(side):
-                    assert not re.search(r"\bEMBEDDING(_2)?\b", side), f"{name} names a vector column directly"
+                    assert not re.search(r"\bEMBEDDING(_2)?\b", side), (
+                        f"{name} names a vector column directly"
+                    )
 
 
 def test_a_model_with_prefixes_gets_them_on_passages_and_queries(demo_rag) -> None:
@@ -173,8 +202,11 @@ def test_a_model_with_prefixes_gets_them_on_passages_and_queries(demo_rag) -> No
     model_switch.activate(rag.engine)
     minilm = rag.engine.runtime()
     with rag.engine.connect() as conn:
-        content, stored = conn.execute(sa.text(
-            "SELECT CONTENT, EMBEDDING_2 FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = '3'")).first()
+        content, stored = conn.execute(
+            sa.text(
+                "SELECT CONTENT, EMBEDDING_2 FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = '3'"
+            )
+        ).first()
         query = rag.engine.embed(conn, "payment retry logic")
     assert np.allclose(np.frombuffer(stored, "<f4"), rotate(minilm.embed("passage: " + content)), atol=1e-5)
     assert np.allclose(query, rotate(minilm.embed("query: payment retry logic")), atol=1e-5)
@@ -190,7 +222,9 @@ def test_the_model_commands(demo_rag, cli) -> None:
     listed = cli("model", "generations")
     assert listed.exit_code == 0
     assert [line.split()[:3] for line in listed.output.splitlines()] == [
-        ["1", "all-MiniLM-L6-v2", "ACTIVE"], ["2", ROTATED_NAME, "STANDBY"]]
+        ["1", "all-MiniLM-L6-v2", "ACTIVE"],
+        ["2", ROTATED_NAME, "STANDBY"],
+    ]
     fill(demo_rag)
     assert "active: minilm-rotated" in cli("model", "activate").output
     assert "rolled back" in cli("model", "rollback").output
@@ -213,10 +247,17 @@ def test_progress_on_healthz_and_answers_and_access_unchanged(demo_rag, client) 
 
     def seen() -> tuple[object, ...]:
         retriever = rag.retriever()
-        searches = tuple(tuple((h.source_type, h.source_id, round(h.score, 4))
-                               for h in retriever.search(q, top_k=8, caller=developer)) for q in QUESTIONS)
-        answers = tuple(chat.answer(q, developer, store=False).answer
-                        for q in ("how many tasks are blocked?", "¿cuántas tareas en progreso hay por proyecto?"))
+        searches = tuple(
+            tuple(
+                (h.source_type, h.source_id, round(h.score, 4))
+                for h in retriever.search(q, top_k=8, caller=developer)
+            )
+            for q in QUESTIONS
+        )
+        answers = tuple(
+            chat.answer(q, developer, store=False).answer
+            for q in ("how many tasks are blocked?", "¿cuántas tareas en progreso hay por proyecto?")
+        )
         return searches, answers
 
     before = seen()

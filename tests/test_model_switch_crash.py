@@ -32,8 +32,12 @@ from oracle_rag.embedding import catalog, ensure_model
 from oracle_rag.indexing import model_switch
 
 HELPER = [sys.executable, str(Path(__file__).resolve().parent / "generation_helpers.py")]
-QUESTIONS = ["login timeout on the mobile app", "SSO with Azure AD", "database migration fails",
-             "improve dashboard performance"]
+QUESTIONS = [
+    "login timeout on the mobile app",
+    "SSO with Azure AD",
+    "database migration fails",
+    "improve dashboard performance",
+]
 ADMIN = Caller(1, "admin")
 BATCH = 16
 
@@ -49,9 +53,14 @@ def start(step: str, data_dir: Path, *extra: str) -> subprocess.Popen[str]:
     import os
 
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
-    proc = subprocess.Popen([*HELPER, step, "--data-dir", str(data_dir), "--batch-size", str(BATCH), *extra],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
+    proc = subprocess.Popen(
+        [*HELPER, step, "--data-dir", str(data_dir), "--batch-size", str(BATCH), *extra],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "STARTED", proc.stderr.read() if proc.stderr else ""
     return proc
@@ -75,8 +84,13 @@ def kill(proc: subprocess.Popen[str]) -> bool:
 
 def rankings(rag) -> dict[str, list[tuple[str, str, float]]]:
     retriever = rag.retriever()
-    return {q: [(h.source_type, h.source_id, round(h.score, 4)) for h in retriever.search(q, top_k=8, caller=ADMIN)]
-            for q in QUESTIONS}
+    return {
+        q: [
+            (h.source_type, h.source_id, round(h.score, 4))
+            for h in retriever.search(q, top_k=8, caller=ADMIN)
+        ]
+        for q in QUESTIONS
+    }
 
 
 def registry(rag) -> list[tuple[int, str, str, int]]:
@@ -100,7 +114,9 @@ def missing(rag, model: str = ROTATED_NAME) -> int:
 def second_vectors_are_the_rotated_first(rag) -> list[int]:
     """Chunks whose generation-2 vector is not the permuted MiniLM vector of the same chunk."""
     with rag.engine.connect() as conn:
-        rows = conn.execute(sa.text("SELECT CHUNK_ID, EMBEDDING, EMBEDDING_2, EMBEDDING_2_GEN FROM RAG_CHUNK")).all()
+        rows = conn.execute(
+            sa.text("SELECT CHUNK_ID, EMBEDDING, EMBEDDING_2, EMBEDDING_2_GEN FROM RAG_CHUNK")
+        ).all()
     bad = []
     for chunk_id, first, second, stamp in rows:
         if second is None or stamp != 2:
@@ -126,11 +142,19 @@ def test_kills_during_the_load(world) -> None:
         else:  # anywhere, the model file's build included
             model_file.unlink(missing_ok=True)
             proc = start("switch", data_dir)
-            wait_until(lambda p=proc: model_file.is_file() or p.poll() is not None, "the build to start", step=0.01)
-            wait_until(lambda p=proc: rng.random() < 0.02 or p.poll() is not None, "a random moment", step=0.02)
+            wait_until(
+                lambda p=proc: model_file.is_file() or p.poll() is not None, "the build to start", step=0.01
+            )
+            wait_until(
+                lambda p=proc: rng.random() < 0.02 or p.poll() is not None, "a random moment", step=0.02
+            )
         kills += kill(proc)
         consistent(rag)
-        assert [r[1:] for r in registry(rag)[1:]] in ([], [(ROTATED_NAME, "LOADING", 2)], [(ROTATED_NAME, "STANDBY", 2)])
+        assert [r[1:] for r in registry(rag)[1:]] in (
+            [],
+            [(ROTATED_NAME, "LOADING", 2)],
+            [(ROTATED_NAME, "STANDBY", 2)],
+        )
         assert rankings(rag) == before  # searches still answer from generation 1
         if [r[2] for r in registry(rag)[1:]] == ["STANDBY"] and round_no < 5:  # finished before the kill
             model_switch.drop(rag.engine, ROTATED_NAME)
@@ -138,7 +162,10 @@ def test_kills_during_the_load(world) -> None:
     if [r[2] for r in registry(rag)[1:]] != ["STANDBY"]:  # the last kill came before the commit
         model_switch.switch(rag.engine, rag.settings, ROTATED_NAME)
     rows = registry(rag)
-    assert [r[1:] for r in rows] == [("all-MiniLM-L6-v2", "ACTIVE", 1), (ROTATED_NAME, "STANDBY", 2)]  # resumed
+    assert [r[1:] for r in rows] == [
+        ("all-MiniLM-L6-v2", "ACTIVE", 1),
+        (ROTATED_NAME, "STANDBY", 2),
+    ]  # resumed
     with rag.engine.connect() as conn:
         gen = rag.engine.generations(conn)[1]
     assert gen.generation_id == rows[1][0]
@@ -162,8 +189,11 @@ def test_kills_during_the_fill_lose_nothing_and_embed_once(world, tmp_path) -> N
         else:  # wherever the worker is, once it has filled some more
             target = missing(rag) - rng.randint(1, 3 * BATCH)
             proc = start("worker", data_dir, "--log", str(log))
-            wait_until(lambda t=target, p=proc: missing(rag) <= t or p.poll() is not None, "the fill to progress",
-                       step=0.005)
+            wait_until(
+                lambda t=target, p=proc: missing(rag) <= t or p.poll() is not None,
+                "the fill to progress",
+                step=0.005,
+            )
         kills += kill(proc)
         consistent(rag)
         with rag.engine.connect() as conn:
@@ -180,14 +210,20 @@ def test_kills_during_the_fill_lose_nothing_and_embed_once(world, tmp_path) -> N
     assert second_vectors_are_the_rotated_first(rag) == []  # nothing lost, nothing stale
     embedded = log.read_text().splitlines()
     with rag.engine.connect() as conn:
-        edited_chunks = conn.execute(sa.text(
-            "SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID IN ("
-            + ",".join(f"'{t}'" for t in sorted(edited)) + ")")).scalar_one()
+        edited_chunks = conn.execute(
+            sa.text(
+                "SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID IN ("
+                + ",".join(f"'{t}'" for t in sorted(edited))
+                + ")"
+            )
+        ).scalar_one()
     # Each chunk once by the fill, each edited chunk once more per edit at most, and the batches in flight
     # when a kill came (embedded, not written) once more.
     allowance = total + 6 * edited_chunks + 6 * BATCH
-    print(f"\nfill: {total} chunks, {len(embedded)} embeddings by the new model over 6 kills "
-          f"({len(edited)} tasks edited meanwhile)")
+    print(
+        f"\nfill: {total} chunks, {len(embedded)} embeddings by the new model over 6 kills "
+        f"({len(edited)} tasks edited meanwhile)"
+    )
     assert total <= len(embedded) <= allowance
 
 
@@ -218,6 +254,8 @@ def test_kills_during_the_index_build_and_the_flip(world) -> None:
         if registry(rag) != standby:
             flips += 1
             model_switch.rollback(rag.engine)
-    print(f"\nactivate: 6 kills at the index build and inside the flip, 4 at random ({flips} after the commit)")
+    print(
+        f"\nactivate: 6 kills at the index build and inside the flip, 4 at random ({flips} after the commit)"
+    )
     assert "active: minilm-rotated" in model_switch.activate(rag.engine)
     assert rankings(rag) == before

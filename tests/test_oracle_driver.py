@@ -63,14 +63,21 @@ def test_text_alone_would_bind_nvarchar(engine: OracleEngine) -> None:
     assert _input_sizes(clause, engine.sa_engine.dialect) == {"x": oracledb.DB_TYPE_NVARCHAR}
 
 
-@pytest.mark.parametrize(("name", "clause", "clobs"), [
-    ("UPSERT_CHUNK", lambda e: e.statement(engine_sql.UPSERT_CHUNK), {"content", "access_groups_json"}),
-    ("INSERT_MESSAGE", lambda e: e.statement(chat_sql.INSERT_MESSAGE),
-     {"content", "citations", "understood", "guarded_sql"}),
-    ("UPSERT_DOCUMENT", lambda e: e.statement(sql_query_sql.UPSERT_DOCUMENT), {"metadata"}),
-])
-def test_clob_columns_are_bound_as_db_type_clob(engine: OracleEngine, name: str, clause: Any,
-                                                clobs: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("name", "clause", "clobs"),
+    [
+        ("UPSERT_CHUNK", lambda e: e.statement(engine_sql.UPSERT_CHUNK), {"content", "access_groups_json"}),
+        (
+            "INSERT_MESSAGE",
+            lambda e: e.statement(chat_sql.INSERT_MESSAGE),
+            {"content", "citations", "understood", "guarded_sql"},
+        ),
+        ("UPSERT_DOCUMENT", lambda e: e.statement(sql_query_sql.UPSERT_DOCUMENT), {"metadata"}),
+    ],
+)
+def test_clob_columns_are_bound_as_db_type_clob(
+    engine: OracleEngine, name: str, clause: Any, clobs: set[str]
+) -> None:
     dialect = engine.sa_engine.dialect
     sizes = _input_sizes(clause(engine), dialect)
     assert {k for k, v in sizes.items() if v is oracledb.DB_TYPE_CLOB} == clobs, (name, sizes)
@@ -92,8 +99,10 @@ def test_clob_bind_is_inert_on_sqlite(tmp_path: Path) -> None:
     db = sa.create_engine(f"sqlite:///{tmp_path / 'x.db'}")
     with db.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE t (c TEXT)")
-        conn.execute(sa.text("INSERT INTO t VALUES (:c)").bindparams(sa.bindparam("c", type_=ClobBind())),
-                     {"c": "x" * 50_000})
+        conn.execute(
+            sa.text("INSERT INTO t VALUES (:c)").bindparams(sa.bindparam("c", type_=ClobBind())),
+            {"c": "x" * 50_000},
+        )
         assert conn.exec_driver_sql("SELECT LENGTH(c) FROM t").scalar_one() == 50_000
 
 
@@ -123,9 +132,11 @@ def test_engine_creation_leaves_the_driver_defaults_alone(engine: OracleEngine) 
 
 def test_handler_maps_lobs_and_vectors_per_python_oracledb_recipe() -> None:
     handler = output_type_handler(None)
-    for lob, long_type in ((oracledb.DB_TYPE_CLOB, oracledb.DB_TYPE_LONG),
-                           (oracledb.DB_TYPE_NCLOB, oracledb.DB_TYPE_LONG_NVARCHAR),
-                           (oracledb.DB_TYPE_BLOB, oracledb.DB_TYPE_LONG_RAW)):
+    for lob, long_type in (
+        (oracledb.DB_TYPE_CLOB, oracledb.DB_TYPE_LONG),
+        (oracledb.DB_TYPE_NCLOB, oracledb.DB_TYPE_LONG_NVARCHAR),
+        (oracledb.DB_TYPE_BLOB, oracledb.DB_TYPE_LONG_RAW),
+    ):
         cur = _Cursor()
         assert handler(cur, _meta(lob)) == ("var", long_type)
         assert cur.vars == [(long_type, {"args": (), "arraysize": 77})]
@@ -163,7 +174,9 @@ def test_the_connect_event_wraps_the_handler_the_dialect_set(engine: OracleEngin
     cur = _Cursor()
     conn.outputtypehandler(cur, _meta(oracledb.DB_TYPE_NUMBER, 10, 2))
     assert cur.vars, "NUMBER went through SQLAlchemy's handler"
-    assert [fn for fn in engine.sa_engine.pool.dispatch.connect if getattr(fn, "__name__", "") == "_on_connect"]
+    assert [
+        fn for fn in engine.sa_engine.pool.dispatch.connect if getattr(fn, "__name__", "") == "_on_connect"
+    ]
 
 
 def test_one_lob_reader() -> None:
@@ -208,16 +221,22 @@ class _Conn:
         kind = "APPROX" if "FETCH APPROX FIRST" in sql else "EXACT"
         self.sent.append(kind)
         n = min(self.counts[kind], binds["k"])
-        return _Result([(i, "TASK", str(i), "text", 0.1 * i, 17, None, None, 0, None) for i in range(1, n + 1)])
+        return _Result(
+            [(i, "TASK", str(i), "text", 0.1 * i, 17, None, None, 0, None) for i in range(1, n + 1)]
+        )
 
 
-@pytest.mark.parametrize(("approx", "exact", "sent", "returned"), [
-    (5, 5, ["APPROX"], 5),            # full result: one query
-    (2, 5, ["APPROX", "EXACT"], 5),   # post-filter plan came back short: exact finds the 5 visible
-    (2, 2, ["APPROX", "EXACT"], 2),   # only 2 visible: exact confirms
-])
-def test_short_approximate_result_is_rerun_exactly(engine: OracleEngine, approx: int, exact: int,
-                                                   sent: list[str], returned: int) -> None:
+@pytest.mark.parametrize(
+    ("approx", "exact", "sent", "returned"),
+    [
+        (5, 5, ["APPROX"], 5),  # full result: one query
+        (2, 5, ["APPROX", "EXACT"], 5),  # post-filter plan came back short: exact finds the 5 visible
+        (2, 2, ["APPROX", "EXACT"], 2),  # only 2 visible: exact confirms
+    ],
+)
+def test_short_approximate_result_is_rerun_exactly(
+    engine: OracleEngine, approx: int, exact: int, sent: list[str], returned: int
+) -> None:
     conn = _Conn(approx, exact)
     hits = engine.semantic_search(conn, "login timeout", 5, Scope(17, False), Filters())  # type: ignore[arg-type]
     assert conn.sent == sent and len(hits) == returned

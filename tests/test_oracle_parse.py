@@ -74,8 +74,11 @@ EXCEPTIONS: tuple[ParserException, ...] = (
     ),
     ParserException(
         "ALTER INDEX ... REBUILD ONLINE",
-        re.compile(rf"ALTER\s+INDEX\s+{_IDENT}\s+REBUILD\s+(?:ONLINE(?:\s+PARALLEL\s+[1-9][0-9]?)?"
-                   r"|PARAMETERS\s*\(\s*NEIGHBOR\s+PARTITIONS\s+[1-9][0-9]{0,7}\s*\))", _FLAGS),
+        re.compile(
+            rf"ALTER\s+INDEX\s+{_IDENT}\s+REBUILD\s+(?:ONLINE(?:\s+PARALLEL\s+[1-9][0-9]?)?"
+            r"|PARAMETERS\s*\(\s*NEIGHBOR\s+PARTITIONS\s+[1-9][0-9]{0,7}\s*\))",
+            _FLAGS,
+        ),
         None,
         "sqlfluff's Oracle dialect has no ALTER INDEX ... REBUILD; the 26ai online IVF reorganisation "
         "(AI Vector Search User's Guide, Rebuild IVF Indexes Online) and its 23.26.1 form with "
@@ -125,21 +128,29 @@ EXCEPTIONS: tuple[ParserException, ...] = (
     ),
     ParserException(
         "VECTOR_EMBEDDING(model USING expr AS data)",
-        re.compile(rf"VECTOR_EMBEDDING\(\s*{_IDENT}\s+USING\s+(:[a-z_]\w*|[a-z_]\w*\.[a-z_]\w*)\s+AS\s+data\s*\)", _FLAGS),
+        re.compile(
+            rf"VECTOR_EMBEDDING\(\s*{_IDENT}\s+USING\s+(:[a-z_]\w*|[a-z_]\w*\.[a-z_]\w*)\s+AS\s+data\s*\)",
+            _FLAGS,
+        ),
         r"VECTOR_EMBEDDING(\1)",
         "sqlfluff and sqlglot do not know the USING ... AS data clause of VECTOR_EMBEDDING.",
     ),
     ParserException(
         "GENERATED ... AS IDENTITY PRIMARY KEY",
-        re.compile(r"\bNUMBER\s+GENERATED\s+(?:ALWAYS|BY\s+DEFAULT(?:\s+ON\s+NULL)?)\s+AS\s+IDENTITY\s+PRIMARY\s+KEY\b",
-                   _FLAGS),
+        re.compile(
+            r"\bNUMBER\s+GENERATED\s+(?:ALWAYS|BY\s+DEFAULT(?:\s+ON\s+NULL)?)\s+AS\s+IDENTITY\s+PRIMARY\s+KEY\b",
+            _FLAGS,
+        ),
         "NUMBER PRIMARY KEY",
         "sqlfluff parses an identity column but not one followed by an inline constraint.",
     ),
     ParserException(
         "DEFAULT ... ON CONVERSION ERROR",
-        re.compile(r"(TO_NUMBER\(\s*SYS_CONTEXT\('USERENV',\s*'CLIENT_IDENTIFIER'\))\s+DEFAULT\s+NULL\s+ON\s+"
-                   r"CONVERSION\s+ERROR\s*\)", _FLAGS),
+        re.compile(
+            r"(TO_NUMBER\(\s*SYS_CONTEXT\('USERENV',\s*'CLIENT_IDENTIFIER'\))\s+DEFAULT\s+NULL\s+ON\s+"
+            r"CONVERSION\s+ERROR\s*\)",
+            _FLAGS,
+        ),
         r"\1)",
         "sqlfluff does not know the conversion-error clause of TO_NUMBER (Oracle 12.2+).",
     ),
@@ -151,7 +162,10 @@ EXCEPTIONS: tuple[ParserException, ...] = (
     ),
     ParserException(
         "PL/SQL named argument force =>",
-        re.compile(rf"(DBMS_VECTOR\.DROP_ONNX_MODEL\(\s*model_name\s*=>\s*(?:{_IDENT}|:[a-z_]\w*),\s*)force(\s*=>\s*TRUE\s*\))", _FLAGS),
+        re.compile(
+            rf"(DBMS_VECTOR\.DROP_ONNX_MODEL\(\s*model_name\s*=>\s*(?:{_IDENT}|:[a-z_]\w*),\s*)force(\s*=>\s*TRUE\s*\))",
+            _FLAGS,
+        ),
         r"\1p_force\2",
         "FORCE is a keyword to sqlfluff, so a named argument called force does not parse.",
     ),
@@ -169,8 +183,11 @@ EXCEPTIONS: tuple[ParserException, ...] = (
     ),
     ParserException(
         "trigger predicates INSERTING / UPDATING / DELETING",
-        re.compile(r"(?<=\bIF\s)(?:NOT\s+)?(?:INSERTING|UPDATING|DELETING)\b"
-                   r"|(?<=\bOR\s\()(?:INSERTING|UPDATING|DELETING)\b", _FLAGS),
+        re.compile(
+            r"(?<=\bIF\s)(?:NOT\s+)?(?:INSERTING|UPDATING|DELETING)\b"
+            r"|(?<=\bOR\s\()(?:INSERTING|UPDATING|DELETING)\b",
+            _FLAGS,
+        ),
         "TRUE",
         "sqlfluff parses the trigger conditional predicates alone but not combined with other "
         "conditions (IF DELETING OR (UPDATING AND :OLD.X <> :NEW.X)).",
@@ -255,15 +272,39 @@ def test_statement_parses_with_sqlfluff(case: Case) -> None:
     if text is None:
         return  # the construct's regex matched the whole statement
     bad = _unparsable(text)
-    assert not bad, (f"{case.id} does not parse with sqlfluff (oracle); if this is a construct sqlfluff "
-                     f"cannot parse, add an exception with a precise regex: {bad[0][:200]!r}")
+    assert not bad, (
+        f"{case.id} does not parse with sqlfluff (oracle); if this is a construct sqlfluff "
+        f"cannot parse, add an exception with a precise regex: {bad[0][:200]!r}"
+    )
 
 
 # -- sqlglot: what kind of statement is it? ---------------------------------------------------
 
-_DML_WORDS = {"INSERT", "UPDATE", "DELETE", "MERGE", "UPSERT", "ENQUEUE", "FAIL", "RETRY", "REVOKE", "TOUCH",
-              "CLAIM", "RECORD", "ENSURE", "PROGRESS", "MARK", "SAVE", "STORE", "CLEAR", "RESET", "PURGE",
-              "REMOVE", "SET", "LOCK"}
+_DML_WORDS = {
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "MERGE",
+    "UPSERT",
+    "ENQUEUE",
+    "FAIL",
+    "RETRY",
+    "REVOKE",
+    "TOUCH",
+    "CLAIM",
+    "RECORD",
+    "ENSURE",
+    "PROGRESS",
+    "MARK",
+    "SAVE",
+    "STORE",
+    "CLEAR",
+    "RESET",
+    "PURGE",
+    "REMOVE",
+    "SET",
+    "LOCK",
+}
 _DDL_WORDS = {"CREATE", "DROP", "ALTER", "TRUNCATE", "DDL", "GRANT", "REBUILD", "OPTIMIZE"}
 
 
@@ -325,17 +366,31 @@ GLOT_CASES = [c for c in CASES if not c.fragment and not _ANONYMOUS_BLOCK.match(
 # What sqlglot 30 (oracle) cannot parse (measured; see docs/oracle-testing.md). For these the class
 # comes from the leading keyword instead, so the check still runs.
 SQLGLOT_LIMITS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\bVECTOR\(\s*\d+\s*,\s*(?:FLOAT32|FLOAT64|INT8|BINARY)\s*\)", re.IGNORECASE),
-     "VECTOR(n, format) column types"),
+    (
+        re.compile(r"\bVECTOR\(\s*\d+\s*,\s*(?:FLOAT32|FLOAT64|INT8|BINARY)\s*\)", re.IGNORECASE),
+        "VECTOR(n, format) column types",
+    ),
     (re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?TRIGGER\b", re.IGNORECASE), "trigger bodies (PL/SQL)"),
-    (re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?PACKAGE\b", re.IGNORECASE), "package specs and bodies (PL/SQL)"),
-    (re.compile(r"^\s*ALTER\s+TABLE\s+\w+\s+MODIFY\s*\(", re.IGNORECASE), "ALTER TABLE ... MODIFY (column NOT NULL)"),
-    (re.compile(r"^\s*CREATE\s+INDEX\b[^;]*\)\s*COMPRESS\s+\d+\s*$", re.IGNORECASE),
-     "CREATE INDEX ... COMPRESS n (prefix compression)"),
+    (
+        re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?PACKAGE\b", re.IGNORECASE),
+        "package specs and bodies (PL/SQL)",
+    ),
+    (
+        re.compile(r"^\s*ALTER\s+TABLE\s+\w+\s+MODIFY\s*\(", re.IGNORECASE),
+        "ALTER TABLE ... MODIFY (column NOT NULL)",
+    ),
+    (
+        re.compile(r"^\s*CREATE\s+INDEX\b[^;]*\)\s*COMPRESS\s+\d+\s*$", re.IGNORECASE),
+        "CREATE INDEX ... COMPRESS n (prefix compression)",
+    ),
     (re.compile(r"^\s*CREATE\s+INDEX\b[^;]*\)\s*ONLINE\s*$", re.IGNORECASE), "CREATE INDEX ... ONLINE"),
 )
-_HEADS = ((r"CREATE|DROP|ALTER|TRUNCATE|GRANT|REVOKE|COMMENT", "ddl"), (r"SELECT|WITH", "query"),
-          (r"INSERT|UPDATE|DELETE|MERGE", "dml"), (r"SET\s+TRANSACTION", "control"))
+_HEADS = (
+    (r"CREATE|DROP|ALTER|TRUNCATE|GRANT|REVOKE|COMMENT", "ddl"),
+    (r"SELECT|WITH", "query"),
+    (r"INSERT|UPDATE|DELETE|MERGE", "dml"),
+    (r"SET\s+TRANSACTION", "control"),
+)
 
 
 def head_kind(text: str) -> str:
@@ -350,7 +405,9 @@ def test_statement_class_matches_its_name(case: Case) -> None:
     text, applied = prepared(case.sql)
     if text is None:
         whole = next(ex for ex in EXCEPTIONS if ex.name == applied[0])
-        assert whole.kind == expected_kind(case), f"{case.id}: named like {expected_kind(case)}, is {whole.kind}"
+        assert whole.kind == expected_kind(case), (
+            f"{case.id}: named like {expected_kind(case)}, is {whole.kind}"
+        )
         return
     if any(rx.search(text) for rx, _ in SQLGLOT_LIMITS):
         kind = head_kind(text)
@@ -364,8 +421,11 @@ def test_statement_class_matches_its_name(case: Case) -> None:
 
 def test_sqlglot_classifies_most_statements() -> None:
     """The class check is mostly sqlglot's, not the keyword fallback's."""
-    fallback = [c.id for c in GLOT_CASES
-                if (t := prepared(c.sql)[0]) is not None and any(rx.search(t) for rx, _ in SQLGLOT_LIMITS)]
+    fallback = [
+        c.id
+        for c in GLOT_CASES
+        if (t := prepared(c.sql)[0]) is not None and any(rx.search(t) for rx, _ in SQLGLOT_LIMITS)
+    ]
     assert len(fallback) <= len(GLOT_CASES) // 5, fallback
 
 
@@ -374,7 +434,9 @@ def test_every_exception_is_used_and_documented() -> None:
     used: set[str] = set()
     for case in CASES:
         used.update(prepared(case.sql)[1])
-    assert {ex.name for ex in EXCEPTIONS} == used, f"unused exceptions: {sorted({e.name for e in EXCEPTIONS} - used)}"
+    assert {ex.name for ex in EXCEPTIONS} == used, (
+        f"unused exceptions: {sorted({e.name for e in EXCEPTIONS} - used)}"
+    )
     doc = DOCS.read_text(encoding="utf-8")
     for ex in EXCEPTIONS:
         assert f"`{ex.name}`" in doc, f"docs/oracle-testing.md does not explain the exception `{ex.name}`"
@@ -383,16 +445,28 @@ def test_every_exception_is_used_and_documented() -> None:
 @pytest.mark.parametrize(
     ("sql", "documented"),
     [
-        ("CREATE VECTOR INDEX X ON T (E) ORGANIZATION NEIGHBOR PARTITIONS DISTANCE COSINE WITH TARGET ACCURACY 90",
-         True),
-        ("CREATE VECTOR INDEX X ON T (E) ORGANIZATION INMEMORY NEIGHBOR GRAPH DISTANCE COSINE "
-         "WITH TARGET ACCURACY 95 PARAMETERS (TYPE HNSW, NEIGHBORS 32, EFCONSTRUCTION 200)", True),
-        ("CREATE VECTOR INDEX X ON T (E) ORGANIZATION NEIGHBOR PARTITIONS DISTANCE COSINE WITH TARGET ACCURACY 90\n"
-         "  PARAMETERS (TYPE IVF, NEIGHBOR PARTITIONS 64)", True),
-        ("CREATE VECTOR INDEX X ON T (E) ORGANIZATION NEIGHBOUR PARTITIONS DISTANCE COSINE WITH TARGET ACCURACY 90",
-         False),
-        ("CREATE VECTOR INDEX X ON T (E) ORGANIZATION NEIGHBOR PARTITIONS DISTANCE COSINE WITH TARGET ACCURACY 190",
-         False),
+        (
+            "CREATE VECTOR INDEX X ON T (E) ORGANIZATION NEIGHBOR PARTITIONS DISTANCE COSINE WITH TARGET ACCURACY 90",
+            True,
+        ),
+        (
+            "CREATE VECTOR INDEX X ON T (E) ORGANIZATION INMEMORY NEIGHBOR GRAPH DISTANCE COSINE "
+            "WITH TARGET ACCURACY 95 PARAMETERS (TYPE HNSW, NEIGHBORS 32, EFCONSTRUCTION 200)",
+            True,
+        ),
+        (
+            "CREATE VECTOR INDEX X ON T (E) ORGANIZATION NEIGHBOR PARTITIONS DISTANCE COSINE WITH TARGET ACCURACY 90\n"
+            "  PARAMETERS (TYPE IVF, NEIGHBOR PARTITIONS 64)",
+            True,
+        ),
+        (
+            "CREATE VECTOR INDEX X ON T (E) ORGANIZATION NEIGHBOUR PARTITIONS DISTANCE COSINE WITH TARGET ACCURACY 90",
+            False,
+        ),
+        (
+            "CREATE VECTOR INDEX X ON T (E) ORGANIZATION NEIGHBOR PARTITIONS DISTANCE COSINE WITH TARGET ACCURACY 190",
+            False,
+        ),
         ("CREATE VECTOR INDEX X ON T (E) ORGANIZATION NEIGHBOR PARTITIONS DISTANCE COSINE", False),
     ],
 )

@@ -96,8 +96,11 @@ _ACL = ("RAG_CHUNK_ACL", "RAG_CHUNK_GROUP")
 def test_rows_carry_depth_operation_and_name_whatever_the_padding() -> None:
     rows = plan_rows(FILTER_PLAN)
     assert [(r.id, r.depth, r.operation, r.name) for r in rows[:4]] == [
-        (0, 0, "SELECT STATEMENT", ""), (1, 1, "SORT AGGREGATE", ""), (2, 2, "FILTER", ""),
-        (3, 3, "TABLE ACCESS FULL", "RAG_CHUNK")]
+        (0, 0, "SELECT STATEMENT", ""),
+        (1, 1, "SORT AGGREGATE", ""),
+        (2, 2, "FILTER", ""),
+        (3, 3, "TABLE ACCESS FULL", "RAG_CHUNK"),
+    ]
     assert rows[-1] == PlanRow(8, 5, "INDEX UNIQUE SCAN", "RAG_CHUNK_ACL_PK")
 
 
@@ -105,8 +108,10 @@ def test_a_full_scan_is_found_at_any_width_and_min_max_is_not_one() -> None:
     assert [r.id for r in full_scans(FILTER_PLAN, "RAG_CHUNK")] == [3]
     assert [r.id for r in full_scans(JOINED_PLAN, "RAG_CHUNK_RECORD")] == [4]
     assert full_scans(JOINED_PLAN, "RAG_CHUNK_TERM") == []  # FULL SCAN (MIN/MAX) reads one block
-    padded = FILTER_PLAN.replace("TABLE ACCESS FULL                    | RAG_CHUNK            |",
-                                 "TABLE ACCESS FULL   | RAG_CHUNK_TERM |")
+    padded = FILTER_PLAN.replace(
+        "TABLE ACCESS FULL                    | RAG_CHUNK            |",
+        "TABLE ACCESS FULL   | RAG_CHUNK_TERM |",
+    )
     assert [r.name for r in full_scans(padded, "RAG_CHUNK_TERM")] == ["RAG_CHUNK_TERM"]
 
 
@@ -124,7 +129,8 @@ def test_a_filter_over_the_acl_is_reported_as_operation_and_as_predicate() -> No
     assert any(f.startswith("FILTER (id 2)") and "RAG_CHUNK_ACL_PK (id 8)" in f for f in found), found
     assert any(f.startswith("predicate of id 2") for f in found), found
     assert [f.split(":")[0] for f in filters_over(PREDICATE_PLAN, _ACL)] == [
-        "predicate of id 2 runs a subquery over the ACL per row"]
+        "predicate of id 2 runs a subquery over the ACL per row"
+    ]
 
 
 def test_the_joined_group_set_passes() -> None:

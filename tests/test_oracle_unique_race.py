@@ -28,8 +28,11 @@ def _wrapped(exc: oracledb.Error) -> sa.exc.DBAPIError:
 
 
 def test_ora_00001_is_an_integrity_error_and_a_unique_violation() -> None:
-    exc = _driver_error(1, "ORA-00001: unique constraint (RAG_APP.RAG_CHUNK_SOURCE_UK) violated on table "
-                           "RAG_APP.RAG_CHUNK columns (SOURCE_TYPE, SOURCE_ID, CHUNK_NO)")
+    exc = _driver_error(
+        1,
+        "ORA-00001: unique constraint (RAG_APP.RAG_CHUNK_SOURCE_UK) violated on table "
+        "RAG_APP.RAG_CHUNK columns (SOURCE_TYPE, SOURCE_ID, CHUNK_NO)",
+    )
     assert isinstance(exc, oracledb.IntegrityError)
     wrapped = _wrapped(exc)
     assert isinstance(wrapped, sa.exc.IntegrityError)  # what upsert_chunks catches
@@ -37,12 +40,18 @@ def test_ora_00001_is_an_integrity_error_and_a_unique_violation() -> None:
     assert UNIQUE_VIOLATION == "ORA-00001"
 
 
-@pytest.mark.parametrize(("code", "message"), [
-    (1400, "ORA-01400: cannot insert NULL into (\"RAG_APP\".\"RAG_CHUNK\".\"CONTENT\")"),  # also IntegrityError
-    (2291, "ORA-02291: integrity constraint (RAG_APP.RAG_CHUNK_TERM_CHUNK_FK) violated - parent key not found"),
-    (2290, "ORA-02290: check constraint (RAG_APP.RAG_CHUNK_TERM_TF_CK) violated"),
-    (60, "ORA-00060: deadlock detected while waiting for resource"),
-])
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        (1400, 'ORA-01400: cannot insert NULL into ("RAG_APP"."RAG_CHUNK"."CONTENT")'),  # also IntegrityError
+        (
+            2291,
+            "ORA-02291: integrity constraint (RAG_APP.RAG_CHUNK_TERM_CHUNK_FK) violated - parent key not found",
+        ),
+        (2290, "ORA-02290: check constraint (RAG_APP.RAG_CHUNK_TERM_TF_CK) violated"),
+        (60, "ORA-00060: deadlock detected while waiting for resource"),
+    ],
+)
 def test_other_errors_are_not_the_benign_race(code: int, message: str) -> None:
     wrapped = _wrapped(_driver_error(code, message))
     assert not is_unique_violation(wrapped), message

@@ -37,12 +37,25 @@ def app(rag):
     factory = sessionmaker(engine)
     remove = track_reference_models(factory)
     with factory.begin() as s:
-        s.add_all([Employee(employee_id=1, first_name="Ana", last_name="García", role="developer"),
-                   Employee(employee_id=2, first_name="Luis", last_name="Pérez", role="manager")])
+        s.add_all(
+            [
+                Employee(employee_id=1, first_name="Ana", last_name="García", role="developer"),
+                Employee(employee_id=2, first_name="Luis", last_name="Pérez", role="manager"),
+            ]
+        )
         s.add(Project(project_id=1, name="Atlas", status="ACTIVE", start_date=dt.date(2026, 1, 5)))
         s.add(Sprint(sprint_id=1, project_id=1, name="Sprint 1", status="ACTIVE"))
-        s.add(Task(task_id=1, title="First", status="TODO", priority="LOW", project_id=1, sprint_id=1,
-                   assignee_id=1))
+        s.add(
+            Task(
+                task_id=1,
+                title="First",
+                status="TODO",
+                priority="LOW",
+                project_id=1,
+                sprint_id=1,
+                assignee_id=1,
+            )
+        )
     yield factory, remove
     remove()
     engine.dispose()
@@ -57,7 +70,11 @@ def take(rag):
 
 
 def test_setup_inserts_were_enqueued(app, rag):
-    assert sorted(take(rag)) == [("PROJECT", "1", "UPSERT"), ("SPRINT", "1", "UPSERT"), ("TASK", "1", "UPSERT")]
+    assert sorted(take(rag)) == [
+        ("PROJECT", "1", "UPSERT"),
+        ("SPRINT", "1", "UPSERT"),
+        ("TASK", "1", "UPSERT"),
+    ]
 
 
 def test_task_insert_update_delete(app, rag):
@@ -84,12 +101,25 @@ def test_unchanged_loaded_object_enqueues_nothing(app, rag):
     assert take(rag) == []
 
 
-@pytest.mark.parametrize(("cls", "source_type", "key", "new", "change"), [
-    (Sprint, "SPRINT", "sprint_id",
-     lambda: Sprint(sprint_id=5, project_id=1, name="Sprint 5", status="PLANNED"), ("goal", "Ship it")),
-    (Project, "PROJECT", "project_id",
-     lambda: Project(project_id=5, name="Helios", status="PLANNED"), ("description", "Search")),
-])
+@pytest.mark.parametrize(
+    ("cls", "source_type", "key", "new", "change"),
+    [
+        (
+            Sprint,
+            "SPRINT",
+            "sprint_id",
+            lambda: Sprint(sprint_id=5, project_id=1, name="Sprint 5", status="PLANNED"),
+            ("goal", "Ship it"),
+        ),
+        (
+            Project,
+            "PROJECT",
+            "project_id",
+            lambda: Project(project_id=5, name="Helios", status="PLANNED"),
+            ("description", "Search"),
+        ),
+    ],
+)
 def test_sprint_and_project_insert_update_delete(app, rag, cls, source_type, key, new, change):
     factory, _ = app
     take(rag)
@@ -141,7 +171,9 @@ def test_comment_moved_to_another_task_enqueues_both(app, rag):
 def test_task_delete_with_comments_resolves_to_delete(app, rag):
     factory, _ = app
     with factory.begin() as s:
-        s.add_all([TaskComment(task_id=1, author_id=2, body="a"), TaskComment(task_id=1, author_id=1, body="b")])
+        s.add_all(
+            [TaskComment(task_id=1, author_id=2, body="a"), TaskComment(task_id=1, author_id=1, body="b")]
+        )
     take(rag)
     with factory.begin() as s:
         s.delete(s.get(Task, 1))  # cascades to the comments in the same flush
@@ -175,8 +207,12 @@ def test_renames_fan_out_to_the_chunks_that_show_the_name(app, rag):
     assert sorted(take(rag)) == [("SPRINT", "1", "UPSERT"), ("TASK", "1", "UPSERT")]
     with factory.begin() as s:
         s.get(Project, 1).name = "Atlas 2"
-    assert sorted(take(rag)) == [("PROJECT", "1", "UPSERT"), ("SPRINT", "1", "UPSERT"),
-                                 ("TASK", "1", "UPSERT"), ("TASK", "2", "UPSERT")]
+    assert sorted(take(rag)) == [
+        ("PROJECT", "1", "UPSERT"),
+        ("SPRINT", "1", "UPSERT"),
+        ("TASK", "1", "UPSERT"),
+        ("TASK", "2", "UPSERT"),
+    ]
     with factory.begin() as s:
         s.get(Employee, 2).last_name = "Pérez Gil"  # commented on task 2
     assert take(rag) == [("TASK", "2", "UPSERT")]
@@ -208,7 +244,9 @@ def test_models_read_seeded_rows_and_write_the_same_timestamp_format(rag):
         assert all(isinstance(c, dt.datetime) for c in old)
         task.comments.append(TaskComment(author_id=9, body="newest", created_at=dt.datetime(2030, 1, 1, 12)))
     with rag.engine.connect() as conn:
-        stored = conn.execute(sa.text("SELECT CREATED_AT FROM TASK_COMMENT WHERE BODY = 'newest'")).scalar_one()
+        stored = conn.execute(
+            sa.text("SELECT CREATED_AT FROM TASK_COMMENT WHERE BODY = 'newest'")
+        ).scalar_one()
     assert stored == "2030-01-01T12:00:00"
     engine.dispose()
 

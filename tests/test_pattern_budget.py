@@ -36,10 +36,17 @@ OWN_TEXT = {
 def test_the_patterns_are_found_everywhere_they_are_written() -> None:
     names = set(PATTERNS)
     assert len(PATTERNS) > 80
-    for expected in ("oracle_rag.answering.chat.checking._ANCHOR", "oracle_rag.answering.chat.mentions._MORE", "RecordWords.head",
-                     "QueryParser._id_patterns[0]", "oracle_rag.answering.structured.numbers.BETWEEN"):
+    for expected in (
+        "oracle_rag.answering.chat.checking._ANCHOR",
+        "oracle_rag.answering.chat.mentions._MORE",
+        "RecordWords.head",
+        "QueryParser._id_patterns[0]",
+        "oracle_rag.answering.structured.numbers.BETWEEN",
+    ):
         assert expected in names, expected
-    assert any(n.startswith("oracle_rag/answering/chat/checking.py:") for n in names), "inline patterns are found too"
+    assert any(n.startswith("oracle_rag/answering/chat/checking.py:") for n in names), (
+        "inline patterns are found too"
+    )
     assert set(OWN_TEXT) <= names, "an exemption names a pattern that no longer exists"
 
 
@@ -48,17 +55,25 @@ def test_pattern_cost_grows_linearly(name: str) -> None:
     found = PATTERNS[name]
     for family in families(found.pattern):
         verdict = growth(found, family)
-        assert verdict.ok, (f"{name} {found.pattern.pattern!r} ({sorted(found.uses)}): {verdict.ratio:.0f}x the "
-                            f"cost at {verdict.length} characters of {verdict.what}")
+        assert verdict.ok, (
+            f"{name} {found.pattern.pattern!r} ({sorted(found.uses)}): {verdict.ratio:.0f}x the "
+            f"cost at {verdict.length} characters of {verdict.what}"
+        )
 
 
-@pytest.mark.parametrize(("pattern", "uses"), [
-    (r"(?<![\w])tasks?(?: ?#)* ?(?:\d+(?: ?,? ?\d*)*)? ?$", "search"),  # a list of ids, each id splittable
-    (r"\btask\s*(?:#\s*)?\s*(\d+)", "search"),  # two runs of spaces, split n ways
-    (r"\{.*\}", "search"),  # every "{" rescans the rest
-    (r"^Status: ([^|\n]+?)\s*(?:\||$)", "search"),  # a lazy group before \s*
-    (r"(\d+)\s*(ms|s)", "search"),  # a search from every digit of a run
-])
+@pytest.mark.parametrize(
+    ("pattern", "uses"),
+    [
+        (
+            r"(?<![\w])tasks?(?: ?#)* ?(?:\d+(?: ?,? ?\d*)*)? ?$",
+            "search",
+        ),  # a list of ids, each id splittable
+        (r"\btask\s*(?:#\s*)?\s*(\d+)", "search"),  # two runs of spaces, split n ways
+        (r"\{.*\}", "search"),  # every "{" rescans the rest
+        (r"^Status: ([^|\n]+?)\s*(?:\||$)", "search"),  # a lazy group before \s*
+        (r"(\d+)\s*(ms|s)", "search"),  # a search from every digit of a run
+    ],
+)
 def test_the_budget_finds_superlinear_patterns(pattern: str, uses: str) -> None:
     """The test above can fail: patterns of the shapes it once found are caught."""
     found = Found(re.compile(pattern, re.MULTILINE), frozenset({uses}))
@@ -97,7 +112,9 @@ def test_a_typo_is_looked_up_not_compared_with_every_known_word() -> None:
         return best
 
     assert cost(large) < 5 * cost(small) + 0.01
-    long = "no" * 50_000  # one word of a 100,000-character question: longer than any candidate, looked up at once
+    long = (
+        "no" * 50_000
+    )  # one word of a 100,000-character question: longer than any candidate, looked up at once
     started = time.process_time()
     assert large.correct(long) is None
     assert time.process_time() - started < cost(large) + 0.01

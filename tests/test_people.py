@@ -33,13 +33,18 @@ class Clock:
 @pytest.fixture
 def crm(make_settings) -> Iterator[RagSystem]:
     """No reference application: a sales_rep table named by [people], nothing else."""
-    rag = RagSystem(make_settings(people_query="SELECT rep_id, first_name, last_name FROM sales_rep",
-                                  people_refresh="1m"))
+    rag = RagSystem(
+        make_settings(people_query="SELECT rep_id, first_name, last_name FROM sales_rep", people_refresh="1m")
+    )
     rag.migrate()
     with rag.engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE sales_rep (rep_id INTEGER PRIMARY KEY, first_name TEXT, last_name TEXT)")
-        conn.execute(sa.text("INSERT INTO sales_rep VALUES (:i, :f, :l)"),
-                     [{"i": i, "f": f, "l": last} for i, f, last in REPS])
+        conn.exec_driver_sql(
+            "CREATE TABLE sales_rep (rep_id INTEGER PRIMARY KEY, first_name TEXT, last_name TEXT)"
+        )
+        conn.execute(
+            sa.text("INSERT INTO sales_rep VALUES (:i, :f, :l)"),
+            [{"i": i, "f": f, "l": last} for i, f, last in REPS],
+        )
     yield rag
     rag.close()
 
@@ -64,8 +69,13 @@ def test_names_come_from_the_declared_query_and_are_kept_for_refresh(crm: RagSys
     clock.now += 2
     assert crm.people.name(202) == "Ana Pérez-Gil"
     status = crm.status()["people"]
-    assert status == {"names_from": "[people] query", "people": 3, "skipped_rows": 1, "failures": 0,
-                      "last_error": None}
+    assert status == {
+        "names_from": "[people] query",
+        "people": 3,
+        "skipped_rows": 1,
+        "failures": 0,
+        "last_error": None,
+    }
 
 
 def test_a_caller_without_an_employee_row_is_named_by_the_people(crm: RagSystem) -> None:
@@ -86,7 +96,9 @@ def test_a_failed_read_keeps_the_names_read_last_and_says_why(crm: RagSystem) ->
     assert crm.people.name(201) == "Tomás Herrera"
     state = crm.status()["people"]
     assert state["failures"] == 1
-    assert state["last_error"].startswith("[people] query: source 'people.query': reading failed: a table or view")
+    assert state["last_error"].startswith(
+        "[people] query: source 'people.query': reading failed: a table or view"
+    )
     with crm.engine.begin() as conn:
         conn.exec_driver_sql("ALTER TABLE sales_rep_old RENAME TO sales_rep")
     clock.now += 61
@@ -105,7 +117,10 @@ def test_the_people_table_of_the_config_file(tmp_path: Path) -> None:
     cfg = tmp_path / "oracle-rag.toml"
     cfg.write_text('[people]\nquery = "SELECT rep_id, full_name FROM sales_rep"\nrefresh = "10m"\n', "utf-8")
     settings = load_settings(env={}, config_file=cfg)
-    assert (settings.people_query, settings.people_refresh) == ("SELECT rep_id, full_name FROM sales_rep", "10m")
+    assert (settings.people_query, settings.people_refresh) == (
+        "SELECT rep_id, full_name FROM sales_rep",
+        "10m",
+    )
     cfg.write_text('[people]\nsql = "SELECT 1"\n', "utf-8")
     with pytest.raises(ConfigurationError, match=r"\[people\] unknown key 'sql'; known keys: query, refresh"):
         load_settings(env={}, config_file=cfg)
@@ -143,13 +158,16 @@ def test_the_reference_app_is_looked_for_again_only_when_due(make_settings) -> N
 
 def test_the_reference_app_declares_its_people(demo_rag: RagSystem) -> None:
     with demo_rag.engine.connect() as conn:
-        employees = conn.execute(sa.text("SELECT EMPLOYEE_ID, FIRST_NAME || ' ' || LAST_NAME FROM EMPLOYEE")).all()
+        employees = conn.execute(
+            sa.text("SELECT EMPLOYEE_ID, FIRST_NAME || ' ' || LAST_NAME FROM EMPLOYEE")
+        ).all()
     assert demo_rag.people.names() == dict(employees)
     assert demo_rag.status()["people"]["names_from"] == "EMPLOYEE (the reference application)"
 
 
-def test_reference_app_off_ignores_tables_of_the_same_names(demo_template: Path, make_settings, data_dir: Path,
-                                                             cli) -> None:
+def test_reference_app_off_ignores_tables_of_the_same_names(
+    demo_template: Path, make_settings, data_dir: Path, cli
+) -> None:
     """OFF: a database whose own TASK, EMPLOYEE... are not the reference application's."""
     import shutil
 
@@ -172,8 +190,9 @@ def test_reference_app_on_requires_the_tables(make_settings, cli) -> None:
         rag.migrate()
         assert rag.sources.types() == ["TASK", "SPRINT", "PROJECT"]
     result = cli("backfill", reference_app="ON")
-    assert result.exit_code == 1 and result.stderr.startswith("error: MISSING_TABLE: sqlite statement failed"), \
-        result.output
+    assert result.exit_code == 1 and result.stderr.startswith(
+        "error: MISSING_TABLE: sqlite statement failed"
+    ), result.output
     assert len(result.stderr.strip().splitlines()) == 1
 
 

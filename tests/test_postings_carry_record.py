@@ -23,16 +23,24 @@ BLOB = b"\x00" * 1536
 
 def _sql_keyword(engine: Engine, query: str, scope: Scope, where: Any = None) -> list[tuple[str, str]]:
     with engine.connect() as conn:
-        return [(h.source_type, h.source_id)
-                for h in Engine.keyword_search(engine, conn, query, 10, scope, Filters(), where)]
+        return [
+            (h.source_type, h.source_id)
+            for h in Engine.keyword_search(engine, conn, query, 10, scope, Filters(), where)
+        ]
 
 
 def _postings(engine: Engine) -> list[tuple[Any, ...]]:
     with engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(sa.text(
-            "SELECT c.SOURCE_ID, t.TERM, t.TF, t.TERM_COUNT, t.SOURCE_TYPE, t.ACCESS_PUBLIC, t.ACCESS_OWNER, "
-            "t.PROJECT_ID, t.SPRINT_ID FROM RAG_CHUNK_TERM t JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID "
-            "ORDER BY c.SOURCE_ID, t.TERM"))]
+        return [
+            tuple(r)
+            for r in conn.execute(
+                sa.text(
+                    "SELECT c.SOURCE_ID, t.TERM, t.TF, t.TERM_COUNT, t.SOURCE_TYPE, t.ACCESS_PUBLIC, t.ACCESS_OWNER, "
+                    "t.PROJECT_ID, t.SPRINT_ID FROM RAG_CHUNK_TERM t JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID "
+                    "ORDER BY c.SOURCE_ID, t.TERM"
+                )
+            )
+        ]
 
 
 def test_v13_fills_the_postings_from_their_records_with_no_embedding(make_settings) -> None:
@@ -49,24 +57,68 @@ def test_v13_fills_the_postings_from_their_records_with_no_embedding(make_settin
             insert = sa.text(
                 "INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, PROJECT_ID, SPRINT_ID, CONTENT, "
                 "EMBEDDING, CONTENT_HASH, TERM_COUNT, ACCESS_OWNER, ACCESS_PUBLIC) "
-                "VALUES (:t, :i, :n, :o, :p, :s, :c, :e, 'h', :tc, :o, :pub)")
-            conn.execute(insert, [
-                {"t": "TASK", "i": "1", "n": 0, "o": 7, "p": 2, "s": 3, "c": "quokka quokka wombat", "e": BLOB,
-                 "tc": 3, "pub": 0},
-                {"t": "TASK", "i": "1", "n": 1, "o": 7, "p": 2, "s": 3, "c": "second window", "e": BLOB,
-                 "tc": None, "pub": 0},
-                # not analysed (TERM_COUNT NULL) but with stale postings: the statement never read them
-                {"t": "PROJECT", "i": "5", "n": 0, "o": None, "p": 5, "s": None, "c": "quokka habitat", "e": BLOB,
-                 "tc": None, "pub": 1},
-            ])
-            ids = {r[0]: r[1] for r in conn.execute(sa.text(
-                "SELECT SOURCE_ID, CHUNK_ID FROM RAG_CHUNK WHERE CHUNK_NO = 0"))}
-            conn.execute(sa.text("INSERT INTO RAG_CHUNK_TERM (TERM, CHUNK_ID, TF) VALUES (:term, :id, :tf)"), [
-                {"term": "quokka", "id": ids["1"], "tf": 2}, {"term": "wombat", "id": ids["1"], "tf": 1},
-                {"term": "quokka", "id": ids["5"], "tf": 1}])
+                "VALUES (:t, :i, :n, :o, :p, :s, :c, :e, 'h', :tc, :o, :pub)"
+            )
+            conn.execute(
+                insert,
+                [
+                    {
+                        "t": "TASK",
+                        "i": "1",
+                        "n": 0,
+                        "o": 7,
+                        "p": 2,
+                        "s": 3,
+                        "c": "quokka quokka wombat",
+                        "e": BLOB,
+                        "tc": 3,
+                        "pub": 0,
+                    },
+                    {
+                        "t": "TASK",
+                        "i": "1",
+                        "n": 1,
+                        "o": 7,
+                        "p": 2,
+                        "s": 3,
+                        "c": "second window",
+                        "e": BLOB,
+                        "tc": None,
+                        "pub": 0,
+                    },
+                    # not analysed (TERM_COUNT NULL) but with stale postings: the statement never read them
+                    {
+                        "t": "PROJECT",
+                        "i": "5",
+                        "n": 0,
+                        "o": None,
+                        "p": 5,
+                        "s": None,
+                        "c": "quokka habitat",
+                        "e": BLOB,
+                        "tc": None,
+                        "pub": 1,
+                    },
+                ],
+            )
+            ids = {
+                r[0]: r[1]
+                for r in conn.execute(sa.text("SELECT SOURCE_ID, CHUNK_ID FROM RAG_CHUNK WHERE CHUNK_NO = 0"))
+            }
+            conn.execute(
+                sa.text("INSERT INTO RAG_CHUNK_TERM (TERM, CHUNK_ID, TF) VALUES (:term, :id, :tf)"),
+                [
+                    {"term": "quokka", "id": ids["1"], "tf": 2},
+                    {"term": "wombat", "id": ids["1"], "tf": 1},
+                    {"term": "quokka", "id": ids["5"], "tf": 1},
+                ],
+            )
         rt = instrument(system)
         MigrationRunner(engine).migrate()
-        assert _postings(engine) == [("1", "quokka", 2, 3, "TASK", 0, 7, 2, 3), ("1", "wombat", 1, 3, "TASK", 0, 7, 2, 3)]
+        assert _postings(engine) == [
+            ("1", "quokka", 2, 3, "TASK", 0, 7, 2, 3),
+            ("1", "wombat", 1, 3, "TASK", 0, 7, 2, 3),
+        ]
         assert postings_out_of_step(system) == []
         assert _sql_keyword(engine, "quokka", Scope(7, False)) == [("TASK", "1")]
         assert _sql_keyword(engine, "quokka", Scope(8, False)) == []  # the scope, read from the postings
@@ -75,7 +127,9 @@ def test_v13_fills_the_postings_from_their_records_with_no_embedding(make_settin
         assert _sql_keyword(engine, "habitat", Scope(8, False)) == [("PROJECT", "5")]
         assert rt.calls == 0
         with engine.connect() as conn:
-            indexes = {r[0] for r in conn.execute(sa.text("SELECT name FROM sqlite_master WHERE type = 'index'"))}
+            indexes = {
+                r[0] for r in conn.execute(sa.text("SELECT name FROM sqlite_master WHERE type = 'index'"))
+            }
         assert {"RAG_CHUNK_TERM_CHUNK_IX", "RAG_CHUNK_RECORD_IX"} <= indexes
     finally:
         system.close()
@@ -90,9 +144,12 @@ def _task_one_owner(demo_rag: Any) -> tuple[str, int]:
 def test_reassignment_moves_the_postings_scope_with_no_embedding(demo_rag) -> None:
     title, old_owner = _task_one_owner(demo_rag)
     with demo_rag.engine.begin() as conn:
-        first, last = conn.execute(sa.text(
-            "SELECT FIRST_NAME, LAST_NAME FROM EMPLOYEE WHERE EMPLOYEE_ID = :e"), {"e": old_owner}).one()
-        conn.execute(sa.text("INSERT INTO EMPLOYEE VALUES (900, :f, :l, 'developer')"), {"f": first, "l": last})
+        first, last = conn.execute(
+            sa.text("SELECT FIRST_NAME, LAST_NAME FROM EMPLOYEE WHERE EMPLOYEE_ID = :e"), {"e": old_owner}
+        ).one()
+        conn.execute(
+            sa.text("INSERT INTO EMPLOYEE VALUES (900, :f, :l, 'developer')"), {"f": first, "l": last}
+        )
         conn.execute(sa.text("UPDATE TASK SET ASSIGNEE_ID = 900 WHERE TASK_ID = 1"))
     assert ("TASK", "1") in _sql_keyword(demo_rag.engine, title, Scope(old_owner, False))
     rt = instrument(demo_rag)
@@ -113,8 +170,11 @@ def test_access_change_and_a_write_without_analysis_keep_the_postings_in_step(de
     assert ("TASK", "1") not in _sql_keyword(engine, title, Scope(owner, False))
     assert ("TASK", "1") in _sql_keyword(engine, title, Scope(owner, False, ("team-x",)))
     with engine.connect() as conn:
-        content = conn.execute(sa.text(
-            "SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = '1' AND CHUNK_NO = 0")).scalar()
+        content = conn.execute(
+            sa.text(
+                "SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = '1' AND CHUNK_NO = 0"
+            )
+        ).scalar()
     # chunk 0 written without an analysis: the record is unanalysed (TERM_COUNT NULL), so it has no postings
     with engine.begin() as conn:
         engine.upsert_chunks(conn, [ChunkWrite("TASK", "1", str(content), "h", owner_id=owner)])
@@ -134,10 +194,22 @@ def test_exact_ties_beyond_k_rank_by_chunk_id_in_every_form(make_settings) -> No
         engine = system.engine
         text = "quokka burrow survey"
         with engine.begin() as conn:
-            engine.upsert_chunks(conn, [ChunkWrite("NOTE", f"n{i:02d}", text, "h", analysis=bm25.analyze_record(text))
-                                        for i in range(12)] + [
-                ChunkWrite("NOTE", "best", "quokka quokka burrow", "h",
-                           analysis=bm25.analyze_record("quokka quokka burrow"))])
+            engine.upsert_chunks(
+                conn,
+                [
+                    ChunkWrite("NOTE", f"n{i:02d}", text, "h", analysis=bm25.analyze_record(text))
+                    for i in range(12)
+                ]
+                + [
+                    ChunkWrite(
+                        "NOTE",
+                        "best",
+                        "quokka quokka burrow",
+                        "h",
+                        analysis=bm25.analyze_record("quokka quokka burrow"),
+                    )
+                ],
+            )
         manager = Scope(1, True)
         with engine.connect() as conn:
             ids = {r[0]: r[1] for r in conn.execute(sa.text("SELECT SOURCE_ID, CHUNK_ID FROM RAG_CHUNK"))}

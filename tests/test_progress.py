@@ -64,7 +64,9 @@ def test_terminal_bar_redraws_one_line_with_rate_and_eta() -> None:
     clock.now += 28.0
     p.update(512)
     frame = out.getvalue().split("\r")[-1]
-    assert frame.startswith("index [#######.......................] 512/2054 queue rows (24%), 18.3/s, ETA 1m24s")
+    assert frame.startswith(
+        "index [#######.......................] 512/2054 queue rows (24%), 18.3/s, ETA 1m24s"
+    )
     p.finish()
     assert out.getvalue().endswith("\nindex: 512 queue rows in 28s (18.3/s)\n")
     assert out.getvalue().count("\n") == 2
@@ -126,8 +128,10 @@ def test_drain_draws_rate_and_eta_between_batches(demo_rag, make_settings) -> No
     assert (res.picked, res.embedded, res.failed_rows) == (24, 24, 0)
     frames = [f for f in out.getvalue().split("\r") if f.startswith("worker [")]
     for done in (8, 16):
-        assert any(re.match(rf"worker \[[#.]{{30}}\] {done}/24 queue rows \(\d+%\), \d+\.\d/s, ETA \d+s", f)
-                   for f in frames), frames
+        assert any(
+            re.match(rf"worker \[[#.]{{30}}\] {done}/24 queue rows \(\d+%\), \d+\.\d/s, ETA \d+s", f)
+            for f in frames
+        ), frames
     assert re.search(r"worker \[#{30}\] 24/24 queue rows \(100%\), \d+\.\d/s", out.getvalue()), frames
     assert re.search(r"\nworker: 24 queue rows in \d+s \(\d+\.\d/s\)\n$", out.getvalue()), out.getvalue()
 
@@ -135,7 +139,9 @@ def test_drain_draws_rate_and_eta_between_batches(demo_rag, make_settings) -> No
 def _run_on_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
     """Run with stdout and stderr on a pseudo-terminal; return the exit code and everything it drew."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen(CLI + args, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+    proc = subprocess.Popen(
+        CLI + args, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave
+    )
     os.close(slave)
     chunks: list[bytes] = []
     while True:

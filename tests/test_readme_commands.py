@@ -78,9 +78,13 @@ def test_ci_runs_make_test() -> None:
     [
         ("#!/bin/sh\nset -eu\n# comment\nexec make test\n", [["set", "-eu"], ["exec", "make", "test"]]),
         ("make test  # run it\n", [["make", "test"]]),
-        ("(apt-get update \\\n  && apt-get install x) || echo 'it didn\\'t'\nmake test\n",
-         [["(apt-get", "update", "&&", "apt-get", "install", "x)", "||", "echo", "'it", "didn\\'t'"],
-          ["make", "test"]]),
+        (
+            "(apt-get update \\\n  && apt-get install x) || echo 'it didn\\'t'\nmake test\n",
+            [
+                ["(apt-get", "update", "&&", "apt-get", "install", "x)", "||", "echo", "'it", "didn\\'t'"],
+                ["make", "test"],
+            ],
+        ),
     ],
 )
 def test_command_parser(text: str, expected: list[list[str]]) -> None:

@@ -31,8 +31,11 @@ class NoteSource(Source):
         self.notes: dict[str, tuple[str, int | None, Mapping[str, Any]]] = {}
 
     def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:
-        return {i: Document("NOTE", i, self.notes[i][0], owner_id=self.notes[i][1], facets=self.notes[i][2])
-                for i in ids if i in self.notes}
+        return {
+            i: Document("NOTE", i, self.notes[i][0], owner_id=self.notes[i][1], facets=self.notes[i][2])
+            for i in ids
+            if i in self.notes
+        }
 
     def all_ids(self, conn: sa.Connection) -> list[str]:
         return list(self.notes)
@@ -56,8 +59,12 @@ def _index(system: Any, ids: Sequence[str]) -> Any:
 
 def _rows(system: Any) -> list[tuple[Any, ...]]:
     with system.engine.connect() as conn:
-        return [tuple(r) for r in conn.exec_driver_sql(
-            "SELECT SOURCE_ID, CHUNK_NO, FACETS, OWNER_ID FROM RAG_CHUNK ORDER BY SOURCE_ID, CHUNK_NO")]
+        return [
+            tuple(r)
+            for r in conn.exec_driver_sql(
+                "SELECT SOURCE_ID, CHUNK_NO, FACETS, OWNER_ID FROM RAG_CHUNK ORDER BY SOURCE_ID, CHUNK_NO"
+            )
+        ]
 
 
 # -- the migration on a database that already holds chunks ------------------------
@@ -79,29 +86,44 @@ def test_v6_keeps_every_chunk_its_id_and_the_id_high_water_mark(tmp_path: Path) 
                 db.execute(sql)
     blob = b"\x00" * 1536
     for i in (1, 2, 3):
-        db.execute("INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, OWNER_ID, CONTENT, EMBEDDING, CONTENT_HASH) "
-                   "VALUES ('TASK', ?, 7, ?, ?, 'h')", (str(i), f"quokka number {i}", blob))
+        db.execute(
+            "INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, OWNER_ID, CONTENT, EMBEDDING, CONTENT_HASH) "
+            "VALUES ('TASK', ?, 7, ?, ?, 'h')",
+            (str(i), f"quokka number {i}", blob),
+        )
     db.execute("DELETE FROM RAG_CHUNK WHERE SOURCE_ID = '3'")  # the high-water mark is 3, the max id 2
     log_before = db.execute("SELECT MAX(SEQ) FROM RAG_CHUNK_LOG").fetchone()[0]
     db.execute("BEGIN")
     for sql in split_sqlite_script(v6.text):
         db.execute(sql)
     db.execute("COMMIT")
-    rows = db.execute("SELECT CHUNK_ID, SOURCE_ID, CHUNK_NO, FACETS, TERM_COUNT, OWNER_ID FROM RAG_CHUNK "
-                      "ORDER BY CHUNK_ID").fetchall()
+    rows = db.execute(
+        "SELECT CHUNK_ID, SOURCE_ID, CHUNK_NO, FACETS, TERM_COUNT, OWNER_ID FROM RAG_CHUNK ORDER BY CHUNK_ID"
+    ).fetchall()
     assert rows == [(1, "1", 0, "{}", None, 7), (2, "2", 0, "{}", None, 7)]
     # the FTS5 index still answers (same rowids) and its triggers are back
-    assert db.execute("SELECT rowid FROM RAG_CHUNK_FTS WHERE RAG_CHUNK_FTS MATCH 'quokka' ORDER BY rowid"
-                      ).fetchall() == [(1,), (2,)]
-    db.execute("INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, CONTENT, EMBEDDING, "
-               "CONTENT_HASH) VALUES ('TASK', '1', 1, 7, 'second window wombat', ?, 'h')", (blob,))
+    assert db.execute(
+        "SELECT rowid FROM RAG_CHUNK_FTS WHERE RAG_CHUNK_FTS MATCH 'quokka' ORDER BY rowid"
+    ).fetchall() == [(1,), (2,)]
+    db.execute(
+        "INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, OWNER_ID, CONTENT, EMBEDDING, "
+        "CONTENT_HASH) VALUES ('TASK', '1', 1, 7, 'second window wombat', ?, 'h')",
+        (blob,),
+    )
     new_id = db.execute("SELECT CHUNK_ID FROM RAG_CHUNK WHERE CHUNK_NO = 1").fetchone()[0]
     assert new_id == 4  # never 3: AUTOINCREMENT's high-water mark survived the rebuild
-    assert db.execute("SELECT rowid FROM RAG_CHUNK_FTS WHERE RAG_CHUNK_FTS MATCH 'wombat'").fetchall() == [(4,)]
-    assert db.execute("SELECT MAX(SEQ) FROM RAG_CHUNK_LOG").fetchone()[0] > log_before  # the log trigger is back
+    assert db.execute("SELECT rowid FROM RAG_CHUNK_FTS WHERE RAG_CHUNK_FTS MATCH 'wombat'").fetchall() == [
+        (4,)
+    ]
+    assert (
+        db.execute("SELECT MAX(SEQ) FROM RAG_CHUNK_LOG").fetchone()[0] > log_before
+    )  # the log trigger is back
     with pytest.raises(sqlean.IntegrityError):  # (type, id, chunk_no) is the key
-        db.execute("INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, CONTENT, EMBEDDING, CONTENT_HASH) "
-                   "VALUES ('TASK', '1', 1, 'x', ?, 'h')", (blob,))
+        db.execute(
+            "INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, CHUNK_NO, CONTENT, EMBEDDING, CONTENT_HASH) "
+            "VALUES ('TASK', '1', 1, 'x', ?, 'h')",
+            (blob,),
+        )
     for bad in ("[1]", "not json"):
         with pytest.raises(sqlean.IntegrityError):
             db.execute("UPDATE RAG_CHUNK SET FACETS = ? WHERE CHUNK_ID = 1", (bad,))
@@ -115,8 +137,10 @@ def test_v6_keeps_every_chunk_its_id_and_the_id_high_water_mark(tmp_path: Path) 
 # -- facets: written by the indexer, read back by every search mode ------------------
 def test_facets_travel_from_the_document_to_every_search_mode(notes) -> None:
     system, source = notes
-    source.notes = {"1": ("the payment gateway times out", None, {"status": "open", "points": 3}),
-                    "2": ("the payment page is slow", None, {})}
+    source.notes = {
+        "1": ("the payment gateway times out", None, {"status": "open", "points": 3}),
+        "2": ("the payment page is slow", None, {}),
+    }
     assert _index(system, ["1", "2"]).embedded == 2
     assert _rows(system) == [("1", 0, '{"points":3,"status":"open"}', None), ("2", 0, "{}", None)]
     retriever = system.retriever()
@@ -145,7 +169,10 @@ def test_facets_are_flat_and_canonical() -> None:
     assert facets_value(None) == {} and facets_value('{"a":1}') == {"a": 1}
     from decimal import Decimal
 
-    assert facets_value({"a": Decimal("2"), "b": Decimal("2.5")}) == {"a": 2, "b": 2.5}  # Oracle's JSON numbers
+    assert facets_value({"a": Decimal("2"), "b": Decimal("2.5")}) == {
+        "a": 2,
+        "b": 2.5,
+    }  # Oracle's JSON numbers
 
 
 def test_a_float_facet_has_one_canonical_form_on_both_sides() -> None:
@@ -154,8 +181,13 @@ def test_a_float_facet_has_one_canonical_form_on_both_sides() -> None:
 
     written = facets_json({"estimate": 2.0, "ratio": 0.1, "n": 3, "flag": True, "big": 1e20})
     assert written == '{"big":100000000000000000000,"estimate":2,"flag":true,"n":3,"ratio":0.1}'
-    oracle_back = {"estimate": Decimal("2"), "ratio": Decimal("0.1"), "n": Decimal("3"), "flag": True,
-                   "big": Decimal("1E+20")}
+    oracle_back = {
+        "estimate": Decimal("2"),
+        "ratio": Decimal("0.1"),
+        "n": Decimal("3"),
+        "flag": True,
+        "big": Decimal("1E+20"),
+    }
     assert facets_json(facets_value(oracle_back)) == written
     assert facets_json(facets_value(written)) == written  # SQLite reads its own text back
     assert facets_json({"estimate": Decimal("2.50")}) == '{"estimate":2.5}'
@@ -163,13 +195,24 @@ def test_a_float_facet_has_one_canonical_form_on_both_sides() -> None:
         facets_json({"a": float("inf")})
 
 
-
 # -- several chunks of one record -----------------------------------------------------
 def test_a_record_holds_several_chunks_and_trim_drops_the_extra_ones(notes) -> None:
     system, _ = notes
     facets = facets_json({"status": "open"})
-    writes = [ChunkWrite("NOTE", "9", f"window {n} of the record", content_hash("whole"), 5, None, None,
-                         chunk_no=n, facets=facets) for n in range(3)]
+    writes = [
+        ChunkWrite(
+            "NOTE",
+            "9",
+            f"window {n} of the record",
+            content_hash("whole"),
+            5,
+            None,
+            None,
+            chunk_no=n,
+            facets=facets,
+        )
+        for n in range(3)
+    ]
     with system.engine.begin() as conn:
         assert system.engine.upsert_chunks(conn, writes) == 3
     assert [r[:2] for r in _rows(system)] == [("9", 0), ("9", 1), ("9", 2)]
@@ -186,16 +229,24 @@ def test_a_record_holds_several_chunks_and_trim_drops_the_extra_ones(notes) -> N
 # -- the where fragment -------------------------------------------------------------
 def test_where_fragment_narrows_all_three_modes_before_the_top_k(notes) -> None:
     system, source = notes
-    source.notes = {str(i): (f"payment incident number {i}", None, {"status": "open" if i % 3 == 0 else "done"})
-                    for i in range(1, 13)}
+    source.notes = {
+        str(i): (f"payment incident number {i}", None, {"status": "open" if i % 3 == 0 else "done"})
+        for i in range(1, 13)
+    }
     _index(system, list(source.notes))
     where = Where("json_extract(c.FACETS, '$.status') = :w_status", {"w_status": "open"})
     retriever = system.retriever()
     for mode in ("semantic", "keyword", "hybrid"):
         found = [h.source_id for h in retriever.search("payment incident", 4, MANAGER, mode, where=where)]
         assert sorted(found, key=int) == ["3", "6", "9", "12"], mode  # k=4 and exactly 4 are open
-        narrowed = retriever.search("payment incident", 4, MANAGER, mode, Filters(source_types=("NOTE",)),
-                                    where=Where("c.SOURCE_ID = :w_id", {"w_id": "5"}))
+        narrowed = retriever.search(
+            "payment incident",
+            4,
+            MANAGER,
+            mode,
+            Filters(source_types=("NOTE",)),
+            where=Where("c.SOURCE_ID = :w_id", {"w_id": "5"}),
+        )
         assert [h.source_id for h in narrowed] == ["5"], mode
 
 

@@ -22,8 +22,13 @@ SENTENCES = [f"Comment {n:03d}: the retry queue drained batch {n} after the fail
 
 def stored_chunks(rag, task_id: int) -> list[str]:
     with rag.engine.connect() as conn:
-        rows = conn.execute(sa.text("SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = :i "
-                                    "ORDER BY CHUNK_NO"), {"i": str(task_id)}).fetchall()
+        rows = conn.execute(
+            sa.text(
+                "SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = :i "
+                "ORDER BY CHUNK_NO"
+            ),
+            {"i": str(task_id)},
+        ).fetchall()
     return [str(r[0]) for r in rows]
 
 
@@ -53,27 +58,33 @@ def test_a_long_record_is_shown_whole_once_in_order(demo_rag, long_task: int) ->
 
 def test_the_api_says_where_the_cited_passage_is(demo_rag, long_task: int) -> None:
     tokens = issue_tokens(demo_rag, (DEV_A, DEV_B))
-    client = create_app({"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None, "TESTING": True}).test_client()
+    client = create_app(
+        {"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None, "TESTING": True}
+    ).test_client()
     last = stored_chunks(demo_rag, long_task)[-1]
     cited = snippet(last, query="batch 117 failover")  # what a citation of the last window carries
     assert cited.startswith("\u2026") and "117" in cited
-    response = client.get(f"/api/chunks/TASK/{long_task}", query_string={"passage": cited},
-                          headers=bearer(tokens[DEV_A]))
+    response = client.get(
+        f"/api/chunks/TASK/{long_task}", query_string={"passage": cited}, headers=bearer(tokens[DEV_A])
+    )
     assert response.status_code == 200
     body = response.get_json()
     content, windows, passage = body["content"], body["chunks"], body["passage"]
     assert "Comment 001:" in content and "Comment 120:" in content
     assert [w["chunk_no"] for w in windows] == list(range(len(windows)))
-    assert passage is not None and "Comment 117" in content[passage["start"]:passage["end"]]
+    assert passage is not None and "Comment 117" in content[passage["start"] : passage["end"]]
     assert windows[-1]["start"] <= passage["start"] < passage["end"] <= windows[-1]["end"]
-    hidden = client.get(f"/api/chunks/TASK/{long_task}", query_string={"passage": cited},
-                        headers=bearer(tokens[DEV_B]))
+    hidden = client.get(
+        f"/api/chunks/TASK/{long_task}", query_string={"passage": cited}, headers=bearer(tokens[DEV_B])
+    )
     assert hidden.status_code == 404
 
 
 def test_find_passage_matches_across_flattened_whitespace() -> None:
     text = "[TASK #7] Fix it\nStatus: TODO\n\nFirst line.\nSecond   line here."
-    assert find_passage(text, "\u2026line. Second line\u2026") == (text.index("line.\nSecond"),
-                                                                   text.index(" here"))
+    assert find_passage(text, "\u2026line. Second line\u2026") == (
+        text.index("line.\nSecond"),
+        text.index(" here"),
+    )
     assert find_passage(text, "not there") is None
     assert find_passage(text, "\u2026") is None

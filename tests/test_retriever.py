@@ -27,9 +27,33 @@ from oracle_rag.search.retriever import MODES, RetrievedChunk, Retriever, rrf, s
 from oracle_rag.system import RagSystem
 from oracle_rag.text.bm25 import query_terms
 
-VOCABULARY = ["invoice", "payment", "login", "timeout", "mobile", "Kubernetes", "facturas", "sprint", "PDF",
-              "retry", "dashboard", "sincronización", "GDPR", "SSO", "blocked", "release", "Atlas", "Nova",
-              "Helios", "audit", "notificaciones", "exchange rates", "Sprint 12", "goal", "project"]
+VOCABULARY = [
+    "invoice",
+    "payment",
+    "login",
+    "timeout",
+    "mobile",
+    "Kubernetes",
+    "facturas",
+    "sprint",
+    "PDF",
+    "retry",
+    "dashboard",
+    "sincronización",
+    "GDPR",
+    "SSO",
+    "blocked",
+    "release",
+    "Atlas",
+    "Nova",
+    "Helios",
+    "audit",
+    "notificaciones",
+    "exchange rates",
+    "Sprint 12",
+    "goal",
+    "project",
+]
 
 # Visible chunk ids for an employee, from the reference tables: managers and
 # admins see every chunk; everyone sees sprint and project chunks; a task
@@ -43,8 +67,11 @@ WHERE (e.ROLE IN ('manager', 'admin') OR c.SOURCE_TYPE IN ('SPRINT', 'PROJECT') 
   AND (:sprint IS NULL OR c.SPRINT_ID = :sprint)""")
 # Records holding a query term (their postings live on chunk 0): what keyword search can return.
 TERM_MATCHES = sa.text("SELECT DISTINCT CHUNK_ID FROM RAG_CHUNK_TERM WHERE TERM IN :terms").bindparams(
-    sa.bindparam("terms", expanding=True))
-CHUNK_ROWS = sa.text("SELECT CHUNK_ID, SOURCE_TYPE, SOURCE_ID, PROJECT_ID, SPRINT_ID, EMBEDDING FROM RAG_CHUNK")
+    sa.bindparam("terms", expanding=True)
+)
+CHUNK_ROWS = sa.text(
+    "SELECT CHUNK_ID, SOURCE_TYPE, SOURCE_ID, PROJECT_ID, SPRINT_ID, EMBEDDING FROM RAG_CHUNK"
+)
 TASK_ASSIGNEE = sa.text("SELECT TASK_ID, ASSIGNEE_ID FROM TASK")
 
 
@@ -73,8 +100,9 @@ def retriever(demo) -> Retriever:
 
 def visible_ids(demo, caller: Caller, filters: Filters) -> set[int]:
     with demo.engine.connect() as conn:
-        rows = conn.execute(VISIBLE, {"emp": caller.employee_id, "project": filters.project_id,
-                                      "sprint": filters.sprint_id})
+        rows = conn.execute(
+            VISIBLE, {"emp": caller.employee_id, "project": filters.project_id, "sprint": filters.sprint_id}
+        )
         ids = {int(r[0]) for r in rows}
     if filters.source_types:
         ids = {i for i in ids if demo.chunks[i][1] in filters.source_types}
@@ -114,22 +142,30 @@ def check_result(demo, caller: Caller, results: list[RetrievedChunk], filters: F
 
 # -- scope, property-based ------------------------------------------------------------
 queries = st.one_of(
-    st.tuples(st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=5), st.text(max_size=30))
-    .map(lambda t: " ".join(t[0]) + " " + t[1]),
+    st.tuples(st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=5), st.text(max_size=30)).map(
+        lambda t: " ".join(t[0]) + " " + t[1]
+    ),
     st.text(min_size=1, max_size=60),
 ).filter(lambda q: q.replace("\x00", " ").strip() != "")
 filter_sets = st.one_of(
     st.none(),
-    st.builds(Filters,
-              project_id=st.one_of(st.none(), st.integers(1, 7)),
-              sprint_id=st.one_of(st.none(), st.integers(1, 49)),
-              source_types=st.sets(st.sampled_from(["TASK", "SPRINT", "PROJECT"])).map(lambda s: tuple(sorted(s)))),
+    st.builds(
+        Filters,
+        project_id=st.one_of(st.none(), st.integers(1, 7)),
+        sprint_id=st.one_of(st.none(), st.integers(1, 49)),
+        source_types=st.sets(st.sampled_from(["TASK", "SPRINT", "PROJECT"])).map(lambda s: tuple(sorted(s))),
+    ),
 )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(employee=st.integers(1, 40), query=queries, mode=st.sampled_from(MODES), k=st.integers(1, 100),
-       filters=filter_sets)
+@given(
+    employee=st.integers(1, 40),
+    query=queries,
+    mode=st.sampled_from(MODES),
+    k=st.integers(1, 100),
+    filters=filter_sets,
+)
 def test_scope_holds_and_k_rows_come_back_when_visible(demo, retriever, employee, query, mode, k, filters):
     caller = demo.callers[employee]
     results = retriever.search(query, k, caller, mode, filters)
@@ -153,8 +189,9 @@ def test_semantic_is_the_exact_top_k_of_the_visible_chunks(demo, retriever, empl
     with demo.engine.connect() as conn:
         q = np.asarray(demo.engine.embed(conn, query.replace("\x00", " ").strip()), dtype=np.float64)
     matrix = np.stack([np.frombuffer(demo.chunks[i][5], dtype="<f4") for i in allowed]).astype(np.float64)
-    distances = dict(zip(allowed, 1.0 - matrix @ q / np.linalg.norm(matrix, axis=1) / np.linalg.norm(q),
-                         strict=True))
+    distances = dict(
+        zip(allowed, 1.0 - matrix @ q / np.linalg.norm(matrix, axis=1) / np.linalg.norm(q), strict=True)
+    )
     # a record ranks by its nearest chunk (a long comment thread makes a second chunk), once
     best: dict[tuple[str, str], float] = {}
     for i in allowed:
@@ -164,7 +201,9 @@ def test_semantic_is_the_exact_top_k_of_the_visible_chunks(demo, retriever, empl
     assert len(results) == len(got) == min(k, len(best))
     for r in results:
         assert r.distance == pytest.approx(distances[r.chunk_id], abs=1e-5)
-        assert r.distance == pytest.approx(best[(demo.chunks[r.chunk_id][1], demo.chunks[r.chunk_id][2])], abs=1e-5)
+        assert r.distance == pytest.approx(
+            best[(demo.chunks[r.chunk_id][1], demo.chunks[r.chunk_id][2])], abs=1e-5
+        )
     assert [r.distance for r in results] == sorted(r.distance for r in results)  # type: ignore[type-var]
     left_out = [d for key, d in best.items() if key not in got]
     if left_out:
@@ -186,7 +225,9 @@ def test_managers_and_admins_see_everything_including_unassigned(demo, retriever
     unassigned = {t for t, a in demo.assignee.items() if a is None}
     assert unassigned
     for employee in (1, 3):
-        results = retriever.search("task", 100, demo.callers[employee], "semantic", Filters(source_types=("TASK",)))
+        results = retriever.search(
+            "task", 100, demo.callers[employee], "semantic", Filters(source_types=("TASK",))
+        )
         assert len(results) == 100
     every_task = set()
     for project in range(1, 7):
@@ -195,14 +236,21 @@ def test_managers_and_admins_see_everything_including_unassigned(demo, retriever
             every_task |= {int(r.source_id) for r in res}
     assert unassigned <= every_task
     for employee in range(9, 41):
-        res = retriever.search("unassigned", 100, demo.callers[employee], "semantic", Filters(source_types=("TASK",)))
+        res = retriever.search(
+            "unassigned", 100, demo.callers[employee], "semantic", Filters(source_types=("TASK",))
+        )
         assert not unassigned & {int(r.source_id) for r in res}
 
 
 def test_organisational_chunks_are_visible_to_every_developer(demo, retriever):
     for employee in (9, 25, 40):
-        res = retriever.search("sprint goal", 100, demo.callers[employee], "semantic",
-                               Filters(source_types=("SPRINT", "PROJECT")))
+        res = retriever.search(
+            "sprint goal",
+            100,
+            demo.callers[employee],
+            "semantic",
+            Filters(source_types=("SPRINT", "PROJECT")),
+        )
         assert len(res) == 54  # 48 sprints + 6 projects
 
 
@@ -210,8 +258,13 @@ def test_organisational_chunks_are_visible_to_every_developer(demo, retriever):
 @pytest.mark.parametrize("mode", MODES)
 def test_filters_are_honoured(demo, retriever, mode):
     manager = demo.callers[3]
-    for f in (Filters(project_id=2), Filters(sprint_id=5), Filters(source_types=("SPRINT",)),
-              Filters(project_id=1, source_types=("TASK", "PROJECT")), Filters(project_id=1, sprint_id=30)):
+    for f in (
+        Filters(project_id=2),
+        Filters(sprint_id=5),
+        Filters(source_types=("SPRINT",)),
+        Filters(project_id=1, source_types=("TASK", "PROJECT")),
+        Filters(project_id=1, sprint_id=30),
+    ):
         res = retriever.search("invoice payment sprint project", 100, manager, mode, f)
         check_result(demo, manager, res, f, 100)
         if f.source_types:
@@ -224,11 +277,38 @@ def test_filters_are_honoured(demo, retriever, mode):
 
 # -- hostile query text -------------------------------------------------------------------
 HOSTILE = [
-    "invoice NEAR payment", "invoice AND payment", "invoice OR payment", "NOT invoice", "invoic*", "^invoice",
-    "-invoice", '"invoice', 'invoice"', "{invoice}", "(invoice", "invoice)", "CONTENT:invoice", "ABOUT(invoice)",
-    "invoice%", "_invoice_", "invoice\\", "\\", "%", "*", '"', "'; DROP TABLE RAG_CHUNK; --", "x' OR '1'='1",
-    "invoice\x00payment", "NEAR(invoice payment, 3)", "invoice^2 payment~", "$(rm -rf /)", "{{}}", "::",
-    "ÁÉÍÓÚ ñ 日本語 🙂", "\u202eevil", "a" * 3000,
+    "invoice NEAR payment",
+    "invoice AND payment",
+    "invoice OR payment",
+    "NOT invoice",
+    "invoic*",
+    "^invoice",
+    "-invoice",
+    '"invoice',
+    'invoice"',
+    "{invoice}",
+    "(invoice",
+    "invoice)",
+    "CONTENT:invoice",
+    "ABOUT(invoice)",
+    "invoice%",
+    "_invoice_",
+    "invoice\\",
+    "\\",
+    "%",
+    "*",
+    '"',
+    "'; DROP TABLE RAG_CHUNK; --",
+    "x' OR '1'='1",
+    "invoice\x00payment",
+    "NEAR(invoice payment, 3)",
+    "invoice^2 payment~",
+    "$(rm -rf /)",
+    "{{}}",
+    "::",
+    "ÁÉÍÓÚ ñ 日本語 🙂",
+    "\u202eevil",
+    "a" * 3000,
 ]
 
 
@@ -253,8 +333,16 @@ def test_operators_do_not_change_keyword_results(retriever, demo):
     plain = ids("invoice")
     assert plain
     assert ids("invoic*") == []  # a prefix query would have matched "invoice"
-    for dressed in ('"invoice', "invoice*", "^invoice", "(invoice)", "{invoice}", "invoice%", "NOT invoice",
-                    "invoice AND the"):
+    for dressed in (
+        '"invoice',
+        "invoice*",
+        "^invoice",
+        "(invoice)",
+        "{invoice}",
+        "invoice%",
+        "NOT invoice",
+        "invoice AND the",
+    ):
         assert ids(dressed) == plain, dressed
     # an operator that is also a word of the records ("tell them about the workaround") is searched as that word
     for dressed, words in (("ABOUT(invoice)", "about invoice"), ("CONTENT:invoice", "content invoice")):
@@ -357,7 +445,9 @@ def test_stats_and_hybrid_fetch_depth(demo, retriever):
     assert stats.legs["semantic"] == max(8, demo.settings.hybrid_depth)
     assert 0 < stats.legs["keyword"] <= max(8, demo.settings.hybrid_depth)
     retriever.search("invoice", 100, manager, "hybrid")
-    assert retriever.last_stats.legs["semantic"] == min(max(100, demo.settings.hybrid_depth), 400)  # capped at 4 x MAX_K
+    assert retriever.last_stats.legs["semantic"] == min(
+        max(100, demo.settings.hybrid_depth), 400
+    )  # capped at 4 x MAX_K
 
 
 def test_hybrid_results_record_their_legs(demo, retriever):
@@ -377,21 +467,31 @@ def test_hybrid_fetches_text_for_the_fused_top_k_only_and_shows_the_same(demo, r
 
     fetch = max(8, demo.settings.hybrid_depth)
     weights = {"semantic": demo.settings.semantic_weight, "keyword": demo.settings.keyword_weight}
-    for question, caller in [("invoice PDF generation", demo.callers[3]), ("sprint review demo", demo.callers[1]),
-                             ("login error after password reset", demo.callers[3])]:
+    for question, caller in [
+        ("invoice PDF generation", demo.callers[3]),
+        ("sprint review demo", demo.callers[1]),
+        ("login error after password reset", demo.callers[3]),
+    ]:
         got = retriever.search(question, 8, caller, "hybrid")
         with demo.engine.connect() as conn:
             scope = caller.scope()
             light = demo.engine.keyword_search(conn, question, fetch, scope, Filters(), text=False)
-            full = {"semantic": demo.engine.semantic_search(conn, embed_text(question), fetch, scope,
-                                                            semantic_leg_filters(demo.settings, Filters())),
-                    "keyword": demo.engine.keyword_search(conn, question, fetch, scope, Filters())}
+            full = {
+                "semantic": demo.engine.semantic_search(
+                    conn, embed_text(question), fetch, scope, semantic_leg_filters(demo.settings, Filters())
+                ),
+                "keyword": demo.engine.keyword_search(conn, question, fetch, scope, Filters()),
+            }
         assert isinstance(light, KeywordHits) and not any(h.content for h in light)
         want = rrf(full, 8, demo.settings.rrf_k, weights)
         assert got and all(r.content for r in got)
-        assert [(r.source_type, r.source_id, r.chunk_id, r.chunk_no, r.content, r.facets, r.score, r.legs, r.rank)
-                for r in got] == [(r.source_type, r.source_id, r.chunk_id, r.chunk_no, r.content, r.facets, r.score,
-                                   r.legs, r.rank) for r in want], question
+        assert [
+            (r.source_type, r.source_id, r.chunk_id, r.chunk_no, r.content, r.facets, r.score, r.legs, r.rank)
+            for r in got
+        ] == [
+            (r.source_type, r.source_id, r.chunk_id, r.chunk_no, r.content, r.facets, r.score, r.legs, r.rank)
+            for r in want
+        ], question
 
 
 # -- RRF --------------------------------------------------------------------------------

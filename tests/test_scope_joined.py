@@ -27,8 +27,13 @@ from oracle_rag.engines.statements import Sql, stmt
 from oracle_rag.indexing.record_writes import record_write, write_records
 from oracle_rag.text.chunking import ChunkPlan
 
-SCOPES = (Scope(1, False), Scope(2, False, ("ops", "fin")), Scope(7, False, ("ops", "net", "fin", "hr", "x")),
-          Scope(9, False), Scope(3, True))
+SCOPES = (
+    Scope(1, False),
+    Scope(2, False, ("ops", "fin")),
+    Scope(7, False, ("ops", "net", "fin", "hr", "x")),
+    Scope(9, False),
+    Scope(3, True),
+)
 
 
 @pytest.fixture
@@ -40,24 +45,41 @@ def world(rag: Any) -> Any:
         groups = (("ops", "fin"), ("ops",), ("net",), (), ("fin", "hr"))[i % 5]
         access = RecordAccess(owner=(1, 2, None, 7)[i % 4], public=i % 7 == 0, groups=tuple(sorted(groups)))
         words = ["alpha beta", "beta gamma delta", "alpha alpha delta", "gamma"][i % 4]
-        records.append(record_write(ChunkPlan(), source_type, str(i), f"record {i} {words} " * (1 + i % 3),
-                                    facets=f'{{"status": "{("OPEN", "DONE")[i % 2]}"}}', access=access))
+        records.append(
+            record_write(
+                ChunkPlan(),
+                source_type,
+                str(i),
+                f"record {i} {words} " * (1 + i % 3),
+                facets=f'{{"status": "{("OPEN", "DONE")[i % 2]}"}}',
+                access=access,
+            )
+        )
     with engine.begin() as conn:
         write_records(engine, conn, records)
         engine.set_access_failure(conn, "MEMO", "2026-12-01T00:00:00")  # MEMO records: see-all only
     return rag
 
 
-def _run(conn: sa.Connection, text: str, binds: dict[str, Any], expanding: tuple[str, ...] = ()) -> list[tuple]:
+def _run(
+    conn: sa.Connection, text: str, binds: dict[str, Any], expanding: tuple[str, ...] = ()
+) -> list[tuple]:
     return sorted((tuple(r) for r in conn.execute(stmt(text, expanding), binds)), key=repr)
 
 
 @pytest.mark.parametrize("name", ["COUNT_RECORDS", "COUNT_GROUPS", "FACET_VALUES"])
 def test_oracle_whole_table_statements_select_as_scope_does(world: Any, name: str) -> None:
-    sql: Sql = answers_sql.grouped(getattr(answers_sql, name), answers_sql.FACET_TEXT) if name != "COUNT_RECORDS" \
+    sql: Sql = (
+        answers_sql.grouped(getattr(answers_sql, name), answers_sql.FACET_TEXT)
+        if name != "COUNT_RECORDS"
         else answers_sql.COUNT_RECORDS
-    oracle = (sql.oracle or "").replace("JSON_VALUE(c.FACETS, '{path}')", "json_extract(c.FACETS, '$.status')")
-    sqlite = (sql.sqlite or "").replace("json_extract(c.FACETS, '{path}')", "json_extract(c.FACETS, '$.status')")
+    )
+    oracle = (sql.oracle or "").replace(
+        "JSON_VALUE(c.FACETS, '{path}')", "json_extract(c.FACETS, '$.status')"
+    )
+    sqlite = (sql.sqlite or "").replace(
+        "json_extract(c.FACETS, '{path}')", "json_extract(c.FACETS, '$.status')"
+    )
     assert "LEFT JOIN RAG_ACCESS_FAILURE scope_f" in oracle and "scope_m.CHUNK_ID IS NOT NULL" in oracle
     assert "SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP" in sqlite  # SQLite keeps SCOPE's IN
     with world.engine.connect() as conn:
@@ -84,13 +106,20 @@ def test_keyword_statement_with_oracles_scope_steps_ranks_as_sqlites(world: Any,
     params = world.engine.bm25_params()
     results = set()
     for scope in SCOPES:
-        binds = {**search_binds(scope, Filters()), **engine_sql.keyword_binds(terms), "k": 5, "k1": params.k1,
-                 "b": params.b}
+        binds = {
+            **search_binds(scope, Filters()),
+            **engine_sql.keyword_binds(terms),
+            "k": 5,
+            "k1": params.k1,
+            "b": params.b,
+        }
         with world.engine.connect() as conn:
             n, total = conn.execute(stmt(engine_sql.KEYWORD_STATS.sqlite or "", ("f_types",)), binds).one()
             binds.update(n=n, total_length=total)
-            texts = [engine_sql._keyword_top_text("sqlite", len(terms), True, joined, scope_side=side)
-                     for side in ("sqlite", "oracle")]
+            texts = [
+                engine_sql._keyword_top_text("sqlite", len(terms), True, joined, scope_side=side)
+                for side in ("sqlite", "oracle")
+            ]
             assert "caller_chunks" in texts[1] and "caller_chunks" not in texts[0]
             if joined:
                 texts = [t.replace("/* where */ 1 = 1", "1 = 1") for t in texts]

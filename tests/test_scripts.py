@@ -108,24 +108,36 @@ def test_oracle_plain_statements_never_keep_their_terminator() -> None:
         ("", []),
         ("-- only a comment;\n/* and another; */\n", []),
         ("/\n/\n", []),
-        ("CREATE TABLE X (A NUMBER);\n/\nCREATE TABLE Y (B NUMBER);",
-         ["CREATE TABLE X (A NUMBER)", "CREATE TABLE Y (B NUMBER)"]),
+        (
+            "CREATE TABLE X (A NUMBER);\n/\nCREATE TABLE Y (B NUMBER);",
+            ["CREATE TABLE X (A NUMBER)", "CREATE TABLE Y (B NUMBER)"],
+        ),
         ("SELECT 1 FROM dual; SELECT 2 FROM dual;", ["SELECT 1 FROM dual", "SELECT 2 FROM dual"]),
         ("SELECT 1 FROM dual;;", ["SELECT 1 FROM dual"]),
         ("SELECT a\n/ b FROM t;", ["SELECT a\n/ b FROM t"]),  # division, not a terminator
         ("SELECT 1 FROM dual", ["SELECT 1 FROM dual"]),  # the last statement may omit ';'
         ("/* lead */\nBEGIN\n  NULL;\n  NULL;\nEND;\n/", ["BEGIN\n  NULL;\n  NULL;\nEND;"]),
-        ("create or replace trigger t before insert on x for each row\nbegin\n  null;\nend;\n/",
-         ["create or replace trigger t before insert on x for each row\nbegin\n  null;\nend;"]),
-        ("CREATE OR REPLACE EDITIONABLE PACKAGE BODY pk AS\n  PROCEDURE p IS BEGIN NULL; END;\nEND pk;\n/",
-         ["CREATE OR REPLACE EDITIONABLE PACKAGE BODY pk AS\n  PROCEDURE p IS BEGIN NULL; END;\nEND pk;"]),
-        ("CREATE TYPE pt AS OBJECT (x NUMBER, y NUMBER);\n/",
-         ["CREATE TYPE pt AS OBJECT (x NUMBER, y NUMBER);"]),
-        ("SELECT nq'{a;b}' FROM dual; SELECT Q'<c;d>' FROM dual;",
-         ["SELECT nq'{a;b}' FROM dual", "SELECT Q'<c;d>' FROM dual"]),
+        (
+            "create or replace trigger t before insert on x for each row\nbegin\n  null;\nend;\n/",
+            ["create or replace trigger t before insert on x for each row\nbegin\n  null;\nend;"],
+        ),
+        (
+            "CREATE OR REPLACE EDITIONABLE PACKAGE BODY pk AS\n  PROCEDURE p IS BEGIN NULL; END;\nEND pk;\n/",
+            ["CREATE OR REPLACE EDITIONABLE PACKAGE BODY pk AS\n  PROCEDURE p IS BEGIN NULL; END;\nEND pk;"],
+        ),
+        (
+            "CREATE TYPE pt AS OBJECT (x NUMBER, y NUMBER);\n/",
+            ["CREATE TYPE pt AS OBJECT (x NUMBER, y NUMBER);"],
+        ),
+        (
+            "SELECT nq'{a;b}' FROM dual; SELECT Q'<c;d>' FROM dual;",
+            ["SELECT nq'{a;b}' FROM dual", "SELECT Q'<c;d>' FROM dual"],
+        ),
         ("SELECT seq'x;y' FROM dual;", ["SELECT seq'x;y' FROM dual"]),  # not a q-quote: an identifier
-        ("INSERT INTO T VALUES ('');\nINSERT INTO T VALUES ('''');",
-         ["INSERT INTO T VALUES ('')", "INSERT INTO T VALUES ('''')"]),
+        (
+            "INSERT INTO T VALUES ('');\nINSERT INTO T VALUES ('''');",
+            ["INSERT INTO T VALUES ('')", "INSERT INTO T VALUES ('''')"],
+        ),
     ],
 )
 def test_oracle_cases(script: str, expected: list[str]) -> None:

@@ -10,8 +10,11 @@ from click.testing import CliRunner
 
 from oracle_rag.cli import main
 
-ANCHOR = re.compile(r"^\s*(\d+)\. \[(TASK|SPRINT|PROJECT) #(\d+)\]\s+(?:distance|relevance|fused)=(-?[\d.]+) "
-                    r"status=\S+ legs=([a-z,]+)", re.MULTILINE)
+ANCHOR = re.compile(
+    r"^\s*(\d+)\. \[(TASK|SPRINT|PROJECT) #(\d+)\]\s+(?:distance|relevance|fused)=(-?[\d.]+) "
+    r"status=\S+ legs=([a-z,]+)",
+    re.MULTILINE,
+)
 
 
 @pytest.fixture
@@ -28,12 +31,16 @@ def cli(demo_rag, data_dir, tmp_path, monkeypatch):
 
 def _assignee(demo_rag, task_id: int):
     with demo_rag.engine.connect() as conn:
-        return conn.execute(sa.text("SELECT ASSIGNEE_ID FROM TASK WHERE TASK_ID = :t"), {"t": task_id}).scalar_one()
+        return conn.execute(
+            sa.text("SELECT ASSIGNEE_ID FROM TASK WHERE TASK_ID = :t"), {"t": task_id}
+        ).scalar_one()
 
 
 def _own_tasks(demo_rag, employee: int) -> list[int]:
     with demo_rag.engine.connect() as conn:
-        rows = conn.execute(sa.text("SELECT TASK_ID FROM TASK WHERE ASSIGNEE_ID = :e ORDER BY TASK_ID"), {"e": employee})
+        rows = conn.execute(
+            sa.text("SELECT TASK_ID FROM TASK WHERE ASSIGNEE_ID = :e ORDER BY TASK_ID"), {"e": employee}
+        )
         return [int(r[0]) for r in rows]
 
 
@@ -92,8 +99,11 @@ def test_no_results_says_so(cli):
         (["invoice", "--as", "9", "--k", "101"], 2, "k must be an integer in [1, 100]"),
         (["   ", "--as", "9"], 2, "query is empty"),
         (["invoice", "--as", "9999"], 2, "employee 9999 not found"),
-        (["invoice", "--as", "9", "--type", "BUG"], 2, "unknown source type 'BUG' for --type; valid types: "
-                                                        "PROJECT, SPRINT, TASK"),
+        (
+            ["invoice", "--as", "9", "--type", "BUG"],
+            2,
+            "unknown source type 'BUG' for --type; valid types: PROJECT, SPRINT, TASK",
+        ),
         (["invoice", "--as", "9", "--mode", "vector"], 2, "Invalid value for '--mode'"),
         (["invoice"], 2, "Missing option '--as'"),
     ],
@@ -104,9 +114,14 @@ def test_bad_input_exits_with_a_clear_message(cli, args, code, message):
     assert message in result.output
 
 
-@pytest.mark.parametrize(("mode", "name", "better"), [
-    ("semantic", "distance", "lower is closer"), ("keyword", "relevance", "higher is better"),
-    ("hybrid", "fused", "higher is better")])
+@pytest.mark.parametrize(
+    ("mode", "name", "better"),
+    [
+        ("semantic", "distance", "lower is closer"),
+        ("keyword", "relevance", "higher is better"),
+        ("hybrid", "fused", "higher is better"),
+    ],
+)
 def test_each_line_names_the_modes_score_and_the_records_status(cli, demo_rag, mode, name, better):
     """The score's meaning changes by mode, so it is named; the status is shown."""
     result = cli("blocked payment tasks", "--as", "3", "--mode", mode, "--k", "8")
@@ -118,7 +133,9 @@ def test_each_line_names_the_modes_score_and_the_records_status(cli, demo_rag, m
     assert scores == (sorted(scores) if mode == "semantic" else sorted(scores, reverse=True))
     with demo_rag.engine.connect() as conn:
         status = dict(conn.execute(sa.text("SELECT TASK_ID, STATUS FROM TASK")).fetchall())
-    for kind, ident, shown in re.findall(r"\[(TASK|SPRINT|PROJECT) #(\d+)\]\s+\S+ status=(\S+)", result.stdout):
+    for kind, ident, shown in re.findall(
+        r"\[(TASK|SPRINT|PROJECT) #(\d+)\]\s+\S+ status=(\S+)", result.stdout
+    ):
         if kind == "TASK":
             assert shown == status[int(ident)]
         else:

@@ -35,15 +35,22 @@ RO_PASSWORD = "Ro-Pw/Hyg+2ene=Kp3@y5mW"
 LLM_KEY = "sk-hyg/Key+3=Lm9#w2Rt5vX"
 UNUSED_KEY = "sk-unused/Key+4=Tt1$v8Jq"  # ORACLE_RAG_LLM_API_KEY, overridden by llm_api_key_env
 URL_PASSWORD = "Url-Pw/Hyg+5=Bb2c4NnP"
-SECRETS = {"db password": DB_PASSWORD, "ro password": RO_PASSWORD, "llm key": LLM_KEY,
-           "unused llm key": UNUSED_KEY, "url password": URL_PASSWORD}
+SECRETS = {
+    "db password": DB_PASSWORD,
+    "ro password": RO_PASSWORD,
+    "llm key": LLM_KEY,
+    "unused llm key": UNUSED_KEY,
+    "url password": URL_PASSWORD,
+}
 KEY_VAR = "HYGIENE_LLM_KEY"
 
-DEBUG_SERVE = ("import logging, sys\n"
-               "logging.basicConfig(level=logging.DEBUG, format='%(asctime)s %(levelname)s %(name)s: %(message)s')\n"
-               "from oracle_rag.cli import main\n"
-               "sys.argv = ['oracle-rag', '-v'] + sys.argv[1:]\n"
-               "main()\n")
+DEBUG_SERVE = (
+    "import logging, sys\n"
+    "logging.basicConfig(level=logging.DEBUG, format='%(asctime)s %(levelname)s %(name)s: %(message)s')\n"
+    "from oracle_rag.cli import main\n"
+    "sys.argv = ['oracle-rag', '-v'] + sys.argv[1:]\n"
+    "main()\n"
+)
 
 
 def encoded_forms(secret: str) -> set[str]:
@@ -58,19 +65,28 @@ def encoded_forms(secret: str) -> set[str]:
     for pad in range(3):
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
             text = encode(b"\0" * pad + raw).decode()
-            out.add(text[(pad * 8 + 5) // 6: len(text) - 4])
+            out.add(text[(pad * 8 + 5) // 6 : len(text) - 4])
     assert all(len(form) >= 16 for form in out)
     return out
 
 
 def find_secrets(text: str) -> list[str]:
-    return [f"{name} ({form!r})" for name, secret in SECRETS.items() for form in encoded_forms(secret) if form in text]
+    return [
+        f"{name} ({form!r})"
+        for name, secret in SECRETS.items()
+        for form in encoded_forms(secret)
+        if form in text
+    ]
 
 
 @pytest.fixture
 def session_env() -> dict[str, str]:
-    return clean_env(ORACLE_RAG_DB_PASSWORD=DB_PASSWORD, ORACLE_RAG_RO_PASSWORD=RO_PASSWORD,
-                     ORACLE_RAG_LLM_API_KEY=UNUSED_KEY, **{KEY_VAR: LLM_KEY})
+    return clean_env(
+        ORACLE_RAG_DB_PASSWORD=DB_PASSWORD,
+        ORACLE_RAG_RO_PASSWORD=RO_PASSWORD,
+        ORACLE_RAG_LLM_API_KEY=UNUSED_KEY,
+        **{KEY_VAR: LLM_KEY},
+    )
 
 
 def test_encoded_forms_are_found() -> None:
@@ -95,20 +111,37 @@ def test_a_full_session_leaks_no_secret(demo_rag, session_env, tmp_path: Path) -
             collected.append((where, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"))
 
     with ScriptedLLM() as llm:
-        cfg = write_config(tmp_path / "oracle-rag.toml", data, llm_url=llm.url, llm_model="hygiene-model",
-                           llm_api_key_env=KEY_VAR, llm_timeout_s=3.0, llm_max_retries=1,
-                           worker_initial_delay_ms=0, worker_poll_ms=200)
-        created = run_cli(["token", "create", "--employee", str(DEV_A), "--label", "hygiene"], config=cfg,
-                          env=session_env, verbose=True)
+        cfg = write_config(
+            tmp_path / "oracle-rag.toml",
+            data,
+            llm_url=llm.url,
+            llm_model="hygiene-model",
+            llm_api_key_env=KEY_VAR,
+            llm_timeout_s=3.0,
+            llm_max_retries=1,
+            worker_initial_delay_ms=0,
+            worker_poll_ms=200,
+        )
+        created = run_cli(
+            ["token", "create", "--employee", str(DEV_A), "--label", "hygiene"],
+            config=cfg,
+            env=session_env,
+            verbose=True,
+        )
         keep("token create", created)
         assert created.returncode == 0, created.stderr
         token = created.stdout.strip()
         auth = {"Authorization": f"Bearer {token}"}
 
-        server = ServeProcess(cfg, session_env, tmp_path,
-                              argv=[sys.executable, "-c", DEBUG_SERVE, "--config", str(cfg), "serve", "--port", "0"])
+        server = ServeProcess(
+            cfg,
+            session_env,
+            tmp_path,
+            argv=[sys.executable, "-c", DEBUG_SERVE, "--config", str(cfg), "serve", "--port", "0"],
+        )
         server.start()
         try:
+
             def call(where: str, method: str, path: str, body=None, headers=None) -> HttpResult:
                 result = server.request(method, path, body, headers)
                 keep(where, result)
@@ -121,30 +154,84 @@ def test_a_full_session_leaks_no_secret(demo_rag, session_env, tmp_path: Path) -
             assert answer.status == 200 and answer.json()["answerer"] == "extractive" and llm.requests
             conversation = answer.json()["conversation_id"]
             llm.push("Streaming works too.")
-            assert call("stream", "POST", "/api/chat/stream", {"question": "and invoices?",
-                                                                 "conversation_id": conversation}, auth).status == 200
+            assert (
+                call(
+                    "stream",
+                    "POST",
+                    "/api/chat/stream",
+                    {"question": "and invoices?", "conversation_id": conversation},
+                    auth,
+                ).status
+                == 200
+            )
             assert call("conversations", "GET", "/api/conversations", headers=auth).status == 200
-            assert call("conversation", "GET", f"/api/conversations/{conversation}", headers=auth).status == 200
+            assert (
+                call("conversation", "GET", f"/api/conversations/{conversation}", headers=auth).status == 200
+            )
             assert call("chunk", "GET", "/api/chunks/SPRINT/1", headers=auth).status == 200
             assert call("openapi", "GET", "/api/openapi.json").status == 200
             # failures of every kind
-            assert call("bad token", "GET", "/api/me", headers={"Authorization": f"Bearer {token[:-2]}xx"}).status == 401
+            assert (
+                call(
+                    "bad token", "GET", "/api/me", headers={"Authorization": f"Bearer {token[:-2]}xx"}
+                ).status
+                == 401
+            )
             assert call("no token", "POST", "/api/chat", {"question": "x"}).status == 401
-            assert call("bad json", "POST", "/api/chat", '{"question": ', {**auth, "Content-Type": "application/json"}
-                        ).status == 400
-            assert call("too large", "POST", "/api/chat", "x" * 100_000,
-                        {**auth, "Content-Type": "application/json"}).status == 413
-            assert call("wrong type", "POST", "/api/chat", "question=x",
-                        {**auth, "Content-Type": "application/x-www-form-urlencoded"}).status == 415
-            assert call("unknown field", "POST", "/api/chat", {"question": "x", "password": DB_PASSWORD},
-                        auth).status == 400
+            assert (
+                call(
+                    "bad json",
+                    "POST",
+                    "/api/chat",
+                    '{"question": ',
+                    {**auth, "Content-Type": "application/json"},
+                ).status
+                == 400
+            )
+            assert (
+                call(
+                    "too large",
+                    "POST",
+                    "/api/chat",
+                    "x" * 100_000,
+                    {**auth, "Content-Type": "application/json"},
+                ).status
+                == 413
+            )
+            assert (
+                call(
+                    "wrong type",
+                    "POST",
+                    "/api/chat",
+                    "question=x",
+                    {**auth, "Content-Type": "application/x-www-form-urlencoded"},
+                ).status
+                == 415
+            )
+            assert (
+                call(
+                    "unknown field", "POST", "/api/chat", {"question": "x", "password": DB_PASSWORD}, auth
+                ).status
+                == 400
+            )
             assert call("missing", "GET", "/api/conversations/" + "f" * 32, headers=auth).status == 404
             llm.push(Reply(status=401))  # the endpoint refuses the key
-            assert call("llm 401", "POST", "/api/chat", {"question": "invoice PDF generation"}, auth).status == 502
+            assert (
+                call("llm 401", "POST", "/api/chat", {"question": "invoice PDF generation"}, auth).status
+                == 502
+            )
             llm.push(Reply(status=500), Reply(status=500))
-            assert call("llm 500", "POST", "/api/chat/stream", {"question": "invoice PDF generation"}, auth).status == 502
+            assert (
+                call(
+                    "llm 500", "POST", "/api/chat/stream", {"question": "invoice PDF generation"}, auth
+                ).status
+                == 502
+            )
             llm.stop()  # the model goes away
-            assert call("llm down", "POST", "/api/chat", {"question": "invoice PDF generation"}, auth).status == 502
+            assert (
+                call("llm down", "POST", "/api/chat", {"question": "invoice PDF generation"}, auth).status
+                == 502
+            )
             assert call("healthz after", "GET", "/healthz").status == 200
             assert call("metrics", "GET", "/metrics").status == 200
         finally:
@@ -163,13 +250,20 @@ def test_a_full_session_leaks_no_secret(demo_rag, session_env, tmp_path: Path) -
             assert not find_secrets(req.headers["authorization"].replace(LLM_KEY, "")), "another secret sent"
 
     # the operator's commands (the model is down now: ask fails, and says why without the key)
-    for args in (["status"], ["status", "--json"], ["search", "login timeout", "--as", str(DEV_A)],
-                 ["ask", "login timeout", "--as", str(DEV_A)],
-                 ["sql", "SELECT COUNT(*) FROM RAG_V_TASK", "--as", str(DEV_A)],
-                 ["sql", "DELETE FROM TASK", "--as", str(DEV_A)],
-                 ["sql", "SELECT * FROM RAG_API_TOKEN", "--as", str(DEV_A)],
-                 ["sql", "ATTACH DATABASE 'x.db' AS x", "--as", str(DEV_A)],
-                 ["token", "list"], ["model", "status"], ["migrate", "--dry-run"], ["queue", "list"]):
+    for args in (
+        ["status"],
+        ["status", "--json"],
+        ["search", "login timeout", "--as", str(DEV_A)],
+        ["ask", "login timeout", "--as", str(DEV_A)],
+        ["sql", "SELECT COUNT(*) FROM RAG_V_TASK", "--as", str(DEV_A)],
+        ["sql", "DELETE FROM TASK", "--as", str(DEV_A)],
+        ["sql", "SELECT * FROM RAG_API_TOKEN", "--as", str(DEV_A)],
+        ["sql", "ATTACH DATABASE 'x.db' AS x", "--as", str(DEV_A)],
+        ["token", "list"],
+        ["model", "status"],
+        ["migrate", "--dry-run"],
+        ["queue", "list"],
+    ):
         keep(" ".join(args), run_cli(args, config=cfg, env=session_env, verbose=True))
     refused = [r for w, r in collected if w.startswith("sql DELETE") or w.startswith("sql ATTACH")]
     assert all(r.startswith("exit 2") for r in refused), refused
@@ -203,13 +297,21 @@ def test_settings_repr_and_errors_hold_no_secret(monkeypatch, tmp_path: Path) ->
     from oracle_rag.errors import ConfigurationError
 
     monkeypatch.setenv(KEY_VAR, LLM_KEY)
-    settings = load_settings(env={}, data_dir=str(tmp_path), llm_url="http://127.0.0.1:9/v1", llm_model="m",
-                             llm_api_key=UNUSED_KEY, llm_api_key_env=KEY_VAR)
+    settings = load_settings(
+        env={},
+        data_dir=str(tmp_path),
+        llm_url="http://127.0.0.1:9/v1",
+        llm_model="m",
+        llm_api_key=UNUSED_KEY,
+        llm_api_key_env=KEY_VAR,
+    )
     assert settings.llm_key() == LLM_KEY
     texts = [json.dumps(settings.redacted(), default=str), repr(LLMClient(settings))]
-    for url in (f"oracle+oracledb://app:{URL_PASSWORD}@h/x", f"oracle+oracledb://app:{quote(URL_PASSWORD, safe='')}@h/x"):
+    for url in (
+        f"oracle+oracledb://app:{URL_PASSWORD}@h/x",
+        f"oracle+oracledb://app:{quote(URL_PASSWORD, safe='')}@h/x",
+    ):
         with pytest.raises(ConfigurationError) as info:
             load_settings(env={}, data_dir=str(tmp_path), database_url=url)
         texts += [str(info.value), repr(info.value), json.dumps(info.value.details, default=str)]
     assert not [t for t in texts if find_secrets(t)], texts
-

@@ -28,37 +28,97 @@ def golden(name: str) -> str:
 
 
 ROWS = [
-    ("INSERT INTO EMPLOYEE VALUES (:id, :f, :l, :r)", [
-        {"id": 1, "f": "Ana", "l": "García", "r": "developer"},
-        {"id": 2, "f": "Luis", "l": "Pérez", "r": "manager"},
-    ]),
-    ("INSERT INTO PROJECT VALUES (:id, :n, :s, :a, :b, :d)", [
-        {"id": 1, "n": "Atlas Billing", "s": "ACTIVE", "a": "2026-01-05", "b": "2026-08-03",
-         "d": "Rebuild the invoicing platform."},
-        {"id": 2, "n": "Nova Mobile", "s": "PLANNED", "a": None, "b": None, "d": None},
-        {"id": 3, "n": "Blank Description", "s": "CLOSED", "a": "2025-03-01", "b": None, "d": "   "},
-    ]),
-    ("INSERT INTO SPRINT VALUES (:id, :p, :n, :s, :a, :b, :g)", [
-        {"id": 1, "p": 1, "n": "Sprint 1", "s": "ACTIVE", "a": "2026-01-05", "b": "2026-01-18",
-         "g": "Ship the MVP to pilot customers."},
-        {"id": 2, "p": 1, "n": "Sprint 2", "s": "PLANNED", "a": None, "b": None, "g": None},
-    ]),
-    ("INSERT INTO TASK VALUES (:id, :t, :d, :s, :pr, :sp, :p, :a, :pts, :h, :due)", [
-        {"id": 1, "t": "Fix login timeout on the mobile app",
-         "d": "Customers report that the session expires after 30 seconds.", "s": "IN_PROGRESS",
-         "pr": "HIGH", "sp": 1, "p": 1, "a": 1, "pts": 5, "h": 2.5, "due": "2026-01-18"},
-        {"id": 2, "t": "Untriaged bug", "d": None, "s": "TODO", "pr": "LOW", "sp": None, "p": 2,
-         "a": None, "pts": None, "h": None, "due": None},
-        {"id": 3, "t": "Estimate the migration", "d": "   ", "s": "BLOCKED", "pr": "CRITICAL", "sp": 2,
-         "p": 1, "a": 2, "pts": 0, "h": 8.0, "due": None},
-    ]),
+    (
+        "INSERT INTO EMPLOYEE VALUES (:id, :f, :l, :r)",
+        [
+            {"id": 1, "f": "Ana", "l": "García", "r": "developer"},
+            {"id": 2, "f": "Luis", "l": "Pérez", "r": "manager"},
+        ],
+    ),
+    (
+        "INSERT INTO PROJECT VALUES (:id, :n, :s, :a, :b, :d)",
+        [
+            {
+                "id": 1,
+                "n": "Atlas Billing",
+                "s": "ACTIVE",
+                "a": "2026-01-05",
+                "b": "2026-08-03",
+                "d": "Rebuild the invoicing platform.",
+            },
+            {"id": 2, "n": "Nova Mobile", "s": "PLANNED", "a": None, "b": None, "d": None},
+            {"id": 3, "n": "Blank Description", "s": "CLOSED", "a": "2025-03-01", "b": None, "d": "   "},
+        ],
+    ),
+    (
+        "INSERT INTO SPRINT VALUES (:id, :p, :n, :s, :a, :b, :g)",
+        [
+            {
+                "id": 1,
+                "p": 1,
+                "n": "Sprint 1",
+                "s": "ACTIVE",
+                "a": "2026-01-05",
+                "b": "2026-01-18",
+                "g": "Ship the MVP to pilot customers.",
+            },
+            {"id": 2, "p": 1, "n": "Sprint 2", "s": "PLANNED", "a": None, "b": None, "g": None},
+        ],
+    ),
+    (
+        "INSERT INTO TASK VALUES (:id, :t, :d, :s, :pr, :sp, :p, :a, :pts, :h, :due)",
+        [
+            {
+                "id": 1,
+                "t": "Fix login timeout on the mobile app",
+                "d": "Customers report that the session expires after 30 seconds.",
+                "s": "IN_PROGRESS",
+                "pr": "HIGH",
+                "sp": 1,
+                "p": 1,
+                "a": 1,
+                "pts": 5,
+                "h": 2.5,
+                "due": "2026-01-18",
+            },
+            {
+                "id": 2,
+                "t": "Untriaged bug",
+                "d": None,
+                "s": "TODO",
+                "pr": "LOW",
+                "sp": None,
+                "p": 2,
+                "a": None,
+                "pts": None,
+                "h": None,
+                "due": None,
+            },
+            {
+                "id": 3,
+                "t": "Estimate the migration",
+                "d": "   ",
+                "s": "BLOCKED",
+                "pr": "CRITICAL",
+                "sp": 2,
+                "p": 1,
+                "a": 2,
+                "pts": 0,
+                "h": 8.0,
+                "due": None,
+            },
+        ],
+    ),
     # Inserted out of time order: the chunk lists comments by CREATED_AT.
-    ("INSERT INTO TASK_COMMENT VALUES (:id, :t, :a, :b, :c)", [
-        {"id": 20, "t": 1, "a": 2, "b": "I can reproduce it locally.", "c": "2026-01-06T09:00:00"},
-        {"id": 21, "t": 1, "a": 2, "b": "Deployed to staging.", "c": "2026-01-06T11:00:00"},
-        {"id": 23, "t": 1, "a": 1, "b": "PR is up for review.", "c": "2026-01-06T10:00:00"},
-        {"id": 24, "t": 3, "a": 1, "b": "Blocked by the API change.", "c": "2026-01-07T08:30:00"},
-    ]),
+    (
+        "INSERT INTO TASK_COMMENT VALUES (:id, :t, :a, :b, :c)",
+        [
+            {"id": 20, "t": 1, "a": 2, "b": "I can reproduce it locally.", "c": "2026-01-06T09:00:00"},
+            {"id": 21, "t": 1, "a": 2, "b": "Deployed to staging.", "c": "2026-01-06T11:00:00"},
+            {"id": 23, "t": 1, "a": 1, "b": "PR is up for review.", "c": "2026-01-06T10:00:00"},
+            {"id": 24, "t": 3, "a": 1, "b": "Blocked by the API change.", "c": "2026-01-07T08:30:00"},
+        ],
+    ),
 ]
 
 
@@ -75,11 +135,19 @@ def loaded(rag):
         }
 
 
-@pytest.mark.parametrize(("source_type", "source_id", "name"), [
-    ("TASK", "1", "task_full"), ("TASK", "2", "task_nulls"), ("TASK", "3", "task_edge"),
-    ("SPRINT", "1", "sprint_full"), ("SPRINT", "2", "sprint_nulls"),
-    ("PROJECT", "1", "project_full"), ("PROJECT", "2", "project_nulls"), ("PROJECT", "3", "project_blank"),
-])
+@pytest.mark.parametrize(
+    ("source_type", "source_id", "name"),
+    [
+        ("TASK", "1", "task_full"),
+        ("TASK", "2", "task_nulls"),
+        ("TASK", "3", "task_edge"),
+        ("SPRINT", "1", "sprint_full"),
+        ("SPRINT", "2", "sprint_nulls"),
+        ("PROJECT", "1", "project_full"),
+        ("PROJECT", "2", "project_nulls"),
+        ("PROJECT", "3", "project_blank"),
+    ],
+)
 def test_loaded_entity_renders_the_golden_text(loaded, source_type, source_id, name):
     doc = loaded[source_type][source_id]
     assert doc.content == golden(name)
@@ -111,11 +179,21 @@ def test_a_comment_change_changes_the_task_text(rag, loaded):
 # Oracle returns DATE as datetime, NUMBER as int/Decimal and TIMESTAMP as
 # datetime: the same entities must produce byte-identical text.
 ORACLE_TASK_1 = {
-    "TASK_ID": Decimal(1), "TITLE": "Fix login timeout on the mobile app",
-    "DESCRIPTION": "Customers report that the session expires after 30 seconds.", "STATUS": "IN_PROGRESS",
-    "PRIORITY": "HIGH", "SPRINT_ID": 1, "PROJECT_ID": 1, "ASSIGNEE_ID": 1, "STORY_POINTS": Decimal(5),
-    "ESTIMATED_HOURS": Decimal("2.50"), "DUE_DATE": dt.datetime(2026, 1, 18), "SPRINT_NAME": "Sprint 1",
-    "PROJECT_NAME": "Atlas Billing", "FIRST_NAME": "Ana", "LAST_NAME": "García",
+    "TASK_ID": Decimal(1),
+    "TITLE": "Fix login timeout on the mobile app",
+    "DESCRIPTION": "Customers report that the session expires after 30 seconds.",
+    "STATUS": "IN_PROGRESS",
+    "PRIORITY": "HIGH",
+    "SPRINT_ID": 1,
+    "PROJECT_ID": 1,
+    "ASSIGNEE_ID": 1,
+    "STORY_POINTS": Decimal(5),
+    "ESTIMATED_HOURS": Decimal("2.50"),
+    "DUE_DATE": dt.datetime(2026, 1, 18),
+    "SPRINT_NAME": "Sprint 1",
+    "PROJECT_NAME": "Atlas Billing",
+    "FIRST_NAME": "Ana",
+    "LAST_NAME": "García",
 }
 ORACLE_COMMENTS_1 = [
     {"TASK_ID": 1, "BODY": "I can reproduce it locally.", "FIRST_NAME": "Luis", "LAST_NAME": "Pérez"},
@@ -126,23 +204,58 @@ ORACLE_COMMENTS_1 = [
 
 def test_oracle_typed_rows_render_identically():
     assert render_task(ORACLE_TASK_1, ORACLE_COMMENTS_1) == golden("task_full")
-    edge = {"TASK_ID": 3, "TITLE": "Estimate the migration", "DESCRIPTION": None, "STATUS": "BLOCKED",
-            "PRIORITY": "CRITICAL", "SPRINT_ID": 2, "PROJECT_ID": 1, "ASSIGNEE_ID": 2,
-            "STORY_POINTS": Decimal(0), "ESTIMATED_HOURS": Decimal("8.00"), "DUE_DATE": None,
-            "SPRINT_NAME": "Sprint 2", "PROJECT_NAME": "Atlas Billing", "FIRST_NAME": "Luis",
-            "LAST_NAME": "Pérez"}
-    assert render_task(edge, [{"BODY": "Blocked by the API change.", "FIRST_NAME": "Ana",
-                               "LAST_NAME": "García"}]) == golden("task_edge")
-    assert render_sprint({"SPRINT_ID": 1, "NAME": "Sprint 1", "STATUS": "ACTIVE",
-                          "START_DATE": dt.datetime(2026, 1, 5), "END_DATE": dt.datetime(2026, 1, 18),
-                          "GOAL": "Ship the MVP to pilot customers.", "PROJECT_NAME": "Atlas Billing"}) \
-        == golden("sprint_full")
-    assert render_project({"PROJECT_ID": 3, "NAME": "Blank Description", "STATUS": "CLOSED",
-                           "START_DATE": dt.date(2025, 3, 1), "END_DATE": None, "DESCRIPTION": None}) \
-        == golden("project_blank")
+    edge = {
+        "TASK_ID": 3,
+        "TITLE": "Estimate the migration",
+        "DESCRIPTION": None,
+        "STATUS": "BLOCKED",
+        "PRIORITY": "CRITICAL",
+        "SPRINT_ID": 2,
+        "PROJECT_ID": 1,
+        "ASSIGNEE_ID": 2,
+        "STORY_POINTS": Decimal(0),
+        "ESTIMATED_HOURS": Decimal("8.00"),
+        "DUE_DATE": None,
+        "SPRINT_NAME": "Sprint 2",
+        "PROJECT_NAME": "Atlas Billing",
+        "FIRST_NAME": "Luis",
+        "LAST_NAME": "Pérez",
+    }
+    assert render_task(
+        edge, [{"BODY": "Blocked by the API change.", "FIRST_NAME": "Ana", "LAST_NAME": "García"}]
+    ) == golden("task_edge")
+    assert render_sprint(
+        {
+            "SPRINT_ID": 1,
+            "NAME": "Sprint 1",
+            "STATUS": "ACTIVE",
+            "START_DATE": dt.datetime(2026, 1, 5),
+            "END_DATE": dt.datetime(2026, 1, 18),
+            "GOAL": "Ship the MVP to pilot customers.",
+            "PROJECT_NAME": "Atlas Billing",
+        }
+    ) == golden("sprint_full")
+    assert render_project(
+        {
+            "PROJECT_ID": 3,
+            "NAME": "Blank Description",
+            "STATUS": "CLOSED",
+            "START_DATE": dt.date(2025, 3, 1),
+            "END_DATE": None,
+            "DESCRIPTION": None,
+        }
+    ) == golden("project_blank")
 
 
 def test_every_golden_file_is_used():
-    used = {"task_full", "task_nulls", "task_edge", "sprint_full", "sprint_nulls", "project_full",
-            "project_nulls", "project_blank"}
+    used = {
+        "task_full",
+        "task_nulls",
+        "task_edge",
+        "sprint_full",
+        "sprint_nulls",
+        "project_full",
+        "project_nulls",
+        "project_blank",
+    }
     assert {p.stem for p in GOLDEN.glob("*.txt")} == used

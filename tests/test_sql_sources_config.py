@@ -32,16 +32,31 @@ def _refused(match: str, *args, **kwargs) -> ConfigurationError:
 
 
 # -- durations ------------------------------------------------------------------------------
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("30s", 30), ("10m", 600), ("1h", 3600), ("PT30S", 30), ("pt1h30m", 5400), ("P1D", 86400),
-    ("P1DT12H", 129600), ("P2W", 14 * 86400), ("1h30m", 5400), ("500ms", 0.5), (45, 45), ("2.5", 2.5),
-    ("PT0.5S", 0.5),
-])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("30s", 30),
+        ("10m", 600),
+        ("1h", 3600),
+        ("PT30S", 30),
+        ("pt1h30m", 5400),
+        ("P1D", 86400),
+        ("P1DT12H", 129600),
+        ("P2W", 14 * 86400),
+        ("1h30m", 5400),
+        ("500ms", 0.5),
+        (45, 45),
+        ("2.5", 2.5),
+        ("PT0.5S", 0.5),
+    ],
+)
 def test_duration_spellings(text, seconds) -> None:
     assert parse_duration(text, key="k") == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "ten minutes", "P1M", "P1Y", "PT", "P", "P1DT", "-5s", "5 parsecs", True, None])
+@pytest.mark.parametrize(
+    "text", ["", "ten minutes", "P1M", "P1Y", "PT", "P", "P1DT", "-5s", "5 parsecs", True, None]
+)
 def test_bad_durations_name_the_key(text) -> None:
     with pytest.raises(ConfigurationError) as info:
         parse_duration(text, key="sources.x.refresh")
@@ -57,7 +72,7 @@ def test_format_seconds() -> None:
 def test_toml_declaration_becomes_sources(tmp_path: Path) -> None:
     cfg = tmp_path / "oracle-rag.toml"
     cfg.write_text(
-        '[sources.crm-accounts]\n'
+        "[sources.crm-accounts]\n"
         f'query = "{QUERY}"\n'
         'connection = "crm"\n'
         'refresh = "10m"\n'
@@ -68,17 +83,34 @@ def test_toml_declaration_becomes_sources(tmp_path: Path) -> None:
     settings = load_settings(env={}, config_file=cfg)
     crm, wiki = load_sql_sources(settings)
     assert (crm.name, crm.connection, crm.refresh_s, crm.owner_column, crm.updated_at_column) == (
-        "crm-accounts", "crm", 600.0, "owner_id", "updated_at")
+        "crm-accounts",
+        "crm",
+        600.0,
+        "owner_id",
+        "updated_at",
+    )
     assert (crm.timeout_s, crm.max_rows, crm.fetch_size) == (30.0, 10_000, 500)
-    assert crm.columns == {"id": "id", "content": "content", "title": "title", "owner": "owner_id",
-                           "updated_at": "updated_at"}
+    assert crm.columns == {
+        "id": "id",
+        "content": "content",
+        "title": "title",
+        "owner": "owner_id",
+        "updated_at": "updated_at",
+    }
     assert wiki.connection == "rag" and wiki.refresh_s is None
     assert wiki.query == "SELECT page_id AS id, body AS content FROM pages"  # trailing ';' dropped
 
 
 def test_python_api_matches_toml() -> None:
-    src = SqlSource("crm-accounts", QUERY, connection="crm", refresh="PT10M", statement_timeout="1h",
-                    max_rows=1_000_000, fetch_size="10000")
+    src = SqlSource(
+        "crm-accounts",
+        QUERY,
+        connection="crm",
+        refresh="PT10M",
+        statement_timeout="1h",
+        max_rows=1_000_000,
+        fetch_size="10000",
+    )
     assert (src.refresh_s, src.timeout_s, src.max_rows, src.fetch_size) == (600.0, 3600.0, 1_000_000, 10_000)
 
 
@@ -94,17 +126,20 @@ def test_unknown_option_names_key_and_accepted_ones() -> None:
     assert "10m" not in str(err)
 
 
-@pytest.mark.parametrize(("options", "key"), [
-    ({"statement_timeout": "0.5s"}, "statement_timeout"),
-    ({"statement_timeout": "2h"}, "statement_timeout"),
-    ({"max_rows": 0}, "max_rows"),
-    ({"max_rows": 1_000_001}, "max_rows"),
-    ({"max_rows": True}, "max_rows"),
-    ({"fetch_size": 10_001}, "fetch_size"),
-    ({"fetch_size": "many"}, "fetch_size"),
-    ({"refresh": "0s"}, "refresh"),
-    ({"refresh": "P60D"}, "refresh"),
-])
+@pytest.mark.parametrize(
+    ("options", "key"),
+    [
+        ({"statement_timeout": "0.5s"}, "statement_timeout"),
+        ({"statement_timeout": "2h"}, "statement_timeout"),
+        ({"max_rows": 0}, "max_rows"),
+        ({"max_rows": 1_000_001}, "max_rows"),
+        ({"max_rows": True}, "max_rows"),
+        ({"fetch_size": 10_001}, "fetch_size"),
+        ({"fetch_size": "many"}, "fetch_size"),
+        ({"refresh": "0s"}, "refresh"),
+        ({"refresh": "P60D"}, "refresh"),
+    ],
+)
 def test_ranges(options, key) -> None:
     err = _refused(key, "crm", QUERY, **options)
     assert err.details["key"] == f"sources.crm.{key}"
@@ -112,7 +147,9 @@ def test_ranges(options, key) -> None:
 
 def test_range_edges_are_accepted() -> None:
     low = SqlSource("a", QUERY, statement_timeout="1s", max_rows=1, fetch_size=1, refresh="1s")
-    high = SqlSource("b", QUERY, statement_timeout="PT1H", max_rows=1_000_000, fetch_size=10_000, refresh="P30D")
+    high = SqlSource(
+        "b", QUERY, statement_timeout="PT1H", max_rows=1_000_000, fetch_size=10_000, refresh="P30D"
+    )
     assert (low.timeout_s, low.max_rows, low.fetch_size) == (1.0, 1, 1)
     assert (high.timeout_s, high.max_rows, high.fetch_size) == (3600.0, 1_000_000, 10_000)
 
@@ -134,12 +171,15 @@ def test_configurable_role_columns_case_insensitive_identity() -> None:
     assert src.columns["id"] == "Account_ID" and src.columns["content"] == "NOTES"
 
 
-@pytest.mark.parametrize("options", [
-    {"id_column": "x", "content_column": "X"},
-    {"owner_column": "Content"},
-    {"title_column": "id"},
-    {"updated_at_column": "owner", "owner_column": "owner"},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"id_column": "x", "content_column": "X"},
+        {"owner_column": "Content"},
+        {"title_column": "id"},
+        {"updated_at_column": "owner", "owner_column": "owner"},
+    ],
+)
 def test_one_column_cannot_play_two_roles(options) -> None:
     _refused("used as two roles", "crm", QUERY, **options)
 
@@ -150,11 +190,14 @@ def test_default_title_yields_to_an_explicit_role(key) -> None:
     assert src.columns[key.removesuffix("_column")] == "Title" and "title" not in src.columns
 
 
-@pytest.mark.parametrize("options", [
-    {"updated_at_column": "updated at"},
-    {"updated_at_column": "u", "id_column": "a.id"},
-    {"updated_at_column": 'x"; DROP TABLE t; --'},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"updated_at_column": "updated at"},
+        {"updated_at_column": "u", "id_column": "a.id"},
+        {"updated_at_column": 'x"; DROP TABLE t; --'},
+    ],
+)
 def test_incremental_columns_must_be_plain_identifiers(options) -> None:
     _refused("plain identifier", "crm", QUERY, **options)
 
@@ -167,65 +210,92 @@ def test_reserved_metadata_set() -> None:
 
 
 # -- query safety ---------------------------------------------------------------------------
-@pytest.mark.parametrize(("query", "expected"), [
-    ("SELECT 1 AS id, 'a' AS content", "SELECT 1 AS id, 'a' AS content"),
-    ("select 1 as id, 'a' as content;", "select 1 as id, 'a' as content"),
-    ("  \n\tWITH x AS (SELECT 1 AS id) SELECT id, 'c' AS content FROM x ;  \n",
-     "WITH x AS (SELECT 1 AS id) SELECT id, 'c' AS content FROM x"),
-    ("-- header comment\n/* block; comment */ SELECT 1 AS id, 'a;b' AS content",
-     "SELECT 1 AS id, 'a;b' AS content"),
-    ("SELECT 1 AS id, '10:30 :x' AS content; -- trailing", "SELECT 1 AS id, '10:30 :x' AS content"),
-    ("SELECT id, body::text AS content FROM t", "SELECT id, body::text AS content FROM t"),
-    ("SELECT id, content FROM t WHERE note LIKE '%s%'", "SELECT id, content FROM t WHERE note LIKE '%s%'"),
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("SELECT 1 AS id, 'a' AS content", "SELECT 1 AS id, 'a' AS content"),
+        ("select 1 as id, 'a' as content;", "select 1 as id, 'a' as content"),
+        (
+            "  \n\tWITH x AS (SELECT 1 AS id) SELECT id, 'c' AS content FROM x ;  \n",
+            "WITH x AS (SELECT 1 AS id) SELECT id, 'c' AS content FROM x",
+        ),
+        (
+            "-- header comment\n/* block; comment */ SELECT 1 AS id, 'a;b' AS content",
+            "SELECT 1 AS id, 'a;b' AS content",
+        ),
+        ("SELECT 1 AS id, '10:30 :x' AS content; -- trailing", "SELECT 1 AS id, '10:30 :x' AS content"),
+        ("SELECT id, body::text AS content FROM t", "SELECT id, body::text AS content FROM t"),
+        (
+            "SELECT id, content FROM t WHERE note LIKE '%s%'",
+            "SELECT id, content FROM t WHERE note LIKE '%s%'",
+        ),
+    ],
+)
 def test_accepted_queries(query, expected) -> None:
     assert check_query(query) == expected
 
 
-@pytest.mark.parametrize(("query", "why"), [
-    ("DELETE FROM accounts", "must start with SELECT or WITH"),
-    ("UPDATE t SET a = 1", "must start with SELECT or WITH"),
-    ("-- SELECT\nDROP TABLE t", "must start with SELECT or WITH"),
-    ("SELECTED FROM t", "must start with SELECT or WITH"),
-    ("(SELECT 1 AS id)", "must start with SELECT or WITH"),
-    ("SELECT 1; DELETE FROM t", "one statement only"),
-    ("SELECT 1;;", "one statement only"),
-    ("SELECT 1 AS id; SELECT 2", "one statement only"),
-    ("SELECT * FROM t WHERE owner = ${user}", r"placeholders \(\$\{"),
-    ("SELECT '${x}' AS id", r"placeholders \(\$\{"),
-    ("SELECT * FROM t WHERE id = :id", "bind placeholders"),
-    ("SELECT * FROM t WHERE id = %s", "placeholders"),
-    ("SELECT * FROM t WHERE id = %(id)s", "placeholders"),
-    ("", "SELECT statement is required"),
-    ("   ", "SELECT statement is required"),
-])
+@pytest.mark.parametrize(
+    ("query", "why"),
+    [
+        ("DELETE FROM accounts", "must start with SELECT or WITH"),
+        ("UPDATE t SET a = 1", "must start with SELECT or WITH"),
+        ("-- SELECT\nDROP TABLE t", "must start with SELECT or WITH"),
+        ("SELECTED FROM t", "must start with SELECT or WITH"),
+        ("(SELECT 1 AS id)", "must start with SELECT or WITH"),
+        ("SELECT 1; DELETE FROM t", "one statement only"),
+        ("SELECT 1;;", "one statement only"),
+        ("SELECT 1 AS id; SELECT 2", "one statement only"),
+        ("SELECT * FROM t WHERE owner = ${user}", r"placeholders \(\$\{"),
+        ("SELECT '${x}' AS id", r"placeholders \(\$\{"),
+        ("SELECT * FROM t WHERE id = :id", "bind placeholders"),
+        ("SELECT * FROM t WHERE id = %s", "placeholders"),
+        ("SELECT * FROM t WHERE id = %(id)s", "placeholders"),
+        ("", "SELECT statement is required"),
+        ("   ", "SELECT statement is required"),
+    ],
+)
 def test_refused_queries(query, why) -> None:
     with pytest.raises(ConfigurationError, match=why):
         check_query(query)
 
 
 def test_wrappers_are_derived_tables() -> None:
-    src = SqlSource("crm", "SELECT a AS id, b AS content, ts AS updated_at FROM t -- note",
-                    updated_at_column="updated_at")
+    src = SqlSource(
+        "crm", "SELECT a AS id, b AS content, ts AS updated_at FROM t -- note", updated_at_column="updated_at"
+    )
     assert src.delta_sql() == (
         "SELECT * FROM (\nSELECT a AS id, b AS content, ts AS updated_at FROM t -- note\n) src "
-        "WHERE src.updated_at >= :watermark")
-    assert src.ids_sql() == "SELECT src.id FROM (\nSELECT a AS id, b AS content, ts AS updated_at FROM t -- note\n) src"
+        "WHERE src.updated_at >= :watermark"
+    )
+    assert (
+        src.ids_sql()
+        == "SELECT src.id FROM (\nSELECT a AS id, b AS content, ts AS updated_at FROM t -- note\n) src"
+    )
 
 
 # -- secrets ----------------------------------------------------------------------------------
 def test_password_option_is_refused_without_echo() -> None:
-    err = _refused("password_env", "crm", QUERY, connection="crm", url="oracle+oracledb://h/?service_name=S",
-                   password="hunter2")
+    err = _refused(
+        "password_env",
+        "crm",
+        QUERY,
+        connection="crm",
+        url="oracle+oracledb://h/?service_name=S",
+        password="hunter2",
+    )
     assert "hunter2" not in str(err)
 
 
-@pytest.mark.parametrize("url", [
-    "postgresql://scott:tiger@db.example.com/crm",
-    "oracle+oracledb://scott/tiger@db:1521/?service_name=CRM",
-    "mysql://db/crm?password=tiger",
-    "postgresql://scott:%74iger@db/crm",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://scott:tiger@db.example.com/crm",
+        "oracle+oracledb://scott/tiger@db:1521/?service_name=CRM",
+        "mysql://db/crm?password=tiger",
+        "postgresql://scott:%74iger@db/crm",
+    ],
+)
 def test_urls_with_secrets_are_refused(url) -> None:
     err = _refused("carries a password", "crm", QUERY, connection="crm", url=url, password_env="CRM_PW")
     assert "tiger" not in str(err) and "%74" not in str(err)
@@ -233,11 +303,19 @@ def test_urls_with_secrets_are_refused(url) -> None:
 
 
 def test_repr_names_keys_never_values() -> None:
-    src = SqlSource("crm", QUERY, connection="crm", url="postgresql://db.internal.example/crm", user="svc_reader",
-                    password_env="CRM_DB_PASSWORD", owner_column="owner_id")
+    src = SqlSource(
+        "crm",
+        QUERY,
+        connection="crm",
+        url="postgresql://db.internal.example/crm",
+        user="svc_reader",
+        password_env="CRM_DB_PASSWORD",
+        owner_column="owner_id",
+    )
     shown = repr(src)
-    assert shown == ("SqlSource('crm', options=['connection', 'owner_column', 'password_env', 'query', 'url', "
-                     "'user'])")
+    assert shown == (
+        "SqlSource('crm', options=['connection', 'owner_column', 'password_env', 'query', 'url', 'user'])"
+    )
     for value in ("db.internal.example", "svc_reader", "CRM_DB_PASSWORD", "accounts", "owner_id'"):
         assert value not in shown
     assert str(src) == shown
@@ -247,8 +325,14 @@ def test_url_options_need_a_connection_other_than_rag() -> None:
     _refused("other than 'rag'", "crm", QUERY, connection="rag", url="sqlite:///x.db")
     _refused("without url", "crm", QUERY, connection="crm", user="reader")
     _refused("not a SQLAlchemy URL", "crm", QUERY, connection="crm", url="no scheme here")
-    _refused("environment variable name", "crm", QUERY, connection="crm", url="sqlite:///x.db",
-             password_env="not a name")
+    _refused(
+        "environment variable name",
+        "crm",
+        QUERY,
+        connection="crm",
+        url="sqlite:///x.db",
+        password_env="not a name",
+    )
 
 
 # -- connections ----------------------------------------------------------------------------
@@ -285,8 +369,14 @@ def test_bind_refuses_reserved_name_and_non_engines(sqlite_engine) -> None:
 
 
 def test_bound_connection_wins_over_url_with_warning(sqlite_engine, caplog) -> None:
-    src = SqlSource("crm", QUERY, connection="crm", url="postgresql://db.internal.example/crm",
-                    user="svc_reader", password_env="CRM_DB_PASSWORD")
+    src = SqlSource(
+        "crm",
+        QUERY,
+        connection="crm",
+        url="postgresql://db.internal.example/crm",
+        user="svc_reader",
+        password_env="CRM_DB_PASSWORD",
+    )
     resolver = ConnectionResolver()
     with bind_connection("crm", sqlite_engine), caplog.at_level(logging.WARNING):
         assert resolver.engine_for(src.name, src.connection, src.url_options) is sqlite_engine
@@ -311,8 +401,14 @@ def test_url_engines_use_sqlean_and_the_password_env(tmp_path: Path, monkeypatch
         assert resolver.engine_for(src.name, src.connection, src.url_options) is engine  # cached
     finally:
         resolver.close()
-    secret = SqlSource("pg", QUERY, connection="pg", url="postgresql+psycopg2://db.example/crm", user="reader",
-                       password_env="PG_TEST_PASSWORD_UNSET")
+    secret = SqlSource(
+        "pg",
+        QUERY,
+        connection="pg",
+        url="postgresql+psycopg2://db.example/crm",
+        user="reader",
+        password_env="PG_TEST_PASSWORD_UNSET",
+    )
     monkeypatch.delenv("PG_TEST_PASSWORD_UNSET", raising=False)
     with pytest.raises(ConfigurationError, match="PG_TEST_PASSWORD_UNSET is not set"):
         ConnectionResolver().engine_for(secret.name, secret.connection, secret.url_options)
@@ -322,7 +418,9 @@ def test_url_without_connection_reads_through_a_connection_named_after_the_sourc
     """`url` alone is enough; the connection takes the source's name."""
     db = tmp_path / "crm.db"
     with sa.create_engine(f"sqlite:///{db}", module=sqlean).begin() as conn:
-        conn.execute(sa.text("CREATE TABLE accounts (account_id INTEGER, notes TEXT, account_name TEXT, owner_id INT)"))
+        conn.execute(
+            sa.text("CREATE TABLE accounts (account_id INTEGER, notes TEXT, account_name TEXT, owner_id INT)")
+        )
         conn.execute(sa.text("INSERT INTO accounts VALUES (7, 'renewal due', 'Acme', 3)"))
     settings = load_settings(env={}, sources={"crm": {"query": QUERY, "url": f"sqlite:///{db}"}})
     (src,) = load_sql_sources(settings)
@@ -356,13 +454,29 @@ def test_each_meaning_option_refuses_a_value_past_its_bounds_naming_its_key(opti
 
 
 def test_meaning_options_within_bounds_are_read() -> None:
-    source = SqlSource("t", QUERY, **MEANING_BASE, words=["w"] * 64, person_facets=["owner_id"], lifecycle="State",
-                       done_values=["DONE"], due_facet="due", facet_cues={"Severity": ["sev"]},
-                       display=["severity", "owner_id"], value_words={"DONE": ["hecho"]}, nouns_es=["caso", "casos"],
-                       labels_es={"state": " estado "})
+    source = SqlSource(
+        "t",
+        QUERY,
+        **MEANING_BASE,
+        words=["w"] * 64,
+        person_facets=["owner_id"],
+        lifecycle="State",
+        done_values=["DONE"],
+        due_facet="due",
+        facet_cues={"Severity": ["sev"]},
+        display=["severity", "owner_id"],
+        value_words={"DONE": ["hecho"]},
+        nouns_es=["caso", "casos"],
+        labels_es={"state": " estado "},
+    )
     m = source.meanings
     assert (m.lifecycle, m.done, m.due, m.display, m.labels_es) == (
-        "state", ("DONE",), "due", ("severity", "owner_id"), {"state": "estado"})
+        "state",
+        ("DONE",),
+        "due",
+        ("severity", "owner_id"),
+        {"state": "estado"},
+    )
     assert source.sql_meanings.cues == {"severity": ("sev",)}
     assert m.nouns["es"] == ("caso", "casos") and m.words[-2:] == ("caso", "casos")
 
@@ -371,5 +485,7 @@ def test_the_documented_meaning_options_are_the_schema() -> None:
     """docs/sql-sources.md's table of meaning options lists the schema's keys, in its order."""
     text = (Path(__file__).parent.parent / "docs" / "sql-sources.md").read_text()
     table = text.split("| option | default | meaning |", 1)[1].split("\n\n", 1)[0]
-    keys = [key for row in table.strip().splitlines()[1:] for key in re.findall(r"`(\w+)`", row.split("|")[1])]
+    keys = [
+        key for row in table.strip().splitlines()[1:] for key in re.findall(r"`(\w+)`", row.split("|")[1])
+    ]
     assert keys == list(MEANING_KEYS)

@@ -30,12 +30,14 @@ def ext(tmp_path: Path) -> Iterator[sa.Engine]:
     with engine.begin() as conn:
         conn.exec_driver_sql(
             "CREATE TABLE accounts (account_id INTEGER PRIMARY KEY, account_name TEXT, notes TEXT, "
-            "owner_id INTEGER, region TEXT, revenue REAL, updated_at TEXT)")
+            "owner_id INTEGER, region TEXT, revenue REAL, updated_at TEXT)"
+        )
         conn.exec_driver_sql(
             "INSERT INTO accounts VALUES "
             "(1, 'Acme', 'Renewal due in March', 11, 'EMEA', 1200.5, '2026-01-01T10:00:00'), "
             "(2, 'Globex', 'Asked for a discount', NULL, NULL, NULL, '2026-01-02T10:00:00'), "
-            "(3, NULL, '', 12, 'APAC', 99, '2026-01-03T10:00:00')")
+            "(3, NULL, '', 12, 'APAC', 99, '2026-01-03T10:00:00')"
+        )
     yield engine
     engine.dispose()
 
@@ -52,8 +54,13 @@ def _query_only(engine: sa.Engine) -> int:
 
 # -- rows to documents ----------------------------------------------------------------------------
 def test_rows_become_documents(ext) -> None:
-    src = SqlSource("crm-accounts", "SELECT account_id AS ID, notes AS Content, account_name AS TITLE, owner_id, "
-                    "region, revenue FROM accounts ORDER BY account_id", connection="crm", owner_column="OWNER_ID")
+    src = SqlSource(
+        "crm-accounts",
+        "SELECT account_id AS ID, notes AS Content, account_name AS TITLE, owner_id, "
+        "region, revenue FROM accounts ORDER BY account_id",
+        connection="crm",
+        owner_column="OWNER_ID",
+    )
     result = _read(ext, src)
     assert result.count == result.rows_read == 3  # one document per row, never split
     acme, globex, third = (result.documents[i] for i in ("1", "2", "3"))
@@ -61,10 +68,21 @@ def test_rows_become_documents(ext) -> None:
     assert acme.chunk_text == "Acme\nRenewal due in March"
     assert acme.owner_id == 11 and globex.owner_id is None
     # other columns are metadata under the driver's label; NULLs are left out
-    assert acme.metadata == {"source": "crm-accounts", "document_id": "crm-accounts#1", "id": "1",
-                             "title": "Acme", "owner_id": 11, "region": "EMEA", "revenue": 1200.5}
-    assert globex.metadata == {"source": "crm-accounts", "document_id": "crm-accounts#2", "id": "2",
-                               "title": "Globex"}
+    assert acme.metadata == {
+        "source": "crm-accounts",
+        "document_id": "crm-accounts#1",
+        "id": "1",
+        "title": "Acme",
+        "owner_id": 11,
+        "region": "EMEA",
+        "revenue": 1200.5,
+    }
+    assert globex.metadata == {
+        "source": "crm-accounts",
+        "document_id": "crm-accounts#2",
+        "id": "2",
+        "title": "Globex",
+    }
     # empty content is accepted; without a title, the chunk text is the document id (never empty)
     assert third.content == "" and third.title is None and third.chunk_text == "crm-accounts#3"
     assert len({d.doc_hash for d in result.documents.values()}) == 3
@@ -77,8 +95,13 @@ def test_chunk_text_without_title_is_the_content(ext) -> None:
 
 
 def test_configured_column_names_match_ignoring_case(ext) -> None:
-    src = SqlSource("crm", "SELECT account_id, notes, account_name FROM accounts", id_column="ACCOUNT_ID",
-                    content_column="Notes", title_column="account_NAME")
+    src = SqlSource(
+        "crm",
+        "SELECT account_id, notes, account_name FROM accounts",
+        id_column="ACCOUNT_ID",
+        content_column="Notes",
+        title_column="account_NAME",
+    )
     docs = _read(ext, src).documents
     assert docs["1"].chunk_text == "Acme\nRenewal due in March"
     assert set(docs["1"].metadata) == {"source", "document_id", "id", "title"}
@@ -92,34 +115,56 @@ def test_long_content_is_one_document(ext) -> None:
 
 
 def test_colons_in_literals_survive(ext) -> None:
-    src = SqlSource("c", "SELECT account_id AS id, 'met at 10:30 :x' AS content FROM accounts WHERE account_id = 1")
+    src = SqlSource(
+        "c", "SELECT account_id AS id, 'met at 10:30 :x' AS content FROM accounts WHERE account_id = 1"
+    )
     assert _read(ext, src).documents["1"].content == "met at 10:30 :x"
 
 
 def test_missing_role_column_lists_the_columns(ext) -> None:
     src = SqlSource("crm", "SELECT account_id, notes AS content FROM accounts")
-    with pytest.raises(ConfigurationError, match=r"no column 'id' \(id_column\); its columns are: account_id, content"):
+    with pytest.raises(
+        ConfigurationError, match=r"no column 'id' \(id_column\); its columns are: account_id, content"
+    ):
         _read(ext, src)
-    explicit = SqlSource("crm", "SELECT account_id AS id, notes AS content FROM accounts", title_column="name")
+    explicit = SqlSource(
+        "crm", "SELECT account_id AS id, notes AS content FROM accounts", title_column="name"
+    )
     with pytest.raises(ConfigurationError, match="title_column"):
         _read(ext, explicit)
 
 
 def test_duplicate_labels_are_refused(ext) -> None:
-    src = SqlSource("crm", "SELECT account_id AS id, notes AS content, region AS r, owner_id AS R FROM accounts")
+    src = SqlSource(
+        "crm", "SELECT account_id AS id, notes AS content, region AS r, owner_id AS R FROM accounts"
+    )
     with pytest.raises(ConfigurationError, match="more than one column labelled 'r'"):
         _read(ext, src)
 
 
-@pytest.mark.parametrize(("query", "options", "label"), [
-    ("SELECT account_id AS id, notes AS content, region AS source FROM accounts", {}, "source"),
-    ("SELECT account_id AS id, notes AS content, region AS Document_ID FROM accounts", {}, "Document_ID"),
-    ("SELECT account_id, notes AS content, region AS id FROM accounts", {"id_column": "account_id"}, "id"),
-    ("SELECT account_id AS id, notes AS content, owner_id, region AS owner_id2, 1 AS OWNER_ID_X, "
-     "updated_at AS modified, 'x' AS updated_at FROM accounts", {"updated_at_column": "modified"}, "updated_at"),
-    ("SELECT account_id AS id, notes AS content, owner_id AS o, region AS owner_id FROM accounts",
-     {"owner_column": "o"}, "owner_id"),
-])
+@pytest.mark.parametrize(
+    ("query", "options", "label"),
+    [
+        ("SELECT account_id AS id, notes AS content, region AS source FROM accounts", {}, "source"),
+        ("SELECT account_id AS id, notes AS content, region AS Document_ID FROM accounts", {}, "Document_ID"),
+        (
+            "SELECT account_id, notes AS content, region AS id FROM accounts",
+            {"id_column": "account_id"},
+            "id",
+        ),
+        (
+            "SELECT account_id AS id, notes AS content, owner_id, region AS owner_id2, 1 AS OWNER_ID_X, "
+            "updated_at AS modified, 'x' AS updated_at FROM accounts",
+            {"updated_at_column": "modified"},
+            "updated_at",
+        ),
+        (
+            "SELECT account_id AS id, notes AS content, owner_id AS o, region AS owner_id FROM accounts",
+            {"owner_column": "o"},
+            "owner_id",
+        ),
+    ],
+)
 def test_columns_overwriting_product_metadata_are_refused(ext, query, options, label) -> None:
     with pytest.raises(ConfigurationError, match=f"column '{label}' would overwrite metadata"):
         _read(ext, SqlSource("crm", query, **options))
@@ -133,21 +178,26 @@ def test_updated_at_and_owner_labels_are_ordinary_metadata_without_those_roles(e
 
 
 # -- bad rows fail the whole source, named by row number only ------------------------------------
-@pytest.mark.parametrize(("rows", "message"), [
-    ([(1, "a"), (None, "b")], "row 2 has a NULL id"),
-    ([(1, "a"), ("   ", "b")], "row 2 has a blank id"),
-    ([(1, "a"), (2, None)], "row 2 has a NULL content"),
-    ([(1, "a"), (1, "b")], "row 2 repeats the id of row 1"),
-    ([(7, "a"), (8, "b"), ("7", "c")], "row 3 repeats the id of row 1"),
-    ([(SECRET, "a"), (SECRET, SECRET)], "row 2 repeats the id of row 1"),
-])
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([(1, "a"), (None, "b")], "row 2 has a NULL id"),
+        ([(1, "a"), ("   ", "b")], "row 2 has a blank id"),
+        ([(1, "a"), (2, None)], "row 2 has a NULL content"),
+        ([(1, "a"), (1, "b")], "row 2 repeats the id of row 1"),
+        ([(7, "a"), (8, "b"), ("7", "c")], "row 3 repeats the id of row 1"),
+        ([(SECRET, "a"), (SECRET, SECRET)], "row 2 repeats the id of row 1"),
+    ],
+)
 def test_bad_rows_fail_the_source(tmp_path: Path, rows, message) -> None:
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'bad.db'}", module=sqlean)
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE t (n INTEGER PRIMARY KEY, rid, body TEXT, note TEXT)")
         for i, (rid, body) in enumerate(rows, 1):
-            conn.execute(sa.text("INSERT INTO t VALUES (:n, :rid, :body, :note)"),
-                         {"n": i, "rid": rid, "body": body, "note": SECRET})
+            conn.execute(
+                sa.text("INSERT INTO t VALUES (:n, :rid, :body, :note)"),
+                {"n": i, "rid": rid, "body": body, "note": SECRET},
+            )
     src = SqlSource("bad", "SELECT rid AS id, body AS content, note FROM t ORDER BY n")
     with pytest.raises(SourceLoadingError) as info:
         _read(engine, src)
@@ -163,8 +213,11 @@ def test_binary_metadata_is_refused_by_label(ext) -> None:
 
 
 def test_owner_must_be_an_integer(ext) -> None:
-    src = SqlSource("crm", "SELECT account_id AS id, notes AS content, region AS owner FROM accounts",
-                    owner_column="owner")
+    src = SqlSource(
+        "crm",
+        "SELECT account_id AS id, notes AS content, region AS owner FROM accounts",
+        owner_column="owner",
+    )
     with pytest.raises(SourceLoadingError, match="row 1: 'owner' .* is not an integer employee id"):
         _read(ext, src)
 
@@ -179,7 +232,9 @@ def test_max_rows_fails_rather_than_truncates(ext) -> None:
 
 
 def test_fetch_size_reads_in_batches(ext) -> None:
-    result = _read(ext, SqlSource("crm", "SELECT account_id AS id, notes AS content FROM accounts", fetch_size=1))
+    result = _read(
+        ext, SqlSource("crm", "SELECT account_id AS id, notes AS content FROM accounts", fetch_size=1)
+    )
     assert sorted(result.documents) == ["1", "2", "3"] and result.rows_read == 3
 
 
@@ -211,15 +266,19 @@ def test_state_is_restored_after_a_failure(ext) -> None:
 
 
 def test_statement_timeout_stops_the_query_and_the_handler_is_removed(ext) -> None:
-    endless = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
-               "SELECT x AS id, 'a' AS content FROM c WHERE x < 0")
+    endless = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+        "SELECT x AS id, 'a' AS content FROM c WHERE x < 0"
+    )
     with pytest.raises(StatementTimeout, match=r"ran longer than its statement_timeout \(1s\)") as info:
         _read(ext, SqlSource("slow", endless, statement_timeout="1s"))
     assert info.value.code == "SOURCE_LOADING"
     # the same (only) pooled connection runs a long statement: no handler was left behind
     with ext.connect() as conn:
-        total = conn.exec_driver_sql("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000) "
-                                     "SELECT count(*) FROM c").scalar_one()
+        total = conn.exec_driver_sql(
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000) "
+            "SELECT count(*) FROM c"
+        ).scalar_one()
     assert total == 200000
     assert _query_only(ext) == 0
 
@@ -235,8 +294,10 @@ def test_driver_errors_keep_class_and_code_only(ext) -> None:
 
 def test_writes_through_the_session_are_refused(ext) -> None:
     # query_only is the guard: even a statement smuggled past check_query cannot write
-    with read_session(ext, source="crm", timeout_s=5) as conn, pytest.raises(sa.exc.OperationalError,
-                                                                              match="readonly|read-only|attempt"):
+    with (
+        read_session(ext, source="crm", timeout_s=5) as conn,
+        pytest.raises(sa.exc.OperationalError, match="readonly|read-only|attempt"),
+    ):
         conn.exec_driver_sql("DELETE FROM accounts")
     with ext.connect() as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM accounts").scalar_one() == 3
@@ -244,8 +305,12 @@ def test_writes_through_the_session_are_refused(ext) -> None:
 
 # -- incremental reads ----------------------------------------------------------------------------
 def _incremental(**options) -> SqlSource:
-    return SqlSource("crm", "SELECT account_id AS id, notes AS content, updated_at FROM accounts",
-                     updated_at_column="updated_at", **options)
+    return SqlSource(
+        "crm",
+        "SELECT account_id AS id, notes AS content, updated_at FROM accounts",
+        updated_at_column="updated_at",
+        **options,
+    )
 
 
 def test_watermark_and_delta(ext) -> None:
@@ -259,17 +324,26 @@ def test_watermark_and_delta(ext) -> None:
         assert sorted(src.read_ids(conn)) == ["1", "2", "3"]
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    (None, "row 2 has a NULL 'updated_at'"),
-    ("yesterday", "row 2: 'updated_at' (updated_at_column) is not a timestamp"),
-    (12345, "row 2: 'updated_at' (updated_at_column) is not a timestamp"),
-])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (None, "row 2 has a NULL 'updated_at'"),
+        ("yesterday", "row 2: 'updated_at' (updated_at_column) is not a timestamp"),
+        (12345, "row 2: 'updated_at' (updated_at_column) is not a timestamp"),
+    ],
+)
 def test_bad_updated_at_fails_the_source(ext, value, message) -> None:
     with ext.begin() as conn:
         conn.execute(sa.text("UPDATE accounts SET updated_at = :v WHERE account_id = 2"), {"v": value})
     with pytest.raises(SourceLoadingError, match=re.escape(message)):
-        _read(ext, SqlSource("crm", "SELECT account_id AS id, notes AS content, updated_at FROM accounts "
-                             "ORDER BY account_id", updated_at_column="updated_at"))
+        _read(
+            ext,
+            SqlSource(
+                "crm",
+                "SELECT account_id AS id, notes AS content, updated_at FROM accounts ORDER BY account_id",
+                updated_at_column="updated_at",
+            ),
+        )
 
 
 def test_datetime_watermarks_compare_and_bind(tmp_path: Path) -> None:
@@ -285,8 +359,13 @@ def test_datetime_watermarks_compare_and_bind(tmp_path: Path) -> None:
 
 
 def test_ids_query_refuses_repeats_and_nulls(ext) -> None:
-    src = SqlSource("crm", "SELECT account_id % 2 AS id, notes AS content, updated_at FROM accounts "
-                    "ORDER BY account_id", updated_at_column="updated_at")
-    with read_session(ext, source="crm", timeout_s=5) as conn, pytest.raises(
-            SourceLoadingError, match="row 3 repeats the id of row 1"):
+    src = SqlSource(
+        "crm",
+        "SELECT account_id % 2 AS id, notes AS content, updated_at FROM accounts ORDER BY account_id",
+        updated_at_column="updated_at",
+    )
+    with (
+        read_session(ext, source="crm", timeout_s=5) as conn,
+        pytest.raises(SourceLoadingError, match="row 3 repeats the id of row 1"),
+    ):
         src.read_ids(conn)

@@ -31,19 +31,25 @@ ROWS = [
     (4, "Umbrella", "Umbrella complained about slow invoice processing.", 11, None),
     (5, "Hooli", "Hooli wants single sign-on for all of their offices.", None, "APAC"),
 ]
-QUERY = ("SELECT account_id AS id, notes AS content, account_name AS title, owner_id, region, updated_at "
-         "FROM accounts")
+QUERY = (
+    "SELECT account_id AS id, notes AS content, account_name AS title, owner_id, region, updated_at "
+    "FROM accounts"
+)
 
 
 @pytest.fixture
 def crm(tmp_path: Path) -> Iterator[sa.Engine]:
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'crm.db'}", module=sqlean)
     with engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE accounts (account_id INTEGER PRIMARY KEY, account_name TEXT, "
-                             "notes TEXT, owner_id INTEGER, region TEXT, updated_at TEXT)")
+        conn.exec_driver_sql(
+            "CREATE TABLE accounts (account_id INTEGER PRIMARY KEY, account_name TEXT, "
+            "notes TEXT, owner_id INTEGER, region TEXT, updated_at TEXT)"
+        )
         for i, name, notes, owner, region in ROWS:
-            conn.execute(sa.text("INSERT INTO accounts VALUES (:i, :n, :c, :o, :r, :u)"),
-                         {"i": i, "n": name, "c": notes, "o": owner, "r": region, "u": f"2026-01-0{i}T10:00:00"})
+            conn.execute(
+                sa.text("INSERT INTO accounts VALUES (:i, :n, :c, :o, :r, :u)"),
+                {"i": i, "n": name, "c": notes, "o": owner, "r": region, "u": f"2026-01-0{i}T10:00:00"},
+            )
     yield engine
     engine.dispose()
 
@@ -61,8 +67,13 @@ def _refresher(rag, **options) -> SourceRefresher:
 
 def _chunks(rag, source_type: str = "crm") -> dict[str, tuple]:
     with rag.engine.connect() as conn:
-        rows = conn.execute(sa.text("SELECT SOURCE_ID, CONTENT, OWNER_ID, CHUNK_ID, UPDATED_AT FROM RAG_CHUNK "
-                                    "WHERE SOURCE_TYPE = :t"), {"t": source_type}).fetchall()
+        rows = conn.execute(
+            sa.text(
+                "SELECT SOURCE_ID, CONTENT, OWNER_ID, CHUNK_ID, UPDATED_AT FROM RAG_CHUNK "
+                "WHERE SOURCE_TYPE = :t"
+            ),
+            {"t": source_type},
+        ).fetchall()
     return {r[0]: tuple(r[1:]) for r in rows}
 
 
@@ -81,7 +92,12 @@ def test_sync_indexes_each_row_as_one_chunk(rag, bound) -> None:
     before = _calls(rag)
     (result,) = refresher.sync()
     assert (result.outcome, result.mode, result.rows_read, result.new, result.documents) == (
-        "changed", "full", 5, 5, 5)
+        "changed",
+        "full",
+        5,
+        5,
+        5,
+    )
     assert _calls(rag) - before == 5
     chunks = _chunks(rag)
     assert set(chunks) == {f"crm#{i}" for i in range(1, 6)}
@@ -89,8 +105,14 @@ def test_sync_indexes_each_row_as_one_chunk(rag, bound) -> None:
     assert chunks["crm#3"][1] is None
     assert refresher.document_count("crm") == 5
     assert refresher.metadata("crm", "2") == {
-        "source": "crm", "document_id": "crm#2", "id": "2", "title": "Globex", "owner_id": 12, "region": "AMER",
-        "updated_at": "2026-01-02T10:00:00"}
+        "source": "crm",
+        "document_id": "crm#2",
+        "id": "2",
+        "title": "Globex",
+        "owner_id": 12,
+        "region": "AMER",
+        "updated_at": "2026-01-02T10:00:00",
+    }
     (state,) = refresher.states()
     assert (state.status, state.doc_count, state.last_mode) == ("ok", 5, "full")
     assert state.last_refresh_at is not None and state.last_error is None
@@ -103,12 +125,21 @@ def test_refresh_embeds_only_new_and_changed_rows(rag, bound) -> None:
     _exec(bound, "UPDATE accounts SET notes = 'Acme signed the three year contract.' WHERE account_id = 1")
     _exec(bound, "UPDATE accounts SET region = 'EMEA' WHERE account_id = 3")  # metadata only
     _exec(bound, "DELETE FROM accounts WHERE account_id = 4")
-    _exec(bound, "INSERT INTO accounts VALUES (6, 'Stark', 'Stark needs an on-premise install.', 12, NULL, "
-                 "'2026-01-06T10:00:00')")
+    _exec(
+        bound,
+        "INSERT INTO accounts VALUES (6, 'Stark', 'Stark needs an on-premise install.', 12, NULL, "
+        "'2026-01-06T10:00:00')",
+    )
     before = _calls(rag)
     (result,) = refresher.sync()
-    assert (result.outcome, result.new, result.updated, result.removed, result.unchanged, result.documents) == (
-        "changed", 1, 2, 1, 2, 5)
+    assert (
+        result.outcome,
+        result.new,
+        result.updated,
+        result.removed,
+        result.unchanged,
+        result.documents,
+    ) == ("changed", 1, 2, 1, 2, 5)
     assert _calls(rag) - before == result.embedded == 3
     after = _chunks(rag)
     assert "crm#4" not in after and after["crm#6"][1] == 12
@@ -161,14 +192,23 @@ def test_incremental_refresh_reads_only_rows_at_or_after_the_watermark(rag, boun
     (load,) = refresher.refresh_due(now=T0)  # first call in this process: a full read
     assert (load.mode, load.rows_read, load.new) == ("full", 5, 5)
     assert refresher.refresh_due(now=T0 + dt.timedelta(minutes=5)) == []  # not due yet
-    _exec(bound, "UPDATE accounts SET notes = 'Globex accepted the offer.', updated_at = '2026-02-01T09:00:00' "
-                 "WHERE account_id = 2")
+    _exec(
+        bound,
+        "UPDATE accounts SET notes = 'Globex accepted the offer.', updated_at = '2026-02-01T09:00:00' "
+        "WHERE account_id = 2",
+    )
     _exec(bound, "DELETE FROM accounts WHERE account_id = 3")
     before = _calls(rag)
     (inc,) = refresher.refresh_due(now=T0 + dt.timedelta(minutes=11))
     # 4 ids + the one row at/after the watermark (row 5, unchanged) + the changed row 2
     assert (inc.mode, inc.rows_read, inc.updated, inc.unchanged, inc.removed, inc.documents) == (
-        "incremental", 4 + 2, 1, 1, 1, 4)
+        "incremental",
+        4 + 2,
+        1,
+        1,
+        1,
+        4,
+    )
     assert _calls(rag) - before == 1
     assert "crm#3" not in _chunks(rag)
     assert refresher.state("crm").watermark.text == "2026-02-01T09:00:00"
@@ -180,7 +220,9 @@ def test_incremental_refresh_reads_only_rows_at_or_after_the_watermark(rag, boun
 def test_incremental_refresh_falls_back_to_full_for_an_unseen_old_row(rag, bound) -> None:
     refresher = _refresher(rag, updated_at_column="updated_at", refresh="1m")
     refresher.refresh_due(now=T0)
-    _exec(bound, "INSERT INTO accounts VALUES (8, 'Old', 'Backdated row.', NULL, NULL, '2020-01-01T00:00:00')")
+    _exec(
+        bound, "INSERT INTO accounts VALUES (8, 'Old', 'Backdated row.', NULL, NULL, '2020-01-01T00:00:00')"
+    )
     (result,) = refresher.refresh_due(now=T0 + dt.timedelta(minutes=2))
     assert (result.mode, result.new) == ("full (fallback)", 1)
     assert "crm#8" in _chunks(rag)
@@ -197,8 +239,7 @@ def test_null_updated_at_fails_the_source(rag, bound) -> None:
 
 def test_changed_definition_forces_a_full_read(rag, bound) -> None:
     _refresher(rag, updated_at_column="updated_at").sync()
-    changed = _refresher(rag, updated_at_column="updated_at",
-                         query=QUERY + " WHERE account_id <> 5")
+    changed = _refresher(rag, updated_at_column="updated_at", query=QUERY + " WHERE account_id <> 5")
     result = changed.refresh("crm", full=False)
     assert (result.mode, result.removed, result.documents) == ("full", 1, 4)
 
@@ -242,8 +283,10 @@ def test_developer_cannot_retrieve_another_owners_document(rag, bound, mode) -> 
     only_crm = Filters(source_types=("crm",))
 
     def ids(caller: Caller) -> set[str]:
-        return {r.source_id for r in retriever.search("Globex discount premium support", 10, caller, mode,
-                                                      only_crm)}
+        return {
+            r.source_id
+            for r in retriever.search("Globex discount premium support", 10, caller, mode, only_crm)
+        }
 
     dev11, dev12, manager = Caller(11, "developer"), Caller(12, "developer"), Caller(3, "manager")
     assert "crm#2" in ids(dev12) and "crm#2" in ids(manager)
@@ -257,11 +300,17 @@ def test_developer_cannot_retrieve_another_owners_document(rag, bound, mode) -> 
 def test_rag_connection_reads_the_products_database(rag) -> None:
     with rag.engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE KB_NOTE (NOTE_ID INTEGER PRIMARY KEY, BODY TEXT)")
-        conn.exec_driver_sql("INSERT INTO KB_NOTE VALUES (1, 'Deploys freeze on Fridays.'), "
-                             "(2, 'On-call rotates weekly.')")
-    refresher = SourceRefresher(rag.engine, [SqlSource("kb", "SELECT note_id AS id, body AS content FROM kb_note")])
+        conn.exec_driver_sql(
+            "INSERT INTO KB_NOTE VALUES (1, 'Deploys freeze on Fridays.'), (2, 'On-call rotates weekly.')"
+        )
+    refresher = SourceRefresher(
+        rag.engine, [SqlSource("kb", "SELECT note_id AS id, body AS content FROM kb_note")]
+    )
     (result,) = refresher.sync()
-    assert (result.outcome, result.new) == ("changed", 2)  # the write after the read worked: query_only restored
+    assert (result.outcome, result.new) == (
+        "changed",
+        2,
+    )  # the write after the read worked: query_only restored
     assert _chunks(rag, "kb")["kb#1"][0] == "Deploys freeze on Fridays."
     with rag.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA query_only").scalar_one() == 0
@@ -282,7 +331,9 @@ def test_cli_sync_list_count(tmp_path: Path, data_dir: Path, crm, monkeypatch) -
 
     from oracle_rag.cli import main
 
-    for key in [k for k in os.environ if k.startswith("ORACLE_RAG_")]:  # only the TOML file configures this run
+    for key in [
+        k for k in os.environ if k.startswith("ORACLE_RAG_")
+    ]:  # only the TOML file configures this run
         monkeypatch.delenv(key)
 
     cfg = tmp_path / "oracle-rag.toml"
@@ -291,7 +342,8 @@ def test_cli_sync_list_count(tmp_path: Path, data_dir: Path, crm, monkeypatch) -
         f'[sources.crm]\nquery = "{QUERY}"\nconnection = "crm"\nurl = "sqlite:///{tmp_path / "crm.db"}"\n'
         f'owner_column = "owner_id"\n\n'
         f'[sources.broken]\nquery = "SELECT account_id AS id, notes AS content, region FROM accounts"\n'
-        f'connection = "files"\nurl = "sqlite:///{tmp_path / "crm.db"}"\n')
+        f'connection = "files"\nurl = "sqlite:///{tmp_path / "crm.db"}"\n'
+    )
     runner = CliRunner()
     assert runner.invoke(main, ["--config", str(cfg), "migrate"]).exit_code == 0
     _exec(crm, "UPDATE accounts SET region = NULL WHERE account_id = 1")
@@ -307,13 +359,18 @@ def test_cli_sync_list_count(tmp_path: Path, data_dir: Path, crm, monkeypatch) -
     assert runner.invoke(main, ["--config", str(cfg), "sources", "count", "crm"]).output == "6\n"
     # a failing source: reported per source, exit 1, its count raises the recorded error (exit 2: configuration)
     _exec(crm, "UPDATE accounts SET account_id = 20, region = 'x' WHERE account_id = 10")
-    cfg.write_text(cfg.read_text().replace("notes AS content, region FROM", "notes AS content, region AS source FROM"))
+    cfg.write_text(
+        cfg.read_text().replace("notes AS content, region FROM", "notes AS content, region AS source FROM")
+    )
     both = runner.invoke(main, ["--config", str(cfg), "sources", "sync"])
     assert both.exit_code == 1
     out = both.output.splitlines()
-    assert out[0].startswith("crm: changed (full read, 6 rows read): 1 new, 0 updated, 1 removed, 5 unchanged")
-    assert out[1].startswith("broken: failed (full read): CONFIGURATION: source 'broken': column 'source' would "
-                             "overwrite metadata")
+    assert out[0].startswith(
+        "crm: changed (full read, 6 rows read): 1 new, 0 updated, 1 removed, 5 unchanged"
+    )
+    assert out[1].startswith(
+        "broken: failed (full read): CONFIGURATION: source 'broken': column 'source' would overwrite metadata"
+    )
     count = runner.invoke(main, ["--config", str(cfg), "sources", "count", "broken"])
     assert count.exit_code == 2 and "would overwrite metadata" in count.output
     assert "failed: CONFIGURATION" in runner.invoke(main, ["--config", str(cfg), "sources", "list"]).output
@@ -334,8 +391,11 @@ def test_serve_background_services_refresh_configured_sources(rag, bound, make_s
     from oracle_rag.background import BackgroundServices
     from oracle_rag.system import RagSystem
 
-    settings = make_settings(sources={"crm": {"query": QUERY, "connection": "crm", "refresh": "1s"}},
-                             worker_initial_delay_ms=0, worker_poll_ms=100)
+    settings = make_settings(
+        sources={"crm": {"query": QUERY, "connection": "crm", "refresh": "1s"}},
+        worker_initial_delay_ms=0,
+        worker_poll_ms=100,
+    )
     system = RagSystem(settings, engine=rag.engine)
     services = BackgroundServices(system, worker=True, backfill=False)
     services.start()
@@ -344,7 +404,9 @@ def test_serve_background_services_refresh_configured_sources(rag, bound, make_s
         count = 0
         while time.monotonic() < deadline:
             with rag.engine.connect() as conn:
-                count = conn.execute(sa.text("SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'crm'")).scalar_one()
+                count = conn.execute(
+                    sa.text("SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'crm'")
+                ).scalar_one()
             if count == len(ROWS):
                 break
             time.sleep(0.2)
@@ -363,7 +425,9 @@ def test_lower_case_source_citations_open_for_their_owner_only(demo_rag, bound) 
     from oracle_rag.web import create_app
 
     name = "crm.accounts-eu"
-    refresher = SourceRefresher(demo_rag.engine, [SqlSource(name, QUERY, connection="crm", owner_column="owner_id")])
+    refresher = SourceRefresher(
+        demo_rag.engine, [SqlSource(name, QUERY, connection="crm", owner_column="owner_id")]
+    )
     refresher.sync()
     doc = f"{name}#1"  # owned by employee 11
     with demo_rag.engine.connect() as conn:
@@ -378,7 +442,9 @@ def test_lower_case_source_citations_open_for_their_owner_only(demo_rag, bound) 
     (cited,) = select_citations(f"Acme wants a renewal [{name} #{doc}].", [Retrieved()])
     assert (cited.source_type, cited.source_id) == (name, doc)
     tokens = issue_tokens(demo_rag, (11, 12))
-    client = create_app({"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None, "TESTING": True}).test_client()
+    client = create_app(
+        {"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None, "TESTING": True}
+    ).test_client()
     from urllib.parse import quote
 
     path = f"/api/chunks/{quote(cited.source_type, safe='')}/{quote(cited.source_id, safe='')}"

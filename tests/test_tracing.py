@@ -77,9 +77,18 @@ def tree(spans: tuple[ReadableSpan, ...]) -> list[tuple[int, str]]:
 
 
 def all_text(spans: tuple[ReadableSpan, ...]) -> str:
-    return json.dumps([{"name": s.name, "attributes": dict(s.attributes or {}),
-                        "events": [dict(e.attributes or {}) for e in s.events],
-                        "status": s.status.description} for s in spans], default=str)
+    return json.dumps(
+        [
+            {
+                "name": s.name,
+                "attributes": dict(s.attributes or {}),
+                "events": [dict(e.attributes or {}) for e in s.events],
+                "status": s.status.description,
+            }
+            for s in spans
+        ],
+        default=str,
+    )
 
 
 def ask_once(rag: Any, path: str, question: str, token: str) -> tuple[int, str]:
@@ -88,8 +97,12 @@ def ask_once(rag: Any, path: str, question: str, token: str) -> tuple[int, str]:
         llm.push(json.dumps({"sql": SQL}), "You have N tasks; see [TASK #1].")
         base, stop, thread = serve(rag, llm)
         try:
-            response = httpx2.post(base + path, json={"question": question},
-                                   headers={**bearer(token), "traceparent": TRACEPARENT}, timeout=60)
+            response = httpx2.post(
+                base + path,
+                json={"question": question},
+                headers={**bearer(token), "traceparent": TRACEPARENT},
+                timeout=60,
+            )
         finally:
             stop.set()
             thread.join(10)
@@ -121,15 +134,22 @@ def test_span_tree_of_one_chat_request(demo_rag, exporter) -> None:
     by_name = {s.name: s for s in spans}
     request = by_name["POST /api/chat"]
     assert request.kind == SpanKind.SERVER and f"{request.context.trace_id:032x}" == TRACEPARENT.split("-")[1]
-    assert request.attributes["http.route"] == "/api/chat" and request.attributes["http.response.status_code"] == 200
-    assert {s.context.trace_id for s in spans} == {request.context.trace_id}, "one trace, continued from the caller"
+    assert (
+        request.attributes["http.route"] == "/api/chat"
+        and request.attributes["http.response.status_code"] == 200
+    )
+    assert {s.context.trace_id for s in spans} == {request.context.trace_id}, (
+        "one trace, continued from the caller"
+    )
 
     models = [s for s in spans if s.name == "chat m"]
     assert all(s.kind == SpanKind.CLIENT for s in models)
     answer = models[-1].attributes
     assert answer["gen_ai.operation.name"] == "chat" and answer["gen_ai.request.model"] == "m"
     assert answer["gen_ai.provider.name"] == "openai" and answer["server.address"] == "127.0.0.1"
-    assert answer["gen_ai.response.finish_reasons"] == ("stop",) and answer["gen_ai.request.max_tokens"] == 512
+    assert (
+        answer["gen_ai.response.finish_reasons"] == ("stop",) and answer["gen_ai.request.max_tokens"] == 512
+    )
     embed = by_name["embeddings all-MiniLM-L6-v2"].attributes
     assert embed["gen_ai.operation.name"] == "embeddings"
     assert by_name["guard"].attributes["oracle_rag.guard.decision"] == "allowed"
@@ -137,8 +157,11 @@ def test_span_tree_of_one_chat_request(demo_rag, exporter) -> None:
     assert guarded.kind == SpanKind.CLIENT and guarded.attributes["db.response.returned_rows"] == 1
     assert by_name["query understanding"].attributes["oracle_rag.route"] == "both"
     assert by_name["fusion"].attributes["oracle_rag.fusion.method"] == "rrf"
-    legs = {s.attributes["oracle_rag.search.leg"]: s.attributes["oracle_rag.search.hits"]
-            for s in spans if s.name.startswith("search ")}
+    legs = {
+        s.attributes["oracle_rag.search.leg"]: s.attributes["oracle_rag.search.hits"]
+        for s in spans
+        if s.name.startswith("search ")
+    }
     assert set(legs) == {"semantic", "keyword"} and legs["semantic"] > 0
 
     text = all_text(spans)
@@ -228,8 +251,13 @@ with tracing.span("outer"):
 
 def run_snippet(**settings: Any) -> subprocess.CompletedProcess[str]:
     code = SNIPPET.format(settings=", ".join(f"{k}={v!r}" for k, v in settings.items()))
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parent.parent)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
 
 
 def test_console_exporter_writes_spans_to_stderr_only() -> None:
@@ -242,7 +270,9 @@ def test_console_exporter_writes_spans_to_stderr_only() -> None:
     assert inner.startswith("oracle-rag ") and ' span "inner" ' in inner and inner.endswith(' {"k":1}')
     assert ' span "outer" ' in outer and outer.endswith(" parent=- {}")
     outer_id = outer.split(" span=")[1].split()[0]
-    assert f" parent={outer_id} " in inner and inner.split(" trace=")[1][:32] == outer.split(" trace=")[1][:32]
+    assert (
+        f" parent={outer_id} " in inner and inner.split(" trace=")[1][:32] == outer.split(" trace=")[1][:32]
+    )
 
 
 def test_otlp_exporter_sends_protobuf_to_the_collector() -> None:
@@ -265,8 +295,11 @@ def test_otlp_exporter_sends_protobuf_to_the_collector() -> None:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        done = run_snippet(tracing_exporter="otlp", tracing_service_name="rag-test",
-                           tracing_otlp_endpoint=f"http://127.0.0.1:{server.server_address[1]}")
+        done = run_snippet(
+            tracing_exporter="otlp",
+            tracing_service_name="rag-test",
+            tracing_otlp_endpoint=f"http://127.0.0.1:{server.server_address[1]}",
+        )
     finally:
         server.shutdown()
         thread.join(10)
@@ -274,8 +307,12 @@ def test_otlp_exporter_sends_protobuf_to_the_collector() -> None:
     assert received and received[0][0] == "/v1/traces" and received[0][1] == "application/x-protobuf"
     request = ExportTraceServiceRequest.FromString(received[0][2])
     names = {s.name for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans}
-    service = {a.value.string_value for rs in request.resource_spans for a in rs.resource.attributes
-               if a.key == "service.name"}
+    service = {
+        a.value.string_value
+        for rs in request.resource_spans
+        for a in rs.resource.attributes
+        if a.key == "service.name"
+    }
     assert names == {"outer", "inner"} and service == {"rag-test"}
 
 

@@ -61,7 +61,9 @@ def test_raw_writes_enqueue_and_uninstall_stops_it(seeded):
     db = raw(seeded)
     db.execute("UPDATE TASK SET TITLE = 'raw edit' WHERE TASK_ID = 1")
     assert take(seeded) == [("TASK", "1", "UPSERT")]
-    db.execute("INSERT INTO TASK (TASK_ID, TITLE, STATUS, PRIORITY, PROJECT_ID) VALUES (100, 'x', 'TODO', 'LOW', 1)")
+    db.execute(
+        "INSERT INTO TASK (TASK_ID, TITLE, STATUS, PRIORITY, PROJECT_ID) VALUES (100, 'x', 'TODO', 'LOW', 1)"
+    )
     assert take(seeded) == [("TASK", "100", "UPSERT")]
     db.execute("INSERT INTO TASK_COMMENT (COMMENT_ID, TASK_ID, AUTHOR_ID, BODY) VALUES (9000, 100, 9, 'hi')")
     db.execute("UPDATE TASK_COMMENT SET BODY = 'hello' WHERE COMMENT_ID = 9000")
@@ -79,8 +81,14 @@ def test_raw_writes_enqueue_and_uninstall_stops_it(seeded):
     db.execute("INSERT INTO SPRINT (SPRINT_ID, PROJECT_ID, NAME, STATUS) VALUES (500, 50, 'S', 'PLANNED')")
     db.execute("DELETE FROM SPRINT WHERE SPRINT_ID = 500")
     db.execute("DELETE FROM PROJECT WHERE PROJECT_ID = 50")
-    assert take(seeded) == [("SPRINT", "2", "UPSERT"), ("PROJECT", "3", "UPSERT"), ("PROJECT", "50", "UPSERT"),
-                            ("SPRINT", "500", "UPSERT"), ("SPRINT", "500", "DELETE"), ("PROJECT", "50", "DELETE")]
+    assert take(seeded) == [
+        ("SPRINT", "2", "UPSERT"),
+        ("PROJECT", "3", "UPSERT"),
+        ("PROJECT", "50", "UPSERT"),
+        ("SPRINT", "500", "UPSERT"),
+        ("SPRINT", "500", "DELETE"),
+        ("PROJECT", "50", "DELETE"),
+    ]
 
     assert len(triggers.uninstall(seeded.engine)) == 13
     assert triggers.installed(seeded.engine) == []
@@ -94,15 +102,22 @@ def test_raw_writes_enqueue_and_uninstall_stops_it(seeded):
 def test_renames_fan_out(seeded):
     triggers.install(seeded.engine)
     db = raw(seeded)
-    tasks_of_sprint = {str(r[0]) for r in db.execute("SELECT TASK_ID FROM TASK WHERE SPRINT_ID = "
-                                                      "(SELECT SPRINT_ID FROM TASK WHERE TASK_ID = 1)")}
+    tasks_of_sprint = {
+        str(r[0])
+        for r in db.execute(
+            "SELECT TASK_ID FROM TASK WHERE SPRINT_ID = (SELECT SPRINT_ID FROM TASK WHERE TASK_ID = 1)"
+        )
+    }
     sprint = db.execute("SELECT SPRINT_ID FROM TASK WHERE TASK_ID = 1").fetchone()[0]
     db.execute("UPDATE SPRINT SET NAME = 'Renamed' WHERE SPRINT_ID = ?", (sprint,))
     rows = take(seeded)
     assert rows[0] == ("SPRINT", str(sprint), "UPSERT")
     assert {r[1] for r in rows[1:]} == tasks_of_sprint and {r[0] for r in rows[1:]} == {"TASK"}
-    db.execute("UPDATE SPRINT SET STATUS = CASE STATUS WHEN 'ACTIVE' THEN 'CLOSED' ELSE 'ACTIVE' END "
-               "WHERE SPRINT_ID = ?", (sprint,))  # the sprint's status is a facet of its tasks
+    db.execute(
+        "UPDATE SPRINT SET STATUS = CASE STATUS WHEN 'ACTIVE' THEN 'CLOSED' ELSE 'ACTIVE' END "
+        "WHERE SPRINT_ID = ?",
+        (sprint,),
+    )  # the sprint's status is a facet of its tasks
     rows = take(seeded)
     assert rows[0] == ("SPRINT", str(sprint), "UPSERT") and {r[1] for r in rows[1:]} == tasks_of_sprint
     db.execute("UPDATE PROJECT SET NAME = 'Renamed' WHERE PROJECT_ID = 1")
@@ -135,7 +150,9 @@ def test_worker_drains_trigger_rows_into_a_correct_index(seeded):
     db = raw(seeded)
     db.execute("UPDATE TASK SET TITLE = 'Changed by a batch job' WHERE TASK_ID = 4")
     db.execute("DELETE FROM TASK WHERE TASK_ID = 5")
-    db.execute("INSERT INTO TASK_COMMENT (COMMENT_ID, TASK_ID, AUTHOR_ID, BODY) VALUES (9100, 6, 9, 'from SQL')")
+    db.execute(
+        "INSERT INTO TASK_COMMENT (COMMENT_ID, TASK_ID, AUTHOR_ID, BODY) VALUES (9100, 6, 9, 'from SQL')"
+    )
     db.close()
     res = seeded.worker().drain()
     assert res.deleted == 1 and res.embedded == 2
@@ -175,7 +192,9 @@ def test_migrating_installs_no_enqueue_trigger(rag):
 def oracle_engine():
     from oracle_rag.engines.oracle.engine import OracleEngine
 
-    return OracleEngine(load_settings(env={}, database_url="oracle+oracledb://rag@db:1521/?service_name=FREEPDB1"))
+    return OracleEngine(
+        load_settings(env={}, database_url="oracle+oracledb://rag@db:1521/?service_name=FREEPDB1")
+    )
 
 
 def test_oracle_install_script_is_create_or_replace_blocks():
@@ -191,25 +210,39 @@ def test_oracle_install_script_is_create_or_replace_blocks():
     assert covered == set(TABLES) | {"EMPLOYEE"}
     text = (SQL_ROOT / "oracle" / "triggers" / triggers.INSTALL_SCRIPT).read_text()
     assert len(re.findall(r"^/$", text, re.M)) == 5
-    assert triggers.trigger_names(engine) == ["RAG_TASK_ENQUEUE", "RAG_TASK_COMMENT_ENQUEUE",
-                                              "RAG_SPRINT_ENQUEUE", "RAG_PROJECT_ENQUEUE",
-                                              "RAG_EMPLOYEE_ENQUEUE"]
+    assert triggers.trigger_names(engine) == [
+        "RAG_TASK_ENQUEUE",
+        "RAG_TASK_COMMENT_ENQUEUE",
+        "RAG_SPRINT_ENQUEUE",
+        "RAG_PROJECT_ENQUEUE",
+        "RAG_EMPLOYEE_ENQUEUE",
+    ]
 
 
 def test_oracle_uninstall_drops_what_install_creates():
     engine = oracle_engine()
     drops = triggers.uninstall_statements(engine)
-    assert [re.match(r"DROP TRIGGER IF EXISTS (\w+)$", s).group(1) for s in drops] == triggers.trigger_names(engine)
+    assert [re.match(r"DROP TRIGGER IF EXISTS (\w+)$", s).group(1) for s in drops] == triggers.trigger_names(
+        engine
+    )
 
 
 def test_oracle_statements_are_exposed_for_the_golden_tests():
-    stmts = {"LIST_TRIGGERS": triggers.LIST_TRIGGERS.oracle or "",
-             **{k: v.oracle or "" for k, v in triggers.SCRIPT_STATEMENTS.items()}}
+    stmts = {
+        "LIST_TRIGGERS": triggers.LIST_TRIGGERS.oracle or "",
+        **{k: v.oracle or "" for k, v in triggers.SCRIPT_STATEMENTS.items()},
+    }
     oracle_text = (SQL_ROOT / "oracle" / "triggers" / triggers.INSTALL_SCRIPT).read_text()
-    assert {k for k in stmts if k.startswith("CREATE_")} == {f"CREATE_{n}" for n in
-                                                             ["RAG_TASK_ENQUEUE", "RAG_TASK_COMMENT_ENQUEUE",
-                                                              "RAG_SPRINT_ENQUEUE", "RAG_PROJECT_ENQUEUE",
-                                                              "RAG_EMPLOYEE_ENQUEUE"]}
+    assert {k for k in stmts if k.startswith("CREATE_")} == {
+        f"CREATE_{n}"
+        for n in [
+            "RAG_TASK_ENQUEUE",
+            "RAG_TASK_COMMENT_ENQUEUE",
+            "RAG_SPRINT_ENQUEUE",
+            "RAG_PROJECT_ENQUEUE",
+            "RAG_EMPLOYEE_ENQUEUE",
+        ]
+    }
     assert [v for k, v in stmts.items() if k.startswith("CREATE_")] == split_oracle_script(oracle_text)
     assert ":names" in stmts["LIST_TRIGGERS"]
 
@@ -230,17 +263,23 @@ def test_compile_failure_reads_the_warning_or_user_errors() -> None:
     """python-oracledb raises nothing for CREATE TRIGGER with errors: DPY-7000 on the cursor and
     rows in USER_ERRORS are the signals; either is enough, and the message says where."""
     assert triggers.compile_failure("RAG_TASK_ENQUEUE", None, []) is None
-    rows = [(3, 5, "PL/SQL: ORA-00942: table or view\n does not exist"), (3, 5, "PL/SQL: SQL Statement ignored")]
+    rows = [
+        (3, 5, "PL/SQL: ORA-00942: table or view\n does not exist"),
+        (3, 5, "PL/SQL: SQL Statement ignored"),
+    ]
     assert triggers.compile_failure("RAG_TASK_ENQUEUE", "DPY-7000", rows) == (
         "trigger RAG_TASK_ENQUEUE did not compile (line 3, position 5: PL/SQL: ORA-00942: table or view does not "
-        "exist; line 3, position 5: PL/SQL: SQL Statement ignored)")
+        "exist; line 3, position 5: PL/SQL: SQL Statement ignored)"
+    )
     assert triggers.compile_failure("T", "DPY-7000", []) == "trigger T did not compile (DPY-7000)"
     assert triggers.compile_failure("T", None, rows[:1]) is not None  # USER_ERRORS alone
 
 
 def test_oracle_status_needs_valid_and_enabled() -> None:
     sql = triggers.LIST_TRIGGERS.oracle or ""
-    assert "USER_OBJECTS" in sql and "o.OBJECT_TYPE = 'TRIGGER'" in sql and "t.STATUS AS TRIGGER_STATUS" in sql
+    assert (
+        "USER_OBJECTS" in sql and "o.OBJECT_TYPE = 'TRIGGER'" in sql and "t.STATUS AS TRIGGER_STATUS" in sql
+    )
     assert "ATTRIBUTE = 'ERROR'" in (triggers.TRIGGER_ERRORS.oracle or "")
     # the drop after a failed compile is the uninstall script's own statement for that trigger
     for name in triggers.trigger_names(oracle_engine()):

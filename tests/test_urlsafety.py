@@ -163,8 +163,10 @@ def test_load_settings_refuses_secret_in_toml(tmp_path) -> None:
 
 def test_load_settings_refuses_secret_llm_url(tmp_path) -> None:
     with pytest.raises(ConfigurationError) as info:
-        load_settings(env={"ORACLE_RAG_LLM_URL": f"https://llm.example.com/v1?token={SECRET}"},
-                      config_file=_empty_toml(tmp_path))
+        load_settings(
+            env={"ORACLE_RAG_LLM_URL": f"https://llm.example.com/v1?token={SECRET}"},
+            config_file=_empty_toml(tmp_path),
+        )
     assert info.value.details["key"] == "llm_url"
     assert "ORACLE_RAG_LLM_API_KEY" in str(info.value)
     _assert_no_secret(info.value)
@@ -223,7 +225,13 @@ def test_llm_url_key_shapes_are_refused_without_echoing(url, tmp_path):
     assert all(fragment not in redact_url(url) for fragment in _secret_fragments())
 
 
-@pytest.mark.parametrize("url", ["https://llm.example.com/openai/v1?api-version=2024-06-01",
-                                 "http://127.0.0.1:11434/v1", "https://llm.example.com/v1?deployment=gpt"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://llm.example.com/openai/v1?api-version=2024-06-01",
+        "http://127.0.0.1:11434/v1",
+        "https://llm.example.com/v1?deployment=gpt",
+    ],
+)
 def test_llm_urls_without_secrets_pass(url, tmp_path):
     assert load_settings(env={"ORACLE_RAG_LLM_URL": url}, config_file=_empty_toml(tmp_path)).llm_url == url

@@ -34,9 +34,32 @@ from oracle_rag.sources.reference import TaskSource
 from oracle_rag.system import RagSystem
 
 REPO = Path(__file__).resolve().parent.parent
-VOCABULARY = ["invoice", "payment", "login", "timeout", "mobile", "Kubernetes", "facturas", "sprint", "PDF",
-              "retry", "dashboard", "GDPR", "SSO", "blocked", "release", "Atlas", "Nova", "audit",
-              "exchange rates", "Sprint 12", "goal", "project", "export", "search ranking"]
+VOCABULARY = [
+    "invoice",
+    "payment",
+    "login",
+    "timeout",
+    "mobile",
+    "Kubernetes",
+    "facturas",
+    "sprint",
+    "PDF",
+    "retry",
+    "dashboard",
+    "GDPR",
+    "SSO",
+    "blocked",
+    "release",
+    "Atlas",
+    "Nova",
+    "audit",
+    "exchange rates",
+    "Sprint 12",
+    "goal",
+    "project",
+    "export",
+    "search ranking",
+]
 LOG_ROWS = sa.text("SELECT COUNT(*) FROM RAG_CHUNK_LOG")
 LOG_SEQ = sa.text("SELECT seq FROM sqlite_sequence WHERE name = 'RAG_CHUNK_LOG'")
 
@@ -49,8 +72,10 @@ def _copy_demo(demo_template: Path, model_path: Path, d: Path) -> Path:
 
 def _pair(d: Path) -> tuple[RagSystem, RagSystem]:
     """The product path (cache) and the SQL scan, on the same file."""
-    return (RagSystem(load_settings(env={}, data_dir=str(d))),
-            RagSystem(load_settings(env={}, data_dir=str(d), embedded_vector_cache=False)))
+    return (
+        RagSystem(load_settings(env={}, data_dir=str(d))),
+        RagSystem(load_settings(env={}, data_dir=str(d), embedded_vector_cache=False)),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -82,31 +107,45 @@ def search(rag: RagSystem, query: str, k: int, caller: Caller, filters: Filters 
 def assert_same(got, want) -> None:
     assert [h.chunk_id for h in got] == [h.chunk_id for h in want]
     assert np.allclose([h.distance for h in got], [h.distance for h in want], rtol=0, atol=1e-6)
-    assert [(h.source_type, h.source_id, h.content, h.owner_id) for h in got] == \
-           [(h.source_type, h.source_id, h.content, h.owner_id) for h in want]
+    assert [(h.source_type, h.source_id, h.content, h.owner_id) for h in got] == [
+        (h.source_type, h.source_id, h.content, h.owner_id) for h in want
+    ]
 
 
 def run_other_process(data_dir: Path, code: str) -> None:
     """Run ``code`` in a fresh Python process with ``rag`` open on ``data_dir``."""
-    script = textwrap.dedent("""
+    script = (
+        textwrap.dedent("""
         import sqlalchemy as sa
         from oracle_rag.config import load_settings
         from oracle_rag.system import RagSystem
         rag = RagSystem(load_settings(env={}, data_dir=DATA_DIR))
-    """) + textwrap.dedent(code) + "\nrag.close()\n"
+    """)
+        + textwrap.dedent(code)
+        + "\nrag.close()\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORACLE_RAG_")}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", f"DATA_DIR = {str(data_dir)!r}\n" + script],
-                          env=env, cwd=str(data_dir), capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", f"DATA_DIR = {str(data_dir)!r}\n" + script],
+        env=env,
+        cwd=str(data_dir),
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 # -- same answers as the scan ------------------------------------------------------
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(emp=st.integers(1, 40), k=st.integers(1, 100),
-       words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=4),
-       project=st.one_of(st.none(), st.integers(1, 7)), sprint=st.one_of(st.none(), st.integers(1, 50)),
-       types=st.lists(st.sampled_from(["TASK", "SPRINT", "PROJECT", "OTHER"]), max_size=2, unique=True))
+@given(
+    emp=st.integers(1, 40),
+    k=st.integers(1, 100),
+    words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=4),
+    project=st.one_of(st.none(), st.integers(1, 7)),
+    sprint=st.one_of(st.none(), st.integers(1, 50)),
+    types=st.lists(st.sampled_from(["TASK", "SPRINT", "PROJECT", "OTHER"]), max_size=2, unique=True),
+)
 def test_identical_to_the_sql_scan(systems, emp, k, words, project, sprint, types):
     cached, scan, callers = systems
     filters = Filters(project, sprint, tuple(types))
@@ -150,14 +189,18 @@ def test_writes_from_another_process_are_seen(fresh):
     d, cached, scan = fresh
     dev = Caller(12, "developer", name="dev")
     with cached.engine.connect() as conn:
-        owned = [int(r[0]) for r in conn.execute(sa.text(
-            "SELECT TASK_ID FROM TASK WHERE ASSIGNEE_ID = 12 ORDER BY TASK_ID"))]
-        moved_text = conn.execute(sa.text(
-            "SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = :i"),
-            {"i": str(owned[0])}).scalar_one()
-        deleted_text = conn.execute(sa.text(
-            "SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = :i"),
-            {"i": str(owned[1])}).scalar_one()
+        owned = [
+            int(r[0])
+            for r in conn.execute(sa.text("SELECT TASK_ID FROM TASK WHERE ASSIGNEE_ID = 12 ORDER BY TASK_ID"))
+        ]
+        moved_text = conn.execute(
+            sa.text("SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = :i"),
+            {"i": str(owned[0])},
+        ).scalar_one()
+        deleted_text = conn.execute(
+            sa.text("SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = :i"),
+            {"i": str(owned[1])},
+        ).scalar_one()
     assert len(owned) >= 2
     before = search(cached, moved_text, 8, dev)
     assert before[0].source_id == str(owned[0])  # its own text finds it first
@@ -167,7 +210,9 @@ def test_writes_from_another_process_are_seen(fresh):
 
     # Another process: reassign the first task away from developer 12, delete
     # the second, add a new task for developer 12; all through queue + worker.
-    run_other_process(d, f"""
+    run_other_process(
+        d,
+        f"""
         from oracle_rag.indexing.queue import enqueue
         with rag.engine.begin() as conn:
             conn.execute(sa.text("UPDATE TASK SET ASSIGNEE_ID = 13 WHERE TASK_ID = {owned[0]}"))
@@ -184,7 +229,8 @@ def test_writes_from_another_process_are_seen(fresh):
             enqueue(conn, "TASK", 90001, "UPSERT")
         result = rag.worker().drain()
         assert result.failed_rows == 0 and result.embedded >= 2 and result.deleted == 1, result
-    """)
+    """,
+    )
 
     for text in (moved_text, deleted_text, "zebra xylophone purple report"):
         got = search(cached, text, 8, dev)
@@ -209,23 +255,29 @@ def test_pruned_log_gap_forces_a_full_reload(fresh):
     assert cache.full_loads == 1
     # Another process moves every task of developer 12 to 14 and prunes the
     # log past our position (keep 1 row), as a long-lagging reader would find it.
-    run_other_process(d, """
+    run_other_process(
+        d,
+        """
         from oracle_rag.engines import engine_sql
         with rag.engine.begin() as conn:
             conn.execute(sa.text("UPDATE RAG_CHUNK SET OWNER_ID = 14, ACCESS_OWNER = 14 WHERE OWNER_ID = 12"))
             conn.execute(rag.engine.statement(engine_sql.PRUNE_CHUNK_LOG), {"keep": 1})
             assert conn.execute(sa.text("SELECT COUNT(*) FROM RAG_CHUNK_LOG")).scalar() == 1
-    """)
+    """,
+    )
     got = search(cached, "login timeout", 8, dev)
     assert cache.full_loads == 2
     assert all(h.source_type != "TASK" for h in got)  # developer 12 owns nothing now
     assert_same(got, search(scan, "login timeout", 8, dev))
     # An emptied log: sqlite_sequence still says we are behind.
-    run_other_process(d, """
+    run_other_process(
+        d,
+        """
         with rag.engine.begin() as conn:
             conn.execute(sa.text("UPDATE RAG_CHUNK SET OWNER_ID = 12, ACCESS_OWNER = 12 WHERE OWNER_ID = 14"))
             conn.execute(sa.text("DELETE FROM RAG_CHUNK_LOG"))
-    """)
+    """,
+    )
     got = search(cached, "login timeout", 8, dev)
     assert cache.full_loads == 3
     assert any(h.owner_id == 12 for h in got)
@@ -258,7 +310,10 @@ def test_rolled_back_write_leaves_no_log_row(fresh):
         assert conn.execute(LOG_ROWS).scalar() == before[0] + 1  # written with the chunk...
         raise RuntimeError("host application fails after the write")
     with engine.connect() as conn:
-        assert (conn.execute(LOG_ROWS).scalar(), conn.execute(LOG_SEQ).scalar()) == before  # ...and gone with it
+        assert (
+            conn.execute(LOG_ROWS).scalar(),
+            conn.execute(LOG_SEQ).scalar(),
+        ) == before  # ...and gone with it
     got = search(cached, "quokka quokka", 4, manager)
     assert all(h.source_type != "NOTE" for h in got)
     assert_same(got, search(scan, "quokka quokka", 4, manager))
@@ -275,9 +330,12 @@ def test_corrupt_owner_mask_never_leaks_a_foreign_task(fresh):
     d, cached, scan = fresh
     dev = Caller(12, "developer", name="dev")
     with cached.engine.connect() as conn:
-        foreign = conn.execute(sa.text(
-            "SELECT CHUNK_ID, CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND OWNER_ID = 20 "
-            "ORDER BY CHUNK_ID LIMIT 3")).fetchall()
+        foreign = conn.execute(
+            sa.text(
+                "SELECT CHUNK_ID, CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND OWNER_ID = 20 "
+                "ORDER BY CHUNK_ID LIMIT 3"
+            )
+        ).fetchall()
     want = search(scan, foreign[0][1], 8, dev)
     assert len(want) == 8
     search(cached, "warm up", 1, dev)
@@ -307,14 +365,26 @@ def test_null_owner_task_is_for_managers_only(fresh):
     with cached.engine.begin() as conn:
         # written as the TASK source writes an unassigned task: its policy (owner, missing: hidden)
         access = record_access(TaskSource.access, None)
-        cached.engine.upsert_chunks(conn, [ChunkWrite("TASK", "77777", "unassigned wombat migration",
-                                                      content_hash("unassigned wombat migration"), access=access)])
+        cached.engine.upsert_chunks(
+            conn,
+            [
+                ChunkWrite(
+                    "TASK",
+                    "77777",
+                    "unassigned wombat migration",
+                    content_hash("unassigned wombat migration"),
+                    access=access,
+                )
+            ],
+        )
     dev, manager = Caller(12, "developer", name="dev"), Caller(3, "manager", name="m")
     assert "77777" not in {h.source_id for h in search(cached, "unassigned wombat migration", 8, dev)}
     assert search(cached, "unassigned wombat migration", 1, manager)[0].source_id == "77777"
     cache = cached.engine.vector_cache()
     with cached.engine.connect() as conn:
-        chunk_id = conn.execute(sa.text("SELECT CHUNK_ID FROM RAG_CHUNK WHERE SOURCE_ID = '77777'")).scalar_one()
+        chunk_id = conn.execute(
+            sa.text("SELECT CHUNK_ID FROM RAG_CHUNK WHERE SOURCE_ID = '77777'")
+        ).scalar_one()
     assert cache._owner[cache._slot[chunk_id]] == NULL and cache._access.owner[cache._slot[chunk_id]] == NULL
 
 
@@ -335,7 +405,9 @@ def test_concurrent_searches_share_one_cache(systems):
     from concurrent.futures import ThreadPoolExecutor
 
     cached, scan, callers = systems
-    cases = [(" ".join(VOCABULARY[i:i + 2]), callers[1 + (i * 7) % 40], 1 + (i * 13) % 50) for i in range(16)]
+    cases = [
+        (" ".join(VOCABULARY[i : i + 2]), callers[1 + (i * 7) % 40], 1 + (i * 13) % 50) for i in range(16)
+    ]
     want = [search(scan, q, k, c) for q, c, k in cases]
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda case: search(cached, case[0], case[2], case[1]), cases * 2))

@@ -45,8 +45,12 @@ def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict]:
 
 
 def _post(url: str, payload: dict, headers: dict[str, str]) -> tuple[int, dict]:
-    request = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
-                                     headers={"Content-Type": "application/json", **headers})
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(payload).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", **headers},
+    )
     try:
         with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 (a local URL)
             return response.status, json.load(response)
@@ -56,10 +60,18 @@ def _post(url: str, payload: dict, headers: dict[str, str]) -> tuple[int, dict]:
 
 def test_serve_runs_api_and_worker_and_stops_on_sigterm(demo_rag, tmp_path: Path) -> None:
     tokens = issue_tokens(demo_rag, (DEV_A,))
-    cfg = _config(tmp_path, demo_rag.settings.data_path, "worker_initial_delay_ms = 0\nworker_poll_ms = 100\n")
+    cfg = _config(
+        tmp_path, demo_rag.settings.data_path, "worker_initial_delay_ms = 0\nworker_poll_ms = 100\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORACLE_RAG_")}
-    proc = subprocess.Popen([sys.executable, "-m", "oracle_rag.cli", "--config", str(cfg), "serve", "--port", "0"],
-                            cwd=tmp_path, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oracle_rag.cli", "--config", str(cfg), "serve", "--port", "0"],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
     try:
@@ -73,8 +85,10 @@ def test_serve_runs_api_and_worker_and_stops_on_sigterm(demo_rag, tmp_path: Path
                 url = line.split()[2]
         assert url.startswith("http://127.0.0.1:")  # loopback by default
         # A new user learns the answers are extractive, and how to change that
-        assert any(line.startswith("answerer: extractive (no language model configured; set ORACLE_RAG_LLM_URL")
-                   for line in seen), seen
+        assert any(
+            line.startswith("answerer: extractive (no language model configured; set ORACLE_RAG_LLM_URL")
+            for line in seen
+        ), seen
         status, health = _get(url + "healthz")
         assert status == 200 and health["worker"]["in_process"] is True
         status, answer = _post(url + "api/chat", {"question": "login timeout"}, bearer(tokens[DEV_A]))
@@ -82,13 +96,17 @@ def test_serve_runs_api_and_worker_and_stops_on_sigterm(demo_rag, tmp_path: Path
         # the worker thread inside `serve` indexes a change made by the host application
         task = task_chunks_of(demo_rag, DEV_A)[0]
         with demo_rag.engine.begin() as conn:
-            conn.execute(sa.text("UPDATE TASK SET TITLE = 'Indexed by serve' WHERE TASK_ID = :i"), {"i": task.task_id})
+            conn.execute(
+                sa.text("UPDATE TASK SET TITLE = 'Indexed by serve' WHERE TASK_ID = :i"), {"i": task.task_id}
+            )
             demo_rag.enqueue(conn, "TASK", task.task_id)
         stop_waiting = threading.Event()
         for _ in range(3000):  # polls the database; the bound (5 min) only guards against a hang
             with demo_rag.engine.connect() as conn:
-                content = conn.execute(sa.text("SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' "
-                                               "AND SOURCE_ID = :i"), {"i": str(task.task_id)}).scalar_one()
+                content = conn.execute(
+                    sa.text("SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = :i"),
+                    {"i": str(task.task_id)},
+                ).scalar_one()
             if "Indexed by serve" in content:
                 break
             stop_waiting.wait(0.1)
@@ -107,20 +125,50 @@ def test_ask_prints_answer_and_citations(demo_rag, tmp_path: Path) -> None:
     cfg = _config(tmp_path, demo_rag.settings.data_path)
     runner = CliRunner()
     own = task_chunks_of(demo_rag, DEV_A)[0]
-    result = runner.invoke(main, ["--config", str(cfg), "ask", own.title, "--as", str(DEV_A), "--mode", "keyword"])
+    result = runner.invoke(
+        main, ["--config", str(cfg), "ask", own.title, "--as", str(DEV_A), "--mode", "keyword"]
+    )
     assert result.exit_code == 0, result.output
     # the header is in the question's language (the task's title may be Spanish)
-    assert result.stdout.startswith(("No language model is configured", "No hay un modelo de lenguaje configurado"))
+    assert result.stdout.startswith(
+        ("No language model is configured", "No hay un modelo de lenguaje configurado")
+    )
     assert "Citations:\n" in result.stdout and f"[TASK #{own.task_id}]" in result.stdout
-    saved = runner.invoke(main, ["--config", str(cfg), "ask", "invoices", "--as", str(DEV_A), "--save", "--json"])
+    saved = runner.invoke(
+        main, ["--config", str(cfg), "ask", "invoices", "--as", str(DEV_A), "--save", "--json"]
+    )
     body = json.loads(saved.stdout)
-    assert set(body) == {"answer", "citations", "conversation_id", "message_id", "retrieval", "answerer", "route",
-                         "aggregate", "structured", "checked"}
-    follow = runner.invoke(main, ["--config", str(cfg), "ask", "and payments?", "--as", str(DEV_A),
-                                  "--conversation", body["conversation_id"], "--json"])
+    assert set(body) == {
+        "answer",
+        "citations",
+        "conversation_id",
+        "message_id",
+        "retrieval",
+        "answerer",
+        "route",
+        "aggregate",
+        "structured",
+        "checked",
+    }
+    follow = runner.invoke(
+        main,
+        [
+            "--config",
+            str(cfg),
+            "ask",
+            "and payments?",
+            "--as",
+            str(DEV_A),
+            "--conversation",
+            body["conversation_id"],
+            "--json",
+        ],
+    )
     assert follow.exit_code == 0 and json.loads(follow.stdout)["conversation_id"] == body["conversation_id"]
-    foreign = runner.invoke(main, ["--config", str(cfg), "ask", "more", "--as", str(DEV_B),
-                                   "--conversation", body["conversation_id"]])
+    foreign = runner.invoke(
+        main,
+        ["--config", str(cfg), "ask", "more", "--as", str(DEV_B), "--conversation", body["conversation_id"]],
+    )
     assert foreign.exit_code == 2 and "conversation not found" in foreign.stderr
     empty = runner.invoke(main, ["--config", str(cfg), "ask", "  ", "--as", str(DEV_A)])
     assert empty.exit_code == 2
@@ -129,7 +177,9 @@ def test_ask_prints_answer_and_citations(demo_rag, tmp_path: Path) -> None:
 def test_demo_refuses_a_database_url(tmp_path: Path) -> None:
     from oracle_rag.demo.run import run_demo
 
-    cfg = _config(tmp_path, tmp_path / "d", 'database_url = "oracle+oracledb://app@127.0.0.1:1521/?service_name=X"\n')
+    cfg = _config(
+        tmp_path, tmp_path / "d", 'database_url = "oracle+oracledb://app@127.0.0.1:1521/?service_name=X"\n'
+    )
     with pytest.raises(ConfigurationError, match="embedded engine only"):
         run_demo(str(cfg), 0, 10, install_signals=False)
 
@@ -143,8 +193,12 @@ def test_demo_prepares_and_serves(data_dir: Path, tmp_path: Path, capfd: pytest.
 
     def run_once(first: bool, while_running=None) -> dict:
         stop = threading.Event()
-        thread = threading.Thread(target=run_demo, args=(str(cfg), 0, 12),
-                                  kwargs={"stop": stop, "on_ready": ready.put, "install_signals": False}, daemon=True)
+        thread = threading.Thread(
+            target=run_demo,
+            args=(str(cfg), 0, 12),
+            kwargs={"stop": stop, "on_ready": ready.put, "install_signals": False},
+            daemon=True,
+        )
         thread.start()
         url = ready.get(timeout=300)
         try:
@@ -184,6 +238,7 @@ def test_demo_prepares_and_serves(data_dir: Path, tmp_path: Path, capfd: pytest.
     assert err.index("oracle-rag demo is running") < err.index(" queue rows in ")  # served before indexed
     assert "answerer: extractive (no language model configured" in err
     assert all(token in err for token in first.values())  # printed for the user
+
     def second_demo_on_the_same_port(url: str) -> None:
         # Refused before anything changes, naming the process that holds the port (this one)
         port = int(url.rstrip("/").rsplit(":", 1)[1])
@@ -211,8 +266,11 @@ def test_a_port_in_use_is_one_line_before_anything_changes(tmp_path: Path) -> No
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        for command in (["demo", "--port", str(port)], ["serve", "--port", str(port)],
-                        ["mcp", "--http", "--port", str(port)]):
+        for command in (
+            ["demo", "--port", str(port)],
+            ["serve", "--port", str(port)],
+            ["mcp", "--http", "--port", str(port)],
+        ):
             if command[0] == "serve":  # serve and mcp need a database: give them a migrated one
                 assert CliRunner().invoke(main, ["--config", str(cfg), "migrate"]).exit_code == 0
             result = CliRunner().invoke(main, ["--config", str(cfg), *command])
@@ -229,16 +287,28 @@ def test_read_commands_need_an_existing_database(tmp_path: Path, monkeypatch: py
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("ORACLE_RAG_DATA_DIR", raising=False)
     monkeypatch.delenv("ORACLE_RAG_CONFIG", raising=False)
-    for command in (["mcp"], ["search", "x", "--as", "1"], ["ask", "x", "--as", "1"], ["token", "list"],
-                    ["serve", "--port", "0"], ["status"]):
+    for command in (
+        ["mcp"],
+        ["search", "x", "--as", "1"],
+        ["ask", "x", "--as", "1"],
+        ["token", "list"],
+        ["serve", "--port", "0"],
+        ["status"],
+    ):
         result = CliRunner().invoke(main, command)
         assert result.exit_code == 2, (command, result.output)
-        assert result.stderr.count("\n") == 1 and "error: CONFIGURATION: no database: oracle-rag.db is not in " \
-            f"data_dir {tmp_path / '.oracle-rag'} (the setting '.oracle-rag' is relative to the working directory)" \
-            in result.stderr, result.stderr
+        assert (
+            result.stderr.count("\n") == 1
+            and "error: CONFIGURATION: no database: oracle-rag.db is not in "
+            f"data_dir {tmp_path / '.oracle-rag'} (the setting '.oracle-rag' is relative to the working directory)"
+            in result.stderr
+        ), result.stderr
         assert not (tmp_path / ".oracle-rag").exists()  # nothing created where it was started
     (tmp_path / ".oracle-rag").mkdir()
     (tmp_path / ".oracle-rag" / "oracle-rag.db").write_bytes(b"")  # what earlier versions left behind
     result = CliRunner().invoke(main, ["mcp"])
-    assert result.exit_code == 2 and "oracle-rag.db in data_dir" in result.stderr and "is empty (no schema)" \
-        in result.stderr, result.stderr
+    assert (
+        result.exit_code == 2
+        and "oracle-rag.db in data_dir" in result.stderr
+        and "is empty (no schema)" in result.stderr
+    ), result.stderr

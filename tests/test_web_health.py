@@ -49,7 +49,9 @@ def test_healthz_503_when_the_database_is_unreachable(make_settings, tmp_path) -
     blocker.write_text("a file where the data directory should be")
     rag = RagSystem(make_settings(data_dir=str(blocker)))
     try:
-        response = create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": None}).test_client().get("/healthz")
+        response = (
+            create_app({"ORACLE_RAG_SYSTEM": rag, "ORACLE_RAG_LLM": None}).test_client().get("/healthz")
+        )
     finally:
         rag.close()
     body = response.get_json()
@@ -73,17 +75,24 @@ def test_metrics_per_app_registries(demo_rag) -> None:
     first = create_app({"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None}).test_client()
     second = create_app({"ORACLE_RAG_SYSTEM": demo_rag, "ORACLE_RAG_LLM": None}).test_client()  # no collision
     for _ in range(2):
-        assert first.post("/api/chat", json={"question": "invoice"}, headers=bearer(tokens[DEV_A])).status_code == 200
+        assert (
+            first.post("/api/chat", json={"question": "invoice"}, headers=bearer(tokens[DEV_A])).status_code
+            == 200
+        )
     assert first.get("/api/me").status_code == 401
     response = first.get("/metrics")
     assert response.status_code == 200 and response.mimetype == "text/plain"
     text = response.get_data(as_text=True)
     assert _sample(text, "oracle_rag_http_requests_total", endpoint="oracle_rag_api.chat", status="200") == 2
     assert _sample(text, "oracle_rag_http_requests_total", endpoint="oracle_rag_api.me", status="401") == 1
-    assert _sample(text, "oracle_rag_http_request_duration_seconds_count", endpoint="oracle_rag_api.chat") == 2
+    assert (
+        _sample(text, "oracle_rag_http_request_duration_seconds_count", endpoint="oracle_rag_api.chat") == 2
+    )
     assert _sample(text, "oracle_rag_retrieval_duration_seconds_count", mode="hybrid") == 2
     assert _sample(text, "oracle_rag_chat_answers_total", answerer="extractive") == 2
-    assert _sample(text, "oracle_rag_embedding_duration_seconds_count") >= 2  # one query embedding per question
+    assert (
+        _sample(text, "oracle_rag_embedding_duration_seconds_count") >= 2
+    )  # one query embedding per question
     assert _sample(text, "oracle_rag_queue_depth") == 0 and _sample(text, "oracle_rag_database_up") == 1
     assert "oracle_rag_chunks" not in text and "TASK" not in text  # no data counts
     other = second.get("/metrics").get_data(as_text=True)
@@ -159,8 +168,10 @@ def test_background_worker_indexes_while_serving(demo_rag) -> None:
 
     task = task_chunks_of(demo_rag, DEV_A)[0]
     with demo_rag.engine.begin() as conn:
-        conn.execute(stmt("UPDATE TASK SET TITLE = :t WHERE TASK_ID = :i"),
-                     {"t": "Renamed by the host app", "i": task.task_id})
+        conn.execute(
+            stmt("UPDATE TASK SET TITLE = :t WHERE TASK_ID = :i"),
+            {"t": "Renamed by the host app", "i": task.task_id},
+        )
         demo_rag.enqueue(conn, "TASK", task.task_id)
     fast = demo_rag.settings.with_overrides(worker_initial_delay_ms=0, worker_poll_ms=50)
     demo_rag.settings = fast
@@ -171,8 +182,10 @@ def test_background_worker_indexes_while_serving(demo_rag) -> None:
 
         def indexed() -> bool:
             with demo_rag.engine.connect() as conn:
-                row = conn.execute(stmt("SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = :i"),
-                                   {"i": str(task.task_id)}).one()
+                row = conn.execute(
+                    stmt("SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = :i"),
+                    {"i": str(task.task_id)},
+                ).one()
             return "Renamed by the host app" in row[0]
 
         for _ in range(6000):  # polls the database; the bound (5 min) only guards against a hang
@@ -184,5 +197,7 @@ def test_background_worker_indexes_while_serving(demo_rag) -> None:
         status = services.status()
         assert status["in_process"] and status["running"] and status["backfill"] in ("running", "done")
     finally:
-        assert services.stop(timeout=300), "worker and backfill threads stop cleanly"  # after the current batch
+        assert services.stop(timeout=300), (
+            "worker and backfill threads stop cleanly"
+        )  # after the current batch
     assert services.status()["running"] is False

@@ -21,8 +21,19 @@ def _app(rag, **config):
 
 
 @pytest.mark.parametrize("path", ["/api/me", "/", "/metrics", "/api/openapi.json", "/v1/models"])
-@pytest.mark.parametrize("host", ["evil.example", "evil.example:8000", "127.0.0.1.evil.example", "localhost.",
-                                  "[::2]:80", "", "local host", "localhost:80:90"])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "evil.example",
+        "evil.example:8000",
+        "127.0.0.1.evil.example",
+        "localhost.",
+        "[::2]:80",
+        "",
+        "local host",
+        "localhost:80:90",
+    ],
+)
 def test_a_foreign_or_malformed_host_is_refused(demo_rag, path, host):
     client = _app(demo_rag).test_client()
     token = issue_tokens(demo_rag, (DEV,))[DEV]
@@ -68,8 +79,9 @@ def test_invalid_allowed_hosts_fail_at_start_up(make_settings, value):
 def test_demo_identities_only_for_a_loopback_host_and_peer(demo_rag, make_settings):
     from oracle_rag.system import RagSystem
 
-    rag = RagSystem(make_settings(demo=True, allowed_hosts="localhost,127.0.0.1,::1,demo.example"),
-                    engine=demo_rag.engine)
+    rag = RagSystem(
+        make_settings(demo=True, allowed_hosts="localhost,127.0.0.1,::1,demo.example"), engine=demo_rag.engine
+    )
     ident = DemoIdentity(1, "Admin", "admin", issue_tokens(rag, (1,))[1])
     client = _app(rag, ORACLE_RAG_DEMO_IDENTITIES=[ident]).test_client()
     assert client.get("/api/demo/identities", headers={"Host": "localhost:8000"}).status_code == 200
@@ -77,8 +89,9 @@ def test_demo_identities_only_for_a_loopback_host_and_peer(demo_rag, make_settin
     refused = client.get("/api/demo/identities", headers={"Host": "demo.example"})
     assert refused.status_code == 404 and ident.token not in refused.get_data(as_text=True)
     # nor does a peer that is not on this machine, whatever Host it names
-    remote = client.get("/api/demo/identities", headers={"Host": "localhost"},
-                        environ_base={"REMOTE_ADDR": "192.168.1.20"})
+    remote = client.get(
+        "/api/demo/identities", headers={"Host": "localhost"}, environ_base={"REMOTE_ADDR": "192.168.1.20"}
+    )
     assert remote.status_code == 404
 
 
@@ -92,6 +105,7 @@ def test_rebinding_against_a_real_server_on_loopback(demo_rag, make_settings):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
+
         def get(path, host):
             conn = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=30)
             conn.request("GET", path, headers={"Host": host})
@@ -107,8 +121,17 @@ def test_rebinding_against_a_real_server_on_loopback(demo_rag, make_settings):
         thread.join()
 
 
-@pytest.mark.parametrize(("header", "name"), [("Example.COM:443", "example.com"), ("[::1]:8000", "::1"),
-                                              ("[::1]", "::1"), ("[zz]", None), ("a:b", None), (None, None)])
+@pytest.mark.parametrize(
+    ("header", "name"),
+    [
+        ("Example.COM:443", "example.com"),
+        ("[::1]:8000", "::1"),
+        ("[::1]", "::1"),
+        ("[zz]", None),
+        ("a:b", None),
+        (None, None),
+    ],
+)
 def test_host_name_parsing(header, name):
     assert host_name(header) == name
 

@@ -45,10 +45,22 @@ def row(dirty_id, source_id, action, source_type="TASK"):
 
 
 def test_coalesce_latest_row_decides():
-    groups = coalesce([row(5, "1", "DELETE"), row(2, "1", "UPSERT"), row(3, "2", "DELETE"),
-                       row(4, "2", "UPSERT"), row(6, "3", "UPSERT"), row(7, "3", "UPSERT", "SPRINT")])
-    assert groups == {("TASK", "1"): ("DELETE", [5, 2]), ("TASK", "2"): ("UPSERT", [3, 4]),
-                      ("TASK", "3"): ("UPSERT", [6]), ("SPRINT", "3"): ("UPSERT", [7])}
+    groups = coalesce(
+        [
+            row(5, "1", "DELETE"),
+            row(2, "1", "UPSERT"),
+            row(3, "2", "DELETE"),
+            row(4, "2", "UPSERT"),
+            row(6, "3", "UPSERT"),
+            row(7, "3", "UPSERT", "SPRINT"),
+        ]
+    )
+    assert groups == {
+        ("TASK", "1"): ("DELETE", [5, 2]),
+        ("TASK", "2"): ("UPSERT", [3, 4]),
+        ("TASK", "3"): ("UPSERT", [6]),
+        ("SPRINT", "3"): ("UPSERT", [7]),
+    }
 
 
 def test_coalesce_folds_the_case_of_types():
@@ -61,8 +73,12 @@ def test_lower_case_types_from_another_application_are_indexed(demo_rag):
     rt = instrument(demo_rag)
     with demo_rag.engine.begin() as conn:
         set_title(conn, 12, "Renamed by the Java service", enqueue=False)
-        conn.execute(sa.text("INSERT INTO RAG_DIRTY (SOURCE_TYPE, SOURCE_ID, ACTION) VALUES "
-                             "('task', '12', 'UPSERT'), ('Sprint', '4', 'DELETE')"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO RAG_DIRTY (SOURCE_TYPE, SOURCE_ID, ACTION) VALUES "
+                "('task', '12', 'UPSERT'), ('Sprint', '4', 'DELETE')"
+            )
+        )
     res = demo_rag.worker().run_once()
     assert (res.failed_rows, res.embedded, res.deleted) == (0, 1, 1), res.errors
     assert rt.calls == 1
@@ -171,8 +187,7 @@ def test_broken_model_keeps_every_row_with_attempts_and_a_safe_error(broken):
     res = system.worker().drain()
     assert (res.picked, res.embedded, res.failed_rows) == (4, 4, 0)
     assert queue(system) == []
-    assert set(stored_chunks(system)) == {
-        ("TASK", "1"), ("TASK", "2"), ("TASK", "3"), ("SPRINT", "1")}
+    assert set(stored_chunks(system)) == {("TASK", "1"), ("TASK", "2"), ("TASK", "3"), ("SPRINT", "1")}
     system.close()
 
 
@@ -191,8 +206,12 @@ def test_rows_at_max_attempts_are_parked_listed_and_retried(broken):
     assert listed.exit_code == 0, listed.output
     lines = [ln for ln in listed.stdout.splitlines() if ln.strip()]
     assert len(lines) == 4 and all("attempts=2" in ln and "EMBEDDING" in ln for ln in lines)
-    assert {ln.split("\t")[1] + "#" + ln.split("\t")[2] for ln in lines} == {"TASK#1", "TASK#2", "TASK#3",
-                                                                             "SPRINT#1"}
+    assert {ln.split("\t")[1] + "#" + ln.split("\t")[2] for ln in lines} == {
+        "TASK#1",
+        "TASK#2",
+        "TASK#3",
+        "SPRINT#1",
+    }
 
     fix()
     assert system.worker().run_once().idle  # still parked until an operator says so
@@ -230,7 +249,7 @@ def test_one_failing_entity_does_not_block_its_batch(demo_rag):
 def test_delete_of_a_missing_entity_removes_its_chunk(demo_rag):
     with demo_rag.engine.begin() as conn:
         delete_task(conn, 30, enqueue=False)  # deleted behind the worker's back
-        enqueue(conn, "TASK", 30, "UPSERT")   # e.g. from backfill --all: the entity is gone
+        enqueue(conn, "TASK", 30, "UPSERT")  # e.g. from backfill --all: the entity is gone
         enqueue(conn, "TASK", 77777, "DELETE")  # never existed, no chunk: consumed quietly
         enqueue(conn, "PROJECT", 88888, "UPSERT")
     res = demo_rag.worker().run_once()
@@ -282,8 +301,14 @@ def test_sigterm_stops_after_the_current_batch(demo_rag, data_dir, tmp_path):
         for t, title in new.items():
             set_title(conn, t, title)
     env = cli_env(data_dir, batch_size=4, worker_poll_ms=50, worker_initial_delay_ms=0)
-    proc = subprocess.Popen(CLI + ["-v", "worker"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        CLI + ["-v", "worker"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_until(lambda: queue_depth(demo_rag) < 40 or proc.poll() is not None, "the first batch")
         proc.send_signal(signal.SIGTERM)
@@ -309,5 +334,6 @@ def test_sigterm_stops_after_the_current_batch(demo_rag, data_dir, tmp_path):
 def test_cli_env_ignores_the_callers_settings(tmp_path):
     env = cli_env(Path("/x"), batch_size=3)
     assert env["ORACLE_RAG_DATA_DIR"] == "/x" and env["ORACLE_RAG_BATCH_SIZE"] == "3"
-    assert not any(k.startswith("ORACLE_RAG_") and k not in ("ORACLE_RAG_DATA_DIR", "ORACLE_RAG_BATCH_SIZE")
-                   for k in env)
+    assert not any(
+        k.startswith("ORACLE_RAG_") and k not in ("ORACLE_RAG_DATA_DIR", "ORACLE_RAG_BATCH_SIZE") for k in env
+    )

@@ -40,8 +40,9 @@ class CountingRuntime:
     text, the way a broken model would, without touching the real model.
     """
 
-    def __init__(self, inner: Any, fail_if: Callable[[str], bool] | None = None,
-                 log_path: Path | None = None) -> None:
+    def __init__(
+        self, inner: Any, fail_if: Callable[[str], bool] | None = None, log_path: Path | None = None
+    ) -> None:
         self.inner = inner
         self.fail_if = fail_if
         self.calls = 0
@@ -92,8 +93,12 @@ def expected_chunks(rag: Any) -> dict[tuple[str, str], dict[str, Any]]:
             for doc in docs.values():
                 record = record_write(plan, doc.source_type, doc.source_id, doc.content)
                 out[(doc.source_type, doc.source_id)] = {
-                    "content": doc.content, "hash": record.record_hash, "owner_id": doc.owner_id,
-                    "project_id": doc.project_id, "sprint_id": doc.sprint_id, "chunks": len(record.chunks),
+                    "content": doc.content,
+                    "hash": record.record_hash,
+                    "owner_id": doc.owner_id,
+                    "project_id": doc.project_id,
+                    "sprint_id": doc.sprint_id,
+                    "chunks": len(record.chunks),
                     "parts": [c.content for c in record.chunks],
                 }
     return out
@@ -103,15 +108,28 @@ def stored_chunks(rag: Any) -> dict[tuple[str, str], dict[str, Any]]:
     """RAG_CHUNK per record: chunk 0's columns, ``content`` the whole text when it is one chunk,
     ``parts`` every chunk's text in order."""
     with rag.engine.connect() as conn:
-        rows = conn.execute(sa.text(
-            "SELECT SOURCE_TYPE, SOURCE_ID, CONTENT, CONTENT_HASH, OWNER_ID, PROJECT_ID, SPRINT_ID, "
-            "length(EMBEDDING), CHUNK_NO FROM RAG_CHUNK ORDER BY SOURCE_TYPE, SOURCE_ID, CHUNK_NO")).fetchall()
+        rows = conn.execute(
+            sa.text(
+                "SELECT SOURCE_TYPE, SOURCE_ID, CONTENT, CONTENT_HASH, OWNER_ID, PROJECT_ID, SPRINT_ID, "
+                "length(EMBEDDING), CHUNK_NO FROM RAG_CHUNK ORDER BY SOURCE_TYPE, SOURCE_ID, CHUNK_NO"
+            )
+        ).fetchall()
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
         key = (r[0], str(r[1]))
         if key not in out:
-            out[key] = {"content": r[2], "hash": r[3], "owner_id": r[4], "project_id": r[5], "sprint_id": r[6],
-                        "embedding_bytes": r[7], "chunks": 0, "parts": [], "hashes": set(), "owners": set()}
+            out[key] = {
+                "content": r[2],
+                "hash": r[3],
+                "owner_id": r[4],
+                "project_id": r[5],
+                "sprint_id": r[6],
+                "embedding_bytes": r[7],
+                "chunks": 0,
+                "parts": [],
+                "hashes": set(),
+                "owners": set(),
+            }
         rec = out[key]
         rec["chunks"] += 1
         rec["parts"].append(r[2])
@@ -151,11 +169,14 @@ def postings_out_of_step(rag: Any) -> list[str]:
 
     differs = " OR ".join(f"t.{col} IS NOT c.{col}" for col in POSTING_COLUMNS)
     with rag.engine.connect() as conn:
-        rows = conn.execute(sa.text(
-            "SELECT c.SOURCE_TYPE, c.SOURCE_ID, t.TERM FROM RAG_CHUNK_TERM t "
-            "LEFT JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID "
-            f"WHERE c.CHUNK_ID IS NULL OR c.CHUNK_NO <> 0 OR c.TERM_COUNT IS NULL OR {differs} "
-            "ORDER BY 1, 2, 3")).fetchall()
+        rows = conn.execute(
+            sa.text(
+                "SELECT c.SOURCE_TYPE, c.SOURCE_ID, t.TERM FROM RAG_CHUNK_TERM t "
+                "LEFT JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID "
+                f"WHERE c.CHUNK_ID IS NULL OR c.CHUNK_NO <> 0 OR c.TERM_COUNT IS NULL OR {differs} "
+                "ORDER BY 1, 2, 3"
+            )
+        ).fetchall()
     return [f"({r[0]}, {r[1]}) posting {r[2]!r} out of step with its chunk 0" for r in rows]
 
 
@@ -169,9 +190,13 @@ def embedding_matches_content(rag: Any, keys: list[tuple[str, str]]) -> list[str
     problems = []
     with rag.engine.connect() as conn:
         for t, i in keys:
-            content, blob = conn.execute(sa.text(
-                "SELECT CONTENT, EMBEDDING FROM RAG_CHUNK WHERE SOURCE_TYPE = :t AND SOURCE_ID = :i "
-                "AND CHUNK_NO = 0"), {"t": t, "i": i}).one()
+            content, blob = conn.execute(
+                sa.text(
+                    "SELECT CONTENT, EMBEDDING FROM RAG_CHUNK WHERE SOURCE_TYPE = :t AND SOURCE_ID = :i "
+                    "AND CHUNK_NO = 0"
+                ),
+                {"t": t, "i": i},
+            ).one()
             stored = np.frombuffer(blob, dtype="<f4")
             fresh = rt.embed(embed_text(content))
             if float(np.dot(stored, fresh)) < 0.99999:
@@ -181,9 +206,15 @@ def embedding_matches_content(rag: Any, keys: list[tuple[str, str]]) -> list[str
 
 def queue(rag: Any) -> list[tuple[int, str, str, str, int, str | None]]:
     with rag.engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(sa.text(  # type: ignore[misc]
-            "SELECT DIRTY_ID, SOURCE_TYPE, SOURCE_ID, ACTION, ATTEMPTS, LAST_ERROR FROM RAG_DIRTY "
-            "ORDER BY DIRTY_ID")).fetchall()]
+        return [
+            tuple(r)
+            for r in conn.execute(
+                sa.text(  # type: ignore[misc]
+                    "SELECT DIRTY_ID, SOURCE_TYPE, SOURCE_ID, ACTION, ATTEMPTS, LAST_ERROR FROM RAG_DIRTY "
+                    "ORDER BY DIRTY_ID"
+                )
+            ).fetchall()
+        ]
 
 
 def queue_depth(rag: Any) -> int:
@@ -193,9 +224,12 @@ def queue_depth(rag: Any) -> int:
 
 def chunk_content(rag: Any, source_type: str, source_id: Any) -> str | None:
     with rag.engine.connect() as conn:
-        return conn.execute(sa.text(
-            "SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = :t AND SOURCE_ID = :i AND CHUNK_NO = 0"),
-            {"t": source_type, "i": str(source_id)}).scalar()
+        return conn.execute(
+            sa.text(
+                "SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = :t AND SOURCE_ID = :i AND CHUNK_NO = 0"
+            ),
+            {"t": source_type, "i": str(source_id)},
+        ).scalar()
 
 
 # --- writing like a host application ------------------------------------------
@@ -236,7 +270,9 @@ def cli_settings_env(data_dir: Path, **settings: Any) -> dict[str, str | None]:
     return env
 
 
-def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    args: list[str], env: dict[str, str], cwd: Path, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     """Run ``oracle-rag ARGS``; the timeout only guards against a hang."""
     return subprocess.run(CLI + args, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
@@ -260,8 +296,13 @@ def _worker_main(args: argparse.Namespace) -> None:
     from oracle_rag.system import RagSystem
 
     logging.basicConfig(level=logging.WARNING)
-    settings = load_settings(env={}, data_dir=args.data_dir, batch_size=args.batch_size,
-                             worker_poll_ms=args.poll_ms, worker_initial_delay_ms=0)
+    settings = load_settings(
+        env={},
+        data_dir=args.data_dir,
+        batch_size=args.batch_size,
+        worker_poll_ms=args.poll_ms,
+        worker_initial_delay_ms=0,
+    )
     rag = RagSystem(settings)
     log = open(args.log, "a", buffering=1)  # noqa: SIM115
     instrument(rag, log_path=Path(args.log + ".embeds"))
@@ -308,8 +349,10 @@ def _writer_main(args: argparse.Namespace) -> None:
     deadline = time.monotonic() + args.seconds
     while time.monotonic() < deadline or n < args.min_writes:
         n += 1
-        action = rng.choices(["title", "comment", "edit_comment", "delete", "insert", "sprint", "project"],
-                             [40, 20, 10, 5, 10, 3, 2])[0]
+        action = rng.choices(
+            ["title", "comment", "edit_comment", "delete", "insert", "sprint", "project"],
+            [40, 20, 10, 5, 10, 3, 2],
+        )[0]
         with factory.begin() as s:
             task_ids = list(s.scalars(sa.select(Task.task_id)))
             if not task_ids:
@@ -317,7 +360,9 @@ def _writer_main(args: argparse.Namespace) -> None:
             if action == "title":
                 s.get(Task, rng.choice(task_ids)).title = f"Concurrent change {n}"
             elif action == "comment":
-                s.add(TaskComment(task_id=rng.choice(task_ids), author_id=rng.randint(9, 40), body=f"note {n}"))
+                s.add(
+                    TaskComment(task_id=rng.choice(task_ids), author_id=rng.randint(9, 40), body=f"note {n}")
+                )
             elif action == "edit_comment":
                 comment = s.scalars(sa.select(TaskComment).order_by(sa.func.random()).limit(1)).first()
                 if comment is not None:
@@ -325,8 +370,16 @@ def _writer_main(args: argparse.Namespace) -> None:
             elif action == "delete":
                 s.delete(s.get(Task, rng.choice(task_ids)))
             elif action == "insert":
-                s.add(Task(title=f"New task {n}", status="TODO", priority="LOW", project_id=rng.randint(1, 6),
-                           sprint_id=None, assignee_id=rng.randint(9, 40)))
+                s.add(
+                    Task(
+                        title=f"New task {n}",
+                        status="TODO",
+                        priority="LOW",
+                        project_id=rng.randint(1, 6),
+                        sprint_id=None,
+                        assignee_id=rng.randint(9, 40),
+                    )
+                )
             elif action == "sprint":
                 s.get(Sprint, rng.randint(1, 48)).name = f"Sprint renamed {n}"
             else:

@@ -46,7 +46,9 @@ from oracle_rag.sources.sql_query import check_query
 
 log = logging.getLogger("oracle_rag.callers.access")
 
-_LOAD_EMPLOYEE = Sql.both("SELECT EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE FROM EMPLOYEE WHERE EMPLOYEE_ID = :id")
+_LOAD_EMPLOYEE = Sql.both(
+    "SELECT EMPLOYEE_ID, FIRST_NAME, LAST_NAME, ROLE FROM EMPLOYEE WHERE EMPLOYEE_ID = :id"
+)
 QUERY_TIMEOUT_S = 30.0
 
 
@@ -65,7 +67,9 @@ class DirectoryState:
 class CallerDirectory:
     """Roles and groups per employee id for one deployment (thread-safe; one per Engine)."""
 
-    def __init__(self, settings: Settings | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, settings: Settings | None = None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.see_all_roles: tuple[str, ...] = DEFAULT_SEE_ALL_ROLES
         self.roles_query: str | None = None
         self.groups_query: str | None = None
@@ -85,16 +89,21 @@ class CallerDirectory:
         self._groups: dict[int, tuple[str, ...]] = {}
         self._loaded_at: float | None = None
         self._has_employee: bool | None = None
-        self.state = DirectoryState(declared={"roles_query": self.roles_query is not None,
-                                              "groups_query": self.groups_query is not None})
+        self.state = DirectoryState(
+            declared={
+                "roles_query": self.roles_query is not None,
+                "groups_query": self.groups_query is not None,
+            }
+        )
 
     @property
     def declared(self) -> bool:
         return self.roles_query is not None or self.groups_query is not None
 
     # -- building callers --------------------------------------------------------------
-    def caller(self, employee_id: int, roles: Iterable[str] = (), groups: Iterable[Any] = (),
-               name: str = "") -> Caller:
+    def caller(
+        self, employee_id: int, roles: Iterable[str] = (), groups: Iterable[Any] = (), name: str = ""
+    ) -> Caller:
         """A Caller a host built from its own login, with this deployment's see-all roles."""
         return Caller(employee_id, tuple(roles), tuple(groups), name, see_all_roles=self.see_all_roles)
 
@@ -149,8 +158,9 @@ class CallerDirectory:
             self.state.loaded_at = now
             self.state.members = len(set(roles) | set(groups))
 
-    def _read(self, engine: sa.Engine, query: str | None, key: str,
-              check: Callable[[Any], str]) -> dict[int, tuple[str, ...]]:
+    def _read(
+        self, engine: sa.Engine, query: str | None, key: str, check: Callable[[Any], str]
+    ) -> dict[int, tuple[str, ...]]:
         """The query's values per employee id; {} when the query itself fails (fail closed).
 
         A row that cannot be read (an id that is not an integer, a value ``check`` refuses) is no
@@ -182,17 +192,27 @@ class CallerDirectory:
                 self.state.failures += 1
                 self.state.last_error = f"{key}: {message}"
                 self.state.skipped_rows[key] = 0
-            log.warning("access %s failed (callers get no %s from it until it succeeds): %s", key,
-                        key.split("_")[0], message)
+            log.warning(
+                "access %s failed (callers get no %s from it until it succeeds): %s",
+                key,
+                key.split("_")[0],
+                message,
+            )
             return {}
         with self._lock:
             self.state.skipped_rows[key] = skipped
             self.state.last_error = None
             if skipped:
-                self.state.last_error = f"{key}: {skipped} row(s) skipped (not a grant); first: {first_problem}"
+                self.state.last_error = (
+                    f"{key}: {skipped} row(s) skipped (not a grant); first: {first_problem}"
+                )
         if skipped:
-            log.warning("access %s: %d row(s) skipped, not grants (first: %s); every other row counts", key,
-                        skipped, first_problem)
+            log.warning(
+                "access %s: %d row(s) skipped, not grants (first: %s); every other row counts",
+                key,
+                skipped,
+                first_problem,
+            )
         return {k: tuple(v) for k, v in out.items()}
 
 
@@ -224,10 +244,14 @@ def access_status(engine: Engine) -> dict[str, Any]:
     if directory.declared and directory.state.loaded_at is None:
         directory.refresh(engine.sa_engine)
     state = directory.state
-    return {"see_all_roles": list(directory.see_all_roles),
-            "roles_from": "roles_query" if directory.roles_query else "EMPLOYEE.ROLE (when the table exists)",
-            "groups_query": directory.groups_query is not None, "query_failures": state.failures,
-            "skipped_rows": dict(state.skipped_rows), "last_error": state.last_error}
+    return {
+        "see_all_roles": list(directory.see_all_roles),
+        "roles_from": "roles_query" if directory.roles_query else "EMPLOYEE.ROLE (when the table exists)",
+        "groups_query": directory.groups_query is not None,
+        "query_failures": state.failures,
+        "skipped_rows": dict(state.skipped_rows),
+        "last_error": state.last_error,
+    }
 
 
 def load_caller(conn: sa.Connection, employee_id: int, engine: Engine | None = None) -> Caller:

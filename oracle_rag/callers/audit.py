@@ -61,9 +61,10 @@ def leave_entry_point(token: contextvars.Token[str] | None) -> None:
         ENTRY_POINT.reset(token)
     except ValueError:  # set in another context (the request's thread): nothing leaked into this one
         pass
+
+
 MAX_SQL_CHARS = 20_000
 MAX_QUESTION_CHARS = 4_000
-
 
 
 def utc_now() -> dt.datetime:
@@ -85,9 +86,15 @@ class AuditEvent:
     question: str | None = None
 
     def binds(self) -> dict[str, Any]:
-        return {"at": self.at, "caller_id": self.caller_id, "entry_point": self.entry_point, "action": self.action,
-                "records": json.dumps(list(self.records), ensure_ascii=False), "guarded_sql": self.guarded_sql,
-                "question": self.question}
+        return {
+            "at": self.at,
+            "caller_id": self.caller_id,
+            "entry_point": self.entry_point,
+            "action": self.action,
+            "records": json.dumps(list(self.records), ensure_ascii=False),
+            "guarded_sql": self.guarded_sql,
+            "question": self.question,
+        }
 
 
 @dataclass(frozen=True)
@@ -108,7 +115,9 @@ class AuditRow:
 class AuditTrail:
     """The process's audit writer for one engine (RagSystem.audit)."""
 
-    def __init__(self, engine: Engine, settings: Settings, *, clock: Callable[[], dt.datetime] = utc_now) -> None:
+    def __init__(
+        self, engine: Engine, settings: Settings, *, clock: Callable[[], dt.datetime] = utc_now
+    ) -> None:
         # Held weakly, as this trail is by its writer thread: audit_for's WeakKeyDictionary is keyed by
         # the engine, and a trail that held it strongly would keep every engine (its model session and
         # caches) alive for the life of the process.
@@ -124,17 +133,31 @@ class AuditTrail:
         self.dropped = 0
 
     # -- recording (never raises) -----------------------------------------------------
-    def record(self, caller_id: int, action: str, records: Iterable[tuple[str, str]] = (), *,
-               guarded_sql: str | None = None, masked_sql: str | None = None, question: str | None = None) -> None:
+    def record(
+        self,
+        caller_id: int,
+        action: str,
+        records: Iterable[tuple[str, str]] = (),
+        *,
+        guarded_sql: str | None = None,
+        masked_sql: str | None = None,
+        question: str | None = None,
+    ) -> None:
         """Queue one event. ``masked_sql`` is ``guarded_sql`` with its literals as placeholders
         (``answering/aggregate/literals.py``): what is kept unless questions are (no SQL if it is missing)."""
         if not self.with_questions:
             guarded_sql = masked_sql
         try:
             keys = tuple(dict.fromkeys(f"{t}#{i}" for t, i in records))
-            event = AuditEvent(iso(self.clock()), int(caller_id), ENTRY_POINT.get(), action, keys,
-                               guarded_sql[:MAX_SQL_CHARS] if guarded_sql else None,
-                               question[:MAX_QUESTION_CHARS] if question and self.with_questions else None)
+            event = AuditEvent(
+                iso(self.clock()),
+                int(caller_id),
+                ENTRY_POINT.get(),
+                action,
+                keys,
+                guarded_sql[:MAX_SQL_CHARS] if guarded_sql else None,
+                question[:MAX_QUESTION_CHARS] if question and self.with_questions else None,
+            )
             self._queue.put_nowait(event)
             self._ensure_thread()
         except queue.Full:
@@ -148,8 +171,9 @@ class AuditTrail:
     def _ensure_thread(self) -> None:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=_drain, args=(weakref.ref(self), self._queue),
-                                                name="oracle-rag-audit", daemon=True)
+                self._thread = threading.Thread(
+                    target=_drain, args=(weakref.ref(self), self._queue), name="oracle-rag-audit", daemon=True
+                )
                 self._thread.start()
 
     @property
@@ -174,20 +198,36 @@ class AuditTrail:
             self._queue.join()
 
     # -- reading and pruning -------------------------------------------------------------
-    def list(self, *, caller_id: int | None = None, since: dt.datetime | None = None,
-             limit: int = 100) -> list[AuditRow]:
+    def list(
+        self, *, caller_id: int | None = None, since: dt.datetime | None = None, limit: int = 100
+    ) -> list[AuditRow]:
         self.flush()
         with self.engine.connect() as conn:
-            rows = conn.execute(self.engine.statement(q.LIST_AUDIT), {
-                "caller_id": caller_id, "since": iso(since) if since else None, "limit": int(limit)}).fetchall()
-        return [AuditRow(int(r[0]), str(r[1]), int(r[2]), str(r[3]), str(r[4]), json.loads(str(r[5] or "[]")),
-                         r[6], r[7]) for r in rows]
+            rows = conn.execute(
+                self.engine.statement(q.LIST_AUDIT),
+                {"caller_id": caller_id, "since": iso(since) if since else None, "limit": int(limit)},
+            ).fetchall()
+        return [
+            AuditRow(
+                int(r[0]),
+                str(r[1]),
+                int(r[2]),
+                str(r[3]),
+                str(r[4]),
+                json.loads(str(r[5] or "[]")),
+                r[6],
+                r[7],
+            )
+            for r in rows
+        ]
 
     def prune(self, now: dt.datetime | None = None) -> int:
         """Delete rows older than the retention; returns how many."""
         before = (now or self.clock()) - dt.timedelta(seconds=self.retention_s)
         with self.engine.begin() as conn:
-            return int(conn.execute(self.engine.statement(q.DELETE_OLD_AUDIT), {"before": iso(before)}).rowcount or 0)
+            return int(
+                conn.execute(self.engine.statement(q.DELETE_OLD_AUDIT), {"before": iso(before)}).rowcount or 0
+            )
 
 
 def _drain(trail_ref: weakref.ref[AuditTrail], events: queue.Queue[AuditEvent]) -> None:

@@ -28,8 +28,12 @@ _ROLE_MAX = 64
 
 def check_role(value: Any) -> str:
     """A role as compared: text of 1..64 characters without control characters, case as given."""
-    if not isinstance(value, str) or not value.strip() or len(value.strip()) > _ROLE_MAX or any(
-            ord(ch) < 32 for ch in value):
+    if (
+        not isinstance(value, str)
+        or not value.strip()
+        or len(value.strip()) > _ROLE_MAX
+        or any(ord(ch) < 32 for ch in value)
+    ):
         raise AccessError(f"a role must be 1 to {_ROLE_MAX} characters of text, got {value!r}")
     return value.strip()
 
@@ -58,9 +62,16 @@ class Caller:
     name: str
     see_all_roles: tuple[str, ...]
 
-    def __init__(self, employee_id: int, roles: Iterable[str] | str = (), groups: Iterable[Any] = (),
-                 name: str = "", *, role: str | None = None,
-                 see_all_roles: Iterable[str] = DEFAULT_SEE_ALL_ROLES) -> None:
+    def __init__(
+        self,
+        employee_id: int,
+        roles: Iterable[str] | str = (),
+        groups: Iterable[Any] = (),
+        name: str = "",
+        *,
+        role: str | None = None,
+        see_all_roles: Iterable[str] = DEFAULT_SEE_ALL_ROLES,
+    ) -> None:
         if not isinstance(employee_id, int) or isinstance(employee_id, bool):
             raise AccessError("caller employee_id must be an integer")
         if role is not None:
@@ -90,8 +101,10 @@ class Caller:
         return hash(self._key())
 
     def __repr__(self) -> str:
-        return (f"Caller(employee_id={self.employee_id}, roles={list(self.roles)}, "
-                f"groups={len(self.groups)}, sees_all={self.sees_all})")
+        return (
+            f"Caller(employee_id={self.employee_id}, roles={list(self.roles)}, "
+            f"groups={len(self.groups)}, sees_all={self.sees_all})"
+        )
 
     @property
     def role(self) -> str:

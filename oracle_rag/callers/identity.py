@@ -112,8 +112,15 @@ class KeySet:
     (a provider's outage does not log everyone out) and is logged.
     """
 
-    def __init__(self, *, url: str | None = None, path: str | None = None, refresh_s: float = 3600.0,
-                 cooldown_s: float = REFETCH_COOLDOWN_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        path: str | None = None,
+        refresh_s: float = 3600.0,
+        cooldown_s: float = REFETCH_COOLDOWN_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if (url is None) == (path is None):
             raise ValueError("give url or path")
         self.url, self.path = url, path
@@ -136,9 +143,11 @@ class KeySet:
                 self._read(now)  # one read again: a rotated key is published before tokens use it
                 found = self._match(kid)
         if found is None:
-            raise InvalidTokenError(f"no key with key id {str(kid)[:64]!r} in the issuer's key set"
-                                    if kid is not None else "the token names no key id and the key set "
-                                                            "has more than one key")
+            raise InvalidTokenError(
+                f"no key with key id {str(kid)[:64]!r} in the issuer's key set"
+                if kid is not None
+                else "the token names no key id and the key set has more than one key"
+            )
         return found
 
     def key_ids(self) -> list[str]:
@@ -167,7 +176,11 @@ class KeySet:
                 raise ValueError("not a JSON Web Key Set (an object with keys)")
             keys: dict[str | None, list[SigningKey]] = {}
             for entry in data["keys"]:
-                if not isinstance(entry, dict) or entry.get("use", "sig") != "sig" or entry.get("kty") == "oct":
+                if (
+                    not isinstance(entry, dict)
+                    or entry.get("use", "sig") != "sig"
+                    or entry.get("kty") == "oct"
+                ):
                     continue  # an encryption key, or a shared secret: never a key a public verifier holds
                 try:
                     key = jwt.PyJWK(entry)
@@ -175,7 +188,8 @@ class KeySet:
                     continue  # a key type or curve this side cannot use: not a signing key for us
                 alg = entry.get("alg")
                 keys.setdefault(entry.get("kid") if isinstance(entry.get("kid"), str) else None, []).append(
-                    SigningKey(key.key, alg if isinstance(alg, str) else None))
+                    SigningKey(key.key, alg if isinstance(alg, str) else None)
+                )
         except (OSError, ValueError) as exc:  # URLError and JSONDecodeError are these
             self.last_error = f"reading the issuer's key set failed: {type(exc).__name__}"
             log.warning("identity: %s (the keys read last stay in use)", self.last_error)
@@ -226,8 +240,10 @@ class SubjectMap:
                         out[str(row[0])] = member
         except (RagError, sa.exc.SQLAlchemyError) as exc:
             self.last_error = exc.message if isinstance(exc, RagError) else type(exc).__name__
-            log.warning("identity: subject_query failed (no token maps to a caller until it succeeds): %s",
-                        self.last_error)
+            log.warning(
+                "identity: subject_query failed (no token maps to a caller until it succeeds): %s",
+                self.last_error,
+            )
             return {}
         self.last_error = None
         return out
@@ -264,8 +280,14 @@ def _claim_values(payload: dict[str, Any], path: str, check: Callable[[Any], str
 class JwtIdentity:
     """The ``[auth]`` declaration: verifies a token and builds its Caller (one per Engine: :func:`identity_for`)."""
 
-    def __init__(self, settings: Settings, *, keys: KeySet | None = None, clock: Callable[[], float] = time.time,
-                 directory_clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        keys: KeySet | None = None,
+        clock: Callable[[], float] = time.time,
+        directory_clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if not settings.auth_issuer or not settings.auth_audience:
             raise ValueError("no [auth] issuer declared")
         self.issuer, self.audience = settings.auth_issuer, settings.auth_audience
@@ -274,11 +296,17 @@ class JwtIdentity:
         self.id_claim = settings.auth_id_claim
         self.roles_claim, self.groups_claim = settings.auth_roles_claim, settings.auth_groups_claim
         self.prefer_token = settings.auth_prefer == "TOKEN"
-        self.keys = keys or KeySet(url=settings.auth_jwks_url, path=settings.auth_jwks_file,
-                                   refresh_s=duration_seconds(settings.auth_jwks_refresh) or 3600.0)
+        self.keys = keys or KeySet(
+            url=settings.auth_jwks_url,
+            path=settings.auth_jwks_file,
+            refresh_s=duration_seconds(settings.auth_jwks_refresh) or 3600.0,
+        )
         refresh = duration_seconds(settings.access_refresh) or 300.0
-        self.subjects = SubjectMap(settings.auth_subject_query, refresh, directory_clock) \
-            if settings.auth_subject_query else None
+        self.subjects = (
+            SubjectMap(settings.auth_subject_query, refresh, directory_clock)
+            if settings.auth_subject_query
+            else None
+        )
         self.clock = clock
 
     # -- the token ---------------------------------------------------------------------
@@ -294,17 +322,27 @@ class JwtIdentity:
             raise InvalidTokenError("the token's header names critical extensions")
         alg = header.get("alg")
         if not isinstance(alg, str) or alg not in self.algorithms:
-            raise InvalidTokenError(f"algorithm {str(alg)[:16]!r} is not allowed (allowed: "
-                                    f"{', '.join(self.algorithms)})")
+            raise InvalidTokenError(
+                f"algorithm {str(alg)[:16]!r} is not allowed (allowed: {', '.join(self.algorithms)})"
+            )
         kid = header.get("kid")
         key = self.keys.key(kid if isinstance(kid, str) else None)
         if key.alg is not None and key.alg != alg:
             raise InvalidTokenError(f"the token's algorithm {alg} is not its key's ({key.alg[:16]})")
         try:
             payload: dict[str, Any] = jwt.decode(
-                token, key=key.key, algorithms=[alg], audience=self.audience, issuer=self.issuer,
-                options={"require": ["exp", "iss", "aud"], "verify_exp": False, "verify_nbf": False,
-                         "verify_iat": False})
+                token,
+                key=key.key,
+                algorithms=[alg],
+                audience=self.audience,
+                issuer=self.issuer,
+                options={
+                    "require": ["exp", "iss", "aud"],
+                    "verify_exp": False,
+                    "verify_nbf": False,
+                    "verify_iat": False,
+                },
+            )
         except jwt.InvalidAudienceError:
             raise InvalidTokenError("the token's aud does not name this audience") from None
         except jwt.InvalidIssuerError:
@@ -345,8 +383,9 @@ class JwtIdentity:
         else:
             employee_id = person_id(raw)
             if employee_id is None or not ID_MIN <= employee_id <= ID_MAX:
-                raise InvalidTokenError(f"the token's {self.id_claim} is not an employee id (declare "
-                                        f"subject_query to map it)")
+                raise InvalidTokenError(
+                    f"the token's {self.id_claim} is not an employee id (declare subject_query to map it)"
+                )
         try:
             base = load_caller(conn, employee_id, engine)
         except NotFoundError:
@@ -376,10 +415,14 @@ def identity_status(engine: Engine) -> dict[str, Any]:
     if identity is None:
         return {"issuer": None}
     settings = engine.settings
-    return {"issuer": identity.issuer, "audience": identity.audience,
-            "key_set": settings.auth_jwks_url or settings.auth_jwks_file, "key_ids": identity.keys.key_ids(),
-            "key_set_error": identity.keys.last_error,
-            "subject_query_error": identity.subjects.last_error if identity.subjects else None}
+    return {
+        "issuer": identity.issuer,
+        "audience": identity.audience,
+        "key_set": settings.auth_jwks_url or settings.auth_jwks_file,
+        "key_ids": identity.keys.key_ids(),
+        "key_set_error": identity.keys.last_error,
+        "subject_query_error": identity.subjects.last_error if identity.subjects else None,
+    }
 
 
 def caller_for_bearer(conn: sa.Connection, engine: Engine, token: str) -> Caller | None:

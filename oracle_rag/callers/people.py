@@ -82,8 +82,15 @@ def person_name(parts: tuple[Any, ...]) -> str:
 class PeopleDirectory:
     """Names by person id for one deployment (thread-safe; one per Engine: :func:`people_for`)."""
 
-    def __init__(self, engine: Engine, query: str | None = None, *, reference: str = "AUTO",
-                 refresh_s: float = DEFAULT_REFRESH_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        query: str | None = None,
+        *,
+        reference: str = "AUTO",
+        refresh_s: float = DEFAULT_REFRESH_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """``query``: the deployment's ``[people] query``; None: the reference application's, as the
         ``reference_app`` setting (``reference``) says: AUTO where its tables exist (looked for at each
         read, so tables created after start-up are found), ON always, OFF never."""
@@ -165,7 +172,9 @@ class PeopleDirectory:
         names: dict[int, str] = {}
         skipped = 0
         try:
-            with read_session(self._engine.sa_engine, source="people.query", timeout_s=QUERY_TIMEOUT_S) as conn:
+            with read_session(
+                self._engine.sa_engine, source="people.query", timeout_s=QUERY_TIMEOUT_S
+            ) as conn:
                 for row in conn.exec_driver_sql(query):
                     pid = person_id(row[0]) if len(row) >= 2 else None
                     name = person_name(tuple(row[1:])) if pid is not None else ""
@@ -181,8 +190,12 @@ class PeopleDirectory:
 
 def _directory(engine: Engine) -> PeopleDirectory:
     settings = engine.settings
-    return PeopleDirectory(engine, settings.people_query, reference=settings.reference_app,
-                           refresh_s=duration_seconds(settings.people_refresh) or DEFAULT_REFRESH_S)
+    return PeopleDirectory(
+        engine,
+        settings.people_query,
+        reference=settings.reference_app,
+        refresh_s=duration_seconds(settings.people_refresh) or DEFAULT_REFRESH_S,
+    )
 
 
 _DIRECTORIES: PerEngine[PeopleDirectory] = PerEngine(_directory)
@@ -198,5 +211,10 @@ def people_status(engine: Engine) -> dict[str, Any]:
     directory = people_for(engine)
     directory.refresh()
     state = directory.state
-    return {"names_from": state.names_from, "people": state.people, "skipped_rows": state.skipped_rows,
-            "failures": state.failures, "last_error": state.last_error}
+    return {
+        "names_from": state.names_from,
+        "people": state.people,
+        "skipped_rows": state.skipped_rows,
+        "failures": state.failures,
+        "last_error": state.last_error,
+    }

@@ -79,8 +79,14 @@ def _check_expiry(expires_days: float | None) -> float | None:
     return float(expires_days)
 
 
-def create_token(engine: Engine, employee_id: int, *, expires_days: float | None = None,
-                 label: str | None = None, check_employee: bool = True) -> IssuedToken:
+def create_token(
+    engine: Engine,
+    employee_id: int,
+    *,
+    expires_days: float | None = None,
+    label: str | None = None,
+    check_employee: bool = True,
+) -> IssuedToken:
     """Issue a token for ``employee_id`` and store its hash.
 
     ``check_employee`` refuses an id that the reference EMPLOYEE table does
@@ -95,9 +101,10 @@ def create_token(engine: Engine, employee_id: int, *, expires_days: float | None
     with engine.begin_exclusive() as conn:
         if check_employee:
             load_caller(conn, int(employee_id), engine)  # NotFoundError for an unknown employee
-        conn.execute(engine.statement(q.INSERT_TOKEN),
-                     {"token_hash": digest, "employee_id": int(employee_id), "label": label,
-                      "expires_days": days})
+        conn.execute(
+            engine.statement(q.INSERT_TOKEN),
+            {"token_hash": digest, "employee_id": int(employee_id), "label": label, "expires_days": days},
+        )
         token_id = conn.execute(engine.statement(q.TOKEN_BY_HASH), {"token_hash": digest}).one()[0]
     return IssuedToken(int(token_id), int(employee_id), token, days, label)
 
@@ -135,9 +142,14 @@ def revoke_label(engine: Engine, label: str) -> int:
 
 def list_tokens(engine: Engine, employee_id: int | None = None) -> list[TokenInfo]:
     with engine.connect() as conn:
-        rows = conn.execute(engine.statement(q.LIST_TOKENS),
-                            {"employee_id": None if employee_id is None else int(employee_id)}).fetchall()
-    return [TokenInfo(int(r[0]), int(r[1]), r[2], iso_or_none(r[3]) or "", iso_or_none(r[4]), bool(r[5])) for r in rows]
+        rows = conn.execute(
+            engine.statement(q.LIST_TOKENS),
+            {"employee_id": None if employee_id is None else int(employee_id)},
+        ).fetchall()
+    return [
+        TokenInfo(int(r[0]), int(r[1]), r[2], iso_or_none(r[3]) or "", iso_or_none(r[4]), bool(r[5]))
+        for r in rows
+    ]
 
 
 def bearer_token(header: str | None) -> str | None:

@@ -44,15 +44,22 @@ from oracle_rag.logsafety import install as install_log_scrubber
 
 
 @click.group(cls=RagGroup)
-@click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
-              help="TOML configuration file (default: $ORACLE_RAG_CONFIG or ./oracle-rag.toml).")
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="TOML configuration file (default: $ORACLE_RAG_CONFIG or ./oracle-rag.toml).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 @click.version_option(package_name="oracle-rag")
 @click.pass_context
 def main(ctx: click.Context, config: str | None, verbose: bool) -> None:
     """In-database retrieval-augmented generation for Oracle AI Vector Search."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     install_log_scrubber()  # no URL query string or user-info in any log line (httpx logs request URLs at INFO)
     ctx.ensure_object(dict)
     ctx.obj["config"] = config
@@ -61,10 +68,20 @@ def main(ctx: click.Context, config: str | None, verbose: bool) -> None:
 
 
 for command in (
-    database.migrate, database.bootstrap, database.model, database.index,
-    writepath.worker, writepath.backfill, writepath.status, writepath.queue, writepath.triggers,
-    readpath.search, readpath.eval_cmd,
-    web.serve, web.token, web.ask,
+    database.migrate,
+    database.bootstrap,
+    database.model,
+    database.index,
+    writepath.worker,
+    writepath.backfill,
+    writepath.status,
+    writepath.queue,
+    writepath.triggers,
+    readpath.search,
+    readpath.eval_cmd,
+    web.serve,
+    web.token,
+    web.ask,
     aggregate.sql_cmd,
     sources.sources,
     demo.demo,

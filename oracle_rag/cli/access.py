@@ -24,18 +24,26 @@ def _since(value: str | None) -> dt.datetime | None:
     try:
         moment = dt.datetime.fromisoformat(value)
     except ValueError:
-        raise click.BadParameter("an ISO date or time (2026-03-01, 2026-03-01T12:00) or a duration (7d, 12h)") from None
+        raise click.BadParameter(
+            "an ISO date or time (2026-03-01, 2026-03-01T12:00) or a duration (7d, 12h)"
+        ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
 @click.command("audit")
-@click.option("--caller", "caller_id", type=int, default=None, help="Only this caller's (employee id) events.")
+@click.option(
+    "--caller", "caller_id", type=int, default=None, help="Only this caller's (employee id) events."
+)
 @click.option("--since", default=None, help="From this ISO date/time, or this long ago (7d, 12h).")
-@click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True, help="Newest rows shown.")
+@click.option(
+    "--limit", type=click.IntRange(1, 100_000), default=100, show_default=True, help="Newest rows shown."
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.option("--prune", is_flag=True, help="First delete rows older than audit_retention.")
 @pass_system
-def audit(rag: RagSystem, caller_id: int | None, since: str | None, limit: int, as_json: bool, prune: bool) -> None:
+def audit(
+    rag: RagSystem, caller_id: int | None, since: str | None, limit: int, as_json: bool, prune: bool
+) -> None:
     """List the audit trail: caller, entry point, time, records returned, guarded SQL (newest first)."""
     trail = audit_for(rag.engine)
     if prune:
@@ -56,9 +64,13 @@ def audit(rag: RagSystem, caller_id: int | None, since: str | None, limit: int, 
 
 
 @click.command("provision")
-@click.option("--vpd", is_flag=True, required=True,
-              help="Oracle: create the access context, its package and the VPD policies on RAG_CHUNK and "
-                   "RAG_CHUNK_ACL (docs/access.md).")
+@click.option(
+    "--vpd",
+    is_flag=True,
+    required=True,
+    help="Oracle: create the access context, its package and the VPD policies on RAG_CHUNK and "
+    "RAG_CHUNK_ACL (docs/access.md).",
+)
 @pass_new_system
 def provision(rag: RagSystem, vpd: bool) -> None:
     """Install optional database-side protections (Oracle only): ``--vpd``, the second wall."""

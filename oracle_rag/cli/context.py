@@ -109,7 +109,10 @@ def progress_bar(label: str) -> Callable[[str, int, int], None]:
             return
         width = 30
         filled = int(width * done / total) if total else width
-        click.echo(f"\r{label} {what:<8} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", err=True,
-                   nl=done >= total)
+        click.echo(
+            f"\r{label} {what:<8} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}",
+            err=True,
+            nl=done >= total,
+        )
 
     return report

@@ -41,8 +41,10 @@ def migrate(rag: RagSystem, dry_run: bool, demo: bool) -> None:
         return
     reports = rag.migrate(demo=demo, progress=lambda m: click.echo(m, err=True))
     for name, rep in reports.items():
-        click.echo(f"{name}: applied {rep.applied or 'none'}, resumed {rep.resumed or 'none'}, "
-                   f"already applied {rep.skipped or 'none'}")
+        click.echo(
+            f"{name}: applied {rep.applied or 'none'}, resumed {rep.resumed or 'none'}, "
+            f"already applied {rep.skipped or 'none'}"
+        )
 
 
 @click.command("bootstrap")
@@ -56,8 +58,9 @@ def bootstrap(rag: RagSystem) -> None:
     a command line, and only its host is ever printed.
     """
     par_url = os.environ.get(provision.PAR_URL_ENV) or None
-    for line in provision.bootstrap(rag.engine, rag.settings, par_url,
-                                    progress=lambda m: click.echo(m, err=True)):
+    for line in provision.bootstrap(
+        rag.engine, rag.settings, par_url, progress=lambda m: click.echo(m, err=True)
+    ):
         click.echo(line)
     if rag.engine.indexes_facets:
         click.echo(f"facet indexes: {', '.join(rag.ensure_facet_indexes()) or 'none declared'}")
@@ -69,8 +72,12 @@ def model() -> None:
 
 
 @model.command("build")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Output file (default: <data dir>/models/all-MiniLM-L6-v2.onnx).")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Output file (default: <data dir>/models/all-MiniLM-L6-v2.onnx).",
+)
 @click.option("--force", is_flag=True, help="Rebuild even when the file exists.")
 @click.pass_context
 def model_build(ctx: click.Context, out: Path | None, force: bool) -> None:
@@ -85,17 +92,36 @@ def model_build(ctx: click.Context, out: Path | None, force: bool) -> None:
 
 
 @model.command("load")
-@click.option("--file", "file_", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Local ONNX file, loaded as a BLOB (no directory object needed).")
-@click.option("--url", help="Pre-authenticated object storage URL (DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD). "
-              "Prefer --url-env: a URL on the command line is visible in process listings.")
-@click.option("--url-env", default=None, metavar="VAR",
-              help="Read the pre-authenticated URL from this environment variable (e.g. MINILM_ONNX_PAR_URL).")
-@click.option("--name", default=None, help="Model name in the database (default: configured embedding_model).")
+@click.option(
+    "--file",
+    "file_",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Local ONNX file, loaded as a BLOB (no directory object needed).",
+)
+@click.option(
+    "--url",
+    help="Pre-authenticated object storage URL (DBMS_VECTOR.LOAD_ONNX_MODEL_CLOUD). "
+    "Prefer --url-env: a URL on the command line is visible in process listings.",
+)
+@click.option(
+    "--url-env",
+    default=None,
+    metavar="VAR",
+    help="Read the pre-authenticated URL from this environment variable (e.g. MINILM_ONNX_PAR_URL).",
+)
+@click.option(
+    "--name", default=None, help="Model name in the database (default: configured embedding_model)."
+)
 @click.option("--replace", is_flag=True, help="Drop and reload when the model exists.")
 @click.pass_context
-def model_load(ctx: click.Context, file_: Path | None, url: str | None, url_env: str | None, name: str | None,
-               replace: bool) -> None:
+def model_load(
+    ctx: click.Context,
+    file_: Path | None,
+    url: str | None,
+    url_env: str | None,
+    name: str | None,
+    replace: bool,
+) -> None:
     """Load the ONNX model into Oracle, once (skips when USER_MINING_MODELS has it)."""
     if url_env:
         if url:
@@ -130,8 +156,13 @@ def model_status(rag: RagSystem, as_json: bool) -> None:
 
 
 @model.command("switch")
-@click.option("--to", "to", required=True, metavar="NAME",
-              help=f"The model to switch to ({', '.join(catalog.names())}).")
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    metavar="NAME",
+    help=f"The model to switch to ({', '.join(catalog.names())}).",
+)
 @pass_system
 def model_switch_cmd(rag: RagSystem, to: str) -> None:
     """Start a switch: load the model as a new generation; the worker embeds every chunk with it."""
@@ -171,8 +202,10 @@ def model_generations(rag: RagSystem, as_json: bool) -> None:
         click.echo(json.dumps(found, default=str))
         return
     for g in found:
-        click.echo(f"{g['generation']:>3}  {g['model']:<28} {g['state']:<8} slot {g['slot']}  "
-                   f"{g['chunks'] - g['missing']}/{g['chunks']} chunks")
+        click.echo(
+            f"{g['generation']:>3}  {g['model']:<28} {g['state']:<8} slot {g['slot']}  "
+            f"{g['chunks'] - g['missing']}/{g['chunks']} chunks"
+        )
 
 
 @click.group("index")
@@ -195,10 +228,21 @@ def index_rebuild(rag: RagSystem) -> None:
 
 
 @index.command("status")
-@click.option("--probes", type=click.IntRange(0, 1000), default=20, show_default=True,
-              help="Stored vectors used as query vectors for the accuracy measure (0: skip it).")
-@click.option("--top-k", "top_k", type=click.IntRange(1, 100), default=10, show_default=True,
-              help="k of the top-k compared with the exact search.")
+@click.option(
+    "--probes",
+    type=click.IntRange(0, 1000),
+    default=20,
+    show_default=True,
+    help="Stored vectors used as query vectors for the accuracy measure (0: skip it).",
+)
+@click.option(
+    "--top-k",
+    "top_k",
+    type=click.IntRange(1, 100),
+    default=10,
+    show_default=True,
+    help="k of the top-k compared with the exact search.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @pass_system
 def index_status(rag: RagSystem, probes: int, top_k: int, as_json: bool) -> None:

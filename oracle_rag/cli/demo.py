@@ -30,17 +30,29 @@ def demo(ctx: click.Context, port: int, tasks: int) -> None:
 @click.option("--tasks", default=2000, show_default=True, type=click.IntRange(1, 1_000_000))
 @click.option("--seed", "seed_value", default=42, show_default=True, type=int)
 @click.option("--reset", is_flag=True, help="Delete existing demo rows first.")
-@click.option("--today", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
-              help="The day the dates are relative to (default: today).")
+@click.option(
+    "--today",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    default=None,
+    help="The day the dates are relative to (default: today).",
+)
 @pass_new_system
 def demo_seed(rag: RagSystem, tasks: int, seed_value: int, reset: bool, today: dt.datetime | None) -> None:
     """Apply the reference schema and insert a deterministic demo data set, dated around today."""
     rag.migrate(demo=True)
-    report = seed(rag.engine, tasks, seed_value=seed_value, reset=reset, progress=progress_bar("seed"),
-                  today=today.date() if today else None)
+    report = seed(
+        rag.engine,
+        tasks,
+        seed_value=seed_value,
+        reset=reset,
+        progress=progress_bar("seed"),
+        today=today.date() if today else None,
+    )
     if report is None:
         click.echo("demo data already present (use --reset to replace it)")
         return
-    click.echo(f"seeded {report.employees} employees, {report.projects} projects, {report.sprints} sprints, "
-               f"{report.tasks} tasks, {report.comments} comments; run `oracle-rag backfill` and "
-               f"`oracle-rag worker --once` to index them")
+    click.echo(
+        f"seeded {report.employees} employees, {report.projects} projects, {report.sprints} sprints, "
+        f"{report.tasks} tasks, {report.comments} comments; run `oracle-rag backfill` and "
+        f"`oracle-rag worker --once` to index them"
+    )

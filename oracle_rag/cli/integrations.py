@@ -13,8 +13,13 @@ from oracle_rag.web.server import check_port
 @click.command()
 @click.option("--http", "use_http", is_flag=True, help="Serve streamable HTTP at /mcp instead of stdio.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind (with --http).")
-@click.option("--port", default=8001, show_default=True, type=click.IntRange(0, 65535),
-              help="Port (with --http; 0 picks a free one).")
+@click.option(
+    "--port",
+    default=8001,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port (with --http; 0 picks a free one).",
+)
 @pass_system
 def mcp(rag: RagSystem, use_http: bool, host: str, port: int) -> None:
     """Serve the MCP tools search, get_record and ask, scoped to the caller's API token.

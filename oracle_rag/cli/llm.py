@@ -22,10 +22,20 @@ from oracle_rag.cli.context import cli_settings
 from oracle_rag.errors import ConfigurationError
 
 RECORDS = [
-    {"id": "TASK #101", "title": "Rotate the payment gateway keys", "status": "BLOCKED", "priority": "HIGH",
-     "text": "Blocked until the security team issues the new certificate."},
-    {"id": "TASK #102", "title": "Export invoices to CSV", "status": "BLOCKED", "priority": "LOW",
-     "text": "Waiting for the finance team to confirm the column order."},
+    {
+        "id": "TASK #101",
+        "title": "Rotate the payment gateway keys",
+        "status": "BLOCKED",
+        "priority": "HIGH",
+        "text": "Blocked until the security team issues the new certificate.",
+    },
+    {
+        "id": "TASK #102",
+        "title": "Export invoices to CSV",
+        "status": "BLOCKED",
+        "priority": "LOW",
+        "text": "Waiting for the finance team to confirm the column order.",
+    },
 ]
 FACTS = {
     "summary": "2 tasks match status: BLOCKED:",
@@ -48,8 +58,9 @@ def check(ctx: click.Context, as_json: bool) -> None:
     """Ask the configured endpoint one short question: model name, tokens/s, answer format."""
     settings = cli_settings(ctx)
     if not settings.llm_url:
-        raise ConfigurationError("llm_url: not set (set ORACLE_RAG_LLM_URL and ORACLE_RAG_LLM_MODEL, see README)",
-                                 key="llm_url")
+        raise ConfigurationError(
+            "llm_url: not set (set ORACLE_RAG_LLM_URL and ORACLE_RAG_LLM_MODEL, see README)", key="llm_url"
+        )
     client = LLMClient(settings)
     messages = build_structured_messages(QUESTION, json.dumps(FACTS, indent=1))
     started = time.monotonic()
@@ -63,28 +74,48 @@ def check(ctx: click.Context, as_json: bool) -> None:
     generating = seconds - (first or 0.0)
     counted = len(pieces)  # OpenAI-compatible servers stream about one token per piece
     rate = round(counted / generating, 2) if generating > 0 else None
-    records = {("TASK", r["id"].split("#")[1]): ({"status": r["status"], "priority": r["priority"]}, r["title"])
-               for r in RECORDS}
+    records = {
+        ("TASK", r["id"].split("#")[1]): ({"status": r["status"], "priority": r["priority"]}, r["title"])
+        for r in RECORDS
+    }
     evidence = evidence_from([json.dumps(FACTS)], counts=[2], records=records)
     kept, tally = check_text(text, evidence)
     follows = tally.sentences > 0 and tally.removed == 0 and "[TASK #10" in kept
-    result = {"model": client.model, "seconds": round(seconds, 2), "first_token_s": round(first or 0.0, 2),
-              "tokens": counted, "tokens_per_s": rate,
-              "follows_format": follows, "sentences": tally.sentences, "removed": tally.removed,
-              "timeout_s": settings.llm_timeout_s, "answer": text}
+    result = {
+        "model": client.model,
+        "seconds": round(seconds, 2),
+        "first_token_s": round(first or 0.0, 2),
+        "tokens": counted,
+        "tokens_per_s": rate,
+        "follows_format": follows,
+        "sentences": tally.sentences,
+        "removed": tally.removed,
+        "timeout_s": settings.llm_timeout_s,
+        "answer": text,
+    }
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False))
         return
     click.echo(f"model: {client.model}")
-    click.echo(f"answered in {seconds:.1f} s (first token after {first or 0.0:.1f} s: reading the prompt), "
-               f"{counted} tokens at {rate} tokens/s; llm_timeout_s is {settings.llm_timeout_s:g} s")
+    click.echo(
+        f"answered in {seconds:.1f} s (first token after {first or 0.0:.1f} s: reading the prompt), "
+        f"{counted} tokens at {rate} tokens/s; llm_timeout_s is {settings.llm_timeout_s:g} s"
+    )
     if seconds > settings.llm_timeout_s / 2:
-        click.echo("warning: this short answer took more than half of llm_timeout_s; raise it "
-                   "(ORACLE_RAG_LLM_TIMEOUT_S) or use a faster model")
+        click.echo(
+            "warning: this short answer took more than half of llm_timeout_s; raise it "
+            "(ORACLE_RAG_LLM_TIMEOUT_S) or use a faster model"
+        )
     if follows:
-        click.echo("answer format: follows it (cites the records it was given, states no number it was not given)")
+        click.echo(
+            "answer format: follows it (cites the records it was given, states no number it was not given)"
+        )
     else:
-        why = ", ".join(f"{n} {r}" for r, n in sorted(tally.reasons.items())) or "no citation of a given record"
-        click.echo(f"answer format: does not follow it ({tally.removed} of {tally.sentences} sentences would be "
-                   f"removed: {why}); answers still show the computed part, the model adds less")
+        why = (
+            ", ".join(f"{n} {r}" for r, n in sorted(tally.reasons.items())) or "no citation of a given record"
+        )
+        click.echo(
+            f"answer format: does not follow it ({tally.removed} of {tally.sentences} sentences would be "
+            f"removed: {why}); answers still show the computed part, the model adds less"
+        )
     click.echo("answer: " + " ".join(text.split()))

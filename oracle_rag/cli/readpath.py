@@ -30,18 +30,32 @@ from oracle_rag.system import RagSystem
 @click.option("--type", "types", multiple=True, help="Restrict to source types (repeatable).")
 @click.option("--exact", is_flag=True, help="Exact search (no approximate index), to measure recall.")
 @pass_system
-def search(rag: RagSystem, question: str, as_id: int, mode: str, k: int | None, project: int | None,
-           sprint: int | None, types: tuple[str, ...], exact: bool) -> None:
+def search(
+    rag: RagSystem,
+    question: str,
+    as_id: int,
+    mode: str,
+    k: int | None,
+    project: int | None,
+    sprint: int | None,
+    types: tuple[str, ...],
+    exact: bool,
+) -> None:
     """Print the ranked chunks EMPLOYEE_ID may see for QUESTION."""
     with rag.engine.connect() as conn:
         caller = load_caller(conn, as_id, rag.engine)
         if types:
-            known = {*rag.sources.types(), *rag.settings.sources,
-                     *rag.engine.queue_stats(conn, rag.settings.max_attempts).chunks_by_type}
+            known = {
+                *rag.sources.types(),
+                *rag.settings.sources,
+                *rag.engine.queue_stats(conn, rag.settings.max_attempts).chunks_by_type,
+            }
             types = search_output.resolve_types(types, known)
     results = rag.retriever().search(question, k, caller, mode, Filters(project, sprint, types), exact=exact)
     audit_for(rag.engine).record(caller.employee_id, "search", record_keys(results), question=question)
-    who = f"employee {caller.employee_id} ({caller.name or 'no name'}, {', '.join(caller.roles) or 'no role'})"
+    who = (
+        f"employee {caller.employee_id} ({caller.name or 'no name'}, {', '.join(caller.roles) or 'no role'})"
+    )
     click.echo(search_output.header(mode, who, len(results)))
     for line in search_output.lines(results, mode):
         click.echo(line)
@@ -55,17 +69,21 @@ def search(rag: RagSystem, question: str, as_id: int, mode: str, k: int | None, 
 @click.option("--max-docs", type=click.IntRange(1), default=None, help="Use only the first N documents.")
 @click.option("--max-queries", type=click.IntRange(1), default=None, help="Use only the first N queries.")
 @click.pass_context
-def eval_cmd(ctx: click.Context, dataset: Path, json_out: Path | None, max_docs: int | None,
-             max_queries: int | None) -> None:
+def eval_cmd(
+    ctx: click.Context, dataset: Path, json_out: Path | None, max_docs: int | None, max_queries: int | None
+) -> None:
     """Evaluate retrieval on a BEIR-layout collection (nDCG@10, Recall@100)."""
-    result = run_eval(cli_settings(ctx), dataset, max_docs=max_docs, max_queries=max_queries,
-                      progress=progress_bar("eval"))
+    result = run_eval(
+        cli_settings(ctx), dataset, max_docs=max_docs, max_queries=max_queries, progress=progress_bar("eval")
+    )
     for mode in MODES:
         m = result[mode]
         click.echo(f"{mode:<9} nDCG@10 {m['ndcg@10']:.4f}  Recall@100 {m['recall@100']:.4f}")
     ref = result["details"]["rrf_reference"]["keyword+semantic_first_window"]
-    click.echo(f"{'rrf':<9} nDCG@10 {ref['ndcg@10']:.4f}  Recall@100 {ref['recall@100']:.4f}  "
-               f"(plain RRF k=60 of the keyword and first-window semantic runs: what hybrid fuses)")
+    click.echo(
+        f"{'rrf':<9} nDCG@10 {ref['ndcg@10']:.4f}  Recall@100 {ref['recall@100']:.4f}  "
+        f"(plain RRF k=60 of the keyword and first-window semantic runs: what hybrid fuses)"
+    )
     click.echo(f"documents {result['documents']}, queries {result['queries']}")
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)

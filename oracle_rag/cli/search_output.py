@@ -58,7 +58,9 @@ def lines(results: Sequence[RetrievedChunk], mode: str) -> list[str]:
     out = []
     for r in results:
         first = r.content.splitlines()[0] if r.content else ""
-        title = first[len(r.anchor):].strip() if first.startswith(r.anchor) else first
-        out.append(f"{r.rank:>3}. {r.anchor:<16} {name}={r.score:.4f} status={record_status(r.content)} "
-                   f"legs={','.join(r.legs)}  {title[:90]}")
+        title = first[len(r.anchor) :].strip() if first.startswith(r.anchor) else first
+        out.append(
+            f"{r.rank:>3}. {r.anchor:<16} {name}={r.score:.4f} status={record_status(r.content)} "
+            f"legs={','.join(r.legs)}  {title[:90]}"
+        )
     return out

@@ -23,6 +23,7 @@ def _when(value: Any) -> str:
 def sources() -> None:
     """SQL-query knowledge sources ([sources.NAME] tables in the configuration)."""
 
+
 @sources.command("list")
 @click.option("--json", "as_json", is_flag=True)
 @pass_system
@@ -30,22 +31,38 @@ def sources_list(rag: RagSystem, as_json: bool) -> None:
     """Each source's status, document count and last refresh (reads no source)."""
     states = rag.sql_sources().states()
     if as_json:
-        click.echo(json.dumps([{
-            "name": s.name, "status": s.status, "configured": s.configured, "documents": s.doc_count,
-            "last_refresh": s.last_refresh_at, "last_attempt": s.last_attempt_at, "mode": s.last_mode,
-            "error": f"{s.last_error_code}: {s.last_error}" if s.status == "failed" else None,
-        } for s in states], default=str))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "name": s.name,
+                        "status": s.status,
+                        "configured": s.configured,
+                        "documents": s.doc_count,
+                        "last_refresh": s.last_refresh_at,
+                        "last_attempt": s.last_attempt_at,
+                        "mode": s.last_mode,
+                        "error": f"{s.last_error_code}: {s.last_error}" if s.status == "failed" else None,
+                    }
+                    for s in states
+                ],
+                default=str,
+            )
+        )
         return
     if not states:
         click.echo("(no SQL sources configured)", err=True)
     for s in states:
-        line = (f"{s.name}\t{s.status}\tdocuments={s.doc_count}\tlast refresh={_when(s.last_refresh_at)}"
-                f"\tmode={s.last_mode or '-'}")
+        line = (
+            f"{s.name}\t{s.status}\tdocuments={s.doc_count}\tlast refresh={_when(s.last_refresh_at)}"
+            f"\tmode={s.last_mode or '-'}"
+        )
         if not s.configured:
             line += "\t(no longer configured: `oracle-rag sources drop` removes its documents)"
         if s.status == "failed":
             line += f"\tlast attempt={_when(s.last_attempt_at)} failed: {s.last_error_code}: {s.last_error}"
         click.echo(line)
+
 
 @sources.command("sync")
 @click.argument("name", required=False)
@@ -60,12 +77,14 @@ def sources_sync(rag: RagSystem, name: str | None) -> None:
     if any(r.outcome == "failed" for r in results):
         click.get_current_context().exit(EXIT_ERROR)
 
+
 @sources.command("count")
 @click.argument("name")
 @pass_system
 def sources_count(rag: RagSystem, name: str) -> None:
     """NAME's indexed document count; fails with the recorded error if its last refresh failed."""
     click.echo(str(rag.sql_sources().document_count(name)))
+
 
 @sources.command("drop")
 @click.argument("name")

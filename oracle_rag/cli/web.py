@@ -28,9 +28,12 @@ from oracle_rag.web.server import check_port, run_server
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--no-worker", is_flag=True, help="Do not run the queue worker in this process.")
-@click.option("--debug", is_flag=True, help="Flask's development server with debugging (never in production).")
-@click.option("--threads", default=8, show_default=True, type=click.IntRange(1, 256),
-              help="Request threads (waitress).")
+@click.option(
+    "--debug", is_flag=True, help="Flask's development server with debugging (never in production)."
+)
+@click.option(
+    "--threads", default=8, show_default=True, type=click.IntRange(1, 256), help="Request threads (waitress)."
+)
 @pass_system
 def serve(rag: RagSystem, host: str, port: int, no_worker: bool, debug: bool, threads: int) -> None:
     """Serve the chat API and page (waitress), with the worker as a background thread."""
@@ -41,8 +44,16 @@ def serve(rag: RagSystem, host: str, port: int, no_worker: bool, debug: bool, th
     stop = threading.Event()
     if not debug:  # Flask's development server stops on Ctrl-C by itself
         install_signal_handlers(stop)
-    run_server(rag, host, port, worker=not no_worker, debug=debug, threads=threads, stop=stop,
-               on_ready=lambda url: click.echo(f"serving on {url} (Ctrl-C to stop)", err=True))
+    run_server(
+        rag,
+        host,
+        port,
+        worker=not no_worker,
+        debug=debug,
+        threads=threads,
+        stop=stop,
+        on_ready=lambda url: click.echo(f"serving on {url} (Ctrl-C to stop)", err=True),
+    )
     click.echo("stopped", err=True)
 
 
@@ -53,8 +64,12 @@ def token() -> None:
 
 @token.command("create")
 @click.option("--employee", "employee_id", required=True, type=int, help="Employee the token acts as.")
-@click.option("--expires-days", type=click.FloatRange(min=0, min_open=True, max=3650), default=None,
-              help="Days until the token expires (default: never).")
+@click.option(
+    "--expires-days",
+    type=click.FloatRange(min=0, min_open=True, max=3650),
+    default=None,
+    help="Days until the token expires (default: never).",
+)
 @click.option("--label", default=None, help="A note stored with the token (e.g. where it is used).")
 @pass_system
 def token_create(rag: RagSystem, employee_id: int, expires_days: float | None, label: str | None) -> None:
@@ -62,8 +77,10 @@ def token_create(rag: RagSystem, employee_id: int, expires_days: float | None, l
     issued = create_token(rag.engine, employee_id, expires_days=expires_days, label=label)
     click.echo(issued.token)
     expiry = f"expires in {issued.expires_days:g} day(s)" if issued.expires_days else "does not expire"
-    click.echo(f"token id {issued.token_id} for employee {issued.employee_id}, {expiry}; "
-               f"it is shown only now", err=True)
+    click.echo(
+        f"token id {issued.token_id} for employee {issued.employee_id}, {expiry}; it is shown only now",
+        err=True,
+    )
 
 
 @token.command("revoke")
@@ -84,8 +101,10 @@ def token_list(rag: RagSystem, employee_id: int | None) -> None:
     tokens = list_tokens(rag.engine, employee_id)
     for t in tokens:
         state = "revoked" if t.revoked else "active"
-        click.echo(f"{t.token_id}\temployee={t.employee_id}\t{state}\tcreated={t.created_at}\t"
-                   f"expires={t.expires_at or 'never'}\t{t.label or ''}")
+        click.echo(
+            f"{t.token_id}\temployee={t.employee_id}\t{state}\tcreated={t.created_at}\t"
+            f"expires={t.expires_at or 'never'}\t{t.label or ''}"
+        )
     if not tokens:
         click.echo("(no tokens)", err=True)
 
@@ -93,16 +112,27 @@ def token_list(rag: RagSystem, employee_id: int | None) -> None:
 @click.command()
 @click.argument("question")
 @click.option("--as", "as_id", required=True, type=int, help="Employee id to answer as (scope).")
-@click.option("--mode", type=click.Choice(MODES), default=None,
-              help="Retrieval mode (default: hybrid).")
-@click.option("--conversation", "conversation_id", default=None,
-              help="Continue this conversation of the employee (stored).")
+@click.option("--mode", type=click.Choice(MODES), default=None, help="Retrieval mode (default: hybrid).")
+@click.option(
+    "--conversation",
+    "conversation_id",
+    default=None,
+    help="Continue this conversation of the employee (stored).",
+)
 @click.option("--save", is_flag=True, help="Store the question and answer as a new conversation.")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
 @click.option("--show-sql", is_flag=True, help="Also print the SQL an aggregate question ran, and its rows.")
 @pass_system
-def ask(rag: RagSystem, question: str, as_id: int, mode: str | None, conversation_id: str | None,
-        save: bool, as_json: bool, show_sql: bool) -> None:
+def ask(
+    rag: RagSystem,
+    question: str,
+    as_id: int,
+    mode: str | None,
+    conversation_id: str | None,
+    save: bool,
+    as_json: bool,
+    show_sql: bool,
+) -> None:
     """Answer QUESTION as EMPLOYEE_ID, with citations (LLM if configured, else extractive)."""
     with rag.engine.connect() as conn:
         caller = load_caller(conn, as_id, rag.engine)

@@ -35,10 +35,14 @@ def worker(rag: RagSystem, once: bool) -> None:
     """
     if once:
         if not rag.engine.loads_models and not rag.settings.model_path.is_file():
-            ensure_model(rag.settings.data_path, progress=step_progress("model build"))  # else built inside batch 1
+            ensure_model(
+                rag.settings.data_path, progress=step_progress("model build")
+            )  # else built inside batch 1
         res = drain_with_progress(rag)
-        click.echo(f"picked {res.picked}, embedded {res.embedded}, unchanged {res.unchanged}, "
-                   f"deleted {res.deleted}, failed rows {res.failed_rows}")
+        click.echo(
+            f"picked {res.picked}, embedded {res.embedded}, unchanged {res.unchanged}, "
+            f"deleted {res.deleted}, failed rows {res.failed_rows}"
+        )
         click.get_current_context().exit(EXIT_ERROR if res.failed_rows else 0)
     stop = threading.Event()
     install_signal_handlers(stop)
@@ -47,8 +51,9 @@ def worker(rag: RagSystem, once: bool) -> None:
         click.echo("background threads did not stop in time", err=True)
 
 
-def drain_with_progress(rag: RagSystem, *, stream: TextIO | None = None,
-                        clock: Callable[[], float] = time.monotonic) -> BatchResult:
+def drain_with_progress(
+    rag: RagSystem, *, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic
+) -> BatchResult:
     """Drain the queue once with a progress bar (a log line off a terminal) on ``stream`` (stderr).
 
     The clock is a parameter so that a test can show the rate and ETA
@@ -65,16 +70,22 @@ def drain_with_progress(rag: RagSystem, *, stream: TextIO | None = None,
 
 
 @click.command()
-@click.option("--all", "all_entities", is_flag=True, help="Enqueue every entity, not only those without a chunk.")
+@click.option(
+    "--all", "all_entities", is_flag=True, help="Enqueue every entity, not only those without a chunk."
+)
 @pass_system
 def backfill(rag: RagSystem, all_entities: bool) -> None:
     """Enqueue entities that have no chunk yet."""
     report = rag.backfill(all_entities=all_entities, progress=progress_bar("backfill"))
     if not report.enqueued:
-        click.echo("nothing to backfill: no registered source here (SQL-query sources are read by "
-                   "`oracle-rag sources sync` and refreshed by the worker)")
+        click.echo(
+            "nothing to backfill: no registered source here (SQL-query sources are read by "
+            "`oracle-rag sources sync` and refreshed by the worker)"
+        )
         return
-    click.echo(", ".join(f"{t}: {n}" for t, n in report.enqueued.items()) + f" (total {report.total} enqueued)")
+    click.echo(
+        ", ".join(f"{t}: {n}" for t, n in report.enqueued.items()) + f" (total {report.total} enqueued)"
+    )
 
 
 @click.command()
@@ -92,9 +103,11 @@ def status(rag: RagSystem, as_json: bool) -> None:
     for name in info.get("access_hidden_sources") or ():
         # Said in words, not only as a list value (QA D-7): these records are invisible to most callers.
         code = (info.get("access_hidden_errors") or {}).get(name)
-        click.echo(f"WARNING: source {name!r} is hidden from callers without see-all: its last read, which "
-                   f"carries its permission data, failed{f' [{code}]' if code else ''} (`oracle-rag sources list` "
-                   f"shows the error; it clears on its next successful sync)")
+        click.echo(
+            f"WARNING: source {name!r} is hidden from callers without see-all: its last read, which "
+            f"carries its permission data, failed{f' [{code}]' if code else ''} (`oracle-rag sources list` "
+            f"shows the error; it clears on its next successful sync)"
+        )
 
 
 @click.group()
@@ -109,10 +122,14 @@ def queue() -> None:
 def queue_list(rag: RagSystem, failed: bool, limit: int) -> None:
     """List queue rows (id, type, id, action, attempts, last error)."""
     with rag.engine.connect() as conn:
-        rows = rag.engine.list_queue(conn, failed_only=failed, max_attempts=rag.settings.max_attempts, limit=limit)
+        rows = rag.engine.list_queue(
+            conn, failed_only=failed, max_attempts=rag.settings.max_attempts, limit=limit
+        )
     for r in rows:
-        click.echo(f"{r.dirty_id}\t{r.source_type}\t{r.source_id}\t{r.action}\tattempts={r.attempts}\t"
-                   f"{r.last_error or ''}")
+        click.echo(
+            f"{r.dirty_id}\t{r.source_type}\t{r.source_id}\t{r.action}\tattempts={r.attempts}\t"
+            f"{r.last_error or ''}"
+        )
     if not rows:
         click.echo("(empty)", err=True)
 
@@ -157,10 +174,16 @@ def triggers_status(rag: RagSystem) -> None:
     """
     names = lib.installed(rag.engine)
     expected = lib.trigger_names(rag.engine)
-    click.echo(f"{len(names)} of {len(expected)} enqueue trigger(s) installed"
-               + (f": {', '.join(names)}" if names else ""))
+    click.echo(
+        f"{len(names)} of {len(expected)} enqueue trigger(s) installed"
+        + (f": {', '.join(names)}" if names else "")
+    )
     bad = lib.broken(rag.engine)
     if bad:
-        click.echo("broken: " + ", ".join(f"{n} ({'/'.join(s)})" for n, s in sorted(bad.items()))
-                   + "; run `oracle-rag triggers install` again, or uninstall", err=True)
+        click.echo(
+            "broken: "
+            + ", ".join(f"{n} ({'/'.join(s)})" for n, s in sorted(bad.items()))
+            + "; run `oracle-rag triggers install` again, or uninstall",
+            err=True,
+        )
         click.get_current_context().exit(EXIT_ERROR)

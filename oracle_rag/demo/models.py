@@ -110,7 +110,8 @@ class Task(Base):
     project: Mapped[Project] = relationship()
     assignee: Mapped[Employee | None] = relationship()
     comments: Mapped[list[TaskComment]] = relationship(
-        back_populates="task", cascade="all, delete-orphan",
+        back_populates="task",
+        cascade="all, delete-orphan",
         order_by="(TaskComment.created_at, TaskComment.comment_id)",
     )
 
@@ -206,4 +207,13 @@ def track_reference_models(session_class: Any) -> Callable[[], None]:
     return remove
 
 
-__all__ = ["TRACKED", "Base", "Employee", "Project", "Sprint", "Task", "TaskComment", "track_reference_models"]
+__all__ = [
+    "TRACKED",
+    "Base",
+    "Employee",
+    "Project",
+    "Sprint",
+    "Task",
+    "TaskComment",
+    "track_reference_models",
+]

@@ -32,33 +32,54 @@ class OpenQuestion:
 
 # kind -> (English form, Spanish form); {c} the component, {who} the customer
 FORMS: dict[str, tuple[str, str]] = {
-    "why": ("What is the root cause of the {c} problem at {who}?", "¿Cuál es la causa del problema con {c} en {who}?"),
-    "workaround": ("Is there a workaround for the {c} issue at {who}?",
-                   "¿Hay alguna solución provisional para {c} en {who}?"),
+    "why": (
+        "What is the root cause of the {c} problem at {who}?",
+        "¿Cuál es la causa del problema con {c} en {who}?",
+    ),
+    "workaround": (
+        "Is there a workaround for the {c} issue at {who}?",
+        "¿Hay alguna solución provisional para {c} en {who}?",
+    ),
     "decision": ("What did we decide about the {c} problem of {who}?", "¿Qué decidimos sobre {c} de {who}?"),
-    "who": ("Who found the root cause of the {c} problem at {who}?",
-            "¿Quién encontró la causa del problema con {c} en {who}?"),
+    "who": (
+        "Who found the root cause of the {c} problem at {who}?",
+        "¿Quién encontró la causa del problema con {c} en {who}?",
+    ),
     "status": ("What is blocking the {c} work for {who}?", "¿Qué está bloqueando {c} para {who}?"),
 }
 # (kind, language of the answering task, how many)
-PLAN = (("why", "en", 3), ("why", "es", 1), ("workaround", "en", 2), ("workaround", "es", 1),
-        ("decision", "en", 2), ("decision", "es", 1), ("who", "en", 1), ("who", "es", 1), ("status", "en", 2))
+PLAN = (
+    ("why", "en", 3),
+    ("why", "es", 1),
+    ("workaround", "en", 2),
+    ("workaround", "es", 1),
+    ("decision", "en", 2),
+    ("decision", "es", 1),
+    ("who", "en", 1),
+    ("who", "es", 1),
+    ("status", "en", 2),
+)
 
 
 def answerable(stories: dict[int, Story], spanish: bool, exclude: set[str]) -> list[tuple[int, Story]]:
     """Tasks a question can name unambiguously: described, and the only one of their component at their customer."""
     pairs = Counter((s.component, s.customer) for s in stories.values())
     kits = ES_KITS if spanish else EN_KITS
-    return [(t, s) for t, s in sorted(stories.items())
-            if s.component in kits and s.component not in exclude and s.description is not None
-            and pairs[(s.component, s.customer)] == 1]
+    return [
+        (t, s)
+        for t, s in sorted(stories.items())
+        if s.component in kits
+        and s.component not in exclude
+        and s.description is not None
+        and pairs[(s.component, s.customer)] == 1
+    ]
 
 
 def open_questions(tasks: int = 2000, seed: int = 42) -> list[OpenQuestion]:
     """The planned open questions, one component each, the earliest tasks that fit first."""
     stories = task_stories(tasks, seed)
     data = generate(tasks, seed)
-    people = {e["id"]: f'{e["first"]} {e["last"]}' for e in data["employees"]}
+    people = {e["id"]: f"{e['first']} {e['last']}" for e in data["employees"]}
     authors: dict[int, list[int]] = {}
     for c in data["comments"]:
         authors.setdefault(c["task"], []).append(c["author"])
@@ -71,12 +92,25 @@ def open_questions(tasks: int = 2000, seed: int = 42) -> list[OpenQuestion]:
                 break
             if kind == "who" and "cause" not in story.told_by or kind == "status" and story.blocker is None:
                 continue
-            facts = {"why": story.cause, "workaround": story.workaround, "decision": story.decision,
-                     "status": story.blocker or "",
-                     "who": people[authors[task][story.told_by["cause"]]] if "cause" in story.told_by else ""}
+            facts = {
+                "why": story.cause,
+                "workaround": story.workaround,
+                "decision": story.decision,
+                "status": story.blocker or "",
+                "who": people[authors[task][story.told_by["cause"]]] if "cause" in story.told_by else "",
+            }
             form = FORMS[kind][1 if spanish else 0]
-            out.append(OpenQuestion(kind, lang, form.format(c=story.component, who=story.customer), task,
-                                    (facts[kind],), story.component, story.customer))
+            out.append(
+                OpenQuestion(
+                    kind,
+                    lang,
+                    form.format(c=story.component, who=story.customer),
+                    task,
+                    (facts[kind],),
+                    story.component,
+                    story.customer,
+                )
+            )
             used.add(story.component)
             count -= 1
     return out
@@ -85,9 +119,14 @@ def open_questions(tasks: int = 2000, seed: int = 42) -> list[OpenQuestion]:
 # The chat page's examples in demo mode: structured questions the demo answers exactly, and open ones
 # from open_questions() (default seed) whose answering task is among the first 300, so they hold for any
 # demo of 300 to 2,000 tasks (tests/test_demo_stories.py checks both).
-STRUCTURED_EXAMPLES = ("Which tasks in Atlas Billing are blocked?", "How many tasks are in progress per project?",
-                       "¿Qué tareas están bloqueadas en el sprint actual?")
-OPEN_EXAMPLES = ("What is the root cause of the push notification delivery problem at Greenfield Farms?",
-                 "¿Hay alguna solución provisional para el rendimiento del panel de control en Lácteos Pradera?",
-                 "Who found the root cause of the offline sync conflicts problem at Lakeside Dental?")
+STRUCTURED_EXAMPLES = (
+    "Which tasks in Atlas Billing are blocked?",
+    "How many tasks are in progress per project?",
+    "¿Qué tareas están bloqueadas en el sprint actual?",
+)
+OPEN_EXAMPLES = (
+    "What is the root cause of the push notification delivery problem at Greenfield Farms?",
+    "¿Hay alguna solución provisional para el rendimiento del panel de control en Lácteos Pradera?",
+    "Who found the root cause of the offline sync conflicts problem at Lakeside Dental?",
+)
 EXAMPLES = STRUCTURED_EXAMPLES[:2] + OPEN_EXAMPLES[:1] + STRUCTURED_EXAMPLES[2:] + OPEN_EXAMPLES[1:]

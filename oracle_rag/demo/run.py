@@ -61,7 +61,9 @@ def _pending(rag: Any) -> int:
     return max(stats.depth - stats.failed, 0)
 
 
-def prepare_demo(rag: RagSystem, tasks: int, *, echo: Callable[[str], None] = _echo, index: bool = True) -> DemoReport:
+def prepare_demo(
+    rag: RagSystem, tasks: int, *, echo: Callable[[str], None] = _echo, index: bool = True
+) -> DemoReport:
     """Everything before serving: model, schema, data, demo tokens, and the index unless
     ``index=False`` (then the rows stay queued for the server's worker thread). Re-runnable."""
 
@@ -83,8 +85,10 @@ def prepare_demo(rag: RagSystem, tasks: int, *, echo: Callable[[str], None] = _e
     if report is None:
         echo("demo data already present")
     else:
-        echo(f"seeded {report.employees} employees, {report.projects} projects, {report.sprints} sprints, "
-             f"{report.tasks} tasks, {report.comments} comments")
+        echo(
+            f"seeded {report.employees} employees, {report.projects} projects, {report.sprints} sprints, "
+            f"{report.tasks} tasks, {report.comments} comments"
+        )
     backfill = rag.backfill()
     embedded = 0
     total = _pending(rag)
@@ -112,9 +116,16 @@ def prepare_demo(rag: RagSystem, tasks: int, *, echo: Callable[[str], None] = _e
     return DemoReport(report is not None, backfill.total, embedded, identities)
 
 
-def run_demo(config_file: str | None, port: int, tasks: int, *, host: str = "127.0.0.1",
-             stop: threading.Event | None = None, on_ready: Callable[[str], None] | None = None,
-             install_signals: bool = True) -> None:
+def run_demo(
+    config_file: str | None,
+    port: int,
+    tasks: int,
+    *,
+    host: str = "127.0.0.1",
+    stop: threading.Event | None = None,
+    on_ready: Callable[[str], None] | None = None,
+    install_signals: bool = True,
+) -> None:
     """Prepare the demo, then serve it until ``stop`` is set (Ctrl-C / SIGTERM from the CLI)."""
 
     settings = load_settings(config_file=config_file)
@@ -122,10 +133,15 @@ def run_demo(config_file: str | None, port: int, tasks: int, *, host: str = "127
         raise ConfigurationError(
             "the demo runs on the embedded engine only (it seeds and rewrites data); unset "
             "ORACLE_RAG_DATABASE_URL / database_url, or use `oracle-rag serve` for a real database",
-            key="database_url")
+            key="database_url",
+        )
     # Serve at once and index behind it: the worker thread starts without its
     # usual delay (unless one is configured) and there is nothing left to backfill.
-    quick = {"worker_initial_delay_ms": 0} if settings.worker_initial_delay_ms == Settings.worker_initial_delay_ms else {}
+    quick = (
+        {"worker_initial_delay_ms": 0}
+        if settings.worker_initial_delay_ms == Settings.worker_initial_delay_ms
+        else {}
+    )
     settings = settings.with_overrides(demo=True, backfill_on_startup=False, **quick)
     # Before anything changes: a second demo must not rotate the tokens the running page hands out.
     check_port(host, port)
@@ -146,17 +162,30 @@ def run_demo(config_file: str | None, port: int, tasks: int, *, host: str = "127
             _echo(f"oracle-rag demo is running: open {url}  (Ctrl-C to stop)")
             pending = _pending(rag)
             if pending:
-                _echo(f"indexing {pending} queued entities in the background; the page shows the progress "
-                      f"and answers from what is indexed so far")
-                thread = threading.Thread(target=_watch_indexing, args=(rag, pending, stop), daemon=True,
-                                          name="oracle-rag-demo-progress")
+                _echo(
+                    f"indexing {pending} queued entities in the background; the page shows the progress "
+                    f"and answers from what is indexed so far"
+                )
+                thread = threading.Thread(
+                    target=_watch_indexing,
+                    args=(rag, pending, stop),
+                    daemon=True,
+                    name="oracle-rag-demo-progress",
+                )
                 thread.start()
                 watcher.append(thread)
             if on_ready:
                 on_ready(url)
 
-        run_server(rag, host, port, worker=True, stop=stop, on_ready=ready,
-                   app_config={"ORACLE_RAG_DEMO_IDENTITIES": report.identities})
+        run_server(
+            rag,
+            host,
+            port,
+            worker=True,
+            stop=stop,
+            on_ready=ready,
+            app_config={"ORACLE_RAG_DEMO_IDENTITIES": report.identities},
+        )
         for thread in watcher:
             thread.join(5)
     _echo("demo stopped")

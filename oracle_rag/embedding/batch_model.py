@@ -59,8 +59,12 @@ TOKENIZER_OUTPUTS = ("tok/input_ids", "tok/token_type_ids", "tok/attention_mask"
 
 # ONNX TensorProto.DataType values the augmented graphs' initializers use (uint8 and int32: the
 # multilingual model's packed word table and its nibble arithmetic).
-_DTYPES: dict[int, np.dtype[Any]] = {1: np.dtype("<f4"), 2: np.dtype("u1"), 6: np.dtype("<i4"),
-                                     7: np.dtype("<i8")}
+_DTYPES: dict[int, np.dtype[Any]] = {
+    1: np.dtype("<f4"),
+    2: np.dtype("u1"),
+    6: np.dtype("<i4"),
+    7: np.dtype("<i8"),
+}
 _TOKENIZER_OPS = (b"BertTokenizer", b"SentencepieceTokenizer")
 
 
@@ -226,8 +230,11 @@ class ExternalGraphBuilder(GraphBuilder):
             self.initializers.append(tensor)
             return name
         tensor.data_location = TensorProto.EXTERNAL
-        for key, val in (("location", self._location), ("offset", str(found.offset)),
-                         ("length", str(found.length))):
+        for key, val in (
+            ("location", self._location),
+            ("offset", str(found.offset)),
+            ("length", str(found.length)),
+        ):
             entry = tensor.external_data.add()
             entry.key = key
             entry.value = val
@@ -331,7 +338,9 @@ def without_weights(model: Any) -> Any:
 
     copy = type(model)()
     copy.CopyFrom(model)
-    inputs = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in copy.graph.initializer]
+    inputs = [
+        helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in copy.graph.initializer
+    ]
     del copy.graph.initializer[:]
     copy.graph.input.extend(inputs)
     return copy

@@ -148,9 +148,7 @@ def read_vocab(path: Path) -> str:
         tokens.pop()
     bad = [i for i, tok in enumerate(tokens) if tok == "" or tok != tok.strip()]
     if bad:
-        raise EmbeddingError(
-            f"vocabulary {path.name} has an empty or padded entry at line {bad[0] + 1}"
-        )
+        raise EmbeddingError(f"vocabulary {path.name} has an empty or padded entry at line {bad[0] + 1}")
     if len(set(tokens)) != len(tokens):
         raise EmbeddingError(f"vocabulary {path.name} has duplicate tokens")
     for special in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"):
@@ -168,9 +166,7 @@ def _load_weights(folder: Path) -> dict[str, np.ndarray]:
     except FileNotFoundError as exc:
         raise EmbeddingError(f"model weights {path.name} not found in {folder}") from exc
     except Exception as exc:  # safetensors raises its own error types
-        raise EmbeddingError(
-            f"cannot read model weights {path.name}: {type(exc).__name__}"
-        ) from exc
+        raise EmbeddingError(f"cannot read model weights {path.name}: {type(exc).__name__}") from exc
     # Some exports prefix every key with "bert."; accept both layouts.
     return {key.removeprefix("bert."): value for key, value in weights.items()}
 
@@ -199,16 +195,12 @@ class GraphBuilder:
         self.initializers.append(self._numpy_helper.from_array(np.ascontiguousarray(value), name))
         return name
 
-    def node(
-        self, op: str, inputs: list[str], output: str, *, domain: str = "", **attrs: Any
-    ) -> str:
+    def node(self, op: str, inputs: list[str], output: str, *, domain: str = "", **attrs: Any) -> str:
         if output in self._names:
             raise ValueError(f"duplicate tensor name {output}")
         self._names.add(output)
         self.nodes.append(
-            self._helper.make_node(
-                op, inputs, [output], name=f"{output}/{op}", domain=domain, **attrs
-            )
+            self._helper.make_node(op, inputs, [output], name=f"{output}/{op}", domain=domain, **attrs)
         )
         return output
 
@@ -226,9 +218,7 @@ class GraphBuilder:
             if out in self._names:
                 raise ValueError(f"duplicate tensor name {out}")
             self._names.add(out)
-        self.nodes.append(
-            self._helper.make_node(op, inputs, outputs, name=name, domain=domain, **attrs)
-        )
+        self.nodes.append(self._helper.make_node(op, inputs, outputs, name=name, domain=domain, **attrs))
         return outputs
 
 
@@ -282,7 +272,9 @@ def _truncate_tokens(g: GraphBuilder, tensors: tuple[str, str, str], max_length:
     out = []
     for tensor, label in zip(tensors, ("input_ids", "token_type_ids", "attention_mask"), strict=True):
         head = g.node("Slice", [tensor, "const/zero_start", keep, "const/axes0"], f"trunc/{label}_head")
-        tail = g.node("Slice", [tensor, "const/trunc_last", "const/trunc_end", "const/axes0"], f"trunc/{label}_tail")
+        tail = g.node(
+            "Slice", [tensor, "const/trunc_last", "const/trunc_end", "const/axes0"], f"trunc/{label}_tail"
+        )
         out.append(g.node("Concat", [head, tail], f"trunc/{label}", axis=0))
     return out[0], out[1], out[2]
 
@@ -308,9 +300,7 @@ def _layer_norm(g: GraphBuilder, x: str, w: dict[str, np.ndarray], prefix: str, 
     return g.node("LayerNormalization", [x, scale, bias], out, axis=-1, epsilon=_LAYER_NORM_EPS)
 
 
-def encoder_layer(
-    g: GraphBuilder, h: str, mask_bias: str, w: dict[str, np.ndarray], i: int
-) -> str:
+def encoder_layer(g: GraphBuilder, h: str, mask_bias: str, w: dict[str, np.ndarray], i: int) -> str:
     p = f"encoder.layer.{i}"
     heads_shape = "const/heads_shape"
     hidden_shape = "const/hidden_shape"
@@ -381,9 +371,7 @@ def encoder_pooling(
     """
 
     # Embeddings: word + position + token type, then LayerNorm.
-    word_table = g.const(
-        "embeddings.word_embeddings.weight", weights["embeddings.word_embeddings.weight"]
-    )
+    word_table = g.const("embeddings.word_embeddings.weight", weights["embeddings.word_embeddings.weight"])
     pos_table = g.const(
         "embeddings.position_embeddings.weight", weights["embeddings.position_embeddings.weight"]
     )
@@ -470,13 +458,18 @@ def build_model_proto(
     normed = encoder_pooling(g, ids, types, mask, weights, "norm/normalised")  # [1, 384]
     g.node("Squeeze", [normed, "const/axes0"], OUTPUT_NAME)  # [384]
 
-    return augmented_model(g, "all_minilm_l6_v2_augmented", BUILD_FORMAT,
-                           "all-MiniLM-L6-v2 sentence embedding: one string in, float32[384] L2-normalised out",
-                           metadata)
+    return augmented_model(
+        g,
+        "all_minilm_l6_v2_augmented",
+        BUILD_FORMAT,
+        "all-MiniLM-L6-v2 sentence embedding: one string in, float32[384] L2-normalised out",
+        metadata,
+    )
 
 
-def augmented_model(g: GraphBuilder, name: str, build_format: str, doc: str,
-                    metadata: dict[str, str] | None) -> Any:
+def augmented_model(
+    g: GraphBuilder, name: str, build_format: str, doc: str, metadata: dict[str, str] | None
+) -> Any:
     """The augmented form every model of ours ends in: one string in, float32[MODEL_DIM] out, the
     custom-op domain of the in-graph tokenizer, ``build_format`` as producer version and ``metadata``
     as (sorted) metadata properties."""

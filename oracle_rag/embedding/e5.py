@@ -81,8 +81,9 @@ def _check_shapes(src: e5_source.E5Source) -> None:
     expected = (MODEL_DIM, _LAYERS, 12, _FFN, MAX_LENGTH)
     found = (src.hidden, src.layers, src.heads, src.ffn, src.max_positions)
     if found != expected:
-        raise EmbeddingError(f"{src.path.name} has (hidden, layers, heads, ffn, positions) {found}, "
-                             f"expected {expected}")
+        raise EmbeddingError(
+            f"{src.path.name} has (hidden, layers, heads, ffn, positions) {found}, expected {expected}"
+        )
     if abs(src.eps - _EPS) > 1e-15:
         raise EmbeddingError(f"{src.path.name} has layer-norm eps {src.eps}, expected 1e-12")
 
@@ -92,8 +93,16 @@ def tokenizer_model(src: e5_source.E5Source) -> bytes:
     tok = src.tokenizer
     types = {tok.bos: CONTROL, tok.eos: CONTROL, tok.pad: CONTROL, tok.unk: UNKNOWN}
     types.update({i: CONTROL for i, p in enumerate(tok.pieces) if p == "<mask>"})
-    return model_proto(tok.pieces, tok.scores.tolist(), types, unk=tok.unk, bos=tok.bos,
-                       eos=tok.eos, pad=tok.pad, rules=tok.normalisation)
+    return model_proto(
+        tok.pieces,
+        tok.scores.tolist(),
+        types,
+        unk=tok.unk,
+        bos=tok.bos,
+        eos=tok.eos,
+        pad=tok.pad,
+        rules=tok.normalisation,
+    )
 
 
 def source_weights(src: e5_source.E5Source) -> dict[str, np.ndarray]:
@@ -115,9 +124,12 @@ def source_weights(src: e5_source.E5Source) -> dict[str, np.ndarray]:
         "embeddings.LayerNorm.bias": src.float_tensor("emb.ln.b", (h,)),
     }
     parts = {
-        "attention.self.query": ("q", h, h), "attention.self.key": ("k", h, h),
-        "attention.self.value": ("v", h, h), "attention.output.dense": ("ao", h, h),
-        "intermediate.dense": ("fi", f, h), "output.dense": ("fo", h, f),
+        "attention.self.query": ("q", h, h),
+        "attention.self.key": ("k", h, h),
+        "attention.self.value": ("v", h, h),
+        "attention.output.dense": ("ao", h, h),
+        "intermediate.dense": ("fi", f, h),
+        "output.dense": ("fo", h, f),
     }
     for i in range(_LAYERS):
         p = f"encoder.layer.{i}"
@@ -179,10 +191,12 @@ def _word_embeddings(g: GraphBuilder, weights: dict[str, np.ndarray], ids: str) 
     high = g.node("Div", [wide, "q4/sixteen"], "q4/high")
     low = g.node("Mod", [wide, "q4/sixteen"], "q4/low")
     both = g.node("Concat", [low, high], "q4/nibbles", axis=-1)  # [b, n, 12, 32]
-    values = g.node("Sub", [g.node("Cast", [both], "q4/nibbles_f", to=TensorProto.FLOAT), "q4/eight"],
-                    "q4/centred")
-    scale = g.node("Unsqueeze", [g.node("Gather", [scales, ids], "q4/scale", axis=0), "q4/axes_last"],
-                   "q4/scale4d")
+    values = g.node(
+        "Sub", [g.node("Cast", [both], "q4/nibbles_f", to=TensorProto.FLOAT), "q4/eight"], "q4/centred"
+    )
+    scale = g.node(
+        "Unsqueeze", [g.node("Gather", [scales, ids], "q4/scale", axis=0), "q4/axes_last"], "q4/scale4d"
+    )
     rows = g.node("Mul", [values, scale], "q4/rows")
     return g.node("Reshape", [rows, "q4/row_shape"], "emb/word")
 
@@ -194,7 +208,9 @@ def encoder_pooling(g: GraphBuilder, weights: dict[str, np.ndarray], ids: str, m
     both run the same nodes on the same tensors.
     """
     word = _word_embeddings(g, weights, ids)
-    pos_table = g.const("embeddings.position_embeddings.weight", weights["embeddings.position_embeddings.weight"])
+    pos_table = g.const(
+        "embeddings.position_embeddings.weight", weights["embeddings.position_embeddings.weight"]
+    )
     token_type = g.const("embeddings.token_type0", weights["embeddings.token_type0"])
     seq_len = g.node("Shape", [ids], "emb/seq_len", start=1, end=2)
     pos = g.node("Slice", [pos_table, "const/zero_start", seq_len, "const/axes0"], "emb/position")
@@ -217,15 +233,22 @@ def build_model_proto(src: e5_source.E5Source, *, metadata: dict[str, str] | Non
     ids1 = token_ids(g, tokenizer_model(src))
     ids = g.node("Unsqueeze", [ids1, "const/axes0"], "input_ids")  # [1, n]
     g.const("const/mask_value", np.array([1], dtype=np.int64))
-    mask = g.node("ConstantOfShape", [g.node("Shape", [ids], "mask/shape")], "attention_mask",
-                  value=helper.make_tensor("one", TensorProto.INT64, [1], [1]))
+    mask = g.node(
+        "ConstantOfShape",
+        [g.node("Shape", [ids], "mask/shape")],
+        "attention_mask",
+        value=helper.make_tensor("one", TensorProto.INT64, [1], [1]),
+    )
     normed = encoder_pooling(g, source_weights(src), ids, mask, "norm/normalised")
     g.node("Squeeze", [normed, "const/axes0"], OUTPUT_NAME)
     return augmented_model(
-        g, "multilingual_e5_small_augmented", BUILD_FORMAT,
+        g,
+        "multilingual_e5_small_augmented",
+        BUILD_FORMAT,
         "multilingual-e5-small sentence embedding: one string in (prefixed 'query: ' or "
         "'passage: ' by the caller), float32[384] L2-normalised out",
-        metadata)
+        metadata,
+    )
 
 
 def build_model(out_path: Path, *, progress: ProgressCallback | None = None) -> Path:

@@ -52,12 +52,14 @@ from oracle_rag.errors import EmbeddingError
 
 
 def _metadata(model: Any, layout: Layout, location: str) -> None:
-    for key, value in sorted({
-        "oracle_rag.build_format": e5.BUILD_FORMAT,
-        "oracle_rag.derived_from": location,
-        "oracle_rag.max_length": layout.metadata.get("oracle_rag.max_length", ""),
-        "oracle_rag.source_sha256": layout.metadata.get("oracle_rag.source_sha256", ""),
-    }.items()):
+    for key, value in sorted(
+        {
+            "oracle_rag.build_format": e5.BUILD_FORMAT,
+            "oracle_rag.derived_from": location,
+            "oracle_rag.max_length": layout.metadata.get("oracle_rag.max_length", ""),
+            "oracle_rag.source_sha256": layout.metadata.get("oracle_rag.source_sha256", ""),
+        }.items()
+    ):
         entry = model.metadata_props.add()
         entry.key = key
         entry.value = value
@@ -76,19 +78,31 @@ def _tokenizer_model(layout: Layout, location: str) -> Any:
     ids = e5.token_ids(g, spm)
     shape = g.node("Shape", [ids], "tok/shape")
     g.node("Identity", [ids], TOKENIZER_OUTPUTS[0])
-    g.node("ConstantOfShape", [shape], TOKENIZER_OUTPUTS[1],
-           value=helper.make_tensor("zero", TensorProto.INT64, [1], [0]))
-    g.node("ConstantOfShape", [shape], TOKENIZER_OUTPUTS[2],
-           value=helper.make_tensor("one", TensorProto.INT64, [1], [1]))
+    g.node(
+        "ConstantOfShape",
+        [shape],
+        TOKENIZER_OUTPUTS[1],
+        value=helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
+    )
+    g.node(
+        "ConstantOfShape",
+        [shape],
+        TOKENIZER_OUTPUTS[2],
+        value=helper.make_tensor("one", TensorProto.INT64, [1], [1]),
+    )
     graph = helper.make_graph(
-        g.nodes, "sentencepiece_tokenizer_of_augmented_model",
+        g.nodes,
+        "sentencepiece_tokenizer_of_augmented_model",
         [helper.make_tensor_value_info(INPUT_NAME, TensorProto.STRING, [1])],
         [helper.make_tensor_value_info(n, TensorProto.INT64, ["n"]) for n in TOKENIZER_OUTPUTS],
         initializer=g.initializers,
     )
     model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(CUSTOM_DOMAIN, 1)],
-        producer_name="oracle-rag", producer_version=e5.BUILD_FORMAT, ir_version=IR_VERSION,
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(CUSTOM_DOMAIN, 1)],
+        producer_name="oracle-rag",
+        producer_version=e5.BUILD_FORMAT,
+        ir_version=IR_VERSION,
     )
     model.doc_string = f"the tokenizer of {location}, alone: one string in, token ids (cut to 512) out"
     _metadata(model, layout, location)
@@ -103,15 +117,19 @@ def _batch_model(buf: bytes, layout: Layout, location: str) -> Any:
     e5.encoder_pooling(g, weights_view(buf, layout), BATCH_INPUTS[0], BATCH_INPUTS[2], BATCH_OUTPUT)
     axes: list[str | int | None] = ["batch", "sequence"]
     graph = helper.make_graph(
-        g.nodes, "multilingual_e5_small_batched_encoder",
+        g.nodes,
+        "multilingual_e5_small_batched_encoder",
         # token_type_ids is declared for the shared interface and unused: e5 has one token type.
         [helper.make_tensor_value_info(n, TensorProto.INT64, axes) for n in BATCH_INPUTS],
         [helper.make_tensor_value_info(BATCH_OUTPUT, TensorProto.FLOAT, ["batch", MODEL_DIM])],
         initializer=g.initializers,
     )
     model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", OPSET)],
-        producer_name="oracle-rag", producer_version=e5.BUILD_FORMAT, ir_version=IR_VERSION,
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="oracle-rag",
+        producer_version=e5.BUILD_FORMAT,
+        ir_version=IR_VERSION,
     )
     model.doc_string = (
         f"multilingual-e5-small batched encoder + mean pooling + L2; weights are external data in {location}"
@@ -135,8 +153,10 @@ def build_batch_models(model_path: Path) -> tuple[Path, Path]:
         raise EmbeddingError(f"cannot read {model_path.name}: {exc.strerror}") from None
     layout = read_layout(buf)
     if layout.metadata.get("oracle_rag.build_format") != e5.BUILD_FORMAT or not layout.tokenizer_node:
-        raise EmbeddingError(f"{model_path.name} is not a multilingual-e5-small file of build format "
-                             f"{e5.BUILD_FORMAT}; no batched encoder can be derived from it")
+        raise EmbeddingError(
+            f"{model_path.name} is not a multilingual-e5-small file of build format "
+            f"{e5.BUILD_FORMAT}; no batched encoder can be derived from it"
+        )
     location = model_path.name
     tokenizer = _tokenizer_model(layout, location)
     batch = _batch_model(buf, layout, location)

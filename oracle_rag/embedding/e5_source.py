@@ -99,8 +99,10 @@ class E5Source:
         if entry is None:
             raise EmbeddingError(f"{self.path.name} lacks tensor {name}")
         if entry[0] != dtype or entry[1] != count:
-            raise EmbeddingError(f"tensor {name} in {self.path.name} has dtype {entry[0]} and "
-                                 f"{entry[1]} values, expected dtype {dtype} and {count}")
+            raise EmbeddingError(
+                f"tensor {name} in {self.path.name} has dtype {entry[0]} and "
+                f"{entry[1]} values, expected dtype {dtype} and {count}"
+            )
         if entry[2] + entry[3] > len(self.data):
             raise EmbeddingError(f"{self.path.name} is truncated (tensor {name})")
         return entry
@@ -199,8 +201,16 @@ def read_source(path: Path | None = None) -> E5Source:
         offset, nbytes = c.take("<QQ")
         tensors[name] = (dtype, count, int(offset), int(nbytes))
     return E5Source(
-        path=path, hidden=int(hidden), layers=int(layers), heads=int(heads), ffn=int(ffn),
-        vocab_rows=int(vocab_rows), max_positions=int(max_positions), type_rows=int(type_rows),
-        eps=eps, tokenizer=Tokenizer(pieces, scores, bos, eos, pad, unk, normalisation),
-        tensors=tensors, data=data,
+        path=path,
+        hidden=int(hidden),
+        layers=int(layers),
+        heads=int(heads),
+        ffn=int(ffn),
+        vocab_rows=int(vocab_rows),
+        max_positions=int(max_positions),
+        type_rows=int(type_rows),
+        eps=eps,
+        tokenizer=Tokenizer(pieces, scores, bos, eos, pad, unk, normalisation),
+        tensors=tensors,
+        data=data,
     )

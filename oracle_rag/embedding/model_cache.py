@@ -82,8 +82,11 @@ def ensure_model(
     except OSError as exc:  # a read-only or full volume: name the cause instead of a bare OSError
         if _present(path):
             return path
-        raise EmbeddingError(f"embedding model {path} is missing and could not be built there "
-                             f"({type(exc).__name__}: {exc.strerror or 'no detail'})", path=str(path)) from None
+        raise EmbeddingError(
+            f"embedding model {path} is missing and could not be built there "
+            f"({type(exc).__name__}: {exc.strerror or 'no detail'})",
+            path=str(path),
+        ) from None
 
 
 def _present(path: Path) -> bool:
@@ -94,5 +97,8 @@ def _build_batch_models_or_warn(path: Path, model: EmbeddingModel) -> None:
     try:
         model.companions(path)
     except (EmbeddingError, OSError) as exc:
-        log.warning("batched embedding disabled: companions of %s not built (%s)", path.name,
-                    exc if isinstance(exc, EmbeddingError) else type(exc).__name__)
+        log.warning(
+            "batched embedding disabled: companions of %s not built (%s)",
+            path.name,
+            exc if isinstance(exc, EmbeddingError) else type(exc).__name__,
+        )

@@ -138,9 +138,7 @@ class EmbeddingRuntime:
 
     dim: int = MODEL_DIM
 
-    def __init__(
-        self, model_path: Path, threads: int | None = None, memo_size: int = MEMO_SIZE
-    ) -> None:
+    def __init__(self, model_path: Path, threads: int | None = None, memo_size: int = MEMO_SIZE) -> None:
         self.model_path = Path(model_path)
         if threads is not None and threads < 1:
             raise EmbeddingError(f"threads must be >= 1, got {threads}")
@@ -330,9 +328,7 @@ class EmbeddingRuntime:
         """Tokenize each text, group by length, run the padded encoder, validate each row."""
         tokenizer, encoder = sessions
         try:
-            tokens = [
-                tokenizer.run(None, {INPUT_NAME: np.array([t], dtype=object)}) for t in prepared
-            ]
+            tokens = [tokenizer.run(None, {INPUT_NAME: np.array([t], dtype=object)}) for t in prepared]
         except Exception as exc:
             raise EmbeddingError(f"onnxruntime failed while tokenizing: {_short(exc)}") from None
         order = sorted(range(len(tokens)), key=lambda i: len(tokens[i][0]))
@@ -347,8 +343,7 @@ class EmbeddingRuntime:
                 (out,) = encoder.run([BATCH_OUTPUT], feed)
             except Exception as exc:
                 raise EmbeddingError(
-                    f"onnxruntime failed while embedding a batch with {self.model_path.name}: "
-                    f"{_short(exc)}"
+                    f"onnxruntime failed while embedding a batch with {self.model_path.name}: {_short(exc)}"
                 ) from None
             if out.shape != (len(group), self.dim):
                 raise EmbeddingError(f"batched encoder returned shape {out.shape}")

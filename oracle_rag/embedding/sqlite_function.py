@@ -40,8 +40,11 @@ from oracle_rag.tracing import child_span
 FUNCTION_NAME = "vector_embedding"
 # A query's embedding inside a traced request (GenAI semantic conventions); indexing runs untraced.
 EMBED_SPAN = "embeddings all-MiniLM-L6-v2"
-EMBED_ATTRIBUTES = {"gen_ai.operation.name": "embeddings", "gen_ai.request.model": "all-MiniLM-L6-v2",
-                    "gen_ai.provider.name": "onnxruntime"}
+EMBED_ATTRIBUTES = {
+    "gen_ai.operation.name": "embeddings",
+    "gen_ai.request.model": "all-MiniLM-L6-v2",
+    "gen_ai.provider.name": "onnxruntime",
+}
 
 _UDF_FAILED = "user-defined function raised exception"
 _state = threading.local()
@@ -92,9 +95,7 @@ def _make_udf(runtime: SupportsEmbedding) -> Any:
                 try:
                     value = value.decode("utf-8")
                 except UnicodeDecodeError:
-                    raise EmbeddingError(
-                        "vector_embedding() got a BLOB that is not UTF-8 text"
-                    ) from None
+                    raise EmbeddingError("vector_embedding() got a BLOB that is not UTF-8 text") from None
             elif not isinstance(value, str):
                 value = str(value)
             with child_span(EMBED_SPAN, EMBED_ATTRIBUTES):
@@ -124,8 +125,11 @@ def _make_named_udf(lookup: Callable[[str], SupportsEmbedding]) -> Any:
     return vector_embedding
 
 
-def register(dbapi_connection: Any, runtime: SupportsEmbedding,
-             lookup: Callable[[str], SupportsEmbedding] | None = None) -> None:
+def register(
+    dbapi_connection: Any,
+    runtime: SupportsEmbedding,
+    lookup: Callable[[str], SupportsEmbedding] | None = None,
+) -> None:
     """Register ``vector_embedding(text) -> BLOB`` on a sqlean/sqlite3 connection.
 
     With ``lookup`` (a model name -> its runtime) also

@@ -48,9 +48,7 @@ def validate_vector(vec: Any, dim: int = DEFAULT_DIM) -> np.ndarray:
         bad = int(np.flatnonzero(~finite)[0])
         kind = "NaN" if np.isnan(arr[bad]) else "infinite"
         count = int((~finite).sum())
-        raise EmbeddingError(
-            f"vector has {count} non-finite component(s); first is {kind} at index {bad}"
-        )
+        raise EmbeddingError(f"vector has {count} non-finite component(s); first is {kind} at index {bad}")
     norm = float(np.linalg.norm(arr.astype(np.float64)))
     if norm == 0.0:
         raise EmbeddingError("vector has zero norm")

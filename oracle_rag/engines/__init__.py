@@ -24,10 +24,27 @@ from oracle_rag.engines.records import (
 )
 from oracle_rag.engines.statements import Sql
 
-__all__ = ["ChunkWrite", "Engine", "Filters", "Hit", "KeywordHits", "QueueRow", "QueueStats", "RecordAccess", "Run", "Scope",
-           "SemanticHits", "Sql",
-           "StoredRecord", "Where",
-           "content_hash", "create_engine", "embed_text", "facets_json", "facets_value"]
+__all__ = [
+    "ChunkWrite",
+    "Engine",
+    "Filters",
+    "Hit",
+    "KeywordHits",
+    "QueueRow",
+    "QueueStats",
+    "RecordAccess",
+    "Run",
+    "Scope",
+    "SemanticHits",
+    "Sql",
+    "StoredRecord",
+    "Where",
+    "content_hash",
+    "create_engine",
+    "embed_text",
+    "facets_json",
+    "facets_value",
+]
 
 
 def create_engine(settings: Settings) -> Engine:

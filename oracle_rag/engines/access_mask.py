@@ -51,8 +51,12 @@ class AccessSlots:
 
     @property
     def nbytes(self) -> int:
-        return int(self.owner.nbytes + self.public.nbytes + 64 * len(self._groups_of)
-                   + sum(a.nbytes for a in self._arrays.values()))
+        return int(
+            self.owner.nbytes
+            + self.public.nbytes
+            + 64 * len(self._groups_of)
+            + sum(a.nbytes for a in self._arrays.values())
+        )
 
     def set(self, slot: int, owner: int, public: Any, groups: Any) -> None:
         """Slot ``slot`` now holds a row with these access columns (ACCESS_GROUPS as stored: JSON or NULL)."""
@@ -87,8 +91,9 @@ class AccessSlots:
             self._arrays[group] = idx
         return idx
 
-    def visible(self, n: int, scope: Scope, types: np.ndarray, type_codes: Mapping[str, int],
-                failed: Collection[str]) -> np.ndarray:
+    def visible(
+        self, n: int, scope: Scope, types: np.ndarray, type_codes: Mapping[str, int], failed: Collection[str]
+    ) -> np.ndarray:
         """The slots ``scope`` may read among the first ``n`` (see-all: all of them)."""
         if scope.see_all:
             return np.ones(n, dtype=bool)

@@ -80,8 +80,12 @@ class Engine(ABC):
     loads_models: bool = False  # the model is loaded into the database (DBMS_VECTOR), not run in-process
     clob_binds: bool = False  # long text binds must be typed CLOB (Oracle's VARCHAR2 limit)
     maintains_indexes: bool = False  # approximate/text indexes to rebuild and optimise (`oracle-rag index`)
-    indexes_facets: bool = False  # facet predicates get function-based indexes (answering/structured/facet_indexes.py)
-    ddl_compile_warnings: bool = False  # PL/SQL DDL can "succeed" with compile errors, seen only on a raw cursor
+    indexes_facets: bool = (
+        False  # facet predicates get function-based indexes (answering/structured/facet_indexes.py)
+    )
+    ddl_compile_warnings: bool = (
+        False  # PL/SQL DDL can "succeed" with compile errors, seen only on a raw cursor
+    )
     # One write lock for the whole database (SQLite): the worker picks, loads and
     # embeds a batch outside it (embed_texts) and holds it only to write the
     # precomputed vectors (indexing/worker.py). False: a batch is one transaction, the
@@ -223,7 +227,9 @@ class Engine(ABC):
 
     def statement(self, sql: Sql, where: Where | None = None, gen: Generation | None = None) -> sa.TextClause:
         """``sql`` as an executable, cached ``text()`` for this engine (``where`` in its marker, ``gen``'s vectors)."""
-        return stmt(with_where(self.text(sql, gen), where), sql.expanding, sql.clobs if self.clob_binds else ())
+        return stmt(
+            with_where(self.text(sql, gen), where), sql.expanding, sql.clobs if self.clob_binds else ()
+        )
 
     # -- model generations (generations.py) ---------------------------------
     def generations(self, conn: sa.Connection) -> list[Generation]:
@@ -243,19 +249,29 @@ class Engine(ABC):
 
     def missing_vectors(self, conn: sa.Connection, gen: Generation) -> int:
         """Chunks without a vector of ``gen`` (what its fill still has to do)."""
-        return int(conn.execute(self.statement(gq.MISSING, gen=gen), {"generation_id": gen.generation_id}).scalar_one())
+        return int(
+            conn.execute(
+                self.statement(gq.MISSING, gen=gen), {"generation_id": gen.generation_id}
+            ).scalar_one()
+        )
 
     def chunk_total(self, conn: sa.Connection) -> int:
         return int(conn.execute(self.statement(gq.CHUNK_TOTAL)).scalar_one())
 
     def fill_pick(self, conn: sa.Connection, gen: Generation, limit: int) -> list[tuple[int, str]]:
         """Up to ``limit`` chunks lacking ``gen``'s vector: (CHUNK_ID, CONTENT)."""
-        rows = conn.execute(self.statement(gq.FILL_PICK, gen=gen),
-                            {"generation_id": gen.generation_id, "limit": limit}).fetchall()
+        rows = conn.execute(
+            self.statement(gq.FILL_PICK, gen=gen), {"generation_id": gen.generation_id, "limit": limit}
+        ).fetchall()
         return [(int(r[0]), lob_text(r[1])) for r in rows]
 
-    def fill_write(self, conn: sa.Connection, gen: Generation, chunks: Sequence[tuple[int, str]],
-                   vectors: Mapping[str, bytes] | None = None) -> int:
+    def fill_write(
+        self,
+        conn: sa.Connection,
+        gen: Generation,
+        chunks: Sequence[tuple[int, str]],
+        vectors: Mapping[str, bytes] | None = None,
+    ) -> int:
         """Write ``gen``'s vectors of picked chunks; returns how many were written.
 
         ``vectors`` (keyed by the passage text) when embedded beforehand;
@@ -267,8 +283,12 @@ class Engine(ABC):
         params = []
         for chunk_id, content in chunks:
             text = embed_text(gen.passage_text(content))
-            p: dict[str, Any] = {"chunk_id": chunk_id, "generation_id": gen.generation_id, "content": content,
-                                 "embed_text": text}
+            p: dict[str, Any] = {
+                "chunk_id": chunk_id,
+                "generation_id": gen.generation_id,
+                "content": content,
+                "embed_text": text,
+            }
             if vectors is not None:
                 p["embedding"] = vectors[text]
             params.append(p)
@@ -301,8 +321,9 @@ class Engine(ABC):
 
     def embed_with(self, conn: sa.Connection, gen: Generation, text: str) -> list[float]:
         """Embed one query text with ``gen``'s model, in the database."""
-        return vector_values(conn.execute(self.statement(q.EMBED, gen=gen),
-                                          {"text": gen.query_text(text)}).scalar_one())
+        return vector_values(
+            conn.execute(self.statement(q.EMBED, gen=gen), {"text": gen.query_text(text)}).scalar_one()
+        )
 
     def upsert_statement(self, live: Mapping[int, Generation], bound: Mapping[int, bool]) -> sa.TextClause:
         """The chunk upsert writing each live generation's vector (``bound``: a precomputed one)."""
@@ -314,8 +335,11 @@ class Engine(ABC):
             elif bound.get(slot):
                 fragment = gq.BOUND_VALUE.replace("{slot}", str(slot))
             else:
-                fragment = (gq.EMBED_VALUE[self.name].replace("{slot}", str(slot))
-                            .replace("{model}", model_literal(gen, self.name)))
+                fragment = (
+                    gq.EMBED_VALUE[self.name]
+                    .replace("{slot}", str(slot))
+                    .replace("{model}", model_literal(gen, self.name))
+                )
             text = slot_value(text, slot, fragment)
         return stmt(text, q.UPSERT_CHUNK.expanding, q.UPSERT_CHUNK.clobs if self.clob_binds else ())
 
@@ -332,7 +356,9 @@ class Engine(ABC):
         return SQL_ROOT / self.name / "triggers"
 
     # -- chunks -----------------------------------------------------------
-    def read_chunk_state(self, conn: sa.Connection, source_type: str, ids: Sequence[str]) -> dict[str, StoredRecord]:
+    def read_chunk_state(
+        self, conn: sa.Connection, source_type: str, ids: Sequence[str]
+    ) -> dict[str, StoredRecord]:
         """What is stored per record (from its chunk 0), for the indexer's skip test."""
 
         def stored_facets(raw: Any) -> str:
@@ -350,10 +376,20 @@ class Engine(ABC):
         for start in range(0, len(ids), 500):
             part = [str(i) for i in ids[start : start + 500]]
             rows = conn.execute(self.statement(q.READ_CHUNK_STATE), {"source_type": source_type, "ids": part})
-            out.update({str(r[0]): StoredRecord(r[1], num(r[2]), num(r[3]), num(r[4]), stored_facets(r[5]),
-                                                r[6] is not None,
-                                                RecordAccess.stored(r[7], r[8], r[9]))
-                        for r in rows})
+            out.update(
+                {
+                    str(r[0]): StoredRecord(
+                        r[1],
+                        num(r[2]),
+                        num(r[3]),
+                        num(r[4]),
+                        stored_facets(r[5]),
+                        r[6] is not None,
+                        RecordAccess.stored(r[7], r[8], r[9]),
+                    )
+                    for r in rows
+                }
+            )
         return out
 
     def chunk_ids(self, conn: sa.Connection, source_type: str) -> set[str]:
@@ -371,8 +407,12 @@ class Engine(ABC):
         """
         raise NotImplementedError(f"the {self.sql_dialect_name} engine embeds inside the database")
 
-    def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite],
-                      vectors: Mapping[int, Mapping[str, bytes]] | None = None) -> int:
+    def upsert_chunks(
+        self,
+        conn: sa.Connection,
+        chunks: Sequence[ChunkWrite],
+        vectors: Mapping[int, Mapping[str, bytes]] | None = None,
+    ) -> int:
         """Embed and write chunks for every live generation; a chunk 0 with an analysis also
         replaces the record's postings.
 
@@ -386,8 +426,7 @@ class Engine(ABC):
         # after the vectors were computed leaves its slot empty (stamp NULL) for
         # the fill; vectors of a generation dropped meanwhile are not written.
         live = self.live_generations(conn)
-        written = {slot: gen for slot, gen in live.items()
-                   if vectors is None or gen.generation_id in vectors}
+        written = {slot: gen for slot, gen in live.items() if vectors is None or gen.generation_id in vectors}
         bound = {slot: vectors is not None for slot in written}
         for p in params:
             for slot in SLOTS:
@@ -401,13 +440,24 @@ class Engine(ABC):
                 else:
                     p[f"embedding_{slot}"] = vectors[gen.generation_id][text]
         conn.execute(self.upsert_statement(written, bound), params)
-        self._write_acl(conn, [(c.source_type, c.source_id, c.record_access) for c in chunks if c.chunk_no == 0])
-        self._write_postings(conn, [(c.source_type, c.source_id, c.analysis) for c in chunks
-                                    if c.analysis is not None and c.chunk_no == 0])
+        self._write_acl(
+            conn, [(c.source_type, c.source_id, c.record_access) for c in chunks if c.chunk_no == 0]
+        )
+        self._write_postings(
+            conn,
+            [
+                (c.source_type, c.source_id, c.analysis)
+                for c in chunks
+                if c.analysis is not None and c.chunk_no == 0
+            ],
+        )
         # A chunk 0 written without an analysis leaves its record unanalysed (TERM_COUNT NULL):
         # no postings either, so the keyword statement, which reads only the postings, skips it.
-        unanalysed = [{"source_type": c.source_type, "source_id": c.source_id} for c in chunks
-                      if c.analysis is None and c.chunk_no == 0]
+        unanalysed = [
+            {"source_type": c.source_type, "source_id": c.source_id}
+            for c in chunks
+            if c.analysis is None and c.chunk_no == 0
+        ]
         if unanalysed:
             conn.execute(self.statement(q.DELETE_TERMS), unanalysed)
         return len(chunks)
@@ -416,8 +466,10 @@ class Engine(ABC):
         """Store records' BM25 analyses (length + postings) without touching their embeddings."""
         if not records:
             return 0
-        conn.execute(self.statement(q.UPDATE_TERM_COUNT),
-                     [{"source_type": t, "source_id": i, "term_count": a.length} for t, i, a in records])
+        conn.execute(
+            self.statement(q.UPDATE_TERM_COUNT),
+            [{"source_type": t, "source_id": i, "term_count": a.length} for t, i, a in records],
+        )
         self._write_postings(conn, records)
         return len(records)
 
@@ -433,40 +485,67 @@ class Engine(ABC):
         done, after = 0, 0
         while True:
             with self.begin() as conn:
-                ids = [int(r[0]) for r in conn.execute(self.statement(q.UNANALYSED_RECORDS),
-                                                       {"after": after, "limit": batch})]
+                ids = [
+                    int(r[0])
+                    for r in conn.execute(
+                        self.statement(q.UNANALYSED_RECORDS), {"after": after, "limit": batch}
+                    )
+                ]
                 if not ids:
                     return done
                 texts: dict[int, tuple[str, str, list[str]]] = {}
-                for rid, source_type, source_id, content in conn.execute(self.statement(q.ANALYSIS_TEXTS),
-                                                                         {"ids": ids}):
-                    texts.setdefault(int(rid), (str(source_type), str(source_id), []))[2].append(lob_text(content))
-                self.write_analyses(conn, [(t, i, bm25.analyze_record(join_chunks(parts, plan)))
-                                           for t, i, parts in texts.values()])
+                for rid, source_type, source_id, content in conn.execute(
+                    self.statement(q.ANALYSIS_TEXTS), {"ids": ids}
+                ):
+                    texts.setdefault(int(rid), (str(source_type), str(source_id), []))[2].append(
+                        lob_text(content)
+                    )
+                self.write_analyses(
+                    conn,
+                    [(t, i, bm25.analyze_record(join_chunks(parts, plan))) for t, i, parts in texts.values()],
+                )
             done += len(texts)
             after = ids[-1]
 
     def _write_postings(self, conn: sa.Connection, records: Sequence[tuple[str, str, Analysis]]) -> None:
         if not records:
             return
-        conn.execute(self.statement(q.DELETE_TERMS), [{"source_type": t, "source_id": i} for t, i, _ in records])
-        rows = [{"source_type": t, "source_id": i, "term": term, "tf": tf}
-                for t, i, a in records for term, tf in a.terms]
+        conn.execute(
+            self.statement(q.DELETE_TERMS), [{"source_type": t, "source_id": i} for t, i, _ in records]
+        )
+        rows = [
+            {"source_type": t, "source_id": i, "term": term, "tf": tf}
+            for t, i, a in records
+            for term, tf in a.terms
+        ]
         if rows:
             conn.execute(self.statement(q.INSERT_TERM), rows)
 
-    def rescope(self, conn: sa.Connection,
-                records: Sequence[tuple[Any, ...]]) -> int:
+    def rescope(self, conn: sa.Connection, records: Sequence[tuple[Any, ...]]) -> int:
         """Rewrite the scope columns, facets and access of every chunk of records: (type, id, owner,
         project, sprint, facets JSON[, access]). No embedding: the text did not change."""
         if not records:
             return 0
-        rows = [(r[0], r[1], r[2], r[3], r[4], r[5], r[6] if len(r) > 6 else RecordAccess.legacy(r[2]))
-                for r in records]
-        params = [{"source_type": t, "source_id": i, "owner_id": o, "project_id": p, "sprint_id": s,
-                   "facets": f, **access_params(a)} for t, i, o, p, s, f, a in rows]
+        rows = [
+            (r[0], r[1], r[2], r[3], r[4], r[5], r[6] if len(r) > 6 else RecordAccess.legacy(r[2]))
+            for r in records
+        ]
+        params = [
+            {
+                "source_type": t,
+                "source_id": i,
+                "owner_id": o,
+                "project_id": p,
+                "sprint_id": s,
+                "facets": f,
+                **access_params(a),
+            }
+            for t, i, o, p, s, f, a in rows
+        ]
         conn.execute(self.statement(q.UPDATE_SCOPE), params)
-        conn.execute(self.statement(q.UPDATE_TERM_SCOPE), [{"source_type": r[0], "source_id": r[1]} for r in rows])
+        conn.execute(
+            self.statement(q.UPDATE_TERM_SCOPE), [{"source_type": r[0], "source_id": r[1]} for r in rows]
+        )
         self._write_acl(conn, [(t, i, a) for t, i, _o, _p, _s, _f, a in rows])
         return len(records)
 
@@ -474,9 +553,13 @@ class Engine(ABC):
         """Rewrite only the access of records (type, id, access): an ACL change, no embedding."""
         if not records:
             return 0
-        conn.execute(self.statement(q.UPDATE_ACCESS),
-                     [{"source_type": t, "source_id": i, **access_params(a)} for t, i, a in records])
-        conn.execute(self.statement(q.UPDATE_TERM_SCOPE), [{"source_type": t, "source_id": i} for t, i, _ in records])
+        conn.execute(
+            self.statement(q.UPDATE_ACCESS),
+            [{"source_type": t, "source_id": i, **access_params(a)} for t, i, a in records],
+        )
+        conn.execute(
+            self.statement(q.UPDATE_TERM_SCOPE), [{"source_type": t, "source_id": i} for t, i, _ in records]
+        )
         self._write_acl(conn, records)
         return len(records)
 
@@ -484,28 +567,38 @@ class Engine(ABC):
         """Replace the RAG_CHUNK_ACL rows of records with their groups."""
         if not records:
             return
-        conn.execute(self.statement(q.DELETE_ACL), [{"source_type": t, "source_id": i} for t, i, _ in records])
+        conn.execute(
+            self.statement(q.DELETE_ACL), [{"source_type": t, "source_id": i} for t, i, _ in records]
+        )
         rows = [{"source_type": t, "source_id": i, "principal": g} for t, i, a in records for g in a.groups]
         if rows:
             conn.execute(self.statement(q.INSERT_ACL), rows)
 
-    def source_access(self, conn: sa.Connection, source_type: str) -> dict[str, tuple[int | None, RecordAccess]]:
+    def source_access(
+        self, conn: sa.Connection, source_type: str
+    ) -> dict[str, tuple[int | None, RecordAccess]]:
         """Every record of a source: its owner and its stored access (an ACL refresh compares them)."""
         rows = conn.execute(self.statement(q.SOURCE_ACCESS), {"source_type": source_type})
-        return {str(r[0]): (None if r[1] is None else int(r[1]), RecordAccess.stored(r[2], r[3], r[4])) for r in rows}
+        return {
+            str(r[0]): (None if r[1] is None else int(r[1]), RecordAccess.stored(r[2], r[3], r[4]))
+            for r in rows
+        }
 
     def access_failures(self, conn: sa.Connection) -> dict[str, str | None]:
         """Sources hidden from callers without see-all because their permission data failed to read."""
         return {str(r[0]): r[2] for r in conn.execute(self.statement(q.ACCESS_FAILURES))}
 
-    def set_access_failure(self, conn: sa.Connection, source_type: str, failed_at: str | None,
-                           error_code: str | None = None) -> None:
+    def set_access_failure(
+        self, conn: sa.Connection, source_type: str, failed_at: str | None, error_code: str | None = None
+    ) -> None:
         """Record (``failed_at`` set) or clear (None) a source's permission-data failure."""
         if failed_at is None:
             conn.execute(self.statement(q.CLEAR_ACCESS_FAILURE), {"source_type": source_type})
         else:
-            conn.execute(self.statement(q.RECORD_ACCESS_FAILURE),
-                         {"source_type": source_type, "failed_at": failed_at, "error_code": error_code})
+            conn.execute(
+                self.statement(q.RECORD_ACCESS_FAILURE),
+                {"source_type": source_type, "failed_at": failed_at, "error_code": error_code},
+            )
 
     def delete_chunks(self, conn: sa.Connection, source_type: str, ids: Sequence[str]) -> int:
         """Delete every chunk of the given records; returns the number of chunks deleted."""
@@ -557,15 +650,22 @@ class Engine(ABC):
     def retry_failed(self, conn: sa.Connection, max_attempts: int) -> int:
         return int(conn.execute(self.statement(q.RETRY_FAILED), {"max_attempts": max_attempts}).rowcount or 0)
 
-    def list_queue(self, conn: sa.Connection, *, failed_only: bool, max_attempts: int, limit: int) -> list[QueueRow]:
+    def list_queue(
+        self, conn: sa.Connection, *, failed_only: bool, max_attempts: int, limit: int
+    ) -> list[QueueRow]:
         binds = {"failed_only": 1 if failed_only else 0, "max_attempts": max_attempts, "limit": limit}
         return queue_rows(conn.execute(self.statement(q.LIST_QUEUE), binds).fetchall())
 
     def queue_stats(self, conn: sa.Connection, max_attempts: int) -> QueueStats:
         row = conn.execute(self.statement(q.QUEUE_STATS), {"max_attempts": max_attempts}).one()
         by_type = {r[0]: int(r[1]) for r in conn.execute(self.statement(q.CHUNKS_BY_TYPE))}
-        return QueueStats(depth=int(row[0] or 0), oldest_age_s=None if row[4] is None else float(row[4]),
-                          stalled=int(row[2] or 0), failed=int(row[3] or 0), chunks_by_type=by_type)
+        return QueueStats(
+            depth=int(row[0] or 0),
+            oldest_age_s=None if row[4] is None else float(row[4]),
+            stalled=int(row[2] or 0),
+            failed=int(row[3] or 0),
+            chunks_by_type=by_type,
+        )
 
     def embed(self, conn: sa.Connection, text: str) -> list[float]:
         """Embed one query text in the database with the active generation's model (status, parity tests)."""
@@ -581,8 +681,10 @@ class Engine(ABC):
         with self.connect() as conn:
             gen = self.active_generation(conn)
             prefixed = [gen.text_as(kind, t) for t in texts]
-            rows = [vector_values(conn.execute(self.statement(q.EMBED, gen=gen), {"text": t}).scalar_one())
-                    for t in prefixed]
+            rows = [
+                vector_values(conn.execute(self.statement(q.EMBED, gen=gen), {"text": t}).scalar_one())
+                for t in prefixed
+            ]
         return np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)
 
     # -- search ----------------------------------------------------------
@@ -593,8 +695,15 @@ class Engine(ABC):
     semantic_fanout = 2
 
     def semantic_search(
-        self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters, exact: bool = False,
-        where: Where | None = None, text: bool = True,
+        self,
+        conn: sa.Connection,
+        query: str,
+        k: int,
+        scope: Scope,
+        filters: Filters,
+        exact: bool = False,
+        where: Where | None = None,
+        text: bool = True,
     ) -> list[Hit]:
         """The ``k`` records nearest to ``query`` (one hit each: its nearest chunk).
 
@@ -606,19 +715,35 @@ class Engine(ABC):
         gen = self.active_generation(conn)
         query = gen.query_text(query)
         fetch = k * self.semantic_fanout
-        rows = hits(conn.execute(self.statement(template, where, gen),
-                                 search_binds(scope, filters, where, query=query, k=fetch)).fetchall())
+        rows = hits(
+            conn.execute(
+                self.statement(template, where, gen),
+                search_binds(scope, filters, where, query=query, k=fetch),
+            ).fetchall()
+        )
         best = one_per_record(rows)
         if len(best) >= k or len(rows) < fetch:
             return best[:k]
-        return hits(conn.execute(self.statement(q.SEMANTIC_RECORDS, where, gen),
-                                 search_binds(scope, filters, where, query=query, k=k)).fetchall())
+        return hits(
+            conn.execute(
+                self.statement(q.SEMANTIC_RECORDS, where, gen),
+                search_binds(scope, filters, where, query=query, k=k),
+            ).fetchall()
+        )
 
     def bm25_params(self) -> Any:
         return bm25.Bm25Params(self.settings.bm25_k1, self.settings.bm25_b)
 
-    def keyword_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
-                       where: Where | None = None, text: bool = True) -> list[Hit]:
+    def keyword_search(
+        self,
+        conn: sa.Connection,
+        query: str,
+        k: int,
+        scope: Scope,
+        filters: Filters,
+        where: Where | None = None,
+        text: bool = True,
+    ) -> list[Hit]:
         """The ``k`` best records by BM25 (text/bm25.py) over the records this search may return, ranked in SQL.
 
         N, the average length and each term's document frequency come from
@@ -646,8 +771,9 @@ class Engine(ABC):
                 scores[int(chunk_id)] = float(score)
             else:
                 weights[str(term)] = bm25.idf(int(n), int(df))
-        found, _ = self.record_passages(conn, bm25.top(scores, k), terms, weights, scope, filters, where,
-                                        text=text)
+        found, _ = self.record_passages(
+            conn, bm25.top(scores, k), terms, weights, scope, filters, where, text=text
+        )
         return found
 
     # -- hybrid's legs as proposals (retriever.hybrid) ------------------------------
@@ -657,20 +783,23 @@ class Engine(ABC):
     # the scope). When that re-check drops a record or
     # disagrees with the index, the caller calls reject_proposals and runs the
     # checked legs. None: no proposal (this engine, or its index cannot answer).
-    def propose_semantic(self, conn: sa.Connection, query: str, k: int, scope: Scope,
-                         filters: Filters) -> list[Hit] | None:
+    def propose_semantic(
+        self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters
+    ) -> list[Hit] | None:
         return None
 
-    def propose_keyword(self, conn: sa.Connection, query: str, k: int, scope: Scope,
-                        filters: Filters) -> KeywordHits | None:
+    def propose_keyword(
+        self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters
+    ) -> KeywordHits | None:
         return None
 
     def reject_proposals(self, legs: Mapping[str, Sequence[Hit]]) -> None:
         """The re-check of proposed legs found a record gone, hidden or changed: repair the indexes."""
         del legs  # no in-process index here, nothing to repair
 
-    def keyword_stats(self, conn: sa.Connection, scope: Scope, filters: Filters,
-                      where: Where | None) -> bm25.Stats | None:
+    def keyword_stats(
+        self, conn: sa.Connection, scope: Scope, filters: Filters, where: Where | None
+    ) -> bm25.Stats | None:
         """The visible set's N and total length when this engine knows them without a scan; else None.
 
         None (here): the keyword statement computes them itself from the
@@ -679,9 +808,18 @@ class Engine(ABC):
         """
         return None
 
-    def record_passages(self, conn: sa.Connection, best: Sequence[tuple[int, float]], terms: Mapping[str, int],
-                        weights: Mapping[str, float], scope: Scope, filters: Filters, where: Where | None,
-                        lengths: Mapping[int, int] | None = None, text: bool = True) -> tuple[list[Hit], bool]:
+    def record_passages(
+        self,
+        conn: sa.Connection,
+        best: Sequence[tuple[int, float]],
+        terms: Mapping[str, int],
+        weights: Mapping[str, float],
+        scope: Scope,
+        filters: Filters,
+        where: Where | None,
+        lengths: Mapping[int, int] | None = None,
+        text: bool = True,
+    ) -> tuple[list[Hit], bool]:
         """The best records (chunk 0 ids, scores) as hits, scope re-applied in SQL.
 
         Each hit is the record's chunk holding most of the query (its
@@ -696,14 +834,24 @@ class Engine(ABC):
             return self._record_keys(conn, best, terms, weights, scope, filters, where, lengths)
         if not best:
             return [], True
-        rows = conn.execute(self.statement(q.KEYWORD_PASSAGES, where),
-                            search_binds(scope, filters, where, ids=[rid for rid, _ in best])).fetchall()
+        rows = conn.execute(
+            self.statement(q.KEYWORD_PASSAGES, where),
+            search_binds(scope, filters, where, ids=[rid for rid, _ in best]),
+        ).fetchall()
         return _passages(_by_record(rows, lengths), best, terms, weights)
 
-    def shown_chunks(self, conn: sa.Connection, chunk_ids: Sequence[int], best: Sequence[tuple[int, float]],
-                     terms: Mapping[str, int], weights: Mapping[str, float], scope: Scope, filters: Filters,
-                     where: Where | None = None, lengths: Mapping[int, int] | None = None
-                     ) -> tuple[dict[int, tuple[str, dict[str, Any]]], list[Hit], bool]:
+    def shown_chunks(
+        self,
+        conn: sa.Connection,
+        chunk_ids: Sequence[int],
+        best: Sequence[tuple[int, float]],
+        terms: Mapping[str, int],
+        weights: Mapping[str, float],
+        scope: Scope,
+        filters: Filters,
+        where: Where | None = None,
+        lengths: Mapping[int, int] | None = None,
+    ) -> tuple[dict[int, tuple[str, dict[str, Any]]], list[Hit], bool]:
         """The text and facets of ``chunk_ids``, and :meth:`record_passages` of ``best``, in one statement.
 
         Hybrid search shows its fused top k this way (retriever.shown_with_text),
@@ -714,24 +862,43 @@ class Engine(ABC):
         if not chunk_ids and not best:
             return {}, [], True
         ids = list(dict.fromkeys([*chunk_ids, *(rid for rid, _ in best)]))
-        rows = conn.execute(self.statement(q.SHOWN_CHUNKS, where), search_binds(
-            scope, filters, where, ids=ids, passage_ids=[rid for rid, _ in best])).fetchall()
+        rows = conn.execute(
+            self.statement(q.SHOWN_CHUNKS, where),
+            search_binds(scope, filters, where, ids=ids, passage_ids=[rid for rid, _ in best]),
+        ).fetchall()
         wanted = set(chunk_ids)
         records = {rid for rid, _ in best}
-        texts = {int(r[0]): (lob_text(r[3]), facets_value(r[9])) for r in rows
-                 if int(r[0]) == int(r[10]) and int(r[0]) in wanted}
-        passages, complete = _passages(_by_record([r for r in rows if int(r[10]) in records], lengths), best,
-                                       terms, weights)
+        texts = {
+            int(r[0]): (lob_text(r[3]), facets_value(r[9]))
+            for r in rows
+            if int(r[0]) == int(r[10]) and int(r[0]) in wanted
+        }
+        passages, complete = _passages(
+            _by_record([r for r in rows if int(r[10]) in records], lengths), best, terms, weights
+        )
         return texts, passages, complete and len(texts) == len(wanted)
 
-    def _record_keys(self, conn: sa.Connection, best: Sequence[tuple[int, float]], terms: Mapping[str, int],
-                     weights: Mapping[str, float], scope: Scope, filters: Filters, where: Where | None,
-                     lengths: Mapping[int, int] | None) -> tuple[KeywordHits, bool]:
+    def _record_keys(
+        self,
+        conn: sa.Connection,
+        best: Sequence[tuple[int, float]],
+        terms: Mapping[str, int],
+        weights: Mapping[str, float],
+        scope: Scope,
+        filters: Filters,
+        where: Where | None,
+        lengths: Mapping[int, int] | None,
+    ) -> tuple[KeywordHits, bool]:
         """``record_passages`` without text: one row per record, no chunk read, no passage chosen."""
         if not best:
             return KeywordHits([], terms, weights), True
-        rows = {int(r[10]): r for r in conn.execute(
-            self.statement(q.KEYS_OF_RECORDS, where), search_binds(scope, filters, where, ids=[rid for rid, _ in best]))}
+        rows = {
+            int(r[10]): r
+            for r in conn.execute(
+                self.statement(q.KEYS_OF_RECORDS, where),
+                search_binds(scope, filters, where, ids=[rid for rid, _ in best]),
+            )
+        }
         out = []
         complete = True
         for rid, value in best:
@@ -741,8 +908,19 @@ class Engine(ABC):
                 continue
             if lengths is not None and int(r[4]) != lengths.get(rid):
                 complete = False
-            out.append(Hit(rid, r[1], str(r[2]), "", value, None if r[5] is None else int(r[5]),
-                           None if r[6] is None else int(r[6]), None if r[7] is None else int(r[7]), int(r[8])))
+            out.append(
+                Hit(
+                    rid,
+                    r[1],
+                    str(r[2]),
+                    "",
+                    value,
+                    None if r[5] is None else int(r[5]),
+                    None if r[6] is None else int(r[6]),
+                    None if r[7] is None else int(r[7]),
+                    int(r[8]),
+                )
+            )
         return KeywordHits(out, terms, weights), complete
 
 
@@ -758,8 +936,12 @@ def _by_record(rows: Sequence[Any], lengths: Mapping[int, int] | None) -> tuple[
     return chunks, agree
 
 
-def _passages(found: tuple[dict[int, list[Hit]], bool], best: Sequence[tuple[int, float]], terms: Mapping[str, int],
-              weights: Mapping[str, float]) -> tuple[list[Hit], bool]:
+def _passages(
+    found: tuple[dict[int, list[Hit]], bool],
+    best: Sequence[tuple[int, float]],
+    terms: Mapping[str, int],
+    weights: Mapping[str, float],
+) -> tuple[list[Hit], bool]:
     """Each record of ``best`` as its passage (the chunk holding most of the query), scored with the record's score."""
     chunks, complete = found
     out = []
@@ -768,7 +950,10 @@ def _passages(found: tuple[dict[int, list[Hit]], bool], best: Sequence[tuple[int
         if not passages:  # gone since the postings were read, or no longer visible
             complete = False
             continue
-        chosen = passages[0] if len(passages) == 1 else max(
-            passages, key=lambda h: (bm25.passage_weight(terms, h.content, weights), -h.chunk_no))
+        chosen = (
+            passages[0]
+            if len(passages) == 1
+            else max(passages, key=lambda h: (bm25.passage_weight(terms, h.content, weights), -h.chunk_no))
+        )
         out.append(replace(chosen, score=value))
     return out, complete

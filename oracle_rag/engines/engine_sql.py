@@ -34,7 +34,9 @@ def render(template: str, model: str) -> str:
     """
     if not _IDENT.match(model):
         raise ValueError("embedding model name must be an unquoted identifier")
-    text = template.replace("{vector_1}", EMBED_VALUE["oracle"].replace("{slot}", "1")).replace("{vector_2}", "NULL")
+    text = template.replace("{vector_1}", EMBED_VALUE["oracle"].replace("{slot}", "1")).replace(
+        "{vector_2}", "NULL"
+    )
     return text.replace("{model}", model.upper()).replace("{embedding}", "EMBEDDING")
 
 
@@ -85,14 +87,20 @@ SCOPE_JOINED = scope_predicate(group_test="joined")
 _SCOPE_JOIN_MARKER, _SCOPE_MARKER = "{scope_join}", "{scope}"
 
 
-def over_visible_chunks(template: str, *, expanding: tuple[str, ...] = (), clobs: tuple[str, ...] = ()) -> Sql:
+def over_visible_chunks(
+    template: str, *, expanding: tuple[str, ...] = (), clobs: tuple[str, ...] = ()
+) -> Sql:
     """A statement over ``RAG_CHUNK c`` scoped for each engine: ``{scope_join}`` follows the table, ``{scope}``
     is the predicate (Oracle: SCOPE_JOIN and SCOPE_JOINED; SQLite: nothing and SCOPE)."""
     if _SCOPE_JOIN_MARKER not in template or _SCOPE_MARKER not in template:
         raise ValueError("a statement over the visible chunks names {scope_join} and {scope}")
-    return Sql(oracle=template.replace(_SCOPE_JOIN_MARKER, SCOPE_JOIN).replace(_SCOPE_MARKER, SCOPE_JOINED),
-               sqlite=template.replace(" " + _SCOPE_JOIN_MARKER, "").replace(_SCOPE_MARKER, SCOPE),
-               expanding=expanding, clobs=clobs)
+    return Sql(
+        oracle=template.replace(_SCOPE_JOIN_MARKER, SCOPE_JOIN).replace(_SCOPE_MARKER, SCOPE_JOINED),
+        sqlite=template.replace(" " + _SCOPE_JOIN_MARKER, "").replace(_SCOPE_MARKER, SCOPE),
+        expanding=expanding,
+        clobs=clobs,
+    )
+
 
 FILTERS = (
     "(:f_project IS NULL OR c.PROJECT_ID = :f_project) "
@@ -107,9 +115,11 @@ EMBED = Sql(
     sqlite="SELECT vector_embedding({model}, :text) AS QUERY_VECTOR",
 )
 
-MODEL_STATUS = Sql(oracle="""SELECT MODEL_NAME, MINING_FUNCTION, ALGORITHM, CREATION_DATE
+MODEL_STATUS = Sql(
+    oracle="""SELECT MODEL_NAME, MINING_FUNCTION, ALGORITHM, CREATION_DATE
 FROM USER_MINING_MODELS
-WHERE MODEL_NAME = :model_name""")
+WHERE MODEL_NAME = :model_name"""
+)
 
 MODEL_EXISTS = Sql(oracle="SELECT COUNT(*) FROM USER_MINING_MODELS WHERE MODEL_NAME = :model_name")
 
@@ -205,11 +215,16 @@ VALUES
 # The upsert during a model switch, as Oracle receives it: both slots embedded
 # in the statement, each by its own generation's model (pinned by the goldens).
 _EMBED_IN_ORACLE = EMBED_VALUE["oracle"]
-UPSERT_FORMS = {"UPSERT_CHUNK_TWO_GENERATIONS": Sql(oracle=(UPSERT_CHUNK.oracle or "")
-                                                    .replace("{vector_1}", _EMBED_IN_ORACLE.replace("{slot}", "1"))
-                                                    .replace("{vector_2}", _EMBED_IN_ORACLE.replace("{slot}", "2")
-                                                             .replace("{model}", "MULTILINGUAL_E5_SMALL")),
-                                                    clobs=UPSERT_CHUNK.clobs)}
+UPSERT_FORMS = {
+    "UPSERT_CHUNK_TWO_GENERATIONS": Sql(
+        oracle=(UPSERT_CHUNK.oracle or "")
+        .replace("{vector_1}", _EMBED_IN_ORACLE.replace("{slot}", "1"))
+        .replace(
+            "{vector_2}", _EMBED_IN_ORACLE.replace("{slot}", "2").replace("{model}", "MULTILINGUAL_E5_SMALL")
+        ),
+        clobs=UPSERT_CHUNK.clobs,
+    )
+}
 
 # Re-scoping without re-embedding: the record's text is unchanged, its owner,
 # project, sprint, facets or access are not. Every chunk of the record, no embedding.
@@ -243,15 +258,19 @@ WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id""",
 # A record's groups (RAG_CHUNK_ACL), replaced with its access columns.
 DELETE_ACL = Sql.both("DELETE FROM RAG_CHUNK_ACL WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id")
 INSERT_ACL = Sql.both(
-    "INSERT INTO RAG_CHUNK_ACL (PRINCIPAL, SOURCE_TYPE, SOURCE_ID) VALUES (:principal, :source_type, :source_id)")
+    "INSERT INTO RAG_CHUNK_ACL (PRINCIPAL, SOURCE_TYPE, SOURCE_ID) VALUES (:principal, :source_type, :source_id)"
+)
 
 # The access state of every record of a source (chunk 0): what an ACL refresh compares.
 SOURCE_ACCESS = Sql.both(
     "SELECT SOURCE_ID, OWNER_ID, ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS FROM RAG_CHUNK "
-    "WHERE SOURCE_TYPE = :source_type AND CHUNK_NO = 0")
+    "WHERE SOURCE_TYPE = :source_type AND CHUNK_NO = 0"
+)
 
 # Sources whose permission data could not be read: hidden from callers without see-all.
-ACCESS_FAILURES = Sql.both("SELECT SOURCE_TYPE, FAILED_AT, ERROR_CODE FROM RAG_ACCESS_FAILURE ORDER BY SOURCE_TYPE")
+ACCESS_FAILURES = Sql.both(
+    "SELECT SOURCE_TYPE, FAILED_AT, ERROR_CODE FROM RAG_ACCESS_FAILURE ORDER BY SOURCE_TYPE"
+)
 RECORD_ACCESS_FAILURE = Sql(
     oracle="""MERGE INTO RAG_ACCESS_FAILURE t
 USING (SELECT :source_type AS SOURCE_TYPE FROM dual) s
@@ -280,7 +299,15 @@ DELETE_TERMS = Sql.both(
     "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id AND CHUNK_NO = 0)"
 )
 # The record's columns each posting carries, under their RAG_CHUNK names.
-POSTING_COLUMNS = ("CHUNK_ID", "TERM_COUNT", "SOURCE_TYPE", "ACCESS_PUBLIC", "ACCESS_OWNER", "PROJECT_ID", "SPRINT_ID")
+POSTING_COLUMNS = (
+    "CHUNK_ID",
+    "TERM_COUNT",
+    "SOURCE_TYPE",
+    "ACCESS_PUBLIC",
+    "ACCESS_OWNER",
+    "PROJECT_ID",
+    "SPRINT_ID",
+)
 _CARRIED = ", ".join(POSTING_COLUMNS)
 INSERT_TERM = Sql.both(
     f"INSERT INTO RAG_CHUNK_TERM (TERM, TF, {_CARRIED}) SELECT :term, :tf, {_CARRIED} FROM RAG_CHUNK "
@@ -292,8 +319,10 @@ INSERT_TERM = Sql.both(
 _SYNCED = ("PROJECT_ID", "SPRINT_ID", "ACCESS_OWNER", "ACCESS_PUBLIC")
 UPDATE_TERM_SCOPE = Sql.both(
     "UPDATE RAG_CHUNK_TERM SET "
-    + ", ".join(f"{col} = (SELECT c.{col} FROM RAG_CHUNK c WHERE c.CHUNK_ID = RAG_CHUNK_TERM.CHUNK_ID)"
-                for col in _SYNCED)
+    + ", ".join(
+        f"{col} = (SELECT c.{col} FROM RAG_CHUNK c WHERE c.CHUNK_ID = RAG_CHUNK_TERM.CHUNK_ID)"
+        for col in _SYNCED
+    )
     + " WHERE CHUNK_ID IN (SELECT CHUNK_ID FROM RAG_CHUNK "
     "WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id AND CHUNK_NO = 0)"
 )
@@ -312,16 +341,20 @@ WHERE CHUNK_NO = 0 AND TERM_COUNT IS NULL AND CHUNK_ID > :after
 ORDER BY CHUNK_ID
 LIMIT :limit""",
 )
-ANALYSIS_TEXTS = Sql.both("""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, p.CONTENT
+ANALYSIS_TEXTS = Sql.both(
+    """SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, p.CONTENT
 FROM RAG_CHUNK c
 JOIN RAG_CHUNK p ON p.SOURCE_TYPE = c.SOURCE_TYPE AND p.SOURCE_ID = c.SOURCE_ID
 WHERE c.CHUNK_ID IN :ids
-ORDER BY c.CHUNK_ID, p.CHUNK_NO""", expanding=("ids",))
+ORDER BY c.CHUNK_ID, p.CHUNK_NO""",
+    expanding=("ids",),
+)
 
 CHUNK_IDS = Sql.both("SELECT DISTINCT SOURCE_ID FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type")
 
 QUEUED_IDS = Sql.both(
-    "SELECT DISTINCT SOURCE_ID FROM RAG_DIRTY WHERE SOURCE_TYPE = :source_type AND ACTION = 'UPSERT'")
+    "SELECT DISTINCT SOURCE_ID FROM RAG_DIRTY WHERE SOURCE_TYPE = :source_type AND ACTION = 'UPSERT'"
+)
 
 # A record's chunks go together (hash-skip and delete work per record).
 DELETE_CHUNK = Sql.both("DELETE FROM RAG_CHUNK WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id")
@@ -333,7 +366,8 @@ DELETE_EXTRA_CHUNKS = Sql.both(
 )
 
 ENQUEUE = Sql.both(
-    "INSERT INTO RAG_DIRTY (SOURCE_TYPE, SOURCE_ID, ACTION) VALUES (:source_type, :source_id, :action)")
+    "INSERT INTO RAG_DIRTY (SOURCE_TYPE, SOURCE_ID, ACTION) VALUES (:source_type, :source_id, :action)"
+)
 
 # Oracle: no FETCH FIRST here: FETCH FIRST + FOR UPDATE raises ORA-02014, and
 # a ROWNUM or ROWID-subquery limit is applied before locking, so it returns
@@ -360,7 +394,9 @@ LIMIT :limit""",
 # Which picked rows are still queued: the embedded engine's worker re-checks
 # them in its write transaction (a row gone meanwhile was handled by someone
 # else: its entity is left for a later batch). :ids is a JSON array.
-QUEUE_ROWS_PRESENT = Sql(sqlite="SELECT DIRTY_ID FROM RAG_DIRTY WHERE DIRTY_ID IN (SELECT value FROM json_each(:ids))")
+QUEUE_ROWS_PRESENT = Sql(
+    sqlite="SELECT DIRTY_ID FROM RAG_DIRTY WHERE DIRTY_ID IN (SELECT value FROM json_each(:ids))"
+)
 
 DELETE_QUEUE_ROW = Sql.both("DELETE FROM RAG_DIRTY WHERE DIRTY_ID = :dirty_id")
 
@@ -409,7 +445,8 @@ FROM RAG_DIRTY""",
 )
 
 CHUNKS_BY_TYPE = Sql.both(
-    "SELECT SOURCE_TYPE, COUNT(*) AS N FROM RAG_CHUNK GROUP BY SOURCE_TYPE ORDER BY SOURCE_TYPE")
+    "SELECT SOURCE_TYPE, COUNT(*) AS N FROM RAG_CHUNK GROUP BY SOURCE_TYPE ORDER BY SOURCE_TYPE"
+)
 
 # The scope predicate sits inside the statement, before the top-k, so a
 # scoped query still returns k rows when k are visible.
@@ -435,8 +472,9 @@ WHERE {{scope}}
   AND {FILTERS}
 ORDER BY DISTANCE
 FETCH {{fetch}} FIRST :k ROWS ONLY"""
-_ORACLE_SEMANTIC_SEARCH = _ORACLE_SEMANTIC_TEMPLATE.format(model="{model}", embedding="{embedding}", scope_join="",
-                                                           scope=SCOPE, fetch="APPROX")
+_ORACLE_SEMANTIC_SEARCH = _ORACLE_SEMANTIC_TEMPLATE.format(
+    model="{model}", embedding="{embedding}", scope_join="", scope=SCOPE, fetch="APPROX"
+)
 _SQLITE_SEMANTIC_SEARCH = f"""WITH q AS (SELECT vector_embedding({{model}}, :query) AS v)
 SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
        vec_distance_cosine(c.{{embedding}}, (SELECT v FROM q)) AS SCORE,
@@ -452,9 +490,13 @@ SEMANTIC_SEARCH = Sql(oracle=_ORACLE_SEMANTIC_SEARCH, sqlite=_SQLITE_SEMANTIC_SE
 # short APPROX result. No approximate index on the embedded engine: exact is
 # its only mode.
 SEMANTIC_SEARCH_EXACT = Sql(
-    oracle=_ORACLE_SEMANTIC_TEMPLATE.format(model="{model}", embedding="{embedding}",
-                                            scope_join=" " + SCOPE_JOIN, scope=SCOPE_JOINED,
-                                           fetch="EXACT"),
+    oracle=_ORACLE_SEMANTIC_TEMPLATE.format(
+        model="{model}",
+        embedding="{embedding}",
+        scope_join=" " + SCOPE_JOIN,
+        scope=SCOPE_JOINED,
+        fetch="EXACT",
+    ),
     sqlite=_SQLITE_SEMANTIC_SEARCH,
     expanding=("f_types",),
 )
@@ -479,10 +521,12 @@ _KEYWORD_VISIBLE = f"""SELECT {{hint}}COUNT(*) AS N, COALESCE(SUM(c.TERM_COUNT),
     AND {{scope}}
     AND {FILTERS}"""
 KEYWORD_STATS = Sql(
-    oracle=_KEYWORD_VISIBLE.format(hint="/*+ RESULT_CACHE */ ", scope_join=" " + SCOPE_JOIN,
-                                   scope=SCOPE_JOINED).replace("\n  ", "\n"),
+    oracle=_KEYWORD_VISIBLE.format(
+        hint="/*+ RESULT_CACHE */ ", scope_join=" " + SCOPE_JOIN, scope=SCOPE_JOINED
+    ).replace("\n  ", "\n"),
     sqlite=_KEYWORD_VISIBLE.format(hint="", scope_join="", scope=SCOPE).replace("\n  ", "\n"),
-    expanding=("f_types",))
+    expanding=("f_types",),
+)
 
 # BM25 of the visible records in one statement (text/bm25.py's formula, term by
 # term in the same floating-point operations): the query's terms and their
@@ -591,22 +635,37 @@ SELECT NULL, NULL, w.TERM, w.DF, w.N FROM weight w"""
 
 # The filters over a posting: every posting is of an analysed chunk 0 (so the
 # first-chunk test holds) and no where fragment applies (that form joins RAG_CHUNK).
-_FIRST_CHUNK, _WHERE = "AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) ", " AND /* where */ 1 = 1"  # records.WHERE_MARKER
+_FIRST_CHUNK, _WHERE = (
+    "AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) ",
+    " AND /* where */ 1 = 1",
+)  # records.WHERE_MARKER
 if _FIRST_CHUNK not in FILTERS or not FILTERS.endswith(_WHERE):
     raise RuntimeError("FILTERS changed shape: update POSTING_FILTERS (engine_sql.py)")
 POSTING_FILTERS = FILTERS.replace(_FIRST_CHUNK, "").removesuffix(_WHERE)
-_READ = set(re.findall(r"\bc\.([A-Z_]+)", SCOPE + " " + SCOPE_JOINED + " " + SCOPE_JOIN + " " + POSTING_FILTERS))
+_READ = set(
+    re.findall(r"\bc\.([A-Z_]+)", SCOPE + " " + SCOPE_JOINED + " " + SCOPE_JOIN + " " + POSTING_FILTERS)
+)
 if not _READ <= set(POSTING_COLUMNS):
-    raise RuntimeError(f"the scope or filters read {sorted(_READ - set(POSTING_COLUMNS))}, which the postings "
-                       "do not carry: add them to POSTING_COLUMNS and a migration")
+    raise RuntimeError(
+        f"the scope or filters read {sorted(_READ - set(POSTING_COLUMNS))}, which the postings "
+        "do not carry: add them to POSTING_COLUMNS and a migration"
+    )
 
 # A posting's part of its record's score (text/bm25.py): at most W, as k1 >= 0 and 0 <= b <= 1.
 _IMPACT = "w.W * {p}.TF / ({p}.TF + :k1 * (1.0 - :b + :b * {p}.TERM_COUNT / w.AVGDL))"
 # The row limits inside the statement: the seed term, the seed's postings, the k-th seed score.
-_ROWS = {"first_row": {"oracle": "FETCH FIRST 1 ROWS ONLY", "sqlite": "LIMIT 1"},
-         "seed_rows": {"oracle": f"FETCH FIRST {KEYWORD_SEED_ROWS} ROWS ONLY", "sqlite": f"LIMIT {KEYWORD_SEED_ROWS}"},
-         "k_rows": {"oracle": "FETCH FIRST :k ROWS ONLY", "sqlite": "LIMIT :k"}}
-_TERM_ROW = {"oracle": "SELECT :t{i} AS TERM, :f{i} AS QTF FROM dual", "sqlite": "SELECT :t{i} AS TERM, :f{i} AS QTF"}
+_ROWS = {
+    "first_row": {"oracle": "FETCH FIRST 1 ROWS ONLY", "sqlite": "LIMIT 1"},
+    "seed_rows": {
+        "oracle": f"FETCH FIRST {KEYWORD_SEED_ROWS} ROWS ONLY",
+        "sqlite": f"LIMIT {KEYWORD_SEED_ROWS}",
+    },
+    "k_rows": {"oracle": "FETCH FIRST :k ROWS ONLY", "sqlite": "LIMIT :k"},
+}
+_TERM_ROW = {
+    "oracle": "SELECT :t{i} AS TERM, :f{i} AS QTF FROM dual",
+    "sqlite": "SELECT :t{i} AS TERM, :f{i} AS QTF",
+}
 _MATERIALIZED = {"oracle": "", "sqlite": "MATERIALIZED "}
 # The best k by ROUND(SCORE, 9) then CHUNK_ID. SQLite's round() goes through
 # text (printf and back): over every scored record it cost as much as the
@@ -632,35 +691,60 @@ _BEST = {
 )""",
 }
 # The visible set's statistics bound (from the embedded engine's per-scope cache) instead of scanned.
-_VISIBLE_BOUND = {"oracle": "SELECT :n AS N, :total_length AS TOTAL_LENGTH FROM dual",
-                  "sqlite": "SELECT :n AS N, :total_length AS TOTAL_LENGTH"}
+_VISIBLE_BOUND = {
+    "oracle": "SELECT :n AS N, :total_length AS TOTAL_LENGTH FROM dual",
+    "sqlite": "SELECT :n AS N, :total_length AS TOTAL_LENGTH",
+}
 
 
 # Oracle: the caller's group chunks once per statement as a query name (the
 # optimizer may keep a query name referenced more than once as a temporary
 # table), outer-joined by the steps that scope postings.
 _GROUP_CHUNKS = {"oracle": f"caller_chunks AS (\n  {group_chunk_ids()}\n), ", "sqlite": ""}
-_POSTING_SCOPE = {"oracle": ("\n  " + scope_join(group_chunks="caller_chunks"), SCOPE_JOINED), "sqlite": ("", SCOPE)}
+_POSTING_SCOPE = {
+    "oracle": ("\n  " + scope_join(group_chunks="caller_chunks"), SCOPE_JOINED),
+    "sqlite": ("", SCOPE),
+}
 
 
-def _keyword_top_text(side: str, terms: int, stats_bound: bool, joined: bool, scope_side: str | None = None) -> str:
+def _keyword_top_text(
+    side: str, terms: int, stats_bound: bool, joined: bool, scope_side: str | None = None
+) -> str:
     """``side``'s text; ``scope_side`` takes the scope's form from the other engine (a test runs Oracle's
     joined group test on SQLite, where the rest of Oracle's text does not run)."""
     rows = "\n  UNION ALL ".join(_TERM_ROW[side].format(i=i) for i in range(terms))
     join, scope = _POSTING_SCOPE[scope_side or side]
-    visible = _VISIBLE_BOUND[side] if stats_bound else _KEYWORD_VISIBLE.format(hint="", scope_join="", scope=SCOPE)
+    visible = (
+        _VISIBLE_BOUND[side] if stats_bound else _KEYWORD_VISIBLE.format(hint="", scope_join="", scope=SCOPE)
+    )
     if joined:
         p, postings = "t", "RAG_CHUNK_TERM t\n  JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID"
         postings_on = "RAG_CHUNK_TERM t ON t.TERM = w.TERM\n  JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID"
         filters = FILTERS
     else:
-        p, postings, postings_on, filters = "c", "RAG_CHUNK_TERM c", "RAG_CHUNK_TERM c ON c.TERM = w.TERM", POSTING_FILTERS
+        p, postings, postings_on, filters = (
+            "c",
+            "RAG_CHUNK_TERM c",
+            "RAG_CHUNK_TERM c ON c.TERM = w.TERM",
+            POSTING_FILTERS,
+        )
     return _KEYWORD_TOP.format(
-        terms=rows, visible=visible, p=p, postings=postings, group_chunks=_GROUP_CHUNKS[scope_side or side],
+        terms=rows,
+        visible=visible,
+        p=p,
+        postings=postings,
+        group_chunks=_GROUP_CHUNKS[scope_side or side],
         scope_join=join,
-        postings_on=postings_on, term_list=", ".join(f":t{i}" for i in range(terms)), scope=scope, filters=filters,
-        materialized=_MATERIALIZED[side], best=_BEST[side], impact_p=_IMPACT.format(p=p), impact_x=_IMPACT.format(p="x"),
-        **{name: rows_clause[side] for name, rows_clause in _ROWS.items()})
+        postings_on=postings_on,
+        term_list=", ".join(f":t{i}" for i in range(terms)),
+        scope=scope,
+        filters=filters,
+        materialized=_MATERIALIZED[side],
+        best=_BEST[side],
+        impact_p=_IMPACT.format(p=p),
+        impact_x=_IMPACT.format(p="x"),
+        **{name: rows_clause[side] for name, rows_clause in _ROWS.items()},
+    )
 
 
 @lru_cache(maxsize=4 * MAX_QUERY_TERMS)
@@ -677,8 +761,11 @@ def keyword_top(terms: int, *, stats_bound: bool = False, joined: bool = False) 
     """
     if isinstance(terms, bool) or not isinstance(terms, int) or not 1 <= terms <= MAX_QUERY_TERMS:
         raise ValueError(f"keyword_top takes 1..{MAX_QUERY_TERMS} terms, got {terms!r}")
-    return Sql(oracle=_keyword_top_text("oracle", terms, True, joined) if stats_bound else None,
-               sqlite=_keyword_top_text("sqlite", terms, stats_bound, joined), expanding=("f_types",))
+    return Sql(
+        oracle=_keyword_top_text("oracle", terms, True, joined) if stats_bound else None,
+        sqlite=_keyword_top_text("sqlite", terms, stats_bound, joined),
+        expanding=("f_types",),
+    )
 
 
 def keyword_binds(terms: Mapping[str, int]) -> dict[str, Any]:
@@ -694,20 +781,25 @@ def keyword_binds(terms: Mapping[str, int]) -> dict[str, Any]:
 
 # The Oracle form as the golden and parse tests pin it (one and three terms;
 # the other forms differ only in the number of :t/:f binds).
-KEYWORD_TOP_FORMS = {"KEYWORD_TOP_1_TERM": keyword_top(1, stats_bound=True),
-                     "KEYWORD_TOP_3_TERMS": keyword_top(3, stats_bound=True),
-                     "KEYWORD_TOP_2_TERMS_JOINED": keyword_top(2, stats_bound=True, joined=True)}
+KEYWORD_TOP_FORMS = {
+    "KEYWORD_TOP_1_TERM": keyword_top(1, stats_bound=True),
+    "KEYWORD_TOP_3_TERMS": keyword_top(3, stats_bound=True),
+    "KEYWORD_TOP_2_TERMS_JOINED": keyword_top(2, stats_bound=True, joined=True),
+}
 
 # The chunks of the best records (by their chunk 0 id), scope re-applied: the
 # snippet is the chunk holding most of the query (bm25.passage_weight).
-KEYWORD_PASSAGES = Sql.both(f"""SELECT p.CHUNK_ID, p.SOURCE_TYPE, p.SOURCE_ID, p.CONTENT, c.TERM_COUNT AS SCORE,
+KEYWORD_PASSAGES = Sql.both(
+    f"""SELECT p.CHUNK_ID, p.SOURCE_TYPE, p.SOURCE_ID, p.CONTENT, c.TERM_COUNT AS SCORE,
        p.OWNER_ID, p.PROJECT_ID, p.SPRINT_ID, p.CHUNK_NO, p.FACETS, c.CHUNK_ID AS RECORD_CHUNK_ID
 FROM RAG_CHUNK c
 JOIN RAG_CHUNK p ON p.SOURCE_TYPE = c.SOURCE_TYPE AND p.SOURCE_ID = c.SOURCE_ID
 WHERE c.CHUNK_ID IN :ids
   AND {SCOPE_OF_IDS}
   AND {FILTERS}
-ORDER BY c.CHUNK_ID, p.CHUNK_NO""", expanding=("f_types", "ids"))
+ORDER BY c.CHUNK_ID, p.CHUNK_NO""",
+    expanding=("f_types", "ids"),
+)
 
 # One row per record (its nearest chunk), exact: when the chunk-level top list
 # held fewer than k records, or (embedded) when the in-process index cannot answer.
@@ -757,54 +849,67 @@ EXPLAIN_SEMANTIC = Sql(oracle="EXPLAIN PLAN FOR " + _ORACLE_SEMANTIC_SEARCH, exp
 # The same scan with the query vector bound (a blob from EMBED): the fallback
 # when the cache's candidates do not survive the SQL re-check, so the query
 # is not embedded twice.
-SEMANTIC_SEARCH_BY_VECTOR = Sql(sqlite=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
+SEMANTIC_SEARCH_BY_VECTOR = Sql(
+    sqlite=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
        vec_distance_cosine(c.{{embedding}}, :qvec) AS SCORE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 FROM RAG_CHUNK c
 WHERE {SCOPE}
   AND {FILTERS}
 ORDER BY SCORE, c.CHUNK_ID
-LIMIT :k""", expanding=("f_types",))
+LIMIT :k""",
+    expanding=("f_types",),
+)
 
 # The cache's candidates, re-checked: the same scope and filters, the
 # distance recomputed in SQL from the stored vector. No LIMIT: the caller
 # compares the row count with the candidate count (a row the SQL drops means
 # the cache was wrong about it) and keeps the first k.
-SEMANTIC_CANDIDATES = Sql(sqlite=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
+SEMANTIC_CANDIDATES = Sql(
+    sqlite=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT,
        vec_distance_cosine(c.{{embedding}}, :qvec) AS SCORE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, c.FACETS
 FROM RAG_CHUNK c
 WHERE c.CHUNK_ID IN :ids
   AND {SCOPE_OF_IDS}
   AND {FILTERS}
-ORDER BY SCORE, c.CHUNK_ID""", expanding=("f_types", "ids"))
+ORDER BY SCORE, c.CHUNK_ID""",
+    expanding=("f_types", "ids"),
+)
 
 # -- hybrid search: the legs fetch no text, the fused top k do (search/retriever.py) -----------
 # The cache's candidates re-checked as SEMANTIC_CANDIDATES does, without the
 # text: CONTENT comes back empty and FACETS NULL (hits() reads them as "" and {}).
-SEMANTIC_CANDIDATE_KEYS = Sql(sqlite=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, '' AS CONTENT,
+SEMANTIC_CANDIDATE_KEYS = Sql(
+    sqlite=f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, '' AS CONTENT,
        vec_distance_cosine(c.{{embedding}}, :qvec) AS SCORE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, NULL AS FACETS
 FROM RAG_CHUNK c
 WHERE c.CHUNK_ID IN :ids
   AND {SCOPE_OF_IDS}
   AND {FILTERS}
-ORDER BY SCORE, c.CHUNK_ID""", expanding=("f_types", "ids"))
+ORDER BY SCORE, c.CHUNK_ID""",
+    expanding=("f_types", "ids"),
+)
 
 # The best records of a keyword leg (their chunk 0 ids), scope re-applied,
 # without text; the passage is chosen later, for the fused top k only.
-KEYS_OF_RECORDS = Sql.both(f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, '' AS CONTENT, c.TERM_COUNT AS SCORE,
+KEYS_OF_RECORDS = Sql.both(
+    f"""SELECT c.CHUNK_ID, c.SOURCE_TYPE, c.SOURCE_ID, '' AS CONTENT, c.TERM_COUNT AS SCORE,
        c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.CHUNK_NO, NULL AS FACETS, c.CHUNK_ID AS RECORD_CHUNK_ID
 FROM RAG_CHUNK c
 WHERE c.CHUNK_ID IN :ids
   AND {SCOPE_OF_IDS}
-  AND {FILTERS}""", expanding=("f_types", "ids"))
+  AND {FILTERS}""",
+    expanding=("f_types", "ids"),
+)
 
 # The text of hybrid's fused top k (Engine.shown_chunks), scope re-applied:
 # every chunk of the records in :passage_ids (their chunk 0 ids: the passage
 # is chosen among them, as KEYWORD_PASSAGES gives them) and the chunk itself
 # for the other ids; one statement for both kinds.
-SHOWN_CHUNKS = Sql.both(f"""SELECT p.CHUNK_ID, p.SOURCE_TYPE, p.SOURCE_ID, p.CONTENT, c.TERM_COUNT AS SCORE,
+SHOWN_CHUNKS = Sql.both(
+    f"""SELECT p.CHUNK_ID, p.SOURCE_TYPE, p.SOURCE_ID, p.CONTENT, c.TERM_COUNT AS SCORE,
        p.OWNER_ID, p.PROJECT_ID, p.SPRINT_ID, p.CHUNK_NO, p.FACETS, c.CHUNK_ID AS RECORD_CHUNK_ID
 FROM RAG_CHUNK c
 JOIN RAG_CHUNK p ON p.SOURCE_TYPE = c.SOURCE_TYPE AND p.SOURCE_ID = c.SOURCE_ID
@@ -812,40 +917,52 @@ WHERE c.CHUNK_ID IN :ids
   AND (p.CHUNK_ID = c.CHUNK_ID OR c.CHUNK_ID IN :passage_ids)
   AND {SCOPE_OF_IDS}
   AND {FILTERS}
-ORDER BY c.CHUNK_ID, p.CHUNK_NO""", expanding=("f_types", "ids", "passage_ids"))
+ORDER BY c.CHUNK_ID, p.CHUNK_NO""",
+    expanding=("f_types", "ids", "passage_ids"),
+)
 
 # Hybrid's semantic leg from the cache (SqliteEngine.propose_semantic): the
 # distances SQL computes for candidates whose cache distances are too close
 # to order by them (float32 dot products in numpy and in sqlite-vec differ by
 # ~1e-7), so the leg ranks exactly as SEMANTIC_CANDIDATE_KEYS would. No scope:
 # the records shown are re-checked with it (retriever.shown_with_text).
-CANDIDATE_DISTANCES = Sql(sqlite="""SELECT c.CHUNK_ID, vec_distance_cosine(c.{embedding}, :qvec) AS SCORE
+CANDIDATE_DISTANCES = Sql(
+    sqlite="""SELECT c.CHUNK_ID, vec_distance_cosine(c.{embedding}, :qvec) AS SCORE
 FROM RAG_CHUNK c
-WHERE c.CHUNK_ID IN (SELECT value FROM json_each(:ids))""")
+WHERE c.CHUNK_ID IN (SELECT value FROM json_each(:ids))"""
+)
 
 # What the cache holds per chunk: the scope and filter columns and the vector.
 # The cache reads on its own plain DBAPI connection (no expanding binds):
 # :ids is a JSON array of integers.
-_VECTOR_ROWS = ("SELECT CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, {embedding}, "
-                "ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, CHUNK_NO, SOURCE_ID, {embedding}_GEN FROM RAG_CHUNK")
+_VECTOR_ROWS = (
+    "SELECT CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, {embedding}, "
+    "ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, CHUNK_NO, SOURCE_ID, {embedding}_GEN FROM RAG_CHUNK"
+)
 VECTOR_ROWS = Sql(sqlite=_VECTOR_ROWS)
 VECTOR_ROWS_BY_ID = Sql(sqlite=_VECTOR_ROWS + " WHERE CHUNK_ID IN (SELECT value FROM json_each(:ids))")
 
 # Where the change log stands in this snapshot: the oldest retained row and
 # the highest SEQ ever assigned (sqlite_sequence survives pruning, so an
 # emptied log still tells a lagging reader that it missed changes).
-CHUNK_LOG_STATE = Sql(sqlite="""SELECT (SELECT MIN(SEQ) FROM RAG_CHUNK_LOG) AS OLDEST,
-       (SELECT seq FROM sqlite_sequence WHERE name = 'RAG_CHUNK_LOG') AS NEWEST""")
+CHUNK_LOG_STATE = Sql(
+    sqlite="""SELECT (SELECT MIN(SEQ) FROM RAG_CHUNK_LOG) AS OLDEST,
+       (SELECT seq FROM sqlite_sequence WHERE name = 'RAG_CHUNK_LOG') AS NEWEST"""
+)
 
-CHUNK_LOG_CHANGES = Sql(sqlite="SELECT DISTINCT CHUNK_ID FROM RAG_CHUNK_LOG WHERE SEQ > :after AND SEQ <= :upto")
+CHUNK_LOG_CHANGES = Sql(
+    sqlite="SELECT DISTINCT CHUNK_ID FROM RAG_CHUNK_LOG WHERE SEQ > :after AND SEQ <= :upto"
+)
 
 # Keep the newest :keep rows; always deletes a prefix, so the rows left are a
 # contiguous suffix and a reader detects a gap from MIN(SEQ) alone.
 PRUNE_CHUNK_LOG = Sql(
-    sqlite="DELETE FROM RAG_CHUNK_LOG WHERE SEQ <= (SELECT MAX(SEQ) FROM RAG_CHUNK_LOG) - :keep")
+    sqlite="DELETE FROM RAG_CHUNK_LOG WHERE SEQ <= (SELECT MAX(SEQ) FROM RAG_CHUNK_LOG) - :keep"
+)
 
 CHUNK_LOG_EXISTS = Sql(
-    sqlite="SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'RAG_CHUNK_LOG'")
+    sqlite="SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'RAG_CHUNK_LOG'"
+)
 
 
 # -- the in-process BM25 index (engines/sqlite/term_index.py) ---------------------------
@@ -857,6 +974,10 @@ TERM_RECORDS = Sql(sqlite=_TERM_RECORDS)
 TERM_RECORDS_BY_ID = Sql(sqlite=_TERM_RECORDS + " AND CHUNK_ID IN (SELECT value FROM json_each(:ids))")
 # All postings, one row per term (ids and frequencies as comma-separated text,
 # in the same row order): parsed by numpy, far faster than one row per posting.
-TERM_POSTINGS = Sql(sqlite="SELECT TERM, group_concat(CHUNK_ID), group_concat(TF) FROM RAG_CHUNK_TERM GROUP BY TERM")
-TERM_POSTINGS_BY_ID = Sql(sqlite="""SELECT TERM, CHUNK_ID, TF FROM RAG_CHUNK_TERM
-WHERE CHUNK_ID IN (SELECT value FROM json_each(:ids))""")
+TERM_POSTINGS = Sql(
+    sqlite="SELECT TERM, group_concat(CHUNK_ID), group_concat(TF) FROM RAG_CHUNK_TERM GROUP BY TERM"
+)
+TERM_POSTINGS_BY_ID = Sql(
+    sqlite="""SELECT TERM, CHUNK_ID, TF FROM RAG_CHUNK_TERM
+WHERE CHUNK_ID IN (SELECT value FROM json_each(:ids))"""
+)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from oracle_rag.engines.statements import Sql
 
-_COLUMNS = ("GENERATION_ID, MODEL_NAME, DB_MODEL, FINGERPRINT, DIMENSIONS, SLOT, STATE, QUERY_PREFIX, "
-            "PASSAGE_PREFIX, CREATED_AT, ACTIVATED_AT")
+_COLUMNS = (
+    "GENERATION_ID, MODEL_NAME, DB_MODEL, FINGERPRINT, DIMENSIONS, SLOT, STATE, QUERY_PREFIX, "
+    "PASSAGE_PREFIX, CREATED_AT, ACTIVATED_AT"
+)
 
 GENERATIONS = Sql.both(f"SELECT {_COLUMNS} FROM RAG_MODEL_GENERATION ORDER BY GENERATION_ID")
 
@@ -103,26 +105,36 @@ _CREATE_VECTOR_INDEX = """CREATE VECTOR INDEX {index} ON RAG_CHUNK ({embedding})
 
 def create_vector_index(slot: int, organization: str, accuracy: int) -> Sql:
     """The vector index of ``slot``'s column; ``organization`` one of the two fixed clauses."""
-    if organization not in ("NEIGHBOR PARTITIONS", "INMEMORY NEIGHBOR GRAPH") or not 1 <= int(accuracy) <= 100:
+    if (
+        organization not in ("NEIGHBOR PARTITIONS", "INMEMORY NEIGHBOR GRAPH")
+        or not 1 <= int(accuracy) <= 100
+    ):
         raise ValueError("vector index organization or accuracy out of range")
-    return Sql(oracle=_CREATE_VECTOR_INDEX.replace("{index}", VECTOR_INDEX_NAMES[slot])
-               .replace("{embedding}", "EMBEDDING" if slot == 1 else "EMBEDDING_2")
-               .replace("{organization}", organization).replace("{accuracy}", str(int(accuracy))))
+    return Sql(
+        oracle=_CREATE_VECTOR_INDEX.replace("{index}", VECTOR_INDEX_NAMES[slot])
+        .replace("{embedding}", "EMBEDDING" if slot == 1 else "EMBEDDING_2")
+        .replace("{organization}", organization)
+        .replace("{accuracy}", str(int(accuracy)))
+    )
 
 
 def drop_vector_index(slot: int) -> Sql:
     return Sql(oracle=f"DROP INDEX IF EXISTS {VECTOR_INDEX_NAMES[slot]}")
 
 
-VECTOR_INDEX_FORMS = {"CREATE_VECTOR_INDEX_2_IVF_90": create_vector_index(2, "NEIGHBOR PARTITIONS", 90),
-                      "DROP_VECTOR_INDEX_2": drop_vector_index(2)}
+VECTOR_INDEX_FORMS = {
+    "CREATE_VECTOR_INDEX_2_IVF_90": create_vector_index(2, "NEIGHBOR PARTITIONS", 90),
+    "DROP_VECTOR_INDEX_2": drop_vector_index(2),
+}
 
 # -- the chunk upsert's vector per slot -------------------------------------------
 # Oracle embeds in the statement; the embedded engine binds a vector computed
 # before its write transaction (indexing/worker.py), or embeds in the statement too.
 # A slot no live generation owns gets no vector (its stamp NULL): Oracle NULL;
 # SQLite's EMBEDDING is NOT NULL since V1, so slot 1 keeps a zero blob there.
-EMBED_VALUE = {"oracle": "VECTOR_EMBEDDING({model} USING :embed_text_{slot} AS data)",
-               "sqlite": "vector_embedding({model}, :embed_text_{slot})"}
+EMBED_VALUE = {
+    "oracle": "VECTOR_EMBEDDING({model} USING :embed_text_{slot} AS data)",
+    "sqlite": "vector_embedding({model}, :embed_text_{slot})",
+}
 BOUND_VALUE = ":embedding_{slot}"
 BLANK = {"oracle": {1: "NULL", 2: "NULL"}, "sqlite": {1: "zeroblob(1536)", 2: "NULL"}}

@@ -91,8 +91,19 @@ class Generation:
 
     @classmethod
     def from_row(cls, row: Any) -> Generation:
-        return cls(int(row[0]), str(row[1]), str(row[2]), None if row[3] is None else str(row[3]), int(row[4]),
-                   int(row[5]), str(row[6]), str(row[7] or ""), str(row[8] or ""), row[9], row[10])
+        return cls(
+            int(row[0]),
+            str(row[1]),
+            str(row[2]),
+            None if row[3] is None else str(row[3]),
+            int(row[4]),
+            int(row[5]),
+            str(row[6]),
+            str(row[7] or ""),
+            str(row[8] or ""),
+            row[9],
+            row[10],
+        )
 
 
 # Generation 1 as migration V16 registers it: the vectors written before generations existed.
@@ -106,7 +117,9 @@ def model_literal(gen: Generation, engine_name: str) -> str:
             raise ConfigurationError(f"generation {gen.generation_id}: {gen.db_model!r} is not an identifier")
         return gen.db_model.upper()
     if not _SQLITE_NAME.match(gen.model_name):
-        raise ConfigurationError(f"generation {gen.generation_id}: model name {gen.model_name!r} is not allowed")
+        raise ConfigurationError(
+            f"generation {gen.generation_id}: model name {gen.model_name!r} is not allowed"
+        )
     return f"'{gen.model_name}'"
 
 
@@ -122,8 +135,10 @@ def render(text: str, gen: Generation, engine_name: str) -> str:
     """
     named = sorted({m.group(0) for m in _OTHER_COLUMN.finditer(text)})
     if named:
-        raise ConfigurationError(f"a statement for {gen.label()} names a vector column itself "
-                                 f"({', '.join(named)}), which may be another generation's column: refused")
+        raise ConfigurationError(
+            f"a statement for {gen.label()} names a vector column itself "
+            f"({', '.join(named)}), which may be another generation's column: refused"
+        )
     return text.replace("{embedding}", gen.column).replace("{model}", model_literal(gen, engine_name))
 
 

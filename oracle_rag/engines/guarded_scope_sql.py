@@ -53,10 +53,16 @@ def caller_known(dialect: str) -> str:
 def guarded_caller(dialect: str) -> CallerSql:
     """The guarded session's caller as SQL expressions (no binds: a view takes none)."""
     if dialect == "sqlite":
-        return CallerSql("rag_caller_id()", "rag_caller_see_all()",
-                         "(SELECT rag_g.value FROM json_each(rag_caller_groups()) rag_g)")
-    return CallerSql(_oracle_caller("CALLER_ID"), _oracle_caller("SEE_ALL"),
-                     f"(SELECT rag_g.PRINCIPAL FROM RAG_GUARDED_GROUP rag_g WHERE rag_g.TOKEN = {_TOKEN})")
+        return CallerSql(
+            "rag_caller_id()",
+            "rag_caller_see_all()",
+            "(SELECT rag_g.value FROM json_each(rag_caller_groups()) rag_g)",
+        )
+    return CallerSql(
+        _oracle_caller("CALLER_ID"),
+        _oracle_caller("SEE_ALL"),
+        f"(SELECT rag_g.PRINCIPAL FROM RAG_GUARDED_GROUP rag_g WHERE rag_g.TOKEN = {_TOKEN})",
+    )
 
 
 def _oracle_caller(column: str) -> str:
@@ -77,13 +83,16 @@ def record_visible(dialect: str, source_type: str, key: str) -> str:
     caller = guarded_caller(dialect)
     record = f"CAST({key} AS TEXT)" if dialect == "sqlite" else f"TO_CHAR({key})"
     scope = scope_predicate("rag_chunk", caller)
-    visible = (f"SELECT rag_chunk.SOURCE_ID FROM RAG_CHUNK rag_chunk WHERE rag_chunk.SOURCE_TYPE = '{source_type}' "
-               f"AND rag_chunk.CHUNK_NO = 0 AND {scope}")
+    visible = (
+        f"SELECT rag_chunk.SOURCE_ID FROM RAG_CHUNK rag_chunk WHERE rag_chunk.SOURCE_TYPE = '{source_type}' "
+        f"AND rag_chunk.CHUNK_NO = 0 AND {scope}"
+    )
     return f"({caller_known(dialect)} AND ({caller.see_all} = 1 OR {record} IN ({visible})))"
 
 
 def render(script: str, dialect: str) -> str:
     """``script`` with every guarded-view placeholder replaced by ``dialect``'s predicate."""
+
     def fill(match: re.Match[str]) -> str:
         if match.group(0) == "{{RAG_CALLER_KNOWN}}":
             return caller_known(dialect)

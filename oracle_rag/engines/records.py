@@ -56,8 +56,10 @@ def facets_json(facets: Mapping[str, Any] | None) -> str:
         if not isinstance(key, str) or not key:
             raise InputError(f"facet names must be non-empty strings, got {key!r}")
         if value is not None and not isinstance(value, str | int | float | bool | Decimal):
-            raise InputError(f"facet {key!r}: a flat value (text, number, boolean, null) is needed, "
-                             f"got {type(value).__name__}")
+            raise InputError(
+                f"facet {key!r}: a flat value (text, number, boolean, null) is needed, "
+                f"got {type(value).__name__}"
+            )
         out[key] = canonical_number(value)
     try:
         return json.dumps(out, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -137,7 +139,9 @@ class RecordAccess:
 
     @property
     def groups_json(self) -> str | None:
-        return json.dumps(list(self.groups), ensure_ascii=False, separators=(",", ":")) if self.groups else None
+        return (
+            json.dumps(list(self.groups), ensure_ascii=False, separators=(",", ":")) if self.groups else None
+        )
 
     @classmethod
     def stored(cls, owner: Any, public: Any, groups: Any) -> RecordAccess:
@@ -225,8 +229,11 @@ class Scope:
     groups: tuple[str, ...] = ()
 
     def binds(self) -> dict[str, Any]:
-        return {"see_all": 1 if self.see_all else 0, "caller_id": self.caller_id,
-                "access_groups": padded_groups(self.groups)}
+        return {
+            "see_all": 1 if self.see_all else 0,
+            "caller_id": self.caller_id,
+            "access_groups": padded_groups(self.groups),
+        }
 
 
 @dataclass(frozen=True)
@@ -246,8 +253,11 @@ class Filters:
     first_chunk: bool = False
 
     def binds(self) -> dict[str, Any]:
-        return {"f_project": self.project_id, "f_sprint": self.sprint_id,
-                "f_first_chunk": 1 if self.first_chunk else 0}
+        return {
+            "f_project": self.project_id,
+            "f_sprint": self.sprint_id,
+            "f_first_chunk": 1 if self.first_chunk else 0,
+        }
 
 
 _WHERE_BIND = re.compile(r"^w_[a-z0-9_]{1,28}$")
@@ -317,9 +327,18 @@ def key_hits(rows: Iterable[tuple[Any, ...]]) -> list[Hit]:
     out = []
     for chunk_id, source_type, source_id, score, owner, project, sprint, chunk_no in rows:
         hit = _new_object(Hit)
-        hit.__dict__.update(chunk_id=chunk_id, source_type=source_type, source_id=source_id, content="",
-                            score=score, owner_id=owner, project_id=project, sprint_id=sprint, chunk_no=chunk_no,
-                            facets={})
+        hit.__dict__.update(
+            chunk_id=chunk_id,
+            source_type=source_type,
+            source_id=source_id,
+            content="",
+            score=score,
+            owner_id=owner,
+            project_id=project,
+            sprint_id=sprint,
+            chunk_no=chunk_no,
+            facets={},
+        )
         out.append(hit)
     return out
 
@@ -340,8 +359,12 @@ class SemanticHits(list[Hit]):
     SQL disagrees with the index (the caller then runs the checked legs).
     """
 
-    def __init__(self, hits: Iterable[Hit], runs: Sequence[Run] = (),
-                 settle: Callable[[Sequence[Run]], SemanticHits | None] | None = None) -> None:
+    def __init__(
+        self,
+        hits: Iterable[Hit],
+        runs: Sequence[Run] = (),
+        settle: Callable[[Sequence[Run]], SemanticHits | None] | None = None,
+    ) -> None:
         super().__init__(hits)
         self.runs = list(runs)
         self.settle = settle
@@ -352,8 +375,13 @@ class KeywordHits(list[Hit]):
     empty content, the record's score; with the query terms and weights that choose the
     passages of the few records shown (``Engine.record_passages``)."""
 
-    def __init__(self, hits: Iterable[Hit], terms: Mapping[str, int], weights: Mapping[str, float],
-                 lengths: Mapping[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        hits: Iterable[Hit],
+        terms: Mapping[str, int],
+        weights: Mapping[str, float],
+        lengths: Mapping[int, int] | None = None,
+    ) -> None:
         super().__init__(hits)
         self.terms = dict(terms)
         self.weights = dict(weights)
@@ -491,8 +519,11 @@ def chunk_params(chunks: Sequence[ChunkWrite]) -> list[dict[str, Any]]:
 
 
 def access_params(access: RecordAccess) -> dict[str, Any]:
-    return {"access_owner": access.owner, "access_public": 1 if access.public else 0,
-            "access_groups_json": access.groups_json}
+    return {
+        "access_owner": access.owner,
+        "access_public": 1 if access.public else 0,
+        "access_groups_json": access.groups_json,
+    }
 
 
 def enqueue_params(items: Iterable[tuple[str, Any, str]]) -> list[dict[str, Any]]:

@@ -96,17 +96,25 @@ def scope_predicate(chunk: str = "c", caller: CallerSql = BINDS, *, group_test: 
     row = f"{chunk}." if chunk else ""
     members = principal_in("scope_a.PRINCIPAL", caller.groups)
     if group_test == "joined":
-        return (f"({caller.see_all} = 1 OR (scope_f.SOURCE_TYPE IS NULL AND ({row}ACCESS_PUBLIC = 1 "
-                f"OR {row}ACCESS_OWNER = {caller.caller_id} OR scope_m.CHUNK_ID IS NOT NULL)))")
+        return (
+            f"({caller.see_all} = 1 OR (scope_f.SOURCE_TYPE IS NULL AND ({row}ACCESS_PUBLIC = 1 "
+            f"OR {row}ACCESS_OWNER = {caller.caller_id} OR scope_m.CHUNK_ID IS NOT NULL)))"
+        )
     if group_test == "probe":
-        group = (f"EXISTS (SELECT 1 FROM RAG_CHUNK_ACL scope_a WHERE {members} "
-                 f"AND scope_a.SOURCE_TYPE = {row}SOURCE_TYPE AND scope_a.SOURCE_ID = {row}SOURCE_ID)")
+        group = (
+            f"EXISTS (SELECT 1 FROM RAG_CHUNK_ACL scope_a WHERE {members} "
+            f"AND scope_a.SOURCE_TYPE = {row}SOURCE_TYPE AND scope_a.SOURCE_ID = {row}SOURCE_ID)"
+        )
     elif group_test == "records":
-        group = (f"({row}SOURCE_TYPE, {row}SOURCE_ID) IN (SELECT scope_a.SOURCE_TYPE, scope_a.SOURCE_ID "
-                 f"FROM RAG_CHUNK_ACL scope_a WHERE {members})")
+        group = (
+            f"({row}SOURCE_TYPE, {row}SOURCE_ID) IN (SELECT scope_a.SOURCE_TYPE, scope_a.SOURCE_ID "
+            f"FROM RAG_CHUNK_ACL scope_a WHERE {members})"
+        )
     else:
-        group = (f"{row}CHUNK_ID IN (SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g "
-                 f"WHERE {principal_in('scope_g.PRINCIPAL', caller.groups)})")
+        group = (
+            f"{row}CHUNK_ID IN (SELECT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g "
+            f"WHERE {principal_in('scope_g.PRINCIPAL', caller.groups)})"
+        )
     return (
         f"({caller.see_all} = 1 OR ({row}SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE "
         f"scope_f) AND ({row}ACCESS_PUBLIC = 1 OR {row}ACCESS_OWNER = {caller.caller_id} OR {group})))"
@@ -126,14 +134,18 @@ def scope_join(chunk: str = "c", caller: CallerSql = BINDS, *, group_chunks: str
     of the inline subquery (a statement joining it more than once).
     """
     source = group_chunks or f"({group_chunk_ids(caller)})"
-    return (f"LEFT JOIN RAG_ACCESS_FAILURE scope_f ON scope_f.SOURCE_TYPE = {chunk}.SOURCE_TYPE "
-            f"LEFT JOIN {source} scope_m ON scope_m.CHUNK_ID = {chunk}.CHUNK_ID")
+    return (
+        f"LEFT JOIN RAG_ACCESS_FAILURE scope_f ON scope_f.SOURCE_TYPE = {chunk}.SOURCE_TYPE "
+        f"LEFT JOIN {source} scope_m ON scope_m.CHUNK_ID = {chunk}.CHUNK_ID"
+    )
 
 
 def group_chunk_ids(caller: CallerSql = BINDS) -> str:
     """The caller's group chunks, each once (none for a see-all caller): the joined group test's set."""
-    return (f"SELECT DISTINCT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g "
-            f"WHERE {caller.see_all} = 0 AND {principal_in('scope_g.PRINCIPAL', caller.groups)}")
+    return (
+        f"SELECT DISTINCT scope_g.CHUNK_ID FROM RAG_CHUNK_GROUP scope_g "
+        f"WHERE {caller.see_all} = 0 AND {principal_in('scope_g.PRINCIPAL', caller.groups)}"
+    )
 
 
 def principal_in(principal: str, groups: str) -> str:

@@ -28,8 +28,14 @@ class BackfillReport:
         return sum(self.enqueued.values())
 
 
-def backfill(engine: Engine, sources: SourceRegistry, *, all_entities: bool = False,
-             progress: Progress | None = None, batch: int = 1000) -> BackfillReport:
+def backfill(
+    engine: Engine,
+    sources: SourceRegistry,
+    *,
+    all_entities: bool = False,
+    progress: Progress | None = None,
+    batch: int = 1000,
+) -> BackfillReport:
     report = BackfillReport()
     for source in sources:
         with engine.connect() as conn:

@@ -89,14 +89,20 @@ class IndexStatus:
             out.append(f"{name}: {info['type']}{subtype}, {info['status']}{mark}")
         out.append(f"chunks: {self.chunks}")
         if self.last_rebuild:
-            out.append(f"last vector rebuild: {self.last_rebuild['done_at']} on {self.last_rebuild['chunks']} chunks")
+            out.append(
+                f"last vector rebuild: {self.last_rebuild['done_at']} on {self.last_rebuild['chunks']} chunks"
+            )
         else:
-            out.append("last vector rebuild: never (IVF centroids are those of the empty table: "
-                       "run `oracle-rag index rebuild`)")
+            out.append(
+                "last vector rebuild: never (IVF centroids are those of the empty table: "
+                "run `oracle-rag index rebuild`)"
+            )
         if self.probes:
-            out.append(f"accuracy (DBMS_VECTOR.INDEX_ACCURACY_QUERY, top-{self.top_k} over {self.probes} stored "
-                       f"vectors, target {self.target_accuracy}%): mean {self.mean_accuracy}%, "
-                       f"min {min(self.accuracy):g}%")
+            out.append(
+                f"accuracy (DBMS_VECTOR.INDEX_ACCURACY_QUERY, top-{self.top_k} over {self.probes} stored "
+                f"vectors, target {self.target_accuracy}%): mean {self.mean_accuracy}%, "
+                f"min {min(self.accuracy):g}%"
+            )
         elif self.chunks:
             out.append("accuracy: not measured")
         return out
@@ -113,8 +119,9 @@ def searched_index(gen: Generation) -> str:
     return VECTOR_INDEX_NAMES[gen.slot]
 
 
-def rebuild_plan(version: tuple[int, ...], index_subtype: str | None,
-                 partitions: int | None = None, slot: int = 1) -> list[tuple[str, Sql]]:
+def rebuild_plan(
+    version: tuple[int, ...], index_subtype: str | None, partitions: int | None = None, slot: int = 1
+) -> list[tuple[str, Sql]]:
     """The statements that rebuild ``slot``'s vector index, in the order they are tried: (how, Sql).
 
     IVF on 26ai (23.26+): ``ALTER INDEX ... REBUILD ONLINE``, which recomputes
@@ -129,16 +136,21 @@ def rebuild_plan(version: tuple[int, ...], index_subtype: str | None,
     plan: list[tuple[str, Sql]] = []
     if is_ivf and version[:2] >= (23, 26):
         if partitions and tuple(version[:3]) >= (23, 26, 1):
-            plan.append((f"ALTER INDEX ... REBUILD PARAMETERS (NEIGHBOR PARTITIONS {int(partitions)})",
-                         q.rebuild_with_partitions(partitions, slot)))
+            plan.append(
+                (
+                    f"ALTER INDEX ... REBUILD PARAMETERS (NEIGHBOR PARTITIONS {int(partitions)})",
+                    q.rebuild_with_partitions(partitions, slot),
+                )
+            )
         else:
             plan.append(("ALTER INDEX ... REBUILD ONLINE", q.rebuild_online(slot)))
     plan.append(("DBMS_VECTOR.REBUILD_INDEX", q.rebuild_package(slot)))
     return plan
 
 
-def rebuild_statement(version: tuple[int, ...], index_subtype: str | None, partitions: int | None = None,
-                      slot: int = 1) -> str:
+def rebuild_statement(
+    version: tuple[int, ...], index_subtype: str | None, partitions: int | None = None, slot: int = 1
+) -> str:
     """The Oracle text of the first statement :func:`rebuild_plan` tries."""
     return rebuild_plan(version, index_subtype, partitions, slot)[0][1].oracle or ""
 
@@ -150,8 +162,14 @@ def _info(engine: Engine, conn: Any) -> dict[str, dict[str, str | None]]:
 
 def _last(engine: Engine, conn: Any, task: str) -> dict[str, Any] | None:
     row = conn.execute(engine.statement(q.LAST_MAINTENANCE), {"task": task}).first()
-    return None if row is None else {"done_at": row[0].isoformat() if hasattr(row[0], "isoformat") else row[0],
-                                     "chunks": int(row[1])}
+    return (
+        None
+        if row is None
+        else {
+            "done_at": row[0].isoformat() if hasattr(row[0], "isoformat") else row[0],
+            "chunks": int(row[1]),
+        }
+    )
 
 
 def _record(engine: Engine, conn: Any, task: str, chunks: int) -> None:
@@ -171,7 +189,9 @@ def rebuild(engine: Engine) -> str:
     """
     if not engine.maintains_indexes:
         return EMBEDDED
-    partitions = engine.settings.vector_index_partitions if engine.settings.vector_index_type == "IVF" else None
+    partitions = (
+        engine.settings.vector_index_partitions if engine.settings.vector_index_type == "IVF" else None
+    )
     refused: list[str] = []
     try:
         with engine.begin() as conn:
@@ -194,7 +214,9 @@ def rebuild(engine: Engine) -> str:
                 if i == len(plan) - 1:
                     _require_index(engine, name, how, exc)
                     raise
-                refused.append(f"{how.split(' (')[0]} refused ({driver_error_code(exc) or type(exc).__name__})")
+                refused.append(
+                    f"{how.split(' (')[0]} refused ({driver_error_code(exc) or type(exc).__name__})"
+                )
         _require_index(engine, name, how)
     except (DatabaseError, ConfigurationError):
         raise
@@ -218,10 +240,13 @@ def _require_index(engine: Engine, name: str, how: str, failure: BaseException |
         return
     said = f" ({driver_error_code(failure) or type(failure).__name__})" if failure is not None else ""
     state = "is gone" if info is None else f"is {info.get('status')}"
-    raise DatabaseError(f"{name} {state} after {how}{said}: semantic search now scans every chunk; "
-                        f"run `oracle-rag index rebuild` again, or re-create it as migration V1 (slot 1) or "
-                        f"`oracle-rag model activate` (slot 2) does "
-                        f"(docs/operations-oracle.md)", vendor_code=driver_error_code(failure) if failure else None)
+    raise DatabaseError(
+        f"{name} {state} after {how}{said}: semantic search now scans every chunk; "
+        f"run `oracle-rag index rebuild` again, or re-create it as migration V1 (slot 1) or "
+        f"`oracle-rag model activate` (slot 2) does "
+        f"(docs/operations-oracle.md)",
+        vendor_code=driver_error_code(failure) if failure else None,
+    )
 
 
 def rebuild_if_due(engine: Engine) -> str:
@@ -251,8 +276,10 @@ def rebuild_if_due(engine: Engine) -> str:
             info = _info(engine, conn).get(VECTOR_INDEX_NAMES[slot])
         if info is None or info.get("status") != "VALID":
             raise  # the package rebuild dropped it and did not create it again: the deploy must not pass
-        return (f"vector index: NOT rebuilt ({exc.message}); search still works with the old centroids; "
-                f"run `oracle-rag index rebuild` once the cause is fixed")
+        return (
+            f"vector index: NOT rebuilt ({exc.message}); search still works with the old centroids; "
+            f"run `oracle-rag index rebuild` once the cause is fixed"
+        )
 
 
 def status(engine: Engine, *, probes: int = 20, top_k: int = 10) -> IndexStatus:
@@ -283,9 +310,16 @@ def status(engine: Engine, *, probes: int = 20, top_k: int = 10) -> IndexStatus:
             try:
                 report = cursor.var(oracledb.DB_TYPE_VARCHAR, 400)
                 for vector in vectors:
-                    cursor.execute(engine.text(q.ACCURACY_QUERY), {"report": report, "qv": array.array("f", vector),
-                                                                   "index_name": out.searched, "k": top_k,
-                                                                   "target": target})
+                    cursor.execute(
+                        engine.text(q.ACCURACY_QUERY),
+                        {
+                            "report": report,
+                            "qv": array.array("f", vector),
+                            "index_name": out.searched,
+                            "k": top_k,
+                            "target": target,
+                        },
+                    )
                     text = str(report.getvalue() or "")
                     out.reports.append(text)
                     match = _ACHIEVED.search(text)

@@ -66,7 +66,9 @@ class IndexPlan:
     whether someone wrote the record since (:meth:`Indexer.stored_now`).
     """
 
-    deletes: list[Key] = field(default_factory=list)  # records whose chunks go (DELETE rows, vanished entities)
+    deletes: list[Key] = field(
+        default_factory=list
+    )  # records whose chunks go (DELETE rows, vanished entities)
     changed: list[RecordWrite] = field(default_factory=list)  # text changed: embed and write
     rescope: list[Rescope] = field(default_factory=list)
     analyse: list[tuple[str, str, Analysis]] = field(default_factory=list)
@@ -81,8 +83,11 @@ class IndexPlan:
 
     def written(self) -> set[Key]:
         """The loaded records this plan writes something for (text, scope or analysis)."""
-        return ({(r.source_type, r.source_id) for r in self.changed} | {(r[0], r[1]) for r in self.rescope}
-                | {(a[0], a[1]) for a in self.analyse})
+        return (
+            {(r.source_type, r.source_id) for r in self.changed}
+            | {(r[0], r[1]) for r in self.rescope}
+            | {(a[0], a[1]) for a in self.analyse}
+        )
 
     def only(self, keys: Collection[Key]) -> IndexPlan:
         """The part of the plan about ``keys``."""
@@ -92,7 +97,8 @@ class IndexPlan:
             changed=[r for r in self.changed if (r.source_type, r.source_id) in wanted],
             rescope=[r for r in self.rescope if (r[0], r[1]) in wanted],
             analyse=[a for a in self.analyse if (a[0], a[1]) in wanted],
-            stored={k: v for k, v in self.stored.items() if k in wanted})
+            stored={k: v for k, v in self.stored.items() if k in wanted},
+        )
         changed = {(r.source_type, r.source_id) for r in plan.changed}
         touched = {(r[0], r[1]) for r in plan.rescope} | {(a[0], a[1]) for a in plan.analyse}
         plan.rescoped = len(touched)
@@ -111,7 +117,9 @@ class Indexer:
         from other applications may use another case)."""
         return (self.sources.canonical(source_type), str(source_id))
 
-    def apply(self, conn: sa.Connection, upserts: Iterable[tuple[str, str]], deletes: Iterable[tuple[str, str]] = ()) -> IndexResult:
+    def apply(
+        self, conn: sa.Connection, upserts: Iterable[tuple[str, str]], deletes: Iterable[tuple[str, str]] = ()
+    ) -> IndexResult:
         """Re-index ``upserts`` and drop the chunks of ``deletes`` (keys are (type, id))."""
         return self.write(conn, self.plan(conn, upserts, deletes))
 
@@ -121,8 +129,9 @@ class Indexer:
     def delete(self, conn: sa.Connection, source_type: str, source_id: str) -> IndexResult:
         return self.apply(conn, [], [(source_type, str(source_id))])
 
-    def plan(self, conn: sa.Connection, upserts: Iterable[tuple[str, str]],
-             deletes: Iterable[tuple[str, str]] = ()) -> IndexPlan:
+    def plan(
+        self, conn: sa.Connection, upserts: Iterable[tuple[str, str]], deletes: Iterable[tuple[str, str]] = ()
+    ) -> IndexPlan:
         """Load, render and compare with the stored state; reads only."""
         plan = IndexPlan()
         by_type: dict[str, list[str]] = {}
@@ -137,8 +146,9 @@ class Indexer:
             self._plan_type(conn, plan, source_type, ids)
         return plan
 
-    def write(self, conn: sa.Connection, plan: IndexPlan,
-              vectors: Mapping[int, Mapping[str, bytes]] | None = None) -> IndexResult:
+    def write(
+        self, conn: sa.Connection, plan: IndexPlan, vectors: Mapping[int, Mapping[str, bytes]] | None = None
+    ) -> IndexResult:
         """Carry out ``plan``; ``vectors`` (``Engine.embed_texts`` of ``plan.texts()``) or embed in SQL."""
         result = IndexResult(unchanged=plan.unchanged, rescoped=plan.rescoped)
         by_type: dict[str, list[str]] = {}
@@ -183,10 +193,20 @@ class Indexer:
             old = stored.get(doc.source_id)
             plan.stored[(source_type, doc.source_id)] = old
             if old is None or old.content_hash != planned[1]:
-                plan.changed.append(record_write(self.plan_settings, doc.source_type, doc.source_id, doc.content,
-                                                 owner_id=doc.owner_id, project_id=doc.project_id,
-                                                 sprint_id=doc.sprint_id, facets=facets, access=access,
-                                                 planned=planned))
+                plan.changed.append(
+                    record_write(
+                        self.plan_settings,
+                        doc.source_type,
+                        doc.source_id,
+                        doc.content,
+                        owner_id=doc.owner_id,
+                        project_id=doc.project_id,
+                        sprint_id=doc.sprint_id,
+                        facets=facets,
+                        access=access,
+                        planned=planned,
+                    )
+                )
                 continue
             # Same text: no embedding. An owner/project/sprint/facet/access change
             # rewrites those columns on every chunk (the access scope must

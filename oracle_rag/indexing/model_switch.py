@@ -36,17 +36,26 @@ class GenerationStatus:
 
     def as_dict(self) -> dict[str, Any]:
         g = self.generation
-        return {"generation": g.generation_id, "model": g.model_name, "state": g.state, "slot": g.slot,
-                "fingerprint": g.fingerprint, "chunks": self.chunks, "missing": self.missing,
-                "activated_at": None if g.activated_at is None else str(g.activated_at)}
+        return {
+            "generation": g.generation_id,
+            "model": g.model_name,
+            "state": g.state,
+            "slot": g.slot,
+            "fingerprint": g.fingerprint,
+            "chunks": self.chunks,
+            "missing": self.missing,
+            "activated_at": None if g.activated_at is None else str(g.activated_at),
+        }
 
 
 def statuses(engine: Engine) -> list[GenerationStatus]:
     """Every generation with how many chunks still lack its vector."""
     with engine.connect() as conn:
         total = engine.chunk_total(conn)
-        return [GenerationStatus(g, engine.missing_vectors(conn, g) if g.state != LOADING else total, total)
-                for g in engine.generations(conn)]
+        return [
+            GenerationStatus(g, engine.missing_vectors(conn, g) if g.state != LOADING else total, total)
+            for g in engine.generations(conn)
+        ]
 
 
 def switch_progress(engine: Engine) -> dict[str, Any] | None:
@@ -57,14 +66,22 @@ def switch_progress(engine: Engine) -> dict[str, Any] | None:
     """
     found = statuses(engine)
     active = next((s for s in found if s.generation.state == ACTIVE), None)
-    target = next((s for s in found if s.generation.state != ACTIVE and s.generation.activated_at is None), None)
+    target = next(
+        (s for s in found if s.generation.state != ACTIVE and s.generation.activated_at is None), None
+    )
     if target is None:
         return None
     g = target.generation
-    return {"to": g.model_name, "generation": g.generation_id, "state": g.state,
-            "from": None if active is None else active.generation.model_name,
-            "embedded": target.chunks - target.missing, "chunks": target.chunks, "missing": target.missing,
-            "done": g.state == STANDBY and target.missing == 0}
+    return {
+        "to": g.model_name,
+        "generation": g.generation_id,
+        "state": g.state,
+        "from": None if active is None else active.generation.model_name,
+        "embedded": target.chunks - target.missing,
+        "chunks": target.chunks,
+        "missing": target.missing,
+        "done": g.state == STANDBY and target.missing == 0,
+    }
 
 
 def switch(engine: Engine, settings: Settings, name: str) -> str:
@@ -75,21 +92,35 @@ def switch(engine: Engine, settings: Settings, name: str) -> str:
     gen = next((g for g in gens if g.model_name == spec.name), None)
     if gen is not None and gen.state != LOADING:
         if gen.state == ACTIVE:
-            raise InputError(f"{spec.name} is the active model (generation {gen.generation_id}): nothing to switch")
-        raise InputError(f"{spec.name} is already generation {gen.generation_id} ({gen.state}); "
-                         f"`oracle-rag model activate` flips to it once it covers every chunk")
+            raise InputError(
+                f"{spec.name} is the active model (generation {gen.generation_id}): nothing to switch"
+            )
+        raise InputError(
+            f"{spec.name} is already generation {gen.generation_id} ({gen.state}); "
+            f"`oracle-rag model activate` flips to it once it covers every chunk"
+        )
     if gen is None:
         if spec.dim != 384:
             raise InputError(f"{spec.name} has {spec.dim} dimensions; the vector slots hold 384")
         free = [s for s in SLOTS if s not in {g.slot for g in gens}]
         if not free:
             kept = next(g for g in gens if g.state != ACTIVE)
-            raise InputError(f"both vector slots are taken; drop the generation kept for rollback first: "
-                             f"`oracle-rag model drop {kept.model_name}`")
+            raise InputError(
+                f"both vector slots are taken; drop the generation kept for rollback first: "
+                f"`oracle-rag model drop {kept.model_name}`"
+            )
         with engine.begin() as conn:
-            conn.execute(engine.statement(gq.INSERT_GENERATION), {
-                "model_name": spec.name, "db_model": spec.oracle_name, "dimensions": spec.dim,
-                "slot": free[0], "query_prefix": spec.query_prefix, "passage_prefix": spec.passage_prefix})
+            conn.execute(
+                engine.statement(gq.INSERT_GENERATION),
+                {
+                    "model_name": spec.name,
+                    "db_model": spec.oracle_name,
+                    "dimensions": spec.dim,
+                    "slot": free[0],
+                    "query_prefix": spec.query_prefix,
+                    "passage_prefix": spec.passage_prefix,
+                },
+            )
             gen = next(g for g in engine.generations(conn) if g.model_name == spec.name)
     fingerprint = _load(engine, settings, gen)
     with engine.connect() as conn:
@@ -97,11 +128,15 @@ def switch(engine: Engine, settings: Settings, name: str) -> str:
     if dims != gen.dimensions:
         raise DatabaseError(f"{spec.name} embeds {dims} dimensions, not {gen.dimensions}: not switched")
     with engine.begin() as conn:
-        conn.execute(engine.statement(gq.MARK_LOADED), {"generation_id": gen.generation_id, "fingerprint": fingerprint})
+        conn.execute(
+            engine.statement(gq.MARK_LOADED), {"generation_id": gen.generation_id, "fingerprint": fingerprint}
+        )
         missing = engine.missing_vectors(conn, gen)
-    return (f"generation {gen.generation_id}: {spec.name} in slot {gen.slot}; the worker embeds the "
-            f"{missing} chunks it lacks behind the queue (progress: `oracle-rag status`), then run "
-            f"`oracle-rag model activate`")
+    return (
+        f"generation {gen.generation_id}: {spec.name} in slot {gen.slot}; the worker embeds the "
+        f"{missing} chunks it lacks behind the queue (progress: `oracle-rag status`), then run "
+        f"`oracle-rag model activate`"
+    )
 
 
 def _load(engine: Engine, settings: Settings, gen: Generation) -> str | None:
@@ -127,8 +162,10 @@ def _target(gens: list[Generation], name: str | None) -> Generation:
         return found
     waiting = [g for g in gens if g.state != ACTIVE]
     if not waiting:
-        raise InputError("no model generation is waiting to be activated; start one with "
-                         "`oracle-rag model switch --to NAME`")
+        raise InputError(
+            "no model generation is waiting to be activated; start one with "
+            "`oracle-rag model switch --to NAME`"
+        )
     return waiting[0]
 
 
@@ -144,27 +181,35 @@ def activate(engine: Engine, name: str | None = None) -> str:
         if target.state == ACTIVE:
             return f"{target.label()} is already active"
         if target.state != STANDBY:
-            raise InputError(f"{target.label()} is still loading: run `oracle-rag model switch --to "
-                             f"{target.model_name}` again")
+            raise InputError(
+                f"{target.label()} is still loading: run `oracle-rag model switch --to "
+                f"{target.model_name}` again"
+            )
         _refuse_gaps(engine, conn, target)
     built = engine.build_vector_index(target)
     with engine.begin_exclusive() as conn:
         active = engine.active_generation(conn)
         _refuse_gaps(engine, conn, target)
         conn.execute(engine.statement(gq.MARK_STANDBY), {"generation_id": active.generation_id})
-        stepped = conn.execute(engine.statement(gq.MARK_ACTIVE), {"generation_id": target.generation_id}).rowcount
+        stepped = conn.execute(
+            engine.statement(gq.MARK_ACTIVE), {"generation_id": target.generation_id}
+        ).rowcount
         if stepped != 1:
             raise DatabaseError(f"{target.label()} changed meanwhile; nothing flipped")
-    return (f"active: {target.label()} ({built}); {active.label()} is kept and written for "
-            f"`oracle-rag model rollback` until `oracle-rag model drop {active.model_name}`")
+    return (
+        f"active: {target.label()} ({built}); {active.label()} is kept and written for "
+        f"`oracle-rag model rollback` until `oracle-rag model drop {active.model_name}`"
+    )
 
 
 def _refuse_gaps(engine: Engine, conn: Any, target: Generation) -> None:
     missing = engine.missing_vectors(conn, target)
     if missing:
         total = engine.chunk_total(conn)
-        raise InputError(f"{target.label()} lacks vectors for {missing} of {total} chunks; the worker is "
-                         f"embedding them (see `oracle-rag status`): activate when none are missing")
+        raise InputError(
+            f"{target.label()} lacks vectors for {missing} of {total} chunks; the worker is "
+            f"embedding them (see `oracle-rag status`): activate when none are missing"
+        )
 
 
 def rollback(engine: Engine) -> str:

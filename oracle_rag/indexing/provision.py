@@ -53,7 +53,8 @@ _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_$#]{0,122}$")
 
 # Oracle SQL reserved words (V$RESERVED_WORDS with RESERVED = 'Y'): an
 # unquoted identifier may not be one of them.
-_RESERVED = frozenset("""
+_RESERVED = frozenset(
+    """
 ACCESS ADD ALL ALTER AND ANY AS ASC AUDIT BETWEEN BY CHAR CHECK CLUSTER COLUMN COMMENT
 COMPRESS CONNECT CREATE CURRENT DATE DECIMAL DEFAULT DELETE DESC DISTINCT DROP ELSE
 EXCLUSIVE EXISTS FILE FLOAT FOR FROM GRANT GROUP HAVING IDENTIFIED IMMEDIATE IN INCREMENT
@@ -62,11 +63,14 @@ MLSLABEL MODE MODIFY NOAUDIT NOCOMPRESS NOT NOWAIT NULL NUMBER OF OFFLINE ON ONL
 OR ORDER PCTFREE PRIOR PUBLIC RAW RENAME RESOURCE REVOKE ROW ROWID ROWNUM ROWS SELECT
 SESSION SET SHARE SIZE SMALLINT START SUCCESSFUL SYNONYM SYSDATE TABLE THEN TO TRIGGER UID
 UNION UNIQUE UPDATE USER VALIDATE VALUES VARCHAR VARCHAR2 VIEW WHENEVER WHERE WITH
-""".split())
+""".split()
+)
 
 SQLITE_REFUSAL = "the embedded engine runs the model in-process; use `oracle-rag model build`"
-SQLITE_VPD_REFUSAL = ("VPD is an Oracle feature: the embedded engine has none to provision (its scope is in every "
-                      "statement, and guarded SQL runs on a read-only connection; docs/access.md)")
+SQLITE_VPD_REFUSAL = (
+    "VPD is an Oracle feature: the embedded engine has none to provision (its scope is in every "
+    "statement, and guarded SQL runs on a read-only connection; docs/access.md)"
+)
 
 
 def model_identifier(name: str) -> str:
@@ -142,8 +146,9 @@ def _run_block(engine: Engine, sql: Sql, binds: Callable[[Any], Mapping[str, Any
     except oracledb.Error as exc:
         raise wrap_driver_error(exc, doing) from None
     except DatabaseError as exc:  # connecting failed (already wrapped by the engine)
-        raise DatabaseError(f"{doing}: {exc.message}", driver_class=exc.driver_class,
-                            vendor_code=exc.vendor_code) from None
+        raise DatabaseError(
+            f"{doing}: {exc.message}", driver_class=exc.driver_class, vendor_code=exc.vendor_code
+        ) from None
     return str(value or "")
 
 
@@ -166,8 +171,11 @@ def load_model_file(engine: Engine, path: Path, *, name: str | None = None, repl
     def binds(raw: Any) -> dict[str, Any]:
         import oracledb
 
-        return {"model_name": model, "replace": 1 if replace else 0,
-                "model_data": raw.createlob(oracledb.DB_TYPE_BLOB, data)}
+        return {
+            "model_name": model,
+            "replace": 1 if replace else 0,
+            "model_data": raw.createlob(oracledb.DB_TYPE_BLOB, data),
+        }
 
     log.info("loading model %s from %s (%d bytes)", model, path.name, size)
     outcome = _run_block(engine, q.LOAD_MODEL_BLOB, binds, f"loading model {model} from {path.name}")
@@ -209,8 +217,9 @@ def model_present(engine: Engine, name: str) -> bool:
     return bool(found)
 
 
-def bootstrap(engine: Engine, settings: Settings, par_url: str | None,
-              progress: Callable[[str], None] | None = None) -> list[str]:
+def bootstrap(
+    engine: Engine, settings: Settings, par_url: str | None, progress: Callable[[str], None] | None = None
+) -> list[str]:
     """Bring a database up to date for the application; every re-run is a no-op.
 
     Applies pending migrations, then, when ``par_url`` is given (``oracle-rag
@@ -230,8 +239,10 @@ def bootstrap(engine: Engine, settings: Settings, par_url: str | None,
         par_url_host(par_url)  # refuse a bad URL before changing anything
     lines = []
     for mset, report in migrate_all(engine, ("rag",), progress).items():
-        lines.append(f"migrations ({mset}): applied {report.applied or 'none'}, resumed "
-                     f"{report.resumed or 'none'}, already applied {report.skipped or 'none'}")
+        lines.append(
+            f"migrations ({mset}): applied {report.applied or 'none'}, resumed "
+            f"{report.resumed or 'none'}, already applied {report.skipped or 'none'}"
+        )
     if not engine.loads_models:
         lines.append("model: the embedded engine runs it in-process (built on first use)")
         return lines
@@ -242,8 +253,10 @@ def bootstrap(engine: Engine, settings: Settings, par_url: str | None,
         if model_present(engine, model):
             lines.append(f"model: {model} present; {PAR_URL_ENV} not set, nothing to load")
         else:
-            lines.append(f"model: {model} is NOT loaded and {PAR_URL_ENV} is not set; load it with "
-                         f"`oracle-rag model load --file FILE --name {model}` or set {PAR_URL_ENV}")
+            lines.append(
+                f"model: {model} is NOT loaded and {PAR_URL_ENV} is not set; load it with "
+                f"`oracle-rag model load --file FILE --name {model}` or set {PAR_URL_ENV}"
+            )
     lines.append(rebuild_if_due(engine))  # IVF centroids from real data: once after the first backfill
     return lines
 
@@ -251,13 +264,19 @@ def bootstrap(engine: Engine, settings: Settings, par_url: str | None,
 def _require_valid_package(engine: Engine, conn: Any) -> None:
     """The package and its body compiled (VALID): a compile error is only a driver warning (DPY-7000)."""
     rows = {str(r[0]): (str(r[1]), r[2]) for r in conn.execute(engine.statement(vpd.PACKAGE_STATUS))}
-    bad = [f"{kind} {status}: {errors or 'no USER_ERRORS rows'}" for kind, (status, errors) in sorted(rows.items())
-           if status != "VALID"]
+    bad = [
+        f"{kind} {status}: {errors or 'no USER_ERRORS rows'}"
+        for kind, (status, errors) in sorted(rows.items())
+        if status != "VALID"
+    ]
     missing = [kind for kind in ("PACKAGE", "PACKAGE BODY") if kind not in rows]
     if bad or missing:
-        raise DatabaseError("provisioning the VPD policy: RAG_ACCESS_CTX_PKG did not compile ("
-                            + "; ".join(bad + [f"{kind} missing" for kind in missing])
-                            + "); no policy was added", vendor_code="DPY-7000")
+        raise DatabaseError(
+            "provisioning the VPD policy: RAG_ACCESS_CTX_PKG did not compile ("
+            + "; ".join(bad + [f"{kind} missing" for kind in missing])
+            + "); no policy was added",
+            vendor_code="DPY-7000",
+        )
 
 
 def provision_vpd(engine: Engine) -> list[str]:
@@ -271,10 +290,18 @@ def provision_vpd(engine: Engine) -> list[str]:
     done = []
     try:
         with engine.begin() as conn:
-            for sql, what in zip(vpd.PROVISION, ("package RAG_ACCESS_CTX_PKG", "package body RAG_ACCESS_CTX_PKG",
-                                                 "context RAG_ACCESS_CTX (this schema's)", "policy RAG_CHUNK_ACCESS",
-                                                 "policy RAG_CHUNK_ACL_ACCESS", "policy RAG_CHUNK_TERM_ACCESS"),
-                                strict=True):
+            for sql, what in zip(
+                vpd.PROVISION,
+                (
+                    "package RAG_ACCESS_CTX_PKG",
+                    "package body RAG_ACCESS_CTX_PKG",
+                    "context RAG_ACCESS_CTX (this schema's)",
+                    "policy RAG_CHUNK_ACCESS",
+                    "policy RAG_CHUNK_ACL_ACCESS",
+                    "policy RAG_CHUNK_TERM_ACCESS",
+                ),
+                strict=True,
+            ):
                 conn.exec_driver_sql(engine.text(sql))
                 done.append(f"created {what}")
                 if sql is vpd.CREATE_PACKAGE_BODY:
@@ -284,7 +311,9 @@ def provision_vpd(engine: Engine) -> list[str]:
     except Exception as exc:
         raise wrap_driver_error(exc, "provisioning the VPD policy") from None
     if not engine.settings.access_vpd:
-        done.append("now set [access] vpd = true (access_vpd) and restart: until then this schema's own "
-                    "sessions have no access context and read no RAG_CHUNK row (migrate, bootstrap, the "
-                    "worker and index rebuild refuse to run)")
+        done.append(
+            "now set [access] vpd = true (access_vpd) and restart: until then this schema's own "
+            "sessions have no access context and read no RAG_CHUNK row (migrate, bootstrap, the "
+            "worker and index rebuild refuse to run)"
+        )
     return done

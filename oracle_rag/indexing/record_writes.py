@@ -47,23 +47,47 @@ def planned_hash(plan: ChunkPlan, text: str) -> tuple[list[str], str]:
     return parts, record_hash(text, len(parts), plan)
 
 
-def record_write(plan: ChunkPlan, source_type: str, source_id: str, text: str, *, owner_id: int | None = None,
-                 project_id: int | None = None, sprint_id: int | None = None, facets: str = "{}",
-                 access: RecordAccess | None = None,
-                 planned: tuple[list[str], str] | None = None) -> RecordWrite:
+def record_write(
+    plan: ChunkPlan,
+    source_type: str,
+    source_id: str,
+    text: str,
+    *,
+    owner_id: int | None = None,
+    project_id: int | None = None,
+    sprint_id: int | None = None,
+    facets: str = "{}",
+    access: RecordAccess | None = None,
+    planned: tuple[list[str], str] | None = None,
+) -> RecordWrite:
     """Every chunk of the record; ``planned`` is :func:`planned_hash` of ``text`` when already computed."""
     parts, digest = planned or planned_hash(plan, text)
     analysis = analyze_record(text)
     chunks = tuple(
-        ChunkWrite(source_type, source_id, part, digest, owner_id, project_id, sprint_id, chunk_no=n,
-                   facets=facets, analysis=analysis if n == 0 else None, access=access)
-        for n, part in enumerate(parts))
+        ChunkWrite(
+            source_type,
+            source_id,
+            part,
+            digest,
+            owner_id,
+            project_id,
+            sprint_id,
+            chunk_no=n,
+            facets=facets,
+            analysis=analysis if n == 0 else None,
+            access=access,
+        )
+        for n, part in enumerate(parts)
+    )
     return RecordWrite(source_type, source_id, digest, chunks)
 
 
-
-def write_records(engine: Engine, conn: sa.Connection, records: Sequence[RecordWrite],
-                  vectors: Mapping[int, Mapping[str, bytes]] | None = None) -> int:
+def write_records(
+    engine: Engine,
+    conn: sa.Connection,
+    records: Sequence[RecordWrite],
+    vectors: Mapping[int, Mapping[str, bytes]] | None = None,
+) -> int:
     """Write records (every chunk embedded), dropping chunks a shorter new text no longer has.
 
     ``vectors``: the chunks' vectors computed beforehand (``Engine.embed_texts``);

@@ -88,7 +88,9 @@ class SourceResult:
     documents: int = 0
     rescoped: int = 0  # documents whose access changed (owner/group/ACL), rewritten without embedding
     error: RagError | None = None
-    warnings: list[str] = field(default_factory=list)  # declarations the data contradicts (done_values unseen)
+    warnings: list[str] = field(
+        default_factory=list
+    )  # declarations the data contradicts (done_values unseen)
 
     @property
     def embedded(self) -> int:
@@ -100,10 +102,13 @@ class SourceResult:
             return f"{self.name}: failed ({self.mode} read): {self.error}"
         if self.outcome == "skipped":
             return f"{self.name}: skipped (refreshed concurrently by another process)"
-        return (f"{self.name}: {self.outcome} ({self.mode} read, {self.rows_read} rows read): "
-                f"{self.new} new, {self.updated} updated, {self.removed} removed, {self.unchanged} unchanged"
-                + (f", {self.rescoped} re-scoped" if self.rescoped else "") + f"; {self.documents} documents"
-                + "".join(f"\n  warning: {w}" for w in self.warnings))
+        return (
+            f"{self.name}: {self.outcome} ({self.mode} read, {self.rows_read} rows read): "
+            f"{self.new} new, {self.updated} updated, {self.removed} removed, {self.unchanged} unchanged"
+            + (f", {self.rescoped} re-scoped" if self.rescoped else "")
+            + f"; {self.documents} documents"
+            + "".join(f"\n  warning: {w}" for w in self.warnings)
+        )
 
 
 @dataclass
@@ -231,8 +236,11 @@ class SourceRefresher:
                         log.warning("source %r: %s", source.name, warning)
                 return result
             except Exception as exc:
-                error = exc if isinstance(exc, RagError) else SourceLoadingError(
-                    f"source {source.name!r}: internal error [{type(exc).__name__}]")
+                error = (
+                    exc
+                    if isinstance(exc, RagError)
+                    else SourceLoadingError(f"source {source.name!r}: internal error [{type(exc).__name__}]")
+                )
                 if not isinstance(exc, RagError):
                     log.debug("SQL source %r failed", source.name, exc_info=True)
                 self._record_failure(source.name, error, mode, now)
@@ -269,7 +277,9 @@ class SourceRefresher:
     def metadata(self, name: str, row_id: str) -> dict[str, Any] | None:
         """The stored metadata of one document (``None`` if it is not indexed)."""
         with self._connect() as conn:
-            value = conn.execute(self.engine.statement(q.DOCUMENT_METADATA), {"name": name, "row_id": str(row_id)}).scalar()
+            value = conn.execute(
+                self.engine.statement(q.DOCUMENT_METADATA), {"name": name, "row_id": str(row_id)}
+            ).scalar()
         if value is None:
             return None
         text = read_lob(value)
@@ -281,10 +291,12 @@ class SourceRefresher:
         with self._lock:
             try:
                 with self.engine.begin() as conn:
-                    ids = [r[0] for r in conn.execute(self.engine.statement(q.DOCUMENT_HASHES), {"name": name})]
+                    ids = [
+                        r[0] for r in conn.execute(self.engine.statement(q.DOCUMENT_HASHES), {"name": name})
+                    ]
                     removed = 0
                     for start in range(0, len(ids), WRITE_BATCH):
-                        part = [f"{name}#{i}" for i in ids[start:start + WRITE_BATCH]]
+                        part = [f"{name}#{i}" for i in ids[start : start + WRITE_BATCH]]
                         removed += self.engine.delete_chunks(conn, name, part)
                     conn.execute(self.engine.statement(q.DELETE_DOCUMENTS), {"name": name})
                     conn.execute(self.engine.statement(q.DELETE_SOURCE), {"name": name})
@@ -302,11 +314,18 @@ class SourceRefresher:
         """
         try:
             with self.engine.begin() as conn:
-                return int(conn.execute(self.engine.statement(q.CLEAR_ORPHAN_ACCESS_FAILURES),
-                                        {"configured": sorted(self.sources)}).rowcount or 0)
+                return int(
+                    conn.execute(
+                        self.engine.statement(q.CLEAR_ORPHAN_ACCESS_FAILURES),
+                        {"configured": sorted(self.sources)},
+                    ).rowcount
+                    or 0
+                )
         except sa.exc.DBAPIError as exc:
-            log.warning("could not clear the access failures of removed sources: %s",
-                        wrap_driver_error(exc, "clearing access failures").message)
+            log.warning(
+                "could not clear the access failures of removed sources: %s",
+                wrap_driver_error(exc, "clearing access failures").message,
+            )
             return 0
         except errors.RagError as exc:  # the connection or transaction itself failed (already wrapped)
             log.warning("could not clear the access failures of removed sources: %s", exc.message)
@@ -332,8 +351,13 @@ class SourceRefresher:
     def _read(self, source: SqlSource, state: SourceState, full: bool) -> _Plan:
         stored = self._stored_hashes(source.name)
         engine = self.resolver.engine_for(source.name, source.connection, source.url_options)
-        incremental = (not full and source.updated_at_column is not None and state.status != "new"
-                       and state.watermark is not None and state.definition_hash == source.definition_hash)
+        incremental = (
+            not full
+            and source.updated_at_column is not None
+            and state.status != "new"
+            and state.watermark is not None
+            and state.definition_hash == source.definition_hash
+        )
         if incremental:
             with read_session(engine, source=source.name, timeout_s=source.timeout_s) as conn:
                 ids = source.read_ids(conn)
@@ -343,16 +367,30 @@ class SourceRefresher:
                 mark = state.watermark
                 if delta.watermark is not None:
                     mark = delta.watermark if mark is None else mark.later(delta.watermark, source.name, 0)
-                return _Plan(stored, delta.documents, len(ids) + delta.rows_read, mark, "incremental", present,
-                             self._read_acl(source, engine))
+                return _Plan(
+                    stored,
+                    delta.documents,
+                    len(ids) + delta.rows_read,
+                    mark,
+                    "incremental",
+                    present,
+                    self._read_acl(source, engine),
+                )
             mode = "full (fallback)"
             extra = len(ids) + delta.rows_read
         else:
             mode, extra = "full", 0
         with read_session(engine, source=source.name, timeout_s=source.timeout_s) as conn:
             result = source.read(conn)
-        return _Plan(stored, result.documents, extra + result.rows_read, result.watermark, mode,
-                     set(result.documents), self._read_acl(source, engine))
+        return _Plan(
+            stored,
+            result.documents,
+            extra + result.rows_read,
+            result.watermark,
+            mode,
+            set(result.documents),
+            self._read_acl(source, engine),
+        )
 
     def _read_acl(self, source: SqlSource, engine: sa.Engine) -> dict[str, tuple[str, ...]] | None:
         """The source's ACL pairs; a failure hides the source from non-see-all callers, then raises."""
@@ -364,37 +402,71 @@ class SourceRefresher:
         except RagError as exc:
             raise SourceLoadingError(
                 f"source {source.name!r}: acl_query failed ({exc.message}); its records are hidden from callers "
-                f"without see-all until it succeeds", access_error_code=exc.code) from None
+                f"without see-all until it succeeds",
+                access_error_code=exc.code,
+            ) from None
 
     # -- writing -------------------------------------------------------------------------
     def _apply(self, source: SqlSource, state: SourceState, plan: _Plan, now: dt.datetime) -> SourceResult:
         changed, gone = plan.changed, plan.gone
         new = sum(1 for d in changed if d.row_id not in plan.stored)
-        result = SourceResult(source.name, "changed" if changed or gone else "unchanged", plan.mode,
-                              rows_read=plan.rows_read, new=new, updated=len(changed) - new,
-                              unchanged=len(plan.docs) - len(changed), removed=len(gone),
-                              documents=len(plan.stored) + new - len(gone))
+        result = SourceResult(
+            source.name,
+            "changed" if changed or gone else "unchanged",
+            plan.mode,
+            rows_read=plan.rows_read,
+            new=new,
+            updated=len(changed) - new,
+            unchanged=len(plan.docs) - len(changed),
+            removed=len(gone),
+            documents=len(plan.stored) + new - len(gone),
+        )
         when = _iso(now)
         name = source.name
         try:
             with self.engine.begin() as conn:
-                if not conn.execute(self.engine.statement(q.CLAIM), {"name": name, "seq": state.refresh_seq}).rowcount:
+                if not conn.execute(
+                    self.engine.statement(q.CLAIM), {"name": name, "seq": state.refresh_seq}
+                ).rowcount:
                     conn.rollback()
                     return SourceResult(name, "skipped", plan.mode, rows_read=plan.rows_read)
                 for start in range(0, len(changed), WRITE_BATCH):
-                    part = changed[start:start + WRITE_BATCH]
-                    write_records(self.engine, conn, [
-                        record_write(self.plan, name, d.document_id, d.chunk_text, owner_id=d.owner_id,
-                                     facets=facets_json(d.facets),
-                                     access=record_access(source.access, d.owner_id, plan.groups(d)))
-                        for d in part])
-                    conn.execute(self.engine.statement(q.UPSERT_DOCUMENT), [
-                        {"name": name, "row_id": d.row_id, "doc_hash": d.doc_hash, "metadata": d.metadata_json,
-                         "now": when} for d in part])
+                    part = changed[start : start + WRITE_BATCH]
+                    write_records(
+                        self.engine,
+                        conn,
+                        [
+                            record_write(
+                                self.plan,
+                                name,
+                                d.document_id,
+                                d.chunk_text,
+                                owner_id=d.owner_id,
+                                facets=facets_json(d.facets),
+                                access=record_access(source.access, d.owner_id, plan.groups(d)),
+                            )
+                            for d in part
+                        ],
+                    )
+                    conn.execute(
+                        self.engine.statement(q.UPSERT_DOCUMENT),
+                        [
+                            {
+                                "name": name,
+                                "row_id": d.row_id,
+                                "doc_hash": d.doc_hash,
+                                "metadata": d.metadata_json,
+                                "now": when,
+                            }
+                            for d in part
+                        ],
+                    )
                 for start in range(0, len(gone), WRITE_BATCH):
-                    ids = gone[start:start + WRITE_BATCH]
+                    ids = gone[start : start + WRITE_BATCH]
                     self.engine.delete_chunks(conn, name, [source.document_id(i) for i in ids])
-                    conn.execute(self.engine.statement(q.DELETE_DOCUMENT), [{"name": name, "row_id": i} for i in ids])
+                    conn.execute(
+                        self.engine.statement(q.DELETE_DOCUMENT), [{"name": name, "row_id": i} for i in ids]
+                    )
                 result.rescoped = self.engine.write_access(conn, self._access_changes(conn, source, plan))
                 if result.rescoped and result.outcome == "unchanged":
                     result.outcome = "changed"
@@ -403,17 +475,27 @@ class SourceRefresher:
                 # replaced a failing acl_query left the source hidden for good).
                 self.engine.set_access_failure(conn, name, None)
                 mark = plan.watermark
-                conn.execute(self.engine.statement(q.RECORD_SUCCESS), {
-                    "name": name, "definition_hash": source.definition_hash, "now": when,
-                    "full_read": 0 if plan.mode == "incremental" else 1,
-                    "watermark": mark.text if mark else None, "watermark_kind": mark.kind if mark else None,
-                    "doc_count": result.documents, "rows_read": plan.rows_read, "mode": plan.mode})
+                conn.execute(
+                    self.engine.statement(q.RECORD_SUCCESS),
+                    {
+                        "name": name,
+                        "definition_hash": source.definition_hash,
+                        "now": when,
+                        "full_read": 0 if plan.mode == "incremental" else 1,
+                        "watermark": mark.text if mark else None,
+                        "watermark_kind": mark.kind if mark else None,
+                        "doc_count": result.documents,
+                        "rows_read": plan.rows_read,
+                        "mode": plan.mode,
+                    },
+                )
         except sa.exc.DBAPIError as exc:
             raise wrap_driver_error(exc, f"source {name!r}: writing documents") from None
         return result
 
-    def _access_changes(self, conn: sa.Connection, source: SqlSource,
-                        plan: _Plan) -> list[tuple[str, str, RecordAccess]]:
+    def _access_changes(
+        self, conn: sa.Connection, source: SqlSource, plan: _Plan
+    ) -> list[tuple[str, str, RecordAccess]]:
         """Records whose stored access differs from what the policy gives them now (no embedding needed).
 
         The documents read (every one in a full read) are compared; with an
@@ -427,7 +509,7 @@ class SourceRefresher:
             if doc is not None:
                 access = record_access(source.access, doc.owner_id, plan.groups(doc))
             elif plan.acl is not None and document_id.startswith(prefix):
-                access = record_access(source.access, owner, plan.acl.get(document_id[len(prefix):], ()))
+                access = record_access(source.access, owner, plan.acl.get(document_id[len(prefix) :], ()))
             else:
                 continue
             if access != stored:
@@ -444,20 +526,34 @@ class SourceRefresher:
         try:
             with self.engine.begin() as conn:
                 self.engine.set_access_failure(conn, name, _iso(now), error_code)
-            log.warning("SQL source %r: its records are hidden from callers without see-all until a read "
-                        "succeeds", name)
+            log.warning(
+                "SQL source %r: its records are hidden from callers without see-all until a read succeeds",
+                name,
+            )
         except Exception as exc:  # the product database itself is failing: nothing more to record
-            log.warning("SQL source %r failed and its access failure could not be recorded [%s]", name,
-                        type(exc).__name__)
+            log.warning(
+                "SQL source %r failed and its access failure could not be recorded [%s]",
+                name,
+                type(exc).__name__,
+            )
 
     def _record_failure(self, name: str, error: RagError, mode: str, now: dt.datetime) -> None:
         try:
             self._execute(self.engine.statement(q.ENSURE_SOURCE), {"name": name})
-            self._execute(self.engine.statement(q.RECORD_FAILURE), {
-                "name": name, "now": _iso(now), "mode": mode, "error": error.message[:1000], "error_code": error.code})
+            self._execute(
+                self.engine.statement(q.RECORD_FAILURE),
+                {
+                    "name": name,
+                    "now": _iso(now),
+                    "mode": mode,
+                    "error": error.message[:1000],
+                    "error_code": error.code,
+                },
+            )
         except Exception as exc:  # the product database itself is failing: nothing more to record
-            log.warning("SQL source %r failed and its failure could not be recorded [%s]", name,
-                        type(exc).__name__)
+            log.warning(
+                "SQL source %r failed and its failure could not be recorded [%s]", name, type(exc).__name__
+            )
 
     # -- helpers -------------------------------------------------------------------------
     def _selected(self, name: str | None) -> Sequence[SqlSource]:
@@ -476,9 +572,11 @@ class SourceRefresher:
             with self.engine.connect() as conn:
                 yield conn
         except DatabaseError as exc:
-            raise DatabaseError(f"{exc.message} (reading SQL source state: is the schema migrated? run "
-                                f"`oracle-rag migrate`)", driver_class=exc.driver_class,
-                                vendor_code=exc.vendor_code) from None
+            raise DatabaseError(
+                f"{exc.message} (reading SQL source state: is the schema migrated? run `oracle-rag migrate`)",
+                driver_class=exc.driver_class,
+                vendor_code=exc.vendor_code,
+            ) from None
 
     def _execute(self, clause: sa.TextClause, binds: dict[str, Any]) -> None:
         with self.engine.begin() as conn:
@@ -506,11 +604,20 @@ def _moment(value: Any) -> dt.datetime | None:
 
 def _state(row: Any) -> SourceState:
     return SourceState(
-        name=row[0], status=row[1], definition_hash=row[2], refresh_seq=int(row[3] or 0),
-        last_attempt_at=_moment(row[4]), last_refresh_at=_moment(row[5]), last_full_at=_moment(row[6]),
+        name=row[0],
+        status=row[1],
+        definition_hash=row[2],
+        refresh_seq=int(row[3] or 0),
+        last_attempt_at=_moment(row[4]),
+        last_refresh_at=_moment(row[5]),
+        last_full_at=_moment(row[6]),
         watermark=Watermark(row[8], row[7]) if row[7] is not None and row[8] else None,
-        doc_count=int(row[9] or 0), rows_read=None if row[10] is None else int(row[10]), last_mode=row[11],
-        last_error=row[12], last_error_code=row[13])
+        doc_count=int(row[9] or 0),
+        rows_read=None if row[10] is None else int(row[10]),
+        last_mode=row[11],
+        last_error=row[12],
+        last_error_code=row[13],
+    )
 
 
 def _error_class(code: str | None) -> type[RagError]:

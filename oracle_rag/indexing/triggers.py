@@ -54,17 +54,21 @@ ORDER BY t.TRIGGER_NAME""",
 # created INVALID and the cursor carries a DPY-7000 warning ("creation succeeded with
 # compilation errors"); the errors are in USER_ERRORS (python-oracledb user guide,
 # "PL/SQL Compilation Warnings"). Each CREATE is checked both ways.
-TRIGGER_ERRORS = Sql(oracle="""SELECT LINE, POSITION, TEXT
+TRIGGER_ERRORS = Sql(
+    oracle="""SELECT LINE, POSITION, TEXT
 FROM USER_ERRORS
 WHERE TYPE = 'TRIGGER' AND NAME = :name AND ATTRIBUTE = 'ERROR'
-ORDER BY SEQUENCE""")
+ORDER BY SEQUENCE"""
+)
 COMPILE_WARNING = "DPY-7000"
 
 _CREATE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?TRIGGER\s+([A-Za-z][A-Za-z0-9_$#]*)", re.I | re.M)
 _DROP = re.compile(r"^\s*DROP\s+TRIGGER\s+(?:IF\s+EXISTS\s+)?([A-Za-z][A-Za-z0-9_$#]*)", re.I)
 
-_INSTALL_HINT = ("; the RAG tables and the reference application's tables must exist first "
-                 "(`oracle-rag migrate --demo`), and on Oracle the user needs CREATE TRIGGER")
+_INSTALL_HINT = (
+    "; the RAG tables and the reference application's tables must exist first "
+    "(`oracle-rag migrate --demo`), and on Oracle the user needs CREATE TRIGGER"
+)
 
 
 def _script(engine: Engine, script: str) -> str:
@@ -111,14 +115,18 @@ def compile_failure(name: str, warning_code: str | None, errors: list[tuple[Any,
     """
     if warning_code != COMPILE_WARNING and not errors:
         return None
-    where = "; ".join(f"line {line}, position {pos}: {' '.join(str(text).split())}" for line, pos, text in errors[:3])
+    where = "; ".join(
+        f"line {line}, position {pos}: {' '.join(str(text).split())}" for line, pos, text in errors[:3]
+    )
     return f"trigger {name} did not compile ({where or warning_code})"
 
 
-NO_REFERENCE_APP = ("the enqueue triggers watch the reference application's tables (TASK, TASK_COMMENT, SPRINT, "
-                    "PROJECT, EMPLOYEE), which this database does not have; SQL-query sources need no triggers "
-                    "(`oracle-rag sources sync`, and the worker refreshes them); the reference schema is created by "
-                    "`oracle-rag migrate --demo` (`oracle-rag demo seed` also fills it)")
+NO_REFERENCE_APP = (
+    "the enqueue triggers watch the reference application's tables (TASK, TASK_COMMENT, SPRINT, "
+    "PROJECT, EMPLOYEE), which this database does not have; SQL-query sources need no triggers "
+    "(`oracle-rag sources sync`, and the worker refreshes them); the reference schema is created by "
+    "`oracle-rag migrate --demo` (`oracle-rag demo seed` also fills it)"
+)
 
 
 def install(engine: Engine) -> list[str]:
@@ -150,14 +158,21 @@ def _run(engine: Engine, statements: list[str], doing: str, hint: str) -> None:
                 else:
                     conn.exec_driver_sql(sql)
             except DatabaseError as exc:
-                raise DatabaseError(f"{doing} (statement {i} of {len(statements)}): {exc.message}",
-                                    driver_class=exc.driver_class, vendor_code=exc.vendor_code) from None
+                raise DatabaseError(
+                    f"{doing} (statement {i} of {len(statements)}): {exc.message}",
+                    driver_class=exc.driver_class,
+                    vendor_code=exc.vendor_code,
+                ) from None
             except Exception as exc:  # the driver's error (raw cursor) or SQLAlchemy's wrapper of it
-                if not isinstance(exc, sa.exc.DBAPIError) and type(exc).__module__.split(".")[0] != "oracledb":
+                if (
+                    not isinstance(exc, sa.exc.DBAPIError)
+                    and type(exc).__module__.split(".")[0] != "oracledb"
+                ):
                     raise
                 wrapped = wrap_driver_error(exc, f"{doing} (statement {i} of {len(statements)})")
-                raise DatabaseError(wrapped.message + hint, driver_class=wrapped.driver_class,
-                                    vendor_code=wrapped.vendor_code) from None
+                raise DatabaseError(
+                    wrapped.message + hint, driver_class=wrapped.driver_class, vendor_code=wrapped.vendor_code
+                ) from None
 
 
 def _run_oracle_ddl(engine: Engine, conn: sa.Connection, sql: str) -> None:
@@ -178,11 +193,15 @@ def _run_oracle_ddl(engine: Engine, conn: sa.Connection, sql: str) -> None:
         problem = compile_failure(name, getattr(warning, "full_code", None), list(cursor.fetchall()))
         if problem is None:
             return
-        cursor.execute(engine.text(SCRIPT_STATEMENTS[f"DROP_{name}"]))  # the uninstall script's own DROP TRIGGER IF EXISTS
+        cursor.execute(
+            engine.text(SCRIPT_STATEMENTS[f"DROP_{name}"])
+        )  # the uninstall script's own DROP TRIGGER IF EXISTS
     finally:
         cursor.close()
-    raise DatabaseError(f"{problem}; dropped it, since an invalid trigger makes every write to its table fail "
-                        f"(ORA-04098)", vendor_code=COMPILE_WARNING)
+    raise DatabaseError(
+        f"{problem}; dropped it, since an invalid trigger makes every write to its table fail (ORA-04098)",
+        vendor_code=COMPILE_WARNING,
+    )
 
 
 def _oracle_script_statements() -> dict[str, Sql]:

@@ -59,7 +59,9 @@ class BatchResult:
     deleted: int = 0
     failed_rows: int = 0
     deferred_rows: int = 0  # picked rows left queued: their entity was written by someone else meanwhile
-    filled: int = 0  # chunks given a live model generation's missing vector (the fill, when the queue is idle)
+    filled: int = (
+        0  # chunks given a live model generation's missing vector (the fill, when the queue is idle)
+    )
     fill_picked: int = 0
     errors: list[str] = field(default_factory=list)
     # Where the time went: the write lock held (the whole batch on a one-transaction
@@ -87,7 +89,9 @@ def coalesce(rows: Sequence[QueueRow]) -> Groups:
     latest: dict[tuple[str, str], int] = {}
     spelling: dict[tuple[str, str], tuple[str, str]] = {}
     for row in rows:
-        key = spelling.setdefault((row.source_type.casefold(), row.source_id), (row.source_type, row.source_id))
+        key = spelling.setdefault(
+            (row.source_type.casefold(), row.source_id), (row.source_type, row.source_id)
+        )
         action, ids = out.get(key, (row.action, []))
         ids.append(row.dirty_id)
         if row.dirty_id >= latest.get(key, -1):
@@ -111,8 +115,13 @@ def safe_error(exc: BaseException) -> str:
 
 
 class Worker:
-    def __init__(self, engine: Engine, indexer: Indexer, settings: Settings,
-                 on_batch: Callable[[BatchResult], None] | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        indexer: Indexer,
+        settings: Settings,
+        on_batch: Callable[[BatchResult], None] | None = None,
+    ) -> None:
         self.engine = engine
         self.indexer = indexer
         self.settings = settings
@@ -154,7 +163,9 @@ class Worker:
                         self._add(result, self.indexer.apply(conn, *self._split(groups)))
                     self.engine.delete_queue_rows(conn, [r.dirty_id for r in rows])
                 except Exception as exc:  # isolate the failing entities, keep the rest
-                    log.warning("batch of %d failed (%s); retrying entity by entity", len(rows), safe_error(exc))
+                    log.warning(
+                        "batch of %d failed (%s); retrying entity by entity", len(rows), safe_error(exc)
+                    )
                     self._one_by_one(conn, groups, result)
         result.lock_s = time.perf_counter() - locked
 
@@ -181,17 +192,23 @@ class Worker:
                 try:
                     plan = self.indexer.plan(conn, *self._split(groups))
                 except Exception as exc:
-                    log.warning("batch of %d failed (%s); retrying entity by entity", len(rows), safe_error(exc))
+                    log.warning(
+                        "batch of %d failed (%s); retrying entity by entity", len(rows), safe_error(exc)
+                    )
             if plan is not None:
                 try:
                     self._embed_and_write(groups, plan, result)
                     return
                 except Exception as exc:
-                    log.warning("batch of %d failed (%s); retrying entity by entity", len(rows), safe_error(exc))
+                    log.warning(
+                        "batch of %d failed (%s); retrying entity by entity", len(rows), safe_error(exc)
+                    )
             for key, group in groups.items():
                 self._prepared_entity(key, group, result)
 
-    def _prepared_entity(self, key: tuple[str, str], group: tuple[str, list[int]], result: BatchResult) -> None:
+    def _prepared_entity(
+        self, key: tuple[str, str], group: tuple[str, list[int]], result: BatchResult
+    ) -> None:
         try:
             with self.engine.begin() as conn:
                 plan = self.indexer.plan(conn, *self._split({key: group}))
@@ -222,8 +239,11 @@ class Worker:
             ready: dict[tuple[str, str], list[int]] = {}
             for (source_type, source_id), (_action, ids) in groups.items():
                 key = self.indexer.key(source_type, source_id)
-                if same_models and all(i in present for i in ids) and (
-                        key not in stored or plan.stored[key] == stored[key]):
+                if (
+                    same_models
+                    and all(i in present for i in ids)
+                    and (key not in stored or plan.stored[key] == stored[key])
+                ):
                     ready[key] = ids
                 else:
                     result.deferred_rows += sum(1 for i in ids if i in present)
@@ -242,12 +262,16 @@ class Worker:
         """One batch of chunks lacking a live generation's vector: the one being switched to first,
         then any gap of the active one. Each chunk's stored text is embedded once with that model."""
         with self.engine.connect() as conn:
-            live = sorted(self.engine.live_generations(conn).values(), key=lambda g: (g.state != STANDBY, g.slot))
+            live = sorted(
+                self.engine.live_generations(conn).values(), key=lambda g: (g.state != STANDBY, g.slot)
+            )
         for gen in live:
             if self.engine.prepared_writes:
                 with self.engine.worker_slot():
                     with self.engine.begin() as conn:
-                        chunks = self.engine.fill_pick(conn, gen, min(self.fill_batch, self.settings.batch_size))
+                        chunks = self.engine.fill_pick(
+                            conn, gen, min(self.fill_batch, self.settings.batch_size)
+                        )
                     if not chunks:
                         continue
                     started = time.perf_counter()
@@ -261,15 +285,19 @@ class Worker:
                     if not chunks:
                         continue
                     result.filled += self.engine.fill_write(conn, gen, chunks)
-            result.fill_picked += len(chunks)  # fewer written: those chunks changed meanwhile (the edit wrote both)
+            result.fill_picked += len(
+                chunks
+            )  # fewer written: those chunks changed meanwhile (the edit wrote both)
             return
 
     # -- shared -------------------------------------------------------------------
     @staticmethod
     def _split(groups: Groups) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         """(upserts, deletes) of coalesced groups."""
-        return ([k for k, (a, _) in groups.items() if a == "UPSERT"],
-                [k for k, (a, _) in groups.items() if a == "DELETE"])
+        return (
+            [k for k, (a, _) in groups.items() if a == "UPSERT"],
+            [k for k, (a, _) in groups.items() if a == "DELETE"],
+        )
 
     @staticmethod
     def _add(result: BatchResult, res: IndexResult) -> None:
@@ -277,8 +305,14 @@ class Worker:
         result.unchanged += res.unchanged
         result.deleted += res.deleted
 
-    def _record_failure(self, conn: sa.Connection, key: tuple[str, str], group: tuple[str, list[int]],
-                        exc: Exception, result: BatchResult) -> None:
+    def _record_failure(
+        self,
+        conn: sa.Connection,
+        key: tuple[str, str],
+        group: tuple[str, list[int]],
+        exc: Exception,
+        result: BatchResult,
+    ) -> None:
         action, ids = group
         message = safe_error(exc)
         self.engine.fail_queue_rows(conn, ids, message)
@@ -297,8 +331,12 @@ class Worker:
         try:
             self.engine.write_access(conn, [(source_type, source_id, RecordAccess())])
         except Exception as exc:  # the failure itself is recorded; the database refused this too
-            log.warning("re-index of %s #%s failed and its record could not be hidden: %s", source_type, source_id,
-                        safe_error(exc))
+            log.warning(
+                "re-index of %s #%s failed and its record could not be hidden: %s",
+                source_type,
+                source_id,
+                safe_error(exc),
+            )
 
     def drain(self, max_batches: int | None = None) -> BatchResult:
         """Run batches until no pickable row is left (``--once``)."""
@@ -309,8 +347,20 @@ class Worker:
             batches += 1
             if res.idle:
                 break
-            for name in ("picked", "keys", "embedded", "unchanged", "deleted", "failed_rows", "deferred_rows",
-                         "filled", "fill_picked", "lock_s", "lock_wait_s", "embed_s"):
+            for name in (
+                "picked",
+                "keys",
+                "embedded",
+                "unchanged",
+                "deleted",
+                "failed_rows",
+                "deferred_rows",
+                "filled",
+                "fill_picked",
+                "lock_s",
+                "lock_wait_s",
+                "embed_s",
+            ):
                 setattr(total, name, getattr(total, name) + getattr(res, name))
             total.errors.extend(res.errors)
         return total
@@ -345,9 +395,12 @@ class Worker:
         except Exception:
             return
         if stats.failed:
-            log.error("%d queue row(s) reached max attempts (%d) and are parked; inspect with "
-                      "`oracle-rag queue list --failed`, fix the cause, then `oracle-rag queue retry`",
-                      stats.failed, self.settings.max_attempts)
+            log.error(
+                "%d queue row(s) reached max attempts (%d) and are parked; inspect with "
+                "`oracle-rag queue list --failed`, fix the cause, then `oracle-rag queue retry`",
+                stats.failed,
+                self.settings.max_attempts,
+            )
 
 
 def install_signal_handlers(stop: threading.Event) -> None:

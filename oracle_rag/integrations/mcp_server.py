@@ -83,10 +83,15 @@ class SearchFilters(BaseModel):
     """Narrowing applied in SQL beside the caller's scope (never widening it)."""
 
     model_config = ConfigDict(extra="forbid")
-    project_id: int | None = Field(default=None, ge=ID_MIN, le=ID_MAX, description="Only records of this project.")
-    sprint_id: int | None = Field(default=None, ge=ID_MIN, le=ID_MAX, description="Only records of this sprint.")
+    project_id: int | None = Field(
+        default=None, ge=ID_MIN, le=ID_MAX, description="Only records of this project."
+    )
+    sprint_id: int | None = Field(
+        default=None, ge=ID_MIN, le=ID_MAX, description="Only records of this sprint."
+    )
     source_types: list[Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")]] | None = Field(
-        default=None, description="Only these record types, e.g. [\"TASK\", \"DOCUMENT\"].")
+        default=None, description='Only these record types, e.g. ["TASK", "DOCUMENT"].'
+    )
 
 
 class SearchHit(BaseModel):
@@ -129,14 +134,18 @@ class AskResult(BaseModel):
     citations: list[CitationOut]
     answerer: str = Field(description="llm, extractive, aggregate or none (nothing visible matched).")
     route: str = Field(description="retrieval, aggregation or both.")
-    sql: str | None = Field(default=None, description="The read-only SQL that ran, for an aggregate question.")
+    sql: str | None = Field(
+        default=None, description="The read-only SQL that ran, for an aggregate question."
+    )
     columns: list[str] = Field(default_factory=list)
     rows: list[list[Any]] = Field(default_factory=list)
     truncated: bool = False
     sql_error: str | None = None
     checked: dict[str, Any] | None = Field(
-        default=None, description="With a model: its sentences checked against the computed result and how many "
-                                  "were removed ({\"sentences\": N, \"removed\": M}).")
+        default=None,
+        description="With a model: its sentences checked against the computed result and how many "
+        'were removed ({"sentences": N, "removed": M}).',
+    )
 
 
 Mode = Literal["semantic", "keyword", "hybrid"]
@@ -164,12 +173,21 @@ class ApiTokenVerifier:
         caller = await anyio.to_thread.run_sync(self.lookup, token)
         if caller is None:
             return None
-        claims: dict[str, Any] = {"roles": list(caller.roles), "groups": list(caller.groups),
-                                  "see_all_roles": list(caller.see_all_roles), "name": caller.name}
+        claims: dict[str, Any] = {
+            "roles": list(caller.roles),
+            "groups": list(caller.groups),
+            "see_all_roles": list(caller.see_all_roles),
+            "name": caller.name,
+        }
         if looks_like_jwt(token):
             claims["iss"] = self.rag.settings.auth_issuer
-        return AccessToken(token=hash_token(token), client_id=f"employee-{caller.employee_id}", scopes=[],
-                           subject=str(caller.employee_id), claims=claims)
+        return AccessToken(
+            token=hash_token(token),
+            client_id=f"employee-{caller.employee_id}",
+            scopes=[],
+            subject=str(caller.employee_id),
+            claims=claims,
+        )
 
 
 def _refused(detail: str) -> MCPError:
@@ -182,8 +200,13 @@ async def http_identity() -> Caller:
     if token is None or token.subject is None or not token.claims:
         raise _refused("send Authorization: Bearer <API token>")
     claims = token.claims
-    return Caller(int(token.subject), tuple(claims.get("roles", ())), tuple(claims.get("groups", ())),
-                  str(claims.get("name", "")), see_all_roles=tuple(claims.get("see_all_roles", ())))
+    return Caller(
+        int(token.subject),
+        tuple(claims.get("roles", ())),
+        tuple(claims.get("groups", ())),
+        str(claims.get("name", "")),
+        see_all_roles=tuple(claims.get("see_all_roles", ())),
+    )
 
 
 class StdioIdentity:
@@ -244,40 +267,79 @@ async def _in_thread(fn: Callable[[], Any]) -> Any:
         raise _tool_error(wrapped) from None
 
 
-def build_server(rag: RagSystem, identity: Identity, *, chat: Chat | None = None,
-                 auth: AuthSettings | None = None, token_verifier: ApiTokenVerifier | None = None,
-                 middleware: list[Any] | None = None) -> MCPServer:
+def build_server(
+    rag: RagSystem,
+    identity: Identity,
+    *,
+    chat: Chat | None = None,
+    auth: AuthSettings | None = None,
+    token_verifier: ApiTokenVerifier | None = None,
+    middleware: list[Any] | None = None,
+) -> MCPServer:
     """An MCP server whose three tools run as the caller ``identity()`` returns."""
     answers = chat if chat is not None else Chat(rag)
     server: MCPServer = MCPServer(
-        SERVER_NAME, title="oracle-rag",
-        instructions=("Search and read the records you may see (scope is enforced by the database), and ask "
-                      "questions answered with citations [TYPE #id]. get_record opens a cited record."),
-        auth=auth, token_verifier=token_verifier, middleware=middleware, log_level="WARNING")
+        SERVER_NAME,
+        title="oracle-rag",
+        instructions=(
+            "Search and read the records you may see (scope is enforced by the database), and ask "
+            "questions answered with citations [TYPE #id]. get_record opens a cited record."
+        ),
+        auth=auth,
+        token_verifier=token_verifier,
+        middleware=middleware,
+        log_level="WARNING",
+    )
 
     @server.tool(annotations=READ_ONLY)
     async def search(
-        query: Annotated[str, Field(min_length=1, max_length=rag.settings.max_question_chars,
-                                    description="What to look for, in natural language or keywords.")],
-        mode: Annotated[Mode, Field(description="semantic (meaning), keyword (words) or hybrid (both, fused).")]
-        = "hybrid",
-        k: Annotated[int, Field(ge=1, le=MAX_K, description="How many records to return.")] = rag.settings.top_k,
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=rag.settings.max_question_chars,
+                description="What to look for, in natural language or keywords.",
+            ),
+        ],
+        mode: Annotated[
+            Mode, Field(description="semantic (meaning), keyword (words) or hybrid (both, fused).")
+        ] = "hybrid",
+        k: Annotated[
+            int, Field(ge=1, le=MAX_K, description="How many records to return.")
+        ] = rag.settings.top_k,
         filters: SearchFilters | None = None,
     ) -> SearchResult:
         """The records you may see that best match the query, best first."""
         who = await identity()
         f = filters or SearchFilters()
-        narrowing = Filters(project_id=f.project_id, sprint_id=f.sprint_id,
-                            source_types=tuple(t.upper() for t in f.source_types or ()))
+        narrowing = Filters(
+            project_id=f.project_id,
+            sprint_id=f.sprint_id,
+            source_types=tuple(t.upper() for t in f.source_types or ()),
+        )
 
         def run() -> SearchResult:
             ENTRY_POINT.set("mcp")
             chunks = Retriever(rag.engine, rag.settings).search(query, k, who, mode, narrowing)
             audit_for(rag.engine).record(who.employee_id, "search", record_keys(chunks), question=query)
-            return SearchResult(mode=mode, k=k, hits=[
-                SearchHit(anchor=c.anchor, source_type=c.source_type, source_id=c.source_id, rank=c.rank,
-                          score=c.score, legs=list(c.legs), content=c.content, project_id=c.project_id,
-                          sprint_id=c.sprint_id) for c in chunks])
+            return SearchResult(
+                mode=mode,
+                k=k,
+                hits=[
+                    SearchHit(
+                        anchor=c.anchor,
+                        source_type=c.source_type,
+                        source_id=c.source_id,
+                        rank=c.rank,
+                        score=c.score,
+                        legs=list(c.legs),
+                        content=c.content,
+                        project_id=c.project_id,
+                        sprint_id=c.sprint_id,
+                    )
+                    for c in chunks
+                ],
+            )
 
         result: SearchResult = await _in_thread(run)
         return result
@@ -302,8 +364,14 @@ def build_server(rag: RagSystem, identity: Identity, *, chat: Chat | None = None
 
     @server.tool(annotations=READ_ONLY)
     async def ask(
-        question: Annotated[str, Field(min_length=1, max_length=rag.settings.max_question_chars,
-                                       description="A question about the records you may see.")],
+        question: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=rag.settings.max_question_chars,
+                description="A question about the records you may see.",
+            ),
+        ],
         mode: Annotated[Mode, Field(description="Retrieval mode for the answer's records.")] = "hybrid",
     ) -> AskResult:
         """An answer from the records you may see, with citations; for counts and sums, the read-only SQL
@@ -315,12 +383,25 @@ def build_server(rag: RagSystem, identity: Identity, *, chat: Chat | None = None
             answer = answers.answer(question, who, None, mode, store=False)
             agg = answer.aggregate
             return AskResult(
-                answer=answer.answer, answerer=answer.answerer, route=answer.route,
-                citations=[CitationOut(anchor=c.anchor, source_type=c.source_type, source_id=c.source_id,
-                                       snippet=snippet(c.snippet)) for c in answer.citations],
-                sql=agg.sql if agg else None, columns=list(agg.columns) if agg else [],
-                rows=[list(r) for r in agg.rows] if agg else [], truncated=bool(agg and agg.truncated),
-                sql_error=agg.error if agg else None, checked=answer.checked)
+                answer=answer.answer,
+                answerer=answer.answerer,
+                route=answer.route,
+                citations=[
+                    CitationOut(
+                        anchor=c.anchor,
+                        source_type=c.source_type,
+                        source_id=c.source_id,
+                        snippet=snippet(c.snippet),
+                    )
+                    for c in answer.citations
+                ],
+                sql=agg.sql if agg else None,
+                columns=list(agg.columns) if agg else [],
+                rows=[list(r) for r in agg.rows] if agg else [],
+                truncated=bool(agg and agg.truncated),
+                sql_error=agg.error if agg else None,
+                checked=answer.checked,
+            )
 
         result: AskResult = await _in_thread(run)
         return result
@@ -362,20 +443,37 @@ def auth_settings(rag: RagSystem, resource_url: str | None = None) -> AuthSettin
     if not settings.auth_issuer or not resource:
         return AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None)  # type: ignore[arg-type]
     try:
-        return AuthSettings(issuer_url=settings.auth_issuer, resource_server_url=resource,  # type: ignore[arg-type]
-                            validate_token_resource=False)
+        return AuthSettings(
+            issuer_url=settings.auth_issuer,  # type: ignore[arg-type]
+            resource_server_url=resource,  # type: ignore[arg-type]
+            validate_token_resource=False,
+        )
     except ValueError:  # pydantic's ValidationError: the issuer or resource is not an http(s) URL
-        raise ConfigurationError("auth.issuer and auth.resource must be http(s) URLs to be named in MCP's "
-                                 "protected resource metadata", key="auth_issuer") from None
+        raise ConfigurationError(
+            "auth.issuer and auth.resource must be http(s) URLs to be named in MCP's "
+            "protected resource metadata",
+            key="auth_issuer",
+        ) from None
 
 
 def http_server(rag: RagSystem, *, chat: Chat | None = None, resource_url: str | None = None) -> MCPServer:
-    return build_server(rag, http_identity, chat=chat, auth=auth_settings(rag, resource_url),
-                        token_verifier=ApiTokenVerifier(rag))
+    return build_server(
+        rag,
+        http_identity,
+        chat=chat,
+        auth=auth_settings(rag, resource_url),
+        token_verifier=ApiTokenVerifier(rag),
+    )
 
 
-def http_app(rag: RagSystem, *, host: str = "127.0.0.1", chat: Chat | None = None,
-             allowed_hosts: list[str] | None = None, resource_url: str | None = None) -> Any:
+def http_app(
+    rag: RagSystem,
+    *,
+    host: str = "127.0.0.1",
+    chat: Chat | None = None,
+    allowed_hosts: list[str] | None = None,
+    resource_url: str | None = None,
+) -> Any:
     """The streamable-HTTP ASGI app (Starlette) serving MCP at ``/mcp``.
 
     On a loopback ``host`` the SDK turns DNS-rebinding protection on (only
@@ -388,14 +486,19 @@ def http_app(rag: RagSystem, *, host: str = "127.0.0.1", chat: Chat | None = Non
 
     security = None
     if allowed_hosts:
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts,
-                                             allowed_origins=[f"https://{h}" for h in allowed_hosts])
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=allowed_hosts,
+            allowed_origins=[f"https://{h}" for h in allowed_hosts],
+        )
     return http_server(rag, chat=chat, resource_url=resource_url).streamable_http_app(
-        streamable_http_path=MCP_PATH, host=host, transport_security=security)
+        streamable_http_path=MCP_PATH, host=host, transport_security=security
+    )
 
 
-def asgi_app(rag: RagSystem, flask_app: Any = None, *, host: str = "127.0.0.1",
-             allowed_hosts: list[str] | None = None) -> Any:
+def asgi_app(
+    rag: RagSystem, flask_app: Any = None, *, host: str = "127.0.0.1", allowed_hosts: list[str] | None = None
+) -> Any:
     """MCP at ``/mcp`` beside the Flask app (the API, the page, /healthz) in one ASGI app.
 
     Run it with any ASGI server, e.g. ``uvicorn --factory
@@ -413,8 +516,10 @@ def asgi_app(rag: RagSystem, flask_app: Any = None, *, host: str = "127.0.0.1",
     def lifespan(_app: Any) -> AbstractAsyncContextManager[None]:
         return mcp.router.lifespan_context(mcp)
 
-    return Starlette(routes=[Route(MCP_PATH, endpoint=mcp), Mount("/", app=cast(Any, WSGIMiddleware(flask_app)))],
-                     lifespan=lifespan)
+    return Starlette(
+        routes=[Route(MCP_PATH, endpoint=mcp), Mount("/", app=cast(Any, WSGIMiddleware(flask_app)))],
+        lifespan=lifespan,
+    )
 
 
 def create_asgi_app() -> Any:
@@ -423,8 +528,13 @@ def create_asgi_app() -> Any:
     return asgi_app(RagSystem(load_settings()))
 
 
-def run_http(rag: RagSystem, host: str = "127.0.0.1", port: int = 8001, *,
-             on_ready: Callable[[str], None] | None = None) -> None:
+def run_http(
+    rag: RagSystem,
+    host: str = "127.0.0.1",
+    port: int = 8001,
+    *,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` (uvicorn) until interrupted."""
     import socket
 

@@ -83,7 +83,9 @@ def clean_query(query: Any, max_chars: int) -> str:
     if not isinstance(query, str):
         raise InputError("query must be a string")
     text = query.replace("\x00", " ").strip()
-    if _SURROGATE.search(text):  # cannot be stored or embedded as UTF-8 (JSON "\\ud800", surrogateescape argv)
+    if _SURROGATE.search(
+        text
+    ):  # cannot be stored or embedded as UTF-8 (JSON "\\ud800", surrogateescape argv)
         raise InputError("query is not valid Unicode text (it holds a lone surrogate)")
     if not text:
         raise InputError("query is empty")
@@ -111,7 +113,9 @@ class Fusion:
         self.rrf_k = rrf_k
         self.weights = weights
         self.keys = {leg: [(h.source_type, h.source_id) for h in hits] for leg, hits in legs.items()}
-        self.position = {leg: dict(zip(keys, range(len(keys)), strict=True)) for leg, keys in self.keys.items()}
+        self.position = {
+            leg: dict(zip(keys, range(len(keys)), strict=True)) for leg, keys in self.keys.items()
+        }
         # A leg that lists a record twice (legs list each once): the definition's loop, as it stands.
         self.simple = all(len(self.position[leg]) == len(keys) for leg, keys in self.keys.items())
         self.scores = self._scores()
@@ -156,10 +160,25 @@ class Fusion:
             assert best is not None
             shown.append((-scores[key], best[0], best[1].chunk_id, best[1], found, dist, kw, scores[key]))
         shown.sort(key=lambda row: row[:3])
-        return [RetrievedChunk(hit.source_type, hit.source_id, hit.content, score, rank, tuple(found),
-                               hit.chunk_id, dist, kw, hit.owner_id, hit.project_id, hit.sprint_id, hit.chunk_no,
-                               hit.facets)
-                for rank, (_, _, _, hit, found, dist, kw, score) in enumerate(shown[:k], 1)]
+        return [
+            RetrievedChunk(
+                hit.source_type,
+                hit.source_id,
+                hit.content,
+                score,
+                rank,
+                tuple(found),
+                hit.chunk_id,
+                dist,
+                kw,
+                hit.owner_id,
+                hit.project_id,
+                hit.sprint_id,
+                hit.chunk_no,
+                hit.facets,
+            )
+            for rank, (_, _, _, hit, found, dist, kw, score) in enumerate(shown[:k], 1)
+        ]
 
     def runs_that_matter(self, runs: Sequence[Run], k: int) -> list[Run]:
         """The open runs of the semantic leg (:class:`SemanticHits`) whose order can change :meth:`top`.
@@ -238,8 +257,10 @@ class ScoreFusion(Fusion):
             z[leg] = {key: self._z(leg, v) for key, v in zip(self.keys[leg], values, strict=True)}
             self.stats[leg] = (mean, spread, min(z[leg].values(), default=0.0))
         every = {key for keys in self.keys.values() for key in keys}
-        return {key: sum(shares.get(leg, 0.0) * z[leg].get(key, self.stats[leg][2]) for leg in self.legs)
-                for key in every}
+        return {
+            key: sum(shares.get(leg, 0.0) * z[leg].get(key, self.stats[leg][2]) for leg in self.legs)
+            for key in every
+        }
 
     def runs_that_matter(self, runs: Sequence[Run], k: int) -> list[Run]:
         """The open runs of the semantic leg whose records can reach the fused top k.
@@ -281,12 +302,13 @@ def _first_of_each(hits: list[Hit]) -> list[Hit]:
     return out
 
 
-
 def fusion_for(legs: dict[str, list[Hit]], settings: Settings) -> Fusion:
     """Hybrid's fusion as configured (``hybrid_fusion``): RRF or z-scores (``hybrid_alpha``)."""
     if settings.hybrid_fusion == "ZSCORE":
         return ScoreFusion(legs, settings.hybrid_alpha)
-    return Fusion(legs, settings.rrf_k, {"semantic": settings.semantic_weight, "keyword": settings.keyword_weight})
+    return Fusion(
+        legs, settings.rrf_k, {"semantic": settings.semantic_weight, "keyword": settings.keyword_weight}
+    )
 
 
 def rrf(legs: dict[str, list[Hit]], k: int, rrf_k: int, weights: dict[str, float]) -> list[RetrievedChunk]:
@@ -299,8 +321,9 @@ def rrf(legs: dict[str, list[Hit]], k: int, rrf_k: int, weights: dict[str, float
     return Fusion(legs, rrf_k, weights).top(k)
 
 
-def _rrf_by_definition(legs: dict[str, list[Hit]], k: int, rrf_k: int,
-                       weights: dict[str, float]) -> list[RetrievedChunk]:
+def _rrf_by_definition(
+    legs: dict[str, list[Hit]], k: int, rrf_k: int, weights: dict[str, float]
+) -> list[RetrievedChunk]:
     """:func:`rrf` hit by hit (a leg that lists a record twice counts it twice)."""
     scores: dict[Key, float] = {}
     best: dict[Key, tuple[int, Hit]] = {}
@@ -319,9 +342,24 @@ def _rrf_by_definition(legs: dict[str, list[Hit]], k: int, rrf_k: int,
     out = []
     for rank, key in enumerate(order, 1):
         hit = best[key][1]
-        out.append(RetrievedChunk(hit.source_type, hit.source_id, hit.content, scores[key], rank,
-                                  tuple(found[key]), hit.chunk_id, dist.get(key), kw.get(key), hit.owner_id,
-                                  hit.project_id, hit.sprint_id, hit.chunk_no, hit.facets))
+        out.append(
+            RetrievedChunk(
+                hit.source_type,
+                hit.source_id,
+                hit.content,
+                scores[key],
+                rank,
+                tuple(found[key]),
+                hit.chunk_id,
+                dist.get(key),
+                kw.get(key),
+                hit.owner_id,
+                hit.project_id,
+                hit.sprint_id,
+                hit.chunk_no,
+                hit.facets,
+            )
+        )
     return out
 
 
@@ -344,9 +382,16 @@ def semantic_leg_filters(settings: Settings, filters: Filters) -> Filters:
     return replace(filters, first_chunk=True) if settings.hybrid_semantic_chunk == "FIRST" else filters
 
 
-def shown_with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs: dict[str, list[Hit]],
-                    scope: Scope, filters: Filters, where: Where | None,
-                    keyword_passages: bool = False) -> tuple[list[RetrievedChunk], bool]:
+def shown_with_text(
+    engine: Engine,
+    conn: Any,
+    fused: list[RetrievedChunk],
+    legs: dict[str, list[Hit]],
+    scope: Scope,
+    filters: Filters,
+    where: Where | None,
+    keyword_passages: bool = False,
+) -> tuple[list[RetrievedChunk], bool]:
     """The fused top k with their text, fetched for them alone (the legs fetched none).
 
     Also returns whether SQL found every record shown as the legs had it
@@ -364,7 +409,10 @@ def shown_with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs
     """
     keyword = legs.get("keyword")
     if keyword_passages:
-        def from_keyword(c: RetrievedChunk) -> bool:  # ``fused`` is rrf of ``legs``: its legs say which found it
+
+        def from_keyword(
+            c: RetrievedChunk,
+        ) -> bool:  # ``fused`` is rrf of ``legs``: its legs say which found it
             return "keyword" in c.legs
     else:
         keyword_rank = {(h.source_type, h.source_id): r for r, h in enumerate(keyword or [], 1)}
@@ -383,15 +431,23 @@ def shown_with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs
         terms, weights, lengths = keyword.terms, keyword.weights, keyword.lengths
     wanted = [c.chunk_id for c in fused if not c.content and not from_keyword(c)]
     # One statement for both (Engine.shown_chunks): the passages and the other chunks' texts.
-    texts, found, complete = engine.shown_chunks(conn, wanted, best, terms, weights, scope, filters, where, lengths)
+    texts, found, complete = engine.shown_chunks(
+        conn, wanted, best, terms, weights, scope, filters, where, lengths
+    )
     passages = {(h.source_type, h.source_id): h for h in found}
     out: list[RetrievedChunk] = []
     for c in fused:
         key = (c.source_type, c.source_id)
         if key in passages:
             h = passages[key]
-            c = replace(c, content=h.content, chunk_id=h.chunk_id, chunk_no=h.chunk_no, facets=h.facets,
-                        rank=len(out) + 1)
+            c = replace(
+                c,
+                content=h.content,
+                chunk_id=h.chunk_id,
+                chunk_no=h.chunk_no,
+                facets=h.facets,
+                rank=len(out) + 1,
+            )
         elif c.chunk_id in texts:
             content, facets = texts[c.chunk_id]
             c = replace(c, content=content, facets=facets, rank=len(out) + 1)
@@ -410,8 +466,17 @@ def shown_with_text(engine: Engine, conn: Any, fused: list[RetrievedChunk], legs
 SemanticLeg = Callable[[int, Filters, bool], "list[Hit] | None"]
 
 
-def hybrid(engine: Engine, conn: Any, settings: Settings, semantic: SemanticLeg, query: str, k: int, scope: Scope,
-           filters: Filters, where: Where | None = None) -> tuple[list[RetrievedChunk], dict[str, list[Hit]]]:
+def hybrid(
+    engine: Engine,
+    conn: Any,
+    settings: Settings,
+    semantic: SemanticLeg,
+    query: str,
+    k: int,
+    scope: Scope,
+    filters: Filters,
+    where: Where | None = None,
+) -> tuple[list[RetrievedChunk], dict[str, list[Hit]]]:
     """Both legs, fused (:func:`rrf`), the fused top k with their text; and the legs.
 
     With the embedded engine's in-process indexes the legs are proposals: no
@@ -437,8 +502,10 @@ def hybrid(engine: Engine, conn: Any, settings: Settings, semantic: SemanticLeg,
         raw["semantic"] = found
         with _leg("keyword", fetch) as leg:
             keyword: list[Hit] | None = (
-                engine.propose_keyword(conn, query, fetch, scope, filters) if proposed
-                else engine.keyword_search(conn, query, fetch, scope, filters, where, text=False))
+                engine.propose_keyword(conn, query, fetch, scope, filters)
+                if proposed
+                else engine.keyword_search(conn, query, fetch, scope, filters, where, text=False)
+            )
             leg.set_attribute("oracle_rag.search.hits", len(keyword or []))
         if keyword is None:
             continue
@@ -453,10 +520,12 @@ def hybrid(engine: Engine, conn: Any, settings: Settings, semantic: SemanticLeg,
                     continue
                 raw["semantic"] = settled
                 fusion = fusion_for(raw, settings)
-        with tracing.span("fusion", {"oracle_rag.fusion.method": settings.hybrid_fusion.lower(),
-                                     "oracle_rag.fusion.k": k}) as fused:
-            result, complete = shown_with_text(engine, conn, fusion.top(k), raw,
-                                               scope, filters, where, semantic_filters.first_chunk)
+        with tracing.span(
+            "fusion", {"oracle_rag.fusion.method": settings.hybrid_fusion.lower(), "oracle_rag.fusion.k": k}
+        ) as fused:
+            result, complete = shown_with_text(
+                engine, conn, fusion.top(k), raw, scope, filters, where, semantic_filters.first_chunk
+            )
             fused.set_attribute("oracle_rag.search.hits", len(result))
         if complete or not proposed:
             return result, raw
@@ -471,9 +540,22 @@ def _leg(leg: str, k: int) -> Any:
 
 def _single(hits: list[Hit], leg: str) -> list[RetrievedChunk]:
     return [
-        RetrievedChunk(h.source_type, h.source_id, h.content, h.score, rank, (leg,), h.chunk_id,
-                       h.score if leg == "semantic" else None, h.score if leg == "keyword" else None,
-                       h.owner_id, h.project_id, h.sprint_id, h.chunk_no, h.facets)
+        RetrievedChunk(
+            h.source_type,
+            h.source_id,
+            h.content,
+            h.score,
+            rank,
+            (leg,),
+            h.chunk_id,
+            h.score if leg == "semantic" else None,
+            h.score if leg == "keyword" else None,
+            h.owner_id,
+            h.project_id,
+            h.sprint_id,
+            h.chunk_no,
+            h.facets,
+        )
         for rank, h in enumerate(hits, 1)
     ]
 
@@ -484,9 +566,18 @@ class Retriever:
         self.settings = settings
         self.last_stats: SearchStats | None = None
 
-    def search(self, query: str, top_k: int | None = None, caller: Caller | None = None,
-               mode: str = "semantic", filters: Filters | None = None, *, exact: bool = False,
-               max_chars: int | None = None, where: Where | None = None) -> list[RetrievedChunk]:
+    def search(
+        self,
+        query: str,
+        top_k: int | None = None,
+        caller: Caller | None = None,
+        mode: str = "semantic",
+        filters: Filters | None = None,
+        *,
+        exact: bool = False,
+        max_chars: int | None = None,
+        where: Where | None = None,
+    ) -> list[RetrievedChunk]:
         """Top-k chunks the caller may see. Refuses a call without a caller.
 
         ``where`` (see :class:`~oracle_rag.engines.Where`) is an extra SQL
@@ -508,23 +599,31 @@ class Retriever:
         with self.engine.connect() as conn:
             if mode == "semantic":
                 with _leg("semantic", k) as leg:
-                    result = _single(self.engine.semantic_search(conn, sem_text, k, scope, filters, exact, where),
-                                     "semantic")
+                    result = _single(
+                        self.engine.semantic_search(conn, sem_text, k, scope, filters, exact, where),
+                        "semantic",
+                    )
                     leg.set_attribute("oracle_rag.search.hits", len(result))
                 legs = {"semantic": len(result)}
             elif mode == "keyword":
                 with _leg("keyword", k) as leg:
-                    result = _single(self.engine.keyword_search(conn, text, k, scope, filters, where), "keyword")
+                    result = _single(
+                        self.engine.keyword_search(conn, text, k, scope, filters, where), "keyword"
+                    )
                     leg.set_attribute("oracle_rag.search.hits", len(result))
                 legs = {"keyword": len(result)}
             else:
+
                 def semantic(n: int, leg_filters: Filters, proposed: bool) -> list[Hit] | None:
                     if proposed:
                         return self.engine.propose_semantic(conn, sem_text, n, scope, leg_filters)
-                    return self.engine.semantic_search(conn, sem_text, n, scope, leg_filters, exact, where,
-                                                       text=False)
+                    return self.engine.semantic_search(
+                        conn, sem_text, n, scope, leg_filters, exact, where, text=False
+                    )
 
-                result, raw = hybrid(self.engine, conn, self.settings, semantic, text, k, scope, filters, where)
+                result, raw = hybrid(
+                    self.engine, conn, self.settings, semantic, text, k, scope, filters, where
+                )
                 legs = {leg: len(h) for leg, h in raw.items()}
         self.last_stats = SearchStats(mode, k, (time.perf_counter() - started) * 1000, legs)
         return result

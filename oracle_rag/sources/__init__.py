@@ -5,6 +5,15 @@ from oracle_rag.sources.connections import bind_connection
 from oracle_rag.sources.reference import ProjectSource, SprintSource, TaskSource, reference_sources
 from oracle_rag.sources.sql_query import SqlSource, load_sql_sources
 
-__all__ = ["Document", "ProjectSource", "Source", "SourceRegistry",
-           "SprintSource", "SqlSource", "TaskSource", "bind_connection", "load_sql_sources",
-           "reference_sources"]
+__all__ = [
+    "Document",
+    "ProjectSource",
+    "Source",
+    "SourceRegistry",
+    "SprintSource",
+    "SqlSource",
+    "TaskSource",
+    "bind_connection",
+    "load_sql_sources",
+    "reference_sources",
+]

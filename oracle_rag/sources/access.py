@@ -44,14 +44,18 @@ class AccessPolicy:
 
     def __post_init__(self) -> None:
         if not self.rules:
-            raise ConfigurationError("an access policy needs at least one of owner, group, public", key="access")
+            raise ConfigurationError(
+                "an access policy needs at least one of owner, group, public", key="access"
+            )
         for rule in self.rules:
             if rule not in RULES:
-                raise ConfigurationError(f"access: unknown rule {rule!r}; expected any of {', '.join(RULES)}",
-                                         key="access")
+                raise ConfigurationError(
+                    f"access: unknown rule {rule!r}; expected any of {', '.join(RULES)}", key="access"
+                )
         if self.missing not in MISSING:
-            raise ConfigurationError(f"missing_access: expected hidden or public, got {self.missing!r}",
-                                     key="missing_access")
+            raise ConfigurationError(
+                f"missing_access: expected hidden or public, got {self.missing!r}", key="missing_access"
+            )
 
     @property
     def uses_groups(self) -> bool:
@@ -113,17 +117,22 @@ def source_access(options: Mapping[str, Any], prefix: str) -> SourceAccess | Non
     group_column = declared.get("group_column")
     acl_query = declared.get("acl_query")
     if group_column is not None and acl_query is not None:
-        raise ConfigurationError(f"{prefix}: give group_column or acl_query, not both", key=f"{prefix}.acl_query")
+        raise ConfigurationError(
+            f"{prefix}: give group_column or acl_query, not both", key=f"{prefix}.acl_query"
+        )
     if policy.uses_groups and group_column is None and acl_query is None:
-        raise ConfigurationError(f"{prefix}.access: the group rule needs group_column or acl_query",
-                                 key=f"{prefix}.access")
+        raise ConfigurationError(
+            f"{prefix}.access: the group rule needs group_column or acl_query", key=f"{prefix}.access"
+        )
     if not policy.uses_groups and (group_column is not None or acl_query is not None):
         which = "group_column" if group_column is not None else "acl_query"
-        raise ConfigurationError(f"{prefix}.{which}: only meaningful with \"group\" in access",
-                                 key=f"{prefix}.{which}")
+        raise ConfigurationError(
+            f'{prefix}.{which}: only meaningful with "group" in access', key=f"{prefix}.{which}"
+        )
     if group_column is not None and (not isinstance(group_column, str) or not group_column.strip()):
         raise ConfigurationError(f"{prefix}.group_column: a column label", key=f"{prefix}.group_column")
     if acl_query is not None and (not isinstance(acl_query, str) or not acl_query.strip()):
-        raise ConfigurationError(f"{prefix}.acl_query: a SELECT returning (row id, group) pairs",
-                                 key=f"{prefix}.acl_query")
+        raise ConfigurationError(
+            f"{prefix}.acl_query: a SELECT returning (row id, group) pairs", key=f"{prefix}.acl_query"
+        )
     return SourceAccess(policy, group_column.strip() if group_column else None, acl_query)

@@ -58,6 +58,7 @@ class Source(ABC):
     def declaration(self) -> Declaration:
         """The facets and meanings the structured answerer is given for this source type."""
         return Declaration(self.SOURCE_TYPE, tuple(self.facets), self.meanings, self.labels)
+
     # Who may read its records (sources/access.py); LEGACY: the owner, everyone when there is none.
     access: AccessPolicy = LEGACY
 

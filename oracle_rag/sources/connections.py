@@ -93,7 +93,9 @@ class ConnectionBinding:
         self.close()
 
     def __repr__(self) -> str:
-        return f"ConnectionBinding({self.name!r}, dialect={self.engine.dialect.name!r}, closed={self._closed})"
+        return (
+            f"ConnectionBinding({self.name!r}, dialect={self.engine.dialect.name!r}, closed={self._closed})"
+        )
 
 
 def bind_connection(name: str, engine: Any) -> ConnectionBinding:
@@ -104,17 +106,22 @@ def bind_connection(name: str, engine: Any) -> ConnectionBinding:
     """
     check_connection_name(name, key="connection")
     if name == RAG_CONNECTION:
-        raise ConfigurationError(f"connection name {RAG_CONNECTION!r} is reserved for the product's own database",
-                                 key="connection")
+        raise ConfigurationError(
+            f"connection name {RAG_CONNECTION!r} is reserved for the product's own database", key="connection"
+        )
     sa_engine = _as_sa_engine(engine)
     if sa_engine.dialect.name == "sqlite" and not _is_sqlean(sa_engine):
-        log.warning("connection %r: a SQLite engine not created with module=sqlean loads a second SQLite "
-                    "library in this process; create it with sa.create_engine(url, module=sqlean)", name)
+        log.warning(
+            "connection %r: a SQLite engine not created with module=sqlean loads a second SQLite "
+            "library in this process; create it with sa.create_engine(url, module=sqlean)",
+            name,
+        )
     binding = ConnectionBinding(name, sa_engine)
     with _lock:
         if name in _bindings:
-            raise ConfigurationError(f"connection {name!r} is already bound; close that binding first",
-                                     key="connection")
+            raise ConfigurationError(
+                f"connection {name!r} is already bound; close that binding first", key="connection"
+            )
         _bindings[name] = binding
     return binding
 
@@ -162,17 +169,23 @@ def check_url_options(source: str, options: dict[str, Any]) -> UrlOptions | None
         if not isinstance(value, str) or not value.strip():
             raise ConfigurationError(f"{prefix}.{key}: expected a non-empty string", key=f"{prefix}.{key}")
     if "url" not in given:
-        raise ConfigurationError(f"{prefix}: {', '.join(sorted(given))} given without url", key=f"{prefix}.url")
+        raise ConfigurationError(
+            f"{prefix}: {', '.join(sorted(given))} given without url", key=f"{prefix}.url"
+        )
     env = given.get("password_env")
-    check_url(given["url"], key=f"{prefix}.url", password_env=env or "an environment variable named by password_env")
+    check_url(
+        given["url"], key=f"{prefix}.url", password_env=env or "an environment variable named by password_env"
+    )
     try:
         sa.engine.make_url(given["url"])
     except Exception:
-        raise ConfigurationError(f"{prefix}.url: not a SQLAlchemy URL (dialect+driver://host/database)",
-                                 key=f"{prefix}.url") from None
+        raise ConfigurationError(
+            f"{prefix}.url: not a SQLAlchemy URL (dialect+driver://host/database)", key=f"{prefix}.url"
+        ) from None
     if env is not None and not _ENV_NAME.match(env):
-        raise ConfigurationError(f"{prefix}.password_env: expected an environment variable name",
-                                 key=f"{prefix}.password_env")
+        raise ConfigurationError(
+            f"{prefix}.password_env: expected an environment variable name", key=f"{prefix}.password_env"
+        )
     return UrlOptions(given["url"], given.get("user"), env)
 
 
@@ -219,17 +232,29 @@ class ConnectionResolver:
     def engine_for(self, source: str, connection: str, url_options: UrlOptions | None) -> sa.Engine:
         if connection == RAG_CONNECTION:
             if self._rag_engine is None:
-                raise ConfigurationError(f"source {source!r}: no product database to read from",
-                                         key=f"sources.{source}.connection")
+                raise ConfigurationError(
+                    f"source {source!r}: no product database to read from", key=f"sources.{source}.connection"
+                )
             return self._rag_engine
         bound = bound_engine(connection)
         if bound is not None:
             if url_options is not None and source not in self._warned:
                 self._warned.add(source)
-                keys = [k for k, v in (("url", url_options.url), ("user", url_options.user),
-                                       ("password_env", url_options.password_env)) if v]
-                log.warning("source %r: connection %r is bound in code; ignoring option(s) %s",
-                            source, connection, ", ".join(keys))
+                keys = [
+                    k
+                    for k, v in (
+                        ("url", url_options.url),
+                        ("user", url_options.user),
+                        ("password_env", url_options.password_env),
+                    )
+                    if v
+                ]
+                log.warning(
+                    "source %r: connection %r is bound in code; ignoring option(s) %s",
+                    source,
+                    connection,
+                    ", ".join(keys),
+                )
             return bound
         if url_options is None:
             raise ConfigurationError(
@@ -284,7 +309,8 @@ def read_session(engine: sa.Engine, *, source: str, timeout_s: float) -> Iterato
             if fired.is_set():
                 raise StatementTimeout(
                     f"source {source!r}: the query ran longer than its statement_timeout "
-                    f"({format_seconds(timeout_s)})") from None
+                    f"({format_seconds(timeout_s)})"
+                ) from None
             raise wrap_driver_error(exc, f"source {source!r}: reading") from None
         finally:
             try:
@@ -296,8 +322,14 @@ def read_session(engine: sa.Engine, *, source: str, timeout_s: float) -> Iterato
         conn.close()
 
 
-def _enter(conn: sa.Connection, source: str, timeout_s: float, deadline: float, fired: threading.Event,
-           restore: list[Any]) -> None:
+def _enter(
+    conn: sa.Connection,
+    source: str,
+    timeout_s: float,
+    deadline: float,
+    fired: threading.Event,
+    restore: list[Any],
+) -> None:
     dialect = conn.dialect.name
     if dialect == "sqlite":
         raw = conn.connection.dbapi_connection
@@ -339,8 +371,12 @@ _best_effort_warned: set[tuple[str, str]] = set()
 def _warn_best_effort(source: str, dialect: str) -> None:
     if (source, dialect) not in _best_effort_warned:
         _best_effort_warned.add((source, dialect))
-        log.warning("source %r: dialect %r has no read-only transaction or statement timeout support here; "
-                    "the read runs in a transaction that is rolled back", source, dialect)
+        log.warning(
+            "source %r: dialect %r has no read-only transaction or statement timeout support here; "
+            "the read runs in a transaction that is rolled back",
+            source,
+            dialect,
+        )
 
 
 def _restore(conn: sa.Connection, source: str, restore: list[Any]) -> None:
@@ -360,5 +396,7 @@ def _restore(conn: sa.Connection, source: str, restore: list[Any]) -> None:
             elif kind == "oracle_call_timeout":
                 conn.connection.driver_connection.call_timeout = value  # type: ignore[union-attr]
     except Exception:
-        log.warning("source %r: could not restore the connection's settings; discarding the connection", source)
+        log.warning(
+            "source %r: could not restore the connection's settings; discarding the connection", source
+        )
         conn.invalidate()

@@ -22,7 +22,9 @@ from oracle_rag.errors import ConfigurationError
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _COMPACT = re.compile(r"^(?:(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*)+$", re.IGNORECASE)
-_COMPACT_PART = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)", re.IGNORECASE)  # a number from its start
+_COMPACT_PART = re.compile(
+    r"(?<![\d.])(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)", re.IGNORECASE
+)  # a number from its start
 _ISO = re.compile(
     r"^P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
     r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
@@ -58,9 +60,10 @@ def _parse_text(text: str, key: str) -> float:
     iso = _ISO.match(text)
     if iso and text.upper() not in ("P", "PT") and not text.upper().endswith("T"):
         parts = {k: float(v) if v else 0.0 for k, v in iso.groupdict().items()}
-        return (parts["w"] * 7 * 86400 + parts["d"] * 86400 + parts["h"] * 3600 + parts["m"] * 60
-                + parts["s"])
-    raise ConfigurationError(f"{key}: cannot read {_shown(text)} as a duration; expected {SPELLINGS}", key=key)
+        return parts["w"] * 7 * 86400 + parts["d"] * 86400 + parts["h"] * 3600 + parts["m"] * 60 + parts["s"]
+    raise ConfigurationError(
+        f"{key}: cannot read {_shown(text)} as a duration; expected {SPELLINGS}", key=key
+    )
 
 
 def _shown(text: str) -> str:

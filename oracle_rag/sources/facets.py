@@ -31,8 +31,9 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 def check_facet_name(name: Any) -> str:
     """A facet name safe to write into a JSON path: lower-case letters, digits, ``_``."""
     if not isinstance(name, str) or not _NAME.match(name):
-        raise ConfigurationError(f"facet name {name!r}: expected a lower-case identifier (letters, digits, _)",
-                                 key="facets")
+        raise ConfigurationError(
+            f"facet name {name!r}: expected a lower-case identifier (letters, digits, _)", key="facets"
+        )
     return name
 
 
@@ -77,7 +78,9 @@ class Facet:
     def __post_init__(self) -> None:
         check_facet_name(self.name)
         if self.kind not in KINDS:
-            raise ConfigurationError(f"facet {self.name}: kind must be one of {', '.join(KINDS)}", key="facets")
+            raise ConfigurationError(
+                f"facet {self.name}: kind must be one of {', '.join(KINDS)}", key="facets"
+            )
 
     @property
     def numeric(self) -> bool:
@@ -85,65 +88,228 @@ class Facet:
 
 
 # -- the reference application's facets -----------------------------------------------------
-STATUS = Facet("status", "enum", "status", ("status", "statuses", "state", "estado", "estados"), done=("DONE",),
-               values=("TODO", "IN_PROGRESS", "IN_REVIEW", "BLOCKED", "DONE"), label_es="estado")
-PRIORITY = Facet("priority", "enum", "priority", ("priority", "priorities", "prioridad", "prioridades"),
-                 values=("LOW", "MEDIUM", "HIGH", "CRITICAL"), label_es="prioridad")
+STATUS = Facet(
+    "status",
+    "enum",
+    "status",
+    ("status", "statuses", "state", "estado", "estados"),
+    done=("DONE",),
+    values=("TODO", "IN_PROGRESS", "IN_REVIEW", "BLOCKED", "DONE"),
+    label_es="estado",
+)
+PRIORITY = Facet(
+    "priority",
+    "enum",
+    "priority",
+    ("priority", "priorities", "prioridad", "prioridades"),
+    values=("LOW", "MEDIUM", "HIGH", "CRITICAL"),
+    label_es="prioridad",
+)
 # Words that name any person facet ("per person", "cada responsable"), besides its own label.
-PERSON_CUES = ("person", "people", "persons", "member", "members", "user", "users", "responsable", "responsables",
-               "persona", "personas", "usuario", "usuarios")
-ASSIGNEE = Facet("assignee_id", "ref", "assignee",
-                 ("assignee", "assignees", "developer", "developers", "owner", "owners", *PERSON_CUES,
-                  "desarrollador", "desarrolladores", "desarrolladora", "asignado", "asignada"),
-                 person=True, label_es="responsable")
-PROJECT = Facet("project_id", "ref", "project", ("project", "projects", "proyecto", "proyectos"),
-                refers_to="PROJECT", label_es="proyecto")
-SPRINT = Facet("sprint_id", "ref", "sprint", ("sprint", "sprints"), refers_to="SPRINT",
-               none_words=("backlog", "in the backlog", "without a sprint", "no sprint", "not in a sprint",
-                           "sin sprint", "en el backlog", "fuera de sprint", "fuera de los sprints"))
-SPRINT_STATUS = Facet("sprint_status", "enum", "sprint status", ("sprint", "sprints"), cue_required=True,
-                      display=False, values=("PLANNED", "ACTIVE", "CLOSED"), label_es="estado del sprint")
-PROJECT_STATUS = Facet("project_status", "enum", "project status", ("project", "projects", "proyecto", "proyectos"),
-                       cue_required=True, values=("PLANNING", "ACTIVE", "ON_HOLD"), label_es="estado del proyecto")
-DUE_DATE = Facet("due_date", "date", "due", ("due", "deadline", "deadlines", "vence", "vencen", "vencimiento",
-                                             "entrega", "fecha limite"),
-                 due=True, label_es="vencimiento")
+PERSON_CUES = (
+    "person",
+    "people",
+    "persons",
+    "member",
+    "members",
+    "user",
+    "users",
+    "responsable",
+    "responsables",
+    "persona",
+    "personas",
+    "usuario",
+    "usuarios",
+)
+ASSIGNEE = Facet(
+    "assignee_id",
+    "ref",
+    "assignee",
+    (
+        "assignee",
+        "assignees",
+        "developer",
+        "developers",
+        "owner",
+        "owners",
+        *PERSON_CUES,
+        "desarrollador",
+        "desarrolladores",
+        "desarrolladora",
+        "asignado",
+        "asignada",
+    ),
+    person=True,
+    label_es="responsable",
+)
+PROJECT = Facet(
+    "project_id",
+    "ref",
+    "project",
+    ("project", "projects", "proyecto", "proyectos"),
+    refers_to="PROJECT",
+    label_es="proyecto",
+)
+SPRINT = Facet(
+    "sprint_id",
+    "ref",
+    "sprint",
+    ("sprint", "sprints"),
+    refers_to="SPRINT",
+    none_words=(
+        "backlog",
+        "in the backlog",
+        "without a sprint",
+        "no sprint",
+        "not in a sprint",
+        "sin sprint",
+        "en el backlog",
+        "fuera de sprint",
+        "fuera de los sprints",
+    ),
+)
+SPRINT_STATUS = Facet(
+    "sprint_status",
+    "enum",
+    "sprint status",
+    ("sprint", "sprints"),
+    cue_required=True,
+    display=False,
+    values=("PLANNED", "ACTIVE", "CLOSED"),
+    label_es="estado del sprint",
+)
+PROJECT_STATUS = Facet(
+    "project_status",
+    "enum",
+    "project status",
+    ("project", "projects", "proyecto", "proyectos"),
+    cue_required=True,
+    values=("PLANNING", "ACTIVE", "ON_HOLD"),
+    label_es="estado del proyecto",
+)
+DUE_DATE = Facet(
+    "due_date",
+    "date",
+    "due",
+    ("due", "deadline", "deadlines", "vence", "vencen", "vencimiento", "entrega", "fecha limite"),
+    due=True,
+    label_es="vencimiento",
+)
 
 # Words for the reference values, per language, matched accent- and case-folded.
 # A value's own text (BLOCKED -> "blocked", IN_PROGRESS -> "in progress") always
 # counts; these are the other ways people say it. Only values present in the
 # data are ever matched.
 SYNONYMS: dict[str, dict[str, tuple[str, ...]]] = {
-    "BLOCKED": {"en": ("blocked", "stuck", "blocker", "blockers", "blocking"),
-                "es": ("bloqueada", "bloqueadas", "bloqueado", "bloqueados", "bloqueo", "bloqueos")},
-    "IN_PROGRESS": {"en": ("in progress", "in-progress", "ongoing", "being worked on", "wip", "started",
-                           "under way", "underway", "working on"),
-                    "es": ("en progreso", "en curso", "en marcha", "en proceso", "empezadas", "empezados",
-                           "trabajando en", "en desarrollo")},
-    "IN_REVIEW": {"en": ("in review", "under review", "in code review", "awaiting review", "waiting for review",
-                         "being reviewed"),
-                  "es": ("en revision", "en revisión", "pendiente de revision", "pendientes de revision")},
-    "TODO": {"en": ("to do", "to-do", "todo", "not started", "not yet started"),
-             "es": ("por hacer", "sin empezar", "sin iniciar", "no empezadas", "no iniciadas")},
-    "DONE": {"en": ("done", "finished", "completed", "complete", "closed", "resolved"),
-             "es": ("terminada", "terminadas", "terminado", "terminados", "hecha", "hechas", "completada",
-                    "completadas", "finalizada", "finalizadas", "cerrada", "cerradas", "resuelta", "resueltas",
-                    "acabada", "acabadas")},
-    "CRITICAL": {"en": ("critical", "urgent", "critical priority"),
-                 "es": ("critica", "criticas", "critico", "criticos", "urgente", "urgentes", "prioridad critica")},
-    "HIGH": {"en": ("high", "high priority", "high-priority"),
-             "es": ("alta", "altas", "alta prioridad", "prioridad alta")},
+    "BLOCKED": {
+        "en": ("blocked", "stuck", "blocker", "blockers", "blocking"),
+        "es": ("bloqueada", "bloqueadas", "bloqueado", "bloqueados", "bloqueo", "bloqueos"),
+    },
+    "IN_PROGRESS": {
+        "en": (
+            "in progress",
+            "in-progress",
+            "ongoing",
+            "being worked on",
+            "wip",
+            "started",
+            "under way",
+            "underway",
+            "working on",
+        ),
+        "es": (
+            "en progreso",
+            "en curso",
+            "en marcha",
+            "en proceso",
+            "empezadas",
+            "empezados",
+            "trabajando en",
+            "en desarrollo",
+        ),
+    },
+    "IN_REVIEW": {
+        "en": (
+            "in review",
+            "under review",
+            "in code review",
+            "awaiting review",
+            "waiting for review",
+            "being reviewed",
+        ),
+        "es": ("en revision", "en revisión", "pendiente de revision", "pendientes de revision"),
+    },
+    "TODO": {
+        "en": ("to do", "to-do", "todo", "not started", "not yet started"),
+        "es": ("por hacer", "sin empezar", "sin iniciar", "no empezadas", "no iniciadas"),
+    },
+    "DONE": {
+        "en": ("done", "finished", "completed", "complete", "closed", "resolved"),
+        "es": (
+            "terminada",
+            "terminadas",
+            "terminado",
+            "terminados",
+            "hecha",
+            "hechas",
+            "completada",
+            "completadas",
+            "finalizada",
+            "finalizadas",
+            "cerrada",
+            "cerradas",
+            "resuelta",
+            "resueltas",
+            "acabada",
+            "acabadas",
+        ),
+    },
+    "CRITICAL": {
+        "en": ("critical", "urgent", "critical priority"),
+        "es": ("critica", "criticas", "critico", "criticos", "urgente", "urgentes", "prioridad critica"),
+    },
+    "HIGH": {
+        "en": ("high", "high priority", "high-priority"),
+        "es": ("alta", "altas", "alta prioridad", "prioridad alta"),
+    },
     "MEDIUM": {"en": ("medium", "medium priority"), "es": ("media", "medias", "prioridad media")},
     "LOW": {"en": ("low", "low priority", "low-priority"), "es": ("baja", "bajas", "prioridad baja")},
     # sprint and project statuses (matched next to "sprint"/"project": cue_required)
-    "ACTIVE": {"en": ("active", "current", "this", "ongoing", "open", "running"),
-               "es": ("activo", "activos", "activa", "activas", "actual", "actuales", "en curso", "este")},
-    "CLOSED": {"en": ("closed", "past", "previous", "finished", "completed"),
-               "es": ("cerrado", "cerrados", "pasado", "pasados", "anterior", "anteriores", "terminado",
-                      "terminados")},
-    "PLANNED": {"en": ("planned", "upcoming", "future"),
-                "es": ("planificado", "planificados", "planeado", "planeados", "futuro", "futuros", "proximo",
-                       "proximos", "siguiente", "siguientes")},
-    "ON_HOLD": {"en": ("on hold", "paused", "on-hold"), "es": ("en pausa", "en espera", "pausado", "pausados")},
+    "ACTIVE": {
+        "en": ("active", "current", "this", "ongoing", "open", "running"),
+        "es": ("activo", "activos", "activa", "activas", "actual", "actuales", "en curso", "este"),
+    },
+    "CLOSED": {
+        "en": ("closed", "past", "previous", "finished", "completed"),
+        "es": (
+            "cerrado",
+            "cerrados",
+            "pasado",
+            "pasados",
+            "anterior",
+            "anteriores",
+            "terminado",
+            "terminados",
+        ),
+    },
+    "PLANNED": {
+        "en": ("planned", "upcoming", "future"),
+        "es": (
+            "planificado",
+            "planificados",
+            "planeado",
+            "planeados",
+            "futuro",
+            "futuros",
+            "proximo",
+            "proximos",
+            "siguiente",
+            "siguientes",
+        ),
+    },
+    "ON_HOLD": {
+        "en": ("on hold", "paused", "on-hold"),
+        "es": ("en pausa", "en espera", "pausado", "pausados"),
+    },
     "PLANNING": {"en": ("planning", "in planning"), "es": ("en planificacion", "planificacion")},
 }

@@ -90,7 +90,7 @@ class Meanings:
 
     def shown_id(self, source_id: str) -> str:
         if self.id_prefix and source_id.startswith(self.id_prefix):
-            return source_id[len(self.id_prefix):]
+            return source_id[len(self.id_prefix) :]
         return source_id
 
 
@@ -127,7 +127,7 @@ def anchor_parts(source_type: str, source_id: str) -> tuple[str, str]:
     """
     prefix = f"{source_type}#"
     if source_id.startswith(prefix) and len(source_id) > len(prefix):
-        return source_type.upper(), source_id[len(prefix):]
+        return source_type.upper(), source_id[len(prefix) :]
     return source_type, source_id
 
 
@@ -137,7 +137,9 @@ def anchor_of(source_type: str, source_id: str) -> str:
     return f"[{shown_type} #{shown_id}]"
 
 
-def check_meanings(source_type: str, facets: Iterable[Facet], meanings: Meanings, key: str = "sources") -> None:
+def check_meanings(
+    source_type: str, facets: Iterable[Facet], meanings: Meanings, key: str = "sources"
+) -> None:
     """Every facet a meaning names exists with the right kind (ConfigurationError naming the key)."""
     by_name = {f.name: f for f in facets}
 
@@ -146,8 +148,10 @@ def check_meanings(source_type: str, facets: Iterable[Facet], meanings: Meanings
             return
         facet = by_name.get(name)
         if facet is None or facet.kind not in kinds:
-            raise ConfigurationError(f"{key}.{option}: {name!r} is not a {' or '.join(kinds)} facet of "
-                                     f"{source_type}", key=f"{key}.{option}")
+            raise ConfigurationError(
+                f"{key}.{option}: {name!r} is not a {' or '.join(kinds)} facet of {source_type}",
+                key=f"{key}.{option}",
+            )
 
     need("person_facets", meanings.mine, ("ref",))
     need("lifecycle", meanings.lifecycle, ("enum",))
@@ -155,6 +159,6 @@ def check_meanings(source_type: str, facets: Iterable[Facet], meanings: Meanings
     for name in meanings.display:
         need("display", name, ("enum", "ref", "date", "number"))
     if meanings.done and meanings.lifecycle is None:
-        raise ConfigurationError(f"{key}.done_values: needs lifecycle (the facet the values belong to)",
-                                 key=f"{key}.done_values")
-
+        raise ConfigurationError(
+            f"{key}.done_values: needs lifecycle (the facet the values belong to)", key=f"{key}.done_values"
+        )

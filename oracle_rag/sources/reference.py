@@ -128,9 +128,13 @@ def _project_labels(conn: sa.Connection) -> dict[str, dict[Any, str]]:
 def task_facets(row: Mapping[str, Any]) -> dict[str, Any]:
     """A task's facet values (the JSON object stored on its chunks)."""
     return {
-        "status": row["STATUS"], "priority": row["PRIORITY"], "assignee_id": as_int(row.get("ASSIGNEE_ID")),
-        "project_id": as_int(row.get("PROJECT_ID")), "sprint_id": as_int(row.get("SPRINT_ID")),
-        "sprint_status": row.get("SPRINT_STATUS"), "due_date": _iso_date(row.get("DUE_DATE")),
+        "status": row["STATUS"],
+        "priority": row["PRIORITY"],
+        "assignee_id": as_int(row.get("ASSIGNEE_ID")),
+        "project_id": as_int(row.get("PROJECT_ID")),
+        "sprint_id": as_int(row.get("SPRINT_ID")),
+        "sprint_status": row.get("SPRINT_STATUS"),
+        "due_date": _iso_date(row.get("DUE_DATE")),
     }
 
 
@@ -139,10 +143,26 @@ class TaskSource(Source):
     facets = (STATUS, PRIORITY, ASSIGNEE, PROJECT, SPRINT, SPRINT_STATUS, DUE_DATE)
     meanings = Meanings(
         nouns={"en": ("task", "tasks"), "es": ("tarea", "tareas")},
-        words=("ticket", "tickets", "issue", "issues", "bug", "bugs", "item", "items", "work", "incidencia",
-               "incidencias", "trabajo"),
-        mine="assignee_id", lifecycle="status", done=("DONE",), due="due_date",
-        display=("status", "priority", "assignee_id", "due_date"))
+        words=(
+            "ticket",
+            "tickets",
+            "issue",
+            "issues",
+            "bug",
+            "bugs",
+            "item",
+            "items",
+            "work",
+            "incidencia",
+            "incidencias",
+            "trabajo",
+        ),
+        mine="assignee_id",
+        lifecycle="status",
+        done=("DONE",),
+        due="due_date",
+        display=("status", "priority", "assignee_id", "due_date"),
+    )
     access = OWNER_ONLY  # the assignee; an unassigned task: see-all callers only
 
     def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
@@ -161,9 +181,13 @@ class TaskSource(Source):
         for t in tasks:
             tid = int(t["TASK_ID"])
             out[str(tid)] = Document(
-                "TASK", str(tid), render_task(t, comments.get(tid, [])),
-                owner_id=as_int(t["ASSIGNEE_ID"]), project_id=as_int(t["PROJECT_ID"]),
-                sprint_id=as_int(t["SPRINT_ID"]), facets=task_facets(t),
+                "TASK",
+                str(tid),
+                render_task(t, comments.get(tid, [])),
+                owner_id=as_int(t["ASSIGNEE_ID"]),
+                project_id=as_int(t["PROJECT_ID"]),
+                sprint_id=as_int(t["SPRINT_ID"]),
+                facets=task_facets(t),
             )
         return out
 
@@ -174,8 +198,11 @@ class TaskSource(Source):
 class SprintSource(Source):
     SOURCE_TYPE = "SPRINT"
     facets = (PROJECT, SPRINT, SPRINT_STATUS)
-    meanings = Meanings(nouns={"en": ("sprint", "sprints"), "es": ("sprint", "sprints")},
-                        words=("iteration", "iterations", "iteracion", "iteraciones"), bare_ids=False)
+    meanings = Meanings(
+        nouns={"en": ("sprint", "sprints"), "es": ("sprint", "sprints")},
+        words=("iteration", "iterations", "iteracion", "iteraciones"),
+        bare_ids=False,
+    )
     access = PUBLIC
 
     def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
@@ -187,10 +214,16 @@ class SprintSource(Source):
             return {}
         return {
             str(int(s["SPRINT_ID"])): Document(
-                "SPRINT", str(int(s["SPRINT_ID"])), render_sprint(s),
-                project_id=as_int(s["PROJECT_ID"]), sprint_id=as_int(s["SPRINT_ID"]),
-                facets={"project_id": as_int(s["PROJECT_ID"]), "sprint_id": as_int(s["SPRINT_ID"]),
-                        "sprint_status": s["STATUS"]},
+                "SPRINT",
+                str(int(s["SPRINT_ID"])),
+                render_sprint(s),
+                project_id=as_int(s["PROJECT_ID"]),
+                sprint_id=as_int(s["SPRINT_ID"]),
+                facets={
+                    "project_id": as_int(s["PROJECT_ID"]),
+                    "sprint_id": as_int(s["SPRINT_ID"]),
+                    "sprint_status": s["STATUS"],
+                },
             )
             for s in _rows(conn, q.SPRINTS, wanted)
         }
@@ -202,7 +235,9 @@ class SprintSource(Source):
 class ProjectSource(Source):
     SOURCE_TYPE = "PROJECT"
     facets = (PROJECT, PROJECT_STATUS)
-    meanings = Meanings(nouns={"en": ("project", "projects"), "es": ("proyecto", "proyectos")}, bare_ids=False)
+    meanings = Meanings(
+        nouns={"en": ("project", "projects"), "es": ("proyecto", "proyectos")}, bare_ids=False
+    )
     access = PUBLIC
 
     def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
@@ -214,7 +249,10 @@ class ProjectSource(Source):
             return {}
         return {
             str(int(p["PROJECT_ID"])): Document(
-                "PROJECT", str(int(p["PROJECT_ID"])), render_project(p), project_id=as_int(p["PROJECT_ID"]),
+                "PROJECT",
+                str(int(p["PROJECT_ID"])),
+                render_project(p),
+                project_id=as_int(p["PROJECT_ID"]),
                 facets={"project_id": as_int(p["PROJECT_ID"]), "project_status": p["STATUS"]},
             )
             for p in _rows(conn, q.PROJECTS, wanted)
@@ -261,8 +299,15 @@ class ReferenceRegistry(SourceRegistry):
     whose own tables have the reference application's names).
     """
 
-    def __init__(self, engine: Engine, sources: Sequence[Source] | None = None, *, mode: str = "AUTO",
-                 recheck_s: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        sources: Sequence[Source] | None = None,
+        *,
+        mode: str = "AUTO",
+        recheck_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__()
         if mode not in REFERENCE_MODES:
             raise ValueError(f"reference_app mode must be one of {REFERENCE_MODES}, not {mode!r}")

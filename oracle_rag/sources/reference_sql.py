@@ -6,30 +6,42 @@ use any key); these statements bind them as integers.
 
 from oracle_rag.engines.statements import Sql
 
-TASKS = Sql.both("""SELECT t.TASK_ID, t.TITLE, t.DESCRIPTION, t.STATUS, t.PRIORITY, t.SPRINT_ID, t.PROJECT_ID,
+TASKS = Sql.both(
+    """SELECT t.TASK_ID, t.TITLE, t.DESCRIPTION, t.STATUS, t.PRIORITY, t.SPRINT_ID, t.PROJECT_ID,
        t.ASSIGNEE_ID, t.STORY_POINTS, t.ESTIMATED_HOURS, t.DUE_DATE,
        s.NAME AS SPRINT_NAME, s.STATUS AS SPRINT_STATUS, p.NAME AS PROJECT_NAME, e.FIRST_NAME, e.LAST_NAME
 FROM TASK t
 JOIN PROJECT p ON p.PROJECT_ID = t.PROJECT_ID
 LEFT JOIN SPRINT s ON s.SPRINT_ID = t.SPRINT_ID
 LEFT JOIN EMPLOYEE e ON e.EMPLOYEE_ID = t.ASSIGNEE_ID
-WHERE t.TASK_ID IN :ids""", expanding=("ids",))
+WHERE t.TASK_ID IN :ids""",
+    expanding=("ids",),
+)
 
-TASK_COMMENTS = Sql.both("""SELECT c.TASK_ID, c.BODY, e.FIRST_NAME, e.LAST_NAME
+TASK_COMMENTS = Sql.both(
+    """SELECT c.TASK_ID, c.BODY, e.FIRST_NAME, e.LAST_NAME
 FROM TASK_COMMENT c
 JOIN EMPLOYEE e ON e.EMPLOYEE_ID = c.AUTHOR_ID
 WHERE c.TASK_ID IN :ids
-ORDER BY c.TASK_ID, c.CREATED_AT, c.COMMENT_ID""", expanding=("ids",))
+ORDER BY c.TASK_ID, c.CREATED_AT, c.COMMENT_ID""",
+    expanding=("ids",),
+)
 
-SPRINTS = Sql.both("""SELECT s.SPRINT_ID, s.NAME, s.STATUS, s.START_DATE, s.END_DATE, s.GOAL, s.PROJECT_ID,
+SPRINTS = Sql.both(
+    """SELECT s.SPRINT_ID, s.NAME, s.STATUS, s.START_DATE, s.END_DATE, s.GOAL, s.PROJECT_ID,
        p.NAME AS PROJECT_NAME
 FROM SPRINT s
 JOIN PROJECT p ON p.PROJECT_ID = s.PROJECT_ID
-WHERE s.SPRINT_ID IN :ids""", expanding=("ids",))
+WHERE s.SPRINT_ID IN :ids""",
+    expanding=("ids",),
+)
 
-PROJECTS = Sql.both("""SELECT p.PROJECT_ID, p.NAME, p.STATUS, p.START_DATE, p.END_DATE, p.DESCRIPTION
+PROJECTS = Sql.both(
+    """SELECT p.PROJECT_ID, p.NAME, p.STATUS, p.START_DATE, p.END_DATE, p.DESCRIPTION
 FROM PROJECT p
-WHERE p.PROJECT_ID IN :ids""", expanding=("ids",))
+WHERE p.PROJECT_ID IN :ids""",
+    expanding=("ids",),
+)
 
 TASK_IDS = Sql.both("SELECT TASK_ID FROM TASK ORDER BY TASK_ID")
 SPRINT_IDS = Sql.both("SELECT SPRINT_ID FROM SPRINT ORDER BY SPRINT_ID")

@@ -34,9 +34,16 @@ MAX_WORDS = 64
 
 
 def _word_list(value: Any, key: str, *, limit: int = MAX_WORDS) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, list | tuple) or not value or len(value) > limit or not all(
-            isinstance(w, str) and 0 < len(w.strip()) <= 60 for w in value):
-        raise ConfigurationError(f"{key}: expected a list of 1 to {limit} words (1-60 characters each)", key=key)
+    if (
+        isinstance(value, str)
+        or not isinstance(value, list | tuple)
+        or not value
+        or len(value) > limit
+        or not all(isinstance(w, str) and 0 < len(w.strip()) <= 60 for w in value)
+    ):
+        raise ConfigurationError(
+            f"{key}: expected a list of 1 to {limit} words (1-60 characters each)", key=key
+        )
     return tuple(w.strip() for w in value)
 
 
@@ -78,8 +85,10 @@ class MeaningOption:
                 expected = 'facet = "label"'
             raise ConfigurationError(f"{key}: expected a table of {expected}", key=key)
         if self.shape == "word_table":
-            return {(str(k).lower() if self.fold_keys else str(k)): _word_list(v, f"{key}.{k}")
-                    for k, v in value.items()}
+            return {
+                (str(k).lower() if self.fold_keys else str(k)): _word_list(v, f"{key}.{k}")
+                for k, v in value.items()
+            }
         labels = {}
         for facet, label in value.items():
             if not isinstance(label, str) or not 0 < len(label.strip()) <= 60:
@@ -91,10 +100,10 @@ class MeaningOption:
 # The schema of the meaning options, in the order docs/sql-sources.md lists them (a test compares the two).
 MEANING_OPTIONS: tuple[MeaningOption, ...] = (
     MeaningOption("words", "words", "record words beyond its name's (tickets -> ticket/tickets)"),
-    MeaningOption("person_facets", "facets", "columns holding employee ids; the first is \"my\"", limit=8),
+    MeaningOption("person_facets", "facets", 'columns holding employee ids; the first is "my"', limit=8),
     MeaningOption("lifecycle", "facet", "the enum facet that is the record's state", facet_kind="enum"),
     MeaningOption("done_values", "words", "its values meaning finished"),
-    MeaningOption("due_facet", "facet", "the date \"overdue\" and \"due this week\" use", facet_kind="date"),
+    MeaningOption("due_facet", "facet", 'the date "overdue" and "due this week" use', facet_kind="date"),
     MeaningOption("facet_cues", "word_table", "more words naming a facet", names_facets=True, fold_keys=True),
     MeaningOption("display", "facets", "facets a list shows per record", names_facets=True),
     MeaningOption("value_words", "word_table", "other words for its values", limit=256),
@@ -142,12 +151,16 @@ class SqlMeanings:
 def read_meaning_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """The declared meaning options of source ``name``, each checked against its shape in the schema."""
     prefix = f"sources.{name}"
-    return {o.key: o.read(options[o.key], f"{prefix}.{o.key}") for o in MEANING_OPTIONS
-            if options.get(o.key) is not None}
+    return {
+        o.key: o.read(options[o.key], f"{prefix}.{o.key}")
+        for o in MEANING_OPTIONS
+        if options.get(o.key) is not None
+    }
 
 
-def sql_meanings(name: str, options: Mapping[str, Any], facet_columns: Mapping[str, str],
-                 owner_column: str | None) -> SqlMeanings:
+def sql_meanings(
+    name: str, options: Mapping[str, Any], facet_columns: Mapping[str, str], owner_column: str | None
+) -> SqlMeanings:
     prefix = f"sources.{name}"
     kinds = {label.lower(): kind for label, kind in facet_columns.items()}
     given = read_meaning_options(name, options)
@@ -160,8 +173,10 @@ def sql_meanings(name: str, options: Mapping[str, Any], facet_columns: Mapping[s
         _check_names(prefix, _BY_KEY[key], value, kinds, facets)
     lifecycle = given.get("lifecycle")
     if "done_values" in given and lifecycle is None:
-        raise ConfigurationError(f"{prefix}.done_values: needs lifecycle (the facet the values belong to)",
-                                 key=f"{prefix}.done_values")
+        raise ConfigurationError(
+            f"{prefix}.done_values: needs lifecycle (the facet the values belong to)",
+            key=f"{prefix}.done_values",
+        )
     due = given.get("due_facet")
     if due is None:
         named_due = [d for d, kind in kinds.items() if kind == "date" and "due" in d.split("_")]
@@ -171,10 +186,19 @@ def sql_meanings(name: str, options: Mapping[str, Any], facet_columns: Mapping[s
     nouns_es = given.get("nouns_es", (singular, plural))
     if "nouns_es" in given:
         words = tuple(dict.fromkeys([*words, *nouns_es]))
-    meanings = Meanings(nouns={"en": (singular, plural), "es": nouns_es}, words=words,
-                        mine=people[0] if people else None, lifecycle=lifecycle, done=given.get("done_values", ()),
-                        due=due, display=given.get("display", ()), anchor=name.upper(), id_prefix=f"{name}#",
-                        value_words=given.get("value_words", {}), labels_es=given.get("labels_es", {}))
+    meanings = Meanings(
+        nouns={"en": (singular, plural), "es": nouns_es},
+        words=words,
+        mine=people[0] if people else None,
+        lifecycle=lifecycle,
+        done=given.get("done_values", ()),
+        due=due,
+        display=given.get("display", ()),
+        anchor=name.upper(),
+        id_prefix=f"{name}#",
+        value_words=given.get("value_words", {}),
+        labels_es=given.get("labels_es", {}),
+    )
     return SqlMeanings(people, meanings, given.get("facet_cues", {}))
 
 
@@ -184,22 +208,30 @@ def _check_people(prefix: str, people: tuple[str, ...], kinds: Mapping[str, str]
         try:
             check_facet_name(person)
         except ConfigurationError:
-            raise ConfigurationError(f"{key}: {person!r} cannot be a facet name (letters, digits "
-                                     f"and _); alias the column in the query", key=key) from None
+            raise ConfigurationError(
+                f"{key}: {person!r} cannot be a facet name (letters, digits "
+                f"and _); alias the column in the query",
+                key=key,
+            ) from None
         if person in kinds:
-            raise ConfigurationError(f"{key}: {person!r} is also in facet_columns; a person "
-                                     f"facet holds employee ids, name it in one place", key=key)
+            raise ConfigurationError(
+                f"{key}: {person!r} is also in facet_columns; a person "
+                f"facet holds employee ids, name it in one place",
+                key=key,
+            )
     if len(set(people)) != len(people):
         raise ConfigurationError(f"{key}: a column is named twice", key=key)
 
 
-def _check_names(prefix: str, option: MeaningOption, value: Any, kinds: Mapping[str, str],
-                 facets: Mapping[str, str]) -> None:
+def _check_names(
+    prefix: str, option: MeaningOption, value: Any, kinds: Mapping[str, str], facets: Mapping[str, str]
+) -> None:
     """What an option names exists: a facet of the declared kind, or facets of this source."""
     key = f"{prefix}.{option.key}"
     if option.facet_kind is not None and kinds.get(value) != option.facet_kind:
-        raise ConfigurationError(f"{key}: {value!r} is not {_ARTICLE[option.facet_kind]} facet of facet_columns",
-                                 key=key)
+        raise ConfigurationError(
+            f"{key}: {value!r} is not {_ARTICLE[option.facet_kind]} facet of facet_columns", key=key
+        )
     if option.names_facets:
         unknown = [n for n in value if n not in facets]
         if unknown:
@@ -212,12 +244,22 @@ def sql_facets(source: str, facet_columns: Mapping[str, str], meanings: SqlMeani
     for label, kind in facet_columns.items():
         name = label.lower()
         cues = tuple(dict.fromkeys([*default_cues(name), *meanings.cues.get(name, ())]))
-        out.append(Facet(name, kind, name.replace("_", " "), cues, due=name == meanings.meanings.due,
-                         label_es=meanings.meanings.labels_es.get(name, "")))
+        out.append(
+            Facet(
+                name,
+                kind,
+                name.replace("_", " "),
+                cues,
+                due=name == meanings.meanings.due,
+                label_es=meanings.meanings.labels_es.get(name, ""),
+            )
+        )
     for name in meanings.person_columns:
         label = " ".join(w for w in name.split("_") if w != "id") or name
         cues = tuple(dict.fromkeys([*default_cues(name), *PERSON_CUES, *meanings.cues.get(name, ())]))
-        out.append(Facet(name, "ref", label, cues, person=True, label_es=meanings.meanings.labels_es.get(name, "")))
+        out.append(
+            Facet(name, "ref", label, cues, person=True, label_es=meanings.meanings.labels_es.get(name, ""))
+        )
     facets = tuple(out)
     check_meanings(source, facets, meanings.meanings, key=f"sources.{source}")
     return facets
@@ -236,6 +278,8 @@ def meaning_warnings(name: str, meanings: Meanings, facets: Iterable[Mapping[str
     unseen = [v for v in meanings.done if v not in held]
     if not unseen:
         return []
-    return [f"sources.{name}.done_values: {', '.join(map(repr, unseen))} not found among the values of "
-            f"{meanings.lifecycle!r} in the data ({', '.join(sorted(map(str, held)))}); \"open\" counts every row "
-            f"that is not {' or '.join(meanings.done)}"]
+    return [
+        f"sources.{name}.done_values: {', '.join(map(repr, unseen))} not found among the values of "
+        f'{meanings.lifecycle!r} in the data ({", ".join(sorted(map(str, held)))}); "open" counts every row '
+        f"that is not {' or '.join(meanings.done)}"
+    ]

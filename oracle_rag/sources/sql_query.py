@@ -61,11 +61,27 @@ from oracle_rag.sources.sql_meanings import MEANING_KEYS, meaning_warnings, sql_
 from oracle_rag.sql_scripts import skip_gap, skip_literal
 
 # -- options ---------------------------------------------------------------------------
-ROLE_OPTIONS = {"id": "id_column", "content": "content_column", "title": "title_column",
-                "owner": "owner_column", "updated_at": "updated_at_column"}
+ROLE_OPTIONS = {
+    "id": "id_column",
+    "content": "content_column",
+    "title": "title_column",
+    "owner": "owner_column",
+    "updated_at": "updated_at_column",
+}
 DEFAULT_COLUMNS = {"id": "id", "content": "content", "title": "title"}
-OPTION_KEYS = ("query", "connection", "refresh", "statement_timeout", "max_rows", "fetch_size", "facet_columns",
-               *ROLE_OPTIONS.values(), *URL_OPTIONS, *MEANING_KEYS, *ACCESS_OPTION_KEYS)
+OPTION_KEYS = (
+    "query",
+    "connection",
+    "refresh",
+    "statement_timeout",
+    "max_rows",
+    "fetch_size",
+    "facet_columns",
+    *ROLE_OPTIONS.values(),
+    *URL_OPTIONS,
+    *MEANING_KEYS,
+    *ACCESS_OPTION_KEYS,
+)
 FACET_KINDS = ("enum", "number", "date")
 DEFAULT_TIMEOUT_S = 30.0
 TIMEOUT_RANGE = (1.0, 3600.0)
@@ -89,8 +105,9 @@ def check_source_name(name: Any) -> str:
             key="sources",
         )
     if name.upper() in _REFERENCE_TYPES:
-        raise ConfigurationError(f"sources.{name}: the name is taken by a reference source type",
-                                 key=f"sources.{name}")
+        raise ConfigurationError(
+            f"sources.{name}: the name is taken by a reference source type", key=f"sources.{name}"
+        )
     return name
 
 
@@ -106,8 +123,9 @@ def check_query(query: Any, *, key: str = "query") -> str:
     if not isinstance(query, str) or not query.strip():
         raise ConfigurationError(f"{key}: a SELECT statement is required", key=key)
     if "${" in query:
-        raise ConfigurationError(f"{key}: placeholders (${{...}}) are not allowed; the query runs as written",
-                                 key=key)
+        raise ConfigurationError(
+            f"{key}: placeholders (${{...}}) are not allowed; the query runs as written", key=key
+        )
     text = query.replace("\r\n", "\n")
     start = skip_gap(text, 0, slash_lines=False)
     if not _START.match(text, start):
@@ -124,18 +142,22 @@ def check_query(query: Any, *, key: str = "query") -> str:
         nxt = text[i + 1] if i + 1 < n else ""
         if ch == ";":
             if skip_gap(text, i + 1, slash_lines=False) < n:
-                raise ConfigurationError(f"{key}: one statement only; ';' is allowed only at the very end", key=key)
+                raise ConfigurationError(
+                    f"{key}: one statement only; ';' is allowed only at the very end", key=key
+                )
             end = i
             break
         if ch == ":" and nxt == ":":  # PostgreSQL cast
             i += 2
             continue
         if ch == ":" and (nxt.isalpha() or nxt == "_"):
-            raise ConfigurationError(f"{key}: bind placeholders (:name) are not allowed; the query takes no "
-                                     f"parameters", key=key)
+            raise ConfigurationError(
+                f"{key}: bind placeholders (:name) are not allowed; the query takes no parameters", key=key
+            )
         if ch == "%" and nxt in ("s", "("):
-            raise ConfigurationError(f"{key}: placeholders (%s) are not allowed; the query takes no parameters",
-                                     key=key)
+            raise ConfigurationError(
+                f"{key}: placeholders (%s) are not allowed; the query takes no parameters", key=key
+            )
         i += 1
     return text[start:end].rstrip()
 
@@ -167,34 +189,58 @@ class SqlSource:
         if "password" in options:
             raise ConfigurationError(
                 f"{prefix}.password: passwords are not accepted in configuration; put the password in an "
-                f"environment variable and give its name as password_env", key=f"{prefix}.password")
+                f"environment variable and give its name as password_env",
+                key=f"{prefix}.password",
+            )
         for key in options:
             if key not in OPTION_KEYS:
                 raise ConfigurationError(
-                    f"{prefix}: unknown option {key!r}; accepted: {', '.join(OPTION_KEYS)}", key=f"{prefix}.{key}")
-        self.option_keys = tuple(sorted({"query", *options} | ({"connection"} if connection is not None else set())))
+                    f"{prefix}: unknown option {key!r}; accepted: {', '.join(OPTION_KEYS)}",
+                    key=f"{prefix}.{key}",
+                )
+        self.option_keys = tuple(
+            sorted({"query", *options} | ({"connection"} if connection is not None else set()))
+        )
         self.query = check_query(query, key=f"{prefix}.query")
         self.url_options: UrlOptions | None = check_url_options(name, options)
         if connection is None and self.url_options is not None:
             # A url says "another database": name its connection after the source
             # rather than make the user invent a name that nothing else refers to.
             connection = self.name
-        self.connection = RAG_CONNECTION if connection is None else check_connection_name(
-            connection, key=f"{prefix}.connection")
+        self.connection = (
+            RAG_CONNECTION
+            if connection is None
+            else check_connection_name(connection, key=f"{prefix}.connection")
+        )
         if self.url_options is not None and self.connection == RAG_CONNECTION:
             raise ConfigurationError(
                 f"{prefix}: url/user/password_env need a connection name other than {RAG_CONNECTION!r} "
-                f"(which is the product's own database)", key=f"{prefix}.connection")
+                f"(which is the product's own database)",
+                key=f"{prefix}.connection",
+            )
         self.refresh_s: float | None = None
         if options.get("refresh") is not None:
-            self.refresh_s = checked_duration(options["refresh"], key=f"{prefix}.refresh", lo=REFRESH_RANGE[0],
-                                              hi=REFRESH_RANGE[1])
-        self.timeout_s = checked_duration(options.get("statement_timeout", DEFAULT_TIMEOUT_S),
-                                          key=f"{prefix}.statement_timeout", lo=TIMEOUT_RANGE[0], hi=TIMEOUT_RANGE[1])
-        self.max_rows = _int_option(options.get("max_rows", DEFAULT_MAX_ROWS), key=f"{prefix}.max_rows",
-                                    lo=MAX_ROWS_RANGE[0], hi=MAX_ROWS_RANGE[1])
-        self.fetch_size = _int_option(options.get("fetch_size", DEFAULT_FETCH_SIZE), key=f"{prefix}.fetch_size",
-                                      lo=FETCH_SIZE_RANGE[0], hi=FETCH_SIZE_RANGE[1])
+            self.refresh_s = checked_duration(
+                options["refresh"], key=f"{prefix}.refresh", lo=REFRESH_RANGE[0], hi=REFRESH_RANGE[1]
+            )
+        self.timeout_s = checked_duration(
+            options.get("statement_timeout", DEFAULT_TIMEOUT_S),
+            key=f"{prefix}.statement_timeout",
+            lo=TIMEOUT_RANGE[0],
+            hi=TIMEOUT_RANGE[1],
+        )
+        self.max_rows = _int_option(
+            options.get("max_rows", DEFAULT_MAX_ROWS),
+            key=f"{prefix}.max_rows",
+            lo=MAX_ROWS_RANGE[0],
+            hi=MAX_ROWS_RANGE[1],
+        )
+        self.fetch_size = _int_option(
+            options.get("fetch_size", DEFAULT_FETCH_SIZE),
+            key=f"{prefix}.fetch_size",
+            lo=FETCH_SIZE_RANGE[0],
+            hi=FETCH_SIZE_RANGE[1],
+        )
         self.columns = self._roles(options, prefix)
         self.explicit_title = options.get("title_column") is not None
         self.facet_columns = _facet_columns(options.get("facet_columns"), f"{prefix}.facet_columns")
@@ -204,8 +250,12 @@ class SqlSource:
         self.access_options: SourceAccess | None = source_access(options, prefix)
         if self.access_options is not None and self.access_options.acl_query is not None:
             check_query(self.access_options.acl_query, key=f"{prefix}.acl_query")
-        definition: list[Any] = [self.query, self.connection, self.url_options and self.url_options.url,
-                                 sorted(self.columns.items())]
+        definition: list[Any] = [
+            self.query,
+            self.connection,
+            self.url_options and self.url_options.url,
+            sorted(self.columns.items()),
+        ]
         if self.facet_columns:  # hashed only when set, so sources defined before facets keep their state
             definition.append(sorted(self.facet_columns.items()))
         if self.sql_meanings.person_columns:  # person facets are stored too (only when there are some)
@@ -215,8 +265,11 @@ class SqlSource:
         self._definition_hash = hashlib.sha256(json.dumps(definition).encode("utf-8")).hexdigest()
 
     def _roles(self, options: Mapping[str, Any], prefix: str) -> dict[str, str]:
-        roles = {role: _column_option(options[key], key=f"{prefix}.{key}")
-                 for role, key in ROLE_OPTIONS.items() if options.get(key) is not None}
+        roles = {
+            role: _column_option(options[key], key=f"{prefix}.{key}")
+            for role, key in ROLE_OPTIONS.items()
+            if options.get(key) is not None
+        }
         for role, default in DEFAULT_COLUMNS.items():
             if role in roles:
                 continue
@@ -230,14 +283,18 @@ class SqlSource:
             if other is not None:
                 raise ConfigurationError(
                     f"{prefix}: column {column!r} is used as two roles ({ROLE_OPTIONS[other]} and "
-                    f"{ROLE_OPTIONS[role]})", key=f"{prefix}.{ROLE_OPTIONS[role]}")
+                    f"{ROLE_OPTIONS[role]})",
+                    key=f"{prefix}.{ROLE_OPTIONS[role]}",
+                )
             seen[column.lower()] = role
         if "updated_at" in roles:
             for role in ("id", "updated_at"):
                 if not q.is_plain_identifier(roles[role]):
                     raise ConfigurationError(
                         f"{prefix}.{ROLE_OPTIONS[role]}: incremental reads need a plain identifier "
-                        f"(letters, digits, _)", key=f"{prefix}.{ROLE_OPTIONS[role]}")
+                        f"(letters, digits, _)",
+                        key=f"{prefix}.{ROLE_OPTIONS[role]}",
+                    )
         return roles
 
     # -- what the product knows about the source -------------------------------------
@@ -285,7 +342,9 @@ class SqlSource:
         return Declaration(self.name, self.facets, self.meanings)
 
     def reserved_metadata(self) -> tuple[str, ...]:
-        extra = (("owner_id",) if self.owner_column else ()) + (("updated_at",) if self.updated_at_column else ())
+        extra = (("owner_id",) if self.owner_column else ()) + (
+            ("updated_at",) if self.updated_at_column else ()
+        )
         return ALWAYS_RESERVED + extra
 
     def document_id(self, row_id: str) -> str:
@@ -344,8 +403,9 @@ class SqlSource:
                     number = first + offset
                     row_id = _row_id(self, row[0], number)
                     if row_id in first_row:
-                        raise SourceLoadingError(f"source {self.name!r}: row {number} repeats the id of row "
-                                                 f"{first_row[row_id]}")
+                        raise SourceLoadingError(
+                            f"source {self.name!r}: row {number} repeats the id of row {first_row[row_id]}"
+                        )
                     first_row[row_id] = number
                     ids.append(row_id)
         return ids
@@ -357,29 +417,34 @@ class SqlSource:
             return {}
         out: dict[str, dict[str, None]] = {}  # groups per row id, in order, each once (a dict: linear)
         result = conn.execution_options(yield_per=self.fetch_size).execute(
-            sa.text(_escape_colons_in_query(acl, acl)))
+            sa.text(_escape_colons_in_query(acl, acl))
+        )
         try:
             number = 0
             while rows := result.fetchmany(self.fetch_size):
                 for row in rows:
                     number += 1
                     if len(row) < 2:
-                        raise ConfigurationError(f"source {self.name!r}: acl_query must return (row id, group)",
-                                                 key=f"sources.{self.name}.acl_query")
+                        raise ConfigurationError(
+                            f"source {self.name!r}: acl_query must return (row id, group)",
+                            key=f"sources.{self.name}.acl_query",
+                        )
                     if row[1] is None:
                         continue
                     try:
                         group = check_group(read_lob(row[1]))
                     except InputError as exc:
-                        raise SourceLoadingError(f"source {self.name!r}: acl_query row {number}: "
-                                                 f"{exc.message}") from None
+                        raise SourceLoadingError(
+                            f"source {self.name!r}: acl_query row {number}: {exc.message}"
+                        ) from None
                     out.setdefault(_row_id(self, row[0], number), {})[group] = None
         finally:
             result.close()
         return {k: tuple(v) for k, v in out.items()}
 
-    def _fetch(self, conn: sa.Connection, sql: str,
-               binds: dict[str, Any]) -> Generator[tuple[list[str], Sequence[Any], int], None, None]:
+    def _fetch(
+        self, conn: sa.Connection, sql: str, binds: dict[str, Any]
+    ) -> Generator[tuple[list[str], Sequence[Any], int], None, None]:
         """Yield (labels, rows, number of the first row) per fetch, refusing more than max_rows."""
         prepared = _escape_colons_in_query(sql, self.query)
         result = conn.execution_options(yield_per=self.fetch_size).execute(sa.text(prepared), binds)
@@ -396,7 +461,8 @@ class SqlSource:
                     raise ConfigurationError(
                         f"source {self.name!r}: the query returns more than max_rows ({self.max_rows:,}) rows; "
                         f"raise max_rows (up to {MAX_ROWS_RANGE[1]:,}) or narrow the query",
-                        key=f"sources.{self.name}.max_rows")
+                        key=f"sources.{self.name}.max_rows",
+                    )
                 yield labels, rows, seen + 1
                 seen += len(rows)
         finally:
@@ -419,18 +485,26 @@ def _facet_columns(value: Any, key: str) -> dict[str, str]:
         return {}
     items = {str(v): "enum" for v in value} if isinstance(value, list) else value
     if not isinstance(items, Mapping) or not items or len(items) > 32:
-        raise ConfigurationError(f"{key}: expected a list of column labels or a table of label = enum|number|date "
-                                 f"(1 to 32 columns)", key=key)
+        raise ConfigurationError(
+            f"{key}: expected a list of column labels or a table of label = enum|number|date "
+            f"(1 to 32 columns)",
+            key=key,
+        )
     out: dict[str, str] = {}
     for label, kind in items.items():
         _column_option(label, key=key)
         try:
             check_facet_name(str(label).lower())
         except ConfigurationError:
-            raise ConfigurationError(f"{key}: {label!r} cannot be a facet name (letters, digits and _, a letter "
-                                     f"first); alias the column in the query", key=key) from None
+            raise ConfigurationError(
+                f"{key}: {label!r} cannot be a facet name (letters, digits and _, a letter "
+                f"first); alias the column in the query",
+                key=key,
+            ) from None
         if kind not in FACET_KINDS:
-            raise ConfigurationError(f"{key}.{label}: the kind must be one of {', '.join(FACET_KINDS)}", key=key)
+            raise ConfigurationError(
+                f"{key}.{label}: the kind must be one of {', '.join(FACET_KINDS)}", key=key
+            )
         if str(label).lower() in {k.lower() for k in out}:
             raise ConfigurationError(f"{key}: {label!r} is named twice (case ignored)", key=key)
         out[str(label)] = str(kind)
@@ -510,13 +584,16 @@ class ReadResult:
     def add(self, source: SqlSource, plan: _Plan, number: int, row: Sequence[Any]) -> None:
         doc = plan.document(source, number, row)
         if doc.row_id in self.first_row:
-            raise SourceLoadingError(f"source {source.name!r}: row {number} repeats the id of row "
-                                     f"{self.first_row[doc.row_id]}")
+            raise SourceLoadingError(
+                f"source {source.name!r}: row {number} repeats the id of row {self.first_row[doc.row_id]}"
+            )
         self.first_row[doc.row_id] = number
         self.documents[doc.row_id] = doc
         if doc.updated_at is not None:
             mark = Watermark.of(doc.updated_at)
-            self.watermark = mark if self.watermark is None else self.watermark.later(mark, source.name, number)
+            self.watermark = (
+                mark if self.watermark is None else self.watermark.later(mark, source.name, number)
+            )
 
 
 @dataclass(frozen=True)
@@ -534,7 +611,9 @@ class _Plan:
         if twice:
             raise ConfigurationError(
                 f"source {name!r}: the query returns more than one column labelled {twice[0]!r} (case ignored); "
-                f"give each column its own alias", key=f"sources.{name}.query")
+                f"give each column its own alias",
+                key=f"sources.{name}.query",
+            )
         position = {label.lower(): i for i, label in enumerate(labels)}
         roles: dict[str, int] = {}
         for role, column in source.columns.items():
@@ -544,17 +623,23 @@ class _Plan:
                     continue
                 raise ConfigurationError(
                     f"source {name!r}: the query has no column {column!r} ({ROLE_OPTIONS[role]}); "
-                    f"its columns are: {', '.join(labels)}", key=f"sources.{name}.{ROLE_OPTIONS[role]}")
+                    f"its columns are: {', '.join(labels)}",
+                    key=f"sources.{name}.{ROLE_OPTIONS[role]}",
+                )
             roles[role] = index
         if source.group_column is not None:
             index = position.get(source.group_column.lower())
             if index is None:
                 raise ConfigurationError(
                     f"source {name!r}: the query has no column {source.group_column!r} (group_column); "
-                    f"its columns are: {', '.join(labels)}", key=f"sources.{name}.group_column")
+                    f"its columns are: {', '.join(labels)}",
+                    key=f"sources.{name}.group_column",
+                )
             if index in roles.values():
-                raise ConfigurationError(f"source {name!r}: group_column {source.group_column!r} already plays "
-                                         f"another role", key=f"sources.{name}.group_column")
+                raise ConfigurationError(
+                    f"source {name!r}: group_column {source.group_column!r} already plays another role",
+                    key=f"sources.{name}.group_column",
+                )
             roles["group"] = index
         # A column that plays a role is not metadata, except a group_column also declared a facet
         # (QA D-3: "per team" read none on every row): it stays metadata so the facet reads it,
@@ -565,12 +650,16 @@ class _Plan:
             if label.lower() not in position:
                 raise ConfigurationError(
                     f"source {name!r}: the query has no column {label!r} (facet_columns); its columns are: "
-                    f"{', '.join(labels)}", key=f"sources.{name}.facet_columns")
+                    f"{', '.join(labels)}",
+                    key=f"sources.{name}.facet_columns",
+                )
         for label in source.sql_meanings.person_columns:
             if label not in position:
                 raise ConfigurationError(
                     f"source {name!r}: the query has no column {label!r} (person_facets); its columns are: "
-                    f"{', '.join(labels)}", key=f"sources.{name}.person_facets")
+                    f"{', '.join(labels)}",
+                    key=f"sources.{name}.person_facets",
+                )
         reserved = source.reserved_metadata()
         metadata = []
         for i, label in enumerate(labels):
@@ -579,7 +668,9 @@ class _Plan:
             if label.lower() in reserved:
                 raise ConfigurationError(
                     f"source {name!r}: column {label!r} would overwrite metadata the product sets "
-                    f"({', '.join(reserved)}); give it another alias", key=f"sources.{name}.query")
+                    f"({', '.join(reserved)}); give it another alias",
+                    key=f"sources.{name}.query",
+                )
             metadata.append((i, label))
         return cls(roles, tuple(metadata))
 
@@ -611,15 +702,23 @@ class _Plan:
             if value is not None:
                 metadata[label] = _jsonable(value, source, number, label)
         by_label = {k.lower(): v for k, v in metadata.items()}
-        facets = {label.lower(): _facet_value(kind, by_label.get(label.lower()))
-                  for label, kind in source.facet_columns.items()}
+        facets = {
+            label.lower(): _facet_value(kind, by_label.get(label.lower()))
+            for label, kind in source.facet_columns.items()
+        }
         for person in source.sql_meanings.person_columns:
-            raw = owner if source.owner_column and person == source.owner_column.lower() else by_label.get(person)
+            raw = (
+                owner
+                if source.owner_column and person == source.owner_column.lower()
+                else by_label.get(person)
+            )
             facets[person] = _person_value(raw)
         hashed: dict[str, Any] = {"content": content, "metadata": metadata}
         if facets:  # declaring facets rewrites the chunks that lack them
             hashed["facets"] = facets
-        digest = hashlib.sha256(json.dumps(hashed, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+        digest = hashlib.sha256(
+            json.dumps(hashed, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        ).hexdigest()
         groups: tuple[str, ...] = ()
         if "group" in self.roles:
             raw_group = read_lob(row[self.roles["group"]])
@@ -627,10 +726,13 @@ class _Plan:
                 try:
                     groups = (check_group(raw_group),)
                 except InputError as exc:
-                    raise SourceLoadingError(f"source {name!r}: row {number}: {source.group_column!r} "
-                                             f"(group_column): {exc.message}") from None
-        return SqlDocument(row_id, document_id, title, content, owner, metadata, digest, updated_at, facets,
-                           groups)
+                    raise SourceLoadingError(
+                        f"source {name!r}: row {number}: {source.group_column!r} "
+                        f"(group_column): {exc.message}"
+                    ) from None
+        return SqlDocument(
+            row_id, document_id, title, content, owner, metadata, digest, updated_at, facets, groups
+        )
 
 
 def _text(value: Any, source: SqlSource, number: int, what: str) -> str:
@@ -646,7 +748,9 @@ def _row_id(source: SqlSource, value: Any, number: int) -> str:
     if value is None:
         raise SourceLoadingError(f"source {source.name!r}: row {number} has a NULL id")
     if isinstance(value, bool) or isinstance(value, bytes | bytearray | memoryview):
-        raise SourceLoadingError(f"source {source.name!r}: row {number} has an id that is not text or a number")
+        raise SourceLoadingError(
+            f"source {source.name!r}: row {number} has an id that is not text or a number"
+        )
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, Decimal) and value == value.to_integral_value():
@@ -655,8 +759,10 @@ def _row_id(source: SqlSource, value: Any, number: int) -> str:
     if not text.strip():
         raise SourceLoadingError(f"source {source.name!r}: row {number} has a blank id")
     if len(source.document_id(text)) > MAX_DOCUMENT_ID:
-        raise SourceLoadingError(f"source {source.name!r}: row {number} has an id too long for a document id "
-                                 f"({MAX_DOCUMENT_ID} characters with the source name)")
+        raise SourceLoadingError(
+            f"source {source.name!r}: row {number} has an id too long for a document id "
+            f"({MAX_DOCUMENT_ID} characters with the source name)"
+        )
     return text
 
 
@@ -672,14 +778,18 @@ def _owner(source: SqlSource, value: Any, number: int) -> int | None:
             return int(value)
         return int(value)  # int, or text holding an integer
     except (TypeError, ValueError):
-        raise SourceLoadingError(f"source {source.name!r}: row {number}: {source.owner_column!r} (owner_column) "
-                                 f"is not an integer employee id") from None
+        raise SourceLoadingError(
+            f"source {source.name!r}: row {number}: {source.owner_column!r} (owner_column) "
+            f"is not an integer employee id"
+        ) from None
 
 
 def _timestamp(source: SqlSource, value: Any, number: int) -> Any:
     col = source.updated_at_column
     if value is None:
-        raise SourceLoadingError(f"source {source.name!r}: row {number} has a NULL {col!r} (updated_at_column)")
+        raise SourceLoadingError(
+            f"source {source.name!r}: row {number} has a NULL {col!r} (updated_at_column)"
+        )
     if isinstance(value, dt.datetime | dt.date):
         return value
     if isinstance(value, str):
@@ -690,8 +800,9 @@ def _timestamp(source: SqlSource, value: Any, number: int) -> Any:
         else:
             if len(value) <= 64:
                 return value
-    raise SourceLoadingError(f"source {source.name!r}: row {number}: {col!r} (updated_at_column) is not a "
-                             f"timestamp")
+    raise SourceLoadingError(
+        f"source {source.name!r}: row {number}: {col!r} (updated_at_column) is not a timestamp"
+    )
 
 
 def _jsonable(value: Any, source: SqlSource, number: int, label: str) -> Any:
@@ -706,8 +817,10 @@ def _jsonable(value: Any, source: SqlSource, number: int, label: str) -> Any:
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, bytes | bytearray | memoryview):
-        raise SourceLoadingError(f"source {source.name!r}: row {number}: column {label!r} holds binary data, "
-                                 f"which cannot be metadata; leave it out of the SELECT or convert it")
+        raise SourceLoadingError(
+            f"source {source.name!r}: row {number}: column {label!r} holds binary data, "
+            f"which cannot be metadata; leave it out of the SELECT or convert it"
+        )
     return str(value)
 
 
@@ -757,8 +870,9 @@ class Watermark:
         try:
             return other if other.moment() > self.moment() else self
         except TypeError:
-            raise SourceLoadingError(f"source {source!r}: row {number}: updated_at values mix time zone-aware "
-                                     f"and naive timestamps") from None
+            raise SourceLoadingError(
+                f"source {source!r}: row {number}: updated_at values mix time zone-aware and naive timestamps"
+            ) from None
 
 
 # -- configuration ------------------------------------------------------------------------
@@ -777,8 +891,9 @@ def load_sql_sources(settings: Any) -> list[SqlSource]:
         connection = options.pop("connection", None)
         source = SqlSource(str(name), query, connection, **options)
         if name.lower() in seen:
-            raise ConfigurationError(f"sources: {seen[name.lower()]!r} and {name!r} differ only in case",
-                                     key=f"sources.{name}")
+            raise ConfigurationError(
+                f"sources: {seen[name.lower()]!r} and {name!r} differ only in case", key=f"sources.{name}"
+            )
         seen[name.lower()] = name
         out.append(source)
     return out

@@ -40,7 +40,9 @@ def _state_columns(dialect: str) -> str:
     """Oracle returns the times as plain UTC timestamps, so no driver time-zone rule applies on fetch."""
     text = _STATE_COLUMNS
     for col in ("LAST_ATTEMPT_AT", "LAST_REFRESH_AT", "LAST_FULL_AT"):
-        text = text.replace("{" + col + "}", f"SYS_EXTRACT_UTC({col}) AS {col}" if dialect == "oracle" else col)
+        text = text.replace(
+            "{" + col + "}", f"SYS_EXTRACT_UTC({col}) AS {col}" if dialect == "oracle" else col
+        )
     return text
 
 
@@ -146,7 +148,8 @@ UPSERT_DOCUMENT = _state("UPSERT_DOCUMENT", clobs=("metadata",))
 CLEAR_ORPHAN_ACCESS_FAILURES = Sql.both(
     "DELETE FROM RAG_ACCESS_FAILURE WHERE RAG_ACCESS_FAILURE.SOURCE_TYPE NOT IN :configured "
     "AND NOT EXISTS (SELECT 1 FROM RAG_CHUNK c WHERE c.SOURCE_TYPE = RAG_ACCESS_FAILURE.SOURCE_TYPE)",
-    expanding=("configured",))
+    expanding=("configured",),
+)
 
 # -- read sessions on a source's database ----------------------------------------
 # SQLite: on the raw DBAPI connection, outside any transaction; the previous
@@ -190,7 +193,8 @@ IDS_TEMPLATE = "SELECT src.{id} FROM (\n{query}\n) src"
 # (TO_TIMESTAMP), so no session time zone enters a naive comparison.
 ORACLE_DELTA_TZ_TEMPLATE = DELTA_TEMPLATE.replace(":watermark", _TS_ORACLE.replace("{name}", "watermark"))
 ORACLE_DELTA_NAIVE_TEMPLATE = DELTA_TEMPLATE.replace(
-    ":watermark", "TO_TIMESTAMP(:watermark, 'YYYY-MM-DD\"T\"HH24:MI:SS.FF6')")
+    ":watermark", "TO_TIMESTAMP(:watermark, 'YYYY-MM-DD\"T\"HH24:MI:SS.FF6')"
+)
 
 
 _PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")

@@ -130,8 +130,9 @@ class Stats:
         return self.total_length / self.n if self.n else 0.0
 
 
-def score(stats: Stats, query: Mapping[str, int], postings: Iterable[tuple[int, str, int, int]],
-          params: Bm25Params) -> dict[int, float]:
+def score(
+    stats: Stats, query: Mapping[str, int], postings: Iterable[tuple[int, str, int, int]], params: Bm25Params
+) -> dict[int, float]:
     """Scores per record id from its postings ``(id, term, tf, length)`` over the visible set.
 
     ``postings`` must hold every visible posting of the query terms: the

@@ -58,9 +58,16 @@ def _is_punctuation(ch: str) -> bool:
 
 
 def _is_cjk(cp: int) -> bool:
-    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
-            or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF
-            or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+    return (
+        0x4E00 <= cp <= 0x9FFF
+        or 0x3400 <= cp <= 0x4DBF
+        or 0x20000 <= cp <= 0x2A6DF
+        or 0x2A700 <= cp <= 0x2B73F
+        or 0x2B740 <= cp <= 0x2B81F
+        or 0x2B820 <= cp <= 0x2CEAF
+        or 0xF900 <= cp <= 0xFAFF
+        or 0x2F800 <= cp <= 0x2FA1F
+    )
 
 
 def _basic_tokens(word: str) -> list[str]:
@@ -127,8 +134,10 @@ class ChunkPlan:
 
     def __post_init__(self) -> None:
         if not 1 <= self.window <= MAX_WINDOW or not 0 <= self.overlap * 2 <= self.window:
-            raise InputError(f"chunking needs 1 <= window <= {MAX_WINDOW} and 0 <= overlap <= window / 2, "
-                             f"got window={self.window}, overlap={self.overlap}")
+            raise InputError(
+                f"chunking needs 1 <= window <= {MAX_WINDOW} and 0 <= overlap <= window / 2, "
+                f"got window={self.window}, overlap={self.overlap}"
+            )
 
     @property
     def tag(self) -> str:
@@ -165,7 +174,6 @@ class ChunkPlan:
             start = back
 
 
-
 def join_chunks(parts: Sequence[str], plan: ChunkPlan) -> str:
     """A record's text again from the chunk texts ``plan.split`` made, for re-analysing it.
 
@@ -195,7 +203,7 @@ def join_chunks(parts: Sequence[str], plan: ChunkPlan) -> str:
             if nxt is None:
                 text, start = text + " " + part, len(text) + 1
                 continue
-        candidates = [m.start() for m in words[1:] if part.startswith(text[m.start():])]
+        candidates = [m.start() for m in words[1:] if part.startswith(text[m.start() :])]
         whole = [text[:c] + part for c in candidates] + [text + " " + part]
         if n == len(parts) - 1:
             fits = [t for t in whole if plan.split(t) == list(parts)]

@@ -130,14 +130,22 @@ def chat_stream() -> Response:
     release_db()
     llm_health = state().llm_health
     try:
-        stream = state().chat.stream(question, caller, conversation_id, mode, drop_filters=drop)  # errors here are plain JSON
+        stream = state().chat.stream(
+            question, caller, conversation_id, mode, drop_filters=drop
+        )  # errors here are plain JSON
     except LLMError as exc:
         llm_health.failed(exc)
         raise
 
     def events() -> Iterator[str]:
-        yield sse("meta", {"conversation_id": stream.conversation_id, "retrieval": stream.retrieval.to_dict(),
-                           "answerer": stream.answerer})
+        yield sse(
+            "meta",
+            {
+                "conversation_id": stream.conversation_id,
+                "retrieval": stream.retrieval.to_dict(),
+                "answerer": stream.answerer,
+            },
+        )
         try:
             for event in stream:
                 if event.kind == "token":
@@ -221,9 +229,17 @@ def openapi() -> Response:
 @api_bp.get("/me")
 def me() -> Response:
     caller = current_caller()
-    return jsonify({"employee_id": caller.employee_id, "name": caller.name, "role": caller.role, "roles": list(caller.roles),
-                    "groups": list(caller.groups),
-                    "sees_all": caller.sees_all, "demo": state().demo})
+    return jsonify(
+        {
+            "employee_id": caller.employee_id,
+            "name": caller.name,
+            "role": caller.role,
+            "roles": list(caller.roles),
+            "groups": list(caller.groups),
+            "sees_all": caller.sees_all,
+            "demo": state().demo,
+        }
+    )
 
 
 @api_bp.get("/demo/identities")
@@ -238,6 +254,10 @@ def demo_identities() -> Response:
     web = state()
     if not web.demo or not web.demo_identities or not is_loopback_request(request):
         raise NotFoundError("no such resource")
-    return jsonify({"demo": True,
-                    "notice": "Demo mode: these tokens act as demo employees. Never enable demo mode in production.",
-                    "identities": [i.to_dict() for i in web.demo_identities]})
+    return jsonify(
+        {
+            "demo": True,
+            "notice": "Demo mode: these tokens act as demo employees. Never enable demo mode in production.",
+            "identities": [i.to_dict() for i in web.demo_identities],
+        }
+    )

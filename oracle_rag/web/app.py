@@ -67,8 +67,19 @@ from oracle_rag.web.state import (
     state,
 )
 
-__all__ = ["DEFAULT_MAX_BODY", "CallerLoader", "DemoIdentity", "WebState", "create_app", "get_db", "init_app",
-           "release_db", "state", "token_caller_loader"]
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "CallerLoader",
+    "DemoIdentity",
+    "WebState",
+    "create_app",
+    "get_db",
+    "init_app",
+    "release_db",
+    "state",
+    "token_caller_loader",
+]
+
 
 def token_caller_loader(req: Request) -> Caller | None:
     """The built-in loader: ``Authorization: Bearer <token>`` → an API token's employee, or the caller of a
@@ -106,15 +117,26 @@ def _check_host() -> Any:
         web.allowed_hosts = parse_allowed_hosts(web.rag.settings.allowed_hosts)
     if host_allowed(request, web.allowed_hosts):
         return None
-    return json_errors.error_response(400, "HOST_NOT_ALLOWED",
-                                      "this server does not answer for the requested Host (see allowed_hosts)")
+    return json_errors.error_response(
+        400, "HOST_NOT_ALLOWED", "this server does not answer for the requested Host (see allowed_hosts)"
+    )
 
 
-def init_app(app: Flask, rag: RagSystem, *, caller_loader: CallerLoader | None = None,
-             llm: LLMClient | None | EllipsisType = ...,
-             demo_identities: Sequence[DemoIdentity] = (), api_prefix: str = "/api", pages_prefix: str = "",
-             ops_prefix: str = "", max_body: int = DEFAULT_MAX_BODY, owns_rag: bool = False,
-             json_errors_app_wide: bool = False, openai_prefix: str | None = "/v1") -> WebState:
+def init_app(
+    app: Flask,
+    rag: RagSystem,
+    *,
+    caller_loader: CallerLoader | None = None,
+    llm: LLMClient | None | EllipsisType = ...,
+    demo_identities: Sequence[DemoIdentity] = (),
+    api_prefix: str = "/api",
+    pages_prefix: str = "",
+    ops_prefix: str = "",
+    max_body: int = DEFAULT_MAX_BODY,
+    owns_rag: bool = False,
+    json_errors_app_wide: bool = False,
+    openai_prefix: str | None = "/v1",
+) -> WebState:
     """Mount the API, the chat page, ``/healthz`` and ``/metrics`` on ``app``.
 
     In a host app, JSON errors cover everything our views raise plus
@@ -125,12 +147,23 @@ def init_app(app: Flask, rag: RagSystem, *, caller_loader: CallerLoader | None =
     if EXTENSION in app.extensions:
         raise RuntimeError("oracle-rag is already initialised on this app")
     metrics = Metrics(rag)
-    chat = Chat(rag, observer=metrics.observe_chat) if llm is ... else Chat(rag, llm, observer=metrics.observe_chat)
+    chat = (
+        Chat(rag, observer=metrics.observe_chat)
+        if llm is ...
+        else Chat(rag, llm, observer=metrics.observe_chat)
+    )
     feedback = FeedbackStore(rag.engine, RatingLimit(rag.settings.feedback_per_minute))
-    web_state = WebState(rag=rag, chat=chat, caller_loader=caller_loader or token_caller_loader, metrics=metrics,
-                         feedback=feedback,
-                         demo_identities=list(demo_identities), max_body=max_body, owns_rag=owns_rag,
-                         llm_health=LLMHealth())
+    web_state = WebState(
+        rag=rag,
+        chat=chat,
+        caller_loader=caller_loader or token_caller_loader,
+        metrics=metrics,
+        feedback=feedback,
+        demo_identities=list(demo_identities),
+        max_body=max_body,
+        owns_rag=owns_rag,
+        llm_health=LLMHealth(),
+    )
     app.extensions[EXTENSION] = web_state
     app.teardown_appcontext(release_db)
     app.register_blueprint(api_bp, url_prefix=api_prefix)
@@ -159,10 +192,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     owns = rag is None
     if rag is None:
         settings = app.config.get("ORACLE_RAG_SETTINGS") or load_settings(
-            config_file=app.config.get("ORACLE_RAG_CONFIG_FILE"))
+            config_file=app.config.get("ORACLE_RAG_CONFIG_FILE")
+        )
         rag = RagSystem(settings)
     init_app(
-        app, rag,
+        app,
+        rag,
         caller_loader=app.config.get("ORACLE_RAG_CALLER_LOADER"),
         llm=app.config["ORACLE_RAG_LLM"] if "ORACLE_RAG_LLM" in app.config else ...,
         demo_identities=app.config.get("ORACLE_RAG_DEMO_IDENTITIES", ()),

@@ -61,8 +61,12 @@ def health_report(operator: bool = False) -> tuple[bool, dict[str, Any]]:
             stats = rag.engine.queue_stats(conn, rag.settings.max_attempts)
             db_ok = True
             report["database"] = {"ok": True}
-            report["queue"] = {"depth": stats.depth, "stalled_rows": stats.stalled, "failed_rows": stats.failed,
-                               "oldest_age_s": stats.oldest_age_s}
+            report["queue"] = {
+                "depth": stats.depth,
+                "stalled_rows": stats.stalled,
+                "failed_rows": stats.failed,
+                "oldest_age_s": stats.oldest_age_s,
+            }
             report["indexing"] = indexing_report(stats)
             report["model_switch"] = switch_progress(rag.engine)
             failures = rag.engine.access_failures(conn)
@@ -72,7 +76,11 @@ def health_report(operator: bool = False) -> tuple[bool, dict[str, Any]]:
                 report["access"]["errors"] = {name: failures[name] for name in sorted(failures)}
             model = rag.engine.model_status(conn)
             model_ok = bool(model.get("present")) and int(model.get("dimensions") or 0) > 0
-            report["model"] = {"ok": model_ok, "name": model.get("model"), "dimensions": model.get("dimensions")}
+            report["model"] = {
+                "ok": model_ok,
+                "name": model.get("model"),
+                "dimensions": model.get("dimensions"),
+            }
             if not model_ok and model.get("fix"):
                 report["model"]["fix"] = model["fix"]
     except Exception as exc:  # any failure is a 503 with its code; driver text never leaves
@@ -125,13 +133,20 @@ def degraded_reasons(report: dict[str, Any]) -> list[str]:
     if queue.get("stalled_rows"):
         out.append(f"queue: {queue['stalled_rows']} stalled row(s) (ATTEMPTS >= 3)")
     if queue.get("failed_rows"):
-        out.append(f"queue: {queue['failed_rows']} row(s) parked at max_attempts; see `oracle-rag queue list --failed`")
+        out.append(
+            f"queue: {queue['failed_rows']} row(s) parked at max_attempts; see `oracle-rag queue list --failed`"
+        )
     access = report.get("access") or {}
     if access.get("hidden_source_count"):
-        which = ", ".join(access["hidden_sources"]) if "hidden_sources" in access else (
-            f"{access['hidden_source_count']} source(s) (names: oracle-rag status)")
-        out.append(f"access: permission data of {which} could not be read; their records are hidden "
-                   f"from callers without see-all until it succeeds")
+        which = (
+            ", ".join(access["hidden_sources"])
+            if "hidden_sources" in access
+            else (f"{access['hidden_source_count']} source(s) (names: oracle-rag status)")
+        )
+        out.append(
+            f"access: permission data of {which} could not be read; their records are hidden "
+            f"from callers without see-all until it succeeds"
+        )
     llm = report.get("llm") or {}
     if llm.get("last_error"):
         out.append(f"llm: last call failed: {llm['last_error']}")

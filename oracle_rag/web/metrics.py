@@ -73,8 +73,10 @@ class _QueueCollector(Collector):
             with self.rag.engine.connect() as conn:
                 stats = self.rag.engine.queue_stats(conn, self.rag.settings.max_attempts)
         except Exception as exc:  # a scrape must not fail: report the database as down instead
-            log.warning("metrics: queue statistics unavailable: %s",
-                        exc if isinstance(exc, RagError) else type(exc).__name__)
+            log.warning(
+                "metrics: queue statistics unavailable: %s",
+                exc if isinstance(exc, RagError) else type(exc).__name__,
+            )
             up.add_metric([], 0)
             yield up
             return
@@ -92,8 +94,11 @@ class _QueueCollector(Collector):
         trail = audit_for(self.rag.engine)
         for name, doc, value in (
             ("oracle_rag_audit_written", "Audit events written to RAG_AUDIT by this process", trail.written),
-            ("oracle_rag_audit_write_failures", "Audit events that could not be written (logged; answers unaffected)",
-             trail.write_failures),
+            (
+                "oracle_rag_audit_write_failures",
+                "Audit events that could not be written (logged; answers unaffected)",
+                trail.write_failures,
+            ),
         ):
             family = GaugeMetricFamily(name, doc)
             family.add_metric([], float(value))
@@ -108,19 +113,45 @@ class Metrics:
     def __init__(self, rag: RagSystem) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter("oracle_rag_http_requests", "HTTP requests served",
-                                ["endpoint", "method", "status"], registry=r)
-        self.latency = Histogram("oracle_rag_http_request_duration_seconds", "Time to the response start",
-                                 ["endpoint"], buckets=_LATENCY_BUCKETS, registry=r)
-        self.retrieval = Histogram("oracle_rag_retrieval_duration_seconds", "Retrieval time per question",
-                                   ["mode"], buckets=_LATENCY_BUCKETS, registry=r)
-        self.llm = Histogram("oracle_rag_llm_duration_seconds", "Language model call time",
-                             ["outcome"], buckets=_LATENCY_BUCKETS, registry=r)
-        self.answers = Counter("oracle_rag_chat_answers", "Answers given, by answerer", ["answerer"], registry=r)
-        self.checked = Counter("oracle_rag_llm_sentences", "Model sentences checked against the computed result, "
-                               "by outcome (kept, removed)", ["outcome"], registry=r)
-        self.embedding = Histogram("oracle_rag_embedding_duration_seconds", "In-process embedding time per text",
-                                   buckets=_EMBED_BUCKETS, registry=r)
+        self.requests = Counter(
+            "oracle_rag_http_requests", "HTTP requests served", ["endpoint", "method", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "oracle_rag_http_request_duration_seconds",
+            "Time to the response start",
+            ["endpoint"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.retrieval = Histogram(
+            "oracle_rag_retrieval_duration_seconds",
+            "Retrieval time per question",
+            ["mode"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.llm = Histogram(
+            "oracle_rag_llm_duration_seconds",
+            "Language model call time",
+            ["outcome"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.answers = Counter(
+            "oracle_rag_chat_answers", "Answers given, by answerer", ["answerer"], registry=r
+        )
+        self.checked = Counter(
+            "oracle_rag_llm_sentences",
+            "Model sentences checked against the computed result, by outcome (kept, removed)",
+            ["outcome"],
+            registry=r,
+        )
+        self.embedding = Histogram(
+            "oracle_rag_embedding_duration_seconds",
+            "In-process embedding time per text",
+            buckets=_EMBED_BUCKETS,
+            registry=r,
+        )
         r.register(_QueueCollector(rag))
         self._rag = rag
         self._instrumented = False
@@ -171,7 +202,11 @@ def metrics_allowed(req: Request, token_env: str | None) -> bool:
 def metrics_view() -> Response:
     web = current_app.extensions["oracle_rag"]
     if not metrics_allowed(request, web.rag.settings.metrics_token_env):
-        return error_response(403, "FORBIDDEN", "metrics are served to loopback peers only, or to the bearer of "
-                                                "the metrics token (metrics_token_env)")
+        return error_response(
+            403,
+            "FORBIDDEN",
+            "metrics are served to loopback peers only, or to the bearer of "
+            "the metrics token (metrics_token_env)",
+        )
     metrics: Metrics = web.metrics
     return Response(metrics.render(), content_type=CONTENT_TYPE_LATEST)

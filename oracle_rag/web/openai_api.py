@@ -69,7 +69,9 @@ openai_bp = Blueprint("oracle_rag_openai", __name__)
 
 
 # -- errors in the protocol's shape ------------------------------------------------------
-def openai_error(status: int, message: str, *, kind: str, code: str | None, param: str | None = None) -> Response:
+def openai_error(
+    status: int, message: str, *, kind: str, code: str | None, param: str | None = None
+) -> Response:
     response = jsonify({"error": {"message": message, "type": kind, "param": param, "code": code}})
     response.status_code = status
     response.headers["Cache-Control"] = "no-store"
@@ -134,8 +136,10 @@ def _entry_point_done(_exc: BaseException | None) -> None:
 def _caller() -> Caller:
     caller = state().caller_loader(request)
     if caller is None:
-        raise AccessError("authentication required: send your oracle-rag API token as the API key "
-                          "(Authorization: Bearer <token>)")
+        raise AccessError(
+            "authentication required: send your oracle-rag API token as the API key "
+            "(Authorization: Bearer <token>)"
+        )
     return caller
 
 
@@ -148,18 +152,23 @@ def _text(content: Any, index: int) -> str:
         parts = []
         for part in content:
             if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                raise InputError(f"messages[{index}].content parts must be objects with a type",
-                                 param=f"messages[{index}].content")
+                raise InputError(
+                    f"messages[{index}].content parts must be objects with a type",
+                    param=f"messages[{index}].content",
+                )
             if part["type"] == "text":
                 if not isinstance(part.get("text"), str):
-                    raise InputError(f"messages[{index}].content text part needs a string text",
-                                     param=f"messages[{index}].content")
+                    raise InputError(
+                        f"messages[{index}].content text part needs a string text",
+                        param=f"messages[{index}].content",
+                    )
                 parts.append(part["text"])
         return "\n".join(parts)
     if content is None:
         return ""
-    raise InputError(f"messages[{index}].content must be a string or an array of parts",
-                     param=f"messages[{index}].content")
+    raise InputError(
+        f"messages[{index}].content must be a string or an array of parts", param=f"messages[{index}].content"
+    )
 
 
 def parse_store(body: dict[str, Any]) -> bool:
@@ -173,16 +182,23 @@ def parse_store(body: dict[str, Any]) -> bool:
 def parse_request(body: Any) -> tuple[str, list[Turn], bool]:
     """(question, earlier turns, stream) from a chat-completions body, or InputError naming the field."""
     options = body.get("stream_options") if isinstance(body, dict) else None
-    if options is not None and (not isinstance(options, dict) or not isinstance(options.get("include_usage", False), bool)):
-        raise InputError("stream_options must be an object with a boolean include_usage", param="stream_options")
+    if options is not None and (
+        not isinstance(options, dict) or not isinstance(options.get("include_usage", False), bool)
+    ):
+        raise InputError(
+            "stream_options must be an object with a boolean include_usage", param="stream_options"
+        )
     if not isinstance(body, dict):
         raise InputError("the request body must be a JSON object")
     model = body.get("model")
     if not isinstance(model, str):
         raise InputError("model is required and must be a string", param="model")
     if model != MODEL_ID:
-        raise NotFoundError(f"the model {model!r} does not exist; GET /v1/models lists {MODEL_ID!r}",
-                            param="model", openai_code="model_not_found")
+        raise NotFoundError(
+            f"the model {model!r} does not exist; GET /v1/models lists {MODEL_ID!r}",
+            param="model",
+            openai_code="model_not_found",
+        )
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise InputError("stream must be a boolean", param="stream")
@@ -192,8 +208,10 @@ def parse_request(body: Any) -> tuple[str, list[Turn], bool]:
     turns: list[Turn] = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or message.get("role") not in ROLES:
-            raise InputError(f"messages[{i}] must be an object with a role ({', '.join(sorted(ROLES))})",
-                             param=f"messages[{i}].role")
+            raise InputError(
+                f"messages[{i}] must be an object with a role ({', '.join(sorted(ROLES))})",
+                param=f"messages[{i}].role",
+            )
         if message["role"] in ("user", "assistant"):
             turns.append(Turn(message["role"], _text(message.get("content"), i)))
         else:
@@ -219,10 +237,18 @@ def sources_footer(answer: ChatAnswer) -> str:
 
 def extras(answer: ChatAnswer) -> dict[str, Any]:
     body = answer.to_dict()
-    return {"citations": [citation_dict(c) for c in answer.citations],
-            "oracle_rag": {"answerer": answer.answerer, "route": answer.route, "retrieval": body["retrieval"],
-                           "aggregate": body["aggregate"], "structured": body["structured"],
-                           "checked": body["checked"], "message_id": answer.message_id}}
+    return {
+        "citations": [citation_dict(c) for c in answer.citations],
+        "oracle_rag": {
+            "answerer": answer.answerer,
+            "route": answer.route,
+            "retrieval": body["retrieval"],
+            "aggregate": body["aggregate"],
+            "structured": body["structured"],
+            "checked": body["checked"],
+            "message_id": answer.message_id,
+        },
+    }
 
 
 def _usage(prompt: str, completion: str) -> dict[str, int]:
@@ -232,16 +258,26 @@ def _usage(prompt: str, completion: str) -> dict[str, int]:
 
 
 def _chunk(completion_id: str, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-    data = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": MODEL_ID, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+    data = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": MODEL_ID,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
     return f"data: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
 
 
 @openai_bp.get("/models")
 def models() -> Response:
     _caller()
-    return jsonify({"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": CREATED,
-                                                "owned_by": "oracle-rag"}]})
+    return jsonify(
+        {
+            "object": "list",
+            "data": [{"id": MODEL_ID, "object": "model", "created": CREATED, "owned_by": "oracle-rag"}],
+        }
+    )
 
 
 def _json_body() -> Any:
@@ -278,15 +314,24 @@ def chat_completions() -> Response:
     if answer.model_answered:
         web.llm_health.ok()
     text = answer.answer + sources_footer(answer)
-    return jsonify({"id": completion_id, "object": "chat.completion", "created": int(time.time()),
-                    "model": MODEL_ID,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                 "finish_reason": "stop"}],
-                    "usage": _usage(question, text), **extras(answer)})
+    return jsonify(
+        {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": MODEL_ID,
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            ],
+            "usage": _usage(question, text),
+            **extras(answer),
+        }
+    )
 
 
-def _stream(completion_id: str, question: str, caller: Caller, history: list[Turn], usage: bool,
-            store: bool) -> Response:
+def _stream(
+    completion_id: str, question: str, caller: Caller, history: list[Turn], usage: bool, store: bool
+) -> Response:
     web = state()
     try:
         stream = web.chat.stream(question, caller, None, None, store=store, history=history)
@@ -309,9 +354,14 @@ def _stream(completion_id: str, question: str, caller: Caller, history: list[Tur
                         yield _chunk(completion_id, {"content": footer})
                     yield _chunk(completion_id, {}, "stop", **extras(event.answer))
                     if usage:  # stream_options.include_usage: one more chunk, no choices, the usage
-                        data = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()),
-                                "model": MODEL_ID, "choices": [],
-                                "usage": _usage(question, event.answer.answer + footer)}
+                        data = {
+                            "id": completion_id,
+                            "object": "chat.completion.chunk",
+                            "created": int(time.time()),
+                            "model": MODEL_ID,
+                            "choices": [],
+                            "usage": _usage(question, event.answer.answer + footer),
+                        }
                         yield f"data: {json.dumps(data)}\n\n"
                 elif event.kind == "error" and event.error is not None:
                     if isinstance(event.error, LLMError):
@@ -347,7 +397,9 @@ def feedback() -> tuple[Response, int]:
         raise InputError("the request body must be a JSON object")
     unknown = sorted(set(body) - FEEDBACK_FIELDS)
     if unknown:
-        raise InputError(f"unknown field {unknown[0]!r}; send {', '.join(sorted(FEEDBACK_FIELDS))}", param=unknown[0])
+        raise InputError(
+            f"unknown field {unknown[0]!r}; send {', '.join(sorted(FEEDBACK_FIELDS))}", param=unknown[0]
+        )
     message_id = body.get("message_id")
     if isinstance(message_id, bool) or not isinstance(message_id, int):
         raise InputError("message_id is required and must be an integer", param="message_id")
@@ -355,8 +407,9 @@ def feedback() -> tuple[Response, int]:
     comment = _checked(check_comment, body.get("comment"), "comment")
     release_db()
     state().feedback.record(message_id, caller.employee_id, rating, comment)
-    return jsonify({"object": "feedback", "recorded": True, "message_id": message_id,
-                    "rating": body["rating"]}), 201
+    return jsonify(
+        {"object": "feedback", "recorded": True, "message_id": message_id, "rating": body["rating"]}
+    ), 201
 
 
 def _stream_error(exc: RagError) -> str:

@@ -22,11 +22,18 @@ from flask import Blueprint, Response, render_template, request, url_for
 from oracle_rag.demo.questions import EXAMPLES
 from oracle_rag.web.state import state
 
-pages_bp = Blueprint("oracle_rag_pages", __name__, static_folder="static",
-                     static_url_path="/static/oracle-rag", template_folder="templates")
+pages_bp = Blueprint(
+    "oracle_rag_pages",
+    __name__,
+    static_folder="static",
+    static_url_path="/static/oracle-rag",
+    template_folder="templates",
+)
 
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
-       "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
 
 
 @pages_bp.after_request
@@ -40,9 +47,17 @@ def _headers(response: Response) -> Response:
 def _render(chunk_type: str = "", chunk_id: str = "", chunk_passage: str = "") -> str:
     api_base = url_for("oracle_rag_api.me").rsplit("/me", 1)[0]
     demo = state().demo
-    return render_template("oracle_rag_chat.html", api_base=api_base, demo=demo, examples=EXAMPLES if demo else (),
-                           page_base=url_for("oracle_rag_pages.index"), chunk_type=chunk_type, chunk_id=chunk_id,
-                           chunk_passage=chunk_passage, health_url=url_for("oracle_rag_health.healthz"))
+    return render_template(
+        "oracle_rag_chat.html",
+        api_base=api_base,
+        demo=demo,
+        examples=EXAMPLES if demo else (),
+        page_base=url_for("oracle_rag_pages.index"),
+        chunk_type=chunk_type,
+        chunk_id=chunk_id,
+        chunk_passage=chunk_passage,
+        health_url=url_for("oracle_rag_health.healthz"),
+    )
 
 
 @pages_bp.get("/")

@@ -108,7 +108,9 @@ def port_in_use(host: str, port: int) -> ConfigurationError:
     held = f"held by {holder}" if holder else "held by another process"
     return ConfigurationError(
         f"port {port} on {host} is already in use ({held}); stop it, or pass --port with another port "
-        f"(0 picks a free one)", key="port")
+        f"(0 picks a free one)",
+        key="port",
+    )
 
 
 def check_port(host: str, port: int) -> None:
@@ -132,19 +134,29 @@ def check_port(host: str, port: int) -> None:
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise port_in_use(host, port) from None
-            raise ConfigurationError(f"cannot listen on {host}:{port} ({exc.strerror or type(exc).__name__})",
-                                     key="port") from None
+            raise ConfigurationError(
+                f"cannot listen on {host}:{port} ({exc.strerror or type(exc).__name__})", key="port"
+            ) from None
 
 
-def make_server(app: Flask, host: str = "127.0.0.1", port: int = 8000, *, threads: int = DEFAULT_THREADS) -> Any:
+def make_server(
+    app: Flask, host: str = "127.0.0.1", port: int = 8000, *, threads: int = DEFAULT_THREADS
+) -> Any:
     """A waitress server bound now (``port=0`` picks a free port: see ``.effective_port``)."""
     from waitress.server import create_server
 
     # waitress buffers a whole request body before the app sees it (up to 1 GiB by default, spilling
     # to temporary files): cap it, so a client cannot make it read far past the API's own limit.
-    return create_server(app, host=host, port=port, threads=threads, ident="oracle-rag",
-                         clear_untrusted_proxy_headers=True, channel_timeout=120,
-                         max_request_body_size=MAX_REQUEST_BODY)
+    return create_server(
+        app,
+        host=host,
+        port=port,
+        threads=threads,
+        ident="oracle-rag",
+        clear_untrusted_proxy_headers=True,
+        channel_timeout=120,
+        max_request_body_size=MAX_REQUEST_BODY,
+    )
 
 
 def serve_until(server: Any, stop: threading.Event) -> None:
@@ -162,9 +174,18 @@ def serve_until(server: Any, stop: threading.Event) -> None:
         wasyncore.close_all(socket_map)
 
 
-def run_server(rag: RagSystem, host: str = "127.0.0.1", port: int = 8000, *, worker: bool = True, debug: bool = False,
-               threads: int = DEFAULT_THREADS, stop: threading.Event | None = None,
-               on_ready: Callable[[str], None] | None = None, app_config: dict[str, Any] | None = None) -> None:
+def run_server(
+    rag: RagSystem,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    worker: bool = True,
+    debug: bool = False,
+    threads: int = DEFAULT_THREADS,
+    stop: threading.Event | None = None,
+    on_ready: Callable[[str], None] | None = None,
+    app_config: dict[str, Any] | None = None,
+) -> None:
     """Serve ``rag`` until ``stop`` is set (or forever); background services start and stop with it."""
     check_port(host, port)
     configure(rag.settings)

@@ -57,7 +57,9 @@ class WebState:
     max_body: int = DEFAULT_MAX_BODY
     owns_rag: bool = False
     services: BackgroundServices | None = None  # set when the server runs the background work in-process
-    llm_health: LLMHealth = field(default_factory=lambda: LLMHealth())  # the model's last outcome, for /healthz
+    llm_health: LLMHealth = field(
+        default_factory=lambda: LLMHealth()
+    )  # the model's last outcome, for /healthz
     allowed_hosts: frozenset[str] | None = None  # parsed ``allowed_hosts``, on first request
 
     @property
@@ -122,8 +124,12 @@ class LLMHealth:
     def report(self, configured: bool) -> dict[str, Any]:
         with self._lock:
             age = None if self.last_error_at is None else round(time.time() - self.last_error_at, 1)
-            return {"configured": configured, "ok": None if not configured else self.last_error is None,
-                    "last_error": self.last_error, "last_error_age_s": age if self.last_error else None}
+            return {
+                "configured": configured,
+                "ok": None if not configured else self.last_error is None,
+                "last_error": self.last_error,
+                "last_error_age_s": age if self.last_error else None,
+            }
 
 
 def finish_api_response(response: Response) -> Response:
@@ -135,8 +141,12 @@ def finish_api_response(response: Response) -> Response:
     """
     started = g.get("oracle_rag_started")
     if started is not None:
-        state().metrics.observe_request(request.endpoint or "unmatched", request.method, response.status_code,
-                                        time.perf_counter() - started)
+        state().metrics.observe_request(
+            request.endpoint or "unmatched",
+            request.method,
+            response.status_code,
+            time.perf_counter() - started,
+        )
     response.headers.setdefault("Cache-Control", "no-store")
     response.headers["X-Content-Type-Options"] = "nosniff"
     return response

@@ -71,7 +71,9 @@ def sqlite_runtime(model_path: Path) -> Any:
 
 
 @pytest.fixture(scope="session")
-def sqlite_templates(tmp_path_factory: pytest.TempPathFactory, model_path: Path, sqlite_runtime: Any) -> dict[str, Path]:
+def sqlite_templates(
+    tmp_path_factory: pytest.TempPathFactory, model_path: Path, sqlite_runtime: Any
+) -> dict[str, Path]:
     """SQLite files in the ``seeded`` and ``indexed`` states, built once."""
     from oracle_rag.demo.seed import seed
 

@@ -35,11 +35,13 @@ def _rows(system, sql: str, **binds) -> list[tuple]:  # type: ignore[no-untyped-
         return [tuple(r) for r in conn.execute(sa.text(sql), binds)]
 
 
-
-
 def _busiest_developer(system) -> int:  # type: ignore[no-untyped-def]
-    owners = Counter(int(r[0]) for r in _rows(system, "SELECT ASSIGNEE_ID FROM TASK WHERE ASSIGNEE_ID IS NOT NULL"))
-    developers = {int(r[0]) for r in _rows(system, "SELECT EMPLOYEE_ID FROM EMPLOYEE WHERE ROLE = 'developer'")}
+    owners = Counter(
+        int(r[0]) for r in _rows(system, "SELECT ASSIGNEE_ID FROM TASK WHERE ASSIGNEE_ID IS NOT NULL")
+    )
+    developers = {
+        int(r[0]) for r in _rows(system, "SELECT EMPLOYEE_ID FROM EMPLOYEE WHERE ROLE = 'developer'")
+    }
     return int(max((n, e) for e, n in owners.items() if e in developers)[1])
 
 
@@ -53,7 +55,8 @@ def test_migrate_fresh_then_rerun_is_a_noop(empty_system) -> None:  # type: igno
     assert {s: r.applied for s, r in first.items()} == versions
     second = empty_system.migrate(demo=True)
     assert {s: (r.applied, r.resumed, r.skipped) for s, r in second.items()} == {
-        s: ([], [], v) for s, v in versions.items()}
+        s: ([], [], v) for s, v in versions.items()
+    }
     for table in ("RAG_CHUNK", "RAG_DIRTY", "TASK", "EMPLOYEE"):
         assert _scalar(empty_system, f"SELECT COUNT(*) FROM {table}") == 0
 
@@ -74,7 +77,8 @@ def test_enqueue_in_a_rolled_back_transaction_leaves_no_row(engine_system) -> No
     with engine_system.engine.begin() as conn:
         enqueue(conn, "TASK", 1)
     assert _rows(engine_system, "SELECT SOURCE_TYPE, SOURCE_ID, ACTION, ATTEMPTS FROM RAG_DIRTY") == [
-        ("TASK", "1", "UPSERT", 0)]
+        ("TASK", "1", "UPSERT", 0)
+    ]
 
 
 # -- the worker ----------------------------------------------------------------------------------
@@ -87,12 +91,20 @@ def test_worker_drain_indexes_the_demo_data(engine_system) -> None:  # type: ign
     assert _scalar(engine_system, "SELECT COUNT(*) FROM RAG_DIRTY") == 0
     by_type = dict(_rows(engine_system, "SELECT SOURCE_TYPE, COUNT(*) FROM RAG_CHUNK GROUP BY SOURCE_TYPE"))
     assert by_type == {"TASK": SEED_TASKS, "SPRINT": SEED_SPRINTS, "PROJECT": SEED_PROJECTS}
-    owners = _rows(engine_system, "SELECT c.OWNER_ID, t.ASSIGNEE_ID FROM RAG_CHUNK c "
-                                  "JOIN TASK t ON c.SOURCE_ID = CAST(t.TASK_ID AS VARCHAR(20)) "
-                                  "WHERE c.SOURCE_TYPE = 'TASK'")
+    owners = _rows(
+        engine_system,
+        "SELECT c.OWNER_ID, t.ASSIGNEE_ID FROM RAG_CHUNK c "
+        "JOIN TASK t ON c.SOURCE_ID = CAST(t.TASK_ID AS VARCHAR(20)) "
+        "WHERE c.SOURCE_TYPE = 'TASK'",
+    )
     assert len(owners) == SEED_TASKS and all(o == a for o, a in owners)
-    assert _scalar(engine_system, "SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE <> 'TASK' "
-                                  "AND OWNER_ID IS NOT NULL") == 0
+    assert (
+        _scalar(
+            engine_system,
+            "SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE <> 'TASK' AND OWNER_ID IS NOT NULL",
+        )
+        == 0
+    )
     for content, digest in _rows(engine_system, "SELECT CONTENT, CONTENT_HASH FROM RAG_CHUNK"):
         assert hashlib.sha256(content.encode("utf-8")).hexdigest() == digest
     with engine_system.engine.connect() as conn:
@@ -105,14 +117,20 @@ def test_rerun_skips_unchanged_text_and_reembeds_a_change(indexed_system) -> Non
     assert indexed_system.backfill(all_entities=True).total == ENTITIES
     again = indexed_system.worker().drain()
     assert (again.picked, again.embedded, again.unchanged) == (ENTITIES, 0, ENTITIES)
-    assert dict(_rows(indexed_system, "SELECT CHUNK_ID, UPDATED_AT FROM RAG_CHUNK")) == before  # nothing rewritten
+    assert (
+        dict(_rows(indexed_system, "SELECT CHUNK_ID, UPDATED_AT FROM RAG_CHUNK")) == before
+    )  # nothing rewritten
 
     with indexed_system.engine.begin() as conn:
-        conn.execute(sa.text("UPDATE TASK SET TITLE = :t WHERE TASK_ID = 7"), {"t": "Rotate the signing keys"})
+        conn.execute(
+            sa.text("UPDATE TASK SET TITLE = :t WHERE TASK_ID = 7"), {"t": "Rotate the signing keys"}
+        )
         enqueue(conn, "TASK", 7)
     changed = indexed_system.worker().drain()
     assert (changed.embedded, changed.unchanged) == (1, 0)
-    content = _scalar(indexed_system, "SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = '7'")
+    content = _scalar(
+        indexed_system, "SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = '7'"
+    )
     assert str(content).startswith("[TASK #7] Rotate the signing keys")
 
 
@@ -142,7 +160,9 @@ def test_failure_keeps_the_rows_and_records_the_error(engine_system) -> None:  #
     engine_system.worker().drain()  # retries until max_attempts, then the row is parked, not dropped
     assert _rows(engine_system, "SELECT ATTEMPTS FROM RAG_DIRTY") == [(settings.max_attempts,)]
     with engine_system.engine.connect() as conn:
-        parked = engine_system.engine.list_queue(conn, failed_only=True, max_attempts=settings.max_attempts, limit=10)
+        parked = engine_system.engine.list_queue(
+            conn, failed_only=True, max_attempts=settings.max_attempts, limit=10
+        )
         assert [(r.source_type, r.source_id) for r in parked] == [("NO_SUCH_SOURCE", "7")]
     assert engine_system.worker().run_once().picked == 0
 
@@ -168,12 +188,16 @@ def test_search_is_scoped_and_returns_k_rows(indexed_system, mode: str) -> None:
     # with a k larger than everything visible, the developer gets all of it and nothing more
     wide = retriever.search(query, 100, dev, mode, exact=True)
     assert all(_visible(h, developer) for h in wide)
-    own_tasks = {int(r[0]) for r in _rows(indexed_system, "SELECT TASK_ID FROM TASK WHERE ASSIGNEE_ID = :d",
-                                          d=developer)}
+    own_tasks = {
+        int(r[0])
+        for r in _rows(indexed_system, "SELECT TASK_ID FROM TASK WHERE ASSIGNEE_ID = :d", d=developer)
+    }
     found_tasks = {int(h.source_id) for h in wide if h.source_type == "TASK"}
     assert found_tasks <= own_tasks
     everyone = retriever.search(query, 100, manager, mode, exact=True)
-    assert {h.owner_id for h in everyone if h.source_type == "TASK"} - {developer}, "managers see others' tasks"
+    assert {h.owner_id for h in everyone if h.source_type == "TASK"} - {developer}, (
+        "managers see others' tasks"
+    )
     if mode == "semantic":  # semantic ranks every visible row
         assert found_tasks == own_tasks
         assert len(wide) == SEED_SPRINTS + SEED_PROJECTS + len(own_tasks)
@@ -185,8 +209,9 @@ def test_search_is_scoped_and_returns_k_rows(indexed_system, mode: str) -> None:
 
 def test_semantic_search_finds_a_task_by_its_title(indexed_system) -> None:  # type: ignore[no-untyped-def]
     developer = _busiest_developer(indexed_system)
-    first = _rows(indexed_system, "SELECT TASK_ID, TITLE FROM TASK WHERE ASSIGNEE_ID = :d ORDER BY TASK_ID",
-                  d=developer)[0]
+    first = _rows(
+        indexed_system, "SELECT TASK_ID, TITLE FROM TASK WHERE ASSIGNEE_ID = :d ORDER BY TASK_ID", d=developer
+    )[0]
     task_id, title = int(first[0]), str(first[1])
     hits = indexed_system.retriever().search(title, 3, Caller(developer, "developer"), "semantic")
     assert ("TASK", str(task_id)) in {(h.source_type, h.source_id) for h in hits}
@@ -210,8 +235,9 @@ def _keyword_form(system, form: str):  # type: ignore[no-untyped-def]
 
     if form == "configured":
         return system
-    rag = RagSystem(system.settings.with_overrides(embedded_term_index=False), engine=None,
-                    sources=list(system.sources))
+    rag = RagSystem(
+        system.settings.with_overrides(embedded_term_index=False), engine=None, sources=list(system.sources)
+    )
     if hasattr(system.engine, "set_runtime"):
         rag.engine.set_runtime(system.engine.runtime())
     if form == "sql_scanned" and hasattr(rag.engine, "keyword_stats_cached"):
@@ -220,7 +246,9 @@ def _keyword_form(system, form: str):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("form", ["configured", "sql", "sql_scanned"])
-@pytest.mark.parametrize("query", ["sprint goal for the project", "login timeout mobile", "invoice PDF export"])
+@pytest.mark.parametrize(
+    "query", ["sprint goal for the project", "login timeout mobile", "invoice PDF export"]
+)
 def test_keyword_scores_are_bm25_over_what_the_caller_sees(indexed_system, query: str, form: str) -> None:  # type: ignore[no-untyped-def]
     """The engine's keyword scores equal BM25 computed here from the visible records' texts, in every form."""
     from bm25_reference import scores

@@ -43,8 +43,10 @@ def _developer(system) -> int:  # type: ignore[no-untyped-def]
 
 def test_conversations_and_messages_round_trip_and_stay_private(engine_system) -> None:  # type: ignore[no-untyped-def]
     store = ConversationStore(engine_system.engine)
-    me, other = _developer(engine_system), _ids(engine_system, "SELECT EMPLOYEE_ID FROM EMPLOYEE "
-                                                               "WHERE ROLE = 'manager' ORDER BY 1")[0]
+    me, other = (
+        _developer(engine_system),
+        _ids(engine_system, "SELECT EMPLOYEE_ID FROM EMPLOYEE WHERE ROLE = 'manager' ORDER BY 1")[0],
+    )
     conv = new_conversation_id()
     cited = [Citation("TASK", "7", "Fix login timeout")]
     long_answer = "Respuesta: sincronización. " * 400  # > 4000 bytes, into a CLOB
@@ -60,8 +62,11 @@ def test_conversations_and_messages_round_trip_and_stay_private(engine_system) -
     assert summary.conversation_id == conv and summary.title.startswith("¿Qué bloquea")
     assert [c.conversation_id for c in listed] == [conv]
     assert [(m.role, m.content) for m in messages] == [
-        ("user", "¿Qué bloquea el login?"), ("assistant", long_answer), ("user", "And then?"),
-        ("assistant", "Then the sprint ends.")]
+        ("user", "¿Qué bloquea el login?"),
+        ("assistant", long_answer),
+        ("user", "And then?"),
+        ("assistant", "Then the sprint ends."),
+    ]
     assert messages[1].citations and messages[1].citations[0]["source_id"] == "7"
     turns = store.recent_turns(conv, me, limit=2)
     assert [t.content for t in turns] == ["And then?", "Then the sprint ends."]
@@ -102,8 +107,10 @@ def test_tokens_verify_list_and_revoke(engine_system) -> None:  # type: ignore[n
 
 def test_sql_source_state_full_incremental_change_and_drop(engine_system) -> None:  # type: ignore[no-untyped-def]
     engine = engine_system.engine
-    query = ("SELECT TASK_ID AS id, TITLE AS content, STATUS AS status, DUE_DATE AS due "
-             "FROM TASK WHERE DUE_DATE IS NOT NULL")
+    query = (
+        "SELECT TASK_ID AS id, TITLE AS content, STATUS AS status, DUE_DATE AS due "
+        "FROM TASK WHERE DUE_DATE IS NOT NULL"
+    )
     source = SqlSource("task-due", query, updated_at_column="DUE")
     refresher = SourceRefresher(engine, [source])
     try:
@@ -118,11 +125,15 @@ def test_sql_source_state_full_incremental_change_and_drop(engine_system) -> Non
         assert meta is not None and meta["id"] == str(row_id) and "status" in meta
         again = refresher.refresh("task-due", now=T0 + dt.timedelta(hours=1))  # incremental: nothing new
         assert again.outcome == "unchanged" and again.documents == total, again.summary()
-        latest = _ids(engine_system, "SELECT TASK_ID FROM TASK WHERE DUE_DATE IS NOT NULL "
-                                     "ORDER BY DUE_DATE DESC, TASK_ID")[0]
+        latest = _ids(
+            engine_system,
+            "SELECT TASK_ID FROM TASK WHERE DUE_DATE IS NOT NULL ORDER BY DUE_DATE DESC, TASK_ID",
+        )[0]
         with engine.begin() as conn:  # the newest row changes: an incremental read sees it (>= watermark)
-            conn.execute(sa.text("UPDATE TASK SET TITLE = :t WHERE TASK_ID = :i"),
-                         {"t": "Renamed for the conformance suite", "i": latest})
+            conn.execute(
+                sa.text("UPDATE TASK SET TITLE = :t WHERE TASK_ID = :i"),
+                {"t": "Renamed for the conformance suite", "i": latest},
+            )
         changed = refresher.refresh("task-due", now=T0 + dt.timedelta(hours=2))
         assert changed.updated == 1 and changed.documents == total, changed.summary()
         assert refresher.document_count("task-due") == total
@@ -132,7 +143,9 @@ def test_sql_source_state_full_incremental_change_and_drop(engine_system) -> Non
         refresher.close()
     assert removed == total
     with engine.connect() as conn:
-        left = conn.execute(sa.text("SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'task-due'")).scalar_one()
+        left = conn.execute(
+            sa.text("SELECT COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'task-due'")
+        ).scalar_one()
     assert left == 0
 
 
@@ -148,20 +161,30 @@ def _aggregate_service(system, request: pytest.FixtureRequest, tmp_path: Path) -
     run_user_file(target, "local/grant_readonly.sql")  # the file itself, as the owner of the views
     from oracle_rag.system import RagSystem
 
-    guarded = RagSystem(target.settings(tmp_path / "guarded", aggregate_database_url=target.ro_url,
-                                        aggregate_db_password_env=target.ro_password_env))
+    guarded = RagSystem(
+        target.settings(
+            tmp_path / "guarded",
+            aggregate_database_url=target.ro_url,
+            aggregate_db_password_env=target.ro_password_env,
+        )
+    )
     request.addfinalizer(guarded.close)
     return AggregateService(guarded.engine, guarded.settings)
 
 
-def test_guarded_sql_is_scoped_capped_and_read_only(indexed_system, request: pytest.FixtureRequest,
-                                                    tmp_path: Path) -> None:
+def test_guarded_sql_is_scoped_capped_and_read_only(
+    indexed_system, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     """The views' rows follow the declared policy over the indexed records: a developer
     sees exactly the tasks they own (the reference task source: owner, missing owner hidden)."""
     engine_system = indexed_system
     service = _aggregate_service(engine_system, request, tmp_path)
-    manager = Caller(employee_id=_ids(engine_system, "SELECT EMPLOYEE_ID FROM EMPLOYEE WHERE ROLE = 'manager' "
-                                                     "ORDER BY 1")[0], role="manager")
+    manager = Caller(
+        employee_id=_ids(engine_system, "SELECT EMPLOYEE_ID FROM EMPLOYEE WHERE ROLE = 'manager' ORDER BY 1")[
+            0
+        ],
+        role="manager",
+    )
     developer = Caller(employee_id=_developer(engine_system), role="developer")
     all_tasks = _ids(engine_system, "SELECT COUNT(*) FROM TASK")[0]
     mine = _ids(engine_system, f"SELECT COUNT(*) FROM TASK WHERE ASSIGNEE_ID = {developer.employee_id}")[0]
@@ -169,7 +192,9 @@ def test_guarded_sql_is_scoped_capped_and_read_only(indexed_system, request: pyt
     assert [list(r) for r in counted.rows] == [[all_tasks]] and counted.columns[0].upper() == "N"
     scoped = service.run_sql("SELECT COUNT(*) AS N FROM RAG_V_TASK", developer)
     assert 0 < mine < all_tasks and int(scoped.rows[0][0]) == mine
-    grouped = service.run_sql("SELECT STATUS, COUNT(*) AS N FROM RAG_V_TASK GROUP BY STATUS ORDER BY STATUS", manager)
+    grouped = service.run_sql(
+        "SELECT STATUS, COUNT(*) AS N FROM RAG_V_TASK GROUP BY STATUS ORDER BY STATUS", manager
+    )
     assert sum(int(r[1]) for r in grouped.rows) == all_tasks
     for refused in ("DELETE FROM RAG_V_TASK", "SELECT * FROM TASK", "SELECT * FROM RAG_CHUNK"):
         with pytest.raises(GuardrailError):

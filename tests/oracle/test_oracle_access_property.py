@@ -40,13 +40,19 @@ def indexed(oracle_system: Any) -> Iterator[Any]:
     with oracle_system.engine.begin() as conn:
         write_synthetic_records(oracle_system, conn)
     with oracle_system.engine.connect() as conn:
-        chunks = {(str(r[0]), str(r[1])) for r in conn.execute(
-            sa.text("SELECT SOURCE_TYPE, SOURCE_ID FROM RAG_CHUNK WHERE CHUNK_NO = 0"))}
-    assert chunks == set(RECORDS), "RAG_CHUNK holds records other than the synthetic ones: counts would be off"
+        chunks = {
+            (str(r[0]), str(r[1]))
+            for r in conn.execute(sa.text("SELECT SOURCE_TYPE, SOURCE_ID FROM RAG_CHUNK WHERE CHUNK_NO = 0"))
+        }
+    assert chunks == set(RECORDS), (
+        "RAG_CHUNK holds records other than the synthetic ones: counts would be off"
+    )
     yield oracle_system
 
 
 @EXAMPLES
 @given(**WORLD)
-def test_every_path_returns_exactly_what_the_policy_allows_on_oracle(indexed: Any, pols, data, failed, who) -> None:
+def test_every_path_returns_exactly_what_the_policy_allows_on_oracle(
+    indexed: Any, pols, data, failed, who
+) -> None:
     check_every_path(indexed, pols, data, failed, who)

@@ -52,8 +52,12 @@ def test_a_40_kb_chunk_goes_through_merge_insert_and_update(oracle_system) -> No
         with engine.begin() as conn:
             engine.upsert_chunks(conn, [ChunkWrite("TASK", "1", text, content_hash(text), owner_id=5)])
         with engine.connect() as conn:
-            stored = conn.execute(sa.text("SELECT CONTENT, CONTENT_HASH FROM RAG_CHUNK "
-                                          "WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = '1'")).one()
+            stored = conn.execute(
+                sa.text(
+                    "SELECT CONTENT, CONTENT_HASH FROM RAG_CHUNK "
+                    "WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = '1'"
+                )
+            ).one()
         assert isinstance(stored[0], str), "CLOB fetched as str by the connection's handler"
         assert stored[0] == text and stored[1] == content_hash(text)
 
@@ -77,8 +81,12 @@ def test_k_visible_means_k_returned_for_a_selective_scope(oracle_system) -> None
     assert oracle_system.worker().drain().failed_rows == 0
     engine = oracle_system.engine
     with engine.connect() as conn:
-        owners = conn.execute(sa.text("SELECT OWNER_ID, COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' "
-                                      "AND OWNER_ID IS NOT NULL GROUP BY OWNER_ID ORDER BY 2, 1")).fetchall()
+        owners = conn.execute(
+            sa.text(
+                "SELECT OWNER_ID, COUNT(*) FROM RAG_CHUNK WHERE SOURCE_TYPE = 'TASK' "
+                "AND OWNER_ID IS NOT NULL GROUP BY OWNER_ID ORDER BY 2, 1"
+            )
+        ).fetchall()
     owner, own_tasks = int(owners[0][0]), int(owners[0][1])  # the developer with the fewest tasks
     scope, tasks_only = Scope(owner, False), Filters(source_types=("TASK",))
     with engine.connect() as conn:
@@ -88,15 +96,18 @@ def test_k_visible_means_k_returned_for_a_selective_scope(oracle_system) -> None
             assert {h.owner_id for h in found} == {owner}
             distances = [h.score for h in found]
             assert distances == sorted(distances)  # ORDER BY the DISTANCE alias (item 8)
-            exact = engine.semantic_search(conn, "login timeout on the mobile app", k, scope, tasks_only, exact=True)
+            exact = engine.semantic_search(
+                conn, "login timeout on the mobile app", k, scope, tasks_only, exact=True
+            )
             assert [h.chunk_id for h in exact] == [h.chunk_id for h in found] or len(found) == len(exact)
 
 
 # -- 9. a 4000-byte text embeds in the database as it does locally -----------------------------
 
 
-def test_a_4000_byte_text_embeds_like_the_local_runtime(oracle_target: OracleTarget, model_path: Path,
-                                                        tmp_path: Path) -> None:
+def test_a_4000_byte_text_embeds_like_the_local_runtime(
+    oracle_target: OracleTarget, model_path: Path, tmp_path: Path
+) -> None:
     """Truncation is graph ops after the tokenizer: 4000 bytes (> 512 word pieces) must not overflow."""
     from oracle_rag.embedding import EmbeddingRuntime
 
@@ -116,8 +127,9 @@ def test_a_4000_byte_text_embeds_like_the_local_runtime(oracle_target: OracleTar
 # -- 10. two deploys at once: the second waits on the row lock and finds the model ------------------
 
 
-def test_concurrent_loads_serialise_on_the_named_lock(oracle_target: OracleTarget, model_path: Path,
-                                                      tmp_path: Path) -> None:
+def test_concurrent_loads_serialise_on_the_named_lock(
+    oracle_target: OracleTarget, model_path: Path, tmp_path: Path
+) -> None:
     name = "RAG_TEST_LOCKED_LOAD"
     system = new_system(oracle_target, tmp_path)
     cli(oracle_target, ["migrate"])  # the lock row lives in RAG_MAINTENANCE (V7)
@@ -155,8 +167,10 @@ def test_queue_age_is_right_whatever_the_offsets(oracle_system) -> None:  # type
     engine = oracle_system.engine
     with engine.begin() as conn:
         conn.exec_driver_sql("ALTER SESSION SET TIME_ZONE = '-07:00'")
-        conn.exec_driver_sql("INSERT INTO RAG_DIRTY (SOURCE_TYPE, SOURCE_ID, ACTION, ENQUEUED_AT) VALUES "
-                             "('TASK', '1', 'UPSERT', (SYSTIMESTAMP - INTERVAL '1' HOUR) AT TIME ZONE '+05:30')")
+        conn.exec_driver_sql(
+            "INSERT INTO RAG_DIRTY (SOURCE_TYPE, SOURCE_ID, ACTION, ENQUEUED_AT) VALUES "
+            "('TASK', '1', 'UPSERT', (SYSTIMESTAMP - INTERVAL '1' HOUR) AT TIME ZONE '+05:30')"
+        )
     with engine.connect() as conn:
         stats = engine.queue_stats(conn, 5)
     assert stats.depth == 1 and stats.oldest_age_s is not None
@@ -168,17 +182,28 @@ def test_sql_source_watermark_compares_in_utc_with_fractions(oracle_system) -> N
 
     engine = oracle_system.engine
     with engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE RAG_T_WM (ID NUMBER PRIMARY KEY, BODY VARCHAR2(100), "
-                             "CHANGED TIMESTAMP(6) WITH TIME ZONE)")
-        conn.exec_driver_sql("INSERT INTO RAG_T_WM VALUES (1, 'before', "
-                             "TIMESTAMP '2026-03-29 03:30:00.000001 +02:00')")  # 01:30:00.000001 UTC
-        conn.exec_driver_sql("INSERT INTO RAG_T_WM VALUES (2, 'same instant', "
-                             "TIMESTAMP '2026-03-29 01:30:00.000002 +00:00')")
-        conn.exec_driver_sql("INSERT INTO RAG_T_WM VALUES (3, 'after', "
-                             "TIMESTAMP '2026-03-28 21:30:00.000003 -04:00')")  # 01:30:00.000003 UTC
+        conn.exec_driver_sql(
+            "CREATE TABLE RAG_T_WM (ID NUMBER PRIMARY KEY, BODY VARCHAR2(100), "
+            "CHANGED TIMESTAMP(6) WITH TIME ZONE)"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO RAG_T_WM VALUES (1, 'before', TIMESTAMP '2026-03-29 03:30:00.000001 +02:00')"
+        )  # 01:30:00.000001 UTC
+        conn.exec_driver_sql(
+            "INSERT INTO RAG_T_WM VALUES (2, 'same instant', TIMESTAMP '2026-03-29 01:30:00.000002 +00:00')"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO RAG_T_WM VALUES (3, 'after', TIMESTAMP '2026-03-28 21:30:00.000003 -04:00')"
+        )  # 01:30:00.000003 UTC
     try:
-        source = SqlSource("wm_test", "SELECT ID, BODY, CHANGED FROM RAG_T_WM", None, id_column="ID",
-                           content_column="BODY", updated_at_column="CHANGED")
+        source = SqlSource(
+            "wm_test",
+            "SELECT ID, BODY, CHANGED FROM RAG_T_WM",
+            None,
+            id_column="ID",
+            content_column="BODY",
+            updated_at_column="CHANGED",
+        )
         mark = Watermark.of(dt.datetime(2026, 3, 29, 3, 30, 0, 2, tzinfo=dt.timezone(dt.timedelta(hours=2))))
         with engine.connect() as conn:
             conn.exec_driver_sql("ALTER SESSION SET TIME_ZONE = 'America/Los_Angeles'")
@@ -192,7 +217,9 @@ def test_sql_source_watermark_compares_in_utc_with_fractions(oracle_system) -> N
 # -- 12. LOB and VECTOR handling belongs to our connections only ---------------------------------
 
 
-def test_lobs_and_vectors_are_converted_on_our_connections_only(oracle_system, oracle_target: OracleTarget) -> None:  # type: ignore[no-untyped-def]
+def test_lobs_and_vectors_are_converted_on_our_connections_only(
+    oracle_system, oracle_target: OracleTarget
+) -> None:  # type: ignore[no-untyped-def]
     import os
 
     engine = oracle_system.engine
@@ -200,13 +227,17 @@ def test_lobs_and_vectors_are_converted_on_our_connections_only(oracle_system, o
     with engine.begin() as conn:
         engine.upsert_chunks(conn, [ChunkWrite("PROJECT", "77", text, content_hash(text))])
     with engine.connect() as conn:
-        content, vector = conn.execute(sa.text("SELECT CONTENT, EMBEDDING FROM RAG_CHUNK "
-                                               "WHERE SOURCE_ID = '77'")).one()
+        content, vector = conn.execute(
+            sa.text("SELECT CONTENT, EMBEDDING FROM RAG_CHUNK WHERE SOURCE_ID = '77'")
+        ).one()
     assert content == text and isinstance(vector, list) and len(vector) == 384
     assert oracledb.defaults.fetch_lobs is True  # the process-wide default is untouched
     url = sa.engine.make_url(oracle_target.url)
-    plain = oracledb.connect(user=oracle_target.user, password=os.environ[oracle_target.password_env],
-                             dsn=f"{url.host}:{url.port or 1521}/{url.query['service_name']}")
+    plain = oracledb.connect(
+        user=oracle_target.user,
+        password=os.environ[oracle_target.password_env],
+        dsn=f"{url.host}:{url.port or 1521}/{url.query['service_name']}",
+    )
     try:
         with plain.cursor() as cur:
             cur.execute("SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_ID = '77'")
@@ -290,7 +321,9 @@ def test_bootstrap_rebuilds_the_vector_index_once_after_the_first_backfill(oracl
     assert first.startswith("vector index: rebuilt RAG_CHUNK_VEC_IX on "), first
     assert provision.bootstrap(engine, settings, None)[-1].endswith("; not due")
     with engine.connect() as conn:
-        row = conn.execute(sa.text("SELECT STATUS FROM USER_INDEXES WHERE INDEX_NAME = 'RAG_CHUNK_VEC_IX'")).one()
+        row = conn.execute(
+            sa.text("SELECT STATUS FROM USER_INDEXES WHERE INDEX_NAME = 'RAG_CHUNK_VEC_IX'")
+        ).one()
     assert row[0] == "VALID"
     status = index_maintenance.status(engine, probes=10, top_k=5)
     assert status.probes == 10 and status.last_rebuild is not None
@@ -301,20 +334,33 @@ def test_bootstrap_rebuilds_the_vector_index_once_after_the_first_backfill(oracl
         assert len(engine.semantic_search(conn, "login timeout", 5, Scope(3, True), Filters())) == 5
 
 
-def test_index_rebuild_and_status_commands(oracle_system, oracle_target: OracleTarget, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_index_rebuild_and_status_commands(
+    oracle_system, oracle_target: OracleTarget, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     from click.testing import CliRunner
 
     from oracle_rag.cli import main
 
     oracle_system.backfill()
     assert oracle_system.worker().drain().failed_rows == 0
-    env = {"ORACLE_RAG_DATABASE_URL": oracle_target.url, "ORACLE_RAG_DB_PASSWORD_ENV": oracle_target.password_env,
-           "ORACLE_RAG_EMBEDDING_MODEL": oracle_target.model_name, "ORACLE_RAG_DATA_DIR": str(tmp_path / "cli")}
+    env = {
+        "ORACLE_RAG_DATABASE_URL": oracle_target.url,
+        "ORACLE_RAG_DB_PASSWORD_ENV": oracle_target.password_env,
+        "ORACLE_RAG_EMBEDDING_MODEL": oracle_target.model_name,
+        "ORACLE_RAG_DATA_DIR": str(tmp_path / "cli"),
+    }
     runner = CliRunner()
     res = runner.invoke(main, ["index", "rebuild"], env=env)
     assert res.exit_code == 0 and res.output.startswith("rebuilt RAG_CHUNK_VEC_IX on "), res.output
     res = runner.invoke(main, ["index", "status", "--probes", "3"], env=env)
-    assert res.exit_code == 0 and "RAG_CHUNK_VEC_IX: VECTOR" in res.output and "accuracy (" in res.output, res.output
+    assert res.exit_code == 0 and "RAG_CHUNK_VEC_IX: VECTOR" in res.output and "accuracy (" in res.output, (
+        res.output
+    )
     assert "RAG_CHUNK_TEXT_IX" not in res.output  # V9 dropped the Oracle Text index
     with oracle_system.engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT COUNT(*) FROM USER_INDEXES WHERE INDEX_TYPE = 'DOMAIN'")).scalar_one() == 0
+        assert (
+            conn.execute(
+                sa.text("SELECT COUNT(*) FROM USER_INDEXES WHERE INDEX_TYPE = 'DOMAIN'")
+            ).scalar_one()
+            == 0
+        )

@@ -33,8 +33,11 @@ def _visible_tasks(system, caller: Caller) -> int:  # type: ignore[no-untyped-de
     with system.engine.connect() as conn:
         if caller.sees_all:
             return int(conn.execute(sa.text("SELECT COUNT(*) FROM TASK")).scalar_one())
-        return int(conn.execute(sa.text("SELECT COUNT(*) FROM TASK WHERE ASSIGNEE_ID = :e"),
-                                {"e": caller.employee_id}).scalar_one())
+        return int(
+            conn.execute(
+                sa.text("SELECT COUNT(*) FROM TASK WHERE ASSIGNEE_ID = :e"), {"e": caller.employee_id}
+            ).scalar_one()
+        )
 
 
 def test_guarded_query_runs_as_the_read_only_user_through_synonyms(guarded) -> None:  # type: ignore[no-untyped-def]
@@ -43,8 +46,11 @@ def test_guarded_query_runs_as_the_read_only_user_through_synonyms(guarded) -> N
     result = service.run_sql("SELECT COUNT(*) AS N FROM RAG_V_TASK", manager)
     assert int(result.rows[0][0]) == _visible_tasks(system, manager)
     with system.engine.connect() as conn:
-        developer_id = int(conn.execute(sa.text(
-            "SELECT MIN(EMPLOYEE_ID) FROM EMPLOYEE WHERE ROLE = 'developer'")).scalar_one())
+        developer_id = int(
+            conn.execute(
+                sa.text("SELECT MIN(EMPLOYEE_ID) FROM EMPLOYEE WHERE ROLE = 'developer'")
+            ).scalar_one()
+        )
     developer = Caller(employee_id=developer_id, role="developer")
     mine = service.run_sql("SELECT COUNT(*) AS N FROM RAG_V_TASK", developer)
     assert int(mine.rows[0][0]) <= _visible_tasks(system, manager)
@@ -56,19 +62,26 @@ def test_guarded_query_runs_as_the_read_only_user_through_synonyms(guarded) -> N
 def test_a_timeout_is_reported_and_the_pool_still_works(guarded) -> None:  # type: ignore[no-untyped-def]
     _system, service = guarded
     executor = guarded_executor(service.engine, ("RAG_V_TASK",), timeout_s=0.3, row_cap=10)
-    slow = CheckedQuery("SELECT COUNT(*) AS N FROM RAG_V_TASK a, RAG_V_TASK b, RAG_V_TASK c, RAG_V_TASK d, "
-                        "RAG_V_TASK e, RAG_V_TASK f", ("RAG_V_TASK",))
+    slow = CheckedQuery(
+        "SELECT COUNT(*) AS N FROM RAG_V_TASK a, RAG_V_TASK b, RAG_V_TASK c, RAG_V_TASK d, "
+        "RAG_V_TASK e, RAG_V_TASK f",
+        ("RAG_V_TASK",),
+    )
     manager = Caller(employee_id=3, role="manager")
     with pytest.raises(GuardrailError) as err:
         executor.run(slow, manager.scope())
     assert err.value.message == "query stopped at the 0.3 s timeout"
     for _ in range(3):  # a broken session was discarded, not handed out again
-        ok = executor.run(CheckedQuery("SELECT COUNT(*) AS N FROM RAG_V_TASK", ("RAG_V_TASK",)), manager.scope())
+        ok = executor.run(
+            CheckedQuery("SELECT COUNT(*) AS N FROM RAG_V_TASK", ("RAG_V_TASK",)), manager.scope()
+        )
         assert ok.rows and int(ok.rows[0][0]) >= 0
     executor.sa_engine.dispose()
 
 
-def test_the_read_only_user_still_cannot_write_through_a_synonym(guarded, oracle_target: OracleTarget) -> None:  # type: ignore[no-untyped-def]
+def test_the_read_only_user_still_cannot_write_through_a_synonym(
+    guarded, oracle_target: OracleTarget
+) -> None:  # type: ignore[no-untyped-def]
     _system, service = guarded
     executor = service.executor
     raw = executor.sa_engine.raw_connection()

@@ -21,8 +21,12 @@ from oracle_rag.callers.caller import Caller
 from oracle_rag.errors import GuardrailError
 
 DATA_ATTACKS = [
-    "SELECT * FROM TASK", "SELECT COUNT(*) FROM EMPLOYEE", "SELECT * FROM RAG_CHUNK", "SELECT * FROM RAG_API_TOKEN",
-    "SELECT * FROM RAG_MESSAGE", "WITH RAG_V_TASK AS (SELECT * FROM TASK) SELECT * FROM RAG_V_TASK",
+    "SELECT * FROM TASK",
+    "SELECT COUNT(*) FROM EMPLOYEE",
+    "SELECT * FROM RAG_CHUNK",
+    "SELECT * FROM RAG_API_TOKEN",
+    "SELECT * FROM RAG_MESSAGE",
+    "WITH RAG_V_TASK AS (SELECT * FROM TASK) SELECT * FROM RAG_V_TASK",
     "SELECT (SELECT COUNT(*) FROM (WITH TASK AS (SELECT 1 AS X FROM dual) SELECT * FROM TASK)), "
     "(SELECT COUNT(*) FROM TASK) FROM dual",
 ]
@@ -42,7 +46,9 @@ def test_every_oracle_attack_is_refused_end_to_end(guarded, name, sql) -> None: 
 
 
 @pytest.mark.parametrize("sql", DATA_ATTACKS)
-def test_without_the_text_check_the_read_only_user_reads_no_application_data(guarded, monkeypatch, sql) -> None:  # type: ignore[no-untyped-def]
+def test_without_the_text_check_the_read_only_user_reads_no_application_data(
+    guarded, monkeypatch, sql
+) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(AggregateService, "text_check", False)
     with pytest.raises(GuardrailError, match="ORA-(00942|01031|41900)"):
         guarded.run_sql(sql, Caller(employee_id=3, role="manager"))

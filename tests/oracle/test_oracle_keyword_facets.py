@@ -29,8 +29,12 @@ def _index(system) -> None:  # type: ignore[no-untyped-def]
 
 def _plan(conn, sql: str, binds: dict, expanding: tuple[str, ...] = ()) -> str:  # type: ignore[type-arg]
     conn.execute(stmt("EXPLAIN PLAN FOR " + sql, expanding), binds)
-    plan = "\n".join(r[0] for r in conn.execute(sa.text(
-        "SELECT PLAN_TABLE_OUTPUT FROM TABLE(DBMS_XPLAN.DISPLAY(NULL, NULL, 'TYPICAL'))")))
+    plan = "\n".join(
+        r[0]
+        for r in conn.execute(
+            sa.text("SELECT PLAN_TABLE_OUTPUT FROM TABLE(DBMS_XPLAN.DISPLAY(NULL, NULL, 'TYPICAL'))")
+        )
+    )
     conn.rollback()
     return plan
 
@@ -44,12 +48,18 @@ def test_keyword_statement_reads_postings_by_term_and_returns_the_top_k(oracle_s
     _index(oracle_system)
     engine = oracle_system.engine
     terms = {"login": 1, "timeout": 1}
-    binds = {**search_binds(DEVELOPER, Filters()), **engine_sql.keyword_binds(terms), "k": 8,
-             "k1": 1.5, "b": 0.75}
+    binds = {
+        **search_binds(DEVELOPER, Filters()),
+        **engine_sql.keyword_binds(terms),
+        "k": 8,
+        "k1": 1.5,
+        "b": 0.75,
+    }
     statement = engine_sql.keyword_top(len(terms), stats_bound=True)
     with engine.connect() as conn:
-        stats_plan = _plan(conn, engine.text(engine_sql.KEYWORD_STATS), search_binds(DEVELOPER, Filters()),
-                           ("f_types",))
+        stats_plan = _plan(
+            conn, engine.text(engine_sql.KEYWORD_STATS), search_binds(DEVELOPER, Filters()), ("f_types",)
+        )
         stats = engine.keyword_stats(conn, DEVELOPER, Filters(), None)
         assert stats is not None
         binds.update(n=stats.n, total_length=stats.total_length)
@@ -95,8 +105,14 @@ def test_declared_facets_are_indexed_with_the_predicates_expression(oracle_syste
     _index(oracle_system)
     expected = dict(facet_index_ddl(oracle_system.declarations()))
     with oracle_system.engine.connect() as conn:
-        found = {r[0] for r in conn.execute(sa.text(
-            "SELECT INDEX_NAME FROM USER_INDEXES WHERE TABLE_NAME = 'RAG_CHUNK' AND INDEX_NAME LIKE 'RAG_CHUNK_F%'"))}
+        found = {
+            r[0]
+            for r in conn.execute(
+                sa.text(
+                    "SELECT INDEX_NAME FROM USER_INDEXES WHERE TABLE_NAME = 'RAG_CHUNK' AND INDEX_NAME LIKE 'RAG_CHUNK_F%'"
+                )
+            )
+        }
         assert set(expected) <= found, sorted(set(expected) - found)
         facets = {f.name: f for d in oracle_system.declarations() for f in d.facets}
         predicate = build_predicate([Condition("status", "in", ("DONE",), "status", "done")], facets, "TASK")
@@ -104,13 +120,16 @@ def test_declared_facets_are_indexed_with_the_predicates_expression(oracle_syste
         # A hint naming the index is followed only when the predicate's expression is the indexed one:
         # a plan without it means the texts differ (or the return type does).
         sql = where.apply(oracle_system.engine.text(answers_sql.COUNT_RECORDS)).replace(
-            "SELECT COUNT(*)", "SELECT /*+ INDEX(c RAG_CHUNK_FT_STATUS_IX) */ COUNT(*)", 1)
+            "SELECT COUNT(*)", "SELECT /*+ INDEX(c RAG_CHUNK_FT_STATUS_IX) */ COUNT(*)", 1
+        )
         # COUNT_RECORDS carries the scope: every scope bind, the caller's groups too
         plan = _plan(conn, sql, {**predicate.binds, **Scope(3, True).binds()})
     assert "RAG_CHUNK_FT_STATUS_IX" in plan, plan
 
 
-@pytest.mark.parametrize("name", ["COUNT_RECORDS", "LIST_RECORDS", "SEMANTIC_SEARCH_EXACT", "SEMANTIC_RECORDS"])
+@pytest.mark.parametrize(
+    "name", ["COUNT_RECORDS", "LIST_RECORDS", "SEMANTIC_SEARCH_EXACT", "SEMANTIC_RECORDS"]
+)
 def test_whole_table_statements_join_the_group_test(oracle_system, name: str) -> None:  # type: ignore[no-untyped-def]
     """Oracle runs a subquery under the scope's OR as a FILTER per row; these statements join it instead."""
     _index(oracle_system)
@@ -140,8 +159,11 @@ def test_a_facet_index_is_created_while_a_worker_holds_uncommitted_writes(oracle
     outcome: list[object] = []
     try:
         assert engine.writers_active()
-        deploy = threading.Thread(target=lambda: outcome.append(
-            _try(lambda: ensure_facet_indexes(engine, oracle_system.declarations()))))
+        deploy = threading.Thread(
+            target=lambda: outcome.append(
+                _try(lambda: ensure_facet_indexes(engine, oracle_system.declarations()))
+            )
+        )
         deploy.start()
         deploy.join(timeout=3)  # still waiting on the open transaction (not failed at once)
         assert deploy.is_alive() or (outcome and not isinstance(outcome[0], Exception)), outcome

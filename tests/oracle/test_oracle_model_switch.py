@@ -28,8 +28,13 @@ MANAGER = Caller(3, "manager")
 
 def _rankings(rag):  # type: ignore[no-untyped-def]
     retriever = rag.retriever()
-    return {q: [(h.source_type, h.source_id, round(h.score, 4))
-                for h in retriever.search(q, top_k=8, caller=MANAGER, exact=True)] for q in QUESTIONS}
+    return {
+        q: [
+            (h.source_type, h.source_id, round(h.score, 4))
+            for h in retriever.search(q, top_k=8, caller=MANAGER, exact=True)
+        ]
+        for q in QUESTIONS
+    }
 
 
 def _models(engine) -> set[str]:  # type: ignore[no-untyped-def]
@@ -51,13 +56,19 @@ def test_two_models_fill_flip_rollback_drop(oracle_system) -> None:  # type: ign
         with pytest.raises(InputError, match="lacks vectors for"):
             model_switch.activate(rag.engine)
         with rag.engine.begin() as conn:
-            conn.execute(sa.text("UPDATE TASK SET TITLE = 'Rotate the gateway signing keys' WHERE TASK_ID = 5"))
+            conn.execute(
+                sa.text("UPDATE TASK SET TITLE = 'Rotate the gateway signing keys' WHERE TASK_ID = 5")
+            )
             rag.enqueue(conn, "TASK", 5)
         worker = rag.worker()
         assert worker.run_once().picked == 1  # the queue first: the edit gets both vectors in its MERGE
         with rag.engine.connect() as conn:
-            stamps = conn.execute(sa.text("SELECT EMBEDDING_GEN, EMBEDDING_2_GEN FROM RAG_CHUNK "
-                                          "WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = '5'")).all()
+            stamps = conn.execute(
+                sa.text(
+                    "SELECT EMBEDDING_GEN, EMBEDDING_2_GEN FROM RAG_CHUNK "
+                    "WHERE SOURCE_TYPE = 'TASK' AND SOURCE_ID = '5'"
+                )
+            ).all()
         assert stamps and all(tuple(s) == (1, 2) for s in stamps)
         while not worker.run_once().idle:
             pass
@@ -65,19 +76,26 @@ def test_two_models_fill_flip_rollback_drop(oracle_system) -> None:  # type: ign
         before = _rankings(rag)  # task 5 changed: the reference is taken after the edit
         assert "RAG_CHUNK_VEC_2_IX" in model_switch.activate(rag.engine)
         with rag.engine.connect() as conn:
-            assert conn.execute(sa.text("SELECT COUNT(*) FROM USER_INDEXES "
-                                        "WHERE INDEX_NAME = 'RAG_CHUNK_VEC_2_IX'")).scalar_one() == 1
+            assert (
+                conn.execute(
+                    sa.text("SELECT COUNT(*) FROM USER_INDEXES WHERE INDEX_NAME = 'RAG_CHUNK_VEC_2_IX'")
+                ).scalar_one()
+                == 1
+            )
             rows = conn.execute(sa.text("SELECT EMBEDDING, EMBEDDING_2 FROM RAG_CHUNK")).all()
         # Index maintenance follows the active generation: slot 2's index is rebuilt and measured.
         status = index_maintenance.status(rag.engine, probes=5, top_k=5)
         assert set(status.indexes) == {"RAG_CHUNK_VEC_IX", "RAG_CHUNK_VEC_2_IX"}
-        assert status.searched == "RAG_CHUNK_VEC_2_IX" and status.last_rebuild is not None  # recorded by activate
+        assert (
+            status.searched == "RAG_CHUNK_VEC_2_IX" and status.last_rebuild is not None
+        )  # recorded by activate
         assert status.probes > 0, status.reports
         assert index_maintenance.rebuild(rag.engine).startswith("rebuilt RAG_CHUNK_VEC_2_IX on ")
         assert index_maintenance.rebuild_if_due(rag.engine).endswith("not due")
         for first, second in rows:
-            assert np.allclose(rotate(np.asarray(first, dtype=np.float32)), np.asarray(second, dtype=np.float32),
-                               atol=1e-5)
+            assert np.allclose(
+                rotate(np.asarray(first, dtype=np.float32)), np.asarray(second, dtype=np.float32), atol=1e-5
+            )
         assert _rankings(rag) == before
         assert "rolled back" in model_switch.rollback(rag.engine)
         assert _rankings(rag) == before

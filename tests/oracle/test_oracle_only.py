@@ -44,8 +44,11 @@ def _index(system) -> None:  # type: ignore[no-untyped-def]
 
 def test_session_model_is_loaded_and_embeds(oracle_target: OracleTarget, tmp_path: Path) -> None:
     # the output of `oracle-rag model load` (the session ran the CLI, local/README.md step 6)
-    assert re.search(rf"^(loaded {oracle_target.model_name} \(|{oracle_target.model_name} already loaded)",
-                     oracle_target.model_outcome, re.MULTILINE), oracle_target.model_outcome
+    assert re.search(
+        rf"^(loaded {oracle_target.model_name} \(|{oracle_target.model_name} already loaded)",
+        oracle_target.model_outcome,
+        re.MULTILINE,
+    ), oracle_target.model_outcome
     system = new_system(oracle_target, tmp_path)
     with system.engine.connect() as conn:
         status = system.engine.model_status(conn)
@@ -54,8 +57,9 @@ def test_session_model_is_loaded_and_embeds(oracle_target: OracleTarget, tmp_pat
     assert status["dimensions"] == 384 and abs(status["test_norm"] - 1.0) < 1e-3
 
 
-def test_model_load_is_idempotent_and_replace_reloads(oracle_target: OracleTarget, model_path: Path,
-                                                      tmp_path: Path) -> None:
+def test_model_load_is_idempotent_and_replace_reloads(
+    oracle_target: OracleTarget, model_path: Path, tmp_path: Path
+) -> None:
     name = "RAG_TEST_IDEMPOTENT"
     system = new_system(oracle_target, tmp_path, embedding_model=name)
     drop_model(system.engine, name)
@@ -63,22 +67,32 @@ def test_model_load_is_idempotent_and_replace_reloads(oracle_target: OracleTarge
         first = provision.load_model_file(system.engine, model_path, name=name)
         assert re.fullmatch(rf"loaded {name} \(\d+\.\d MB\)", first), first
         assert provision.load_model_file(system.engine, model_path, name=name) == (
-            f"{name} already loaded; skipped (use --replace)")
+            f"{name} already loaded; skipped (use --replace)"
+        )
         assert provision.load_model_file(system.engine, model_path, name=name, replace=True).startswith(
-            f"replaced {name} (")
+            f"replaced {name} ("
+        )
         assert _scalar(system, "SELECT COUNT(*) FROM USER_MINING_MODELS WHERE MODEL_NAME = :n", n=name) == 1
         # the CLI goes through the same code
-        env = {"ORACLE_RAG_DATABASE_URL": oracle_target.url, "ORACLE_RAG_DB_PASSWORD_ENV": oracle_target.password_env,
-               "ORACLE_RAG_DATA_DIR": str(tmp_path / "cli")}
-        res = CliRunner().invoke(main, ["model", "load", "--file", str(model_path), "--name", name.lower()], env=env)
+        env = {
+            "ORACLE_RAG_DATABASE_URL": oracle_target.url,
+            "ORACLE_RAG_DB_PASSWORD_ENV": oracle_target.password_env,
+            "ORACLE_RAG_DATA_DIR": str(tmp_path / "cli"),
+        }
+        res = CliRunner().invoke(
+            main, ["model", "load", "--file", str(model_path), "--name", name.lower()], env=env
+        )
         assert res.exit_code == 0 and f"{name} already loaded; skipped" in res.output, res.output
         # the in-database model and the in-process runtime compute the same vectors
         from oracle_rag.embedding import EmbeddingRuntime
 
         runtime = EmbeddingRuntime(model_path)
         with system.engine.connect() as conn:
-            for text in ("Fix login timeout on the mobile app", "Corregir la sincronización sin conexión",
-                         "[TASK #42] Status: BLOCKED | Priority: HIGH"):
+            for text in (
+                "Fix login timeout on the mobile app",
+                "Corregir la sincronización sin conexión",
+                "[TASK #42] Status: BLOCKED | Priority: HIGH",
+            ):
                 in_db = np.asarray(system.engine.embed(conn, text), dtype=np.float64)
                 local = np.asarray(runtime.embed(text), dtype=np.float64)
                 assert float(in_db @ local / (np.linalg.norm(in_db) * np.linalg.norm(local))) > 0.9999
@@ -121,8 +135,9 @@ def test_bootstrap_is_a_noop_on_a_provisioned_database(oracle_target: OracleTarg
         provision.bootstrap(system.engine, system.settings, None)
         lines = provision.bootstrap(system.engine, system.settings, None)
         assert lines[0].startswith("migrations (rag): applied none, resumed none, already applied [1, 2")
-        assert lines[1] == (f"model: {oracle_target.model_name} present; MINILM_ONNX_PAR_URL not set, "
-                            f"nothing to load")
+        assert lines[1] == (
+            f"model: {oracle_target.model_name} present; MINILM_ONNX_PAR_URL not set, nothing to load"
+        )
     finally:
         system.close()
 
@@ -156,16 +171,24 @@ _INDEX_SHAPES = re.compile(r"VECTOR INDEX|VW_IVCN|IVF_FLAT_CENTROID|RAG_CHUNK_VE
 def test_ivf_index_exists_and_fetch_approx_uses_it(oracle_system, see_all: int, caller: int) -> None:  # type: ignore[no-untyped-def]
     _index(oracle_system)
     with oracle_system.engine.connect() as conn:
-        row = conn.execute(sa.text("SELECT INDEX_TYPE, INDEX_SUBTYPE, STATUS FROM USER_INDEXES "
-                                   "WHERE INDEX_NAME = 'RAG_CHUNK_VEC_IX'")).one()
+        row = conn.execute(
+            sa.text(
+                "SELECT INDEX_TYPE, INDEX_SUBTYPE, STATUS FROM USER_INDEXES "
+                "WHERE INDEX_NAME = 'RAG_CHUNK_VEC_IX'"
+            )
+        ).one()
         assert row[0] == "VECTOR" and row[2] == "VALID", tuple(row)
         assert "HNSW" not in str(row[1] or ""), "the default index is IVF (neighbor partitions)"
         # EXPLAIN PLAN needs its binds bound (values are not peeked); the same statement the engine sends.
         sql = "EXPLAIN PLAN FOR " + oracle_system.engine.text(engine_sql.SEMANTIC_SEARCH)
         binds = search_binds(Scope(caller, bool(see_all)), Filters(), query="login timeout", k=8)
         conn.execute(stmt(sql, ("f_types",)), binds)
-        plan = "\n".join(r[0] for r in conn.execute(sa.text(
-            "SELECT PLAN_TABLE_OUTPUT FROM TABLE(DBMS_XPLAN.DISPLAY(NULL, NULL, 'TYPICAL'))")))
+        plan = "\n".join(
+            r[0]
+            for r in conn.execute(
+                sa.text("SELECT PLAN_TABLE_OUTPUT FROM TABLE(DBMS_XPLAN.DISPLAY(NULL, NULL, 'TYPICAL'))")
+            )
+        )
         conn.rollback()
     assert _INDEX_SHAPES.search(plan), f"FETCH APPROX did not use the vector index:\n{plan}"
 
@@ -191,7 +214,9 @@ def test_keyword_search_sees_a_record_once_committed(oracle_system) -> None:  # 
 
     def found(word: str) -> list[tuple[str, str]]:
         with engine.connect() as conn:
-            return [(h.source_type, h.source_id) for h in engine.keyword_search(conn, word, 5, manager, Filters())]
+            return [
+                (h.source_type, h.source_id) for h in engine.keyword_search(conn, word, 5, manager, Filters())
+            ]
 
     text = "[PROJECT #9001] Zyxwvortex migration plan"
     with engine.begin() as conn:
@@ -200,17 +225,35 @@ def test_keyword_search_sees_a_record_once_committed(oracle_system) -> None:  # 
     assert found("zyxwvortex") == [("PROJECT", "9001")]  # postings in RAG_CHUNK_TERM, same transaction
     # each posting carries its record's length, scope and filter columns (V13), equal to chunk 0's
     differs = " OR ".join(f"DECODE(t.{col}, c.{col}, 0, 1) = 1" for col in engine_sql.POSTING_COLUMNS)
-    assert _scalar(oracle_system, "SELECT COUNT(*) FROM RAG_CHUNK_TERM t JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID "
-                                  f"WHERE c.SOURCE_ID = '9001' AND (c.CHUNK_NO <> 0 OR {differs})") == 0
-    assert _scalar(oracle_system, "SELECT COUNT(*) FROM RAG_CHUNK_TERM t JOIN RAG_CHUNK c "
-                                  "ON c.CHUNK_ID = t.CHUNK_ID WHERE c.SOURCE_ID = '9001'") > 0
+    assert (
+        _scalar(
+            oracle_system,
+            "SELECT COUNT(*) FROM RAG_CHUNK_TERM t JOIN RAG_CHUNK c ON c.CHUNK_ID = t.CHUNK_ID "
+            f"WHERE c.SOURCE_ID = '9001' AND (c.CHUNK_NO <> 0 OR {differs})",
+        )
+        == 0
+    )
+    assert (
+        _scalar(
+            oracle_system,
+            "SELECT COUNT(*) FROM RAG_CHUNK_TERM t JOIN RAG_CHUNK c "
+            "ON c.CHUNK_ID = t.CHUNK_ID WHERE c.SOURCE_ID = '9001'",
+        )
+        > 0
+    )
     _write(engine, "PROJECT", "9001", "[PROJECT #9001] Quibblefrost migration plan")
     assert found("quibblefrost") == [("PROJECT", "9001")] and found("zyxwvortex") == []
     with engine.begin() as conn:
         engine.delete_chunks(conn, "PROJECT", ["9001"])
     assert found("quibblefrost") == []
-    assert _scalar(oracle_system, "SELECT COUNT(*) FROM RAG_CHUNK_TERM t JOIN RAG_CHUNK c "
-                                  "ON c.CHUNK_ID = t.CHUNK_ID WHERE c.SOURCE_ID = '9001'") == 0  # ON DELETE CASCADE
+    assert (
+        _scalar(
+            oracle_system,
+            "SELECT COUNT(*) FROM RAG_CHUNK_TERM t JOIN RAG_CHUNK c "
+            "ON c.CHUNK_ID = t.CHUNK_ID WHERE c.SOURCE_ID = '9001'",
+        )
+        == 0
+    )  # ON DELETE CASCADE
 
 
 # -- the queue under concurrency ----------------------------------------------------------------
@@ -235,7 +278,9 @@ def test_skip_locked_gives_concurrent_workers_disjoint_full_batches(oracle_syste
         assert len(engine.pick(d, 100, 5)) == 10
 
 
-def test_two_workers_drain_the_queue_together(oracle_system, oracle_target: OracleTarget, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_two_workers_drain_the_queue_together(
+    oracle_system, oracle_target: OracleTarget, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     total = oracle_system.backfill().total
     results: list[BatchResult] = []
     errors: list[BaseException] = []
@@ -270,27 +315,39 @@ def test_read_only_user_cannot_write(oracle_system, oracle_target: OracleTarget)
     app = oracle_target.user
     ro_user = re.match(r"^[a-z+]+://([^@/:]+)@", oracle_target.ro_url).group(1).upper()  # type: ignore[union-attr]
     if oracle_target.created_ro_user:
-        with oracle_system.engine.begin() as conn:  # even a granted write must be refused: the user is READ ONLY
+        with (
+            oracle_system.engine.begin() as conn
+        ):  # even a granted write must be refused: the user is READ ONLY
             conn.exec_driver_sql(f"GRANT READ ON RAG_CHUNK TO {ro_user}")
             conn.exec_driver_sql(f"GRANT INSERT ON RAG_DIRTY TO {ro_user}")
-    ro = sa.create_engine(oracle_target.ro_url, connect_args={"password": os.environ[oracle_target.ro_password_env]})
+    ro = sa.create_engine(
+        oracle_target.ro_url, connect_args={"password": os.environ[oracle_target.ro_password_env]}
+    )
     try:
         with ro.connect() as conn:
             if oracle_target.created_ro_user:
                 assert conn.execute(sa.text(f"SELECT COUNT(*) FROM {app}.RAG_CHUNK")).scalar_one() == 0
-            for sql in (f"INSERT INTO {app}.RAG_DIRTY (SOURCE_TYPE, SOURCE_ID, ACTION) VALUES ('TASK', '1', 'UPSERT')",
-                        f"DELETE FROM {app}.RAG_CHUNK",
-                        "CREATE TABLE RAG_RO_PROBE (A NUMBER)"):
+            for sql in (
+                f"INSERT INTO {app}.RAG_DIRTY (SOURCE_TYPE, SOURCE_ID, ACTION) VALUES ('TASK', '1', 'UPSERT')",
+                f"DELETE FROM {app}.RAG_CHUNK",
+                "CREATE TABLE RAG_RO_PROBE (A NUMBER)",
+            ):
                 with pytest.raises(sa.exc.DatabaseError) as err:
                     conn.execute(sa.text(sql))
                 conn.rollback()
                 code = driver_error_code(err.value)
-                allowed = {"ORA-28194", "ORA-01031"} | (set() if oracle_target.created_ro_user else {"ORA-00942"})
+                allowed = {"ORA-28194", "ORA-01031"} | (
+                    set() if oracle_target.created_ro_user else {"ORA-00942"}
+                )
                 assert code in allowed, (sql, code)
             if oracle_target.created_ro_user:
                 with pytest.raises(sa.exc.DatabaseError) as err:
-                    conn.execute(sa.text(f"INSERT INTO {app}.RAG_DIRTY (SOURCE_TYPE, SOURCE_ID, ACTION) "
-                                         "VALUES ('TASK', '1', 'UPSERT')"))
+                    conn.execute(
+                        sa.text(
+                            f"INSERT INTO {app}.RAG_DIRTY (SOURCE_TYPE, SOURCE_ID, ACTION) "
+                            "VALUES ('TASK', '1', 'UPSERT')"
+                        )
+                    )
                 assert driver_error_code(err.value) == "ORA-28194", "granted INSERT must fail: READ ONLY user"
     finally:
         ro.dispose()
@@ -317,9 +374,15 @@ def test_record_chunks_and_native_json_facets_round_trip(oracle_system) -> None:
         state = engine.read_chunk_state(conn, "PROJECT", ["9002"])
     assert state["9002"].facets == facets  # JSON read back as the same canonical text
     with engine.connect() as conn:
-        rows = conn.execute(sa.text("SELECT CHUNK_NO, JSON_SERIALIZE(FACETS), TERM_COUNT FROM RAG_CHUNK "
-                                    "WHERE SOURCE_TYPE = 'PROJECT' AND SOURCE_ID = '9002' ORDER BY CHUNK_NO")).all()
-        hits = engine.semantic_search(conn, "quillwhistle", 10, manager, Filters(source_types=("PROJECT",)), True)
+        rows = conn.execute(
+            sa.text(
+                "SELECT CHUNK_NO, JSON_SERIALIZE(FACETS), TERM_COUNT FROM RAG_CHUNK "
+                "WHERE SOURCE_TYPE = 'PROJECT' AND SOURCE_ID = '9002' ORDER BY CHUNK_NO"
+            )
+        ).all()
+        hits = engine.semantic_search(
+            conn, "quillwhistle", 10, manager, Filters(source_types=("PROJECT",)), True
+        )
     assert [r[0] for r in rows] == list(range(len(record.chunks)))
     assert all(json_equal(r[1], facets) for r in rows)
     assert rows[0][2] is not None and all(r[2] is None for r in rows[1:])  # the analysis is on chunk 0 only
@@ -357,8 +420,14 @@ def test_structured_answers_count_and_filter_through_json_value(oracle_system) -
     listed = chat.answer("which of my tasks are not done?", developer, store=False)
     assert listed.structured is not None and listed.structured["total"] == mine
     per = chat.answer("how many tasks per project?", manager, store=False)
-    rows = {r[0]: int(r[1]) for r in oracle_system.engine.connect().execute(sa.text(
-        "SELECT p.NAME, COUNT(*) FROM TASK t JOIN PROJECT p ON p.PROJECT_ID = t.PROJECT_ID GROUP BY p.NAME"))}
+    rows = {
+        r[0]: int(r[1])
+        for r in oracle_system.engine.connect().execute(
+            sa.text(
+                "SELECT p.NAME, COUNT(*) FROM TASK t JOIN PROJECT p ON p.PROJECT_ID = t.PROJECT_ID GROUP BY p.NAME"
+            )
+        )
+    }
     assert per.structured is not None
     assert {r["label"]: r["count"] for r in per.structured["groups"]["rows"]} == rows
     ranked = chat.answer("open tasks in Atlas Billing about invoices", manager, mode="hybrid", store=False)

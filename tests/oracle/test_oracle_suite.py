@@ -67,7 +67,9 @@ def fresh(oracle_target: OracleTarget, tmp_path: Path) -> Iterator[Any]:
     for system in systems:
         reset_schema(system.engine)
         system.close()
-    cli(oracle_target, ["migrate"])  # leave the schema as the session found it (RAG_MAINTENANCE: the load lock)
+    cli(
+        oracle_target, ["migrate"]
+    )  # leave the schema as the session found it (RAG_MAINTENANCE: the load lock)
 
 
 def _index(system: Any) -> None:
@@ -87,8 +89,12 @@ def test_load_model_sql_loads_the_mounted_file_once(oracle_target: OracleTarget,
     name = "RAG_TEST_DBA_LOAD"
     system = new_system(oracle_target, tmp_path)
     drop_model(system.engine, name)
-    defines = {"model_name": name.lower(), "par_url": "", "onnx_dir": "onnx_models",
-               "onnx_file": "all-MiniLM-L6-v2.onnx"}
+    defines = {
+        "model_name": name.lower(),
+        "par_url": "",
+        "onnx_dir": "onnx_models",
+        "onnx_file": "all-MiniLM-L6-v2.onnx",
+    }
     try:
         first = run_user_file(oracle_target, "oracle_rag/sql/oracle/load_model.sql", defines)
         assert first.output[-1:] == [f"loaded {name} from ONNX_MODELS/all-MiniLM-L6-v2.onnx"], first.output
@@ -97,7 +103,10 @@ def test_load_model_sql_loads_the_mounted_file_once(oracle_target: OracleTarget,
         with system.engine.connect() as conn:
             vector = system.engine.embed(conn, "hello")
         assert len(vector) == 384
-        assert _scalar(system.engine, "SELECT COUNT(*) FROM USER_MINING_MODELS WHERE MODEL_NAME = :n", n=name) == 1
+        assert (
+            _scalar(system.engine, "SELECT COUNT(*) FROM USER_MINING_MODELS WHERE MODEL_NAME = :n", n=name)
+            == 1
+        )
     finally:
         drop_model(system.engine, name)
         system.close()
@@ -106,7 +115,9 @@ def test_load_model_sql_loads_the_mounted_file_once(oracle_target: OracleTarget,
 # -- local/bootstrap.sh, the deploy script ------------------------------------------------------------
 
 
-def test_local_bootstrap_sh_brings_the_database_up_to_date(oracle_target: OracleTarget, tmp_path: Path) -> None:
+def test_local_bootstrap_sh_brings_the_database_up_to_date(
+    oracle_target: OracleTarget, tmp_path: Path
+) -> None:
     """The script a deploy runs (terraform/README.md, local/README.md), with the real CLI behind it."""
     import os
     import subprocess
@@ -118,8 +129,13 @@ def test_local_bootstrap_sh_brings_the_database_up_to_date(oracle_target: Oracle
     env = {**os.environ, **oracle_target.cli_env(tmp_path / "cli"), "ORACLE_RAG_BIN": str(binary)}
     env.pop("MINILM_ONNX_PAR_URL", None)
     for _ in range(2):  # whatever an earlier test left, the second run has nothing to apply
-        res = subprocess.run(["bash", str(user_file("local/bootstrap.sh"))], env=env, capture_output=True,
-                             text=True, check=False)
+        res = subprocess.run(
+            ["bash", str(user_file("local/bootstrap.sh"))],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert res.returncode == 0, res.stderr
     assert "migrations (rag): applied none" in res.stdout, res.stdout
     assert f"model: {oracle_target.model_name} present; MINILM_ONNX_PAR_URL not set" in res.stdout
@@ -153,7 +169,9 @@ class _ModelHandler(http.server.BaseHTTPRequestHandler):
         return
 
 
-def test_load_onnx_model_cloud_from_a_par_url(oracle_target: OracleTarget, model_path: Path, tmp_path: Path) -> None:
+def test_load_onnx_model_cloud_from_a_par_url(
+    oracle_target: OracleTarget, model_path: Path, tmp_path: Path
+) -> None:
     """The product refuses http:// (a PAR is https); the block itself is run here against plain HTTP,
     because the database would need a wallet for a local certificate. The network ACL is what a DBA
     grants for any outbound call (DBMS_NETWORK_ACL_ADMIN.APPEND_HOST_ACE, as SYS)."""
@@ -161,11 +179,16 @@ def test_load_onnx_model_cloud_from_a_par_url(oracle_target: OracleTarget, model
     name = "RAG_TEST_CLOUD_LOAD"
     system = new_system(oracle_target, tmp_path)
     # The package itself, compiled: a PUBLIC synonym alone (what ALL_OBJECTS also lists) is not DBMS_CLOUD.
-    if not _scalar(system.engine, "SELECT COUNT(*) FROM ALL_OBJECTS WHERE OBJECT_NAME = 'DBMS_CLOUD' "
-                                  "AND OBJECT_TYPE = 'PACKAGE' AND STATUS = 'VALID'"):
+    if not _scalar(
+        system.engine,
+        "SELECT COUNT(*) FROM ALL_OBJECTS WHERE OBJECT_NAME = 'DBMS_CLOUD' "
+        "AND OBJECT_TYPE = 'PACKAGE' AND STATUS = 'VALID'",
+    ):
         system.close()
-        pytest.skip("DBMS_CLOUD is not installed (no VALID package) in this database: LOAD_ONNX_MODEL_CLOUD "
-                    "fetches through it")
+        pytest.skip(
+            "DBMS_CLOUD is not installed (no VALID package) in this database: LOAD_ONNX_MODEL_CLOUD "
+            "fetches through it"
+        )
     token = "Zx9testPARtoken"
     path = f"/p/{token}/n/ns1/b/models/o/all-MiniLM-L6-v2.onnx"
     server = _ModelServer(model_path.read_bytes(), path)
@@ -175,12 +198,18 @@ def test_load_onnx_model_cloud_from_a_par_url(oracle_target: OracleTarget, model
     sys_conn = oracle_target.connect_sys()
     try:
         with sys_conn.cursor() as cur:
-            cur.execute("""BEGIN
+            cur.execute(
+                """BEGIN
   DBMS_NETWORK_ACL_ADMIN.APPEND_HOST_ACE(
     host => :host, lower_port => :lower_port, upper_port => :upper_port,
     ace  => xs$ace_type(privilege_list => xs$name_list('connect', 'http'),
                         principal_name => :principal, principal_type => xs_acl.ptype_db));
-END;""", host=host, lower_port=port, upper_port=port, principal=APP_USER)
+END;""",
+                host=host,
+                lower_port=port,
+                upper_port=port,
+                principal=APP_USER,
+            )
         drop_model(system.engine, name)
         url = f"http://{host}:{port}{path}"
 
@@ -192,7 +221,10 @@ END;""", host=host, lower_port=port, upper_port=port, principal=APP_USER)
         except DatabaseError as exc:
             # Plain http is this test's assumption (a local certificate would need a wallet); DBMS_CLOUD may
             # accept only https. Said, not guessed: skip only when the refusal is about the URI's scheme.
-            if re.search(r"https|\bURI\b|protocol|scheme", exc.message, re.IGNORECASE) and not server.requests:
+            if (
+                re.search(r"https|\bURI\b|protocol|scheme", exc.message, re.IGNORECASE)
+                and not server.requests
+            ):
                 pytest.skip(f"DBMS_CLOUD refused the plain-http URI before fetching it: {exc.message[:200]}")
             raise
         second = provision._run_block(system.engine, q.LOAD_MODEL_CLOUD, binds, "loading")  # noqa: SLF001
@@ -222,23 +254,34 @@ def test_hnsw_index_searches_and_rebuilds_through_the_package(oracle_target: Ora
         with root.cursor() as cur:
             cur.execute("ALTER SYSTEM SET VECTOR_MEMORY_SIZE = 32M SCOPE = MEMORY")
     except Exception as exc:  # the driver's error: ORA-02097 and the like
-        pytest.skip(f"the vector pool could not be sized in this database (VECTOR_MEMORY_SIZE = 32M): "
-                    f"{str(exc).splitlines()[0][:200]}")
+        pytest.skip(
+            f"the vector pool could not be sized in this database (VECTOR_MEMORY_SIZE = 32M): "
+            f"{str(exc).splitlines()[0][:200]}"
+        )
     finally:
         root.close()
     system = fresh(vector_index_type="HNSW", vector_index_accuracy=95)
     _index(system)
     engine = system.engine
     with engine.connect() as conn:
-        row = conn.execute(sa.text("SELECT INDEX_TYPE, INDEX_SUBTYPE, STATUS FROM USER_INDEXES "
-                                   "WHERE INDEX_NAME = 'RAG_CHUNK_VEC_IX'")).one()
+        row = conn.execute(
+            sa.text(
+                "SELECT INDEX_TYPE, INDEX_SUBTYPE, STATUS FROM USER_INDEXES "
+                "WHERE INDEX_NAME = 'RAG_CHUNK_VEC_IX'"
+            )
+        ).one()
         assert row[0] == "VECTOR" and "HNSW" in str(row[1]) and row[2] == "VALID", tuple(row)
         assert len(engine.semantic_search(conn, "login timeout", 5, MANAGER, Filters())) == 5
     line = index_maintenance.rebuild(engine)
-    assert line.startswith("rebuilt RAG_CHUNK_VEC_IX on ") and line.endswith("(DBMS_VECTOR.REBUILD_INDEX)"), line
+    assert line.startswith("rebuilt RAG_CHUNK_VEC_IX on ") and line.endswith("(DBMS_VECTOR.REBUILD_INDEX)"), (
+        line
+    )
     with engine.connect() as conn:
-        assert "HNSW" in str(conn.execute(sa.text("SELECT INDEX_SUBTYPE FROM USER_INDEXES "
-                                                  "WHERE INDEX_NAME = 'RAG_CHUNK_VEC_IX'")).scalar_one())
+        assert "HNSW" in str(
+            conn.execute(
+                sa.text("SELECT INDEX_SUBTYPE FROM USER_INDEXES WHERE INDEX_NAME = 'RAG_CHUNK_VEC_IX'")
+            ).scalar_one()
+        )
         assert len(engine.semantic_search(conn, "login timeout", 5, MANAGER, Filters())) == 5
 
 
@@ -247,8 +290,14 @@ def test_hnsw_index_searches_and_rebuilds_through_the_package(oracle_target: Ora
 
 def _centroids(engine: Any) -> int:
     with engine.connect() as conn:
-        tables = [r[0] for r in conn.execute(sa.text(
-            "SELECT TABLE_NAME FROM USER_TABLES WHERE TABLE_NAME LIKE 'VECTOR$RAG_CHUNK_VEC_IX$%'"))]
+        tables = [
+            r[0]
+            for r in conn.execute(
+                sa.text(
+                    "SELECT TABLE_NAME FROM USER_TABLES WHERE TABLE_NAME LIKE 'VECTOR$RAG_CHUNK_VEC_IX$%'"
+                )
+            )
+        ]
         centroid_tables = [t for t in tables if t.endswith("CENTROIDS")]
         assert len(centroid_tables) == 1, tables
         return int(conn.execute(sa.text(f'SELECT COUNT(*) FROM "{centroid_tables[0]}"')).scalar_one())
@@ -284,13 +333,18 @@ def test_later_migrations_keep_and_analyse_existing_chunks(oracle_target: Oracle
     early.migrations = [m for m in early.migrations if m.version <= 4]
     early.migrate()
     with engine.begin() as conn:  # a chunk as V1-V4 wrote it: no CHUNK_NO, FACETS or TERM_COUNT yet
-        conn.execute(sa.text(
-            "INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, OWNER_ID, CONTENT, EMBEDDING, CONTENT_HASH) "
-            f"VALUES ('PROJECT', '9301', 5, :t, VECTOR_EMBEDDING({oracle_target.model_name} USING :t AS data), 'h')"),
-            {"t": "[PROJECT #9301] Marmalade pipeline sincronización"})
+        conn.execute(
+            sa.text(
+                "INSERT INTO RAG_CHUNK (SOURCE_TYPE, SOURCE_ID, OWNER_ID, CONTENT, EMBEDDING, CONTENT_HASH) "
+                f"VALUES ('PROJECT', '9301', 5, :t, VECTOR_EMBEDDING({oracle_target.model_name} USING :t AS data), 'h')"
+            ),
+            {"t": "[PROJECT #9301] Marmalade pipeline sincronización"},
+        )
     system.migrate()  # V5.. on the existing row, then the analysis of records that lack one
     with engine.connect() as conn:
-        row = conn.execute(sa.text("SELECT CHUNK_NO, TERM_COUNT FROM RAG_CHUNK WHERE SOURCE_ID = '9301'")).one()
+        row = conn.execute(
+            sa.text("SELECT CHUNK_NO, TERM_COUNT FROM RAG_CHUNK WHERE SOURCE_ID = '9301'")
+        ).one()
         assert row[0] == 0 and row[1] is not None and row[1] > 0, tuple(row)  # analysed after the migrations
         found = engine.keyword_search(conn, "marmalade sincronizacion", 5, MANAGER, Filters())
         near = engine.semantic_search(conn, "marmalade pipeline", 5, MANAGER, Filters())
@@ -301,8 +355,9 @@ def test_later_migrations_keep_and_analyse_existing_chunks(oracle_target: Oracle
 # -- two sessions MERGE one record at once (N12) ------------------------------------------------------------
 
 
-def test_concurrent_merge_of_one_record_is_a_benign_race(oracle_target: OracleTarget, oracle_system, tmp_path: Path,
-                                                        caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+def test_concurrent_merge_of_one_record_is_a_benign_race(
+    oracle_target: OracleTarget, oracle_system, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:  # type: ignore[no-untyped-def]
     """A inserts the record and keeps its transaction open; B's MERGE takes WHEN NOT MATCHED and waits
     on A's key; A commits; B gets ORA-00001, and OracleEngine.upsert_chunks writes again as an update.
     The wait is observed in V$SESSION (as SYS), not assumed."""
@@ -315,7 +370,9 @@ def test_concurrent_merge_of_one_record_is_a_benign_race(oracle_target: OracleTa
     def write_b() -> None:
         try:
             with b.begin() as conn:
-                write_records(b, conn, [record_write(plan, "PROJECT", "9401", "[PROJECT #9401] Version from B")])
+                write_records(
+                    b, conn, [record_write(plan, "PROJECT", "9401", "[PROJECT #9401] Version from B")]
+                )
         except BaseException as exc:  # reported below
             errors.append(exc)
 
@@ -323,14 +380,19 @@ def test_concurrent_merge_of_one_record_is_a_benign_race(oracle_target: OracleTa
     try:
         with a.connect() as conn_a:
             tx = conn_a.begin()
-            write_records(a, conn_a, [record_write(plan, "PROJECT", "9401", "[PROJECT #9401] Version from A")])
+            write_records(
+                a, conn_a, [record_write(plan, "PROJECT", "9401", "[PROJECT #9401] Version from A")]
+            )
             thread = threading.Thread(target=write_b)
             thread.start()
             waiting = 0
             with sys_conn.cursor() as cur:
                 for _ in range(6000):  # until B waits on A's row lock (bounded, in case it never does)
-                    cur.execute("SELECT COUNT(*) FROM V$SESSION WHERE USERNAME = :u "
-                                "AND EVENT = 'enq: TX - row lock contention'", u=oracle_target.user)
+                    cur.execute(
+                        "SELECT COUNT(*) FROM V$SESSION WHERE USERNAME = :u "
+                        "AND EVENT = 'enq: TX - row lock contention'",
+                        u=oracle_target.user,
+                    )
                     waiting = cur.fetchone()[0]
                     if waiting or not thread.is_alive():
                         break
@@ -340,7 +402,11 @@ def test_concurrent_merge_of_one_record_is_a_benign_race(oracle_target: OracleTa
         thread.join()
         assert not errors, errors
         with a.connect() as conn:
-            rows = conn.execute(sa.text("SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_ID = '9401'")).scalars().all()
+            rows = (
+                conn.execute(sa.text("SELECT CONTENT FROM RAG_CHUNK WHERE SOURCE_ID = '9401'"))
+                .scalars()
+                .all()
+            )
         assert rows == ["[PROJECT #9401] Version from B"]  # B wrote last, as an update of A's row
         assert any("ORA-00001" in r.getMessage() for r in caplog.records)
     finally:
@@ -359,12 +425,28 @@ def test_float_and_date_range_facets(oracle_system) -> None:  # type: ignore[no-
 
     engine = oracle_system.engine
     plan = ChunkPlan()
-    data = {"9501": (2.5, "2026-03-02"), "9502": (2.0, "2026-03-31"), "9503": (3.75, "2026-04-01"),
-            "9504": (0.5, "2026-02-28")}
+    data = {
+        "9501": (2.5, "2026-03-02"),
+        "9502": (2.0, "2026-03-31"),
+        "9503": (3.75, "2026-04-01"),
+        "9504": (0.5, "2026-02-28"),
+    }
     with engine.begin() as conn:
-        write_records(engine, conn, [record_write(plan, "PROJECT", i, f"[PROJECT #{i}] estimate", owner_id=3,
-                                                  facets=facets_json({"estimate": e, "due": d}))
-                                     for i, (e, d) in data.items()])
+        write_records(
+            engine,
+            conn,
+            [
+                record_write(
+                    plan,
+                    "PROJECT",
+                    i,
+                    f"[PROJECT #{i}] estimate",
+                    owner_id=3,
+                    facets=facets_json({"estimate": e, "due": d}),
+                )
+                for i, (e, d) in data.items()
+            ],
+        )
     facets = {"estimate": Facet("estimate", "number", "estimate"), "due": Facet("due", "date", "due")}
 
     def ids(*conditions: Condition) -> list[str]:
@@ -373,8 +455,10 @@ def test_float_and_date_range_facets(oracle_system) -> None:  # type: ignore[no-
         pred = build_predicate(conditions, facets, "PROJECT")
         where = Where(engine.text(pred.sql), dict(pred.binds))
         with engine.connect() as conn:
-            rows = conn.execute(engine.statement(answers_sql.LIST_RECORDS, where),
-                                {**pred.binds, **MANAGER.binds(), "limit": 50}).fetchall()
+            rows = conn.execute(
+                engine.statement(answers_sql.LIST_RECORDS, where),
+                {**pred.binds, **MANAGER.binds(), "limit": 50},
+            ).fetchall()
         return sorted(str(r[1]) for r in rows if str(r[1]) in data)
 
     march = Condition("due", "range", ("2026-03-01", "2026-03-31"), "due", "in March")
@@ -392,21 +476,33 @@ def test_many_chunks_of_one_record_do_not_crowd_out_the_others(oracle_system) ->
     """k = 3 asks the chunk statement for 6 rows; one record with 12 close chunks fills them all, so
     the record-level statement answers: 3 distinct records, the long one first."""
     engine = oracle_system.engine
-    long_text = "[PROJECT #9601] " + " ".join(f"Quillwhistle telescope calibration step {n}." for n in range(60))
+    long_text = "[PROJECT #9601] " + " ".join(
+        f"Quillwhistle telescope calibration step {n}." for n in range(60)
+    )
     records = [record_write(ChunkPlan(24, 0), "PROJECT", "9601", long_text)]
     assert len(records[0].chunks) >= 6
     others = {9602: "Quarterly budget review", 9603: "Office move checklist", 9604: "Hiring plan for spring"}
-    records += [record_write(ChunkPlan(), "PROJECT", str(i), f"[PROJECT #{i}] {text}") for i, text in others.items()]
+    records += [
+        record_write(ChunkPlan(), "PROJECT", str(i), f"[PROJECT #{i}] {text}") for i, text in others.items()
+    ]
     with engine.begin() as conn:
         write_records(engine, conn, records)
     with engine.connect() as conn:
-        chunk_level = conn.execute(sa.text(
-            "SELECT SOURCE_ID FROM RAG_CHUNK WHERE SOURCE_TYPE = 'PROJECT' ORDER BY VECTOR_DISTANCE(EMBEDDING, "
-            f"VECTOR_EMBEDDING({engine.model} USING :q AS data), COSINE) FETCH EXACT FIRST 6 ROWS ONLY"),
-            {"q": "quillwhistle telescope calibration"}).scalars().all()
+        chunk_level = (
+            conn.execute(
+                sa.text(
+                    "SELECT SOURCE_ID FROM RAG_CHUNK WHERE SOURCE_TYPE = 'PROJECT' ORDER BY VECTOR_DISTANCE(EMBEDDING, "
+                    f"VECTOR_EMBEDDING({engine.model} USING :q AS data), COSINE) FETCH EXACT FIRST 6 ROWS ONLY"
+                ),
+                {"q": "quillwhistle telescope calibration"},
+            )
+            .scalars()
+            .all()
+        )
         assert set(chunk_level) == {"9601"}, chunk_level  # the premise: the top 6 chunks are one record's
-        hits = engine.semantic_search(conn, "quillwhistle telescope calibration", 3, MANAGER,
-                                      Filters(source_types=("PROJECT",)))
+        hits = engine.semantic_search(
+            conn, "quillwhistle telescope calibration", 3, MANAGER, Filters(source_types=("PROJECT",))
+        )
     assert len(hits) == 3 and len({h.source_id for h in hits}) == 3
     assert hits[0].source_id == "9601"
 
@@ -424,4 +520,6 @@ def test_the_package_rebuild_keeps_the_index_its_partitions_and_its_accuracy(fre
     assert 1 <= _centroids(engine) <= 3
     status = index_maintenance.status(engine, probes=10, top_k=5)
     assert status.indexes["RAG_CHUNK_VEC_IX"]["status"] == "VALID"
-    assert status.mean_accuracy is not None and status.mean_accuracy >= engine.settings.vector_index_accuracy, status
+    assert (
+        status.mean_accuracy is not None and status.mean_accuracy >= engine.settings.vector_index_accuracy
+    ), status

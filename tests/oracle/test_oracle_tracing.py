@@ -12,8 +12,10 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from oracle_rag import tracing
 
-READ_TAGS = ("SELECT SYS_CONTEXT('USERENV', 'MODULE'), SYS_CONTEXT('USERENV', 'ACTION'), "
-             "SYS_CONTEXT('USERENV', 'CLIENT_INFO'), SYS_CONTEXT('USERENV', 'CLIENT_IDENTIFIER') FROM DUAL")
+READ_TAGS = (
+    "SELECT SYS_CONTEXT('USERENV', 'MODULE'), SYS_CONTEXT('USERENV', 'ACTION'), "
+    "SYS_CONTEXT('USERENV', 'CLIENT_INFO'), SYS_CONTEXT('USERENV', 'CLIENT_IDENTIFIER') FROM DUAL"
+)
 
 
 def test_checkout_sets_module_action_and_client_info(oracle_system) -> None:  # type: ignore[no-untyped-def]

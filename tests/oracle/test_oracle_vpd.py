@@ -44,10 +44,13 @@ from oracle_rag.engines.records import Scope
 
 # The product's scoped read: any statement carrying the scope binds makes the hook set the caller.
 SCOPED_COUNT = sa.text(f"SELECT COUNT(*) FROM RAG_CHUNK c WHERE {SCOPE}").bindparams(
-    sa.bindparam("access_groups", expanding=True))
+    sa.bindparam("access_groups", expanding=True)
+)
 RAW_CHUNKS = "SELECT CHUNK_ID FROM RAG_CHUNK"  # no predicate: what VPD alone lets through
 RAW_ACL = "SELECT PRINCIPAL, SOURCE_TYPE, SOURCE_ID FROM RAG_CHUNK_ACL"
-RAW_POSTINGS = "SELECT DISTINCT CHUNK_ID FROM RAG_CHUNK_TERM"  # the BM25 postings (V13: they carry the access)
+RAW_POSTINGS = (
+    "SELECT DISTINCT CHUNK_ID FROM RAG_CHUNK_TERM"  # the BM25 postings (V13: they carry the access)
+)
 GROUP = "ops"
 # Enough groups that the context's JSON array is longer than SYS_CONTEXT's default 256 bytes,
 # sorted before GROUP so GROUP sits past byte 256 (the bug the 4000-byte length fixed).
@@ -69,8 +72,11 @@ class World:
         if see_all:
             return set(self.chunks)
         shared = {(t, i) for p, t, i in self.acl if p in groups}
-        return {cid for cid, (t, i, owner, public) in self.chunks.items() if t not in self.failed
-                and (public == 1 or owner == caller_id or (t, i) in shared)}
+        return {
+            cid
+            for cid, (t, i, owner, public) in self.chunks.items()
+            if t not in self.failed and (public == 1 or owner == caller_id or (t, i) in shared)
+        }
 
 
 def _rows(conn: sa.Connection, sql: str) -> list[tuple]:
@@ -82,22 +88,35 @@ def world(oracle_system, oracle_target: OracleTarget, tmp_path: Path) -> Iterato
     oracle_system.backfill()
     assert oracle_system.worker().drain().failed_rows == 0
     with oracle_system.engine.begin() as conn:
-        chunks = {int(r[0]): (r[1], r[2], None if r[3] is None else int(r[3]), int(r[4])) for r in conn.exec_driver_sql(
-            "SELECT CHUNK_ID, SOURCE_TYPE, SOURCE_ID, ACCESS_OWNER, ACCESS_PUBLIC FROM RAG_CHUNK")}
+        chunks = {
+            int(r[0]): (r[1], r[2], None if r[3] is None else int(r[3]), int(r[4]))
+            for r in conn.exec_driver_sql(
+                "SELECT CHUNK_ID, SOURCE_TYPE, SOURCE_ID, ACCESS_OWNER, ACCESS_PUBLIC FROM RAG_CHUNK"
+            )
+        }
         owners = sorted({o for _t, _i, o, _p in chunks.values() if o is not None})
         owner = owners[0]
         # Three records the owner neither owns nor sees as public, shared with GROUP through the ACL.
         hidden = sorted({(t, i) for t, i, o, p in chunks.values() if o != owner and p == 0})[:3]
         for t, i in hidden:
-            conn.execute(sa.text("INSERT INTO RAG_CHUNK_ACL (PRINCIPAL, SOURCE_TYPE, SOURCE_ID) VALUES (:p, :t, :i)"),
-                         {"p": GROUP, "t": t, "i": i})
-        conn.execute(sa.text("INSERT INTO RAG_CHUNK_ACL (PRINCIPAL, SOURCE_TYPE, SOURCE_ID) VALUES (:p, :t, :i)"),
-                     {"p": "someone-else", "t": hidden[0][0], "i": hidden[0][1]})
+            conn.execute(
+                sa.text("INSERT INTO RAG_CHUNK_ACL (PRINCIPAL, SOURCE_TYPE, SOURCE_ID) VALUES (:p, :t, :i)"),
+                {"p": GROUP, "t": t, "i": i},
+            )
+        conn.execute(
+            sa.text("INSERT INTO RAG_CHUNK_ACL (PRINCIPAL, SOURCE_TYPE, SOURCE_ID) VALUES (:p, :t, :i)"),
+            {"p": "someone-else", "t": hidden[0][0], "i": hidden[0][1]},
+        )
         # One public source type whose permission data "failed": hidden from callers without see-all.
         failed = sorted({t for t, _i, _o, p in chunks.values() if p == 1 and t != hidden[0][0]})[:1]
         for t in failed:
-            conn.execute(sa.text("INSERT INTO RAG_ACCESS_FAILURE (SOURCE_TYPE, FAILED_AT, ERROR_CODE) "
-                                 "VALUES (:t, '2026-01-01T00:00:00', 'TEST')"), {"t": t})
+            conn.execute(
+                sa.text(
+                    "INSERT INTO RAG_ACCESS_FAILURE (SOURCE_TYPE, FAILED_AT, ERROR_CODE) "
+                    "VALUES (:t, '2026-01-01T00:00:00', 'TEST')"
+                ),
+                {"t": t},
+            )
         acl = {tuple(r) for r in _rows(conn, RAW_ACL)}
     assert len(hidden) == 3 and failed, "the seeded data no longer has private and public chunks to test with"
 
@@ -113,8 +132,11 @@ def world(oracle_system, oracle_target: OracleTarget, tmp_path: Path) -> Iterato
         conn = oracle_target.connect_app()  # leave no policy behind for the next test's schema
         try:
             with conn.cursor() as cur:
-                for table, policy in (("RAG_CHUNK", "RAG_CHUNK_ACCESS"), ("RAG_CHUNK_ACL", "RAG_CHUNK_ACL_ACCESS"),
-                                      ("RAG_CHUNK_TERM", "RAG_CHUNK_TERM_ACCESS")):
+                for table, policy in (
+                    ("RAG_CHUNK", "RAG_CHUNK_ACCESS"),
+                    ("RAG_CHUNK_ACL", "RAG_CHUNK_ACL_ACCESS"),
+                    ("RAG_CHUNK_TERM", "RAG_CHUNK_TERM_ACCESS"),
+                ):
                     cur.execute("BEGIN DBMS_RLS.DROP_POLICY(USER, :t, :p); END;", {"t": table, "p": policy})
         finally:
             conn.close()
@@ -126,15 +148,20 @@ def test_without_access_vpd_the_schema_owner_reads_nothing(world: World, oracle_
         assert _rows(conn, RAW_CHUNKS) == [] and _rows(conn, RAW_ACL) == []
 
 
-def test_the_products_own_work_refuses_a_session_the_policies_would_blind(world: World, oracle_system) -> None:  # type: ignore[no-untyped-def]
+def test_the_products_own_work_refuses_a_session_the_policies_would_blind(
+    world: World, oracle_system
+) -> None:  # type: ignore[no-untyped-def]
     """Policies exist and access_vpd is unset: migrate, the worker and index rebuild refuse (they would read
     no chunk and write records without postings); with access_vpd set they run."""
     from oracle_rag.errors import ConfigurationError
     from oracle_rag.indexing.index_maintenance import rebuild
     from oracle_rag.migrations import migrate_all
 
-    for run in (lambda: migrate_all(oracle_system.engine), lambda: oracle_system.worker().drain(),
-                lambda: rebuild(oracle_system.engine)):
+    for run in (
+        lambda: migrate_all(oracle_system.engine),
+        lambda: oracle_system.worker().drain(),
+        lambda: rebuild(oracle_system.engine),
+    ):
         with pytest.raises(ConfigurationError, match="no access context"):
             run()
     migrate_all(world.system.engine)
@@ -142,14 +169,17 @@ def test_the_products_own_work_refuses_a_session_the_policies_would_blind(world:
 
 
 def test_access_vpd_set_before_provisioning_runs_until_the_package_exists(
-        oracle_system, oracle_target: OracleTarget, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    oracle_system, oracle_target: OracleTarget, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     """The documented order: access_vpd first. Without the package (and so without policies) the product
     works and logs once; `provision --vpd` then gives the next checkout its context."""
     conn = oracle_target.connect_app()  # no package left by an earlier test (ORA-04043: there was none)
     try:
         with conn.cursor() as cur:
-            cur.execute("BEGIN EXECUTE IMMEDIATE 'DROP PACKAGE RAG_ACCESS_CTX_PKG'; "
-                        "EXCEPTION WHEN OTHERS THEN IF SQLCODE != -4043 THEN RAISE; END IF; END;")
+            cur.execute(
+                "BEGIN EXECUTE IMMEDIATE 'DROP PACKAGE RAG_ACCESS_CTX_PKG'; "
+                "EXCEPTION WHEN OTHERS THEN IF SQLCODE != -4043 THEN RAISE; END IF; END;"
+            )
     finally:
         conn.close()
     system = new_system(oracle_target, tmp_path / "early", access_vpd=True)
@@ -162,10 +192,14 @@ def test_access_vpd_set_before_provisioning_runs_until_the_package_exists(
         system.close()
 
 
-@pytest.mark.parametrize("see_all, groups", [(False, MANY_GROUPS), (False, HUGE_GROUPS), (False, ()), (True, ())],
-                         ids=["groups", "groups-past-4kb", "owner-only", "see-all"])
+@pytest.mark.parametrize(
+    "see_all, groups",
+    [(False, MANY_GROUPS), (False, HUGE_GROUPS), (False, ()), (True, ())],
+    ids=["groups", "groups-past-4kb", "owner-only", "see-all"],
+)
 def test_a_statement_without_the_predicate_returns_only_what_the_policy_allows(
-        world: World, see_all: bool, groups: tuple[str, ...]) -> None:
+    world: World, see_all: bool, groups: tuple[str, ...]
+) -> None:
     caller = Scope(caller_id=world.owner, see_all=see_all, groups=groups)
     expected = world.allowed(world.owner, see_all, groups)
     with world.system.engine.connect() as conn:
@@ -173,8 +207,9 @@ def test_a_statement_without_the_predicate_returns_only_what_the_policy_allows(
         assert {r[0] for r in _rows(conn, RAW_CHUNKS)} == set(world.chunks)
         postings = {int(r[0]) for r in _rows(conn, RAW_POSTINGS)}
         scoped = int(conn.execute(SCOPED_COUNT, caller.binds()).scalar_one())  # the hook: SET_CALLER
-        assert conn.execute(sa.text("SELECT SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') FROM DUAL")).scalar_one() \
-            == str(world.owner)
+        assert conn.execute(
+            sa.text("SELECT SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') FROM DUAL")
+        ).scalar_one() == str(world.owner)
         raw = {int(r[0]) for r in _rows(conn, RAW_CHUNKS)}  # forgets the predicate
         acl = {tuple(r) for r in _rows(conn, RAW_ACL)}
         raw_postings = {int(r[0]) for r in _rows(conn, RAW_POSTINGS)}
@@ -193,12 +228,16 @@ def test_a_statement_without_the_predicate_returns_only_what_the_policy_allows(
 @pytest.mark.parametrize("see_all", [False, True], ids=["caller", "see-all"])
 def test_the_policy_functions_return_the_generated_text(world: World, see_all: bool) -> None:
     caller = Scope(caller_id=world.owner, see_all=see_all, groups=MANY_GROUPS)
-    functions = (("CHUNK_PREDICATE", "RAG_CHUNK"), ("ACL_PREDICATE", "RAG_CHUNK_ACL"),
-                 ("TERM_PREDICATE", "RAG_CHUNK_TERM"))
+    functions = (
+        ("CHUNK_PREDICATE", "RAG_CHUNK"),
+        ("ACL_PREDICATE", "RAG_CHUNK_ACL"),
+        ("TERM_PREDICATE", "RAG_CHUNK_TERM"),
+    )
 
     def returned(conn: sa.Connection, function: str, table: str) -> str | None:
-        return conn.execute(sa.text(f"SELECT RAG_ACCESS_CTX_PKG.{function}(USER, :t) FROM DUAL"),
-                            {"t": table}).scalar_one()
+        return conn.execute(
+            sa.text(f"SELECT RAG_ACCESS_CTX_PKG.{function}(USER, :t) FROM DUAL"), {"t": table}
+        ).scalar_one()
 
     with world.system.engine.connect() as conn:
         assert all(returned(conn, *f) is None for f in functions)  # checkout: SET_SYSTEM, no predicate
@@ -220,16 +259,22 @@ def _connect(target: OracleTarget, *, readonly: bool) -> Any:
 
 
 @pytest.mark.parametrize("readonly", [False, True], ids=["application-user", "read-only-user"])
-def test_no_session_can_set_the_context_itself(world: World, oracle_target: OracleTarget, readonly: bool) -> None:
+def test_no_session_can_set_the_context_itself(
+    world: World, oracle_target: OracleTarget, readonly: bool
+) -> None:
     conn = _connect(oracle_target, readonly=readonly)
     try:
         with conn.cursor() as cur:
             for attribute in ("SYSTEM", "CALLER_ID", "SEE_ALL"):
                 with pytest.raises(Exception) as err:
-                    cur.execute("BEGIN DBMS_SESSION.SET_CONTEXT('RAG_ACCESS_CTX', :a, '1'); END;", {"a": attribute})
+                    cur.execute(
+                        "BEGIN DBMS_SESSION.SET_CONTEXT('RAG_ACCESS_CTX', :a, '1'); END;", {"a": attribute}
+                    )
                 assert "ORA-01031" in str(err.value), str(err.value)
-            cur.execute("SELECT SYS_CONTEXT('RAG_ACCESS_CTX', 'SYSTEM'), SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') "
-                        "FROM DUAL")
+            cur.execute(
+                "SELECT SYS_CONTEXT('RAG_ACCESS_CTX', 'SYSTEM'), SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') "
+                "FROM DUAL"
+            )
             assert cur.fetchone() == (None, None)
             if readonly:  # no EXECUTE on the package: the trusted path is closed to it too
                 with pytest.raises(Exception) as err:
@@ -252,8 +297,10 @@ def test_checkin_clears_the_caller_and_the_next_checkout_is_the_system_context(w
     # Checked in: CLEAR_CALLER ran. The pooled session itself holds no context, so it reads nothing.
     cur = dbapi.cursor()
     try:
-        cur.execute("SELECT SYS_CONTEXT('RAG_ACCESS_CTX', 'SYSTEM'), SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID'), "
-                    "DBMS_LOB.SUBSTR(RAG_ACCESS_CTX_PKG.CALLER_GROUPS, 100, 1) FROM DUAL")
+        cur.execute(
+            "SELECT SYS_CONTEXT('RAG_ACCESS_CTX', 'SYSTEM'), SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID'), "
+            "DBMS_LOB.SUBSTR(RAG_ACCESS_CTX_PKG.CALLER_GROUPS, 100, 1) FROM DUAL"
+        )
         assert cur.fetchone() == (None, None, "[]")
         cur.execute("SELECT COUNT(*) FROM RAG_CHUNK")
         assert cur.fetchone() == (0,)
@@ -262,32 +309,46 @@ def test_checkin_clears_the_caller_and_the_next_checkout_is_the_system_context(w
     # The next checkout of that same session: SET_SYSTEM, no caller left over.
     with pool.connect() as conn:
         assert conn.connection.dbapi_connection is dbapi
-        row = conn.execute(sa.text("SELECT SYS_CONTEXT('RAG_ACCESS_CTX', 'SYSTEM'), "
-                                   "SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') FROM DUAL")).one()
+        row = conn.execute(
+            sa.text(
+                "SELECT SYS_CONTEXT('RAG_ACCESS_CTX', 'SYSTEM'), "
+                "SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID') FROM DUAL"
+            )
+        ).one()
         assert tuple(row) == ("1", None)
         assert {int(r[0]) for r in _rows(conn, RAW_CHUNKS)} == set(world.chunks)
 
 
-def test_the_aggregate_views_keep_each_callers_rows_behind_the_wall(world: World, oracle_target: OracleTarget,
-                                                                     tmp_path: Path) -> None:
+def test_the_aggregate_views_keep_each_callers_rows_behind_the_wall(
+    world: World, oracle_target: OracleTarget, tmp_path: Path
+) -> None:
     if not oracle_target.ro_url or not oracle_target.ro_password_env:
         pytest.skip("no read-only user: set ORACLE_RAG_TEST_RO_URL and ORACLE_RAG_TEST_RO_PASSWORD")
     run_user_file(oracle_target, "local/grant_readonly.sql")
-    system = new_system(oracle_target, tmp_path / "guarded", access_vpd=True,
-                        aggregate_database_url=oracle_target.ro_url,
-                        aggregate_db_password_env=oracle_target.ro_password_env, aggregate_timeout_s=5.0)
+    system = new_system(
+        oracle_target,
+        tmp_path / "guarded",
+        access_vpd=True,
+        aggregate_database_url=oracle_target.ro_url,
+        aggregate_db_password_env=oracle_target.ro_password_env,
+        aggregate_timeout_s=5.0,
+    )
     try:
         service = AggregateService(system.engine, system.settings)
         with system.engine.connect() as conn:
             all_tasks = int(conn.execute(sa.text("SELECT COUNT(*) FROM TASK")).scalar_one())
-        for caller, groups in ((Caller(world.owner, role="developer", groups=MANY_GROUPS), MANY_GROUPS),
-                               (Caller(world.owner, role="developer"), ()),
-                               (Caller(world.owner, role="manager"), None)):
+        for caller, groups in (
+            (Caller(world.owner, role="developer", groups=MANY_GROUPS), MANY_GROUPS),
+            (Caller(world.owner, role="developer"), ()),
+            (Caller(world.owner, role="manager"), None),
+        ):
             if groups is None:
                 expected = all_tasks
             else:
                 allowed = world.allowed(world.owner, False, groups)
-                expected = len({i for cid, (t, i, _o, _p) in world.chunks.items() if t == "TASK" and cid in allowed})
+                expected = len(
+                    {i for cid, (t, i, _o, _p) in world.chunks.items() if t == "TASK" and cid in allowed}
+                )
             result = service.run_sql("SELECT COUNT(*) AS N FROM RAG_V_TASK", caller)
             assert int(result.rows[0][0]) == expected, (caller, groups)
             assert expected > 0
@@ -296,7 +357,8 @@ def test_the_aggregate_views_keep_each_callers_rows_behind_the_wall(world: World
 
 
 def test_provisioning_never_takes_over_a_context_bound_elsewhere(
-        oracle_system, oracle_target: OracleTarget, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    oracle_system, oracle_target: OracleTarget, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     """RAG_ACCESS_CTX is one namespace per database: bound to another package (as another schema's
     provisioning would leave it), `provision --vpd` refuses instead of re-binding it; once a DBA drops it,
     provisioning creates it for this schema and a re-run keeps it."""
@@ -305,8 +367,9 @@ def test_provisioning_never_takes_over_a_context_bound_elsewhere(
     try:
         with conn.cursor() as cur:
             cur.execute("CREATE OR REPLACE CONTEXT RAG_ACCESS_CTX USING SOMEONE_ELSES_PKG")
-        with pytest.raises(RuntimeError, match="RAG_ACCESS_CTX exists and this schema's RAG_ACCESS_CTX_PKG cannot "
-                                               "set it"):
+        with pytest.raises(
+            RuntimeError, match="RAG_ACCESS_CTX exists and this schema's RAG_ACCESS_CTX_PKG cannot set it"
+        ):
             cli(oracle_target, ["provision", "--vpd"], tmp_path / "taken")
         with conn.cursor() as cur:
             cur.execute("DROP CONTEXT RAG_ACCESS_CTX")
@@ -315,10 +378,15 @@ def test_provisioning_never_takes_over_a_context_bound_elsewhere(
             assert "created context RAG_ACCESS_CTX (this schema's)" in out, out
     finally:
         with conn.cursor() as cur:
-            for table, policy in (("RAG_CHUNK", "RAG_CHUNK_ACCESS"), ("RAG_CHUNK_ACL", "RAG_CHUNK_ACL_ACCESS"),
-                                  ("RAG_CHUNK_TERM", "RAG_CHUNK_TERM_ACCESS")):
-                cur.execute("BEGIN DBMS_RLS.DROP_POLICY(USER, :t, :p); EXCEPTION WHEN OTHERS THEN NULL; END;",
-                            {"t": table, "p": policy})
+            for table, policy in (
+                ("RAG_CHUNK", "RAG_CHUNK_ACCESS"),
+                ("RAG_CHUNK_ACL", "RAG_CHUNK_ACL_ACCESS"),
+                ("RAG_CHUNK_TERM", "RAG_CHUNK_TERM_ACCESS"),
+            ):
+                cur.execute(
+                    "BEGIN DBMS_RLS.DROP_POLICY(USER, :t, :p); EXCEPTION WHEN OTHERS THEN NULL; END;",
+                    {"t": table, "p": policy},
+                )
         conn.close()
 
 
@@ -330,8 +398,10 @@ def test_a_package_body_that_does_not_compile_is_refused(oracle_system, oracle_t
     engine = oracle_system.engine
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE OR REPLACE PACKAGE RAG_ACCESS_CTX_PKG AS PROCEDURE SET_SYSTEM; END;")
-        conn.exec_driver_sql("CREATE OR REPLACE PACKAGE BODY RAG_ACCESS_CTX_PKG AS PROCEDURE SET_SYSTEM IS "
-                             "BEGIN NO_SUCH_PROCEDURE; END; END;")
+        conn.exec_driver_sql(
+            "CREATE OR REPLACE PACKAGE BODY RAG_ACCESS_CTX_PKG AS PROCEDURE SET_SYSTEM IS "
+            "BEGIN NO_SUCH_PROCEDURE; END; END;"
+        )
         with pytest.raises(DatabaseError, match="PACKAGE BODY INVALID"):
             _require_valid_package(engine, conn)
         conn.exec_driver_sql("DROP PACKAGE RAG_ACCESS_CTX_PKG")

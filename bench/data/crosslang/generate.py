@@ -62,19 +62,32 @@ EN_TOPICS_IN_SPANISH = {
 }
 
 ES_TOPICS_IN_ENGLISH = {
-    "el error de inicio de sesión en Android": ("the Android login error", "sign-in failures on Android phones"),
-    "los permisos de usuarios administradores": ("admin user permissions", "what administrators are allowed to do"),
+    "el error de inicio de sesión en Android": (
+        "the Android login error",
+        "sign-in failures on Android phones",
+    ),
+    "los permisos de usuarios administradores": (
+        "admin user permissions",
+        "what administrators are allowed to do",
+    ),
     "la búsqueda de clientes por NIF": ("looking up customers by tax ID", "customer search by VAT number"),
     "el despliegue en Kubernetes": ("the Kubernetes deployment", "deploying the services to Kubernetes"),
     "las alertas de monitorización": ("the monitoring alerts", "alerting from our monitoring"),
     "la copia de seguridad nocturna": ("the nightly backup", "the backup that runs every night"),
-    "la traducción de la interfaz al portugués": ("translating the UI into Portuguese",
-                                                   "the Portuguese version of the interface"),
+    "la traducción de la interfaz al portugués": (
+        "translating the UI into Portuguese",
+        "the Portuguese version of the interface",
+    ),
 }
 
 SPANISH_FORMS = ["tareas sobre {x}", "¿quién está trabajando en {x}?", "problemas con {x}", "estado de {x}"]
-ENGLISH_FORMS = ["tasks about {x}", "who is working on {x}?", "problems with {x}", "status of {x}",
-                 "what is left to do on {x}?"]
+ENGLISH_FORMS = [
+    "tasks about {x}",
+    "who is working on {x}?",
+    "problems with {x}",
+    "status of {x}",
+    "what is left to do on {x}?",
+]
 
 
 def _spanish(form: str, topic: str) -> str:
@@ -103,8 +116,9 @@ def build() -> dict[str, str]:
 
     def ask(text: str, topic: str) -> None:
         qid = f"q{len(queries) + 1}"
-        queries.append({"_id": qid, "text": text, "language": "es" if topic in EN_OBJECTS else "en",
-                        "topic": topic})
+        queries.append(
+            {"_id": qid, "text": text, "language": "es" if topic in EN_OBJECTS else "en", "topic": topic}
+        )
         qrels.extend((qid, r["_id"]) for r in records[topic])
 
     for topic, spanish in EN_TOPICS_IN_SPANISH.items():
@@ -127,12 +141,17 @@ def build() -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true", help="compare with the committed files, write nothing")
+    parser.add_argument(
+        "--check", action="store_true", help="compare with the committed files, write nothing"
+    )
     args = parser.parse_args(argv)
     files = build()
     if args.check:
-        stale = [n for n, text in files.items() if not (OUT / n).is_file()
-                 or (OUT / n).read_text(encoding="utf-8") != text]
+        stale = [
+            n
+            for n, text in files.items()
+            if not (OUT / n).is_file() or (OUT / n).read_text(encoding="utf-8") != text
+        ]
         if stale:
             print(f"stale: {', '.join(stale)}: run bench/data/crosslang/generate.py")
             return 1
@@ -140,8 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         (OUT / name).write_text(text, encoding="utf-8")
-    print(f"wrote {OUT}: {files['corpus.jsonl'].count(chr(10))} records, "
-          f"{files['queries.jsonl'].count(chr(10))} questions")
+    print(
+        f"wrote {OUT}: {files['corpus.jsonl'].count(chr(10))} records, "
+        f"{files['queries.jsonl'].count(chr(10))} questions"
+    )
     return 0
 
 

@@ -42,8 +42,10 @@ class Column:
         if self.values:
             parts.append("values " + ", ".join(self.values))
         if self.done:
-            parts.append(f"finished = {quoted(self.done)}; open (not finished) = {self.name} NOT IN "
-                         f"({quoted(self.done)}), every other value included")
+            parts.append(
+                f"finished = {quoted(self.done)}; open (not finished) = {self.name} NOT IN "
+                f"({quoted(self.done)}), every other value included"
+            )
         if self.null_means:
             parts.append(f"NULL = {self.null_means} (not 0)")
         return "; ".join(parts)
@@ -74,26 +76,32 @@ class Catalog:
         """The schema text sent to the query model (on Oracle the views carry the same comments)."""
         parts = []
         for view in self.views:
-            cols = "\n".join(f"  {c.name} {c.type}" + (f" -- {c.text}" if c.text else "") for c in view.columns)
+            cols = "\n".join(
+                f"  {c.name} {c.type}" + (f" -- {c.text}" if c.text else "") for c in view.columns
+            )
             parts.append(f"VIEW {view.name} -- {view.comment}\n{cols}")
         return "\n\n".join(parts)
 
     def rules(self) -> str:
         """The declared meanings as rules the query must follow (a small model ignores comments)."""
-        lines = [f"- Only these views exist: {', '.join(self.names)}. A column that lists its values holds them "
-                 "itself (there is no lookup table): filter and GROUP BY that column directly.",
-                 "- Compare a column that lists its values only with those values, exactly as written (upper case)."]
+        lines = [
+            f"- Only these views exist: {', '.join(self.names)}. A column that lists its values holds them "
+            "itself (there is no lookup table): filter and GROUP BY that column directly.",
+            "- Compare a column that lists its values only with those values, exactly as written (upper case).",
+        ]
         for view in self.views:
             for c in view.columns:
                 if c.done:
                     lines.append(
                         f"- {'/'.join(OPEN_WORDS)} {view.name} rows: WHERE {c.name} NOT IN ({quoted(c.done)}) "
                         f"({', '.join(v for v in c.values if v not in c.done)} are all open; never "
-                        f"{c.name} = 'OPEN'); {'/'.join(DONE_WORDS)}: {c.name} IN ({quoted(c.done)}).")
+                        f"{c.name} = 'OPEN'); {'/'.join(DONE_WORDS)}: {c.name} IN ({quoted(c.done)})."
+                    )
                 if c.null_means:
                     lines.append(
                         f"- {view.name}.{c.name} is NULL when {c.null_means}: an average is AVG({c.name}) (over the "
-                        f"rows that have one), never SUM({c.name})/COUNT(*) and never COALESCE({c.name}, 0).")
+                        f"rows that have one), never SUM({c.name})/COUNT(*) and never COALESCE({c.name}, 0)."
+                    )
         return "\n".join(lines)
 
 
@@ -106,8 +114,10 @@ def enum_column(name: str, facet: Facet, meanings: Meanings | None = None, comme
     source's declared lifecycle (sources/meanings.py), so that "open" includes BLOCKED."""
     done = meanings.done if meanings is not None and meanings.lifecycle == facet.name else ()
     declared = dict(meanings.value_words) if meanings is not None else {}
-    words = tuple((v, (*(w for forms in SYNONYMS.get(v, {}).values() for w in forms), *declared.get(v, ())))
-                  for v in facet.values)
+    words = tuple(
+        (v, (*(w for forms in SYNONYMS.get(v, {}).values() for w in forms), *declared.get(v, ())))
+        for v in facet.values
+    )
     return Column(name, "TEXT", comment, values=facet.values, done=done, words=words)
 
 
@@ -118,38 +128,58 @@ def lifecycle_facet(facets: tuple[Facet, ...], meanings: Meanings) -> Facet:
 
 REFERENCE_CATALOG = Catalog(
     (
-        View("RAG_V_TASK", "tasks the caller may see", (
-            Column("TASK_ID", "INTEGER", "primary key"),
-            Column("TITLE", "TEXT"),
-            enum_column("STATUS", lifecycle_facet(TaskSource.facets, TaskSource.meanings), TaskSource.meanings),
-            enum_column("PRIORITY", PRIORITY),
-            Column("SPRINT_ID", "INTEGER", "RAG_V_SPRINT.SPRINT_ID; NULL when in the backlog"),
-            Column("PROJECT_ID", "INTEGER", "RAG_V_PROJECT.PROJECT_ID"),
-            Column("ASSIGNEE_ID", "INTEGER", "RAG_V_EMPLOYEE.EMPLOYEE_ID; NULL when unassigned"),
-            Column("STORY_POINTS", "INTEGER", null_means="not estimated", unit="story points"),
-            Column("ESTIMATED_HOURS", "NUMBER", null_means="not estimated", unit="hours of work"),
-            Column("DUE_DATE", "DATE", "may be NULL"),
-        )),
-        View("RAG_V_SPRINT", "sprints", (
-            Column("SPRINT_ID", "INTEGER", "primary key; sprint 14 has SPRINT_ID 14 and NAME 'Sprint 14'"),
-            Column("PROJECT_ID", "INTEGER"),
-            Column("NAME", "TEXT"),
-            enum_column("STATUS", SPRINT_STATUS),
-            Column("START_DATE", "DATE"),
-            Column("END_DATE", "DATE"),
-        )),
-        View("RAG_V_PROJECT", "projects", (
-            Column("PROJECT_ID", "INTEGER", "primary key"),
-            Column("NAME", "TEXT"),
-            enum_column("STATUS", PROJECT_STATUS),
-            Column("START_DATE", "DATE"),
-            Column("END_DATE", "DATE"),
-        )),
-        View("RAG_V_EMPLOYEE", "employees", (
-            Column("EMPLOYEE_ID", "INTEGER", "primary key"),
-            Column("FIRST_NAME", "TEXT"),
-            Column("LAST_NAME", "TEXT"),
-            Column("ROLE", "TEXT", "developer, manager or admin"),
-        )),
+        View(
+            "RAG_V_TASK",
+            "tasks the caller may see",
+            (
+                Column("TASK_ID", "INTEGER", "primary key"),
+                Column("TITLE", "TEXT"),
+                enum_column(
+                    "STATUS", lifecycle_facet(TaskSource.facets, TaskSource.meanings), TaskSource.meanings
+                ),
+                enum_column("PRIORITY", PRIORITY),
+                Column("SPRINT_ID", "INTEGER", "RAG_V_SPRINT.SPRINT_ID; NULL when in the backlog"),
+                Column("PROJECT_ID", "INTEGER", "RAG_V_PROJECT.PROJECT_ID"),
+                Column("ASSIGNEE_ID", "INTEGER", "RAG_V_EMPLOYEE.EMPLOYEE_ID; NULL when unassigned"),
+                Column("STORY_POINTS", "INTEGER", null_means="not estimated", unit="story points"),
+                Column("ESTIMATED_HOURS", "NUMBER", null_means="not estimated", unit="hours of work"),
+                Column("DUE_DATE", "DATE", "may be NULL"),
+            ),
+        ),
+        View(
+            "RAG_V_SPRINT",
+            "sprints",
+            (
+                Column(
+                    "SPRINT_ID", "INTEGER", "primary key; sprint 14 has SPRINT_ID 14 and NAME 'Sprint 14'"
+                ),
+                Column("PROJECT_ID", "INTEGER"),
+                Column("NAME", "TEXT"),
+                enum_column("STATUS", SPRINT_STATUS),
+                Column("START_DATE", "DATE"),
+                Column("END_DATE", "DATE"),
+            ),
+        ),
+        View(
+            "RAG_V_PROJECT",
+            "projects",
+            (
+                Column("PROJECT_ID", "INTEGER", "primary key"),
+                Column("NAME", "TEXT"),
+                enum_column("STATUS", PROJECT_STATUS),
+                Column("START_DATE", "DATE"),
+                Column("END_DATE", "DATE"),
+            ),
+        ),
+        View(
+            "RAG_V_EMPLOYEE",
+            "employees",
+            (
+                Column("EMPLOYEE_ID", "INTEGER", "primary key"),
+                Column("FIRST_NAME", "TEXT"),
+                Column("LAST_NAME", "TEXT"),
+                Column("ROLE", "TEXT", "developer, manager or admin"),
+            ),
+        ),
     )
 )

@@ -46,5 +46,6 @@ WHERE RAG_FEEDBACK.FEEDBACK_ID = :feedback_id
 _NEWEST_UP_UPDATED = _newest_up("RAG_FEEDBACK")
 MARK_EXAMPLE_APPROVED = Sql(
     sqlite=_SET_APPROVAL.format(value="strftime('%Y-%m-%dT%H:%M:%f', 'now')", newest=_NEWEST_UP_UPDATED),
-    oracle=_SET_APPROVAL.format(value="SYSTIMESTAMP", newest=_NEWEST_UP_UPDATED))
+    oracle=_SET_APPROVAL.format(value="SYSTIMESTAMP", newest=_NEWEST_UP_UPDATED),
+)
 CLEAR_EXAMPLE_APPROVAL = Sql.both(_SET_APPROVAL.format(value="NULL", newest=_NEWEST_UP_UPDATED))

@@ -38,15 +38,17 @@ __all__ = ["OracleExecutor", "QueryResult", "SqliteExecutor", "guarded_executor"
 log = logging.getLogger("oracle_rag.answering.aggregate")
 
 
-def guarded_executor(engine: Engine, views: tuple[str, ...], *, timeout_s: float, row_cap: int,
-                     byte_cap: int = 1_000_000) -> GuardedExecutor:
+def guarded_executor(
+    engine: Engine, views: tuple[str, ...], *, timeout_s: float, row_cap: int, byte_cap: int = 1_000_000
+) -> GuardedExecutor:
     """The executor for ``engine``'s read-only access (``Engine.guarded_access``)."""
     access = engine.guarded_access()
     if isinstance(access, ReadOnlyFile):
         return SqliteExecutor(access.path, views, timeout_s=timeout_s, row_cap=row_cap, byte_cap=byte_cap)
     if isinstance(access, ReadOnlyUser):
-        return OracleExecutor(access.sa_engine, timeout_s=timeout_s, row_cap=row_cap, byte_cap=byte_cap,
-                              owner=engine)
+        return OracleExecutor(
+            access.sa_engine, timeout_s=timeout_s, row_cap=row_cap, byte_cap=byte_cap, owner=engine
+        )
     raise TypeError(f"no guarded executor for {type(access).__name__}")
 
 
@@ -79,8 +81,15 @@ class OracleExecutor:
     no row is written and the views return nothing (fail closed).
     """
 
-    def __init__(self, sa_engine: Any, *, timeout_s: float, row_cap: int, byte_cap: int = 1_000_000,
-                 owner: Engine | None = None) -> None:
+    def __init__(
+        self,
+        sa_engine: Any,
+        *,
+        timeout_s: float,
+        row_cap: int,
+        byte_cap: int = 1_000_000,
+        owner: Engine | None = None,
+    ) -> None:
         self.sa_engine = sa_engine
         self.owner = owner
         self.byte_cap = byte_cap
@@ -101,11 +110,15 @@ class OracleExecutor:
             return
         try:
             with self.owner.begin() as conn:
-                conn.execute(self.owner.statement(q.INSERT_GUARDED_CALLER),
-                             {"token": token, "caller_id": scope.caller_id, "see_all": 1 if scope.see_all else 0})
+                conn.execute(
+                    self.owner.statement(q.INSERT_GUARDED_CALLER),
+                    {"token": token, "caller_id": scope.caller_id, "see_all": 1 if scope.see_all else 0},
+                )
                 if scope.groups:
-                    conn.execute(self.owner.statement(q.INSERT_GUARDED_GROUP),
-                                 [{"token": token, "principal": g} for g in scope.groups])
+                    conn.execute(
+                        self.owner.statement(q.INSERT_GUARDED_GROUP),
+                        [{"token": token, "principal": g} for g in scope.groups],
+                    )
         except Exception as exc:
             raise wrap_driver_error(exc, "recording the guarded query's caller") from None
 
@@ -116,7 +129,9 @@ class OracleExecutor:
             with self.owner.begin() as conn:
                 conn.execute(self.owner.statement(q.DELETE_GUARDED_CALLER), {"token": token})
         except Exception as exc:  # the token is dead anyway; a row left behind is pruned a day later
-            log.warning("could not delete a guarded query's caller row: %s", wrap_driver_error(exc, "").message)
+            log.warning(
+                "could not delete a guarded query's caller row: %s", wrap_driver_error(exc, "").message
+            )
 
     def _run(self, checked: CheckedQuery, token: str, started: float) -> QueryResult:
         try:
@@ -145,8 +160,15 @@ class OracleExecutor:
             self._release(pooled, conn)
         if failure is not None:
             raise failure from None
-        return QueryResult(columns, rows, cap is not None, self.row_cap, (time.monotonic() - started) * 1000,
-                           cap=cap, byte_cap=self.byte_cap)
+        return QueryResult(
+            columns,
+            rows,
+            cap is not None,
+            self.row_cap,
+            (time.monotonic() - started) * 1000,
+            cap=cap,
+            byte_cap=self.byte_cap,
+        )
 
     def _guardrail_error(self, exc: BaseException) -> GuardrailError:
         wrapped: DatabaseError = wrap_driver_error(exc, "running the guarded query")
@@ -154,10 +176,14 @@ class OracleExecutor:
             return GuardrailError(f"query stopped at the {self.timeout_s:g} s timeout")
         hint = ""
         if wrapped.vendor_code == "ORA-00942":
-            hint = (": a view the query names is not visible to the read-only user (is it allowed, and does "
-                    "the user have its private synonym? local/readonly_synonyms.sql)")
-        return GuardrailError(f"the database refused or failed the query [{wrapped.driver_class}"
-                              f"{', ' + wrapped.vendor_code if wrapped.vendor_code else ''}]{hint}")
+            hint = (
+                ": a view the query names is not visible to the read-only user (is it allowed, and does "
+                "the user have its private synonym? local/readonly_synonyms.sql)"
+            )
+        return GuardrailError(
+            f"the database refused or failed the query [{wrapped.driver_class}"
+            f"{', ' + wrapped.vendor_code if wrapped.vendor_code else ''}]{hint}"
+        )
 
     @staticmethod
     def _release(pooled: Any, conn: Any) -> None:

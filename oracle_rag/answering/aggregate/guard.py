@@ -99,8 +99,22 @@ _FORBIDDEN_WORD = re.compile(
 _ORACLE_SESSION_COLUMNS = frozenset({"USER", "UID", "SESSIONTIMEZONE", "DBTIMEZONE", "ORA_ROWSCN"})
 _SAFE_LITERAL = re.compile(r"[A-Za-z0-9 _%:.,+\-]")
 _FORBIDDEN_NODES: tuple[type, ...] = (
-    exp.DML, exp.DDL, exp.Command, exp.Pragma, exp.Set, exp.Transaction, exp.Commit, exp.Rollback, exp.Into,
-    exp.Lock, exp.Copy, exp.Describe, exp.Attach, exp.Detach, exp.Analyze, exp.Version,
+    exp.DML,
+    exp.DDL,
+    exp.Command,
+    exp.Pragma,
+    exp.Set,
+    exp.Transaction,
+    exp.Commit,
+    exp.Rollback,
+    exp.Into,
+    exp.Lock,
+    exp.Copy,
+    exp.Describe,
+    exp.Attach,
+    exp.Detach,
+    exp.Analyze,
+    exp.Version,
 )
 _QUERY = (exp.Select, exp.SetOperation)
 
@@ -125,7 +139,7 @@ def _strip_trailing_semicolon(sql: str, tokens: list[Token]) -> tuple[str, list[
     code = [i for i, t in enumerate(tokens) if t.kind not in (COMMENT, SPACE)]
     if code and tokens[code[-1]].text == ";":
         last = tokens[code[-1]]
-        return sql[:last.start], tokens[:code[-1]]
+        return sql[: last.start], tokens[: code[-1]]
     return sql, tokens
 
 
@@ -135,8 +149,10 @@ def _check_tokens(tokens: list[Token]) -> None:
     for i, tok in enumerate(code):
         if tok.kind == WORD and not tok.text.isascii():
             odd = next(ch for ch in tok.text if not ch.isascii())
-            raise GuardrailError(f"non-ASCII character {unicodedata.name(odd, hex(ord(odd)))} outside a string "
-                                 "literal (look-alike characters are refused)")
+            raise GuardrailError(
+                f"non-ASCII character {unicodedata.name(odd, hex(ord(odd)))} outside a string "
+                "literal (look-alike characters are refused)"
+            )
         if tok.kind == PARAM:
             raise GuardrailError(f"bind parameters are not allowed ({tok.text[:20]})")
         if tok.text == ";":
@@ -145,13 +161,20 @@ def _check_tokens(tokens: list[Token]) -> None:
             raise GuardrailError("database links ('@') are not allowed")
         if tok.kind == WORD and _FORBIDDEN_WORD.fullmatch(tok.text):
             raise GuardrailError(f"forbidden keyword or package: {tok.upper}")
-        if (tok.text == "." and 0 < i < len(code) - 2 and code[i + 2].text == "("
-                and code[i - 1].kind in (WORD, QUOTED) and code[i + 1].kind in (WORD, QUOTED)):
+        if (
+            tok.text == "."
+            and 0 < i < len(code) - 2
+            and code[i + 2].text == "("
+            and code[i - 1].kind in (WORD, QUOTED)
+            and code[i + 1].kind in (WORD, QUOTED)
+        ):
             raise GuardrailError("qualified function calls (package.function) are not allowed")
         if tok.text == "(" or tok.upper == "CASE":
             depth += 1
             if depth > MAX_DEPTH:
-                raise GuardrailError(f"depth limit: parentheses or CASE nested deeper than {MAX_DEPTH} levels")
+                raise GuardrailError(
+                    f"depth limit: parentheses or CASE nested deeper than {MAX_DEPTH} levels"
+                )
         elif tok.text == ")" or tok.upper == "END":
             depth -= 1
 
@@ -161,7 +184,7 @@ def _inert(tok: Token, dialect: str) -> str:
     if tok.kind in (COMMENT, SPACE):
         return " "
     if tok.kind == STRING:
-        body = tok.text[tok.text.index("'") + 1:-1]
+        body = tok.text[tok.text.index("'") + 1 : -1]
         if tok.text[:1] in "qQnN" and dialect == "oracle" and tok.text.lstrip("nN")[:1] in "qQ":
             body = body[1:-1]  # the q-quote delimiters
         body = "".join(ch if _SAFE_LITERAL.match(ch) else "x" for ch in body.replace("''", "'"))
@@ -195,17 +218,30 @@ def _check_structure(tree: exp.Expression, dialect: str) -> None:
             raise GuardrailError("SELECT ... FOR UPDATE is not allowed")
         if isinstance(node, _FORBIDDEN_NODES):
             raise GuardrailError(f"{type(node).__name__.upper()} is not allowed in a query")
-        if isinstance(node, exp.Aliases):  # sqlglot reads MATCH(a, b) as "match AS (a, b)": the engine, as a call
-            raise GuardrailError(f"{node.this.sql(dialect=dialect)[:60]}(...) could not be read as a function call")
+        if isinstance(
+            node, exp.Aliases
+        ):  # sqlglot reads MATCH(a, b) as "match AS (a, b)": the engine, as a call
+            raise GuardrailError(
+                f"{node.this.sql(dialect=dialect)[:60]}(...) could not be read as a function call"
+            )
         if isinstance(node, exp.In) and node.args.get("field") is not None:
             raise GuardrailError("IN <table name> is not allowed; use IN (SELECT ...)")
         if isinstance(node, exp.Table):
             if not isinstance(node.this, exp.Identifier):
-                raise GuardrailError(f"table functions are not allowed ({node.this.sql(dialect=dialect)[:60]})")
+                raise GuardrailError(
+                    f"table functions are not allowed ({node.this.sql(dialect=dialect)[:60]})"
+                )
             if node.args.get("db") or node.args.get("catalog"):
-                raise GuardrailError(f"schema-qualified tables are not allowed ({node.sql(dialect=dialect)[:60]})")
-        if (dialect == "oracle" and isinstance(node, exp.Column) and not node.table
-                and node.name.upper() in _ORACLE_SESSION_COLUMNS and not node.this.quoted):
+                raise GuardrailError(
+                    f"schema-qualified tables are not allowed ({node.sql(dialect=dialect)[:60]})"
+                )
+        if (
+            dialect == "oracle"
+            and isinstance(node, exp.Column)
+            and not node.table
+            and node.name.upper() in _ORACLE_SESSION_COLUMNS
+            and not node.this.quoted
+        ):
             raise GuardrailError(f"session pseudo-column {node.name.upper()} is not allowed")
         if isinstance(node, exp.Func):
             name = node.name.upper() if isinstance(node, exp.Anonymous) else node.sql_name().upper()
@@ -258,7 +294,9 @@ def _resolve_tables(tree: exp.Expression, allowed: set[str], dialect: str) -> tu
             if upper in allowed or (dialect == "oracle" and name == "DUAL"):
                 views.append(upper)
                 continue
-            raise GuardrailError(f"table or view {upper} is not in the allow-list ({', '.join(sorted(allowed))})")
+            raise GuardrailError(
+                f"table or view {upper} is not in the allow-list ({', '.join(sorted(allowed))})"
+            )
         for key, child in node.args.items():
             if key == "with_":
                 continue

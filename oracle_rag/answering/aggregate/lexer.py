@@ -26,11 +26,47 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 WORD, QUOTED, STRING, NUMBER, PARAM, PUNCT, COMMENT, SPACE = (
-    "word", "quoted", "string", "number", "param", "punct", "comment", "space")
+    "word",
+    "quoted",
+    "string",
+    "number",
+    "param",
+    "punct",
+    "comment",
+    "space",
+)
 
 _SPACE = " \t\n\r\f"
-_OPERATORS = ("->>", "||", "<=", ">=", "<>", "!=", "==", "<<", ">>", "->", "=>", ":=",
-              "(", ")", ",", ";", ".", "+", "-", "*", "/", "%", "=", "<", ">", "&", "|", "~")
+_OPERATORS = (
+    "->>",
+    "||",
+    "<=",
+    ">=",
+    "<>",
+    "!=",
+    "==",
+    "<<",
+    ">>",
+    "->",
+    "=>",
+    ":=",
+    "(",
+    ")",
+    ",",
+    ";",
+    ".",
+    "+",
+    "-",
+    "*",
+    "/",
+    "%",
+    "=",
+    "<",
+    ">",
+    "&",
+    "|",
+    "~",
+)
 _Q_CLOSE = {"[": "]", "{": "}", "<": ">", "(": ")"}
 
 
@@ -149,7 +185,13 @@ def tokenize(sql: str, dialect: str) -> list[Token]:
                 i += 1
             tokens.append(Token(WORD, sql[start:i], start))
             continue
-        if ch == "?" or ch in ":@$#" and (dialect == "sqlite" or ch == ":") and nxt and _is_word_char(nxt, dialect):
+        if (
+            ch == "?"
+            or ch in ":@$#"
+            and (dialect == "sqlite" or ch == ":")
+            and nxt
+            and _is_word_char(nxt, dialect)
+        ):
             i += 1
             while i < n and _is_word_char(sql[i], dialect):
                 i += 1

@@ -24,7 +24,7 @@ _DIGITS = re.compile(r"\d[\d.,:/-]*")
 
 
 def _string_placeholder(token_text: str) -> str:
-    body = token_text[token_text.index("'") + 1:-1] if "'" in token_text else token_text
+    body = token_text[token_text.index("'") + 1 : -1] if "'" in token_text else token_text
     return DATE if _ISO_DATE.match(body.strip("%")) else TEXT
 
 
@@ -58,8 +58,6 @@ def mask_question(question: str, held: set[str]) -> str:
     for mark, placeholder in marks.items():
         text = text.replace(mark, placeholder)
     return " ".join(text.split())
-
-
 
 
 def masked_literals(sql: str | None, dialect: str) -> str | None:

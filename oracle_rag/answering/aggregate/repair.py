@@ -39,7 +39,7 @@ class Repaired:
 
 def _phrase_in(tokens: list[str], phrase: tuple[str, ...]) -> bool:
     n = len(phrase)
-    return any(tuple(tokens[i:i + n]) == phrase for i in range(len(tokens) - n + 1))
+    return any(tuple(tokens[i : i + n]) == phrase for i in range(len(tokens) - n + 1))
 
 
 def _words(text: str) -> list[str]:
@@ -63,8 +63,8 @@ def _open_words_in(question: str, catalog: Catalog) -> tuple[bool, list[str]]:
         n = len(phrase)
         i = 0
         while i <= len(tokens) - n:
-            if tuple(tokens[i:i + n]) == phrase:
-                tokens[i:i + n] = ["_"]
+            if tuple(tokens[i : i + n]) == phrase:
+                tokens[i : i + n] = ["_"]
             i += 1
     return found, tokens
 
@@ -135,8 +135,9 @@ def _finished(col: exp.Column, column: Column, negate: bool) -> exp.Expression:
     return exp.Not(this=pred) if negate else pred
 
 
-def _owner_of(literals: list[exp.Literal], scope: _Scope, column: Column
-              ) -> tuple[exp.Column, tuple[str, Column]] | None:
+def _owner_of(
+    literals: list[exp.Literal], scope: _Scope, column: Column
+) -> tuple[exp.Column, tuple[str, Column]] | None:
     """The one other enum column in scope holding every literal when ``column`` holds none of them."""
     wanted = {lit.this.upper() for lit in literals}
     if wanted & {v.upper() for v in column.values}:
@@ -154,8 +155,9 @@ def _owner_of(literals: list[exp.Literal], scope: _Scope, column: Column
     return exp.column(c.name, table=scope.written[alias] if qualify else None), (name, c)
 
 
-def _fix_state_predicates(select: exp.Select, scope: _Scope, means_open: bool, tokens: list[str],
-                          notes: list[str]) -> set[str]:
+def _fix_state_predicates(
+    select: exp.Select, scope: _Scope, means_open: bool, tokens: list[str], notes: list[str]
+) -> set[str]:
     """Mend predicates on declared state columns; returns the lifecycle views the SELECT filters on."""
     filtered: set[str] = set()
     for node in list(select.find_all(exp.EQ, exp.NEQ, exp.In)):
@@ -182,7 +184,9 @@ def _fix_state_predicates(select: exp.Select, scope: _Scope, means_open: bool, t
             continue
         named = _named_values(tokens, column) if isinstance(node, exp.In) and not negated else set()
         if len(named) == 1 and len(literals) > 1 and named <= {lit.this for lit in literals}:
-            value = named.pop()  # "en progreso" is IN_PROGRESS, not IN ('IN_PROGRESS', 'IN_REVIEW', 'BLOCKED')
+            value = (
+                named.pop()
+            )  # "en progreso" is IN_PROGRESS, not IN ('IN_PROGRESS', 'IN_REVIEW', 'BLOCKED')
             node.replace(exp.EQ(this=node.this.copy(), expression=exp.Literal.string(value)))
             notes.append(f"{column.name} = '{value}' as named")
             continue
@@ -196,13 +200,21 @@ def _fix_state_predicates(select: exp.Select, scope: _Scope, means_open: bool, t
                 notes.append(f"{column.name} '{lit.this}' = '{same}'")
             elif column.done and len(literals) == 1 and (word in OPEN or word in FINISHED):
                 target.replace(_finished(node.this, column, negate=(word in OPEN) != negated))
-                notes.append(f"{lit.this} = {column.name} {'NOT IN' if word in OPEN else 'IN'} "
-                             f"({', '.join(column.done)})")
+                notes.append(
+                    f"{lit.this} = {column.name} {'NOT IN' if word in OPEN else 'IN'} "
+                    f"({', '.join(column.done)})"
+                )
     return filtered
 
 
-def _add_open_filter(select: exp.Select, scope: _Scope, catalog: Catalog, tokens: list[str], filtered: set[str],
-                     notes: list[str]) -> None:
+def _add_open_filter(
+    select: exp.Select,
+    scope: _Scope,
+    catalog: Catalog,
+    tokens: list[str],
+    filtered: set[str],
+    notes: list[str],
+) -> None:
     for alias, name in scope.by_name.items():
         view = catalog.view(name)
         column = next((c for c in view.columns if c.done), None) if view else None
@@ -240,11 +252,16 @@ def _strip_nulls(select: exp.Select, scope: _Scope, notes: list[str]) -> None:
             counted = bottom.this
             if hit and not (isinstance(counted, exp.Column) and counted.name.upper() == hit[0].name.upper()):
                 div.replace(exp.Avg(this=hit[0].copy()))
-                notes.append(f"average of {hit[1].name} over the rows that have one (NULL = {hit[1].null_means})")
+                notes.append(
+                    f"average of {hit[1].name} over the rows that have one (NULL = {hit[1].null_means})"
+                )
     for call in list(select.find_all(exp.Avg, exp.Min, exp.Max, exp.Count)):
         inner = call.this
-        if (call.find_ancestor(exp.Select) is select and isinstance(inner, exp.Coalesce)
-                and _nullable_measure(inner.this, scope)):
+        if (
+            call.find_ancestor(exp.Select) is select
+            and isinstance(inner, exp.Coalesce)
+            and _nullable_measure(inner.this, scope)
+        ):
             call.set("this", inner.this.copy())
             notes.append(f"{call.key.upper()} of {inner.this.name} without counting NULL as a value")
 
@@ -283,13 +300,16 @@ def _drop_lookup_joins(select: exp.Select, catalog: Catalog, notes: list[str]) -
         name = table.name.upper()
         owner = next(((alias, v) for alias, v in scope.by_name.items() if name.startswith(v + "_")), None)
         view = catalog.view(owner[1]) if owner else None
-        column = view.column(name[len(view.name) + 1:]) if view else None
+        column = view.column(name[len(view.name) + 1 :]) if view else None
         if owner is None or view is None or column is None or not column.values:
             continue
         lookup = (table.alias_or_name or table.name).upper()
         written = scope.written[owner[0]]
-        if any(isinstance(n, exp.Table) and n.name.upper() == name for n in select.find_all(exp.Table)
-               if n is not table):
+        if any(
+            isinstance(n, exp.Table) and n.name.upper() == name
+            for n in select.find_all(exp.Table)
+            if n is not table
+        ):
             continue  # read again elsewhere (a subquery): left to the guard
         join.pop()
         for col in list(select.find_all(exp.Column)):
@@ -311,9 +331,15 @@ def _fix_aggregate_function(select: exp.Select, scope: _Scope, asked: str | None
     """The question asks for one aggregate of a measure and the query computes another of it: the asked one."""
     if asked is None:
         return
-    calls = [n for n in select.find_all(*_AGGREGATES.values())
-             if n.find_ancestor(exp.Select) is select and n.find_ancestor(exp.Window) is None
-             and not isinstance(n.parent, exp.Div) and isinstance(n.this, exp.Column) and _measure(n.this, scope)]
+    calls = [
+        n
+        for n in select.find_all(*_AGGREGATES.values())
+        if n.find_ancestor(exp.Select) is select
+        and n.find_ancestor(exp.Window) is None
+        and not isinstance(n.parent, exp.Div)
+        and isinstance(n.this, exp.Column)
+        and _measure(n.this, scope)
+    ]
     if not calls or any(isinstance(n, _AGGREGATES[asked]) for n in calls):
         return
     for call in calls:

@@ -80,7 +80,7 @@ def _fenced_json(body: str) -> str | None:
     if opening is None:
         return None
     closings = [m.start() for m in _JSON_CLOSE.finditer(body, opening.end())]
-    return body[opening.end() - 1:closings[-1] + 1] if closings else None
+    return body[opening.end() - 1 : closings[-1] + 1] if closings else None
 
 
 def _bare_query(body: str) -> str | None:
@@ -89,7 +89,7 @@ def _bare_query(body: str) -> str | None:
     String steps, not one pattern: a lazy query before ``\\s*;?\\s*`` read a run of spaces O(n³) ways.
     """
     fence = _SQL_FENCE.match(body)
-    query = body[fence.end():] if fence else body
+    query = body[fence.end() :] if fence else body
     if not _QUERY_HEAD.match(query):
         return None
     query = query.removesuffix("```").rstrip()
@@ -125,7 +125,9 @@ def summarise(result: AggregateResult) -> str:
         return "The query returned no rows."
     if len(result.rows) == 1 and len(result.columns) == 1:
         return f"{result.columns[0]}: {result.rows[0][0]}"
-    lines = [" | ".join(result.columns)] + [" | ".join("" if v is None else str(v) for v in r) for r in result.rows[:20]]
+    lines = [" | ".join(result.columns)] + [
+        " | ".join("" if v is None else str(v) for v in r) for r in result.rows[:20]
+    ]
     more = f"\n… {len(result.rows) - 20} more rows" if len(result.rows) > 20 else ""
     cap = f"\n({cap_text(result)}: the result is incomplete)" if result.truncated else ""
     return "\n".join(lines) + more + cap
@@ -154,8 +156,12 @@ class AggregateService:
     def executor(self) -> GuardedExecutor:
         if self._executor is None:
             self._executor = guarded_executor(
-                self.engine, self.catalog.names, timeout_s=self.settings.aggregate_timeout_s,
-                row_cap=self.settings.aggregate_row_cap, byte_cap=self.settings.aggregate_byte_cap)
+                self.engine,
+                self.catalog.names,
+                timeout_s=self.settings.aggregate_timeout_s,
+                row_cap=self.settings.aggregate_row_cap,
+                byte_cap=self.settings.aggregate_byte_cap,
+            )
         return self._executor
 
     def run_sql(self, sql: str, caller: Caller) -> AggregateResult:
@@ -168,19 +174,44 @@ class AggregateService:
                 else:
                     checked = CheckedQuery(sql if isinstance(sql, str) else "", ())
             except GuardrailError as exc:
-                guard.set_attributes({"oracle_rag.guard.decision": "refused", "oracle_rag.guard.code": exc.code})
+                guard.set_attributes(
+                    {"oracle_rag.guard.decision": "refused", "oracle_rag.guard.code": exc.code}
+                )
                 raise
-            guard.set_attributes({"oracle_rag.guard.decision": "allowed", "oracle_rag.guard.text_check": self.text_check})
-        with tracing.span("guarded sql", {"db.system.name": self.engine.sql_dialect, "db.operation.name": "SELECT",
-                                          "db.query.text": checked.sql if tracing.capture_content() else None},
-                          kind="client") as ran:
+            guard.set_attributes(
+                {"oracle_rag.guard.decision": "allowed", "oracle_rag.guard.text_check": self.text_check}
+            )
+        with tracing.span(
+            "guarded sql",
+            {
+                "db.system.name": self.engine.sql_dialect,
+                "db.operation.name": "SELECT",
+                "db.query.text": checked.sql if tracing.capture_content() else None,
+            },
+            kind="client",
+        ) as ran:
             res = self.executor.run(checked, who.scope())
-            ran.set_attributes({"db.response.returned_rows": len(res.rows), "oracle_rag.sql.truncated": res.truncated})
-        out = AggregateResult(None, checked.sql, res.columns, [list(r) for r in res.rows], res.truncated,
-                              res.row_cap, cap=res.cap, byte_cap=res.byte_cap, attempts=1)
+            ran.set_attributes(
+                {"db.response.returned_rows": len(res.rows), "oracle_rag.sql.truncated": res.truncated}
+            )
+        out = AggregateResult(
+            None,
+            checked.sql,
+            res.columns,
+            [list(r) for r in res.rows],
+            res.truncated,
+            res.row_cap,
+            cap=res.cap,
+            byte_cap=res.byte_cap,
+            attempts=1,
+        )
         out.answer = summarise(out)
-        audit_for(self.engine).record(who.employee_id, "sql", guarded_sql=checked.sql,
-                                      masked_sql=masked_literals(checked.sql, self.engine.sql_dialect))
+        audit_for(self.engine).record(
+            who.employee_id,
+            "sql",
+            guarded_sql=checked.sql,
+            masked_sql=masked_literals(checked.sql, self.engine.sql_dialect),
+        )
         return out
 
     def ask(self, question: str, caller: Caller, complete: Complete) -> AggregateResult:
@@ -188,11 +219,15 @@ class AggregateService:
         who = require_caller(caller)
         if not question or not question.strip():
             raise InputError("question is empty")
-        system = SQL_SYSTEM_PROMPT.format(dialect=self.engine.sql_dialect_name, schema=self.catalog.describe(),
-                                          rules=self.catalog.rules())
+        system = SQL_SYSTEM_PROMPT.format(
+            dialect=self.engine.sql_dialect_name, schema=self.catalog.describe(), rules=self.catalog.rules()
+        )
         # Accepted answers like this one, that this caller may be offered: data in the user turn.
         examples = similar_examples(self.engine, question, who.employee_id)
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user_turn(question, examples)}]
+        messages = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": user_turn(question, examples)},
+        ]
         result = AggregateResult(question, None)
         for attempt in range(1, self.settings.aggregate_retries + 2):
             result.attempts = attempt
@@ -201,8 +236,10 @@ class AggregateService:
                 sql, reason = parse_sql_reply(reply)
             except LLMError as exc:  # asked again, like a refused query
                 result.error = exc.message
-                messages += [{"role": "assistant", "content": reply},
-                             {"role": "user", "content": 'Reply with JSON only: {"sql": "<the query>"}.'}]
+                messages += [
+                    {"role": "assistant", "content": reply},
+                    {"role": "user", "content": 'Reply with JSON only: {"sql": "<the query>"}.'},
+                ]
                 continue
             if sql is None:
                 result.error = reason or "the model found no query for this question"
@@ -215,9 +252,14 @@ class AggregateService:
             except GuardrailError as exc:
                 result.error = str(exc)
                 result.timed_out = "timeout" in exc.message
-                messages += [{"role": "assistant", "content": json.dumps({"sql": sql})},
-                             {"role": "user", "content": f"That query was refused or failed: {exc.message}. "
-                                                          "Write a corrected query (JSON only)."}]
+                messages += [
+                    {"role": "assistant", "content": json.dumps({"sql": sql})},
+                    {
+                        "role": "user",
+                        "content": f"That query was refused or failed: {exc.message}. "
+                        "Write a corrected query (JSON only).",
+                    },
+                ]
                 continue
             ran.question, ran.attempts, ran.repairs = question, attempt, mended.notes
             if mended.notes:
@@ -225,4 +267,3 @@ class AggregateService:
             return ran
         result.answer = f"I could not produce a valid query after {result.attempts} attempts: {result.error}"
         return result
-

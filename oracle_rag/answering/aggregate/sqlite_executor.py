@@ -92,13 +92,19 @@ _CALLER_FUNCTIONS = frozenset({"RAG_CALLER_ID", "RAG_CALLER_SEE_ALL", "RAG_CALLE
 # EXPLAIN and EXPLAIN QUERY PLAN compile like their SELECT (so the authorizer
 # has already judged every read) but return the plan; they are recognised by
 # their fixed result columns and refused.
-_EXPLAIN_SHAPES = {("addr", "opcode", "p1", "p2", "p3", "p4", "p5", "comment"), ("id", "parent", "notused", "detail")}
+_EXPLAIN_SHAPES = {
+    ("addr", "opcode", "p1", "p2", "p3", "p4", "p5", "comment"),
+    ("id", "parent", "notused", "detail"),
+}
 # sqlite3.h's authorizer action codes, for refusal messages.
-_ACTION_NAMES = dict(enumerate(
-    """COPY CREATE_INDEX CREATE_TABLE CREATE_TEMP_INDEX CREATE_TEMP_TABLE CREATE_TEMP_TRIGGER CREATE_TEMP_VIEW
+_ACTION_NAMES = dict(
+    enumerate(
+        """COPY CREATE_INDEX CREATE_TABLE CREATE_TEMP_INDEX CREATE_TEMP_TABLE CREATE_TEMP_TRIGGER CREATE_TEMP_VIEW
     CREATE_TRIGGER CREATE_VIEW DELETE DROP_INDEX DROP_TABLE DROP_TEMP_INDEX DROP_TEMP_TABLE DROP_TEMP_TRIGGER
     DROP_TEMP_VIEW DROP_TRIGGER DROP_VIEW INSERT PRAGMA READ SELECT TRANSACTION UPDATE ATTACH DETACH
-    ALTER_TABLE REINDEX ANALYZE CREATE_VTABLE DROP_VTABLE FUNCTION SAVEPOINT RECURSIVE""".split()))
+    ALTER_TABLE REINDEX ANALYZE CREATE_VTABLE DROP_VTABLE FUNCTION SAVEPOINT RECURSIVE""".split()
+    )
+)
 
 
 def view_select(create_sql: str) -> tuple[str, str]:
@@ -123,8 +129,8 @@ def view_select(create_sql: str) -> tuple[str, str]:
     columns = ""
     if toks[as_at - 1].text == ")":
         opening = next(i for i in range(as_at - 1, start - 1, -1) if toks[i].text == "(")
-        columns = create_sql[toks[opening].start:toks[as_at - 1].start + 1]
-    return columns, create_sql[toks[as_at].start + 2:].strip()
+        columns = create_sql[toks[opening].start : toks[as_at - 1].start + 1]
+    return columns, create_sql[toks[as_at].start + 2 :].strip()
 
 
 def quote_identifier(name: str) -> str:
@@ -138,9 +144,9 @@ def quote_identifier(name: str) -> str:
 class _Decisions:
     """The authorizer for one query: what it allows, and the first thing it denied."""
 
-    views: frozenset[str]      # allow-listed names (upper case), as temp views
-    sealed: frozenset[str]     # the per-query sealed body names (exact)
-    known: frozenset[str]      # every table, view and eponymous virtual table name (upper case)
+    views: frozenset[str]  # allow-listed names (upper case), as temp views
+    sealed: frozenset[str]  # the per-query sealed body names (exact)
+    known: frozenset[str]  # every table, view and eponymous virtual table name (upper case)
     denied: list[str] = field(default_factory=list)
 
     def __call__(self, action: int, arg1: Any, arg2: Any, db: Any, source: Any) -> int:
@@ -153,18 +159,26 @@ class _Decisions:
                 return sqlean.SQLITE_OK
             if through_sealed and db in ("main", None):
                 return sqlean.SQLITE_OK
-            if arg2 == "" and db is None and (table.upper() in self.views or table in self.sealed
-                                              or table.upper() not in self.known):
+            if (
+                arg2 == ""
+                and db is None
+                and (table.upper() in self.views or table in self.sealed or table.upper() not in self.known)
+            ):
                 # A read of no column (``count(*)``) of an allowed view, or of a
                 # CTE or subquery name: no data, and what it counts is checked
                 # where its rows come from. Base tables are "known" and denied.
                 return sqlean.SQLITE_OK
-            return self._deny(f"reading {table or 'a table'}" + (f" through {source}" if source else "")
-                              + " (only the allowed views may be read)")
+            return self._deny(
+                f"reading {table or 'a table'}"
+                + (f" through {source}" if source else "")
+                + " (only the allowed views may be read)"
+            )
         if action == sqlean.SQLITE_FUNCTION:
             name = str(arg2 or "").upper()
             if name in _CALLER_FUNCTIONS:
-                return sqlean.SQLITE_OK if through_sealed else self._deny(f"function {arg2} outside the views")
+                return (
+                    sqlean.SQLITE_OK if through_sealed else self._deny(f"function {arg2} outside the views")
+                )
             if name in ALLOWED_FUNCTIONS:
                 return sqlean.SQLITE_OK
             return self._deny(f"function {arg2} (not in the allow-list)")
@@ -180,8 +194,15 @@ class _Decisions:
 class SqliteExecutor:
     """The embedded engine's guarded, read-only execution path."""
 
-    def __init__(self, db_path: Path, views: tuple[str, ...], *, timeout_s: float, row_cap: int,
-                 byte_cap: int = 1_000_000) -> None:
+    def __init__(
+        self,
+        db_path: Path,
+        views: tuple[str, ...],
+        *,
+        timeout_s: float,
+        row_cap: int,
+        byte_cap: int = 1_000_000,
+    ) -> None:
         self.db_path = Path(db_path)
         self.views = tuple(dict.fromkeys(v.upper() for v in views))
         self.timeout_s = timeout_s
@@ -193,8 +214,9 @@ class SqliteExecutor:
             raise ConfigurationError(f"database file {self.db_path.name} not found", key="data_dir")
         path = str(self.db_path.resolve())
         try:
-            conn = sqlean.connect(f"file:{quote(path)}?mode=ro", uri=True, check_same_thread=False,
-                                  isolation_level=None)
+            conn = sqlean.connect(
+                f"file:{quote(path)}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
+            )
         except sqlean.Error as exc:
             raise wrap_driver_error(exc, "opening the read-only connection") from None
         try:
@@ -219,12 +241,19 @@ class SqliteExecutor:
         for view in self.views:
             create = stored.get(view)
             if not create:
-                raise ConfigurationError(f"allowed view {view} does not exist in the database "
-                                         "(run `oracle-rag migrate --demo` or create it)", key="aggregate views")
+                raise ConfigurationError(
+                    f"allowed view {view} does not exist in the database "
+                    "(run `oracle-rag migrate --demo` or create it)",
+                    key="aggregate views",
+                )
             name = f"rag_sealed_{secrets.token_hex(16)}"
             columns, select = view_select(create)
-            conn.execute(q.SQLITE_SEAL_BODY.format(sealed=quote_identifier(name), columns=columns, select=select))
-            conn.execute(q.SQLITE_SEAL_NAME.format(view=quote_identifier(view), sealed=quote_identifier(name)))
+            conn.execute(
+                q.SQLITE_SEAL_BODY.format(sealed=quote_identifier(name), columns=columns, select=select)
+            )
+            conn.execute(
+                q.SQLITE_SEAL_NAME.format(view=quote_identifier(view), sealed=quote_identifier(name))
+            )
             sealed.add(name)
         return frozenset(sealed), frozenset(known | set(self.views))
 
@@ -251,7 +280,9 @@ class SqliteExecutor:
         try:
             groups = json.dumps(list(scope.groups))
             conn.create_function("rag_caller_id", 0, lambda: scope.caller_id, deterministic=True)
-            conn.create_function("rag_caller_see_all", 0, lambda: 1 if scope.see_all else 0, deterministic=True)
+            conn.create_function(
+                "rag_caller_see_all", 0, lambda: 1 if scope.see_all else 0, deterministic=True
+            )
             conn.create_function("rag_caller_groups", 0, lambda: groups, deterministic=True)
             oversized = register(conn, VALUE_LIMIT)
             decisions.sealed, decisions.known = self._seal(conn)
@@ -271,11 +302,19 @@ class SqliteExecutor:
         finally:
             timer.cancel()
             conn.close()
-        return QueryResult(columns, rows, cap is not None, self.row_cap, (time.monotonic() - started) * 1000,
-                           cap=cap, byte_cap=self.byte_cap)
+        return QueryResult(
+            columns,
+            rows,
+            cap is not None,
+            self.row_cap,
+            (time.monotonic() - started) * 1000,
+            cap=cap,
+            byte_cap=self.byte_cap,
+        )
 
-    def _refusal(self, exc: BaseException, timed_out: bool, decisions: _Decisions,
-                 oversized: list[str]) -> GuardrailError:
+    def _refusal(
+        self, exc: BaseException, timed_out: bool, decisions: _Decisions, oversized: list[str]
+    ) -> GuardrailError:
         text = str(exc)
         if timed_out:
             return GuardrailError(f"query stopped at the {self.timeout_s:g} s timeout")
@@ -283,7 +322,9 @@ class SqliteExecutor:
             why = decisions.denied[0] if decisions.denied else "not authorized"
             return GuardrailError(f"the database refused the query: {why}")
         if "pattern too complex" in text:
-            return GuardrailError(f"size limit: a LIKE or GLOB pattern longer than {LIKE_PATTERN_LIMIT} bytes")
+            return GuardrailError(
+                f"size limit: a LIKE or GLOB pattern longer than {LIKE_PATTERN_LIMIT} bytes"
+            )
         if oversized:
             return GuardrailError(f"size limit: {oversized[0]}")
         if "too big" in text or isinstance(exc, OverflowError | MemoryError):

@@ -89,7 +89,9 @@ def _replace(limit: int, refused: list[str]) -> Callable[[Any, Any, Any], str | 
         text, find = _text(value), _text(pattern)
         if text is None or find is None:
             return None
-        if not find or find[0] == "\x00":  # SQLite returns X for an empty pattern (its test is the first byte)
+        if (
+            not find or find[0] == "\x00"
+        ):  # SQLite returns X for an empty pattern (its test is the first byte)
             return text
         new = _text(replacement)
         if new is None:

@@ -82,9 +82,16 @@ def harden(conn: Any, db_file: str, limits: dict[int, int]) -> None:
         lib.sqlite3_limit(db, limit, value)
         if lib.sqlite3_limit(db, limit, -1) != value:
             raise NativeError(f"SQLite limit {limit} did not take")
-    for op, on in ((DBCONFIG_DEFENSIVE, 1), (DBCONFIG_DQS_DML, 0), (DBCONFIG_DQS_DDL, 0),
-                   (DBCONFIG_ENABLE_LOAD_EXTENSION, 0), (DBCONFIG_ENABLE_TRIGGER, 0)):
+    for op, on in (
+        (DBCONFIG_DEFENSIVE, 1),
+        (DBCONFIG_DQS_DML, 0),
+        (DBCONFIG_DQS_DDL, 0),
+        (DBCONFIG_ENABLE_LOAD_EXTENSION, 0),
+        (DBCONFIG_ENABLE_TRIGGER, 0),
+    ):
         result = ctypes.c_int(-1)
-        rc = lib.sqlite3_db_config(ctypes.c_void_p(db), ctypes.c_int(op), ctypes.c_int(on), ctypes.byref(result))
+        rc = lib.sqlite3_db_config(
+            ctypes.c_void_p(db), ctypes.c_int(op), ctypes.c_int(on), ctypes.byref(result)
+        )
         if rc != 0 or result.value != on:
             raise NativeError(f"SQLite configuration {op} did not take")

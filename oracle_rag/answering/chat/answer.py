@@ -80,10 +80,13 @@ EXTRACTIVE_HEADER = say("en", "extractive")
 EXTRACTIVE_HEADERS = in_every_language("extractive")  # the answer without a model begins with one of these
 EXTRACTIVE_COUNT = 3
 EXTRACTIVE_POOL = 5
-NOTHING_FOUND = ("I could not find any records you are allowed to see that match the question, "
-                 "so I cannot answer it.")
-UNCHECKED = ("The language model's answer could not be checked against the records it was given, "
-             "so here are the most relevant records instead:")
+NOTHING_FOUND = (
+    "I could not find any records you are allowed to see that match the question, so I cannot answer it."
+)
+UNCHECKED = (
+    "The language model's answer could not be checked against the records it was given, "
+    "so here are the most relevant records instead:"
+)
 MODEL_FAILED = "({what}; the answer above is computed from the data.)"
 
 Observer = Callable[[str, float, dict[str, str]], None]
@@ -98,7 +101,12 @@ class RetrievalInfo:
     chunks: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode, "k": self.k, "latency_ms": round(self.latency_ms, 2), "chunks": self.chunks}
+        return {
+            "mode": self.mode,
+            "k": self.k,
+            "latency_ms": round(self.latency_ms, 2),
+            "chunks": self.chunks,
+        }
 
 
 class Answerer(StrEnum):
@@ -148,9 +156,18 @@ def aggregate_dict(result: AggregateResult | None) -> dict[str, Any] | None:
     """What the API shows of an aggregate: the executed SQL, rows, cap and timeout flags."""
     if result is None:
         return None
-    return {"sql": result.sql, "columns": result.columns, "rows": result.rows, "truncated": result.truncated,
-            "row_cap": result.row_cap, "cap": result.cap, "byte_cap": result.byte_cap,
-            "timed_out": result.timed_out, "error": result.error, "attempts": result.attempts}
+    return {
+        "sql": result.sql,
+        "columns": result.columns,
+        "rows": result.rows,
+        "truncated": result.truncated,
+        "row_cap": result.row_cap,
+        "cap": result.cap,
+        "byte_cap": result.byte_cap,
+        "timed_out": result.timed_out,
+        "error": result.error,
+        "attempts": result.attempts,
+    }
 
 
 @dataclass(frozen=True)
@@ -163,9 +180,13 @@ class ChatEvent:
     error: RagError | None = None
 
 
-def extractive_answer(chunks: Sequence[RetrievedChunk], question: str = "", embed: Embedder | None = None,
-                      texts: Sequence[str] | None = None,
-                      header: str = EXTRACTIVE_HEADER) -> tuple[str, list[Citation]]:
+def extractive_answer(
+    chunks: Sequence[RetrievedChunk],
+    question: str = "",
+    embed: Embedder | None = None,
+    texts: Sequence[str] | None = None,
+    header: str = EXTRACTIVE_HEADER,
+) -> tuple[str, list[Citation]]:
     """The labelled no-model answer: the records whose sentences answer ``question`` best, each with
     its anchor, its first line and those sentences (a comment's author and date kept).
 
@@ -188,7 +209,9 @@ def extractive_answer(chunks: Sequence[RetrievedChunk], question: str = "", embe
         if passage is not None:
             quoted = [quote(s) for s in passage.sentences]
             lines.extend(f"   {q}" for q in quoted)
-            citations.append(Citation(c.source_type, c.source_id, snippet(" ".join(s.text for s in passage.sentences))))
+            citations.append(
+                Citation(c.source_type, c.source_id, snippet(" ".join(s.text for s in passage.sentences)))
+            )
         else:
             if rest.strip():
                 lines.append(f"   {snippet(rest, 200, query=question)}")
@@ -227,9 +250,16 @@ class _Prepared:
 class Chat:
     """The product's answer logic; the web API and the CLI only call it."""
 
-    def __init__(self, rag: RagSystem, llm: LLMClient | None = _UNSET, *, observer: Observer | None = None,
-                 settings: Settings | None = None, structured: bool = True,
-                 today: Callable[[], dt.date] | None = None) -> None:
+    def __init__(
+        self,
+        rag: RagSystem,
+        llm: LLMClient | None = _UNSET,
+        *,
+        observer: Observer | None = None,
+        settings: Settings | None = None,
+        structured: bool = True,
+        today: Callable[[], dt.date] | None = None,
+    ) -> None:
         """``llm`` defaults to the one configured in settings (None: extractive answers);
         ``settings`` defaults to the RagSystem's (chat knobs: top_k, history budget, limits).
         ``structured=False`` turns the structured answerer off (the retrieval-only baseline of
@@ -242,16 +272,25 @@ class Chat:
         self.observer = observer
         self.today = today or (lambda: dt.datetime.now(dt.UTC).date())
         people = getattr(rag, "people", None)
-        self.answers = AnswerService(rag.engine, lambda: declared_facets(rag), list_limit=self.settings.list_limit,
-                                     people=people.names if people is not None else None) if structured else None
+        self.answers = (
+            AnswerService(
+                rag.engine,
+                lambda: declared_facets(rag),
+                list_limit=self.settings.list_limit,
+                people=people.names if people is not None else None,
+            )
+            if structured
+            else None
+        )
 
     def _observe(self, what: str, seconds: float, **labels: str) -> None:
         if self.observer is not None:
             self.observer(what, seconds, labels)
 
     # -- the shared first half -------------------------------------------
-    def _understand(self, text: str, who: Caller, mode: str,
-                    drop: Sequence[str]) -> tuple[StructuredResult | None, str, Understanding | None]:
+    def _understand(
+        self, text: str, who: Caller, mode: str, drop: Sequence[str]
+    ) -> tuple[StructuredResult | None, str, Understanding | None]:
         """The structured answer when the question is a lookup, a filter list or a count, the
         question's topic (its words less the filler: what a topic question is searched with), and what
         was understood (None without the structured answerer)."""
@@ -261,9 +300,15 @@ class Chat:
         u, vocab = self.answers.understand(text, who, today=self.today(), drop=drop)
         if not u.structured:
             return None, u.topic or text, u
-        with tracing.span("structured sql", {"db.system.name": self.rag.engine.sql_dialect,
-                                             "db.operation.name": "SELECT",
-                                             "oracle_rag.structured.kind": u.kind}, kind="client") as sql_span:
+        with tracing.span(
+            "structured sql",
+            {
+                "db.system.name": self.rag.engine.sql_dialect,
+                "db.operation.name": "SELECT",
+                "oracle_rag.structured.kind": u.kind,
+            },
+            kind="client",
+        ) as sql_span:
             result = self.answers.run(u, vocab, who, mode=mode, settings=self.settings)
             sql_span.set_attribute("db.response.returned_rows", len(result.records))
             if result.total is not None:
@@ -271,8 +316,16 @@ class Chat:
         self._observe("retrieval", time.perf_counter() - started, mode="structured")
         return result, u.topic or text, u
 
-    def _prepare(self, question: Any, caller: Any, conversation_id: Any, mode: Any, store: bool,
-                 given_history: Sequence[Turn] = (), drop: Sequence[str] = ()) -> _Prepared:
+    def _prepare(
+        self,
+        question: Any,
+        caller: Any,
+        conversation_id: Any,
+        mode: Any,
+        store: bool,
+        given_history: Sequence[Turn] = (),
+        drop: Sequence[str] = (),
+    ) -> _Prepared:
         who = require_caller(caller)
         text = clean_query(question, self.settings.max_question_chars)
         mode = DEFAULT_MODE if mode is None else mode
@@ -299,28 +352,58 @@ class Chat:
                 # topic question: asking a (slow, maybe weak) model to route it cost a model call and
                 # sent "is there anything about the nightly backup?" to SQL. An aggregate of a measure
                 # ("the largest estimate") is the words' to route, not the model's.
-                by_words = measure_route(understood_as.measure if understood_as else None,
-                                         llm_available=self.llm is not None)
-                chosen = by_words or (route(text, self.llm) if self.answers is None or looks_aggregate(text)
-                                      else fallback_route(text, llm_available=False))
+                by_words = measure_route(
+                    understood_as.measure if understood_as else None, llm_available=self.llm is not None
+                )
+                chosen = by_words or (
+                    route(text, self.llm)
+                    if self.answers is None or looks_aggregate(text)
+                    else fallback_route(text, llm_available=False)
+                )
                 if chosen.aggregation and not self.rag.sources.settle():
                     # no reference application, no views for guarded SQL: the records answer
                     chosen = Route(retrieval=True, aggregation=False, decided_by=chosen.decided_by)
-                understood.set_attributes({"oracle_rag.route": chosen.name,
-                                           "oracle_rag.route.retrieval": chosen.retrieval,
-                                           "oracle_rag.route.aggregation": chosen.aggregation})
+                understood.set_attributes(
+                    {
+                        "oracle_rag.route": chosen.name,
+                        "oracle_rag.route.retrieval": chosen.retrieval,
+                        "oracle_rag.route.aggregation": chosen.aggregation,
+                    }
+                )
             else:
-                understood.set_attributes({"oracle_rag.route": "structured",
-                                           "oracle_rag.structured.kind": structured.understanding.kind})
+                understood.set_attributes(
+                    {
+                        "oracle_rag.route": "structured",
+                        "oracle_rag.structured.kind": structured.understanding.kind,
+                    }
+                )
         if structured is not None:
-            info = RetrievalInfo(mode, self.settings.list_limit, (time.perf_counter() - started) * 1000,
-                                 len(structured.records))
-            return _Prepared(who, text, mode, conversation_id, new, store or not new, [], info, history,
-                             Route(False, False, "structured"), None, structured)
+            info = RetrievalInfo(
+                mode,
+                self.settings.list_limit,
+                (time.perf_counter() - started) * 1000,
+                len(structured.records),
+            )
+            return _Prepared(
+                who,
+                text,
+                mode,
+                conversation_id,
+                new,
+                store or not new,
+                [],
+                info,
+                history,
+                Route(False, False, "structured"),
+                None,
+                structured,
+            )
         chunks: list[RetrievedChunk] = []
         info = RetrievalInfo(mode, 0, 0.0, 0)
         if chosen.retrieval:
-            with tracing.span("retrieval", {"oracle_rag.search.mode": mode, "enduser.id": str(who.employee_id)}) as found:
+            with tracing.span(
+                "retrieval", {"oracle_rag.search.mode": mode, "enduser.id": str(who.employee_id)}
+            ) as found:
                 retriever = Retriever(self.rag.engine, self.settings)
                 # "¿hay tareas sobre el checkout?": the records of the type the question asks for
                 asked = tuple(understood_as.asked_types) if understood_as is not None else ()
@@ -335,45 +418,112 @@ class Chat:
             started = time.monotonic()
             with tracing.span("aggregate", {"enduser.id": str(who.employee_id)}) as counted:
                 aggregate = self.aggregates.ask(text, who, self.llm.complete_query)
-                counted.set_attributes({"oracle_rag.sql.attempts": aggregate.attempts,
-                                        "oracle_rag.sql.outcome": "error" if aggregate.error else "ok"})
-            self._observe("aggregate", time.monotonic() - started, outcome="error" if aggregate.error else "ok")
+                counted.set_attributes(
+                    {
+                        "oracle_rag.sql.attempts": aggregate.attempts,
+                        "oracle_rag.sql.outcome": "error" if aggregate.error else "ok",
+                    }
+                )
+            self._observe(
+                "aggregate", time.monotonic() - started, outcome="error" if aggregate.error else "ok"
+            )
         # A follow-up ("and the third?") is about what the conversation is about: its own words cannot
         # tell that nothing is about it.
         # An aggregate question answered from records (no model to write its SQL) says so already.
-        weak = (understood_as is not None and bool(chunks) and aggregate is None and not history
-                and chosen.decided_by != "words" and not looks_aggregate(text)
-                and weak_evidence(topic, (c.content for c in chunks)))
-        return _Prepared(who, text, mode, conversation_id, new, store or not new, chunks, info, history,
-                         chosen, aggregate, None, topic, understood_as.language if understood_as else "en", weak,
-                         preface)
+        weak = (
+            understood_as is not None
+            and bool(chunks)
+            and aggregate is None
+            and not history
+            and chosen.decided_by != "words"
+            and not looks_aggregate(text)
+            and weak_evidence(topic, (c.content for c in chunks))
+        )
+        return _Prepared(
+            who,
+            text,
+            mode,
+            conversation_id,
+            new,
+            store or not new,
+            chunks,
+            info,
+            history,
+            chosen,
+            aggregate,
+            None,
+            topic,
+            understood_as.language if understood_as else "en",
+            weak,
+            preface,
+        )
 
-    def _finish(self, prep: _Prepared, text: str, citations: list[Citation], answerer: Answerer,
-                checked: dict[str, Any] | None = None) -> ChatAnswer:
+    def _finish(
+        self,
+        prep: _Prepared,
+        text: str,
+        citations: list[Citation],
+        answerer: Answerer,
+        checked: dict[str, Any] | None = None,
+    ) -> ChatAnswer:
         guarded_sql = prep.aggregate.sql if prep.aggregate is not None else None
-        details = (structured_render.structured_dict(prep.structured, prep.caller.employee_id)
-                   if prep.structured is not None else None)
+        details = (
+            structured_render.structured_dict(prep.structured, prep.caller.employee_id)
+            if prep.structured is not None
+            else None
+        )
         message_id = None
         if prep.store and prep.conversation_id is not None:
-            understood = ({"kind": details["kind"], "filters": details["filters"], "language": details["language"]}
-                          if details else None)
-            message_id = self.store.append_turn(prep.conversation_id, prep.caller.employee_id, prep.question, text,
-                                                citations, new=prep.new_conversation, understood=understood,
-                                                guarded_sql=guarded_sql)
+            understood = (
+                {"kind": details["kind"], "filters": details["filters"], "language": details["language"]}
+                if details
+                else None
+            )
+            message_id = self.store.append_turn(
+                prep.conversation_id,
+                prep.caller.employee_id,
+                prep.question,
+                text,
+                citations,
+                new=prep.new_conversation,
+                understood=understood,
+                guarded_sql=guarded_sql,
+            )
         self._observe("answer", 0.0, answerer=answerer)
         audit_for(self.rag.engine).record(
-            prep.caller.employee_id, "answer", [(c.source_type, c.source_id) for c in citations],
-            guarded_sql=guarded_sql, masked_sql=masked_literals(guarded_sql, self.rag.engine.sql_dialect),
-            question=prep.question)
-        route_name = (RouteName.STRUCTURED if prep.structured is not None else prep.route.name if prep.route
-                      else RouteName.RETRIEVAL)
-        return ChatAnswer(text, citations, prep.conversation_id if prep.store else None, prep.retrieval, answerer,
-                          route_name, prep.aggregate, details, checked, message_id)
+            prep.caller.employee_id,
+            "answer",
+            [(c.source_type, c.source_id) for c in citations],
+            guarded_sql=guarded_sql,
+            masked_sql=masked_literals(guarded_sql, self.rag.engine.sql_dialect),
+            question=prep.question,
+        )
+        route_name = (
+            RouteName.STRUCTURED
+            if prep.structured is not None
+            else prep.route.name
+            if prep.route
+            else RouteName.RETRIEVAL
+        )
+        return ChatAnswer(
+            text,
+            citations,
+            prep.conversation_id if prep.store else None,
+            prep.retrieval,
+            answerer,
+            route_name,
+            prep.aggregate,
+            details,
+            checked,
+            message_id,
+        )
 
     def _answerer(self, prep: _Prepared) -> Answerer:
         if prep.structured is not None:
             # the model writes prose only where there are records or numbers to talk about
-            worth = prep.structured.records or (prep.structured.total and prep.structured.understanding.kind == AnswerKind.COUNT)
+            worth = prep.structured.records or (
+                prep.structured.total and prep.structured.understanding.kind == AnswerKind.COUNT
+            )
             return Answerer.LLM if self.llm is not None and worth else Answerer.STRUCTURED
         agg = prep.aggregate
         if agg is not None and agg.error and not prep.chunks:
@@ -381,15 +531,19 @@ class Chat:
         if not prep.chunks and agg is None:
             return Answerer.NONE
         if prep.weak:
-            return Answerer.EXTRACTIVE  # nothing is about the topic: no model is asked to make something of it
+            return (
+                Answerer.EXTRACTIVE
+            )  # nothing is about the topic: no model is asked to make something of it
         return Answerer.LLM if self.llm is not None else Answerer.EXTRACTIVE
 
     def _direct_text(self, prep: _Prepared, answerer: Answerer) -> tuple[str, list[Citation]]:
         """The answer when no model call is needed (no records, extractive, failed aggregate)."""
         if answerer == Answerer.STRUCTURED:
             assert prep.structured is not None
-            return (structured_render.render_text(prep.structured, prep.caller.employee_id),
-                    structured_citations(prep.structured))
+            return (
+                structured_render.render_text(prep.structured, prep.caller.employee_id),
+                structured_citations(prep.structured),
+            )
         if answerer == Answerer.NONE:
             return (f"{prep.preface}\n\n{NOTHING_FOUND}" if prep.preface else NOTHING_FOUND), []
         if answerer == Answerer.AGGREGATE:
@@ -414,7 +568,9 @@ class Chat:
         with self.rag.engine.connect() as conn:
             for c in pool:
                 try:
-                    texts.append(chunk_detail(conn, self.rag.engine, prep.caller, c.source_type, c.source_id).content)
+                    texts.append(
+                        chunk_detail(conn, self.rag.engine, prep.caller, c.source_type, c.source_id).content
+                    )
                 except NotFoundError:  # gone since it was retrieved: what was retrieved is what there is
                     texts.append(c.content)
         return extractive_answer(pool, prep.question, self._embed, texts, say(prep.language, "extractive"))
@@ -429,6 +585,7 @@ class Chat:
 
     def visible_records(self, caller: Caller) -> Visible:
         """A scope check for the records an answer's text mentions, run in SQL (one statement per type)."""
+
         def check(keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
             by_type: dict[str, list[str]] = {}
             for source_type, source_id in keys:
@@ -436,8 +593,10 @@ class Chat:
             seen: set[tuple[str, str]] = set()
             with self.rag.engine.connect() as conn:
                 for source_type, ids in sorted(by_type.items()):
-                    rows = conn.execute(self.rag.engine.statement(chat_sql.VISIBLE_RECORDS),
-                                        {"source_type": source_type, "ids": sorted(ids), **caller.scope().binds()})
+                    rows = conn.execute(
+                        self.rag.engine.statement(chat_sql.VISIBLE_RECORDS),
+                        {"source_type": source_type, "ids": sorted(ids), **caller.scope().binds()},
+                    )
                     seen |= {(source_type, str(r[0])) for r in rows}
             return seen
 
@@ -448,8 +607,9 @@ class Chat:
         if self.answers is None:
             return Subject.of([(t.lower(), t.upper()) for t in self.rag.sources.types()])
         meanings = self.answers.parser(caller.scope()).vocab.meanings
-        return Subject.of([(m.noun(2, "en") if m.nouns else t.lower(), m.anchor or t.upper())
-                           for t, m in meanings.items()])
+        return Subject.of(
+            [(m.noun(2, "en") if m.nouns else t.lower(), m.anchor or t.upper()) for t, m in meanings.items()]
+        )
 
     def record_words(self, caller: Caller) -> RecordWords:
         """The words that name records (the sources' declarations), for redacting mentions."""
@@ -462,7 +622,7 @@ class Chat:
 
     def _given(self, prep: _Prepared) -> list[RetrievedChunk]:
         """The chunks a topic answer hands to the model: the first ``llm_passages``."""
-        return prep.chunks[:self.settings.llm_passages]
+        return prep.chunks[: self.settings.llm_passages]
 
     def _usable_aggregate(self, prep: _Prepared) -> AggregateResult | None:
         return prep.aggregate if prep.aggregate is not None and not prep.aggregate.error else None
@@ -470,12 +630,18 @@ class Chat:
     def _messages(self, prep: _Prepared) -> list[dict[str, str]]:
         if prep.structured is not None:
             shown = structured_render.render_text(prep.structured, prep.caller.employee_id)
-            facts = structured_data(prep.structured, prep.caller.employee_id, shown.split("\n", 1)[0],
-                                    self.settings.llm_passages)
+            facts = structured_data(
+                prep.structured, prep.caller.employee_id, shown.split("\n", 1)[0], self.settings.llm_passages
+            )
             return build_structured_messages(prep.question, facts, prep.history, self.subject(prep.caller))
-        return build_messages(prep.question, self._given(prep), prep.history, self._usable_aggregate(prep),
-                              subject=self.subject(prep.caller),
-                              query_chars=self.settings.aggregate_prompt_chars)
+        return build_messages(
+            prep.question,
+            self._given(prep),
+            prep.history,
+            self._usable_aggregate(prep),
+            subject=self.subject(prep.caller),
+            query_chars=self.settings.aggregate_prompt_chars,
+        )
 
     def _evidence(self, prep: _Prepared) -> Evidence:
         """What the model's sentences are checked against (:mod:`oracle_rag.answering.chat.evidence`)."""
@@ -513,11 +679,12 @@ class Chat:
         run.tally = checker.tally
         gap = "\n\n" if head else ""  # what goes before the next kept sentence (its predecessor's spacing)
         try:
-            for sentence in checker.feed(redact_stream(open_model(), self.visible_records(prep.caller),
-                                                           self.record_words(prep.caller))):
+            for sentence in checker.feed(
+                redact_stream(open_model(), self.visible_records(prep.caller), self.record_words(prep.caller))
+            ):
                 body = sentence.rstrip()
                 yield gap + body
-                gap = sentence[len(body):]
+                gap = sentence[len(body) :]
         except LLMError as exc:
             self._observe("llm", time.monotonic() - started, outcome="error")
             if not head:
@@ -526,8 +693,12 @@ class Chat:
             yield "\n\n" + MODEL_FAILED.format(what=exc.message)
             return
         self._observe("llm", time.monotonic() - started, outcome="ok")
-        self._observe("checked", 0.0, kept=str(checker.tally.sentences - checker.tally.removed),
-                      removed=str(checker.tally.removed))
+        self._observe(
+            "checked",
+            0.0,
+            kept=str(checker.tally.sentences - checker.tally.removed),
+            removed=str(checker.tally.removed),
+        )
         kept = checker.text
         tally = checker.tally
         if tally.sentences and ((evidence.cite and not tally.cited) or (not head and not kept)):
@@ -538,9 +709,17 @@ class Chat:
             run.citations = select_citations(kept, self._given(prep), prep.question)
 
     # -- public ----------------------------------------------------------
-    def answer(self, question: str, caller: Caller, conversation_id: str | None = None,
-               mode: str | None = None, *, store: bool = True, history: Sequence[Turn] = (),
-               drop_filters: Sequence[str] = ()) -> ChatAnswer:
+    def answer(
+        self,
+        question: str,
+        caller: Caller,
+        conversation_id: str | None = None,
+        mode: str | None = None,
+        *,
+        store: bool = True,
+        history: Sequence[Turn] = (),
+        drop_filters: Sequence[str] = (),
+    ) -> ChatAnswer:
         """Answer in one piece. ``store=False`` keeps a first question out of the history;
         ``history`` is a conversation the client keeps (the OpenAI protocol), used without one;
         ``drop_filters`` names understood filters (their chip keys) to leave out."""
@@ -552,6 +731,7 @@ class Chat:
         assert llm is not None
         messages = self._messages(prep)
         if self._head(prep):
+
             def opened() -> Iterator[str]:
                 return iter([llm.complete(messages)])
         else:
@@ -564,13 +744,22 @@ class Chat:
 
             def opened() -> Iterator[str]:
                 return iter([reply])
+
         run = _Run(answerer)
         text = "".join(self._compose(prep, opened, run))
         return self._finish(prep, text, run.citations, run.answerer, run.checked())
 
-    def stream(self, question: str, caller: Caller, conversation_id: str | None = None,
-               mode: str | None = None, *, store: bool = True, history: Sequence[Turn] = (),
-               drop_filters: Sequence[str] = ()) -> ChatStream:
+    def stream(
+        self,
+        question: str,
+        caller: Caller,
+        conversation_id: str | None = None,
+        mode: str | None = None,
+        *,
+        store: bool = True,
+        history: Sequence[Turn] = (),
+        drop_filters: Sequence[str] = (),
+    ) -> ChatStream:
         """Prepare and open the answer; iterate the result for ``ChatEvent``s."""
         prep = self._prepare(question, caller, conversation_id, mode, store, history, drop_filters)
         answerer = self._answerer(prep)
@@ -615,16 +804,26 @@ class _Run:
 def nothing_about_topic(result: StructuredResult) -> bool:
     """A list with a topic whose filters match records, none of them about the topic."""
     u = result.understanding
-    return u.kind == AnswerKind.LIST and relevance.restricts(u.topic) and bool(result.total) and not result.records
+    return (
+        u.kind == AnswerKind.LIST
+        and relevance.restricts(u.topic)
+        and bool(result.total)
+        and not result.records
+    )
 
 
 def dropped_filters(result: StructuredResult, caller_id: int | None) -> str:
     """ "None of the 21 tasks matching status: BLOCKED is about “SSO upgrade”; without status: BLOCKED, ..." """
     u = result.understanding
     total = result.total or 0
-    return say(u.language, "none_about", total=total, topic=u.topic,
-               noun=structured_render.noun(result.vocab, u.target_type, total, u.language),
-               filters=structured_render.describe_all(result, caller_id))
+    return say(
+        u.language,
+        "none_about",
+        total=total,
+        topic=u.topic,
+        noun=structured_render.noun(result.vocab, u.target_type, total, u.language),
+        filters=structured_render.describe_all(result, caller_id),
+    )
 
 
 def structured_citations(result: StructuredResult) -> list[Citation]:
@@ -646,9 +845,15 @@ def check_drop(drop: Any) -> tuple[str, ...]:
     """``drop_filters``: chip keys of understood filters to leave out (a list of short strings)."""
     if drop is None:
         return ()
-    if isinstance(drop, str) or not isinstance(drop, list | tuple) or len(drop) > MAX_DROP or not all(
-            isinstance(k, str) and 0 < len(k) <= 64 for k in drop):
-        raise InputError(f"drop_filters must be a list of at most {MAX_DROP} filter keys (strings of 1-64 characters)")
+    if (
+        isinstance(drop, str)
+        or not isinstance(drop, list | tuple)
+        or len(drop) > MAX_DROP
+        or not all(isinstance(k, str) and 0 < len(k) <= 64 for k in drop)
+    ):
+        raise InputError(
+            f"drop_filters must be a list of at most {MAX_DROP} filter keys (strings of 1-64 characters)"
+        )
     return tuple(drop)
 
 
@@ -677,12 +882,14 @@ class ChatStream:
                 return
             text = "".join(parts)
             if self.answerer == Answerer.LLM and not text.strip():
-                yield ChatEvent("error", error=LLMError("the language model returned an empty answer",
-                                                        http_status=502))
+                yield ChatEvent(
+                    "error", error=LLMError("the language model returned an empty answer", http_status=502)
+                )
                 return
             try:
-                self.answer = self._chat._finish(self._prep, text, self._run.citations, self._run.answerer,
-                                                 self._run.checked())
+                self.answer = self._chat._finish(
+                    self._prep, text, self._run.citations, self._run.answerer, self._run.checked()
+                )
             except RagError as exc:
                 yield ChatEvent("error", error=exc)
                 return

@@ -90,17 +90,24 @@ FETCH FIRST :limit ROWS ONLY""",
 # them in CHUNK_NO order), with the same scope predicate as every search
 # statement (binds :see_all, :caller_id): a record the caller may not see reads
 # exactly like one that does not exist.
-GET_CHUNK = Sql.both("""SELECT c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.UPDATED_AT,
+GET_CHUNK = Sql.both(
+    """SELECT c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, c.OWNER_ID, c.PROJECT_ID, c.SPRINT_ID, c.UPDATED_AT,
        c.CHUNK_NO
 FROM RAG_CHUNK c
 WHERE c.SOURCE_TYPE = :source_type
   AND c.SOURCE_ID = :source_id
-  AND """ + SCOPE)
+  AND """
+    + SCOPE
+)
 
 # Which of the task ids an answer mentions the caller may see (same scope predicate).
 # The records of one type an answer mentions that the caller may see (answering/chat/mentions.py).
-VISIBLE_RECORDS = Sql.both("""SELECT DISTINCT c.SOURCE_ID
+VISIBLE_RECORDS = Sql.both(
+    """SELECT DISTINCT c.SOURCE_ID
 FROM RAG_CHUNK c
 WHERE c.SOURCE_TYPE = :source_type
   AND c.SOURCE_ID IN :ids
-  AND """ + SCOPE, expanding=("ids",))
+  AND """
+    + SCOPE,
+    expanding=("ids",),
+)

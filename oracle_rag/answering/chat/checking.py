@@ -54,39 +54,123 @@ _ANCHOR = re.compile(r"(?<![\w.\-])([A-Za-z][A-Za-z0-9_.\-]*)\s*#\s*([A-Za-z0-9_
 # an upper-case type before one ("PROJECT #Atlas"): they name a record too, so it must be a given one.
 # The bracketed id is read from its first to its last non-space character, so that no run of spaces can be
 # split between the id and the spaces around it (a lazy id between two \s* was cubic in such a run).
-_WORD_ANCHOR = re.compile(r"\[\s*([A-Za-z][A-Za-z0-9_.\-]*)\s*#(?:\s*([^\[\]#\s](?:[^\[\]#]*[^\[\]#\s])?))?\s*\]"
-                          r"|(?<![\w.\-])([A-Z][A-Z0-9_]+)\s*#\s*([A-Za-z]\w*)")
+_WORD_ANCHOR = re.compile(
+    r"\[\s*([A-Za-z][A-Za-z0-9_.\-]*)\s*#(?:\s*([^\[\]#\s](?:[^\[\]#]*[^\[\]#\s])?))?\s*\]"
+    r"|(?<![\w.\-])([A-Z][A-Z0-9_]+)\s*#\s*([A-Za-z]\w*)"
+)
 # A link to a record's page or API (docs/chat.md): /chunk/task/42, /api/chunks/TASK/42 names TASK #42.
 _LINK = re.compile(r"/(?:api/)?chunks?/([A-Za-z][A-Za-z0-9_.\-]*)/([A-Za-z0-9_\-]+)")
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(?:([.,])(\d+))?(?![\w])")
 _BOUNDARY = re.compile(r"(?<=[.!?])[ \t]+(?=\S)|\n+")
-_ONLY_ANCHORS = re.compile(r"^[\s\[\](),;.]*(?:\[[^\[\]#]*#[^\[\]]*\][\s\[\](),;.]*)+$")  # an anchor's first "#" splits it
+_ONLY_ANCHORS = re.compile(
+    r"^[\s\[\](),;.]*(?:\[[^\[\]#]*#[^\[\]]*\][\s\[\](),;.]*)+$"
+)  # an anchor's first "#" splits it
 _DONT_KNOW = re.compile(
     r"\b(do(?:es)? not (?:know|say)|don'?t (?:know|say)|not (?:enough|contain|include|mention)|no information|cannot (?:tell|say|"
     r"answer|find)|can'?t (?:tell|say)|unclear|no s[eé]|no (?:lo )?(?:contiene|menciona|indica)|no hay informaci[oó]n)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _MARKER = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
-_LIST_MARKER = re.compile(r"\s*\d{1,3}[.)]\s*")  # a numbered list item's marker: formatting, not a number stated
+_LIST_MARKER = re.compile(
+    r"\s*\d{1,3}[.)]\s*"
+)  # a numbered list item's marker: formatting, not a number stated
 _WORDS = re.compile(r"[^\W\d_]{2,}")  # a word of two letters or more (a fragment has at most one)
-_TYPE_NUMBER = re.compile(r"\b([^\W\d_]+)[ \t]+(?:no\.?[ \t]*|number[ \t]+|n[uú]mero[ \t]+)?\d+\b", re.IGNORECASE)
+_TYPE_NUMBER = re.compile(
+    r"\b([^\W\d_]+)[ \t]+(?:no\.?[ \t]*|number[ \t]+|n[uú]mero[ \t]+)?\d+\b", re.IGNORECASE
+)
 _NEGATION = {"not", "no", "isn", "isnt", "aren", "arent", "never", "nunca", "ni", "without", "sin"}
 
 # Number words, EN and ES (folded). "one"/"uno"/"una"/"un" count only before a record word.
-_UNITS_EN = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-             "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
-_TENS_EN = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
-            "ninety": 90, "hundred": 100}
-_UNITS_ES = ["cero", "uno", "dos", "tres", "cuatro", "cinco", "seis", "siete", "ocho", "nueve", "diez", "once",
-             "doce", "trece", "catorce", "quince", "dieciseis", "diecisiete", "dieciocho", "diecinueve", "veinte",
-             "veintiuno", "veintidos", "veintitres", "veinticuatro", "veinticinco", "veintiseis", "veintisiete",
-             "veintiocho", "veintinueve"]
-_TENS_ES = {"treinta": 30, "cuarenta": 40, "cincuenta": 50, "sesenta": 60, "setenta": 70, "ochenta": 80,
-            "noventa": 90, "cien": 100, "ciento": 100}
-NUMBER_WORDS: dict[str, int] = {**{w: i for i, w in enumerate(_UNITS_EN)}, **_TENS_EN,
-                                **{w: i for i, w in enumerate(_UNITS_ES)}, **_TENS_ES,
-                                "una": 1, "un": 1, "veintiun": 21, "veintiuna": 21, "couple": 2, "dozen": 12,
-                                "docena": 12}
+_UNITS_EN = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
+_TENS_EN = {
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+    "hundred": 100,
+}
+_UNITS_ES = [
+    "cero",
+    "uno",
+    "dos",
+    "tres",
+    "cuatro",
+    "cinco",
+    "seis",
+    "siete",
+    "ocho",
+    "nueve",
+    "diez",
+    "once",
+    "doce",
+    "trece",
+    "catorce",
+    "quince",
+    "dieciseis",
+    "diecisiete",
+    "dieciocho",
+    "diecinueve",
+    "veinte",
+    "veintiuno",
+    "veintidos",
+    "veintitres",
+    "veinticuatro",
+    "veinticinco",
+    "veintiseis",
+    "veintisiete",
+    "veintiocho",
+    "veintinueve",
+]
+_TENS_ES = {
+    "treinta": 30,
+    "cuarenta": 40,
+    "cincuenta": 50,
+    "sesenta": 60,
+    "setenta": 70,
+    "ochenta": 80,
+    "noventa": 90,
+    "cien": 100,
+    "ciento": 100,
+}
+NUMBER_WORDS: dict[str, int] = {
+    **{w: i for i, w in enumerate(_UNITS_EN)},
+    **_TENS_EN,
+    **{w: i for i, w in enumerate(_UNITS_ES)},
+    **_TENS_ES,
+    "una": 1,
+    "un": 1,
+    "veintiun": 21,
+    "veintiuna": 21,
+    "couple": 2,
+    "dozen": 12,
+    "docena": 12,
+}
 _WEAK_ONE = {"one", "uno", "una", "un", "couple"}
 _ZERO_WORDS = {"no", "zero", "none", "ningun", "ninguna", "ninguno", "nada", "cero"}
 
@@ -106,8 +190,12 @@ class Evidence:
     vocab: Vocabulary | None = None
     cite: bool = False
     dates: frozenset[str] = frozenset()
-    shown: frozenset[str] = frozenset()  # the computed part's lines (folded): a sentence repeating one adds nothing
-    support: Support | None = None  # the given records' texts: what a sentence naming one must be supported by
+    shown: frozenset[str] = (
+        frozenset()
+    )  # the computed part's lines (folded): a sentence repeating one adds nothing
+    support: Support | None = (
+        None  # the given records' texts: what a sentence naming one must be supported by
+    )
 
     @property
     def anchors(self) -> set[tuple[str, str]]:
@@ -148,11 +236,17 @@ def _line(text: str) -> str:
     return " ".join(fold(_MARKER.sub("", text.strip())).split()).rstrip(".")
 
 
-def evidence_from(texts: Iterable[str], *, counts: Iterable[float] = (),
-                  records: Mapping[tuple[str, str], tuple[dict[str, Any], str]] | None = None,
-                  vocab: Vocabulary | None = None, cite: bool = False, shown: str = "",
-                  record_texts: Mapping[tuple[str, str], str] | None = None,
-                  embed: Embedder | None = None) -> Evidence:
+def evidence_from(
+    texts: Iterable[str],
+    *,
+    counts: Iterable[float] = (),
+    records: Mapping[tuple[str, str], tuple[dict[str, Any], str]] | None = None,
+    vocab: Vocabulary | None = None,
+    cite: bool = False,
+    shown: str = "",
+    record_texts: Mapping[tuple[str, str], str] | None = None,
+    embed: Embedder | None = None,
+) -> Evidence:
     """Evidence from the texts the model was given (facts, records, query results) and the counts.
 
     ``record_texts``: each given record's text, by (TYPE, id), as the model read it: a sentence
@@ -179,15 +273,34 @@ def evidence_from(texts: Iterable[str], *, counts: Iterable[float] = (),
     lines = frozenset(_line(x) for x in shown.split("\n") if x.strip())
     support = None
     if record_texts:
-        facts = {key: " ".join(_fact_words(facet, value, vocab) for facet, value in given[key][0].items())
-                 for key in record_texts if key in given}
-        people = {fold(label) for facet, names in (vocab.labels.items() if vocab else ())
-                  if vocab is not None and vocab.facets.get(facet) is not None and vocab.facets[facet].person
-                  for label in names.values()}
-        support = Support(dict(record_texts), facts, embed, frozenset(w for p in people for w in words(p)),
-                          frozenset(vocab.type_words) if vocab else frozenset())
-    return Evidence(frozenset(numbers), frozenset(float(c) for c in counts), given, vocab, cite, frozenset(dates),
-                    lines, support)
+        facts = {
+            key: " ".join(_fact_words(facet, value, vocab) for facet, value in given[key][0].items())
+            for key in record_texts
+            if key in given
+        }
+        people = {
+            fold(label)
+            for facet, names in (vocab.labels.items() if vocab else ())
+            if vocab is not None and vocab.facets.get(facet) is not None and vocab.facets[facet].person
+            for label in names.values()
+        }
+        support = Support(
+            dict(record_texts),
+            facts,
+            embed,
+            frozenset(w for p in people for w in words(p)),
+            frozenset(vocab.type_words) if vocab else frozenset(),
+        )
+    return Evidence(
+        frozenset(numbers),
+        frozenset(float(c) for c in counts),
+        given,
+        vocab,
+        cite,
+        frozenset(dates),
+        lines,
+        support,
+    )
 
 
 def _fact_words(facet: str, value: Any, vocab: Vocabulary | None) -> str:
@@ -203,14 +316,16 @@ def split_sentences(text: str) -> list[str]:
     parts: list[str] = []
     last = 0
     for m in _BOUNDARY.finditer(text):
-        parts.append(text[last:m.end()])
+        parts.append(text[last : m.end()])
         last = m.end()
     if last < len(text):
         parts.append(text[last:])
     merged: list[list[str]] = []  # joined once at the end: appending to a string per part is quadratic
     for part in parts:
-        if merged and ((_ONLY_ANCHORS.match(part.strip() or "x") and part.strip())
-                       or (len(merged[-1]) == 1 and _LIST_MARKER.fullmatch(merged[-1][0]))):
+        if merged and (
+            (_ONLY_ANCHORS.match(part.strip() or "x") and part.strip())
+            or (len(merged[-1]) == 1 and _LIST_MARKER.fullmatch(merged[-1][0]))
+        ):
             merged[-1].append(part)  # anchors belong to the sentence before; "1. " to the list item after
         else:
             merged.append([part])
@@ -254,14 +369,19 @@ def check_sentence(sentence: str, evidence: Evidence) -> Verdict:
             named.append(key)
         rest = pattern.sub(" ", rest)
     wording = len(_WORDS.findall(rest))
-    if wording == 0 or wording == 1 and not named:  # "8", "16 hours.", "[TASK #4]."; "Found [TASK #4]." is a citation
+    if (
+        wording == 0 or wording == 1 and not named
+    ):  # "8", "16 hours.", "[TASK #4]."; "Found [TASK #4]." is a citation
         return Verdict(False, "fragment")
     vocab = evidence.vocab
     folded = fold(rest)
     if vocab is not None:
         for m in re.finditer(r"\b([a-z]+)\s+(?:no\.?\s*|number\s+|numero\s+|n[º°o]\.?\s*)?(\d+)\b", folded):
-            types = [t for t in vocab.type_words.get(m.group(1), ())
-                     if m.group(1) in {fold(t), fold(t) + "s", fold(t).rstrip("s")}]
+            types = [
+                t
+                for t in vocab.type_words.get(m.group(1), ())
+                if m.group(1) in {fold(t), fold(t) + "s", fold(t).rstrip("s")}
+            ]
             if not types:
                 continue
             keys = [(t.upper(), m.group(2)) for t in types if (t.upper(), m.group(2)) in evidence.records]
@@ -269,8 +389,11 @@ def check_sentence(sentence: str, evidence: Evidence) -> Verdict:
                 named.extend(keys)
             elif float(m.group(2)) not in evidence.numbers:  # not a name the facts use ("Sprint 14")
                 return Verdict(False, "anchor")
-        folded = re.sub(r"\b([a-z]+)\s+(?:no\.?\s*|number\s+|numero\s+)?\d+\b",
-                        lambda m: " " if m.group(1) in vocab.type_words else m.group(0), folded)
+        folded = re.sub(
+            r"\b([a-z]+)\s+(?:no\.?\s*|number\s+|numero\s+)?\d+\b",
+            lambda m: " " if m.group(1) in vocab.type_words else m.group(0),
+            folded,
+        )
     for d in _DATE.findall(folded):
         if d not in evidence.dates:
             return Verdict(False, "number")
@@ -282,8 +405,11 @@ def check_sentence(sentence: str, evidence: Evidence) -> Verdict:
         return Verdict(False, "facet")
     support = evidence.support
     if named and support is not None and any(support.covers(k) for k in named):
-        claim = rest if vocab is None else _TYPE_NUMBER.sub(
-            lambda m: " " if fold(m.group(1)) in vocab.type_words else m.group(0), rest)
+        claim = (
+            rest
+            if vocab is None
+            else _TYPE_NUMBER.sub(lambda m: " " if fold(m.group(1)) in vocab.type_words else m.group(0), rest)
+        )
         if not support.check(claim, named).ok:
             return Verdict(False, "claim")
     if evidence.cite and not named and _claims(sentence):
@@ -305,7 +431,7 @@ def _numbers_ok(text: str, evidence: Evidence) -> str:
         if skip:
             skip -= 1
             continue
-        after = tokens[i + 1:i + 4]
+        after = tokens[i + 1 : i + 4]
         counts_records = any(_record_word(w, evidence) for w in after)
         value: float | None = None
         if token[0].isdigit():
@@ -323,10 +449,10 @@ def _numbers_ok(text: str, evidence: Evidence) -> str:
             elif token in _TENS_ES and nxt == "y" and i + 2 < len(tokens) and tokens[i + 2] in NUMBER_WORDS:
                 value += NUMBER_WORDS[tokens[i + 2]]
                 skip = 2
-            counts_records = any(_record_word(w, evidence) for w in tokens[i + 1 + skip:i + 4 + skip])
+            counts_records = any(_record_word(w, evidence) for w in tokens[i + 1 + skip : i + 4 + skip])
             if value not in evidence.numbers:
                 return "number"
-        elif token in _ZERO_WORDS and tokens[i + 1:i + 2] and counts_records:
+        elif token in _ZERO_WORDS and tokens[i + 1 : i + 2] and counts_records:
             value = 0.0
             if evidence.counts and value not in evidence.counts:
                 return "count"
@@ -350,26 +476,32 @@ def _facets_ok(text: str, named: list[tuple[str, str]], evidence: Evidence, voca
         if title:
             text = text.replace(fold(title), " ")
     support = evidence.support
-    said = frozenset().union(*(support.said(k) for k in named if support.covers(k))) if support else frozenset()
+    said = (
+        frozenset().union(*(support.said(k) for k in named if support.covers(k))) if support else frozenset()
+    )
     tokens = list(words(text))
     longest = vocab.max_phrase
     i = 0
     while i < len(tokens):
         for n in range(min(longest, len(tokens) - i), 0, -1):
-            phrase = tuple(tokens[i:i + n])
+            phrase = tuple(tokens[i : i + n])
             terms = [t for t in vocab.terms.get(phrase, ()) if t.kind in ("value", "null")]
             if not terms:
                 continue
             if said and all(w[:5] in said for w in phrase):  # "bloqueada" where the text says "bloqueado"
                 i += n - 1
                 break
-            negated = any(w in _NEGATION for w in tokens[max(0, i - 2):i])
+            negated = any(w in _NEGATION for w in tokens[max(0, i - 2) : i])
             for term in terms:
                 holders = [evidence.records[k][0] for k in named if term.facet in evidence.records[k][0]]
                 if not holders:
                     continue
-                has = [(facets.get(term.facet) is None) if term.kind == "null" else
-                       (_plain(facets.get(term.facet)) in {_plain(v) for v in term.values}) for facets in holders]
+                has = [
+                    (facets.get(term.facet) is None)
+                    if term.kind == "null"
+                    else (_plain(facets.get(term.facet)) in {_plain(v) for v in term.values})
+                    for facets in holders
+                ]
                 if negated and all(has):
                     return False
                 if not negated and not any(has):
@@ -462,9 +594,11 @@ class SentenceChecker:
                 continue
             parts = split_sentences(buffer)
             # the last part may still grow, and a part starting with "[" (or not started) may still be anchors only
-            while len(parts) > 2 or (len(parts) == 2 and parts[1].strip() and not parts[1].lstrip().startswith("[")):
+            while len(parts) > 2 or (
+                len(parts) == 2 and parts[1].strip() and not parts[1].lstrip().startswith("[")
+            ):
                 head = parts.pop(0)
-                buffer = buffer[len(head):]
+                buffer = buffer[len(head) :]
                 scan = max(0, scan - len(head))
                 yield from self._emit(head)
             split = len(buffer)

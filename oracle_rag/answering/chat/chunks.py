@@ -50,18 +50,27 @@ class ChunkDetail:
     def view_dict(self, passage: str = "") -> dict[str, Any]:
         """:meth:`to_dict` plus the windows' places and where ``passage`` (a citation's snippet) is, if found."""
         found = find_passage(self.content, passage) if passage else None
-        return {**self.to_dict(), "chunks": [{"chunk_no": n, "start": a, "end": b}
-                                             for n, (a, b) in enumerate(self.windows)],
-                "passage": None if found is None else {"start": found[0], "end": found[1]}}
+        return {
+            **self.to_dict(),
+            "chunks": [{"chunk_no": n, "start": a, "end": b} for n, (a, b) in enumerate(self.windows)],
+            "passage": None if found is None else {"start": found[0], "end": found[1]},
+        }
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source_type": self.source_type, "source_id": self.source_id, "anchor": self.anchor,
-                "content": self.content, "project_id": self.project_id, "sprint_id": self.sprint_id,
-                "updated_at": self.updated_at}
+        return {
+            "source_type": self.source_type,
+            "source_id": self.source_id,
+            "anchor": self.anchor,
+            "content": self.content,
+            "project_id": self.project_id,
+            "sprint_id": self.sprint_id,
+            "updated_at": self.updated_at,
+        }
 
 
-def chunk_detail(conn: sa.Connection, engine: Engine, caller: Caller, source_type: str,
-                 source_id: str) -> ChunkDetail:
+def chunk_detail(
+    conn: sa.Connection, engine: Engine, caller: Caller, source_type: str, source_id: str
+) -> ChunkDetail:
     who = require_caller(caller)
     if not _SOURCE_TYPE.match(source_type or "") or not source_id or len(source_id) > MAX_SOURCE_ID:
         raise NotFoundError("record not found")
@@ -70,8 +79,12 @@ def chunk_detail(conn: sa.Connection, engine: Engine, caller: Caller, source_typ
     # are refused at configuration, and product type names are reserved, so at most one matches.
     rows: list[Any] = []
     for kind in dict.fromkeys((source_type, source_type.upper())):
-        rows = list(conn.execute(engine.statement(q.GET_CHUNK),
-                                 {"source_type": kind, "source_id": str(source_id), **who.scope().binds()}))
+        rows = list(
+            conn.execute(
+                engine.statement(q.GET_CHUNK),
+                {"source_type": kind, "source_id": str(source_id), **who.scope().binds()},
+            )
+        )
         if rows:
             break
     if not rows:
@@ -80,9 +93,18 @@ def chunk_detail(conn: sa.Connection, engine: Engine, caller: Caller, source_typ
     parts = [lob_text(r[2]) for r in rows]
     content = join_chunks(parts, plan_of(engine.settings)) if len(parts) > 1 else parts[0]
     row = rows[0]
-    updated = row[6].isoformat() if isinstance(row[6], dt.datetime) else (None if row[6] is None else str(row[6]))
-    return ChunkDetail(str(row[0]), str(row[1]), content, None if row[4] is None else int(row[4]),
-                       None if row[5] is None else int(row[5]), updated, _windows(content, parts))
+    updated = (
+        row[6].isoformat() if isinstance(row[6], dt.datetime) else (None if row[6] is None else str(row[6]))
+    )
+    return ChunkDetail(
+        str(row[0]),
+        str(row[1]),
+        content,
+        None if row[4] is None else int(row[4]),
+        None if row[5] is None else int(row[5]),
+        updated,
+        _windows(content, parts),
+    )
 
 
 def _windows(content: str, parts: list[str]) -> tuple[tuple[int, int], ...]:

@@ -40,8 +40,12 @@ class Citation:
         return anchor_of(self.source_type, self.source_id)
 
     def to_dict(self) -> dict[str, str]:
-        return {"source_type": self.source_type, "source_id": self.source_id, "anchor": self.anchor,
-                "snippet": self.snippet}
+        return {
+            "source_type": self.source_type,
+            "source_id": self.source_id,
+            "anchor": self.anchor,
+            "snippet": self.snippet,
+        }
 
 
 def parse_anchors(text: str) -> list[tuple[str, str]]:
@@ -67,8 +71,9 @@ _STOPWORDS = frozenset(
 
 
 def _terms(query: str) -> list[str]:
-    return [w for w in dict.fromkeys(m.group(0).casefold() for m in _WORD.finditer(query))
-            if w not in _STOPWORDS]
+    return [
+        w for w in dict.fromkeys(m.group(0).casefold() for m in _WORD.finditer(query)) if w not in _STOPWORDS
+    ]
 
 
 def snippet(content: str, limit: int = SNIPPET_CHARS, query: str = "", anchor: str = "") -> str:
@@ -83,13 +88,13 @@ def snippet(content: str, limit: int = SNIPPET_CHARS, query: str = "", anchor: s
     """
     flat = " ".join(content.split())
     if anchor and flat.startswith(anchor):
-        flat = flat[len(anchor):].lstrip()
+        flat = flat[len(anchor) :].lstrip()
     if len(flat) <= limit:
         return flat
     start = _best_window(flat, limit, _terms(query))
     left = start > 0
     room = limit - (1 if left else 0)
-    piece = flat[start:start + room]
+    piece = flat[start : start + room]
     right = start + room < len(flat)
     if right:  # end on a word boundary, leaving room for the ellipsis
         piece = piece[: room - 1]

@@ -58,8 +58,12 @@ class ConversationSummary:
     updated_at: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.conversation_id, "title": self.title, "created_at": self.created_at,
-                "updated_at": self.updated_at}
+        return {
+            "id": self.conversation_id,
+            "title": self.title,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
 
 
 @dataclass(frozen=True)
@@ -70,8 +74,12 @@ class Message:
     created_at: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"role": self.role, "content": self.content, "citations": self.citations,
-                "created_at": self.created_at}
+        return {
+            "role": self.role,
+            "content": self.content,
+            "citations": self.citations,
+            "created_at": self.created_at,
+        }
 
 
 class ConversationStore:
@@ -82,8 +90,10 @@ class ConversationStore:
         """The caller's conversation, or NotFoundError (missing, malformed or someone else's)."""
         if not valid_conversation_id(conversation_id):
             raise NotFoundError("conversation not found")
-        row = conn.execute(self.engine.statement(q.GET_CONVERSATION),
-                           {"conversation_id": conversation_id, "employee_id": int(employee_id)}).first()
+        row = conn.execute(
+            self.engine.statement(q.GET_CONVERSATION),
+            {"conversation_id": conversation_id, "employee_id": int(employee_id)},
+        ).first()
         if row is None:
             raise NotFoundError("conversation not found")
         return ConversationSummary(str(row[0]), str(row[2]), iso_or_none(row[3]), iso_or_none(row[4]))
@@ -92,32 +102,50 @@ class ConversationStore:
         with self.engine.connect() as conn:
             return self.get(conn, conversation_id, employee_id)
 
-    def list_for(self, conn: sa.Connection, employee_id: int, limit: int = MAX_LIST) -> list[ConversationSummary]:
-        rows = conn.execute(self.engine.statement(q.LIST_CONVERSATIONS),
-                            {"employee_id": int(employee_id), "limit": int(limit)}).fetchall()
+    def list_for(
+        self, conn: sa.Connection, employee_id: int, limit: int = MAX_LIST
+    ) -> list[ConversationSummary]:
+        rows = conn.execute(
+            self.engine.statement(q.LIST_CONVERSATIONS),
+            {"employee_id": int(employee_id), "limit": int(limit)},
+        ).fetchall()
         return [ConversationSummary(str(r[0]), str(r[1]), iso_or_none(r[2]), iso_or_none(r[3])) for r in rows]
 
     def messages(self, conn: sa.Connection, conversation_id: str, employee_id: int) -> list[Message]:
         self.get(conn, conversation_id, employee_id)
-        rows = conn.execute(self.engine.statement(q.LIST_MESSAGES), {"conversation_id": conversation_id}).fetchall()
+        rows = conn.execute(
+            self.engine.statement(q.LIST_MESSAGES), {"conversation_id": conversation_id}
+        ).fetchall()
         out = []
         for r in rows:
             raw = _text(r[3]) if r[3] is not None else ""
             out.append(Message(str(r[1]), _text(r[2]), json.loads(raw) if raw else [], iso_or_none(r[4])))
         return out
 
-    def recent_turns(self, conversation_id: str, employee_id: int,
-                     limit: int = HISTORY_MESSAGES) -> list[Turn]:
+    def recent_turns(
+        self, conversation_id: str, employee_id: int, limit: int = HISTORY_MESSAGES
+    ) -> list[Turn]:
         """The last ``limit`` messages (oldest first), after checking ownership."""
         with self.engine.connect() as conn:
             self.get(conn, conversation_id, employee_id)
-            rows = conn.execute(self.engine.statement(q.RECENT_MESSAGES),
-                                {"conversation_id": conversation_id, "limit": int(limit)}).fetchall()
+            rows = conn.execute(
+                self.engine.statement(q.RECENT_MESSAGES),
+                {"conversation_id": conversation_id, "limit": int(limit)},
+            ).fetchall()
         return [Turn(str(r[1]), _text(r[2])) for r in reversed(rows)]
 
-    def append_turn(self, conversation_id: str, employee_id: int, question: str, answer: str,
-                    citations: Sequence[Citation], *, new: bool, understood: dict[str, Any] | None = None,
-                    guarded_sql: str | None = None) -> int:
+    def append_turn(
+        self,
+        conversation_id: str,
+        employee_id: int,
+        question: str,
+        answer: str,
+        citations: Sequence[Citation],
+        *,
+        new: bool,
+        understood: dict[str, Any] | None = None,
+        guarded_sql: str | None = None,
+    ) -> int:
         """Store a question and its answer; creates the conversation when ``new``.
 
         Returns the answer's message id (what a client rates, answering/chat/feedback.py). ``understood`` and
@@ -126,21 +154,45 @@ class ConversationStore:
         cited = json.dumps([c.to_dict() for c in citations], ensure_ascii=False)
         with self.engine.begin_exclusive() as conn:
             if new:
-                conn.execute(self.engine.statement(q.INSERT_CONVERSATION),
-                             {"conversation_id": conversation_id, "employee_id": int(employee_id),
-                              "title": title_for(question)})
+                conn.execute(
+                    self.engine.statement(q.INSERT_CONVERSATION),
+                    {
+                        "conversation_id": conversation_id,
+                        "employee_id": int(employee_id),
+                        "title": title_for(question),
+                    },
+                )
             else:
-                touched = conn.execute(self.engine.statement(q.TOUCH_CONVERSATION),
-                                       {"conversation_id": conversation_id, "employee_id": int(employee_id)})
+                touched = conn.execute(
+                    self.engine.statement(q.TOUCH_CONVERSATION),
+                    {"conversation_id": conversation_id, "employee_id": int(employee_id)},
+                )
                 if not touched.rowcount:
                     raise NotFoundError("conversation not found")
-            conn.execute(self.engine.statement(q.INSERT_MESSAGE),
-                         {"conversation_id": conversation_id, "role": "user", "content": question,
-                          "citations": None, "understood": None, "guarded_sql": None})
-            conn.execute(self.engine.statement(q.INSERT_MESSAGE),
-                         {"conversation_id": conversation_id, "role": "assistant", "content": answer,
-                          "citations": cited,
-                          "understood": json.dumps(understood, ensure_ascii=False) if understood else None,
-                          "guarded_sql": guarded_sql})
-            return int(conn.execute(self.engine.statement(q.LAST_MESSAGE_ID),
-                                    {"conversation_id": conversation_id}).scalar_one())
+            conn.execute(
+                self.engine.statement(q.INSERT_MESSAGE),
+                {
+                    "conversation_id": conversation_id,
+                    "role": "user",
+                    "content": question,
+                    "citations": None,
+                    "understood": None,
+                    "guarded_sql": None,
+                },
+            )
+            conn.execute(
+                self.engine.statement(q.INSERT_MESSAGE),
+                {
+                    "conversation_id": conversation_id,
+                    "role": "assistant",
+                    "content": answer,
+                    "citations": cited,
+                    "understood": json.dumps(understood, ensure_ascii=False) if understood else None,
+                    "guarded_sql": guarded_sql,
+                },
+            )
+            return int(
+                conn.execute(
+                    self.engine.statement(q.LAST_MESSAGE_ID), {"conversation_id": conversation_id}
+                ).scalar_one()
+            )

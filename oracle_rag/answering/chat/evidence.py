@@ -33,7 +33,7 @@ def anchor_key(anchor: str) -> tuple[str, str]:
 
 def given_records(result: StructuredResult, passages: int) -> list[Record]:
     """The records a structured answer hands to the model: the first ``passages``."""
-    return result.records[:max(1, passages)]
+    return result.records[: max(1, passages)]
 
 
 def structured_data(result: StructuredResult, caller_id: int | None, summary: str, passages: int) -> str:
@@ -41,8 +41,10 @@ def structured_data(result: StructuredResult, caller_id: int | None, summary: st
     u = result.understanding
     data: dict[str, Any] = {"summary": summary, "kind": u.kind, "total": result.total}
     if u.group_by:
-        data["counts"] = {structured_render.value_text(result.vocab, u.group_by, v, None, u.language): n
-                          for v, n in result.groups}
+        data["counts"] = {
+            structured_render.value_text(result.vocab, u.group_by, v, None, u.language): n
+            for v, n in result.groups
+        }
     records = []
     for r in given_records(result, passages):
         item: dict[str, Any] = {"id": r.anchor[1:-1], "title": r.title}
@@ -56,20 +58,32 @@ def structured_data(result: StructuredResult, caller_id: int | None, summary: st
     return json.dumps(data, ensure_ascii=False, indent=1, default=str)
 
 
-def structured_evidence(result: StructuredResult, shown: str, passages: int, embed: Embedder | None = None) -> Evidence:
+def structured_evidence(
+    result: StructuredResult, shown: str, passages: int, embed: Embedder | None = None
+) -> Evidence:
     """Numbers of the computed answer (as shown) and of the given records; the records, their facets
     and texts (what the model read of them: the passage given, else the record's text)."""
     given = given_records(result, passages)
-    counts = [c for c in (result.total, len(result.records) or None) if c is not None]  # total; "the first 20"
+    counts = [
+        c for c in (result.total, len(result.records) or None) if c is not None
+    ]  # total; "the first 20"
     counts += [n for _, n in result.groups]
     records = {anchor_key(r.anchor): (dict(r.facets), r.title) for r in given}
     texts = {anchor_key(r.anchor): (r.title + "\n" + r.passage if r.passage else r.content) for r in given}
-    return evidence_from([shown, *(r.content for r in given), *(r.passage for r in given)], counts=counts,
-                         records=records, vocab=result.vocab, shown=shown, record_texts=texts, embed=embed)
+    return evidence_from(
+        [shown, *(r.content for r in given), *(r.passage for r in given)],
+        counts=counts,
+        records=records,
+        vocab=result.vocab,
+        shown=shown,
+        record_texts=texts,
+        embed=embed,
+    )
 
 
-def topic_evidence(chunks: Sequence[Any], vocab: Vocabulary | None, query_result: Any = None,
-                   embed: Embedder | None = None) -> Evidence:
+def topic_evidence(
+    chunks: Sequence[Any], vocab: Vocabulary | None, query_result: Any = None, embed: Embedder | None = None
+) -> Evidence:
     """A topic answer: the given chunks (each sentence with a claim cites one and is supported by it)
     and a query result's values."""
     texts = [c.content for c in chunks]
@@ -89,10 +103,24 @@ def topic_evidence(chunks: Sequence[Any], vocab: Vocabulary | None, query_result
                 elif v is not None:
                     texts.append(str(v))
         counts.append(float(len(query_result.rows)))
-    evidence = evidence_from(texts, counts=(), records=records, vocab=vocab, cite=bool(chunks),
-                             record_texts={k: "\n".join(v) for k, v in by_record.items()}, embed=embed)
+    evidence = evidence_from(
+        texts,
+        counts=(),
+        records=records,
+        vocab=vocab,
+        cite=bool(chunks),
+        record_texts={k: "\n".join(v) for k, v in by_record.items()},
+        embed=embed,
+    )
     if counts:
-        evidence = Evidence(evidence.numbers | frozenset(counts), evidence.counts, evidence.records,
-                            evidence.vocab, evidence.cite and query_result is None, evidence.dates, evidence.shown,
-                            evidence.support)
+        evidence = Evidence(
+            evidence.numbers | frozenset(counts),
+            evidence.counts,
+            evidence.records,
+            evidence.vocab,
+            evidence.cite and query_result is None,
+            evidence.dates,
+            evidence.shown,
+            evidence.support,
+        )
     return evidence

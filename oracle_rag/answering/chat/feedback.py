@@ -75,10 +75,18 @@ class Feedback:
     question: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.feedback_id, "message_id": self.message_id, "caller_id": self.caller_id,
-                "rating": "up" if self.rating > 0 else "down", "comment": self.comment,
-                "understood": self.understood, "guarded_sql": self.guarded_sql, "created_at": self.created_at,
-                "question": self.question, "answer": self.answer}
+        return {
+            "id": self.feedback_id,
+            "message_id": self.message_id,
+            "caller_id": self.caller_id,
+            "rating": "up" if self.rating > 0 else "down",
+            "comment": self.comment,
+            "understood": self.understood,
+            "guarded_sql": self.guarded_sql,
+            "created_at": self.created_at,
+            "question": self.question,
+            "answer": self.answer,
+        }
 
 
 class RatingLimit:
@@ -104,8 +112,10 @@ class RatingLimit:
                 seen.popleft()
             if len(seen) >= self.per_minute:
                 retry = max(1, int(seen[0] + self.WINDOW_S - now + 0.999))
-                raise RateLimitError(f"too many ratings: at most {self.per_minute} a minute; try again in "
-                                     f"{retry} s", retry_after=retry)
+                raise RateLimitError(
+                    f"too many ratings: at most {self.per_minute} a minute; try again in {retry} s",
+                    retry_after=retry,
+                )
             seen.append(now)
             if len(self._seen) > 10_000:  # forget callers with no rating in the window
                 for key in [k for k, v in self._seen.items() if not v or v[-1] <= now - self.WINDOW_S]:
@@ -136,25 +146,44 @@ class FeedbackStore:
                 raise NotFoundError("answer not found")
             example = None
             if rating > 0 and rated[0] is not None:
-                example = example_of(lob_text(rated[1]) if rated[1] is not None else None, lob_text(rated[0]),
-                                     self.engine.sql_dialect)
-            done = conn.execute(self.engine.statement(q.INSERT_FEEDBACK),
-                                {**binds, "rating": rating, "comment_text": comment,
-                                 "example_question": example[0] if example else None,
-                                 "example_sql": example[1] if example else None})
+                example = example_of(
+                    lob_text(rated[1]) if rated[1] is not None else None,
+                    lob_text(rated[0]),
+                    self.engine.sql_dialect,
+                )
+            done = conn.execute(
+                self.engine.statement(q.INSERT_FEEDBACK),
+                {
+                    **binds,
+                    "rating": rating,
+                    "comment_text": comment,
+                    "example_question": example[0] if example else None,
+                    "example_sql": example[1] if example else None,
+                },
+            )
             if not done.rowcount:
                 raise NotFoundError("answer not found")
 
     def list(self, *, since: str | None = None, rating: int | None = None) -> list[Feedback]:
         with self.engine.connect() as conn:
-            rows = conn.execute(self.engine.statement(q.LIST_FEEDBACK),
-                                {"since": check_since(since), "rating": rating}).fetchall()
+            rows = conn.execute(
+                self.engine.statement(q.LIST_FEEDBACK), {"since": check_since(since), "rating": rating}
+            ).fetchall()
         out = []
         for r in rows:
             understood = lob_text(r[5]) if r[5] is not None else ""
-            out.append(Feedback(int(r[0]), int(r[1]), int(r[2]), int(r[3]),
-                                lob_text(r[4]) if r[4] is not None else None,
-                                json.loads(understood) if understood else None,
-                                lob_text(r[6]) if r[6] is not None else None, iso_or_none(r[7]),
-                                lob_text(r[8]), lob_text(r[9]) if r[9] is not None else None))
+            out.append(
+                Feedback(
+                    int(r[0]),
+                    int(r[1]),
+                    int(r[2]),
+                    int(r[3]),
+                    lob_text(r[4]) if r[4] is not None else None,
+                    json.loads(understood) if understood else None,
+                    lob_text(r[6]) if r[6] is not None else None,
+                    iso_or_none(r[7]),
+                    lob_text(r[8]),
+                    lob_text(r[9]) if r[9] is not None else None,
+                )
+            )
         return out

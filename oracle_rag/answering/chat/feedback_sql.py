@@ -11,7 +11,7 @@ from oracle_rag.engines.statements import Sql
 
 # The rated answer's guarded SQL and the question before it, if the answer is the caller's: no row
 # for a message of another caller's conversation, a question, or a missing id ("not found").
-RATED_ANSWER = Sql.both(f"""SELECT m.GUARDED_SQL, {question_before('m')} AS QUESTION
+RATED_ANSWER = Sql.both(f"""SELECT m.GUARDED_SQL, {question_before("m")} AS QUESTION
 FROM RAG_MESSAGE m
 JOIN RAG_CONVERSATION c ON c.CONVERSATION_ID = m.CONVERSATION_ID
 WHERE m.MESSAGE_ID = :message_id
@@ -42,5 +42,7 @@ ORDER BY f.FEEDBACK_ID"""
 
 LIST_FEEDBACK = Sql(
     sqlite=_LIST.format(question=question_before("m"), since=":since"),
-    oracle=_LIST.format(question=question_before("m"), since="TO_TIMESTAMP(:since, 'YYYY-MM-DD\"T\"HH24:MI:SS')"),
+    oracle=_LIST.format(
+        question=question_before("m"), since="TO_TIMESTAMP(:since, 'YYYY-MM-DD\"T\"HH24:MI:SS')"
+    ),
 )

@@ -45,7 +45,9 @@ def is_timeout(exc: BaseException) -> bool:
 class _Failure(Exception):
     """One failed attempt, classified."""
 
-    def __init__(self, message: str, *, retryable: bool, status: int, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, retryable: bool, status: int, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.status = status
@@ -68,8 +70,9 @@ def _classify(exc: Exception) -> _Failure:
                 retry_after = None
         retryable = code == 429 or code >= 500
         what = "is rate limiting requests" if code == 429 else f"returned HTTP {code}"
-        return _Failure(f"the language model endpoint {what}", retryable=retryable, status=502,
-                        retry_after=retry_after)
+        return _Failure(
+            f"the language model endpoint {what}", retryable=retryable, status=502, retry_after=retry_after
+        )
     if isinstance(exc, openai.APIConnectionError):
         return _Failure("the language model endpoint could not be reached", retryable=True, status=502)
     if isinstance(exc, openai.OpenAIError):
@@ -90,15 +93,21 @@ class LLMClient:
         self.model = settings.llm_model
         self.max_tokens = settings.llm_max_tokens
         endpoint = urlsplit(settings.llm_url)
-        self._span_attributes = tracing.llm_attributes(self.model, self.max_tokens, endpoint.hostname, endpoint.port)
+        self._span_attributes = tracing.llm_attributes(
+            self.model, self.max_tokens, endpoint.hostname, endpoint.port
+        )
         self.max_retries = settings.llm_max_retries
         self.budget_s = settings.llm_timeout_s
         self._sleep = sleep
         # Local servers (Ollama, llama.cpp, vLLM) accept any key; the SDK requires one.
         protect_library_loggers()  # httpx logs each request URL at INFO; keep queries and user-info out
         self._not_given = openai.omit  # a parameter left to the server's default
-        self._client = openai.OpenAI(base_url=settings.llm_url, api_key=settings.llm_key() or "unused",
-                                     timeout=settings.llm_timeout_s, max_retries=0)
+        self._client = openai.OpenAI(
+            base_url=settings.llm_url,
+            api_key=settings.llm_key() or "unused",
+            timeout=settings.llm_timeout_s,
+            max_retries=0,
+        )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LLMClient | None:
@@ -114,8 +123,10 @@ class LLMClient:
         only (never a path, a query or the key).
         """
         if not settings.llm_url:
-            return ("answerer: extractive (no language model configured; set ORACLE_RAG_LLM_URL and "
-                    "ORACLE_RAG_LLM_MODEL for an OpenAI-compatible endpoint, see README)")
+            return (
+                "answerer: extractive (no language model configured; set ORACLE_RAG_LLM_URL and "
+                "ORACLE_RAG_LLM_MODEL for an OpenAI-compatible endpoint, see README)"
+            )
         from urllib.parse import urlsplit
 
         where = urlsplit(settings.llm_url)
@@ -135,7 +146,10 @@ class LLMClient:
 
             def call(timeout: float) -> str:
                 response = self._client.chat.completions.create(
-                    model=self.model, messages=messages, max_tokens=self.max_tokens, timeout=timeout,  # type: ignore[arg-type]
+                    model=self.model,
+                    messages=messages,  # type: ignore[arg-type]
+                    max_tokens=self.max_tokens,
+                    timeout=timeout,
                     temperature=self._not_given if temperature is None else temperature,
                 )
                 tracing.record_llm_response(current, response)
@@ -167,11 +181,16 @@ class LLMClient:
         def call(timeout: float) -> Any:
             state["timeout"] = timeout
             return self._client.chat.completions.create(
-                model=self.model, messages=messages, max_tokens=self.max_tokens, timeout=timeout,  # type: ignore[arg-type]
+                model=self.model,
+                messages=messages,  # type: ignore[arg-type]
+                max_tokens=self.max_tokens,
+                timeout=timeout,
                 stream=True,
             )
 
-        current = tracing.start_span(f"chat {self.model}", {**self._span_attributes, "gen_ai.request.stream": True})
+        current = tracing.start_span(
+            f"chat {self.model}", {**self._span_attributes, "gen_ai.request.stream": True}
+        )
         tracing.record_messages(current, messages)
         try:
             opened = self._with_retries(call)
@@ -214,8 +233,11 @@ class LLMClient:
             attempt += 1
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise LLMError(f"the language model did not answer within {self.budget_s:g} s (llm_timeout_s)",
-                               http_status=504, attempts=attempt - 1)
+                raise LLMError(
+                    f"the language model did not answer within {self.budget_s:g} s (llm_timeout_s)",
+                    http_status=504,
+                    attempts=attempt - 1,
+                )
             started = time.monotonic()
             try:
                 return call(remaining)
@@ -223,8 +245,12 @@ class LLMClient:
                 raise
             except Exception as exc:
                 failure = _classify(exc)
-            log.warning("language model attempt %d failed after %.2f s: %s", attempt,
-                        time.monotonic() - started, failure)
+            log.warning(
+                "language model attempt %d failed after %.2f s: %s",
+                attempt,
+                time.monotonic() - started,
+                failure,
+            )
             if failure.status == 504:
                 message = f"the language model did not answer within {self.budget_s:g} s (llm_timeout_s)"
             else:

@@ -60,12 +60,39 @@ _EMPHASIS = "*_~`"
 _SEP = r"(?: ?(?:#|n[º°o]\.?|number|num\.?|nr\.?|id|:|-|–|—|/))* ?"
 # Further ids listed after a mention ("TASKS #61, #62 and #63") need their own "#" (or "no."/"id"):
 # "TASK #61 and 2 others" mentions one task.
-_MORE = re.compile(r" ?(?:,|;|/|&|\+|and|or|y|et|und)? ?((?:#|no\.?|number|id)(?: ?(?:#|:|-))* ?0*(\d+))(?![0-9])")
+_MORE = re.compile(
+    r" ?(?:,|;|/|&|\+|and|or|y|et|und)? ?((?:#|no\.?|number|id)(?: ?(?:#|:|-))* ?0*(\d+))(?![0-9])"
+)
 # What a mention still arriving may hold after its record word, as tokens: separators, and after the
 # first digit also connectors. Each set holds every prefix of its tokens ("n", "nu" ... "number"),
 # so the token being written is always one of them.
-_SEP_PARTS = frozenset({"#", "n", "no", "no.", "nº", "nº.", "n°", "n°.", "nu", "num", "numb", "numbe", "number",
-                        "num.", "nr", "nr.", "i", "id", ":", "-", "–", "—", "/"})
+_SEP_PARTS = frozenset(
+    {
+        "#",
+        "n",
+        "no",
+        "no.",
+        "nº",
+        "nº.",
+        "n°",
+        "n°.",
+        "nu",
+        "num",
+        "numb",
+        "numbe",
+        "number",
+        "num.",
+        "nr",
+        "nr.",
+        "i",
+        "id",
+        ":",
+        "-",
+        "–",
+        "—",
+        "/",
+    }
+)
 _TAIL_PARTS = _SEP_PARTS | {",", ";", "&", "+", "a", "an", "and", "o", "or", "y", "e", "et", "u", "un", "und"}
 
 
@@ -97,7 +124,9 @@ class RecordWords:
             return
         words = sorted(folded, key=lambda w: (-len(w), w))
         full = "(?:" + "|".join(re.escape(w) for w in words) + ")"
-        object.__setattr__(self, "head", re.compile(r"(?<![\w])(" + full + ")" + _SEP + r"(0*(\d+))(?![0-9])"))
+        object.__setattr__(
+            self, "head", re.compile(r"(?<![\w])(" + full + ")" + _SEP + r"(0*(\d+))(?![0-9])")
+        )
 
     def types_of(self, word: str) -> tuple[str, ...]:
         return self.folded.get(word, ())
@@ -107,8 +136,12 @@ class RecordWords:
         return {(t, self.prefixes.get(t, "") + number) for t in self.types_of(word)}
 
     @classmethod
-    def of(cls, type_words: Mapping[str, Iterable[str]], types: Iterable[str],
-           prefixes: Mapping[str, str] | None = None) -> RecordWords:
+    def of(
+        cls,
+        type_words: Mapping[str, Iterable[str]],
+        types: Iterable[str],
+        prefixes: Mapping[str, str] | None = None,
+    ) -> RecordWords:
         """Record words from a vocabulary's ``type_words``, plus each type's own name (links use it)."""
         words: dict[str, tuple[str, ...]] = {w: tuple(t) for w, t in type_words.items()}
         for t in types:
@@ -127,7 +160,9 @@ def _fold(ch: str) -> str:
     if unicodedata.category(ch) in ("Cf", "Mn", "Me", "Cc"):
         return ""
     folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", ch).casefold())
-    return "".join(" " if p.isspace() or p in _EMPHASIS else p for p in folded if not unicodedata.combining(p))
+    return "".join(
+        " " if p.isspace() or p in _EMPHASIS else p for p in folded if not unicodedata.combining(p)
+    )
 
 
 def normalise(text: str) -> tuple[str, list[int]]:
@@ -302,7 +337,10 @@ def redact_stream(pieces: Iterable[str], visible: Visible, words: RecordWords) -
     try:
         arriving = _Arriving(words)
         held: list[str] = []  # the pieces not yet sent, from ``start`` (an index in the whole stream)
-        start, sent = 0, ""  # the last sent character that reads as something: the word boundary before a mention
+        start, sent = (
+            0,
+            "",
+        )  # the last sent character that reads as something: the word boundary before a mention
         for piece in pieces:
             held.append(piece)
             arriving.feed(piece)

@@ -51,8 +51,10 @@ SHORT_UNIT = 320
 EMBEDDED = 12  # passages compared by embedding: the best by the other parts  # characters: a comment this short is quoted whole
 
 # "- Jonas Berg (2026-01-28): text", "- Ana Pérez: text": a comment line, its author kept.
-_COMMENT = re.compile(r"^-[ \t]+(?P<author>[^\s:()][^:()\n]{1,59}?)(?:[ \t]+\((?P<when>[^)\n]{1,40})\))?:[ \t]+"
-                      r"(?P<text>\S.*)$")
+_COMMENT = re.compile(
+    r"^-[ \t]+(?P<author>[^\s:()][^:()\n]{1,59}?)(?:[ \t]+\((?P<when>[^)\n]{1,40})\))?:[ \t]+"
+    r"(?P<text>\S.*)$"
+)
 # "Status: TODO | Priority: HIGH", "Project: Atlas": a short header line, not prose.
 _HEADER = re.compile(r"^[A-Z][\w ]{0,24}:\s*\S")
 _LABEL = re.compile(r"^(?:Description|Descripción|Body|Summary|Resumen):\s+", re.IGNORECASE)
@@ -99,8 +101,10 @@ class Cues:
         found = [p for p in self.kinds[kind][1] if _has(folded_sentence, p)]
         if not found:
             return 0.0
-        labelled = any(folded_sentence.startswith(p.rstrip("*")) and _LABELLED.match(folded_sentence, len(p.rstrip("*")))
-                       for p in found)
+        labelled = any(
+            folded_sentence.startswith(p.rstrip("*")) and _LABELLED.match(folded_sentence, len(p.rstrip("*")))
+            for p in found
+        )
         return 2.0 if labelled else 1.0
 
     def wants_author(self, kinds: Sequence[str]) -> bool:
@@ -124,8 +128,14 @@ def _pattern(phrase: str) -> re.Pattern[str]:
 def cues() -> Cues:
     """The catalog shipped in ``oracle_rag/data/answer_cues.toml`` (read once)."""
     data = tomllib.loads(resources.files("oracle_rag").joinpath("data/answer_cues.toml").read_text("utf-8"))
-    kinds = {name: (tuple(fold(p) for p in k["question"]), tuple(fold(p) for p in k["answer"]),
-                    bool(k.get("comment", False))) for name, k in data["kinds"].items()}
+    kinds = {
+        name: (
+            tuple(fold(p) for p in k["question"]),
+            tuple(fold(p) for p in k["answer"]),
+            bool(k.get("comment", False)),
+        )
+        for name, k in data["kinds"].items()
+    }
     return Cues(kinds, frozenset(fold(w) for w in data["stopwords"]["words"]))
 
 
@@ -148,7 +158,7 @@ def split_record(content: str) -> tuple[str, list[Sentence]]:
         else:
             labelled = _LABEL.match(line)
             if labelled:
-                line = line[labelled.end():]
+                line = line[labelled.end() :]
             elif _HEADER.match(line) and len(line.split()) <= 12:
                 continue
         pending = ""
@@ -189,8 +199,9 @@ def candidates(split: list[tuple[str, list[Sentence]]]) -> list[tuple[int, tuple
     return out
 
 
-def best_passages(question: str, contents: Sequence[str], embed: Embedder | None = None,
-                  catalog: Cues | None = None) -> list[Passage]:
+def best_passages(
+    question: str, contents: Sequence[str], embed: Embedder | None = None, catalog: Cues | None = None
+) -> list[Passage]:
     """One passage per record of ``contents`` (in retrieval order), best first.
 
     ``embed`` maps texts to L2-normalised vectors (the question's and the passages'); without it the
@@ -219,13 +230,21 @@ def best_passages(question: str, contents: Sequence[str], embed: Embedder | None
         folded = fold(texts[n])
         cue = max((catalog.answers(k, folded) for k in kinds), default=0.0)
         reply = sentences[0].author is not None and i in discussed
-        base = (W_TERMS * terms + W_CUE * cue + W_RECORD * record_terms[i] + W_RANK / (1 + i)
-                + (W_REPLY if reply else 0.0) + (W_AUTHOR if wants_author and reply else 0.0))
+        base = (
+            W_TERMS * terms
+            + W_CUE * cue
+            + W_RECORD * record_terms[i]
+            + W_RANK / (1 + i)
+            + (W_REPLY if reply else 0.0)
+            + (W_AUTHOR if wants_author and reply else 0.0)
+        )
         opening = kinds and i in discussed and sentences[0].author is None
         parts.append((base, OPENING if opening else 1.0, terms))
     # the model compares only the passages the rest favours: the others cannot catch up
     shortlist = sorted(range(len(found)), key=lambda n: -parts[n][0] * parts[n][1])[:EMBEDDED]
-    similarity = dict(zip(shortlist, _similarity(question, [texts[n] for n in shortlist], embed), strict=True))
+    similarity = dict(
+        zip(shortlist, _similarity(question, [texts[n] for n in shortlist], embed), strict=True)
+    )
     best: dict[int, Passage] = {}
     for n, (i, sentences) in enumerate(found):
         base, multiplier, terms = parts[n]

@@ -153,12 +153,16 @@ def render_query_result(result: Any, max_chars: int = QUERY_RESULT_CHARS) -> str
     of large values cannot crowd the question out of the model's context.
     Every cut is said in the block.
     """
+
     def cell(v: Any) -> str:
         text = "NULL" if v is None else neutralise(str(v))
         return text if len(text) <= QUERY_VALUE_CHARS else text[:QUERY_VALUE_CHARS] + "…"
 
-    head = ["<query_result>", f"SQL: {neutralise(result.sql or '')[:QUERY_VALUE_CHARS * 4]}",
-            " | ".join(cell(c) for c in result.columns)]
+    head = [
+        "<query_result>",
+        f"SQL: {neutralise(result.sql or '')[: QUERY_VALUE_CHARS * 4]}",
+        " | ".join(cell(c) for c in result.columns),
+    ]
     body: list[str] = []
     used = sum(len(x) + 1 for x in head)
     shown = 0
@@ -178,9 +182,15 @@ def render_query_result(result: Any, max_chars: int = QUERY_RESULT_CHARS) -> str
     return "\n".join(head + body + tail + ["</query_result>"])
 
 
-def build_messages(question: str, chunks: Sequence[Any], history: Sequence[Turn] = (),
-                   query_result: Any = None, *, query_chars: int = QUERY_RESULT_CHARS,
-                   subject: Subject = Subject()) -> list[dict[str, str]]:
+def build_messages(
+    question: str,
+    chunks: Sequence[Any],
+    history: Sequence[Turn] = (),
+    query_result: Any = None,
+    *,
+    query_chars: int = QUERY_RESULT_CHARS,
+    subject: Subject = Subject(),
+) -> list[dict[str, str]]:
     """OpenAI chat messages: system rules, earlier turns, then context (+ query result) + question."""
     messages = [{"role": "system", "content": system_prompt(subject)}]
     for turn in history:
@@ -207,8 +217,9 @@ def render_facts(facts: str) -> str:
     return "\n".join(["<facts>", neutralise(facts), "</facts>"])
 
 
-def build_structured_messages(question: str, facts: str, history: Sequence[Turn] = (),
-                              subject: Subject = Subject()) -> list[dict[str, str]]:
+def build_structured_messages(
+    question: str, facts: str, history: Sequence[Turn] = (), subject: Subject = Subject()
+) -> list[dict[str, str]]:
     """Messages for a structured answer: the SQL-computed facts as data (records and their values
     included, :func:`oracle_rag.answering.chat.evidence.structured_data`), then the question."""
     rules = STRUCTURED_RULES.format(example=subject.example)

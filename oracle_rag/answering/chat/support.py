@@ -63,25 +63,116 @@ _WORD = re.compile(r"\w+(?:[.\-/]\w+)*")
 _NUMBER = re.compile(r"\d+(?:[.,:/\-]\d+)*")  # "6.5", "1,234", "08:12", a date: one number each
 _TOKEN = re.compile(r"[^\W\d_]+")  # a word of letters, as written (names are capitalised)
 _CLAUSE = re.compile(r"[,;:.!?()]+")
-_AUTHOR = re.compile(r"^-[ \t]+([^\s:()][^:()\n]{1,59}?)(?:[ \t]+\([^)\n]{1,40}\))?:[ \t]")  # a comment's author
+_AUTHOR = re.compile(
+    r"^-[ \t]+([^\s:()][^:()\n]{1,59}?)(?:[ \t]+\([^)\n]{1,40}\))?:[ \t]"
+)  # a comment's author
 # A word written like a name of a thing: a capital after its first letter, or letters and digits ("SSO",
 # "ADFS", "v3", "iOS"); one that starts a sentence or is only capitalised ("Lumen", "Refunds") is not.
 _TERM = re.compile(r"^[^\W\d_]+[A-Z]|^[A-Z]{2}|[^\W\d_]\d|\d[^\W\d_]")
 _HEADER = re.compile(r"^[A-Z][\w ]{0,24}:\s*\S")
 # Words that say where a claim comes from, not what it claims (EN, ES; folded).
-_META = frozenset({
-    "according", "mention", "mentions", "mentioned", "state", "states", "stated", "note", "notes", "noted",
-    "describe", "describes", "described", "explain", "explains", "indicate", "indicates", "indicated",
-    "record", "records", "comment", "comments", "wrote", "write", "writes", "reply", "replied", "ticket",
-    "tickets", "task", "tasks", "article", "articles", "kb", "segun", "indica", "indico", "menciona",
-    "menciono", "explica", "explico", "dice", "dijo", "comenta", "comento", "comentario", "registro",
-    "registros", "tarea", "tareas", "articulo", "articulos", "escribio", "see", "details", "more", "information",
-})
-_NEGATIONS = frozenset({"not", "no", "never", "nothing", "none", "cannot", "nor", "neither", "without", "nunca", "ni",
-                        "nada", "ningun", "ninguna", "ninguno", "tampoco", "sin"})
-_CONTRACTED = frozenset({"isn", "aren", "wasn", "weren", "doesn", "don", "didn", "won", "couldn", "shouldn",
-                         "hasn", "haven", "wouldn"})  # "isn't": the word before the "'t"
-_NEGATED_T = re.compile(r"\b(?:isn|aren|wasn|weren|doesn|don|didn|won|can|couldn|shouldn|hasn|haven|wouldn)['’]t\b")
+_META = frozenset(
+    {
+        "according",
+        "mention",
+        "mentions",
+        "mentioned",
+        "state",
+        "states",
+        "stated",
+        "note",
+        "notes",
+        "noted",
+        "describe",
+        "describes",
+        "described",
+        "explain",
+        "explains",
+        "indicate",
+        "indicates",
+        "indicated",
+        "record",
+        "records",
+        "comment",
+        "comments",
+        "wrote",
+        "write",
+        "writes",
+        "reply",
+        "replied",
+        "ticket",
+        "tickets",
+        "task",
+        "tasks",
+        "article",
+        "articles",
+        "kb",
+        "segun",
+        "indica",
+        "indico",
+        "menciona",
+        "menciono",
+        "explica",
+        "explico",
+        "dice",
+        "dijo",
+        "comenta",
+        "comento",
+        "comentario",
+        "registro",
+        "registros",
+        "tarea",
+        "tareas",
+        "articulo",
+        "articulos",
+        "escribio",
+        "see",
+        "details",
+        "more",
+        "information",
+    }
+)
+_NEGATIONS = frozenset(
+    {
+        "not",
+        "no",
+        "never",
+        "nothing",
+        "none",
+        "cannot",
+        "nor",
+        "neither",
+        "without",
+        "nunca",
+        "ni",
+        "nada",
+        "ningun",
+        "ninguna",
+        "ninguno",
+        "tampoco",
+        "sin",
+    }
+)
+_CONTRACTED = frozenset(
+    {
+        "isn",
+        "aren",
+        "wasn",
+        "weren",
+        "doesn",
+        "don",
+        "didn",
+        "won",
+        "couldn",
+        "shouldn",
+        "hasn",
+        "haven",
+        "wouldn",
+    }
+)  # "isn't": the word before the "'t"
+_NEGATED_T = re.compile(
+    r"\b(?:isn|aren|wasn|weren|doesn|don|didn|won|can|couldn|shouldn|hasn|haven|wouldn)['’]t\b"
+)
 
 
 @dataclass(frozen=True)
@@ -129,8 +220,12 @@ class Support:
         known = set(self.names)
         for key in self.texts:
             content = self.texts[key]
-            known |= {w for line in content.split("\n") if (m := _AUTHOR.match(line.strip()))
-                      for w in _TOKEN.findall(fold(m.group(1)))}
+            known |= {
+                w
+                for line in content.split("\n")
+                if (m := _AUTHOR.match(line.strip()))
+                for w in _TOKEN.findall(fold(m.group(1)))
+            }
         self.names = frozenset(w for w in known if len(w) >= 3)
 
     def covers(self, key: Key) -> bool:
@@ -145,8 +240,11 @@ class Support:
         if found is None:
             content = self.texts[key]
             title, sentences = split_record(content)
-            headers = [line.strip() for line in content.strip().split("\n")[1:]
-                       if _HEADER.match(line.strip()) and len(line.split()) <= 12]
+            headers = [
+                line.strip()
+                for line in content.strip().split("\n")[1:]
+                if _HEADER.match(line.strip()) and len(line.split()) <= 12
+            ]
             about = " ".join(x for x in [title, *headers, self.facts.get(key, "")] if x)
             units = [unit for _, unit in candidates([(title, sentences)])] + [(Sentence(about),)]
             passages = [_passage(unit, about) for unit in units]
@@ -191,7 +289,9 @@ class Support:
                 continue
             if coverage >= SURE_COVERAGE:
                 return Finding(True, "", round(coverage, 4), 0.0, passage.shown)
-            if passage is not about:  # the record's facts alone (its people, its title) support only what they say
+            if (
+                passage is not about
+            ):  # the record's facts alone (its people, its title) support only what they say
                 eligible.append((n, coverage))
         if not eligible:
             return best
@@ -202,8 +302,9 @@ class Support:
         n, coverage = max(eligible, key=lambda e: similarities.get(e[0], 0.0))
         similarity = similarities.get(n, 0.0)
         ok = similarity >= MIN_SIMILARITY
-        return Finding(ok, "" if ok else "meaning", round(coverage, 4), round(similarity, 4),
-                       record.passages[n].shown)
+        return Finding(
+            ok, "" if ok else "meaning", round(coverage, 4), round(similarity, 4), record.passages[n].shown
+        )
 
     def _similarities(self, claim: str, record: _Record, wanted: list[int]) -> dict[int, float] | None:
         """Cosine similarity of the claim and each wanted passage; None when no model can embed them."""
@@ -232,32 +333,48 @@ class _Claim:
     stems: frozenset[str]
     numbers: frozenset[str]
     names: frozenset[str]
-    terms: frozenset[str]  # folded technical words and names of things ("SSO", "v3"): in the record or not said
+    terms: frozenset[
+        str
+    ]  # folded technical words and names of things ("SSO", "v3"): in the record or not said
     denials: tuple[tuple[str, ...], ...]
 
     @classmethod
     def of(cls, sentence: str, support: Support) -> _Claim:
         folded = fold(sentence)
         numbers = frozenset(_number(t) for t in _NUMBER.findall(folded))
-        names = frozenset(fold(w) for w in _TOKEN.findall(sentence)
-                          if w[:1].isupper() and fold(w) in support.names)
+        names = frozenset(
+            fold(w) for w in _TOKEN.findall(sentence) if w[:1].isupper() and fold(w) in support.names
+        )
         skip = cues().stopwords | _META | support.record_words
-        stems = frozenset(_stem(w) for w in _WORD.findall(folded)
-                          if w not in skip and len(w) > 1 and not w[0].isdigit() and w not in _NEGATIONS
-                          and w not in _CONTRACTED)
+        stems = frozenset(
+            _stem(w)
+            for w in _WORD.findall(folded)
+            if w not in skip
+            and len(w) > 1
+            and not w[0].isdigit()
+            and w not in _NEGATIONS
+            and w not in _CONTRACTED
+        )
         written = _WORD.findall(sentence)
-        terms = frozenset(fold(w) for w in written[1:] if _TERM.search(w) and fold(w) not in support.names
-                          and fold(w) not in skip)
+        terms = frozenset(
+            fold(w)
+            for w in written[1:]
+            if _TERM.search(w) and fold(w) not in support.names and fold(w) not in skip
+        )
         return cls(" ".join(sentence.split()), stems, numbers, names, terms, _denials(folded))
 
 
 def _passage(unit: tuple[Sentence, ...], about: str) -> _Passage:
     text = fold(" ".join(s.text for s in unit))
     authors = " ".join(fold(s.author) for s in unit if s.author)
-    return _Passage(text, frozenset(_stems(text + " " + authors)),
-                    frozenset(_number(t) for t in _NUMBER.findall(text)),
-                    frozenset(_TOKEN.findall(text + " " + authors)), _denials(text),
-                    " ".join(s.text for s in unit))
+    return _Passage(
+        text,
+        frozenset(_stems(text + " " + authors)),
+        frozenset(_number(t) for t in _NUMBER.findall(text)),
+        frozenset(_TOKEN.findall(text + " " + authors)),
+        _denials(text),
+        " ".join(s.text for s in unit),
+    )
 
 
 def _fails(claim: _Claim, passage: _Passage, about: _Passage) -> str:
@@ -295,8 +412,11 @@ def _denials(folded: str) -> tuple[tuple[str, ...], ...]:
         found = _WORD.findall(clause)
         for i, w in enumerate(found):
             if w in _NEGATIONS:  # a bounded window: "not not not ..." costs what its words cost
-                after = [x for x in found[i + 1:i + 1 + 4 * DENIED]
-                         if x not in _NEGATIONS and x not in cues().stopwords][:DENIED]
+                after = [
+                    x
+                    for x in found[i + 1 : i + 1 + 4 * DENIED]
+                    if x not in _NEGATIONS and x not in cues().stopwords
+                ][:DENIED]
                 out.append(tuple(_stem(x) for x in after))
     return tuple(out)
 
@@ -309,5 +429,3 @@ def _number(token: str) -> str:
     head, _, tail = token.partition(".")
     tail = tail.rstrip("0")
     return (head.lstrip("0") or "0") + ("." + tail if tail else "")
-
-

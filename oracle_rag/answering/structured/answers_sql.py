@@ -23,7 +23,9 @@ GROUP_MARKER = "/* group */ c.FACETS"
 
 # How each engine reads a facet from the FACETS JSON object ({path} is '$.<name>'); fragments.
 FACET_TEXT = Sql(oracle="JSON_VALUE(c.FACETS, '{path}')", sqlite="json_extract(c.FACETS, '{path}')")
-FACET_NUMBER = Sql(oracle="JSON_VALUE(c.FACETS, '{path}' RETURNING NUMBER)", sqlite="json_extract(c.FACETS, '{path}')")
+FACET_NUMBER = Sql(
+    oracle="JSON_VALUE(c.FACETS, '{path}' RETURNING NUMBER)", sqlite="json_extract(c.FACETS, '{path}')"
+)
 
 # An index per declared facet on Oracle (answering/structured/facet_indexes.py): the
 # expression marker becomes the facet's Oracle expression above with the
@@ -38,7 +40,8 @@ FACET_NUMBER = Sql(oracle="JSON_VALUE(c.FACETS, '{path}' RETURNING NUMBER)", sql
 FACET_INDEX_NAME_MARKER = "RAG_CHUNK_FACET_IX"
 FACET_EXPRESSION_MARKER = "/* facet */ FACETS"
 CREATE_FACET_INDEX = Sql(
-    oracle=f"CREATE INDEX IF NOT EXISTS {FACET_INDEX_NAME_MARKER} ON RAG_CHUNK ({FACET_EXPRESSION_MARKER}) ONLINE")
+    oracle=f"CREATE INDEX IF NOT EXISTS {FACET_INDEX_NAME_MARKER} ON RAG_CHUNK ({FACET_EXPRESSION_MARKER}) ONLINE"
+)
 
 # Oracle: the statements over every record the caller may see take the scope's
 # joined group test (engine_sql.SCOPE_JOIN: no FILTER over the ACL per record).
@@ -85,25 +88,35 @@ WHERE c.SOURCE_TYPE = :source_type
 ORDER BY c.CHUNK_NO""")
 
 # Chunk 0 of records found by ranked search (their first lines and facets).
-RECORDS_BY_ID = Sql.both(f"""SELECT c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, c.FACETS
+RECORDS_BY_ID = Sql.both(
+    f"""SELECT c.SOURCE_TYPE, c.SOURCE_ID, c.CONTENT, c.FACETS
 FROM RAG_CHUNK c
 WHERE c.CHUNK_NO = 0
   AND c.SOURCE_TYPE = :source_type
   AND c.SOURCE_ID IN :ids
-  AND {SCOPE}""", expanding=("ids",))
+  AND {SCOPE}""",
+    expanding=("ids",),
+)
 
 # The values of an enum facet among the records the caller may see (the vocabulary).
-FACET_VALUES = over_visible_chunks("""SELECT DISTINCT /* group */ c.FACETS AS V
+FACET_VALUES = over_visible_chunks(
+    """SELECT DISTINCT /* group */ c.FACETS AS V
 FROM RAG_CHUNK c {scope_join}
 WHERE c.CHUNK_NO = 0
   AND c.SOURCE_TYPE IN :types
-  AND {scope}""", expanding=("types",))
+  AND {scope}""",
+    expanding=("types",),
+)
 
 
 def grouped(sql: Sql, expression: Sql) -> Sql:
     """``sql`` with each engine's facet expression in place of the group marker."""
-    return replace(sql, oracle=(sql.oracle or "").replace(GROUP_MARKER, expression.oracle or ""),
-                   sqlite=(sql.sqlite or "").replace(GROUP_MARKER, expression.sqlite or ""))
+    return replace(
+        sql,
+        oracle=(sql.oracle or "").replace(GROUP_MARKER, expression.oracle or ""),
+        sqlite=(sql.sqlite or "").replace(GROUP_MARKER, expression.sqlite or ""),
+    )
+
 
 # An index per facet for the embedded engine: a count, a GROUP BY or a filter on a facet reads the
 # index instead of every record's row (whose vector and text make a scan of 100,000 records take
@@ -111,13 +124,19 @@ def grouped(sql: Sql, expression: Sql) -> Sql:
 # expression without the table alias, both from a declared facet name (check_facet_name). On Oracle
 # no index is made at run time, so the statement is a no-op: its facet indexes are made by `oracle-rag
 # migrate` / `bootstrap` (CREATE_FACET_INDEX above, answering/structured/facet_indexes.py).
-FACET_INDEX = Sql(oracle="SELECT 1 FROM dual",
-                  sqlite="CREATE INDEX IF NOT EXISTS {name} ON RAG_CHUNK (CHUNK_NO, {expr}, SOURCE_TYPE, ACCESS_PUBLIC, "
-                         "ACCESS_OWNER, SOURCE_ID, FACETS)")
+FACET_INDEX = Sql(
+    oracle="SELECT 1 FROM dual",
+    sqlite="CREATE INDEX IF NOT EXISTS {name} ON RAG_CHUNK (CHUNK_NO, {expr}, SOURCE_TYPE, ACCESS_PUBLIC, "
+    "ACCESS_OWNER, SOURCE_ID, FACETS)",
+)
 
 
 def facet_index(name: str, expression: Sql) -> Sql:
     """:data:`FACET_INDEX` for one facet (``expression``: :func:`predicates.facet_expression`)."""
     sqlite = (expression.sqlite or "").replace("c.FACETS", "FACETS")
-    return replace(FACET_INDEX, sqlite=(FACET_INDEX.sqlite or "").replace("{name}", f"RAG_CHUNK_FACET_{name.upper()}_X")
-                   .replace("{expr}", sqlite))
+    return replace(
+        FACET_INDEX,
+        sqlite=(FACET_INDEX.sqlite or "")
+        .replace("{name}", f"RAG_CHUNK_FACET_{name.upper()}_X")
+        .replace("{expr}", sqlite),
+    )

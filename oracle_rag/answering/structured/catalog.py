@@ -17,13 +17,13 @@ EN: dict[str, str] = {
     "extractive": "No language model is configured; here is what the most relevant records say:",
     # relevance: the structured list restricted to its topic, and an open question with weak evidence
     "weak": "Nothing I can see says that: none of the records you may see is about \u201c{topic}\u201d. "
-            "The closest ones:",
+    "The closest ones:",
     "about": "{about} of them {verb} about \u201c{topic}\u201d",
     "about_verb_one": "is",
     "about_verb_many": "are",
     "not_about": "{n} match the filters but not \u201c{topic}\u201d.",
     "none_about": "None of the {total} {noun} matching {filters} is about \u201c{topic}\u201d; "
-                  "without {filters}, about \u201c{topic}\u201d:",
+    "without {filters}, about \u201c{topic}\u201d:",
     "about_first": ", the first {shown} by relevance",
     # a question's words as conditions of a record type (answers.targets)
     "and": " and ",
@@ -86,13 +86,13 @@ EN: dict[str, str] = {
 ES: dict[str, str] = {
     "extractive": "No hay un modelo de lenguaje configurado; esto dicen los registros más relevantes:",
     "weak": "Nada de lo que puedo ver lo dice: ninguno de los registros que puede ver trata de "
-            "\u201c{topic}\u201d. Los más cercanos:",
+    "\u201c{topic}\u201d. Los más cercanos:",
     "about": "{about} de ellos {verb} sobre \u201c{topic}\u201d",
     "about_verb_one": "trata",
     "about_verb_many": "tratan",
     "not_about": "{n} coinciden con los filtros pero no tratan de \u201c{topic}\u201d.",
     "none_about": "Ninguno de los {total} {noun} con {filters} trata de \u201c{topic}\u201d; "
-                  "sin {filters}, sobre \u201c{topic}\u201d:",
+    "sin {filters}, sobre \u201c{topic}\u201d:",
     "about_first": ", los primeros {shown}",
     "and": " y ",
     "not_applicable": "\u201c{text}\u201d no se aplica a {plural}: no se aplicó",

@@ -10,14 +10,31 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-DATE_BOUND = re.compile(r"\b(before|until|till|by|no\s+later\s+than|antes\s+del?|hasta\s+el|hasta|after|since|"
-                        r"from|starting|despu[e\u00e9]s\s+del?|desde\s+el|desde|a\s+partir\s+del?)\s+"
-                        r"(\d{4}-\d{2}-\d{2})\b", re.IGNORECASE)
+DATE_BOUND = re.compile(
+    r"\b(before|until|till|by|no\s+later\s+than|antes\s+del?|hasta\s+el|hasta|after|since|"
+    r"from|starting|despu[e\u00e9]s\s+del?|desde\s+el|desde|a\s+partir\s+del?)\s+"
+    r"(\d{4}-\d{2}-\d{2})\b",
+    re.IGNORECASE,
+)
 # What each lead word means for its day (the first folded word of the lead):
 #   before/antes: earlier than the day (exclusive); until/by/hasta: up to and including it;
 #   after/despues: later than the day (exclusive); since/from/desde/a partir de: from it on (inclusive).
-BOUND_OPS = {"before": "lt", "antes": "lt", "until": "le", "till": "le", "by": "le", "no": "le", "hasta": "le",
-             "after": "gt", "despues": "gt", "since": "ge", "from": "ge", "starting": "ge", "desde": "ge", "a": "ge"}
+BOUND_OPS = {
+    "before": "lt",
+    "antes": "lt",
+    "until": "le",
+    "till": "le",
+    "by": "le",
+    "no": "le",
+    "hasta": "le",
+    "after": "gt",
+    "despues": "gt",
+    "since": "ge",
+    "from": "ge",
+    "starting": "ge",
+    "desde": "ge",
+    "a": "ge",
+}
 OPEN_START = "0001-01-01"
 OPEN_END = "9999-12-31"
 

@@ -58,8 +58,12 @@ def facet_index_ddl(declarations: Iterable[Declaration]) -> list[tuple[str, str]
     for declaration in declarations:
         for facet in declaration.facets:
             name = index_name(facet)
-            seen.setdefault(name, (CREATE_FACET_INDEX.oracle or "").replace(FACET_INDEX_NAME_MARKER, name).replace(
-                FACET_EXPRESSION_MARKER, index_expression(facet)))
+            seen.setdefault(
+                name,
+                (CREATE_FACET_INDEX.oracle or "")
+                .replace(FACET_INDEX_NAME_MARKER, name)
+                .replace(FACET_EXPRESSION_MARKER, index_expression(facet)),
+            )
     return sorted(seen.items())
 
 

@@ -19,21 +19,60 @@ from dataclasses import dataclass
 _AMOUNT = r"(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)\s*([km]\b)?"
 # lead words -> op; "between X and Y" / "entre X y Y" are ranges (inclusive)
 _LEADS = {
-    "gt": ("over", "above", "more than", "greater than", "higher than", "larger than", "bigger than", "exceeding",
-           "mas de", "más de", "mas que", "más que", "mayor de", "mayor que", "mayores de", "mayores que",
-           "superior a", "superiores a", "por encima de"),
-    "lt": ("under", "below", "less than", "fewer than", "lower than", "smaller than", "menos de", "menos que",
-           "menor de", "menor que", "menores de", "menores que", "inferior a", "inferiores a", "por debajo de"),
+    "gt": (
+        "over",
+        "above",
+        "more than",
+        "greater than",
+        "higher than",
+        "larger than",
+        "bigger than",
+        "exceeding",
+        "mas de",
+        "más de",
+        "mas que",
+        "más que",
+        "mayor de",
+        "mayor que",
+        "mayores de",
+        "mayores que",
+        "superior a",
+        "superiores a",
+        "por encima de",
+    ),
+    "lt": (
+        "under",
+        "below",
+        "less than",
+        "fewer than",
+        "lower than",
+        "smaller than",
+        "menos de",
+        "menos que",
+        "menor de",
+        "menor que",
+        "menores de",
+        "menores que",
+        "inferior a",
+        "inferiores a",
+        "por debajo de",
+    ),
     "ge": ("at least", "no less than", "al menos", "como minimo", "como mínimo", "minimo", "mínimo"),
     "le": ("at most", "no more than", "up to", "como maximo", "como máximo", "maximo", "máximo"),
 }
 _LEAD_OF = {fold_key: op for op, items in _LEADS.items() for fold_key in items}
 COMPARISON = re.compile(
     r"\b(" + "|".join(sorted((re.escape(k) for k in _LEAD_OF), key=len, reverse=True)) + r")\s+" + _AMOUNT,
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # The first amount's suffix is read with its own spaces: "\s*([km]\b)?\s+" split a run of spaces n ways.
-BETWEEN = re.compile(r"\b(between|entre)\s+" + _AMOUNT.replace(r"\s*([km]\b)?", r"(?:\s*([km]\b))?")
-                     + r"\s+(?:and|y|e)\s+" + _AMOUNT, re.IGNORECASE)
+BETWEEN = re.compile(
+    r"\b(between|entre)\s+"
+    + _AMOUNT.replace(r"\s*([km]\b)?", r"(?:\s*([km]\b))?")
+    + r"\s+(?:and|y|e)\s+"
+    + _AMOUNT,
+    re.IGNORECASE,
+)
 # Words asking for a sum or an average of a number facet (the aggregate path's, never a filter's).
 AGGREGATE_WORDS = frozenset(("total", "sum", "suma", "average", "avg", "mean", "promedio", "media", "totals"))
 

@@ -36,12 +36,15 @@ def facet_expression(facet: Facet) -> Sql:
     """Each engine's expression for a facet's value: ``json_extract(c.FACETS, '$.status')`` ..."""
     path = f"$.{check_facet_name(facet.name)}"
     template = FACET_NUMBER if facet.numeric else FACET_TEXT
-    return Sql(oracle=(template.oracle or "").replace("{path}", path),
-               sqlite=(template.sqlite or "").replace("{path}", path))
+    return Sql(
+        oracle=(template.oracle or "").replace("{path}", path),
+        sqlite=(template.sqlite or "").replace("{path}", path),
+    )
 
 
-def build_predicate(conditions: Iterable[Condition], facets: Mapping[str, Facet],
-                    source_type: str | None = None) -> Predicate:
+def build_predicate(
+    conditions: Iterable[Condition], facets: Mapping[str, Facet], source_type: str | None = None
+) -> Predicate:
     """AND of every condition (and of the record type when given), for both engines."""
     conditions = list(conditions)
     oracle, binds = _build(conditions, facets, source_type, "oracle")
@@ -49,8 +52,9 @@ def build_predicate(conditions: Iterable[Condition], facets: Mapping[str, Facet]
     return Predicate(Sql(oracle=oracle, sqlite=sqlite), binds)
 
 
-def _build(conditions: list[Condition], facets: Mapping[str, Facet], source_type: str | None,
-           side: str) -> tuple[str, dict[str, Any]]:
+def _build(
+    conditions: list[Condition], facets: Mapping[str, Facet], source_type: str | None, side: str
+) -> tuple[str, dict[str, Any]]:
     parts: list[str] = []
     binds: dict[str, Any] = {}
 
@@ -74,7 +78,11 @@ def _build(conditions: list[Condition], facets: Mapping[str, Facet], source_type
                 parts.append("1 = 0" if cond.op == "in" else "1 = 1")
                 continue
             listed = ", ".join(bind(v) for v in values)
-            parts.append(f"{expr} IN ({listed})" if cond.op == "in" else f"({expr} IS NULL OR {expr} NOT IN ({listed}))")
+            parts.append(
+                f"{expr} IN ({listed})"
+                if cond.op == "in"
+                else f"({expr} IS NULL OR {expr} NOT IN ({listed}))"
+            )
         elif cond.op == "null":
             parts.append(f"{expr} IS NULL")
         elif cond.op == "not_null":

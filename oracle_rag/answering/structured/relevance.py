@@ -51,8 +51,9 @@ def topic_stems(topic: str) -> frozenset[str]:
     """The topic's content words, by their first :data:`STEM` letters. Words that ask for a part of a
     record ("what is its *goal*", "*when* does it start") rank the part to show, but say nothing of what
     the records are about."""
-    return frozenset(w[:STEM] for w in words(topic)
-                     if w not in STOPWORDS and w not in RECORD_WORDS and len(w) > 2)
+    return frozenset(
+        w[:STEM] for w in words(topic) if w not in STOPWORDS and w not in RECORD_WORDS and len(w) > 2
+    )
 
 
 def restricts(topic: str) -> bool:

@@ -43,21 +43,33 @@ def value_text(vocab: Vocabulary, facet: str, value: Any, caller_id: int | None,
     return vocab.label(facet, value)
 
 
-def chips(conditions: list[Condition], vocab: Vocabulary, caller_id: int | None,
-          lang: str = "en") -> list[dict[str, Any]]:
+def chips(
+    conditions: list[Condition], vocab: Vocabulary, caller_id: int | None, lang: str = "en"
+) -> list[dict[str, Any]]:
     """One chip per condition key: what was applied, in words, removable by its key."""
     out: list[dict[str, Any]] = []
     for key in dict.fromkeys(c.key for c in conditions):
         group = [c for c in conditions if c.key == key]
-        out.append({"key": key, "label": _chip_label(group, vocab, caller_id, lang),
-                    "conditions": [_condition_dict(c, vocab, caller_id) for c in group]})
+        out.append(
+            {
+                "key": key,
+                "label": _chip_label(group, vocab, caller_id, lang),
+                "conditions": [_condition_dict(c, vocab, caller_id) for c in group],
+            }
+        )
     return out
 
 
 def _condition_dict(c: Condition, vocab: Vocabulary, caller_id: int | None) -> dict[str, Any]:
     facet = vocab.facets[c.facet]
-    return {"facet": c.facet, "label": facet.label, "op": c.op, "values": list(c.values),
-            "display": [value_text(vocab, c.facet, v, caller_id) for v in c.values], "text": c.text}
+    return {
+        "facet": c.facet,
+        "label": facet.label,
+        "op": c.op,
+        "values": list(c.values),
+        "display": [value_text(vocab, c.facet, v, caller_id) for v in c.values],
+        "text": c.text,
+    }
 
 
 def _chip_label(group: list[Condition], vocab: Vocabulary, caller_id: int | None, lang: str) -> str:
@@ -111,16 +123,22 @@ def columns(result: StructuredResult) -> list[tuple[str, str]]:
     """(facet name, label) of the facets a list shows per record: the type's declared display facets,
     else its enums, people and due date."""
     vocab = result.vocab
-    types = list(dict.fromkeys(r.source_type for r in result.records)) or [result.understanding.target_type or ""]
+    types = list(dict.fromkeys(r.source_type for r in result.records)) or [
+        result.understanding.target_type or ""
+    ]
     out: list[tuple[str, str]] = []
     for t in types:
         m = vocab.meaning(t)
         shown = [vocab.facets[n] for n in m.display if n in vocab.facets] or [
-            f for f in vocab.facets_of(t) if (f.kind == "enum" and f.display) or f.person or f.name == m.due]
+            f for f in vocab.facets_of(t) if (f.kind == "enum" and f.display) or f.person or f.name == m.due
+        ]
         # a date or number the question compares ("requested before ...", "over 10000") is shown first,
         # so the reader can check each record against it
-        asked = [vocab.facets[c.facet] for c in result.understanding.conditions_of(t)
-                 if c.facet in vocab.types.get(t, ()) and vocab.facets[c.facet].kind in ("date", "number")]
+        asked = [
+            vocab.facets[c.facet]
+            for c in result.understanding.conditions_of(t)
+            if c.facet in vocab.types.get(t, ()) and vocab.facets[c.facet].kind in ("date", "number")
+        ]
         for f in [*dict.fromkeys(asked), *shown]:
             if (f.name, f.label) not in out:
                 out.append((f.name, f.label))
@@ -140,8 +158,11 @@ def record_values(record: Record, result: StructuredResult, caller_id: int | Non
 
 
 def _record_line(i: int, record: Record, result: StructuredResult, caller_id: int | None) -> list[str]:
-    values = [v if label != "due" else f"due {v}" for label, v in record_values(record, result, caller_id).items()
-              if v != "-" and _shows(record, result, label)]
+    values = [
+        v if label != "due" else f"due {v}"
+        for label, v in record_values(record, result, caller_id).items()
+        if v != "-" and _shows(record, result, label)
+    ]
     head = f"{i}. {record.anchor} {record.title}"
     if values:
         head += " \u2014 " + " \u00b7 ".join(values)
@@ -208,8 +229,12 @@ def _render_text(result: StructuredResult, caller_id: int | None) -> str:
             lines.append(say(lang, "most_relevant", topic=result.ranked_by or u.topic))
         for i, r in enumerate(result.records, 1):
             lines.extend(_record_line(i, r, result, caller_id))
-    if u.topic and result.about is not None and total > result.about and (
-            result.about or u.kind == AnswerKind.COUNT):
+    if (
+        u.topic
+        and result.about is not None
+        and total > result.about
+        and (result.about or u.kind == AnswerKind.COUNT)
+    ):
         lines.append("")
         lines.append(say(lang, "not_about", n=total - result.about, topic=u.topic))
     if u.conditions:
@@ -256,8 +281,11 @@ def _match_line(result: StructuredResult, desc: str) -> str:
     if u.kind == AnswerKind.LIST and relevance.restricts(u.topic):
         return _about_line(result, first, shown)
     if shown < total:
-        how = (say(lang, "by_relevance", ranked_by=result.ranked_by) if result.ranked_by
-               else say(lang, "in_id_order"))
+        how = (
+            say(lang, "by_relevance", ranked_by=result.ranked_by)
+            if result.ranked_by
+            else say(lang, "in_id_order")
+        )
         return first + say(lang, "first_shown", shown=shown, how=how)
     return first + (":" if shown else ".")
 
@@ -268,8 +296,17 @@ def _about_line(result: StructuredResult, first: str, shown: int) -> str:
     lang = u.language
     total = result.total or 0
     if not shown:
-        return say(lang, "none_about", total=total, noun=noun(result.vocab, u.target_type, total, lang),
-                   filters=describe_all(result, None), topic=u.topic).rsplit(";", 1)[0] + "."
+        return (
+            say(
+                lang,
+                "none_about",
+                total=total,
+                noun=noun(result.vocab, u.target_type, total, lang),
+                filters=describe_all(result, None),
+                topic=u.topic,
+            ).rsplit(";", 1)[0]
+            + "."
+        )
     about = result.about if result.about is not None else shown
     verb = say(lang, "about_verb_one" if about == 1 else "about_verb_many")
     line = f"{first}; " + say(lang, "about", about=about, verb=verb, topic=u.topic)
@@ -295,9 +332,19 @@ def _count_lines(result: StructuredResult, desc: str, caller_id: int | None) -> 
         tied = [name for name, n in names if n == best_n]
         word = say(lang, "most" if u.superlative == "most" else "fewest")
         have = say(lang, "have_many" if len(tied) > 1 else "have_one")
-        lines.append(say(lang, "superlative", tied=say(lang, "and").join(tied), have=have, word=word,
-                         nouns=noun(vocab, u.target_type, 2, lang), noun=noun(vocab, u.target_type, best_n, lang),
-                         match=match, best=best_n))
+        lines.append(
+            say(
+                lang,
+                "superlative",
+                tied=say(lang, "and").join(tied),
+                have=have,
+                word=word,
+                nouns=noun(vocab, u.target_type, 2, lang),
+                noun=noun(vocab, u.target_type, best_n, lang),
+                match=match,
+                best=best_n,
+            )
+        )
     else:
         lines.append(say(lang, "per_group", plural=plural, match=match, label=label))
     for name, n in names:
@@ -313,7 +360,9 @@ def _lookup_facts(record: Record, result: StructuredResult, text: str) -> str:
     vocab = result.vocab
     m = vocab.meaning(record.source_type)
     lang = result.understanding.language
-    names = [n for n in m.display if n in vocab.facets] or [n for n in vocab.types.get(record.source_type, ())]
+    names = [n for n in m.display if n in vocab.facets] or [
+        n for n in vocab.types.get(record.source_type, ())
+    ]
     parts = []
     for name in names:
         value = record.facets.get(name)
@@ -333,8 +382,8 @@ def _lookup_text(result: StructuredResult) -> str:
             lines.append("")
         body = [line for line in record.content.strip().split("\n") if line.strip()]
         stored = f"[{record.source_type} #{record.source_id}]"
-        head = body[0][len(stored):].strip() if body[0].startswith(stored) else body[0]
-        head = head[len(record.anchor):].strip() if head.startswith(record.anchor) else head
+        head = body[0][len(stored) :].strip() if body[0].startswith(stored) else body[0]
+        head = head[len(record.anchor) :].strip() if head.startswith(record.anchor) else head
         lines.append(f"{record.anchor} {head}")
         rest = body[1:]
         facts = _lookup_facts(record, result, "\n".join(body[:12]))
@@ -352,7 +401,11 @@ def _lookup_text(result: StructuredResult) -> str:
         message = say(u.language, "not_visible", what=what)
         if result.records:
             lines.append("")
-            message = say(u.language, "some_not_visible", n=result.missing_lookups) + message[0].lower() + message[1:]
+            message = (
+                say(u.language, "some_not_visible", n=result.missing_lookups)
+                + message[0].lower()
+                + message[1:]
+            )
         lines.append(message)
     return "\n".join(lines)
 
@@ -364,9 +417,14 @@ def structured_dict(result: StructuredResult, caller_id: int | None) -> dict[str
     cols = columns(result) if result.records else []
     group = None
     if u.group_by:
-        group = {"facet": u.group_by, "label": vocab.facets[u.group_by].label,
-                 "rows": [{"value": v, "label": value_text(vocab, u.group_by, v, None, u.language), "count": n}
-                          for v, n in result.groups]}
+        group = {
+            "facet": u.group_by,
+            "label": vocab.facets[u.group_by].label,
+            "rows": [
+                {"value": v, "label": value_text(vocab, u.group_by, v, None, u.language), "count": n}
+                for v, n in result.groups
+            ],
+        }
     return {
         "kind": u.kind,
         "type": u.target_type,
@@ -382,6 +440,14 @@ def structured_dict(result: StructuredResult, caller_id: int | None) -> dict[str
         "count": result.total if u.kind == "count" else None,
         "groups": group,
         "columns": [label for _, label in cols],
-        "records": [{"anchor": r.anchor, "source_type": r.source_type, "source_id": r.source_id, "title": r.title,
-                     "values": record_values(r, result, caller_id)} for r in result.records],
+        "records": [
+            {
+                "anchor": r.anchor,
+                "source_type": r.source_type,
+                "source_id": r.source_id,
+                "title": r.title,
+                "values": record_values(r, result, caller_id),
+            }
+            for r in result.records
+        ],
     }

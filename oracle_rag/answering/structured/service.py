@@ -70,7 +70,7 @@ class Record:
         stored = f"[{self.source_type} #{self.source_id}]"
         for anchor in (self.anchor, stored):
             if first.upper().startswith(anchor.upper()):
-                first = first[len(anchor):].strip()
+                first = first[len(anchor) :].strip()
         return first
 
 
@@ -84,7 +84,9 @@ class StructuredResult:
     missing_lookups: int = 0
     ranked_by: str = ""  # the topic that ordered the records ("" = id order)
     totals: list[tuple[str, int]] = field(default_factory=list)  # per type answered, when several
-    about: int | None = None  # with a topic: how many of the matching records are about it (None: not counted)
+    about: int | None = (
+        None  # with a topic: how many of the matching records are about it (None: not counted)
+    )
 
 
 # What the service is given per source type (sources/meanings.py); the old name stays for callers.
@@ -96,8 +98,15 @@ People = Callable[[], Mapping[int, str]]
 
 
 class AnswerService:
-    def __init__(self, engine: Engine, declared: Iterable[Declaration] | Callable[[], Iterable[Declaration]], *,
-                 list_limit: int = 20, ttl_s: float = VOCABULARY_TTL_S, people: People | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        declared: Iterable[Declaration] | Callable[[], Iterable[Declaration]],
+        *,
+        list_limit: int = 20,
+        ttl_s: float = VOCABULARY_TTL_S,
+        people: People | None = None,
+    ) -> None:
         """``declared``: the source types' declarations, or a function returning them (read again with the
         vocabulary, so a source registered later, the reference app's once its tables exist, joins).
         ``people``: the names of person ids, used for every person facet of every type."""
@@ -141,8 +150,12 @@ class AnswerService:
 
         A read-only database or a busy writer leaves it for the next process: answers are the same
         without it, only slower on large sources."""
-        facets = {f.name: f for d in declared for f in d.facets
-                  if f.kind in ("enum", "ref", "date") and f.name not in self._indexed}
+        facets = {
+            f.name: f
+            for d in declared
+            for f in d.facets
+            if f.kind in ("enum", "ref", "date") and f.name not in self._indexed
+        }
         if not facets:
             return
         self._indexed.update(facets)
@@ -164,8 +177,10 @@ class AnswerService:
                 for facet in d.facets:
                     if facet.kind != "enum":
                         continue
-                    rows = conn.execute(self.engine.statement(q.grouped(q.FACET_VALUES, facet_expression(facet))),
-                                        {"types": [d.source_type], **scope.binds()})
+                    rows = conn.execute(
+                        self.engine.statement(q.grouped(q.FACET_VALUES, facet_expression(facet))),
+                        {"types": [d.source_type], **scope.binds()},
+                    )
                     found = {r[0] for r in rows if r[0] is not None}
                     held.setdefault(d.source_type, {})[facet.name] = found
                     values.setdefault(facet.name, set()).update(found)
@@ -185,7 +200,9 @@ class AnswerService:
                     found = d.labels(conn)
                 except sa.exc.DBAPIError as exc:
                     # A source whose name tables cannot be read now: its values go unnamed, answers still work.
-                    log.warning("names for %s facets unavailable [%s]", d.source_type, type(exc.orig).__name__)
+                    log.warning(
+                        "names for %s facets unavailable [%s]", d.source_type, type(exc.orig).__name__
+                    )
                     conn.rollback()
                     continue
                 for facet, names in found.items():
@@ -193,20 +210,33 @@ class AnswerService:
         self._labels = (now, labels)
         return labels
 
-    def understand(self, question: str, caller: Caller, *, today: dt.date | None = None,
-                   drop: Sequence[str] = ()) -> tuple[Understanding, Vocabulary]:
+    def understand(
+        self, question: str, caller: Caller, *, today: dt.date | None = None, drop: Sequence[str] = ()
+    ) -> tuple[Understanding, Vocabulary]:
         parser = self.parser(caller.scope())
         return parser.parse(question, caller.employee_id, today, tuple(drop)), parser.vocab
 
     # -- answering -----------------------------------------------------------------------
-    def predicate(self, u: Understanding, vocab: Vocabulary, conditions: Sequence[Condition] | None = None,
-                  source_type: str | None = None) -> Predicate:
+    def predicate(
+        self,
+        u: Understanding,
+        vocab: Vocabulary,
+        conditions: Sequence[Condition] | None = None,
+        source_type: str | None = None,
+    ) -> Predicate:
         source_type = source_type or u.target_type
         chosen = u.conditions_of(source_type) if conditions is None else conditions
         return build_predicate(chosen, vocab.facets, source_type)
 
-    def run(self, u: Understanding, vocab: Vocabulary, caller: Caller, *, mode: str = "hybrid",
-            settings: Any = None) -> StructuredResult:
+    def run(
+        self,
+        u: Understanding,
+        vocab: Vocabulary,
+        caller: Caller,
+        *,
+        mode: str = "hybrid",
+        settings: Any = None,
+    ) -> StructuredResult:
         result = StructuredResult(u, vocab)
         if u.kind == AnswerKind.NOTICE:
             return result
@@ -229,7 +259,9 @@ class AnswerService:
             merged: dict[Any, int] = {}
             total = 0
             for one in types:
-                n, groups_of, records, about = self._one_type(conn, u, vocab, caller, one, mode, limit, settings)
+                n, groups_of, records, about = self._one_type(
+                    conn, u, vocab, caller, one, mode, limit, settings
+                )
                 total += n
                 if about is not None:
                     result.about = (result.about or 0) + about
@@ -243,17 +275,30 @@ class AnswerService:
             if u.group_by:
                 grouped: list[tuple[Any, int]] = list(merged.items())
                 facet = vocab.facets[u.group_by]
-                if u.superlative and facet.person and not any(
-                        c.facet == u.group_by and c.op == "null" for c in u.conditions):
+                if (
+                    u.superlative
+                    and facet.person
+                    and not any(c.facet == u.group_by and c.op == "null" for c in u.conditions)
+                ):
                     grouped = [g for g in grouped if g[0] is not None]  # nobody is not a person
                 reverse = u.superlative != "fewest"
-                grouped.sort(key=lambda g: ((-g[1] if reverse else g[1]), vocab.label(u.group_by or "", g[0])))
+                grouped.sort(
+                    key=lambda g: ((-g[1] if reverse else g[1]), vocab.label(u.group_by or "", g[0]))
+                )
                 result.groups = grouped
         return result
 
-    def _one_type(self, conn: sa.Connection, u: Understanding, vocab: Vocabulary, caller: Caller,
-                  source_type: str | None, mode: str, limit: int,
-                  settings: Any) -> tuple[int, list[tuple[Any, int]], list[Record], int | None]:
+    def _one_type(
+        self,
+        conn: sa.Connection,
+        u: Understanding,
+        vocab: Vocabulary,
+        caller: Caller,
+        source_type: str | None,
+        mode: str,
+        limit: int,
+        settings: Any,
+    ) -> tuple[int, list[tuple[Any, int]], list[Record], int | None]:
         """Total, groups and records of one type: COUNT(*), GROUP BY, then ranked or id-order records;
         with a topic, only the records about it and how many of the matching ones are
         (``relevance``; None when more match than :data:`ABOUT_SCAN`, then among the ranked only)."""
@@ -265,7 +310,9 @@ class AnswerService:
         groups: list[tuple[Any, int]] = []
         if u.kind == AnswerKind.COUNT and u.group_by:
             expr = facet_expression(vocab.facets[u.group_by])
-            rows = conn.execute(self.engine.statement(q.grouped(q.COUNT_GROUPS, expr), where), binds).fetchall()
+            rows = conn.execute(
+                self.engine.statement(q.grouped(q.COUNT_GROUPS, expr), where), binds
+            ).fetchall()
             groups = [(_plain(r[0]), int(r[1])) for r in rows]
         if (u.kind == AnswerKind.COUNT and not u.topic) or total == 0:
             return total, groups, [], None
@@ -277,15 +324,25 @@ class AnswerService:
             return total, groups, about, count
         if len(ranked) < min(limit, total) and u.kind == AnswerKind.LIST:
             seen = {(r.source_type, r.source_id) for r in ranked}
-            rows = conn.execute(self.engine.statement(q.LIST_RECORDS, where),
-                                {**binds, "limit": limit + len(seen)}).fetchall()
+            rows = conn.execute(
+                self.engine.statement(q.LIST_RECORDS, where), {**binds, "limit": limit + len(seen)}
+            ).fetchall()
             for r in rows:
                 if (r[0], str(r[1])) not in seen and len(ranked) < limit:
                     ranked.append(self._record(vocab, r[0], r[1], r[2], r[3]))
         return total, groups, ranked, None
 
-    def _about(self, conn: sa.Connection, topic: str, ranked: list[Record], where: Where, binds: dict[str, Any],
-               total: int, limit: int, vocab: Vocabulary) -> tuple[list[Record], int | None]:
+    def _about(
+        self,
+        conn: sa.Connection,
+        topic: str,
+        ranked: list[Record],
+        where: Where,
+        binds: dict[str, Any],
+        total: int,
+        limit: int,
+        vocab: Vocabulary,
+    ) -> tuple[list[Record], int | None]:
         """The records about ``topic`` (the ranked ones first, in their order; then any other matching one
         about it), and how many of the ``total`` matching records are: every matching record's text is
         read when there are at most :data:`ABOUT_SCAN` of them."""
@@ -298,29 +355,54 @@ class AnswerService:
         if total > ABOUT_SCAN:
             return kept, None
         seen = {(r.source_type, r.source_id) for r in kept}
-        rows = conn.execute(self.engine.statement(q.LIST_RECORDS, where), {**binds, "limit": total}).fetchall()
-        found = [r for r in rows if (str(r[0]), str(r[1])) not in seen
-                 and relevance.holds(stems, lob_text(r[2]))]
-        shown = [self._record(vocab, r[0], r[1], r[2], r[3]) for r in found[:max(0, limit - len(kept))]]
+        rows = conn.execute(
+            self.engine.statement(q.LIST_RECORDS, where), {**binds, "limit": total}
+        ).fetchall()
+        found = [
+            r for r in rows if (str(r[0]), str(r[1])) not in seen and relevance.holds(stems, lob_text(r[2]))
+        ]
+        shown = [self._record(vocab, r[0], r[1], r[2], r[3]) for r in found[: max(0, limit - len(kept))]]
         return (kept + shown)[:limit], len(kept) + len(found)
 
     @staticmethod
-    def _record(vocab: Vocabulary, source_type: Any, source_id: Any, content: Any, facets: Any,
-                passage: str = "") -> Record:
+    def _record(
+        vocab: Vocabulary, source_type: Any, source_id: Any, content: Any, facets: Any, passage: str = ""
+    ) -> Record:
         t, i = str(source_type), str(source_id)
         return Record(t, i, lob_text(content), facets_value(facets), passage, vocab.anchor_of(t, i))
 
-    def _get(self, conn: sa.Connection, vocab: Vocabulary, scope: Scope, source_type: str, source_id: str,
-             topic: str) -> Record | None:
-        rows = conn.execute(self.engine.statement(q.CHUNKS_OF_ONE),
-                            {"source_type": source_type, "source_id": source_id, **scope.binds()}).fetchall()
+    def _get(
+        self,
+        conn: sa.Connection,
+        vocab: Vocabulary,
+        scope: Scope,
+        source_type: str,
+        source_id: str,
+        topic: str,
+    ) -> Record | None:
+        rows = conn.execute(
+            self.engine.statement(q.CHUNKS_OF_ONE),
+            {"source_type": source_type, "source_id": source_id, **scope.binds()},
+        ).fetchall()
         if not rows:
             return None
         contents = [lob_text(r[3]) for r in rows]
-        return self._record(vocab, rows[0][0], rows[0][1], rows[0][3], rows[0][4], best_passage(contents, topic))
+        return self._record(
+            vocab, rows[0][0], rows[0][1], rows[0][3], rows[0][4], best_passage(contents, topic)
+        )
 
-    def _ranked(self, conn: sa.Connection, u: Understanding, vocab: Vocabulary, source_type: str | None,
-                where: Where, caller: Caller, mode: str, limit: int, settings: Any) -> list[Record]:
+    def _ranked(
+        self,
+        conn: sa.Connection,
+        u: Understanding,
+        vocab: Vocabulary,
+        source_type: str | None,
+        where: Where,
+        caller: Caller,
+        mode: str,
+        limit: int,
+        settings: Any,
+    ) -> list[Record]:
         if settings is None:
             return []
         retriever = Retriever(self.engine, settings)
@@ -338,8 +420,10 @@ class AnswerService:
             by_type.setdefault(t, []).append(i)
         found: dict[tuple[str, str], Record] = {}
         for source_type, ids in by_type.items():
-            rows = conn.execute(self.engine.statement(q.RECORDS_BY_ID),
-                                {"source_type": source_type, "ids": ids, **caller.scope().binds()}).fetchall()
+            rows = conn.execute(
+                self.engine.statement(q.RECORDS_BY_ID),
+                {"source_type": source_type, "ids": ids, **caller.scope().binds()},
+            ).fetchall()
             for r in rows:
                 key = (str(r[0]), str(r[1]))
                 found[key] = self._record(vocab, r[0], r[1], r[2], r[3], passages.get(key, ""))

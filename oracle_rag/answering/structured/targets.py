@@ -123,12 +123,19 @@ def group_facet(vocab: Vocabulary, source_type: str, candidates: list[str]) -> s
     return None
 
 
-def choose_targets(vocab: Vocabulary, strong: list[str], weak: list[str], slots: list[Slot],
-                   intents: list[Intent], group: list[str]) -> Targets:
+def choose_targets(
+    vocab: Vocabulary,
+    strong: list[str],
+    weak: list[str],
+    slots: list[Slot],
+    intents: list[Intent],
+    group: list[str],
+) -> Targets:
     def fits(t: str) -> bool:
         for s in slots:
             if not _declares(vocab, t, [term.facet for term in s.terms if term.applies_to(t)]) and not any(
-                    _intent_applies(vocab, t, k) for k in s.lexical):
+                _intent_applies(vocab, t, k) for k in s.lexical
+            ):
                 return False
         return not group or group_facet(vocab, t, group) is not None
 
@@ -141,8 +148,12 @@ def choose_targets(vocab: Vocabulary, strong: list[str], weak: list[str], slots:
     if hit:
         return Targets(hit[:1], False)
     if not candidates:
-        scored = sorted(types, key=lambda t: -sum(_declares(vocab, t, [x.facet for x in s.terms if x.applies_to(t)])
-                                                  for s in slots))
+        scored = sorted(
+            types,
+            key=lambda t: (
+                -sum(_declares(vocab, t, [x.facet for x in s.terms if x.applies_to(t)]) for s in slots)
+            ),
+        )
         candidates = scored[:1]
     applicable = [t for t in candidates if all(_intent_applies(vocab, t, i.kind) for i in intents)]
     candidates = applicable or candidates
@@ -150,8 +161,9 @@ def choose_targets(vocab: Vocabulary, strong: list[str], weak: list[str], slots:
     return Targets(leaves or candidates[:1], False)
 
 
-def _date_facet(vocab: Vocabulary, source_type: str, intent: Intent,
-                completion: bool, language: str = "en") -> tuple[Facet | None, str | None]:
+def _date_facet(
+    vocab: Vocabulary, source_type: str, intent: Intent, completion: bool, language: str = "en"
+) -> tuple[Facet | None, str | None]:
     """The date facet a date phrase is about for ``source_type``, and a note when that needs saying."""
     m = vocab.meaning(source_type)
     dates = [vocab.facets[n] for n in vocab.types.get(source_type, ()) if vocab.facets[n].kind == "date"]
@@ -168,13 +180,15 @@ def _date_facet(vocab: Vocabulary, source_type: str, intent: Intent,
         return dates[0], None
     if dates:
         others = ", ".join(f.label_in(language) for f in dates[1:])
-        return dates[0], say(language, "date_read_as", text=intent.text, label=dates[0].label_in(language),
-                             others=others)
+        return dates[0], say(
+            language, "date_read_as", text=intent.text, label=dates[0].label_in(language), others=others
+        )
     return None, say(language, "no_dates", plural=plural, text=intent.text)
 
 
-def _number_facet(vocab: Vocabulary, source_type: str, intent: Intent,
-                  language: str) -> tuple[Facet | None, str | None]:
+def _number_facet(
+    vocab: Vocabulary, source_type: str, intent: Intent, language: str
+) -> tuple[Facet | None, str | None]:
     """The number facet a comparison is about: the one whose cue is next to it, else the only one."""
     numeric = [vocab.facets[n] for n in vocab.types.get(source_type, ()) if vocab.facets[n].kind == "number"]
     for f in numeric:
@@ -189,14 +203,22 @@ def _number_facet(vocab: Vocabulary, source_type: str, intent: Intent,
     return None, say(language, "no_numbers", plural=plural, text=intent.text)
 
 
-def concrete(vocab: Vocabulary, source_type: str, slots: list[Slot], intents: list[Intent],
-             caller_id: int | None, today: dt.date, language: str = "en") -> Concrete:
+def concrete(
+    vocab: Vocabulary,
+    source_type: str,
+    slots: list[Slot],
+    intents: list[Intent],
+    caller_id: int | None,
+    today: dt.date,
+    language: str = "en",
+) -> Concrete:
     """The conditions ``slots`` and ``intents`` mean for ``source_type``, and what could not be applied."""
     ctx = _Applying(vocab, source_type, vocab.meaning(source_type), caller_id, today, language)
     given: list[Slot | Intent] = [*slots, *intents]
     items = [_item(ctx, s) for s in sorted(given, key=lambda x: x.at)]
     ctx.completion = ctx.completion or any(
-        isinstance(i, Intent) and i.kind == IntentKind.FINISHED and not i.negated for i in items)
+        isinstance(i, Intent) and i.kind == IntentKind.FINISHED and not i.negated for i in items
+    )
     for i in items:
         if isinstance(i, Condition):
             ctx.out.conditions.append(i)
@@ -230,8 +252,9 @@ class _Applying:
         m = self.m
         if m.lifecycle is None or not m.done:
             return False
-        self.out.conditions.append(Condition(m.lifecycle, "in" if finished else "not_in", tuple(m.done),
-                                             key or m.lifecycle, text))
+        self.out.conditions.append(
+            Condition(m.lifecycle, "in" if finished else "not_in", tuple(m.done), key or m.lifecycle, text)
+        )
         return True
 
 
@@ -265,6 +288,7 @@ def _item(ctx: _Applying, s: Slot | Intent) -> Condition | Intent | None:
 # Each handler applies one kind of intent to a type; False: the type does not declare what it needs
 # (the caller notes it with _MISSING's reason).
 
+
 def _applies_trivially(ctx: _Applying, i: Intent) -> bool:
     return True
 
@@ -277,15 +301,18 @@ def _mine(ctx: _Applying, i: Intent) -> bool:
     if ctx.m.mine is None:
         return False
     if ctx.caller_id is not None:
-        ctx.out.conditions.append(Condition(ctx.m.mine, "not_in" if i.negated else "in", (ctx.caller_id,),
-                                            ctx.m.mine, i.text))
+        ctx.out.conditions.append(
+            Condition(ctx.m.mine, "not_in" if i.negated else "in", (ctx.caller_id,), ctx.m.mine, i.text)
+        )
     return True
 
 
 def _nobody(ctx: _Applying, i: Intent) -> bool:
     if ctx.m.mine is None:
         return False
-    ctx.out.conditions.append(Condition(ctx.m.mine, "not_null" if i.negated else "null", (), ctx.m.mine, i.text))
+    ctx.out.conditions.append(
+        Condition(ctx.m.mine, "not_null" if i.negated else "null", (), ctx.m.mine, i.text)
+    )
     return True
 
 
@@ -323,17 +350,25 @@ def _dated(ctx: _Applying, i: Intent) -> bool:
 
 
 _HANDLERS: dict[str, Callable[[_Applying, Intent], bool]] = {
-    IntentKind.OPEN: _lifecycle_intent, IntentKind.FINISHED: _lifecycle_intent,
-    IntentKind.MINE: _mine, IntentKind.NOBODY: _nobody,
-    IntentKind.OVERDUE: _overdue, IntentKind.NO_DUE: _no_due,
-    IntentKind.NUMBER: _number, IntentKind.WINDOW: _dated, IntentKind.BOUND: _dated,
+    IntentKind.OPEN: _lifecycle_intent,
+    IntentKind.FINISHED: _lifecycle_intent,
+    IntentKind.MINE: _mine,
+    IntentKind.NOBODY: _nobody,
+    IntentKind.OVERDUE: _overdue,
+    IntentKind.NO_DUE: _no_due,
+    IntentKind.NUMBER: _number,
+    IntentKind.WINDOW: _dated,
+    IntentKind.BOUND: _dated,
 }
 
 # Why an intent does not apply to a type: the catalog key of what the type does not declare.
 _MISSING: dict[str, str] = {
-    IntentKind.OPEN: "missing_lifecycle", IntentKind.FINISHED: "missing_lifecycle",
-    IntentKind.MINE: "missing_person", IntentKind.NOBODY: "missing_person",
-    IntentKind.OVERDUE: "missing_due", IntentKind.NO_DUE: "missing_due",
+    IntentKind.OPEN: "missing_lifecycle",
+    IntentKind.FINISHED: "missing_lifecycle",
+    IntentKind.MINE: "missing_person",
+    IntentKind.NOBODY: "missing_person",
+    IntentKind.OVERDUE: "missing_due",
+    IntentKind.NO_DUE: "missing_due",
 }
 
 
@@ -344,7 +379,9 @@ def _date_condition(facet: str, i: Intent, today: dt.date) -> Condition:
     op, first, last = bound(i.op, i.day)
     if op == "lt":
         return Condition(facet, "lt", (i.day,), f"{facet}:before", i.text)
-    return Condition(facet, "range", (first, last), f"{facet}:{'before' if first == OPEN_START else 'after'}", i.text)
+    return Condition(
+        facet, "range", (first, last), f"{facet}:{'before' if first == OPEN_START else 'after'}", i.text
+    )
 
 
 def describe_types(vocab: Vocabulary, counts: list[tuple[str, int]], language: str) -> str:
@@ -352,4 +389,3 @@ def describe_types(vocab: Vocabulary, counts: list[tuple[str, int]], language: s
     parts = [f"{n} {vocab.meaning(t).noun(n, language)}" for t, n in counts]
     joiner = say(language, "and")
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + joiner + parts[-1]
-

@@ -25,17 +25,22 @@ def one_edit(a: str, b: str) -> bool:
         diff = [i for i in range(la) if a[i] != b[i]]
         if len(diff) == 1:
             return True
-        return len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+        return (
+            len(diff) == 2
+            and diff[1] == diff[0] + 1
+            and a[diff[0]] == b[diff[1]]
+            and a[diff[1]] == b[diff[0]]
+        )
     if la > lb:
         a, b = b, a
     i = 0
     while i < len(a) and a[i] == b[i]:
         i += 1
-    return a[i:] == b[i + 1:]
+    return a[i:] == b[i + 1 :]
 
 
 def _keys(word: str) -> set[str]:
-    return {word, *(word[:i] + word[i + 1:] for i in range(len(word)))}
+    return {word, *(word[:i] + word[i + 1 :] for i in range(len(word)))}
 
 
 class Corrector:
@@ -49,8 +54,9 @@ class Corrector:
     candidate cost 1.6 s for a 4,000-character question against 5,000 people).
     """
 
-    def __init__(self, known: Iterable[str], candidates: Iterable[str],
-                 meaning: Mapping[str, Hashable] | None = None) -> None:
+    def __init__(
+        self, known: Iterable[str], candidates: Iterable[str], meaning: Mapping[str, Hashable] | None = None
+    ) -> None:
         """``meaning``: what each candidate means; several candidates with one meaning are not ambiguous
         ("progres": progress or progreso, both the same value)."""
         self.meaning = dict(meaning or {})

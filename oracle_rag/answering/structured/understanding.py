@@ -53,8 +53,10 @@ __all__ = ["Condition", "Notice", "QueryParser", "Understanding"]
 _NUMBER = r"\s*(?:(?:#|n[o\u00ba\u00b0]\.?|num(?:ero)?\.?|n[u\u00fa]mero)\s*)?(?:-\s*)?(\d{1,9})\b"
 _BARE = re.compile(r"(?<![\w#])#\s?(\d{1,9})\b")
 _WORD = re.compile(r"[^\W_]+")
-_QUOTED = re.compile(r"[\"'\u2018\u2019\u201c\u201d\u00ab\u00bb]([^\"'\u2018\u2019\u201c\u201d\u00ab\u00bb]{2,60})"
-                     r"[\"'\u2018\u2019\u201c\u201d\u00ab\u00bb]")
+_QUOTED = re.compile(
+    r"[\"'\u2018\u2019\u201c\u201d\u00ab\u00bb]([^\"'\u2018\u2019\u201c\u201d\u00ab\u00bb]{2,60})"
+    r"[\"'\u2018\u2019\u201c\u201d\u00ab\u00bb]"
+)
 CUE_DISTANCE = 3
 
 
@@ -101,9 +103,17 @@ class _Reading:
 def _lexicon_table() -> dict[Phrase, list[Any]]:
     table: dict[Phrase, list[Any]] = {}
     groups: list[tuple[str, tuple[Phrase, ...]]] = [
-        ("count", lx.COUNT), ("negation", lx.NEGATION), ("caller", lx.CALLER), ("overdue", lx.OVERDUE),
-        ("no_due", lx.NO_DUE_DATE), ("most", lx.MOST), ("fewest", lx.FEWEST), ("open", lx.OPEN),
-        ("finished", lx.FINISHED), ("nobody", lx.NOBODY), ("advice", lx.ADVICE),
+        ("count", lx.COUNT),
+        ("negation", lx.NEGATION),
+        ("caller", lx.CALLER),
+        ("overdue", lx.OVERDUE),
+        ("no_due", lx.NO_DUE_DATE),
+        ("most", lx.MOST),
+        ("fewest", lx.FEWEST),
+        ("open", lx.OPEN),
+        ("finished", lx.FINISHED),
+        ("nobody", lx.NOBODY),
+        ("advice", lx.ADVICE),
     ]
     groups += [(f"window:{name}", items) for name, items in lx.WINDOWS.items()]
     for name, items in groups:
@@ -138,18 +148,35 @@ class QueryParser:
         for facet in vocab.facets.values():
             for cue in facet.cues:
                 self.cues.setdefault(fold(cue), []).append(facet.name)
-        self.date_cues = {fold(c) for f in vocab.facets.values() if f.kind == "date" for c in f.cues} | lx.DUE_CUES
+        self.date_cues = {
+            fold(c) for f in vocab.facets.values() if f.kind == "date" for c in f.cues
+        } | lx.DUE_CUES
         self.long_cues = {tuple(c.split()) for c in self.cues if " " in c} - set(self.table)
         self.long_cues_max = max((len(c) for c in self.long_cues), default=0)
-        self.number_cues = {w for f in vocab.facets.values() if f.kind == "number" for c in f.cues
-                            for w in [fold(c), *fold(c).split()]}
-        known = {w for phrase in self.table for w in phrase} | set(vocab.type_words) | set(self.cues) \
-            | set(lx.STOPWORDS) | set(lx.SPANISH) | set(lx.ENGLISH) | set(lx.OTHER_AGGREGATE) | set(lx.RECORD_WORDS)
+        self.number_cues = {
+            w
+            for f in vocab.facets.values()
+            if f.kind == "number"
+            for c in f.cues
+            for w in [fold(c), *fold(c).split()]
+        }
+        known = (
+            {w for phrase in self.table for w in phrase}
+            | set(vocab.type_words)
+            | set(self.cues)
+            | set(lx.STOPWORDS)
+            | set(lx.SPANISH)
+            | set(lx.ENGLISH)
+            | set(lx.OTHER_AGGREGATE)
+            | set(lx.RECORD_WORDS)
+        )
         candidates = {w for phrase in self.table for w in phrase} | set(vocab.type_words) | set(self.cues)
         meaning: dict[str, set[Any]] = {}
         for phrase, found in self.table.items():
             for w in phrase:
-                meaning.setdefault(w, set()).update((m.facet, m.values) if isinstance(m, Term) else m for m in found)
+                meaning.setdefault(w, set()).update(
+                    (m.facet, m.values) if isinstance(m, Term) else m for m in found
+                )
         self.corrector = Corrector(known, candidates, {w: frozenset(m) for w, m in meaning.items() if m})
         self._id_patterns: list[tuple[list[str], re.Pattern[str]]] = []
         for word, types in sorted(vocab.type_words.items(), key=lambda kv: -len(kv[0])):
@@ -157,12 +184,19 @@ class QueryParser:
         self._bare_types = [t for t in vocab.types if vocab.meaning(t).bare_ids]
 
     # -- the steps -----------------------------------------------------------------------
-    def parse(self, question: str, caller_id: int | None = None, today: dt.date | None = None,
-              drop: tuple[str, ...] = ()) -> Understanding:
+    def parse(
+        self,
+        question: str,
+        caller_id: int | None = None,
+        today: dt.date | None = None,
+        drop: tuple[str, ...] = (),
+    ) -> Understanding:
         """One question's reading, step by step. Everything learnt about the question lives in a
         :class:`_Reading` made here and passed through the steps: one parser serves every thread of a
         server (it is cached per scope), so it holds nothing of any one question."""
-        r = _Reading(question, Understanding(question, dropped=tuple(drop)), caller_id, today or dt.date.today())
+        r = _Reading(
+            question, Understanding(question, dropped=tuple(drop)), caller_id, today or dt.date.today()
+        )
         numbers, bounds = self._claim_spans(r)
         self._tokenise(r)
         self._dates_and_numbers(r, bounds, numbers)
@@ -193,33 +227,57 @@ class QueryParser:
     def _tokenise(self, r: _Reading) -> None:
         """The words, folded, those inside a claimed span marked; the language; multi-word cues joined;
         one typo per unknown word read as the known word it is close to."""
-        r.tokens = [_Token(m.group(0), fold(m.group(0)), m.start(), m.end()) for m in _WORD.finditer(r.question)]
-        owner = [-1] * len(r.question)  # per character, the last span claiming it (linear, not tokens x spans)
+        r.tokens = [
+            _Token(m.group(0), fold(m.group(0)), m.start(), m.end()) for m in _WORD.finditer(r.question)
+        ]
+        owner = [-1] * len(
+            r.question
+        )  # per character, the last span claiming it (linear, not tokens x spans)
         for k, (start, end, _why) in enumerate(r.spans):
             owner[start:end] = [k] * (end - start)
         for tok in r.tokens:
-            if (k := max(owner[tok.start:tok.end], default=-1)) >= 0:
+            if (k := max(owner[tok.start : tok.end], default=-1)) >= 0:
                 tok.used = r.spans[k][2]  # the last span listed that overlaps the word
         r.out.language = r.language = language_of([t.word for t in r.tokens])
         r.tokens = self._join_cues(r.tokens, r.question)
         self._correct(r.tokens, r.out)
 
-    def _dates_and_numbers(self, r: _Reading, bounds: list[tuple[int, str, str, str]],
-                           numbers: list[Comparison]) -> None:
+    def _dates_and_numbers(
+        self, r: _Reading, bounds: list[tuple[int, str, str, str]], numbers: list[Comparison]
+    ) -> None:
         for b_start, op, day, text in bounds:
-            r.intents.append(Intent(IntentKind.BOUND, False, text, op=op, day=day, cues=self._near_cues(r.tokens, b_start),
-                                    at=b_start))
+            r.intents.append(
+                Intent(
+                    IntentKind.BOUND,
+                    False,
+                    text,
+                    op=op,
+                    day=day,
+                    cues=self._near_cues(r.tokens, b_start),
+                    at=b_start,
+                )
+            )
         for c in numbers:
-            r.intents.append(Intent(IntentKind.NUMBER, False, c.text, op=c.op, numbers=c.values,
-                                    cues=self._number_cues(r.tokens, c.start, c.end), at=c.start))
+            r.intents.append(
+                Intent(
+                    IntentKind.NUMBER,
+                    False,
+                    c.text,
+                    op=c.op,
+                    numbers=c.values,
+                    cues=self._number_cues(r.tokens, c.start, c.end),
+                    at=c.start,
+                )
+            )
 
     def _named_types(self, r: _Reading) -> None:
         """The types the question names by their words, and their facets (a value of one of those is
         preferred to the same value of another type's facet)."""
         r.named = [t for tok in r.tokens for t in self.vocab.type_words.get(tok.word, [])]
         r.named_facets = frozenset(f for t in r.named for f in self.vocab.types.get(t, ()))
-        r.out.other_aggregate = r.out.other_aggregate or any(t.word in lx.OTHER_AGGREGATE and t.used is None
-                                                             for t in r.tokens)
+        r.out.other_aggregate = r.out.other_aggregate or any(
+            t.word in lx.OTHER_AGGREGATE and t.used is None for t in r.tokens
+        )
 
     def _conditions(self, r: _Reading, types: list[str]) -> tuple[dict[str, list[Condition]], list[str]]:
         """Each target type's conditions from the slots and intents, and what could not be applied."""
@@ -231,13 +289,22 @@ class QueryParser:
             notes += [n for n in made.notes if n not in notes]
         return conditions, notes
 
-    def _conclude(self, r: _Reading, targets: Targets, group: list[str], conditions: dict[str, list[Condition]],
-                  notes: list[str]) -> None:
+    def _conclude(
+        self,
+        r: _Reading,
+        targets: Targets,
+        group: list[str],
+        conditions: dict[str, list[Condition]],
+        notes: list[str],
+    ) -> None:
         """What is asked of which types, the group, and the words left over as the topic."""
         out, tokens = r.out, r.tokens
         first = targets.types[0] if targets.types else None
-        out.per_type = {t: self._merge([c for c in conds if c.key not in out.dropped])
-                        for t, conds in conditions.items() if t}
+        out.per_type = {
+            t: self._merge([c for c in conds if c.key not in out.dropped])
+            for t, conds in conditions.items()
+            if t
+        }
         if group:
             out.group_by = group_facet(self.vocab, first, group) if first else None
             if out.group_by is None:
@@ -252,12 +319,23 @@ class QueryParser:
         out.notes = notes if out.targets else []
         if out.targets and (out.count or out.has_conditions) and not out.lookups:
             out.notes += [n for n in self._unknown_values(tokens, out) if n not in out.notes]
-        out.topic = " ".join(t.text for t in tokens if t.used is None and t.word not in lx.NOT_TOPIC
-                             and t.word not in self.vocab.type_words and t.word not in self.cues)
+        out.topic = " ".join(
+            t.text
+            for t in tokens
+            if t.used is None
+            and t.word not in lx.NOT_TOPIC
+            and t.word not in self.vocab.type_words
+            and t.word not in self.cues
+        )
         roles = self._roles(r, [])
-        out.asked_types = list(dict.fromkeys(
-            kind for i, t in enumerate(tokens) if t.used == "type" and roles[i] is Role.RECORD
-            and t.word not in self.cues for kind in self.vocab.type_words[t.word]))
+        out.asked_types = list(
+            dict.fromkeys(
+                kind
+                for i, t in enumerate(tokens)
+                if t.used == "type" and roles[i] is Role.RECORD and t.word not in self.cues
+                for kind in self.vocab.type_words[t.word]
+            )
+        )
 
     def _unknown_values(self, tokens: list[_Token], out: Understanding) -> list[str]:
         """Not silent: a word that reads like a value of the records named ("rechazados" in "mis pedidos
@@ -267,18 +345,30 @@ class QueryParser:
         step = 1 if out.language == "es" else -1
         for i, t in enumerate(tokens):
             j = i + step
-            if step == 1 and j + 1 < len(tokens) and tokens[j].word in ("de", "del") and tokens[j].used is None:
+            if (
+                step == 1
+                and j + 1 < len(tokens)
+                and tokens[j].word in ("de", "del")
+                and tokens[j].used is None
+            ):
                 j += 1  # "pedidos de mobiliario"
             if t.used != "type" or not 0 <= j < len(tokens):
                 continue
             w = tokens[j]
-            if w.used is not None or len(w.word) < 4 or not w.word.isalpha() or w.word in self.corrector.known:
+            if (
+                w.used is not None
+                or len(w.word) < 4
+                or not w.word.isalpha()
+                or w.word in self.corrector.known
+            ):
                 continue
             plural = self.vocab.meaning(out.target_type).noun(2, out.language)
             w.used = "unknown"  # said, and neither a filter nor a topic that would narrow the list
-            notes.append(f"“{w.text}” no es un valor conocido de {plural}: no se aplicó como filtro"
-                         if out.language == "es" else
-                         f"“{w.text}” is not a known value of {plural}: not applied as a filter")
+            notes.append(
+                f"“{w.text}” no es un valor conocido de {plural}: no se aplicó como filtro"
+                if out.language == "es"
+                else f"“{w.text}” is not a known value of {plural}: not applied as a filter"
+            )
         return notes
 
     def _correct(self, tokens: list[_Token], out: Understanding) -> None:
@@ -302,8 +392,13 @@ class QueryParser:
         inside = {i for m in matches for i in range(m.start, m.end)}
         undone = False
         for i, t in enumerate(tokens):
-            if t.typed and i not in inside and t.used is None and t.word not in self.vocab.type_words \
-                    and t.word not in self.cues:
+            if (
+                t.typed
+                and i not in inside
+                and t.used is None
+                and t.word not in self.vocab.type_words
+                and t.word not in self.cues
+            ):
                 out.read_as.remove(t.word)
                 t.word, t.typed = t.typed, ""
                 undone = True
@@ -319,11 +414,17 @@ class QueryParser:
         i = 0
         while i < len(tokens):
             for n in range(min(self.long_cues_max, len(tokens) - i), 1, -1):
-                window = tokens[i:i + n]
+                window = tokens[i : i + n]
                 phrase = tuple(t.word for t in window)
                 if phrase in self.long_cues and all(t.used is None for t in window):
-                    out.append(_Token(question[window[0].start:window[-1].end], " ".join(phrase),
-                                      window[0].start, window[-1].end))
+                    out.append(
+                        _Token(
+                            question[window[0].start : window[-1].end],
+                            " ".join(phrase),
+                            window[0].start,
+                            window[-1].end,
+                        )
+                    )
                     i += n
                     break
             else:
@@ -348,13 +449,17 @@ class QueryParser:
         aggregate path's (guarded SQL), never a list that pretends to answer it; ``out.measure`` says which."""
         measures = self.number_cues | lx.MEASURES
         for i, t in enumerate(tokens):
-            if t.word in AGGREGATE_WORDS and any(x.word in self.number_cues for x in tokens[i + 1:i + 4]):
+            if t.word in AGGREGATE_WORDS and any(x.word in self.number_cues for x in tokens[i + 1 : i + 4]):
                 out.other_aggregate = True
             for name, phrases in lx.AGGREGATE_WORDS.items():
                 for phrase in phrases:
                     n = len(phrase)
-                    if phrase[:1] == (t.word,) and tuple(x.word for x in tokens[i:i + n]) == phrase and t.used is None and any(
-                            x.word in measures for x in tokens[i + n:i + n + 3]):
+                    if (
+                        phrase[:1] == (t.word,)
+                        and tuple(x.word for x in tokens[i : i + n]) == phrase
+                        and t.used is None
+                        and any(x.word in measures for x in tokens[i + n : i + n + 3])
+                    ):
                         out.other_aggregate = True
                         out.measure = out.measure or name
 
@@ -363,7 +468,9 @@ class QueryParser:
         before = [t for t in tokens if t.end <= start][-3:]
         return tuple(t.word for t in before if t.word in self.date_cues)
 
-    def _mentions(self, text: str, spans: list[tuple[int, int, str]]) -> list[tuple[list[str], str, int, int]]:
+    def _mentions(
+        self, text: str, spans: list[tuple[int, int, str]]
+    ) -> list[tuple[list[str], str, int, int]]:
         found: list[tuple[list[str], str, int, int]] = []
         patterns = [*self._id_patterns, (self._bare_types, _BARE)]
         taken = bytearray(len(text))  # the characters claimed so far: one test per match, not one per span
@@ -373,10 +480,10 @@ class QueryParser:
             if not types:
                 continue
             for m in pattern.finditer(text):
-                if 1 in taken[m.start():m.end()]:
+                if 1 in taken[m.start() : m.end()]:
                     continue
                 spans.append((m.start(), m.end(), "id"))
-                taken[m.start():m.end()] = b"\x01" * (m.end() - m.start())
+                taken[m.start() : m.end()] = b"\x01" * (m.end() - m.start())
                 found.append((types, str(int(m.group(1))), m.start(), m.end()))
         found.sort(key=lambda f: f[2])
         return found
@@ -412,7 +519,7 @@ class QueryParser:
         for lead in sorted(lx.GROUP_LEAD, key=len, reverse=True):
             n = len(lead)
             for j in range(len(words) - n):
-                if tuple(words[j:j + n]) != lead:
+                if tuple(words[j : j + n]) != lead:
                     continue
                 facets = self._group_facets(words[j + n])
                 if not facets or tokens[free[j + n]].used is not None:
@@ -455,7 +562,7 @@ class QueryParser:
                 continue
             found = None
             for n in range(min(self.max_len, len(tokens) - i), 0, -1):
-                window = tokens[i:i + n]
+                window = tokens[i : i + n]
                 if any(t.used is not None for t in window):
                     continue
                 meanings = self.table.get(tuple(t.word for t in window))
@@ -476,7 +583,9 @@ class QueryParser:
         for j in range(max(0, match.start - CUE_DISTANCE), min(len(tokens), match.end + CUE_DISTANCE)):
             t = tokens[j]
             if facet in self.cues.get(t.word, []) and t.used in (None, "cue", "type"):
-                best = min(best, match.start - j if j < match.start else j - (match.end - 1) if j >= match.end else 0)
+                best = min(
+                    best, match.start - j if j < match.start else j - (match.end - 1) if j >= match.end else 0
+                )
         return best
 
     def _resolve(self, r: _Reading, match: _Match, anchor: int | None = None) -> list[Any]:
@@ -508,7 +617,11 @@ class QueryParser:
             return plain[:1] if (first.capitalised and match.start > 0) else ["caller"]
         if plain:
             preferred = [t for t in plain if t.facet in r.named_facets]
-            return preferred + [t for t in plain if t not in preferred] + [x for x in lexical if x in _LEXICAL_SLOTS]
+            return (
+                preferred
+                + [t for t in plain if t not in preferred]
+                + [x for x in lexical if x in _LEXICAL_SLOTS]
+            )
         return lexical[:1]
 
     def _negated(self, tokens: list[_Token], start: int) -> bool:
@@ -539,7 +652,7 @@ class QueryParser:
         for match in matches:
             attached = attach(roles, match.start, match.end)
             meanings = self._resolve(r, match, attached.anchor)
-            text = " ".join(t.text for t in tokens[match.start:match.end])
+            text = " ".join(t.text for t in tokens[match.start : match.end])
             if not meanings:
                 continue
             meaning = meanings[0]
@@ -550,10 +663,14 @@ class QueryParser:
                     continue
                 terms = [m for m in meanings if isinstance(m, Term)]
                 cued = frozenset(x.facet for x in terms if self._cue_distance(tokens, match, x.facet) <= 2)
-                if not (attached.records or cued or any(self.vocab.facets[x.facet].kind == "ref" for x in terms)):
+                if not (
+                    attached.records or cued or any(self.vocab.facets[x.facet].kind == "ref" for x in terms)
+                ):
                     continue  # a value word of the topic ("what is blocking the SSO upgrade"): left to the topic
                 negated = self._negated(tokens, match.start)
-                slots.append(Slot(terms, [m for m in meanings if isinstance(m, str)], negated, text, at, cued))
+                slots.append(
+                    Slot(terms, [m for m in meanings if isinstance(m, str)], negated, text, at, cued)
+                )
             elif meaning == "count":
                 out.count = True
                 used = "count"
@@ -567,14 +684,17 @@ class QueryParser:
             elif isinstance(meaning, str) and meaning.startswith("window:"):
                 start = tokens[match.start].start
                 cues = self._near_cues(tokens, start) + tuple(
-                    t.word for t in tokens[match.end:match.end + 1] if t.word in self.date_cues)
-                intents.append(Intent(IntentKind.WINDOW, False, text, window=meaning.split(":", 1)[1], cues=cues, at=at))
+                    t.word for t in tokens[match.end : match.end + 1] if t.word in self.date_cues
+                )
+                intents.append(
+                    Intent(IntentKind.WINDOW, False, text, window=meaning.split(":", 1)[1], cues=cues, at=at)
+                )
             elif meaning == "advice":
                 out.advice = True
                 intents.append(Intent(IntentKind.OPEN, False, text, at=at))
             else:
                 continue  # negation, most, fewest: claimed by the value after it, or by a group
-            for t in tokens[match.start:match.end]:
+            for t in tokens[match.start : match.end]:
                 t.used = used
 
     def _roles(self, r: _Reading, matches: list[_Match]) -> list[Role]:
@@ -585,16 +705,22 @@ class QueryParser:
             match = in_match.get(i)
             if match is not None:
                 kinds = set(match.meanings)
-                roles.append(Role.ANCHOR if kinds & {"count", "caller"} else
-                             Role.FILLER if kinds & {"negation", "most", "fewest"} else Role.VALUE)
+                roles.append(
+                    Role.ANCHOR
+                    if kinds & {"count", "caller"}
+                    else Role.FILLER
+                    if kinds & {"negation", "most", "fewest"}
+                    else Role.VALUE
+                )
             elif t.used == "count":
                 roles.append(Role.ANCHOR)
             elif t.used is not None and t.used not in ("type", "cue"):
                 roles.append(Role.VALUE)
             elif t.word in self.vocab.type_words:
                 roles.append(Role.RECORD)
-            elif t.word in lx.ASKED_RECORDS and (t.word not in lx.ALSO_CONJUNCTION or i == 0
-                                                 or fold(t.text) != t.text.casefold()):
+            elif t.word in lx.ASKED_RECORDS and (
+                t.word not in lx.ALSO_CONJUNCTION or i == 0 or fold(t.text) != t.text.casefold()
+            ):
                 roles.append(Role.ANCHOR)  # "qué" (or "que" opening the question), not "dijo que"
             elif t.word in lx.DETERMINERS:
                 roles.append(Role.DETERMINER)
@@ -604,7 +730,12 @@ class QueryParser:
                 roles.append(Role.AUXILIARY)
             elif t.word in self.cues:
                 roles.append(Role.VALUE)
-            elif t.word in lx.STOPWORDS or t.word in lx.COPULAS or t.word in lx.CONNECTIVES or (t.word,) in lx.NEGATION:
+            elif (
+                t.word in lx.STOPWORDS
+                or t.word in lx.COPULAS
+                or t.word in lx.CONNECTIVES
+                or (t.word,) in lx.NEGATION
+            ):
                 roles.append(Role.FILLER)
             else:
                 roles.append(Role.TOPIC)
@@ -616,13 +747,18 @@ class QueryParser:
         if nxt >= len(tokens):
             return False
         t = tokens[nxt]
-        if t.used is not None or not t.capitalised or t.word in lx.STOPWORDS or t.word in self.vocab.type_words \
-                or t.word in self.cues:
+        if (
+            t.used is not None
+            or not t.capitalised
+            or t.word in lx.STOPWORDS
+            or t.word in self.vocab.type_words
+            or t.word in self.cues
+        ):
             return False
-        text = " ".join(x.text for x in tokens[match.start:nxt + 1])
+        text = " ".join(x.text for x in tokens[match.start : nxt + 1])
         facet, suggestion = self._closest([term.facet], text)
         out.notices.append(Notice(facet, text, suggestion))
-        for x in tokens[match.start:nxt + 1]:
+        for x in tokens[match.start : nxt + 1]:
             x.used = "notice"
         return True
 
@@ -641,8 +777,14 @@ class QueryParser:
                     t.used = "type"
         return list(dict.fromkeys(strong)), list(dict.fromkeys(weak))
 
-    def _mentions_to_lookups(self, tokens: list[_Token], mentions: list[tuple[list[str], str, int, int]],
-                             strong: list[str], out: Understanding, conditions: list[Condition]) -> None:
+    def _mentions_to_lookups(
+        self,
+        tokens: list[_Token],
+        mentions: list[tuple[list[str], str, int, int]],
+        strong: list[str],
+        out: Understanding,
+        conditions: list[Condition],
+    ) -> None:
         """Record ids are lookups; the id of a record others refer to (a sprint, a project) is a lookup of
         it, unless the question is about the records in it ("what is blocked in sprint 7"): a filter."""
         refers = {f.refers_to: f.name for f in self.vocab.facets.values() if f.refers_to}
@@ -661,7 +803,9 @@ class QueryParser:
             within = bool(before) and before[-1].word in lx.WITHIN
             if signals or (within and not record_words):
                 if int(row_id) in self.vocab.values.get(facet, set()):
-                    conditions.append(Condition(facet, "in", (int(row_id),), facet, f"{types[0].lower()} {row_id}"))
+                    conditions.append(
+                        Condition(facet, "in", (int(row_id),), facet, f"{types[0].lower()} {row_id}")
+                    )
                 else:
                     out.notices.append(Notice(facet, f"{types[0].title()} {row_id}", None))
             else:
@@ -671,7 +815,11 @@ class QueryParser:
             return
         # a record others refer to, named (not by id) with nothing else asked: the record itself
         named = [c for c in conditions if self.vocab.facets[c.facet].refers_to and c.op == "in"]
-        if named and len(named) == 1 and not [t for t in strong if t != self.vocab.facets[named[0].facet].refers_to]:
+        if (
+            named
+            and len(named) == 1
+            and not [t for t in strong if t != self.vocab.facets[named[0].facet].refers_to]
+        ):
             cond = named[0]
             first = next((t for t in tokens if t.text in cond.text.split()), None)
             before = [t for t in tokens if first is not None and t.end <= first.start]
@@ -698,8 +846,13 @@ class QueryParser:
             if t.used not in (None, "type", "cue"):
                 continue
             facets = [n for n in self.cues.get(t.word, []) if self.vocab.labels.get(n)]
-            facets += [n for n in self.cues.get(t.word, []) if self.vocab.facets[n].kind == "enum"
-                       and not self.vocab.facets[n].cue_required and n not in facets]
+            facets += [
+                n
+                for n in self.cues.get(t.word, [])
+                if self.vocab.facets[n].kind == "enum"
+                and not self.vocab.facets[n].cue_required
+                and n not in facets
+            ]
             if not facets:
                 continue
             for side in (1, -1):
@@ -715,7 +868,9 @@ class QueryParser:
                 break
         self._stray_names(tokens, out)
 
-    def _unknown_phrase(self, tokens: list[_Token], i: int, side: int, quoted: list[tuple[int, int]]) -> list[int]:
+    def _unknown_phrase(
+        self, tokens: list[_Token], i: int, side: int, quoted: list[tuple[int, int]]
+    ) -> list[int]:
         picked: list[int] = []
         k = i + side
         while 0 <= k < len(tokens) and len(picked) < 4:
@@ -748,15 +903,24 @@ class QueryParser:
         """A capitalised name that is almost a known person's or project's ("Ana Peres")."""
         run: list[int] = []
         for i, t in enumerate(tokens + [_Token("", "", 0, 0, "end")]):
-            if t.used is None and t.capitalised and t.word not in lx.STOPWORDS and i > 0 \
-                    and t.word not in self.vocab.type_words and t.word not in self.cues:
+            if (
+                t.used is None
+                and t.capitalised
+                and t.word not in lx.STOPWORDS
+                and i > 0
+                and t.word not in self.vocab.type_words
+                and t.word not in self.cues
+            ):
                 run.append(i)
                 continue
             if run:
                 text = " ".join(tokens[k].text for k in run)
                 for name in [n for n, labels in self.vocab.labels.items() if labels]:
                     facet, suggestion = self._closest([name], text)
-                    if suggestion and difflib.SequenceMatcher(None, fold(text), fold(suggestion)).ratio() >= 0.8:
+                    if (
+                        suggestion
+                        and difflib.SequenceMatcher(None, fold(text), fold(suggestion)).ratio() >= 0.8
+                    ):
                         out.notices.append(Notice(facet, text, suggestion))
                         for k in run:
                             tokens[k].used = "notice"
@@ -776,8 +940,13 @@ class QueryParser:
                 out.append(c)
                 continue
             if op in ("in", "not_in"):
-                merged = Condition(c.facet, op, tuple(dict.fromkeys(prior.values + c.values)), c.key,
-                                   f"{prior.text}, {c.text}")
+                merged = Condition(
+                    c.facet,
+                    op,
+                    tuple(dict.fromkeys(prior.values + c.values)),
+                    c.key,
+                    f"{prior.text}, {c.text}",
+                )
                 out[out.index(prior)] = merged
                 by_key[slot] = merged
         final = []

@@ -24,7 +24,13 @@ class Condition:
     text: str  # the words of the question it came from
 
     def to_dict(self) -> dict[str, Any]:
-        return {"facet": self.facet, "op": self.op, "values": list(self.values), "key": self.key, "text": self.text}
+        return {
+            "facet": self.facet,
+            "op": self.op,
+            "values": list(self.values),
+            "key": self.key,
+            "text": self.text,
+        }
 
 
 @dataclass(frozen=True)
@@ -37,11 +43,17 @@ class Notice:
 
     def message(self, label: str, lang: str = "en") -> str:
         named = say(lang, "no_such", label=label, text=self.text)
-        return say(lang, "did_you_mean", named=named, suggestion=self.suggestion) if self.suggestion else named
+        return (
+            say(lang, "did_you_mean", named=named, suggestion=self.suggestion) if self.suggestion else named
+        )
 
     def to_dict(self, label: str, lang: str = "en") -> dict[str, Any]:
-        return {"facet": self.facet, "text": self.text, "suggestion": self.suggestion,
-                "message": self.message(label, lang)}
+        return {
+            "facet": self.facet,
+            "text": self.text,
+            "suggestion": self.suggestion,
+            "message": self.message(label, lang),
+        }
 
 
 class AnswerKind(StrEnum):
@@ -82,7 +94,13 @@ class Understanding:
     def kind(self) -> AnswerKind:
         if self.notices:
             return AnswerKind.NOTICE
-        if self.notes and not self.lookups and not self.has_conditions and not self.count and not self.group_by:
+        if (
+            self.notes
+            and not self.lookups
+            and not self.has_conditions
+            and not self.count
+            and not self.group_by
+        ):
             return AnswerKind.NOTICE  # understood, but it applies to nothing asked about: said, not searched
         if self.lookups:
             return AnswerKind.LOOKUP

@@ -129,9 +129,12 @@ class Vocabulary:
         bucket.append(term)
 
 
-def build_vocabulary(declared: Iterable[Declaration], values: Mapping[str, Iterable[Any]],
-                     labels: Mapping[str, Mapping[Any, str]],
-                     type_values: Mapping[str, Mapping[str, Iterable[Any]]] | None = None) -> Vocabulary:
+def build_vocabulary(
+    declared: Iterable[Declaration],
+    values: Mapping[str, Iterable[Any]],
+    labels: Mapping[str, Mapping[Any, str]],
+    type_values: Mapping[str, Mapping[str, Iterable[Any]]] | None = None,
+) -> Vocabulary:
     """The vocabulary of the ``declared`` source types, with the data's values and names.
 
     A word names the types whose nouns it is (a SQL source ``tickets`` owns
@@ -195,9 +198,32 @@ def inflections(word: str) -> tuple[str, ...]:
 
 
 # Words an inflected form must never become: filler, and the single words of the lexicon's phrases.
-_RESERVED = frozenset(STOPWORDS) | lx.RECORD_WORDS | {p[0] for group in (
-    lx.COUNT, lx.NEGATION, lx.CALLER, lx.OVERDUE, lx.NO_DUE_DATE, lx.MOST, lx.FEWEST, lx.OPEN, lx.FINISHED,
-    lx.NOBODY, lx.BEFORE, lx.AFTER, lx.GROUP_LEAD, lx.WHO, *lx.WINDOWS.values()) for p in group if len(p) == 1}
+_RESERVED = (
+    frozenset(STOPWORDS)
+    | lx.RECORD_WORDS
+    | {
+        p[0]
+        for group in (
+            lx.COUNT,
+            lx.NEGATION,
+            lx.CALLER,
+            lx.OVERDUE,
+            lx.NO_DUE_DATE,
+            lx.MOST,
+            lx.FEWEST,
+            lx.OPEN,
+            lx.FINISHED,
+            lx.NOBODY,
+            lx.BEFORE,
+            lx.AFTER,
+            lx.GROUP_LEAD,
+            lx.WHO,
+            *lx.WINDOWS.values(),
+        )
+        for p in group
+        if len(p) == 1
+    }
+)
 
 
 def _add_enum(vocab: Vocabulary, d: Declaration, facet: Facet, held: set[Any]) -> None:
@@ -225,8 +251,10 @@ def _add_enum(vocab: Vocabulary, d: Declaration, facet: Facet, held: set[Any]) -
                 continue
             for form in inflections(phrase[0]):
                 known = vocab.terms.get((form,), [])
-                if form in vocab.type_words or any((t.facet, t.values) != (facet.name, (value,)) and t.applies_to(
-                        d.source_type) for t in known):
+                if form in vocab.type_words or any(
+                    (t.facet, t.values) != (facet.name, (value,)) and t.applies_to(d.source_type)
+                    for t in known
+                ):
                     continue  # a form that already means something else keeps that meaning
                 if taken.setdefault((form,), value) == value:
                     vocab._add((form,), Term(facet.name, (value,), types=types))

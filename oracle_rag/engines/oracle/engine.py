@@ -67,8 +67,11 @@ def output_type_handler(previous: Any) -> Any:
 
     import oracledb
 
-    lobs = {oracledb.DB_TYPE_CLOB: oracledb.DB_TYPE_LONG, oracledb.DB_TYPE_NCLOB: oracledb.DB_TYPE_LONG_NVARCHAR,
-            oracledb.DB_TYPE_BLOB: oracledb.DB_TYPE_LONG_RAW}
+    lobs = {
+        oracledb.DB_TYPE_CLOB: oracledb.DB_TYPE_LONG,
+        oracledb.DB_TYPE_NCLOB: oracledb.DB_TYPE_LONG_NVARCHAR,
+        oracledb.DB_TYPE_BLOB: oracledb.DB_TYPE_LONG_RAW,
+    }
     legacy = previous is not None and len(inspect.signature(previous).parameters) == 6
 
     def handler(cursor: Any, metadata: Any) -> Any:
@@ -80,7 +83,9 @@ def output_type_handler(previous: Any) -> Any:
         if previous is None:
             return None
         if legacy:  # (cursor, name, default_type, size, precision, scale), as SQLAlchemy 2.0 writes it
-            return previous(cursor, metadata.name, code, metadata.internal_size, metadata.precision, metadata.scale)
+            return previous(
+                cursor, metadata.name, code, metadata.internal_size, metadata.precision, metadata.scale
+            )
         return previous(cursor, metadata)
 
     return handler
@@ -129,10 +134,17 @@ class OracleEngine(Engine):
             raise ConfigurationError(
                 "aggregate_database_url: aggregate questions on Oracle need the read-only user's URL "
                 "(see local/README.md); the schema owner is never used for model-written SQL",
-                key="aggregate_database_url")
+                key="aggregate_database_url",
+            )
         password = os.environ.get(self.settings.aggregate_db_password_env)
-        engine = sa.create_engine(url, connect_args={"password": password} if password else {},
-                                  pool_size=2, max_overflow=0, pool_pre_ping=True, hide_parameters=True)
+        engine = sa.create_engine(
+            url,
+            connect_args={"password": password} if password else {},
+            pool_size=2,
+            max_overflow=0,
+            pool_pre_ping=True,
+            hide_parameters=True,
+        )
         install_type_handlers(engine)
         tag_oracle_sessions(engine)  # MODULE/ACTION/CLIENT_INFO join V$SESSION to the trace
         return ReadOnlyUser(engine)
@@ -173,8 +185,10 @@ class OracleEngine(Engine):
         are rendered without a database); a wallet or external login has no user in the URL.
         """
         variable = self.settings.db_password_env
-        message = (f"database_url names a user but the environment variable {variable} (db_password_env) "
-                   f"is not set: export {variable}=... with that user's password")
+        message = (
+            f"database_url names a user but the environment variable {variable} (db_password_env) "
+            f"is not set: export {variable}=... with that user's password"
+        )
 
         @sa.event.listens_for(engine, "do_connect")
         def _no_password(*_args: Any) -> None:
@@ -192,11 +206,16 @@ class OracleEngine(Engine):
         accuracy = self.settings.vector_index_accuracy
         if kind not in _ORGANIZATION:
             raise ConfigurationError(
-                f"vector_index_type: {kind!r} is not one of {', '.join(_ORGANIZATION)}", key="vector_index_type"
+                f"vector_index_type: {kind!r} is not one of {', '.join(_ORGANIZATION)}",
+                key="vector_index_type",
             )
         if not 1 <= int(accuracy) <= 100:
-            raise ConfigurationError("vector_index_accuracy: must be in [1, 100]", key="vector_index_accuracy")
-        rendered = super().render_migration(script).replace("{{VECTOR_INDEX_ORGANIZATION}}", _ORGANIZATION[kind])
+            raise ConfigurationError(
+                "vector_index_accuracy: must be in [1, 100]", key="vector_index_accuracy"
+            )
+        rendered = (
+            super().render_migration(script).replace("{{VECTOR_INDEX_ORGANIZATION}}", _ORGANIZATION[kind])
+        )
         rendered = rendered.replace("{{VECTOR_INDEX_ACCURACY}}", str(int(accuracy)))
         rendered = rendered.replace("{{EMBEDDING_MODEL}}", q.render("{model}", self.model))
         if self.settings.vector_index_partitions and kind == "IVF":
@@ -207,18 +226,27 @@ class OracleEngine(Engine):
             )
         leftover = re.search(r"\{\{[A-Z_]+\}\}", rendered)
         if leftover:
-            raise ConfigurationError(f"migration placeholder {leftover.group(0)} has no value", key="migrations")
+            raise ConfigurationError(
+                f"migration placeholder {leftover.group(0)} has no value", key="migrations"
+            )
         return rendered
 
     # -- embedding --------------------------------------------------------
     def model_status(self, conn: sa.Connection) -> dict[str, Any]:
         gen = self.active_generation(conn)
         row = conn.execute(self.statement(q.MODEL_STATUS), {"model_name": gen.db_model}).first()
-        status: dict[str, Any] = {"engine": self.name, "model": gen.db_model, "location": "USER_MINING_MODELS",
-                                  "generation": gen.generation_id, "present": row is not None}
+        status: dict[str, Any] = {
+            "engine": self.name,
+            "model": gen.db_model,
+            "location": "USER_MINING_MODELS",
+            "generation": gen.generation_id,
+            "present": row is not None,
+        }
         if row is None:
-            status["fix"] = (f"load it: oracle-rag model load --file {gen.model_name}.onnx --name {gen.db_model} "
-                             f"(or --url PAR_URL)")
+            status["fix"] = (
+                f"load it: oracle-rag model load --file {gen.model_name}.onnx --name {gen.db_model} "
+                f"(or --url PAR_URL)"
+            )
             return status
         status["mining_function"] = row[1]
         status["algorithm"] = row[2]
@@ -228,8 +256,12 @@ class OracleEngine(Engine):
         return status
 
     # -- writes -----------------------------------------------------------
-    def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite],
-                      vectors: Mapping[int, Mapping[str, bytes]] | None = None) -> int:
+    def upsert_chunks(
+        self,
+        conn: sa.Connection,
+        chunks: Sequence[ChunkWrite],
+        vectors: Mapping[int, Mapping[str, bytes]] | None = None,
+    ) -> int:
         """The MERGE of the base engine, once more when another session inserted the same keys first.
 
         Two workers can hold queue rows of one record (two changes, picked by
@@ -247,8 +279,11 @@ class OracleEngine(Engine):
         except sa.exc.IntegrityError as exc:
             if not is_unique_violation(exc):
                 raise
-        log.info("another session wrote %d chunk(s) of the same record(s) first (ORA-00001); "
-                 "writing them again over its rows", len(chunks))
+        log.info(
+            "another session wrote %d chunk(s) of the same record(s) first (ORA-00001); "
+            "writing them again over its rows",
+            len(chunks),
+        )
         return super().upsert_chunks(conn, chunks, vectors)
 
     # -- queue and search -------------------------------------------------
@@ -284,7 +319,9 @@ class OracleEngine(Engine):
             raise ConfigurationError(
                 f"{doing} refused: this schema has VPD policies on RAG_CHUNK but this session has no access "
                 f"context, so it would read no chunk; set [access] vpd = true (access_vpd) and run it again "
-                f"(docs/access.md)", key="access_vpd")
+                f"(docs/access.md)",
+                key="access_vpd",
+            )
 
     def pick(self, conn: sa.Connection, limit: int, max_attempts: int) -> list[QueueRow]:
         self.require_system_access(conn, "the worker")
@@ -301,8 +338,9 @@ class OracleEngine(Engine):
             cursor.close()
         return queue_rows(rows)
 
-    def keyword_stats(self, conn: sa.Connection, scope: Scope, filters: Filters,
-                      where: Where | None) -> Stats | None:
+    def keyword_stats(
+        self, conn: sa.Connection, scope: Scope, filters: Filters, where: Where | None
+    ) -> Stats | None:
         """The visible set's N and total length from KEYWORD_STATS, which Oracle keeps in its result cache.
 
         The statement carries the RESULT_CACHE hint: its result is kept per
@@ -310,7 +348,9 @@ class OracleEngine(Engine):
         by Oracle when a table it read changes, so a query reads the visible
         records only after a committed write (once per scope), not every time.
         """
-        n, total = conn.execute(self.statement(q.KEYWORD_STATS, where), search_binds(scope, filters, where)).one()
+        n, total = conn.execute(
+            self.statement(q.KEYWORD_STATS, where), search_binds(scope, filters, where)
+        ).one()
         return Stats(int(n), int(total or 0))
 
     def fill_pick(self, conn: sa.Connection, gen: Generation, limit: int) -> list[tuple[int, str]]:
@@ -342,16 +382,27 @@ class OracleEngine(Engine):
         # Its centroids come from the filled column: recorded as a rebuild of the slot, so
         # bootstrap's due-rebuild (index_maintenance) counts growth from here.
         with self.begin() as conn:
-            conn.execute(self.statement(iq.RECORD_MAINTENANCE),
-                         {"task": iq.rebuild_task(gen.slot), "chunks": self.chunk_total(conn)})
+            conn.execute(
+                self.statement(iq.RECORD_MAINTENANCE),
+                {"task": iq.rebuild_task(gen.slot), "chunks": self.chunk_total(conn)},
+            )
         return f"vector index {name} on {gen.column} ({kind}) built"
 
     def drop_vector_index(self, gen: Generation) -> None:
         with self.begin() as conn:
             conn.execute(self.statement(gq.drop_vector_index(gen.slot)))
 
-    def semantic_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
-                        exact: bool = False, where: Where | None = None, text: bool = True) -> list[Hit]:
+    def semantic_search(
+        self,
+        conn: sa.Connection,
+        query: str,
+        k: int,
+        scope: Scope,
+        filters: Filters,
+        exact: bool = False,
+        where: Where | None = None,
+        text: bool = True,
+    ) -> list[Hit]:
         """APPROX top-k, re-run EXACT when it comes back with fewer than ``k`` rows.
 
         With a selective scope (a developer's own tasks) the optimizer may pick

@@ -40,9 +40,11 @@ VECTOR_INDEX = VECTOR_INDEX_NAMES[1]
 """Slot 1's vector index (V1); slot 2's is ``VECTOR_INDEX_NAMES[2]``."""
 
 # Both slots' indexes: status lists whichever exist.
-INDEX_INFO = Sql(oracle="""SELECT INDEX_NAME, INDEX_TYPE, INDEX_SUBTYPE, STATUS
+INDEX_INFO = Sql(
+    oracle="""SELECT INDEX_NAME, INDEX_TYPE, INDEX_SUBTYPE, STATUS
 FROM USER_INDEXES
-WHERE INDEX_NAME IN ('RAG_CHUNK_VEC_IX', 'RAG_CHUNK_VEC_2_IX')""")
+WHERE INDEX_NAME IN ('RAG_CHUNK_VEC_IX', 'RAG_CHUNK_VEC_2_IX')"""
+)
 
 
 def rebuild_task(slot: int) -> str:
@@ -52,6 +54,7 @@ def rebuild_task(slot: int) -> str:
 
 def _named(text: str, slot: int) -> Sql:
     return Sql(oracle=text.replace("{index}", VECTOR_INDEX_NAMES[slot]))
+
 
 CHUNK_COUNT = Sql(oracle="SELECT COUNT(*) FROM RAG_CHUNK")
 
@@ -101,26 +104,32 @@ REBUILD_PACKAGE_2 = rebuild_package(2)
 
 # Every step-th chunk's vector of the active generation, at most :n of them, as the
 # probes of the accuracy measure ({embedding}: its column, generations.render).
-ACCURACY_PROBES = Sql(oracle="""SELECT {embedding}
+ACCURACY_PROBES = Sql(
+    oracle="""SELECT {embedding}
 FROM RAG_CHUNK
 WHERE {embedding}_GEN = :generation_id
   AND MOD(CHUNK_ID, :step) = 0
 ORDER BY CHUNK_ID
-FETCH FIRST :n ROWS ONLY""")
+FETCH FIRST :n ROWS ONLY"""
+)
 
-ACCURACY_QUERY = Sql(oracle="""BEGIN
+ACCURACY_QUERY = Sql(
+    oracle="""BEGIN
   :report := DBMS_VECTOR.INDEX_ACCURACY_QUERY(
     owner_name      => USER,
     index_name      => :index_name,
     qv              => :qv,
     top_k           => :k,
     target_accuracy => :target);
-END;""")
+END;"""
+)
 
 LAST_MAINTENANCE = Sql(oracle="SELECT DONE_AT, CHUNKS FROM RAG_MAINTENANCE WHERE TASK = :task")
 
-RECORD_MAINTENANCE = Sql(oracle="""MERGE INTO RAG_MAINTENANCE t
+RECORD_MAINTENANCE = Sql(
+    oracle="""MERGE INTO RAG_MAINTENANCE t
 USING (SELECT :task AS TASK FROM dual) s
 ON (t.TASK = s.TASK)
 WHEN MATCHED THEN UPDATE SET t.DONE_AT = SYSTIMESTAMP, t.CHUNKS = :chunks
-WHEN NOT MATCHED THEN INSERT (TASK, DONE_AT, CHUNKS) VALUES (s.TASK, SYSTIMESTAMP, :chunks)""")
+WHEN NOT MATCHED THEN INSERT (TASK, DONE_AT, CHUNKS) VALUES (s.TASK, SYSTIMESTAMP, :chunks)"""
+)

@@ -58,7 +58,8 @@ LOCK_TASK = "MODEL_LOAD"
 
 
 def _load_block(load_call: str, binds: str) -> Sql:
-    return Sql(oracle=f"""DECLARE
+    return Sql(
+        oracle=f"""DECLARE
   c_name    CONSTANT VARCHAR2(128) := :model_name;
   c_replace CONSTANT BOOLEAN := (:replace = 1);
 {binds}
@@ -125,7 +126,8 @@ BEGIN
     END IF;
   END IF;
   :outcome := l_outcome;
-END;""")
+END;"""
+    )
 
 
 # A local file, sent by the client as a BLOB: no DIRECTORY object needed.
@@ -152,7 +154,8 @@ LOAD_MODEL_CLOUD = _load_block(
 # force => TRUE drops a model that is *invalid*; a missing one still raises
 # ORA-40284 ("model does not exist"), which failed the test setup on a fresh
 # database. Used by `provision.drop_model` (tests and operators).
-DROP_MODEL = Sql(oracle="""DECLARE
+DROP_MODEL = Sql(
+    oracle="""DECLARE
   c_name  CONSTANT VARCHAR2(128) := :model_name;
   l_found PLS_INTEGER;
 BEGIN
@@ -161,4 +164,5 @@ BEGIN
     DBMS_VECTOR.DROP_ONNX_MODEL(model_name => c_name, force => TRUE);
   END IF;
   :outcome := CASE WHEN l_found > 0 THEN 'DROPPED' ELSE 'ABSENT' END;
-END;""")
+END;"""
+)

@@ -61,8 +61,11 @@ def context_call(parameters: Any) -> tuple[Any, dict[str, Any]] | None:
     groups = sorted({str(g) for g in raw if g != NO_GROUP})
     see_all = 1 if parameters["see_all"] in (1, True) else 0
     caller_id = parameters["caller_id"]
-    binds = {"caller_id": caller_id, "see_all": see_all,
-             "groups": json.dumps(groups, ensure_ascii=False, separators=(",", ":"))}
+    binds = {
+        "caller_id": caller_id,
+        "see_all": see_all,
+        "groups": json.dumps(groups, ensure_ascii=False, separators=(",", ":")),
+    }
     return (caller_id, see_all, tuple(groups)), binds
 
 
@@ -78,8 +81,10 @@ def _call(dbapi_connection: Any, text: str, binds: Mapping[str, Any] | None = No
         cursor.close()
 
 
-NOT_PROVISIONED = ("access_vpd is set but this schema has no RAG_ACCESS_CTX_PKG yet: sessions run without an access "
-                   "context until `oracle-rag provision --vpd` creates it (no policy exists before it does)")
+NOT_PROVISIONED = (
+    "access_vpd is set but this schema has no RAG_ACCESS_CTX_PKG yet: sessions run without an access "
+    "context until `oracle-rag provision --vpd` creates it (no policy exists before it does)"
+)
 # How Oracle says a called package does not exist (or is invalid): PLS-00201 "identifier ... must be
 # declared" under ORA-06550, ORA-04067 "not executed, ... does not exist", ORA-04063 "has errors".
 _MISSING_PACKAGE = re.compile(r"PLS-00201|ORA-04067|ORA-04063")
@@ -87,10 +92,12 @@ _MISSING_PACKAGE = re.compile(r"PLS-00201|ORA-04067|ORA-04063")
 NO_PACKAGE = ("no package",)
 
 
-CONTEXT_TAKEN = ("the application context RAG_ACCESS_CTX is bound to another schema's package (ORA-01031 from "
-                 "this schema's SET_SYSTEM: one namespace per database, and another schema ran `provision --vpd`); "
-                 "a DBA must DROP CONTEXT RAG_ACCESS_CTX, then run `oracle-rag provision --vpd` here again "
-                 "(docs/access.md)")
+CONTEXT_TAKEN = (
+    "the application context RAG_ACCESS_CTX is bound to another schema's package (ORA-01031 from "
+    "this schema's SET_SYSTEM: one namespace per database, and another schema ran `provision --vpd`); "
+    "a DBA must DROP CONTEXT RAG_ACCESS_CTX, then run `oracle-rag provision --vpd` here again "
+    "(docs/access.md)"
+)
 
 
 def context_taken(exc: BaseException) -> bool:
@@ -130,8 +137,9 @@ def install_vpd_context(engine: sa.Engine, render: Any) -> None:
         record.info[_INFO_KEY] = SYSTEM
 
     @sa.event.listens_for(engine, "before_cursor_execute")
-    def _on_statement(conn: sa.Connection, _cursor: Any, _statement: str, parameters: Any, context: Any,
-                      executemany: bool) -> None:
+    def _on_statement(
+        conn: sa.Connection, _cursor: Any, _statement: str, parameters: Any, context: Any, executemany: bool
+    ) -> None:
         # The binds by name (the driver-level ``parameters`` are positional on SQLite).
         compiled = getattr(context, "compiled_parameters", None)
         call = None if executemany else context_call(compiled[0] if compiled else parameters)

@@ -56,7 +56,8 @@ CONTEXT = "RAG_ACCESS_CTX"
 # is created without OR REPLACE, which fails when the name exists, bound to another schema's
 # package (or the privilege is missing): refused with Oracle's own error attached. Runs after the
 # package exists (the probe calls it; CREATE CONTEXT ... USING may name a package created later).
-ENSURE_CONTEXT = Sql(oracle="""DECLARE
+ENSURE_CONTEXT = Sql(
+    oracle="""DECLARE
   ours BOOLEAN := TRUE;
 BEGIN
   BEGIN
@@ -74,9 +75,11 @@ BEGIN
           || 'or it could not be created: ' || SQLERRM);
     END;
   END IF;
-END;""")
+END;"""
+)
 
-CREATE_PACKAGE = Sql(oracle="""CREATE OR REPLACE PACKAGE RAG_ACCESS_CTX_PKG AS
+CREATE_PACKAGE = Sql(
+    oracle="""CREATE OR REPLACE PACKAGE RAG_ACCESS_CTX_PKG AS
   PROCEDURE SET_CALLER(p_caller_id IN NUMBER, p_see_all IN NUMBER, p_groups IN CLOB);
   PROCEDURE SET_SYSTEM;
   PROCEDURE CLEAR_CALLER;
@@ -84,7 +87,8 @@ CREATE_PACKAGE = Sql(oracle="""CREATE OR REPLACE PACKAGE RAG_ACCESS_CTX_PKG AS
   FUNCTION CHUNK_PREDICATE(p_schema IN VARCHAR2, p_object IN VARCHAR2) RETURN VARCHAR2;
   FUNCTION ACL_PREDICATE(p_schema IN VARCHAR2, p_object IN VARCHAR2) RETURN VARCHAR2;
   FUNCTION TERM_PREDICATE(p_schema IN VARCHAR2, p_object IN VARCHAR2) RETURN VARCHAR2;
-END RAG_ACCESS_CTX_PKG;""")
+END RAG_ACCESS_CTX_PKG;"""
+)
 
 # The caller read from the context: its id and see-all flag. The groups are not a context value:
 # DBMS_SESSION.SET_CONTEXT takes at most 4 KB per value (and SYS_CONTEXT returns at most 4000
@@ -96,7 +100,8 @@ CONTEXT_CALLER = CallerSql(
     caller_id="TO_NUMBER(SYS_CONTEXT('RAG_ACCESS_CTX', 'CALLER_ID'))",
     see_all="TO_NUMBER(SYS_CONTEXT('RAG_ACCESS_CTX', 'SEE_ALL'))",
     groups="(SELECT jt.g FROM JSON_TABLE(RAG_ACCESS_CTX_PKG.CALLER_GROUPS, '$[*]' "
-           "COLUMNS (g VARCHAR2(400 CHAR) PATH '$')) jt)")
+    "COLUMNS (g VARCHAR2(400 CHAR) PATH '$')) jt)",
+)
 # A session with no context may still be a guarded (read-only) session reading the aggregate views
 # (engines/guarded_scope_sql.py): it cannot set this context (it may not run the package), so its
 # caller is the RAG_GUARDED_CALLER row of the token it carries as CLIENT_IDENTIFIER, the rows the
@@ -118,7 +123,10 @@ def term_predicate(caller: CallerSql) -> str:
 
 # What each policy function returns, per kind of session (see-all and system mode: NULL).
 PREDICATES = {
-    "CHUNK_PREDICATE": (chunk_predicate(CONTEXT_CALLER), f"{_GUARDED_KNOWN} AND {chunk_predicate(GUARDED_CALLER)}"),
+    "CHUNK_PREDICATE": (
+        chunk_predicate(CONTEXT_CALLER),
+        f"{_GUARDED_KNOWN} AND {chunk_predicate(GUARDED_CALLER)}",
+    ),
     "ACL_PREDICATE": (acl_predicate(CONTEXT_CALLER), f"{_GUARDED_KNOWN} AND {acl_predicate(GUARDED_CALLER)}"),
     "TERM_PREDICATE": (term_predicate(CONTEXT_CALLER), "1 = 0"),
 }
@@ -126,8 +134,9 @@ PREDICATES = {
 
 def plsql_string(text: str, indent: str = "      ") -> str:
     """``text`` as a PL/SQL string expression: quotes doubled, cut at spaces into lines joined by ``||``."""
-    pieces = textwrap.wrap(text.replace("'", "''"), 100, break_long_words=False, break_on_hyphens=False,
-                           drop_whitespace=False)
+    pieces = textwrap.wrap(
+        text.replace("'", "''"), 100, break_long_words=False, break_on_hyphens=False, drop_whitespace=False
+    )
     return f"\n{indent}|| ".join(f"'{piece}'" for piece in pieces)
 
 
@@ -144,7 +153,8 @@ def _policy_function(name: str) -> str:
   END {name};"""
 
 
-CREATE_PACKAGE_BODY = Sql(oracle=f"""CREATE OR REPLACE PACKAGE BODY RAG_ACCESS_CTX_PKG AS
+CREATE_PACKAGE_BODY = Sql(
+    oracle=f"""CREATE OR REPLACE PACKAGE BODY RAG_ACCESS_CTX_PKG AS
   -- The caller's groups, a JSON array: session state, any length (a context value holds 4 KB).
   g_groups CLOB;
 
@@ -188,12 +198,14 @@ CREATE_PACKAGE_BODY = Sql(oracle=f"""CREATE OR REPLACE PACKAGE BODY RAG_ACCESS_C
 {_policy_function("ACL_PREDICATE")}
 
 {_policy_function("TERM_PREDICATE")}
-END RAG_ACCESS_CTX_PKG;""")
+END RAG_ACCESS_CTX_PKG;"""
+)
 
 
 def _add_policy(table: str, policy: str, function: str) -> Sql:
     """Drop the policy if it exists (ORA-28102: it does not), then add it: provisioning can be re-run."""
-    return Sql(oracle=f"""DECLARE
+    return Sql(
+        oracle=f"""DECLARE
   no_policy EXCEPTION;
   PRAGMA EXCEPTION_INIT(no_policy, -28102);
 BEGIN
@@ -210,7 +222,8 @@ BEGIN
                       policy_function => 'RAG_ACCESS_CTX_PKG.{function}',
                       statement_types => 'SELECT',
                       policy_type => DBMS_RLS.CONTEXT_SENSITIVE);
-END;""")
+END;"""
+    )
 
 
 ADD_CHUNK_POLICY = _add_policy("RAG_CHUNK", "RAG_CHUNK_ACCESS", "CHUNK_PREDICATE")
@@ -219,18 +232,27 @@ ADD_TERM_POLICY = _add_policy("RAG_CHUNK_TERM", "RAG_CHUNK_TERM_ACCESS", "TERM_P
 
 # What provisioning runs, in order: the package first (the context check calls it), its compile
 # state checked (PACKAGE_STATUS) before the context and the policies that name it.
-PROVISION = (CREATE_PACKAGE, CREATE_PACKAGE_BODY, ENSURE_CONTEXT, ADD_CHUNK_POLICY, ADD_ACL_POLICY, ADD_TERM_POLICY)
+PROVISION = (
+    CREATE_PACKAGE,
+    CREATE_PACKAGE_BODY,
+    ENSURE_CONTEXT,
+    ADD_CHUNK_POLICY,
+    ADD_ACL_POLICY,
+    ADD_TERM_POLICY,
+)
 
 # CREATE [OR REPLACE] PACKAGE [BODY] with compilation errors does not raise: python-oracledb only
 # sets DPY-7000 as the cursor's warning, and every policy naming an invalid package then fails its
 # table's reads (fail closed, but with a confusing error). So the package's objects are read back:
 # both must be VALID, and USER_ERRORS says why not.
-PACKAGE_STATUS = Sql(oracle="""SELECT o.OBJECT_TYPE, o.STATUS,
+PACKAGE_STATUS = Sql(
+    oracle="""SELECT o.OBJECT_TYPE, o.STATUS,
        (SELECT LISTAGG(e.LINE || ': ' || e.TEXT, '; ') WITHIN GROUP (ORDER BY e.SEQUENCE)
         FROM USER_ERRORS e WHERE e.NAME = o.OBJECT_NAME AND e.TYPE = o.OBJECT_TYPE) AS ERRORS
 FROM USER_OBJECTS o
 WHERE o.OBJECT_NAME = 'RAG_ACCESS_CTX_PKG' AND o.OBJECT_TYPE IN ('PACKAGE', 'PACKAGE BODY')
-ORDER BY o.OBJECT_TYPE""")
+ORDER BY o.OBJECT_TYPE"""
+)
 
 # Per pooled connection: a caller's reads, the product's own writes, and the return to the pool.
 SET_CALLER = Sql(oracle="BEGIN RAG_ACCESS_CTX_PKG.SET_CALLER(:caller_id, :see_all, :groups); END;")
@@ -242,7 +264,9 @@ CLEAR_CALLER = Sql(oracle="BEGIN RAG_ACCESS_CTX_PKG.CLEAR_CALLER; END;")
 # no RAG_CHUNK row: a worker would write records without postings (INSERT_TERM reads chunk 0) and
 # a migration that copies from RAG_CHUNK would copy nothing. USER_POLICIES lists the VPD policies
 # on the objects the current user owns (Database Reference).
-SESSION_ACCESS = Sql(oracle="""SELECT (SELECT COUNT(*) FROM USER_POLICIES
+SESSION_ACCESS = Sql(
+    oracle="""SELECT (SELECT COUNT(*) FROM USER_POLICIES
         WHERE OBJECT_NAME IN ('RAG_CHUNK', 'RAG_CHUNK_ACL', 'RAG_CHUNK_TERM')) AS POLICIES,
        SYS_CONTEXT('RAG_ACCESS_CTX', 'SYSTEM') AS SYSTEM_CONTEXT
-FROM dual""")
+FROM dual"""
+)

@@ -178,8 +178,10 @@ class SqliteEngine(Engine):
         try:
             runtime = self.runtime()
         except Exception as exc:  # a missing or broken model: /healthz reports it; try again later
-            log.warning("embedding latency not measured yet: %s",
-                        exc if isinstance(exc, RagError) else type(exc).__name__)
+            log.warning(
+                "embedding latency not measured yet: %s",
+                exc if isinstance(exc, RagError) else type(exc).__name__,
+            )
             return False
         if not isinstance(runtime, TimedRuntime):
             runtime = TimedRuntime(runtime)
@@ -274,10 +276,18 @@ class SqliteEngine(Engine):
     # -- embedding --------------------------------------------------------
     def model_status(self, conn: sa.Connection) -> dict[str, Any]:
         gen = self.active_generation(conn)
-        path = (self.settings.model_path if gen.model_name == catalog.DEFAULT.name
-                else catalog.get(gen.model_name).path_in(self.settings.data_path))
-        status: dict[str, Any] = {"engine": self.name, "model": f"{gen.model_name} (ONNX, in-process)",
-                                  "generation": gen.generation_id, "location": str(path), "present": path.is_file()}
+        path = (
+            self.settings.model_path
+            if gen.model_name == catalog.DEFAULT.name
+            else catalog.get(gen.model_name).path_in(self.settings.data_path)
+        )
+        status: dict[str, Any] = {
+            "engine": self.name,
+            "model": f"{gen.model_name} (ONNX, in-process)",
+            "generation": gen.generation_id,
+            "location": str(path),
+            "present": path.is_file(),
+        }
         if not status["present"]:
             status["fix"] = "run `oracle-rag model build` (it also builds on first use)"
             return status
@@ -290,8 +300,17 @@ class SqliteEngine(Engine):
         with embedding_errors():  # a broken model is an EmbeddingError, not "SQLITE_ERROR"
             return super().embed(conn, text)
 
-    def semantic_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
-                        exact: bool = False, where: Where | None = None, text: bool = True) -> list[Hit]:
+    def semantic_search(
+        self,
+        conn: sa.Connection,
+        query: str,
+        k: int,
+        scope: Scope,
+        filters: Filters,
+        exact: bool = False,
+        where: Where | None = None,
+        text: bool = True,
+    ) -> list[Hit]:
         """Exact top-k by cosine distance, scope and filters applied before the top-k.
 
         With ``embedded_vector_cache`` (the default) the in-process matrix
@@ -319,20 +338,47 @@ class SqliteEngine(Engine):
                 cache = self._vector_cache = VectorCache(self.path, gen or INITIAL)
             return cache
 
-    def _cached_search(self, conn: sa.Connection, query: str, k: int, scope: Scope,
-                       filters: Filters, where: Where | None = None, text: bool = True) -> list[Hit]:
+    def _cached_search(
+        self,
+        conn: sa.Connection,
+        query: str,
+        k: int,
+        scope: Scope,
+        filters: Filters,
+        where: Where | None = None,
+        text: bool = True,
+    ) -> list[Hit]:
         # The query is embedded in the database, like every chunk, by the active generation's model.
         gen = self.active_generation(conn)
         qblob = conn.execute(self.statement(q.EMBED, gen=gen), {"text": gen.query_text(query)}).scalar_one()
         return self._search_by_vector(conn, gen, bytes(qblob), k, scope, filters, where, text)
 
-    def semantic_search_by_vector(self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope,
-                                  filters: Filters, where: Where | None = None, text: bool = True) -> list[Hit]:
+    def semantic_search_by_vector(
+        self,
+        conn: sa.Connection,
+        qblob: bytes,
+        k: int,
+        scope: Scope,
+        filters: Filters,
+        where: Where | None = None,
+        text: bool = True,
+    ) -> list[Hit]:
         """The cached search for an already embedded query (a float32 blob) of the active generation."""
-        return self._search_by_vector(conn, self.active_generation(conn), qblob, k, scope, filters, where, text)
+        return self._search_by_vector(
+            conn, self.active_generation(conn), qblob, k, scope, filters, where, text
+        )
 
-    def _search_by_vector(self, conn: sa.Connection, gen: Generation, qblob: bytes, k: int, scope: Scope,
-                          filters: Filters, where: Where | None = None, text: bool = True) -> list[Hit]:
+    def _search_by_vector(
+        self,
+        conn: sa.Connection,
+        gen: Generation,
+        qblob: bytes,
+        k: int,
+        scope: Scope,
+        filters: Filters,
+        where: Where | None = None,
+        text: bool = True,
+    ) -> list[Hit]:
         """The cached search for an already embedded query (a float32 blob); benches time this.
 
         The ``k`` nearest records (each its nearest chunk): the cache proposes
@@ -348,8 +394,16 @@ class SqliteEngine(Engine):
         binds = search_binds(scope, filters, where, qvec=qblob, k=k)
         return hits(conn.execute(self.statement(q.SEMANTIC_RECORDS_BY_VECTOR, where, gen), binds).fetchall())
 
-    def _cache_answer(self, conn: sa.Connection, gen: Generation, qblob: bytes, k: int, scope: Scope,
-                      filters: Filters, text: bool = True) -> list[Hit] | None:
+    def _cache_answer(
+        self,
+        conn: sa.Connection,
+        gen: Generation,
+        qblob: bytes,
+        k: int,
+        scope: Scope,
+        filters: Filters,
+        text: bool = True,
+    ) -> list[Hit] | None:
         cache = self.vector_cache(gen)
         with index_reads("vector cache sync"):
             cache.sync()
@@ -362,10 +416,13 @@ class SqliteEngine(Engine):
             if not found.ids:
                 return []
             binds = search_binds(scope, filters, qvec=qblob, ids=found.ids)
-            rows = conn.execute(self.statement(q.SEMANTIC_CANDIDATES if text else q.SEMANTIC_CANDIDATE_KEYS,
-                                               gen=gen), binds).fetchall()
-            if not (len(rows) == len(found.ids) and all(
-                    abs(float(r[4]) - found.distances[int(r[0])]) <= DISTANCE_TOLERANCE for r in rows)):
+            rows = conn.execute(
+                self.statement(q.SEMANTIC_CANDIDATES if text else q.SEMANTIC_CANDIDATE_KEYS, gen=gen), binds
+            ).fetchall()
+            if not (
+                len(rows) == len(found.ids)
+                and all(abs(float(r[4]) - found.distances[int(r[0])]) <= DISTANCE_TOLERANCE for r in rows)
+            ):
                 # SQL dropped a candidate (scope, filters or a concurrent delete)
                 # or disagrees on a distance: repair those entries, scan this time.
                 self.cache_fallbacks += 1
@@ -383,13 +440,16 @@ class SqliteEngine(Engine):
     # two candidates further apart rank the same either way.
     near_tie = 2e-6
 
-    def propose_semantic(self, conn: sa.Connection, query: str, k: int, scope: Scope,
-                         filters: Filters) -> list[Hit] | None:
+    def propose_semantic(
+        self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters
+    ) -> list[Hit] | None:
         gen = self.active_generation(conn)
         if not self._cache_ready(gen):
             return None
         with embedding_errors():
-            qblob = conn.execute(self.statement(q.EMBED, gen=gen), {"text": gen.query_text(query)}).scalar_one()
+            qblob = conn.execute(
+                self.statement(q.EMBED, gen=gen), {"text": gen.query_text(query)}
+            ).scalar_one()
         return self._propose_by_vector(conn, gen, bytes(qblob), k, scope, filters)
 
     def _cache_ready(self, gen: Generation) -> bool:
@@ -400,13 +460,15 @@ class SqliteEngine(Engine):
             cache.sync()
         return cache.loaded and not cache.unusable
 
-    def propose_semantic_by_vector(self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope,
-                                   filters: Filters) -> SemanticHits | None:
+    def propose_semantic_by_vector(
+        self, conn: sa.Connection, qblob: bytes, k: int, scope: Scope, filters: Filters
+    ) -> SemanticHits | None:
         """:meth:`_propose_by_vector` for the active generation (benches time this)."""
         return self._propose_by_vector(conn, self.active_generation(conn), qblob, k, scope, filters)
 
-    def _propose_by_vector(self, conn: sa.Connection, gen: Generation, qblob: bytes, k: int, scope: Scope,
-                           filters: Filters) -> SemanticHits | None:
+    def _propose_by_vector(
+        self, conn: sa.Connection, gen: Generation, qblob: bytes, k: int, scope: Scope, filters: Filters
+    ) -> SemanticHits | None:
         """The ``k`` nearest records from the cache alone, ranked as the SQL re-check would rank them.
 
         The cache's candidates (keys included) are ordered by distance, then
@@ -444,8 +506,9 @@ class SqliteEngine(Engine):
             records = [row for row, is_first in zip(ranked, first, strict=True) if is_first]
             return self._open_leg(conn, gen, qblob, key_hits(records[:k]), later)
 
-    def _near_tie_runs(self, ranked: list[tuple[Any, ...]], first: list[bool],
-                       k: int) -> tuple[list[Run], list[Run]]:
+    def _near_tie_runs(
+        self, ranked: list[tuple[Any, ...]], first: list[bool], k: int
+    ) -> tuple[list[Run], list[Run]]:
         """The runs of near ties in ``ranked`` (chunk positions [start, end)) to order now, and the
         runs left open (record positions [start, end) in the record list cut to ``k``).
 
@@ -481,8 +544,14 @@ class SqliteEngine(Engine):
                 later.append((lo, hi))
         return now, later
 
-    def _settle_chunks(self, conn: sa.Connection, gen: Generation, qblob: bytes, ranked: list[tuple[Any, ...]],
-                       runs: Sequence[Run]) -> list[tuple[Any, ...]] | None:
+    def _settle_chunks(
+        self,
+        conn: sa.Connection,
+        gen: Generation,
+        qblob: bytes,
+        ranked: list[tuple[Any, ...]],
+        runs: Sequence[Run],
+    ) -> list[tuple[Any, ...]] | None:
         """``ranked`` with each run (positions [start, end)) in SQL's order: SQL's distances, then id.
 
         Candidates in different runs are further apart than twice the
@@ -491,8 +560,9 @@ class SqliteEngine(Engine):
         concurrent write, a stale entry): the caller uses the checked leg.
         """
         ids = [row[0] for a, b in runs for row in ranked[a:b]]
-        rows = conn.execute(self.statement(q.CANDIDATE_DISTANCES, gen=gen),
-                            {"qvec": qblob, "ids": json.dumps(sorted(ids))}).fetchall()
+        rows = conn.execute(
+            self.statement(q.CANDIDATE_DISTANCES, gen=gen), {"qvec": qblob, "ids": json.dumps(sorted(ids))}
+        ).fetchall()
         if len(rows) != len(ids):
             return None
         exact = {int(chunk_id): float(score) for chunk_id, score in rows}
@@ -507,8 +577,9 @@ class SqliteEngine(Engine):
             out[a:b] = sorted(run, key=lambda row: (row[3], row[0]))
         return out
 
-    def _open_leg(self, conn: sa.Connection, gen: Generation, qblob: bytes, hits: list[Hit],
-                  runs: list[Run]) -> SemanticHits:
+    def _open_leg(
+        self, conn: sa.Connection, gen: Generation, qblob: bytes, hits: list[Hit], runs: list[Run]
+    ) -> SemanticHits:
         """``hits`` with the runs ``runs`` open, settled on demand in SQL (SemanticHits.settle)."""
 
         def settle(chosen: Sequence[Run]) -> SemanticHits | None:
@@ -517,15 +588,18 @@ class SqliteEngine(Engine):
             if settled is None:
                 return None
             by_id = {h.chunk_id: h for h in hits}
-            out = [by_id[row[0]] if by_id[row[0]].score == row[3] else replace(by_id[row[0]], score=row[3])
-                   for row in settled]
+            out = [
+                by_id[row[0]] if by_id[row[0]].score == row[3] else replace(by_id[row[0]], score=row[3])
+                for row in settled
+            ]
             done = set(chosen)
             return self._open_leg(conn, gen, qblob, out, [r for r in runs if r not in done])
 
         return SemanticHits(hits, runs, settle)
 
-    def propose_keyword(self, conn: sa.Connection, query: str, k: int, scope: Scope,
-                        filters: Filters) -> KeywordHits | None:
+    def propose_keyword(
+        self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters
+    ) -> KeywordHits | None:
         """The ``k`` best records by BM25 from the in-process index alone (their chunk 0, no text).
 
         The index ranks exactly as the SQL statement does (term_index.py);
@@ -562,8 +636,16 @@ class SqliteEngine(Engine):
                 self._term_index = TermIndex(self.path)
             return self._term_index
 
-    def keyword_search(self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters,
-                       where: Where | None = None, text: bool = True) -> list[Hit]:
+    def keyword_search(
+        self,
+        conn: sa.Connection,
+        query: str,
+        k: int,
+        scope: Scope,
+        filters: Filters,
+        where: Where | None = None,
+        text: bool = True,
+    ) -> list[Hit]:
         """BM25 from the in-process index (``embedded_term_index``), re-checked in SQL; else the SQL path.
 
         A ``where`` fragment cannot be evaluated in numpy: the SQL path answers then.
@@ -577,8 +659,9 @@ class SqliteEngine(Engine):
         params = self.bm25_params()
         found = index.search(terms, k, scope, filters, params.k1, params.b)
         if found is not None:
-            result, complete = self.record_passages(conn, found.best, terms, found.weights, scope, filters, None,
-                                                    found.lengths, text)
+            result, complete = self.record_passages(
+                conn, found.best, terms, found.weights, scope, filters, None, found.lengths, text
+            )
             if complete:
                 return result
             self.cache_fallbacks += 1
@@ -594,8 +677,9 @@ class SqliteEngine(Engine):
     keyword_stats_cached = True
     keyword_stats_entries = 1024
 
-    def keyword_stats(self, conn: sa.Connection, scope: Scope, filters: Filters,
-                      where: Where | None) -> Stats | None:
+    def keyword_stats(
+        self, conn: sa.Connection, scope: Scope, filters: Filters, where: Where | None
+    ) -> Stats | None:
         if not self.keyword_stats_cached:
             return None
         if not self._chunk_log_exists:
@@ -603,10 +687,14 @@ class SqliteEngine(Engine):
             if not self._chunk_log_exists:
                 return None
         # The groups are part of the visible set (a caller in a group sees more than without it).
-        key: Any = (scope.see_all, None if scope.see_all else (scope.caller_id, tuple(sorted(set(scope.groups)))),
-                    filters.project_id,
-                    filters.sprint_id, tuple(filters.source_types),
-                    None if where is None else (where.sql, tuple(sorted(where.binds.items()))))
+        key: Any = (
+            scope.see_all,
+            None if scope.see_all else (scope.caller_id, tuple(sorted(set(scope.groups)))),
+            filters.project_id,
+            filters.sprint_id,
+            tuple(filters.source_types),
+            None if where is None else (where.sql, tuple(sorted(where.binds.items()))),
+        )
         try:
             hash(key)
         except TypeError:  # a where bind that is a list: not cached
@@ -621,7 +709,9 @@ class SqliteEngine(Engine):
             hit = self._keyword_stats.get(key)
             if hit is not None and hit[0] == position:
                 return hit[1]
-        n, total = conn.execute(self.statement(q.KEYWORD_STATS, where), search_binds(scope, filters, where)).one()
+        n, total = conn.execute(
+            self.statement(q.KEYWORD_STATS, where), search_binds(scope, filters, where)
+        ).one()
         stats = Stats(int(n), int(total))
         with self._stats_lock:
             if len(self._keyword_stats) >= self.keyword_stats_entries:
@@ -669,8 +759,12 @@ class SqliteEngine(Engine):
             vectors = {t: runtime.embed(t) for t in distinct}
         return np.stack([np.asarray(vectors[t], dtype=np.float32) for t in prefixed])
 
-    def upsert_chunks(self, conn: sa.Connection, chunks: Sequence[ChunkWrite],
-                      vectors: Mapping[int, Mapping[str, bytes]] | None = None) -> int:
+    def upsert_chunks(
+        self,
+        conn: sa.Connection,
+        chunks: Sequence[ChunkWrite],
+        vectors: Mapping[int, Mapping[str, bytes]] | None = None,
+    ) -> int:
         if vectors is not None:
             count = super().upsert_chunks(conn, chunks, vectors)
             self._prune_chunk_log(conn)
@@ -682,7 +776,7 @@ class SqliteEngine(Engine):
         # vector_embedding() in the statement then takes each vector from the memo.
         with contextlib.ExitStack() as stack:
             stack.enter_context(embedding_errors())
-            for gen in (self.live_generations(conn).values() if chunks else ()):
+            for gen in self.live_generations(conn).values() if chunks else ():
                 primed = getattr(self.generation_runtime(gen), "primed", None)
                 if primed:
                     stack.enter_context(primed([embed_text(gen.passage_text(c.content)) for c in chunks]))

@@ -92,13 +92,23 @@ class TermIndex(VectorCache):
         self._dead = 0
 
     def _arrays(self) -> tuple[np.ndarray, ...]:
-        return (self._ids, self._owner, self._project, self._sprint, self._type, self._length, self._live,
-                self._source_id)
+        return (
+            self._ids,
+            self._owner,
+            self._project,
+            self._sprint,
+            self._type,
+            self._length,
+            self._live,
+            self._source_id,
+        )
 
     @property
     def nbytes(self) -> int:
         arrays = sum(a.nbytes for a in self._arrays())
-        return int(arrays + sum(s.nbytes + t.nbytes for s, t in self._base.values()) + 16 * self._delta_postings)
+        return int(
+            arrays + sum(s.nbytes + t.nbytes for s, t in self._base.values()) + 16 * self._delta_postings
+        )
 
     def _grow(self, needed: int) -> None:
         capacity = len(self._ids)
@@ -110,8 +120,16 @@ class TermIndex(VectorCache):
             b = np.zeros(new, dtype=a.dtype)
             b[: len(a)] = a
             grown.append(b)
-        (self._ids, self._owner, self._project, self._sprint, self._type, self._length, self._live,
-         self._source_id) = grown
+        (
+            self._ids,
+            self._owner,
+            self._project,
+            self._sprint,
+            self._type,
+            self._length,
+            self._live,
+            self._source_id,
+        ) = grown
         self._access.grow(new)
 
     def _add_records(self, rows: Sequence[Any]) -> None:
@@ -178,7 +196,9 @@ class TermIndex(VectorCache):
                 if int(chunk_id) in present:
                     self._delta.setdefault(str(term), []).append((self._slot[int(chunk_id)], int(tf)))
                     self._delta_postings += 1
-        if self._delta_postings > max(50_000, self._base_postings // 4) or self._dead > max(1000, self._n // 4):
+        if self._delta_postings > max(50_000, self._base_postings // 4) or self._dead > max(
+            1000, self._n // 4
+        ):
             self.loaded = False  # the next sync reloads in full
 
     # -- searching -------------------------------------------------------------------
@@ -191,18 +211,22 @@ class TermIndex(VectorCache):
             tfs = np.concatenate([tfs, more[:, 1].astype(np.int32)])
         return slots, tfs
 
-    def search(self, terms: Mapping[str, int], k: int, scope: Scope, filters: Filters, k1: float,
-               b: float) -> TermHits | None:
+    def search(
+        self, terms: Mapping[str, int], k: int, scope: Scope, filters: Filters, k1: float, b: float
+    ) -> TermHits | None:
         """BM25 over the records ``scope`` and ``filters`` let through; ``None``: use SQL."""
         binds = [scope.caller_id, filters.project_id, filters.sprint_id]
-        if any(v is not None and not (isinstance(v, int) and NULL < v <= np.iinfo(np.int64).max) for v in binds):
+        if any(
+            v is not None and not (isinstance(v, int) and NULL < v <= np.iinfo(np.int64).max) for v in binds
+        ):
             return None
         with self._lock:
             if not self.loaded or self.unusable:
                 return None
             n_slots = self._n
-            mask = self._live[:n_slots] & self._access.visible(n_slots, scope, self._type, self._types,
-                                                                 self._failed)
+            mask = self._live[:n_slots] & self._access.visible(
+                n_slots, scope, self._type, self._types, self._failed
+            )
             if filters.project_id is not None:
                 mask &= self._project[:n_slots] == filters.project_id
             if filters.sprint_id is not None:
@@ -225,7 +249,9 @@ class TermIndex(VectorCache):
                 slots, tfs = self._postings(term)
                 if len(slots) == 0:
                     continue
-                visible = np.flatnonzero(mask[slots])  # positions, taken twice: cheaper than two boolean selections
+                visible = np.flatnonzero(
+                    mask[slots]
+                )  # positions, taken twice: cheaper than two boolean selections
                 if len(visible) == 0:
                     continue
                 slots = slots[visible]
@@ -249,6 +275,15 @@ class TermIndex(VectorCache):
             order = np.lexsort((ids, -ranked))[:k]
             best = [(int(ids[i]), float(values[i])) for i in order]
             found_lengths = {int(ids[i]): int(lengths[cand[i]]) for i in order}
-            rows = record_rows(cand[order], self._ids, self._types, self._type, self._source_id,
-                               [value for _, value in best], self._owner, self._project, self._sprint)
+            rows = record_rows(
+                cand[order],
+                self._ids,
+                self._types,
+                self._type,
+                self._source_id,
+                [value for _, value in best],
+                self._owner,
+                self._project,
+                self._sprint,
+            )
         return TermHits(n, total, best, found_lengths, weights, rows)

@@ -153,8 +153,18 @@ class VectorCache:
         self._access.grow(new)
 
     def _arrays(self) -> tuple[np.ndarray, ...]:
-        return (self._vectors, self._ids, self._owner, self._project, self._sprint, self._type, self._live,
-                self._first, self._chunk_no, self._source_id)
+        return (
+            self._vectors,
+            self._ids,
+            self._owner,
+            self._project,
+            self._sprint,
+            self._type,
+            self._live,
+            self._first,
+            self._chunk_no,
+            self._source_id,
+        )
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -208,8 +218,10 @@ class VectorCache:
             log.info("vector cache: change log pruned past position %d; reloading", self.position)
             self._full_load(conn, newest, file_id)
             return
-        changed = [int(r[0]) for r in conn.execute(sqlite_text(q.CHUNK_LOG_CHANGES),
-                                                   {"after": self.position, "upto": newest})]
+        changed = [
+            int(r[0])
+            for r in conn.execute(sqlite_text(q.CHUNK_LOG_CHANGES), {"after": self.position, "upto": newest})
+        ]
         if len(changed) > len(self._slot) // 2 + 1000:  # cheaper to read everything
             self._full_load(conn, newest, file_id)
             return
@@ -296,13 +308,19 @@ class VectorCache:
         self.position = position
         self._file_id = file_id
         self.full_loads += 1
-        log.info("vector cache: loaded %d chunks (%.0f MB) at log position %d",
-                 len(self._slot), self.nbytes / 1e6, position)
+        log.info(
+            "vector cache: loaded %d chunks (%.0f MB) at log position %d",
+            len(self._slot),
+            self.nbytes / 1e6,
+            position,
+        )
 
     def _apply(self, conn: Any, chunk_ids: Sequence[int]) -> None:
         for start in range(0, len(chunk_ids), ID_BATCH):
             part = [int(i) for i in chunk_ids[start : start + ID_BATCH]]
-            rows = conn.execute(sqlite_text(q.VECTOR_ROWS_BY_ID, self.generation), {"ids": json.dumps(part)}).fetchall()
+            rows = conn.execute(
+                sqlite_text(q.VECTOR_ROWS_BY_ID, self.generation), {"ids": json.dumps(part)}
+            ).fetchall()
             present = {int(r[0]) for r in rows}
             for chunk_id in part:
                 if chunk_id not in present:
@@ -376,8 +394,9 @@ class VectorCache:
             self._live[slot] = True
 
     # -- searching -----------------------------------------------------------
-    def candidates(self, query: np.ndarray, k: int, scope: Scope, filters: Filters,
-                   keys: bool = False) -> Candidates | None:
+    def candidates(
+        self, query: np.ndarray, k: int, scope: Scope, filters: Filters, keys: bool = False
+    ) -> Candidates | None:
         """Ids that contain the exact top-k of the rows visible to ``scope`` and ``filters``.
 
         ``None`` means "use the SQL scan" (the cache is unusable, a bound value
@@ -386,7 +405,9 @@ class VectorCache:
         built from them without SQL: SqliteEngine.propose_semantic).
         """
         binds = [scope.caller_id, filters.project_id, filters.sprint_id]
-        if any(v is not None and not (isinstance(v, int) and NULL < v <= np.iinfo(np.int64).max) for v in binds):
+        if any(
+            v is not None and not (isinstance(v, int) and NULL < v <= np.iinfo(np.int64).max) for v in binds
+        ):
             return None
         q = np.asarray(query, dtype=np.float32)
         norm = float(np.linalg.norm(q))
@@ -433,16 +454,32 @@ class VectorCache:
             ranked = None
             if keys:
                 order = np.lexsort((ids, distance))
-                ranked = record_rows(visible[order], self._ids, self._types, self._type, self._source_id,
-                                     distance[order].tolist(), self._owner, self._project, self._sprint,
-                                     chunk_no=self._chunk_no)
+                ranked = record_rows(
+                    visible[order],
+                    self._ids,
+                    self._types,
+                    self._type,
+                    self._source_id,
+                    distance[order].tolist(),
+                    self._owner,
+                    self._project,
+                    self._sprint,
+                    chunk_no=self._chunk_no,
+                )
         id_list = ids.tolist()
         return Candidates(id_list, dict(zip(id_list, distance.tolist(), strict=True)), ranked)
 
 
-def record_rows(slots: np.ndarray, ids: np.ndarray, type_codes: dict[str, int], types: np.ndarray,
-                source_ids: np.ndarray, scores: list[float], *columns: np.ndarray,
-                chunk_no: np.ndarray | None = None) -> list[tuple[Any, ...]]:
+def record_rows(
+    slots: np.ndarray,
+    ids: np.ndarray,
+    type_codes: dict[str, int],
+    types: np.ndarray,
+    source_ids: np.ndarray,
+    scores: list[float],
+    *columns: np.ndarray,
+    chunk_no: np.ndarray | None = None,
+) -> list[tuple[Any, ...]]:
     """Per slot, in order: (id, type name, source id, score, each column's value with NULL as None,
     CHUNK_NO: ``chunk_no``'s value, or 0 without it) (records.key_hits).
 
@@ -458,5 +495,14 @@ def record_rows(slots: np.ndarray, ids: np.ndarray, type_codes: dict[str, int], 
         values = column[slots].tolist()
         nullable.append([None if v == null else v for v in values] if null in values else values)
     numbers = [0] * len(slots) if chunk_no is None else chunk_no[slots].tolist()
-    return list(zip(ids[slots].tolist(), [names[t] for t in types[slots].tolist()], source_ids[slots].tolist(),
-                    scores, *nullable, numbers, strict=True))
+    return list(
+        zip(
+            ids[slots].tolist(),
+            [names[t] for t in types[slots].tolist()],
+            source_ids[slots].tolist(),
+            scores,
+            *nullable,
+            numbers,
+            strict=True,
+        )
+    )
