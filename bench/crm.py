@@ -23,7 +23,7 @@ As a bench: ``.venv/bin/python bench/crm.py`` builds the deployment in a
 temporary directory, asks every question with ``[people]`` declared and, as
 the baseline in the same run, without it (ids only), and prints the share of
 questions answered right and of person answers that name people, for both.
-Writes ``bench/results/crm.json``. tests/test_crm.py runs the same world.
+Writes ``bench/results/crm.json``. tests/test_answers_crm.py runs the same world.
 """
 
 from __future__ import annotations

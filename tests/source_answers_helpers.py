@@ -1,6 +1,6 @@
 """What the tests of a declared (non-demo) source share: ask as an employee, the rows one may see.
 
-Both `test_answers_sources.py` (tickets) and `test_answers_values.py` (purchase orders) declare
+Both `test_answers_sources.py` (tickets) and `test_answers_value_words.py` (purchase orders) declare
 a SQL source next to the demo tasks, owned by demo employees, and check answers against the rows.
 """
 

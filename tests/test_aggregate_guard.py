@@ -1,4 +1,4 @@
-"""The guarded SQL path against the issue's verification list.
+"""The guarded SQL path against the attack lists (tests/attack_lists.py).
 
 Every attack is run through exactly the path model-written SQL takes
 (``AggregateService.run_sql``: guard, then the engine's guarded executor) on

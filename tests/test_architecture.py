@@ -37,7 +37,7 @@ LATE_IMPORTS = {
     # The MCP SDK costs ~1.7 s of CPU to import: only `oracle-rag mcp` pays it.
     ("oracle_rag.cli.integrations", "oracle_rag.integrations.mcp_server"),
     # The engine configured is the only one imported: the embedded engine loads sqlite-vec, which
-    # imports the stdlib sqlite3 (a second SQLite binding: tests/test_scripts.py) and numpy.
+    # imports the stdlib sqlite3 (a second SQLite binding: tests/test_sql_scripts.py) and numpy.
     ("oracle_rag.engines", "oracle_rag.engines.sqlite.engine"),
     ("oracle_rag.engines", "oracle_rag.engines.oracle.engine"),
 }

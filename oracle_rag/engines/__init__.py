@@ -52,7 +52,7 @@ def create_engine(settings: Settings) -> Engine:
 
     Each engine module is imported only when chosen: the embedded one loads
     sqlite-vec, which imports the standard library's sqlite3 (a second SQLite
-    binding next to sqlean, tests/test_scripts.py) and numpy; the Oracle one
+    binding next to sqlean, tests/test_sql_scripts.py) and numpy; the Oracle one
     loads the tracing hooks for its sessions.
     """
     if settings.engine_kind == "oracle":

@@ -4,7 +4,7 @@ It describes exactly what ``docs/chat.md`` documents and what the views
 return: every success body (closed objects, so a field added to a response
 without being described here fails the contract test), every error body
 (``{"error", "code", "status"}``) with its statuses, and the
-``bearerAuth`` security scheme (API tokens, or the ``[auth]`` provider's JWTs). ``tests/test_fuzz_api.py``
+``bearerAuth`` security scheme (API tokens, or the ``[auth]`` provider's JWTs). ``tests/test_web_api_hostile_input.py``
 fuzzes the app against it with schemathesis, so the document cannot drift
 from the code without a failing test.
 

@@ -85,7 +85,7 @@ ALLOWED_FUNCTIONS = frozenset(
 )
 
 # sqlglot's name for a function it parses into a typed node → the name the engine runs (and its database check
-# sees): sqlglot reads INSTR(x, y) as STR_POSITION. tests/test_aggregate_bounded.py lists every SQLite function
+# sees): sqlglot reads INSTR(x, y) as STR_POSITION. tests/test_aggregate_time_limit.py lists every SQLite function
 # and checks that this check and the database's authorizer accept the same ones.
 _ENGINE_NAMES = {"STR_POSITION": "INSTR"}
 

@@ -1,4 +1,4 @@
-"""Guarded SQL stays inside its time limit whatever function it calls (part 3).
+"""Guarded SQL stays inside its time limit whatever function it calls.
 
 SQLite's progress handler and ``interrupt()`` act between steps of its virtual
 machine, and one function call is one step: the quadratic built-ins

@@ -1,4 +1,4 @@
-"""N12: two workers MERGE one record; the second INSERT fails with ORA-00001, a benign race.
+"""Two workers MERGE one record; the second INSERT fails with ORA-00001, a benign race.
 
 ``OracleEngine.upsert_chunks`` retries once when the error is ORA-00001 and
 re-raises anything else. Without a database, what can be checked here is the
