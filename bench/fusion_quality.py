@@ -3,10 +3,10 @@
 Both legs of hybrid search (semantic: cosine distance; keyword: BM25) are fetched once per query,
 ``--depth`` deep, from the product's engine on one index per collection, then fused in Python:
 
-* ``rrf``: the product's :func:`oracle_rag.search.retriever.rrf` (k = 60 and the configured ``rrf_k``);
+* ``rrf``: the product's :func:`oracle_rag.search.fusion.rrf` (k = 60 and the configured ``rrf_k``);
 * ``minmax``: each leg's scores scaled to [0, 1] over the records it returned (a record a leg did
   not return scores 0 there), then ``alpha * semantic + (1 - alpha) * keyword`` (here only);
-* ``zscore``: the product's :class:`oracle_rag.search.retriever.ScoreFusion` (``hybrid_fusion = ZSCORE``):
+* ``zscore``: the product's :class:`oracle_rag.search.fusion.ScoreFusion` (``hybrid_fusion = ZSCORE``):
   each leg's scores standardised over what it returned (a record it did not return gets the leg's
   lowest), then the same convex combination.
 
@@ -50,7 +50,8 @@ from oracle_rag.evaluation import (  # noqa: E402
     load_dataset,
     score_runs,
 )
-from oracle_rag.search.retriever import ScoreFusion, rrf, semantic_leg_filters  # noqa: E402
+from oracle_rag.search.fusion import ScoreFusion, rrf  # noqa: E402
+from oracle_rag.search.hybrid import semantic_leg_filters  # noqa: E402
 
 Legs = dict[str, list[Hit]]
 Key = tuple[str, str]

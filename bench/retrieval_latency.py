@@ -75,7 +75,8 @@ from oracle_rag.text.bm25 import analyze_record  # noqa: E402
 
 # As the engine sends it for the generation of a fresh database (MiniLM in slot 1).
 _PRODUCT_SEMANTIC = render(engine_sql.SEMANTIC_SEARCH.sqlite or "", INITIAL, "sqlite")
-from oracle_rag.search.retriever import hybrid, rrf, semantic_leg_filters  # noqa: E402
+from oracle_rag.search.fusion import rrf  # noqa: E402
+from oracle_rag.search.hybrid import hybrid, semantic_leg_filters  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402
 
 DIM = 384
@@ -434,7 +435,7 @@ def run_size(
                 return run
 
             def hybrid_by_vector(caller: Caller, proposals: bool = True) -> Callable[[int], Any]:
-                # Retriever.search's hybrid (retriever.hybrid) minus the query embedding. With
+                # Retriever.search's hybrid (search/hybrid.py) minus the query embedding. With
                 # proposals=False the semantic leg proposes nothing: the legs re-checked in SQL
                 # (the product's path before the proposals, and its fallback).
                 def run(i: int) -> Any:

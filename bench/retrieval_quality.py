@@ -61,7 +61,9 @@ from oracle_rag.evaluation import (  # noqa: E402
     run_eval,
     score_runs,
 )
-from oracle_rag.search.retriever import MAX_K, rrf, semantic_leg_filters  # noqa: E402
+from oracle_rag.search.fusion import rrf  # noqa: E402
+from oracle_rag.search.hybrid import semantic_leg_filters  # noqa: E402
+from oracle_rag.search.results import MAX_K  # noqa: E402
 
 MODES = ("semantic", "keyword", "hybrid")
 # SOURCE.md table rows -> our modes.

@@ -118,7 +118,7 @@ def test_group_masks_follow_membership_changes():
     assert visible(Scope(8, False, ("ops", "net"))) == [1, 3]
 
 
-# -- hybrid's legs proposed by the in-process indexes (retriever.hybrid) ------------------------------
+# -- hybrid's legs proposed by the in-process indexes (search/hybrid.py) ------------------------------
 QUESTIONS = [
     "invoice PDF generation",
     "sprint review demo",

@@ -210,7 +210,7 @@ def test_the_evaluations_plain_rrf_by_hand() -> None:
     assert plain_rrf([["1", "2"]], rrf_k=1) == ["1", "2"]
 
 
-# -- near ties left open by the vector cache (SemanticHits, retriever.Fusion.runs_that_matter) --------------
+# -- near ties left open by the vector cache (SemanticHits, fusion.Fusion.runs_that_matter) --------------
 def _near_tie_case(rng: np.random.Generator) -> tuple[list[Any], list[Any], list[tuple[int, int]], list[Any]]:
     """A semantic leg in SQL's order, the same leg with runs of near ties in another order (as the
     cache may propose it, each with the cache's distances), the runs, and a keyword leg."""
@@ -241,7 +241,7 @@ def test_only_the_near_ties_that_can_change_the_fused_top_k_need_sqls_order() ->
     """Settling just the runs Fusion.runs_that_matter names gives exactly the fusion of the legs in SQL's
     order (records, order, scores, distances), on random legs where leaving every run as the cache
     proposed it often gives another top k, and most runs need no settling."""
-    from oracle_rag.search.retriever import Fusion, rrf
+    from oracle_rag.search.fusion import Fusion, rrf
 
     rng = np.random.default_rng(25)
     weights = {"semantic": 1.0, "keyword": 1.0}
@@ -271,7 +271,7 @@ def test_rrf_equals_its_definition_hit_by_hit() -> None:
     """Fusion (scores summed per record, the rest looked up for the contenders only) gives exactly what
     the definition's loop over every hit gives: records, order, scores, legs, chunks, distances, ties."""
     from oracle_rag.engines import Hit
-    from oracle_rag.search.retriever import _rrf_by_definition, rrf
+    from oracle_rag.search.fusion import _rrf_by_definition, rrf
 
     rng = np.random.default_rng(6)
     ties = 0
@@ -361,7 +361,7 @@ def test_only_the_near_ties_that_can_reach_the_zscore_top_k_need_sqls_distances(
     """ScoreFusion.runs_that_matter: settling just the runs it names gives the top k of the legs with
     SQL's distances (the cache's differ by a hair), and most runs need no settling."""
     from oracle_rag.engines import Hit
-    from oracle_rag.search.retriever import ScoreFusion
+    from oracle_rag.search.fusion import ScoreFusion
 
     rng = np.random.default_rng(31)
     skipped = total = 0

@@ -23,7 +23,10 @@ from oracle_rag.callers.caller import Caller
 from oracle_rag.config import load_settings
 from oracle_rag.engines import Filters, Hit
 from oracle_rag.errors import AccessError, InputError
-from oracle_rag.search.retriever import MODES, RetrievedChunk, Retriever, rrf, semantic_leg_filters
+from oracle_rag.search.fusion import rrf
+from oracle_rag.search.hybrid import semantic_leg_filters
+from oracle_rag.search.results import RetrievedChunk
+from oracle_rag.search.retriever import MODES, Retriever
 from oracle_rag.system import RagSystem
 from oracle_rag.text.bm25 import query_terms
 

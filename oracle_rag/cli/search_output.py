@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from oracle_rag.errors import InputError
-from oracle_rag.search.retriever import RetrievedChunk
+from oracle_rag.search.results import RetrievedChunk
 
 SCORES: dict[str, tuple[str, str]] = {
     "semantic": ("distance", "cosine distance to the question, lower is closer"),

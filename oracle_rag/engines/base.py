@@ -776,7 +776,7 @@ class Engine(ABC):
         )
         return found
 
-    # -- hybrid's legs as proposals (retriever.hybrid) ------------------------------
+    # -- hybrid's legs as proposals (search/hybrid.py) ------------------------------
     # An engine with in-process indexes can give hybrid's two legs without a
     # SQL re-check of each leg's candidates: keys and scores ranked over the
     # same visible set, to be shown only through shown_chunks (which re-applies
@@ -854,7 +854,7 @@ class Engine(ABC):
     ) -> tuple[dict[int, tuple[str, dict[str, Any]]], list[Hit], bool]:
         """The text and facets of ``chunk_ids``, and :meth:`record_passages` of ``best``, in one statement.
 
-        Hybrid search shows its fused top k this way (retriever.shown_with_text),
+        Hybrid search shows its fused top k this way (search/hybrid.py shown_with_text),
         the scope re-applied: a chunk deleted or no longer visible is absent
         from the texts. The flag is False when SQL dropped a chunk or a
         record, or (given ``lengths``) disagrees on a record's length.

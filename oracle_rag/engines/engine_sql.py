@@ -877,7 +877,7 @@ ORDER BY SCORE, c.CHUNK_ID""",
     expanding=("f_types", "ids"),
 )
 
-# -- hybrid search: the legs fetch no text, the fused top k do (search/retriever.py) -----------
+# -- hybrid search: the legs fetch no text, the fused top k do (search/hybrid.py) -----------
 # The cache's candidates re-checked as SEMANTIC_CANDIDATES does, without the
 # text: CONTENT comes back empty and FACETS NULL (hits() reads them as "" and {}).
 SEMANTIC_CANDIDATE_KEYS = Sql(
@@ -925,7 +925,7 @@ ORDER BY c.CHUNK_ID, p.CHUNK_NO""",
 # distances SQL computes for candidates whose cache distances are too close
 # to order by them (float32 dot products in numpy and in sqlite-vec differ by
 # ~1e-7), so the leg ranks exactly as SEMANTIC_CANDIDATE_KEYS would. No scope:
-# the records shown are re-checked with it (retriever.shown_with_text).
+# the records shown are re-checked with it (search/hybrid.py shown_with_text).
 CANDIDATE_DISTANCES = Sql(
     sqlite="""SELECT c.CHUNK_ID, vec_distance_cosine(c.{embedding}, :qvec) AS SCORE
 FROM RAG_CHUNK c

@@ -243,7 +243,7 @@ class Filters:
     ``first_chunk`` keeps each record's first chunk only (``CHUNK_NO = 0``):
     semantic search then ranks a record by the window a single-vector
     retriever embeds (the model's first 256 wordpieces), which is what
-    hybrid's semantic leg fuses (search/retriever.py). Keyword search already ranks
+    hybrid's semantic leg fuses (search/hybrid.py). Keyword search already ranks
     whole records through their chunk 0, so it changes nothing there.
     """
 
@@ -354,7 +354,7 @@ class SemanticHits(list[Hit]):
     neighbours, too close for the index's arithmetic to order them as SQL
     does; whatever their order, they hold exactly those positions. Hybrid
     settles only the runs that can change its fused top k
-    (``retriever.Fusion.runs_that_matter``): ``settle(runs)`` gives the leg with
+    (``search.fusion.Fusion.runs_that_matter``): ``settle(runs)`` gives the leg with
     those runs in SQL's order (its distances, then chunk id), or None when
     SQL disagrees with the index (the caller then runs the checked legs).
     """

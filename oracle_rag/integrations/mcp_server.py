@@ -59,7 +59,8 @@ from oracle_rag.callers.tokens import hash_token
 from oracle_rag.config import load_settings
 from oracle_rag.engines import Filters
 from oracle_rag.errors import AccessError, ConfigurationError, RagError, wrap_driver_error
-from oracle_rag.search.retriever import MAX_K, Retriever
+from oracle_rag.search.results import MAX_K
+from oracle_rag.search.retriever import Retriever
 from oracle_rag.system import RagSystem
 from oracle_rag.web import create_app
 

@@ -71,7 +71,8 @@ from oracle_rag.callers.caller import Caller, require_caller
 from oracle_rag.config import Settings
 from oracle_rag.engines import Filters
 from oracle_rag.errors import InputError, LLMError, NotFoundError, RagError
-from oracle_rag.search.retriever import MODES, RetrievedChunk, Retriever, clean_query
+from oracle_rag.search.results import RetrievedChunk
+from oracle_rag.search.retriever import MODES, Retriever, clean_query
 from oracle_rag.sources.meanings import Declaration
 from oracle_rag.system import RagSystem
 
