@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from oracle_rag.embedding import e5_source
+from oracle_rag.embedding import e5_language, e5_source
 from oracle_rag.embedding.build import (
     CUSTOM_DOMAIN,
     INPUT_NAME,
@@ -69,8 +69,11 @@ PASSAGE_PREFIX = "passage: "
 MAX_LENGTH = 512
 """Tokens per text including <s> and </s>: the position table's size."""
 
-BUILD_FORMAT = "oracle-rag-e5-1"
-"""Bumped whenever the graph layout changes, so cached files can be told apart."""
+BUILD_FORMAT = "oracle-rag-e5-2"
+"""Bumped whenever the graph layout changes, so cached files can be told apart (2: the language directions)."""
+
+LANGUAGE_TENSOR = "language.directions"
+"""The English–Spanish directions removed before the final normalisation (:mod:`.e5_language`)."""
 
 _LAYERS = 12
 _FFN = 1536
@@ -105,11 +108,12 @@ def tokenizer_model(src: e5_source.E5Source) -> bytes:
     )
 
 
-def source_weights(src: e5_source.E5Source) -> dict[str, np.ndarray]:
+def source_weights(src: e5_source.E5Source, *, language: bool = True) -> dict[str, np.ndarray]:
     """Every tensor of the encoder under its name in the graph (Hugging Face names for the layers).
 
     The word table stays packed: ``embeddings.word_q4`` (uint8 nibbles,
     ``[rows, 12, 16]``) and ``embeddings.word_scale`` (float32 ``[rows, 12]``).
+    With ``language``, :data:`LANGUAGE_TENSOR` too (the shipped directions).
     The batched companion (:mod:`.e5_batch`) reads the same names back out
     of the built file.
     """
@@ -139,6 +143,8 @@ def source_weights(src: e5_source.E5Source) -> dict[str, np.ndarray]:
         for hf, short in (("attention.output.LayerNorm", "aln"), ("output.LayerNorm", "oln")):
             w[f"{p}.{hf}.weight"] = src.float_tensor(f"l{i}.{short}.w", (h,))
             w[f"{p}.{hf}.bias"] = src.float_tensor(f"l{i}.{short}.b", (h,))
+    if language:
+        w[LANGUAGE_TENSOR] = e5_language.directions()
     return w
 
 
@@ -221,10 +227,33 @@ def encoder_pooling(g: GraphBuilder, weights: dict[str, np.ndarray], ids: str, m
     mask_f, attn_bias = attention_mask_bias(g, mask)
     for i in range(_LAYERS):
         h = encoder_layer(g, h, attn_bias, weights, i)
-    return mean_pool_normalise(g, h, mask_f, out)
+    directions = weights.get(LANGUAGE_TENSOR)
+    if directions is None:
+        return mean_pool_normalise(g, h, mask_f, out)
+    return without_language(g, mean_pool_normalise(g, h, mask_f, "lang/pooled"), directions, out)
 
 
-def build_model_proto(src: e5_source.E5Source, *, metadata: dict[str, str] | None = None) -> Any:
+def without_language(g: GraphBuilder, x: str, directions: np.ndarray, out: str) -> str:
+    """``x`` [b, 384] minus its component along the orthonormal ``directions`` [384, k], L2-normalised again.
+
+    ``x - (x U) U^T``: what the text says, without most of which language
+    (English or Spanish) says it (:mod:`.e5_language`).
+    """
+    u = g.const(LANGUAGE_TENSOR, directions)
+    coords = g.node("MatMul", [x, u], "lang/coords")  # [b, k]
+    along = g.node("MatMul", [coords, g.node("Transpose", [u], "lang/rows", perm=[1, 0])], "lang/along")
+    rest = g.node("Sub", [x, along], "lang/rest")
+    squared = g.node("Mul", [rest, rest], "lang/squared")
+    norm = g.node(
+        "Sqrt", [g.node("ReduceSum", [squared, "const/axes1"], "lang/sumsq", keepdims=1)], "lang/l2"
+    )
+    return g.node("Div", [rest, g.node("Max", [norm, "const/norm_eps"], "lang/l2_safe")], out)
+
+
+def build_model_proto(
+    src: e5_source.E5Source, *, metadata: dict[str, str] | None = None, language: bool = True
+) -> Any:
+    """The augmented graph; ``language=False`` leaves out the removal (to derive its directions)."""
     from onnx import TensorProto, helper
 
     _check_shapes(src)
@@ -239,7 +268,7 @@ def build_model_proto(src: e5_source.E5Source, *, metadata: dict[str, str] | Non
         "attention_mask",
         value=helper.make_tensor("one", TensorProto.INT64, [1], [1]),
     )
-    normed = encoder_pooling(g, source_weights(src), ids, mask, "norm/normalised")
+    normed = encoder_pooling(g, source_weights(src, language=language), ids, mask, "norm/normalised")
     g.node("Squeeze", [normed, "const/axes0"], OUTPUT_NAME)
     return augmented_model(
         g,
@@ -251,10 +280,12 @@ def build_model_proto(src: e5_source.E5Source, *, metadata: dict[str, str] | Non
     )
 
 
-def build_model(out_path: Path, *, progress: ProgressCallback | None = None) -> Path:
+def build_model(out_path: Path, *, progress: ProgressCallback | None = None, language: bool = True) -> Path:
     """Build the augmented multilingual-e5-small file at ``out_path`` (atomic replace).
 
-    Deterministic: the same wheel gives the same bytes.
+    Deterministic: the same wheel and directions file give the same bytes.
+    ``language=False`` builds the graph without the removal of the
+    English–Spanish directions, from which :mod:`.e5_language` derives them.
     """
     import onnx
 
@@ -276,9 +307,10 @@ def build_model(out_path: Path, *, progress: ProgressCallback | None = None) -> 
         "oracle_rag.normalized": "true",
         "oracle_rag.query_prefix": QUERY_PREFIX,
         "oracle_rag.passage_prefix": PASSAGE_PREFIX,
+        "oracle_rag.language_directions": e5_language.fingerprint() if language else "none",
     }
     report("building graph", 0.3)
-    model = build_model_proto(src, metadata=metadata)
+    model = build_model_proto(src, metadata=metadata, language=language)
     report("checking graph", 0.7)
     onnx.checker.check_model(model)
     report("writing file", 0.8)

@@ -6,7 +6,9 @@ description of the title's first task, at most :data:`PER_TOPIC` records per
 topic (the object of the title, e.g. "SSO with Azure AD"), in generation
 order. A question is about one topic and is written in the *other* language
 than the topic's records; the records of that topic are its relevant ones
-(grade 1), so Recall@10 can reach 1.
+(grade 1), so Recall@10 can reach 1. Each record names its language
+(``language``), so a bench can tell how many of a question's top 10 are in
+the question's own language.
 
 Topics that exist in both languages (the invoice PDFs, password reset
 emails, push notifications, offline sync, dashboard performance, report
@@ -109,7 +111,14 @@ def build() -> dict[str, str]:
         topic = next(t for t in topics if title.endswith(" " + t))
         rows = records.setdefault(topic, [])
         if len(rows) < PER_TOPIC:
-            rows.append({"_id": str(task["id"]), "title": title, "text": task["description"] or ""})
+            rows.append(
+                {
+                    "_id": str(task["id"]),
+                    "title": title,
+                    "text": task["description"] or "",
+                    "language": "en" if topic in EN_OBJECTS else "es",
+                }
+            )
     corpus = sorted((r for rows in records.values() for r in rows), key=lambda r: int(r["_id"]))
     queries: list[dict[str, str]] = []
     qrels: list[tuple[str, str]] = []
