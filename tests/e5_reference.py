@@ -114,6 +114,20 @@ class E5Reference:
         return list(out[:n])
 
 
+def without_language(vector: np.ndarray) -> np.ndarray:
+    """An ``e5.c`` vector as our graph ends it: minus its English–Spanish part, L2-normalised again.
+
+    e5.c knows nothing of the directions our graph removes
+    (oracle_rag/embedding/e5_language.py); removing them here compares the
+    rest, which is where the two engines can differ.
+    """
+    from oracle_rag.embedding import e5_language
+
+    u = e5_language.directions()
+    rest = vector - u @ (u.T @ vector)
+    return rest / np.linalg.norm(rest)
+
+
 def parity_texts() -> list[str]:
     """200 texts, 100 English and 100 Spanish: the demo's distinct tasks, title and description.
 

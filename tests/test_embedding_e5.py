@@ -143,12 +143,6 @@ def plain_runtime(tmp_path_factory: pytest.TempPathFactory) -> EmbeddingRuntime:
     return EmbeddingRuntime(path, threads=2).load()
 
 
-def _without_language(v: np.ndarray) -> np.ndarray:
-    u = e5_language.directions()
-    rest = v - u @ (u.T @ v)
-    return rest / np.linalg.norm(rest)
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> e5_reference.E5Reference:
     reason = e5_reference.available()
@@ -212,11 +206,13 @@ def test_vectors_match_the_c_engine_on_200_english_and_spanish_texts(
     m = catalog.E5_SMALL
     texts = e5_reference.parity_texts()
     cosines = [
-        float(runtime.embed(m.passage_text(t)) @ _without_language(reference.embed(t, query=False)))
+        float(
+            runtime.embed(m.passage_text(t)) @ e5_reference.without_language(reference.embed(t, query=False))
+        )
         for t in texts
     ]
     cosines += [
-        float(runtime.embed(m.query_text(t)) @ _without_language(reference.embed(t, query=True)))
+        float(runtime.embed(m.query_text(t)) @ e5_reference.without_language(reference.embed(t, query=True)))
         for t in texts[::8]
     ]
     worst = min(cosines)

@@ -16,14 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from oracle_rag.embedding import e5_language
+from oracle_rag.embedding import e5, e5_language
+from oracle_rag.embedding.runtime import EmbeddingRuntime
 
 
 def derive_with_plain_graph(sentence_pairs: Sequence[tuple[str, str]]) -> np.ndarray:
     """Build the graph without the removal in a temporary folder and derive the directions with it."""
-    from oracle_rag.embedding import e5
-    from oracle_rag.embedding.runtime import EmbeddingRuntime
-
     with tempfile.TemporaryDirectory() as tmp:
         path = e5.build_model(Path(tmp) / e5.MODEL_FILENAME, language=False)
         runtime = EmbeddingRuntime(path, threads=1).load()
