@@ -17,10 +17,12 @@ import sqlean
 from oracle_rag.config import load_settings
 from oracle_rag.errors import ConfigurationError
 from oracle_rag.sources import SqlSource, bind_connection, load_sql_sources
-from oracle_rag.sources.connections import ConnectionResolver, bound_engine
+from oracle_rag.sources.access import ACCESS_OPTIONS
+from oracle_rag.sources.connections import URL_OPTIONS, ConnectionResolver, bound_engine
 from oracle_rag.sources.durations import format_seconds, parse_duration
-from oracle_rag.sources.sql_meanings import MEANING_KEYS, MEANING_OPTIONS, MeaningOption
-from oracle_rag.sources.sql_query import check_query
+from oracle_rag.sources.options import Option, options_table
+from oracle_rag.sources.sql_meanings import MEANING_KEYS, MEANING_OPTIONS
+from oracle_rag.sources.sql_query import OPTION_KEYS, SOURCE_OPTIONS, SQL_SOURCE_OPTIONS, check_query
 
 QUERY = "SELECT account_id AS id, notes AS content, account_name AS title, owner_id FROM accounts"
 
@@ -444,7 +446,7 @@ MEANING_BASE = {"facet_columns": {"severity": "enum", "state": "enum", "due": "d
 
 
 @pytest.mark.parametrize("option", MEANING_OPTIONS, ids=lambda o: o.key)
-def test_each_meaning_option_refuses_a_value_past_its_bounds_naming_its_key(option: MeaningOption) -> None:
+def test_each_meaning_option_refuses_a_value_past_its_bounds_naming_its_key(option: Option) -> None:
     """The schema's bounds are what the source enforces: one past the limit, and the wrong shape."""
     too_many: object = [f"w{i}" for i in range(option.limit + 1)]
     if option.shape.endswith("table"):
@@ -489,3 +491,48 @@ def test_the_documented_meaning_options_are_the_schema() -> None:
         key for row in table.strip().splitlines()[1:] for key in re.findall(r"`(\w+)`", row.split("|")[1])
     ]
     assert keys == list(MEANING_KEYS)
+
+
+# -- the declared schema of every option ---------------------------------------------------
+@pytest.mark.parametrize("option", SQL_SOURCE_OPTIONS, ids=lambda o: o.key)
+def test_every_option_refuses_a_value_of_no_shape_naming_its_key(option: Option) -> None:
+    """The schema reads every option: a value that fits no shape is refused with its key, whatever else
+    the table says (the shape is checked before what combines options)."""
+    nothing = object()
+    if option.key == "query":
+        err = _refused(r"^CONFIGURATION: sources\.t\.query: ", "t", nothing)
+    elif option.key == "connection":
+        err = _refused(r"^CONFIGURATION: sources\.t\.connection: ", "t", QUERY, nothing)
+    else:
+        err = _refused(rf"^CONFIGURATION: sources\.t\.{option.key}[.:]", "t", QUERY, **{option.key: nothing})
+    assert err.details["key"] == f"sources.t.{option.key}"
+
+
+def test_the_schema_names_each_accepted_key_once() -> None:
+    assert len(set(OPTION_KEYS)) == len(OPTION_KEYS)
+    assert OPTION_KEYS == tuple(
+        o.key for o in (*SOURCE_OPTIONS, *URL_OPTIONS, *MEANING_OPTIONS, *ACCESS_OPTIONS)
+    )
+    err = _refused("unknown option", "t", QUERY, nope=1)
+    assert str(err).endswith(f"accepted: {', '.join(OPTION_KEYS)}")
+
+
+def test_declared_defaults_are_the_values_read() -> None:
+    source = SqlSource("t", QUERY)
+    read = {
+        "statement_timeout": source.timeout_s,
+        "max_rows": source.max_rows,
+        "fetch_size": source.fetch_size,
+    }
+    assert read == {o.key: o.default for o in SOURCE_OPTIONS if o.default is not None}
+
+
+@pytest.mark.parametrize(
+    ("schema", "what"),
+    [((*SOURCE_OPTIONS, *URL_OPTIONS), "the source options"), (ACCESS_OPTIONS, "the access options")],
+)
+def test_the_documented_option_tables_are_generated_from_the_schema(schema, what) -> None:
+    """docs/sql-sources.md shows ``options_table`` of each schema verbatim: defaults and bounds as enforced."""
+    text = (Path(__file__).parent.parent / "docs" / "sql-sources.md").read_text()
+    table = options_table(schema)
+    assert table in text, f"docs/sql-sources.md: {what} table differs from the schema; it should be:\n{table}"

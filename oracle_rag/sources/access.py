@@ -28,11 +28,28 @@ from typing import Any
 
 from oracle_rag.engines.records import RecordAccess, check_group
 from oracle_rag.errors import ConfigurationError
+from oracle_rag.sources.options import Option
 
 RULES = ("owner", "group", "public")
 MISSING = ("hidden", "public")
-# The options a SQL-query source accepts for its access (sources/sql_query.py OPTION_KEYS).
-ACCESS_OPTION_KEYS = ("access", "group_column", "acl_query", "missing_access")
+
+
+def check_rules(rules: Iterable[str], key: str) -> tuple[str, ...]:
+    out = tuple(rules)
+    if not out:
+        raise ConfigurationError("an access policy needs at least one of owner, group, public", key=key)
+    for rule in out:
+        if rule not in RULES:
+            raise ConfigurationError(
+                f"{key}: unknown rule {rule!r}; expected any of {', '.join(RULES)}", key=key
+            )
+    return out
+
+
+def check_missing(missing: str, key: str) -> str:
+    if missing not in MISSING:
+        raise ConfigurationError(f"{key}: expected hidden or public, got {missing!r}", key=key)
+    return missing
 
 
 @dataclass(frozen=True)
@@ -43,19 +60,8 @@ class AccessPolicy:
     missing: str = "hidden"
 
     def __post_init__(self) -> None:
-        if not self.rules:
-            raise ConfigurationError(
-                "an access policy needs at least one of owner, group, public", key="access"
-            )
-        for rule in self.rules:
-            if rule not in RULES:
-                raise ConfigurationError(
-                    f"access: unknown rule {rule!r}; expected any of {', '.join(RULES)}", key="access"
-                )
-        if self.missing not in MISSING:
-            raise ConfigurationError(
-                f"missing_access: expected hidden or public, got {self.missing!r}", key="missing_access"
-            )
+        check_rules(self.rules, "access")
+        check_missing(self.missing, "missing_access")
 
     @property
     def uses_groups(self) -> bool:
@@ -97,23 +103,60 @@ class SourceAccess:
         return [list(self.policy.rules), self.policy.missing, self.group_column, self.acl_query]
 
 
-def source_access(options: Mapping[str, Any], prefix: str) -> SourceAccess | None:
-    """The access options of a ``[sources.NAME]`` table; None when it declares none (LEGACY applies)."""
-    declared = {k: options[k] for k in ACCESS_OPTION_KEYS if options.get(k) is not None}
+def _rules(value: Any, key: str) -> tuple[str, ...]:
+    raw = [value] if isinstance(value, str) else value
+    if not isinstance(raw, Sequence) or not raw or not all(isinstance(r, str) for r in raw):
+        raise ConfigurationError(f"{key}: a list of owner, group, public", key=key)
+    return check_rules(dict.fromkeys(r.strip().lower() for r in raw), key)
+
+
+def _missing(value: Any, key: str) -> str:
+    return check_missing(str(value).strip().lower(), key)
+
+
+# The access options of a SQL-query source (docs/access.md), part of its schema (sql_query.SQL_SOURCE_OPTIONS).
+ACCESS_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "access",
+        "custom",
+        "who may read a row: its owner, members of its groups, everyone (OR-combined)",
+        shown_default="`owner` once any access option is given; else the owner, everyone without one",
+        accepts="`owner`, `group`, `public`, or a list of them",
+        reader=_rules,
+    ),
+    Option(
+        "group_column",
+        "text",
+        "the row's group, for the group rule",
+        accepts="a column label",
+        message="a column label",
+    ),
+    Option(
+        "acl_query",
+        "text",
+        "each row's groups, for the group rule with many groups per row",
+        accepts="a `SELECT` returning (row id, group) pairs",
+        message="a SELECT returning (row id, group) pairs",
+    ),
+    Option(
+        "missing_access",
+        "custom",
+        "what a row with no owner and no group gets",
+        shown_default="`hidden`",
+        accepts="`hidden` (see-all callers only) or `public`",
+        reader=_missing,
+    ),
+)
+ACCESS_OPTION_KEYS = tuple(o.key for o in ACCESS_OPTIONS)
+
+
+def source_access(given: Mapping[str, Any], prefix: str) -> SourceAccess | None:
+    """The access options of a ``[sources.NAME]`` table as read (``read_options`` with
+    :data:`ACCESS_OPTIONS`); None when it declares none (LEGACY applies)."""
+    declared = {k: given[k] for k in ACCESS_OPTION_KEYS if given.get(k) is not None}
     if not declared:
         return None
-    raw = declared.get("access", ["owner"])
-    if isinstance(raw, str):
-        raw = [raw]
-    if not isinstance(raw, Sequence) or not raw or not all(isinstance(r, str) for r in raw):
-        raise ConfigurationError(f"{prefix}.access: a list of owner, group, public", key=f"{prefix}.access")
-    rules = tuple(dict.fromkeys(r.strip().lower() for r in raw))
-    missing = str(declared.get("missing_access", "hidden")).strip().lower()
-    try:
-        policy = AccessPolicy(rules, missing)
-    except ConfigurationError as exc:
-        key = f"{prefix}.{exc.details.get('key') or 'access'}"
-        raise ConfigurationError(f"{prefix}.{exc.message}", key=key) from None
+    policy = AccessPolicy(declared.get("access", ("owner",)), declared.get("missing_access", "hidden"))
     group_column = declared.get("group_column")
     acl_query = declared.get("acl_query")
     if group_column is not None and acl_query is not None:
@@ -128,11 +171,5 @@ def source_access(options: Mapping[str, Any], prefix: str) -> SourceAccess | Non
         which = "group_column" if group_column is not None else "acl_query"
         raise ConfigurationError(
             f'{prefix}.{which}: only meaningful with "group" in access', key=f"{prefix}.{which}"
-        )
-    if group_column is not None and (not isinstance(group_column, str) or not group_column.strip()):
-        raise ConfigurationError(f"{prefix}.group_column: a column label", key=f"{prefix}.group_column")
-    if acl_query is not None and (not isinstance(acl_query, str) or not acl_query.strip()):
-        raise ConfigurationError(
-            f"{prefix}.acl_query: a SELECT returning (row id, group) pairs", key=f"{prefix}.acl_query"
         )
     return SourceAccess(policy, group_column.strip() if group_column else None, acl_query)

@@ -27,7 +27,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -37,12 +37,26 @@ import sqlalchemy as sa
 from oracle_rag.errors import ConfigurationError, SourceLoadingError, wrap_driver_error
 from oracle_rag.sources import sql_query_sql as q
 from oracle_rag.sources.durations import format_seconds
+from oracle_rag.sources.options import Option
 from oracle_rag.urlsafety import check_url
 
 log = logging.getLogger(__name__)
 
 RAG_CONNECTION = "rag"
-URL_OPTIONS = ("url", "user", "password_env")
+# Another database to read from (part of a SQL-query source's schema, sql_query.SQL_SOURCE_OPTIONS).
+URL_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "url", "text", "another database to read from (below)", accepts="a SQLAlchemy URL without secrets"
+    ),
+    Option("user", "text", "the user to connect as", accepts="a user name"),
+    Option(
+        "password_env",
+        "text",
+        "the password, read from the environment when connecting",
+        accepts="an environment variable name",
+    ),
+)
+URL_KEYS = tuple(o.key for o in URL_OPTIONS)
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # SQLite's progress handler runs every N virtual-machine instructions; 1000 is
@@ -159,15 +173,14 @@ class UrlOptions:
     password_env: str | None = None
 
 
-def check_url_options(source: str, options: dict[str, Any]) -> UrlOptions | None:
-    """Validate ``url``/``user``/``password_env`` of ``source`` (CONFIGURATION on any problem)."""
-    given = {k: options[k] for k in URL_OPTIONS if options.get(k) is not None}
+def check_url_options(source: str, options: Mapping[str, Any]) -> UrlOptions | None:
+    """Check ``url``/``user``/``password_env`` of ``source`` together (CONFIGURATION on any problem).
+
+    ``options`` are the values as read (``read_options`` with :data:`URL_OPTIONS`: non-empty strings)."""
+    given = {k: options[k] for k in URL_KEYS if options.get(k) is not None}
     if not given:
         return None
     prefix = f"sources.{source}"
-    for key, value in given.items():
-        if not isinstance(value, str) or not value.strip():
-            raise ConfigurationError(f"{prefix}.{key}: expected a non-empty string", key=f"{prefix}.{key}")
     if "url" not in given:
         raise ConfigurationError(
             f"{prefix}: {', '.join(sorted(given))} given without url", key=f"{prefix}.url"

@@ -16,8 +16,8 @@
 Defaults: the person facet is the owner column (when the source declares
 facets); the due facet is the one date facet with "due" in its name; a
 facet's cue words are its label's words, with a plural. Everything is
-checked here against one declared schema (``MEANING_OPTIONS``: shape, bounds, what
-an option may name), with a ConfigurationError naming the key.
+checked against one declared schema (``MEANING_OPTIONS``, sources/options.py: shape,
+bounds, what an option may name), with a ConfigurationError naming the key.
 """
 
 from __future__ import annotations
@@ -29,86 +29,20 @@ from typing import Any
 from oracle_rag.errors import ConfigurationError
 from oracle_rag.sources.facets import PERSON_CUES, Facet, check_facet_name
 from oracle_rag.sources.meanings import Meanings, check_meanings
-
-MAX_WORDS = 64
-
-
-def _word_list(value: Any, key: str, *, limit: int = MAX_WORDS) -> tuple[str, ...]:
-    if (
-        isinstance(value, str)
-        or not isinstance(value, list | tuple)
-        or not value
-        or len(value) > limit
-        or not all(isinstance(w, str) and 0 < len(w.strip()) <= 60 for w in value)
-    ):
-        raise ConfigurationError(
-            f"{key}: expected a list of 1 to {limit} words (1-60 characters each)", key=key
-        )
-    return tuple(w.strip() for w in value)
-
-
-def _name(value: Any, key: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigurationError(f"{key}: expected a facet (a column label)", key=key)
-    return value.strip().lower()
-
-
-@dataclass(frozen=True)
-class MeaningOption:
-    """One meaning option of ``[sources.NAME]``: the shape of its value, its bounds, and what it may name.
-
-    ``read`` checks the shape alone; what the value names (a facet of this source, of a given kind) is
-    checked by :func:`sql_meanings`, against the facets the source declares."""
-
-    key: str
-    shape: str  # words | facet | facets | word_table | label_table
-    summary: str  # what it says, for the documentation
-    limit: int = MAX_WORDS  # at most this many words, facets or table entries
-    exact: int | None = None  # exactly this many words
-    facet_kind: str | None = None  # the facet it names must be of this kind ("an enum facet")
-    names_facets: bool = False  # a list or table naming facets of this source
-    fold_keys: bool = False  # table keys are facets (lowercased)
-
-    def read(self, value: Any, key: str) -> Any:
-        if self.shape == "words":
-            words = _word_list(value, key, limit=self.limit)
-            if self.exact is not None and len(words) != self.exact:
-                raise ConfigurationError(f"{key}: expected [singular, plural]", key=key)
-            return words
-        if self.shape == "facet":
-            return _name(value, key)
-        if self.shape == "facets":
-            return tuple(_name(p, key) for p in _word_list(value, key, limit=self.limit))
-        if not isinstance(value, Mapping) or not value or len(value) > self.limit:
-            expected = "facet = [words]" if self.fold_keys else "VALUE = [words]"
-            if self.shape == "label_table":
-                expected = 'facet = "label"'
-            raise ConfigurationError(f"{key}: expected a table of {expected}", key=key)
-        if self.shape == "word_table":
-            return {
-                (str(k).lower() if self.fold_keys else str(k)): _word_list(v, f"{key}.{k}")
-                for k, v in value.items()
-            }
-        labels = {}
-        for facet, label in value.items():
-            if not isinstance(label, str) or not 0 < len(label.strip()) <= 60:
-                raise ConfigurationError(f"{key}.{facet}: expected a label (1-60 characters)", key=key)
-            labels[str(facet).lower()] = label.strip()
-        return labels
-
+from oracle_rag.sources.options import Option
 
 # The schema of the meaning options, in the order docs/sql-sources.md lists them (a test compares the two).
-MEANING_OPTIONS: tuple[MeaningOption, ...] = (
-    MeaningOption("words", "words", "record words beyond its name's (tickets -> ticket/tickets)"),
-    MeaningOption("person_facets", "facets", 'columns holding employee ids; the first is "my"', limit=8),
-    MeaningOption("lifecycle", "facet", "the enum facet that is the record's state", facet_kind="enum"),
-    MeaningOption("done_values", "words", "its values meaning finished"),
-    MeaningOption("due_facet", "facet", 'the date "overdue" and "due this week" use', facet_kind="date"),
-    MeaningOption("facet_cues", "word_table", "more words naming a facet", names_facets=True, fold_keys=True),
-    MeaningOption("display", "facets", "facets a list shows per record", names_facets=True),
-    MeaningOption("value_words", "word_table", "other words for its values", limit=256),
-    MeaningOption("nouns_es", "words", "how Spanish answers name one and several records", limit=2, exact=2),
-    MeaningOption("labels_es", "label_table", "a facet's label in Spanish answers", names_facets=True),
+MEANING_OPTIONS: tuple[Option, ...] = (
+    Option("words", "words", "record words beyond its name's (tickets -> ticket/tickets)"),
+    Option("person_facets", "facets", 'columns holding employee ids; the first is "my"', limit=8),
+    Option("lifecycle", "facet", "the enum facet that is the record's state", facet_kind="enum"),
+    Option("done_values", "words", "its values meaning finished"),
+    Option("due_facet", "facet", 'the date "overdue" and "due this week" use', facet_kind="date"),
+    Option("facet_cues", "word_table", "more words naming a facet", names_facets=True, fold_keys=True),
+    Option("display", "facets", "facets a list shows per record", names_facets=True),
+    Option("value_words", "word_table", "other words for its values", limit=256),
+    Option("nouns_es", "words", "how Spanish answers name one and several records", limit=2, exact=2),
+    Option("labels_es", "label_table", "a facet's label in Spanish answers", names_facets=True),
 )
 MEANING_KEYS = tuple(o.key for o in MEANING_OPTIONS)
 _BY_KEY = {o.key: o for o in MEANING_OPTIONS}
@@ -148,22 +82,13 @@ class SqlMeanings:
         return list(self.person_columns)
 
 
-def read_meaning_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The declared meaning options of source ``name``, each checked against its shape in the schema."""
-    prefix = f"sources.{name}"
-    return {
-        o.key: o.read(options[o.key], f"{prefix}.{o.key}")
-        for o in MEANING_OPTIONS
-        if options.get(o.key) is not None
-    }
-
-
 def sql_meanings(
-    name: str, options: Mapping[str, Any], facet_columns: Mapping[str, str], owner_column: str | None
+    name: str, given: Mapping[str, Any], facet_columns: Mapping[str, str], owner_column: str | None
 ) -> SqlMeanings:
+    """The meanings of source ``name`` from its meaning options as read (``read_options`` with
+    :data:`MEANING_OPTIONS`: each value's shape checked), checked against its facets here."""
     prefix = f"sources.{name}"
     kinds = {label.lower(): kind for label, kind in facet_columns.items()}
-    given = read_meaning_options(name, options)
     people: tuple[str, ...] = given.get("person_facets", ())
     if "person_facets" not in given and owner_column is not None and (facet_columns or given):
         people = (owner_column.lower(),)
@@ -224,7 +149,7 @@ def _check_people(prefix: str, people: tuple[str, ...], kinds: Mapping[str, str]
 
 
 def _check_names(
-    prefix: str, option: MeaningOption, value: Any, kinds: Mapping[str, str], facets: Mapping[str, str]
+    prefix: str, option: Option, value: Any, kinds: Mapping[str, str], facets: Mapping[str, str]
 ) -> None:
     """What an option names exists: a facet of the declared kind, or facets of this source."""
     key = f"{prefix}.{option.key}"

@@ -40,13 +40,7 @@ import sqlalchemy as sa
 from oracle_rag.engines.records import check_group, read_lob
 from oracle_rag.errors import ConfigurationError, InputError, SourceLoadingError
 from oracle_rag.sources import sql_query_sql as q
-from oracle_rag.sources.access import (
-    ACCESS_OPTION_KEYS,
-    LEGACY,
-    AccessPolicy,
-    SourceAccess,
-    source_access,
-)
+from oracle_rag.sources.access import ACCESS_OPTIONS, LEGACY, AccessPolicy, SourceAccess, source_access
 from oracle_rag.sources.connections import (
     RAG_CONNECTION,
     URL_OPTIONS,
@@ -54,10 +48,10 @@ from oracle_rag.sources.connections import (
     check_connection_name,
     check_url_options,
 )
-from oracle_rag.sources.durations import checked_duration
 from oracle_rag.sources.facets import Facet, check_facet_name
 from oracle_rag.sources.meanings import Declaration
-from oracle_rag.sources.sql_meanings import MEANING_KEYS, meaning_warnings, sql_facets, sql_meanings
+from oracle_rag.sources.options import Option, column_label, read_options
+from oracle_rag.sources.sql_meanings import MEANING_OPTIONS, meaning_warnings, sql_facets, sql_meanings
 from oracle_rag.sql_scripts import skip_gap, skip_literal
 
 # -- options ---------------------------------------------------------------------------
@@ -69,27 +63,12 @@ ROLE_OPTIONS = {
     "updated_at": "updated_at_column",
 }
 DEFAULT_COLUMNS = {"id": "id", "content": "content", "title": "title"}
-OPTION_KEYS = (
-    "query",
-    "connection",
-    "refresh",
-    "statement_timeout",
-    "max_rows",
-    "fetch_size",
-    "facet_columns",
-    *ROLE_OPTIONS.values(),
-    *URL_OPTIONS,
-    *MEANING_KEYS,
-    *ACCESS_OPTION_KEYS,
-)
-FACET_KINDS = ("enum", "number", "date")
-DEFAULT_TIMEOUT_S = 30.0
 TIMEOUT_RANGE = (1.0, 3600.0)
 REFRESH_RANGE = (1.0, 30 * 86400.0)
-DEFAULT_MAX_ROWS = 10_000
 MAX_ROWS_RANGE = (1, 1_000_000)
-DEFAULT_FETCH_SIZE = 500
 FETCH_SIZE_RANGE = (1, 10_000)
+MAX_FACET_COLUMNS = 32
+FACET_KINDS = ("enum", "number", "date")
 # RAG_CHUNK.SOURCE_TYPE is VARCHAR2(64) and SOURCE_ID VARCHAR2(256) on Oracle.
 MAX_DOCUMENT_ID = 256
 ALWAYS_RESERVED = ("source", "document_id", "id", "title")
@@ -162,22 +141,98 @@ def check_query(query: Any, *, key: str = "query") -> str:
     return text[start:end].rstrip()
 
 
-def _int_option(value: Any, *, key: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ConfigurationError(f"{key}: expected an integer in [{lo:,}, {hi:,}]", key=key)
-    try:
-        number = int(value)
-    except ValueError:
-        raise ConfigurationError(f"{key}: expected an integer in [{lo:,}, {hi:,}]", key=key) from None
-    if not lo <= number <= hi:
-        raise ConfigurationError(f"{key}: {number:,} is out of range [{lo:,}, {hi:,}]", key=key)
-    return number
+def _query(value: Any, key: str) -> str:
+    return check_query(value, key=key)
 
 
-def _column_option(value: Any, *, key: str) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > 128:
-        raise ConfigurationError(f"{key}: expected a column label (1 to 128 characters)", key=key)
-    return value
+def _connection(value: Any, key: str) -> str:
+    return check_connection_name(value, key=key)
+
+
+def _facet_columns(value: Any, key: str) -> dict[str, str]:
+    """``facet_columns``: a list of column labels (enum facets) or a table label -> enum|number|date."""
+    items = {str(v): "enum" for v in value} if isinstance(value, list) else value
+    if not isinstance(items, Mapping) or not items or len(items) > MAX_FACET_COLUMNS:
+        raise ConfigurationError(
+            f"{key}: expected a list of column labels or a table of label = enum|number|date "
+            f"(1 to {MAX_FACET_COLUMNS} columns)",
+            key=key,
+        )
+    out: dict[str, str] = {}
+    for label, kind in items.items():
+        column_label(label, key)
+        try:
+            check_facet_name(str(label).lower())
+        except ConfigurationError:
+            raise ConfigurationError(
+                f"{key}: {label!r} cannot be a facet name (letters, digits and _, a letter "
+                f"first); alias the column in the query",
+                key=key,
+            ) from None
+        if kind not in FACET_KINDS:
+            raise ConfigurationError(
+                f"{key}.{label}: the kind must be one of {', '.join(FACET_KINDS)}", key=key
+            )
+        if str(label).lower() in {k.lower() for k in out}:
+            raise ConfigurationError(f"{key}: {label!r} is named twice (case ignored)", key=key)
+        out[str(label)] = str(kind)
+    return out
+
+
+# The schema of a SQL-query source's own options; with the URL, meaning and access options it is
+# every key ``[sources.NAME]`` accepts, in this order (the unknown-key error lists them so, and
+# docs/sql-sources.md shows ``options_table`` of it: a test compares the two).
+SOURCE_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "query",
+        "custom",
+        "the rows, one document each",
+        required=True,
+        accepts="one `SELECT`/`WITH` statement (rules below)",
+        reader=_query,
+    ),
+    Option(
+        "connection",
+        "custom",
+        "the database the query runs on (below)",
+        shown_default="`rag`; with `url`, the source's name",
+        accepts="a name: a letter, then letters, digits, `_ . -` (≤ 64)",
+        reader=_connection,
+    ),
+    Option(
+        "refresh",
+        "duration",
+        "how often the source is read again",
+        shown_default="none (read at load and `sync` only)",
+        bounds=REFRESH_RANGE,
+    ),
+    Option("statement_timeout", "duration", "the longest a read may run", default=30.0, bounds=TIMEOUT_RANGE),
+    Option(
+        "max_rows",
+        "integer",
+        "more rows fail the read (none is dropped)",
+        default=10_000,
+        bounds=MAX_ROWS_RANGE,
+    ),
+    Option("fetch_size", "integer", "rows fetched at a time", default=500, bounds=FETCH_SIZE_RANGE),
+    Option(
+        "facet_columns",
+        "custom",
+        "the columns questions filter and count by (below)",
+        accepts=f'a list of column labels (text values) or a table `{{severity = "enum", opened = "date", '
+        f'points = "number"}}`; each label a facet name (letters, digits, `_`), 1 to {MAX_FACET_COLUMNS}',
+        reader=_facet_columns,
+    ),
+    Option("id_column", "column", "the row id (the column must exist)", shown_default="`id`"),
+    Option(
+        "content_column", "column", "the text embedded (the column must exist)", shown_default="`content`"
+    ),
+    Option("title_column", "column", "the title, embedded before the content", shown_default="`title`"),
+    Option("owner_column", "column", "the employee who owns the row (docs/access.md)"),
+    Option("updated_at_column", "column", "when the row last changed: incremental reads (below)"),
+)
+SQL_SOURCE_OPTIONS: tuple[Option, ...] = (*SOURCE_OPTIONS, *URL_OPTIONS, *MEANING_OPTIONS, *ACCESS_OPTIONS)
+OPTION_KEYS = tuple(o.key for o in SQL_SOURCE_OPTIONS)
 
 
 class SqlSource:
@@ -201,16 +256,16 @@ class SqlSource:
         self.option_keys = tuple(
             sorted({"query", *options} | ({"connection"} if connection is not None else set()))
         )
-        self.query = check_query(query, key=f"{prefix}.query")
-        self.url_options: UrlOptions | None = check_url_options(name, options)
-        if connection is None and self.url_options is not None:
-            # A url says "another database": name its connection after the source
-            # rather than make the user invent a name that nothing else refers to.
-            connection = self.name
-        self.connection = (
-            RAG_CONNECTION
-            if connection is None
-            else check_connection_name(connection, key=f"{prefix}.connection")
+        # Every value against its declared shape and bounds, in schema order; then what combines them.
+        values = read_options(
+            SQL_SOURCE_OPTIONS, prefix, {**options, "query": query, "connection": connection}
+        )
+        self.query: str = values["query"]
+        self.url_options: UrlOptions | None = check_url_options(name, values)
+        # A url says "another database": its connection is named after the source
+        # rather than make the user invent a name that nothing else refers to.
+        self.connection: str = values.get("connection") or (
+            self.name if self.url_options is not None else RAG_CONNECTION
         )
         if self.url_options is not None and self.connection == RAG_CONNECTION:
             raise ConfigurationError(
@@ -218,36 +273,18 @@ class SqlSource:
                 f"(which is the product's own database)",
                 key=f"{prefix}.connection",
             )
-        self.refresh_s: float | None = None
-        if options.get("refresh") is not None:
-            self.refresh_s = checked_duration(
-                options["refresh"], key=f"{prefix}.refresh", lo=REFRESH_RANGE[0], hi=REFRESH_RANGE[1]
-            )
-        self.timeout_s = checked_duration(
-            options.get("statement_timeout", DEFAULT_TIMEOUT_S),
-            key=f"{prefix}.statement_timeout",
-            lo=TIMEOUT_RANGE[0],
-            hi=TIMEOUT_RANGE[1],
-        )
-        self.max_rows = _int_option(
-            options.get("max_rows", DEFAULT_MAX_ROWS),
-            key=f"{prefix}.max_rows",
-            lo=MAX_ROWS_RANGE[0],
-            hi=MAX_ROWS_RANGE[1],
-        )
-        self.fetch_size = _int_option(
-            options.get("fetch_size", DEFAULT_FETCH_SIZE),
-            key=f"{prefix}.fetch_size",
-            lo=FETCH_SIZE_RANGE[0],
-            hi=FETCH_SIZE_RANGE[1],
-        )
-        self.columns = self._roles(options, prefix)
-        self.explicit_title = options.get("title_column") is not None
-        self.facet_columns = _facet_columns(options.get("facet_columns"), f"{prefix}.facet_columns")
-        self.sql_meanings = sql_meanings(name, options, self.facet_columns, self.owner_column)
+        self.refresh_s: float | None = values.get("refresh")
+        self.timeout_s: float = values["statement_timeout"]
+        self.max_rows: int = values["max_rows"]
+        self.fetch_size: int = values["fetch_size"]
+        self.columns = self._roles(values, prefix)
+        self.explicit_title = "title_column" in values
+        self.facet_columns: dict[str, str] = values.get("facet_columns", {})
+        meaning_values = {o.key: values[o.key] for o in MEANING_OPTIONS if o.key in values}
+        self.sql_meanings = sql_meanings(name, meaning_values, self.facet_columns, self.owner_column)
         self.facets: tuple[Facet, ...] = sql_facets(name, self.facet_columns, self.sql_meanings)
         # Who may read the rows (sources/access.py); none declared: the owner, everyone when there is none.
-        self.access_options: SourceAccess | None = source_access(options, prefix)
+        self.access_options: SourceAccess | None = source_access(values, prefix)
         if self.access_options is not None and self.access_options.acl_query is not None:
             check_query(self.access_options.acl_query, key=f"{prefix}.acl_query")
         definition: list[Any] = [
@@ -264,12 +301,8 @@ class SqlSource:
             definition.append(self.access_options.definition())
         self._definition_hash = hashlib.sha256(json.dumps(definition).encode("utf-8")).hexdigest()
 
-    def _roles(self, options: Mapping[str, Any], prefix: str) -> dict[str, str]:
-        roles = {
-            role: _column_option(options[key], key=f"{prefix}.{key}")
-            for role, key in ROLE_OPTIONS.items()
-            if options.get(key) is not None
-        }
+    def _roles(self, values: Mapping[str, Any], prefix: str) -> dict[str, str]:
+        roles = {role: values[key] for role, key in ROLE_OPTIONS.items() if key in values}
         for role, default in DEFAULT_COLUMNS.items():
             if role in roles:
                 continue
@@ -477,38 +510,6 @@ def _escape_colons_in_query(sql: str, query: str) -> str:
     to send a plain ':'. The wrappers' own ``:watermark`` stays a bind.
     """
     return sql.replace(query, query.replace(":", "\\:"), 1)
-
-
-def _facet_columns(value: Any, key: str) -> dict[str, str]:
-    """``facet_columns``: a list of column labels (enum facets) or a table label -> enum|number|date."""
-    if value is None:
-        return {}
-    items = {str(v): "enum" for v in value} if isinstance(value, list) else value
-    if not isinstance(items, Mapping) or not items or len(items) > 32:
-        raise ConfigurationError(
-            f"{key}: expected a list of column labels or a table of label = enum|number|date "
-            f"(1 to 32 columns)",
-            key=key,
-        )
-    out: dict[str, str] = {}
-    for label, kind in items.items():
-        _column_option(label, key=key)
-        try:
-            check_facet_name(str(label).lower())
-        except ConfigurationError:
-            raise ConfigurationError(
-                f"{key}: {label!r} cannot be a facet name (letters, digits and _, a letter "
-                f"first); alias the column in the query",
-                key=key,
-            ) from None
-        if kind not in FACET_KINDS:
-            raise ConfigurationError(
-                f"{key}.{label}: the kind must be one of {', '.join(FACET_KINDS)}", key=key
-            )
-        if str(label).lower() in {k.lower() for k in out}:
-            raise ConfigurationError(f"{key}: {label!r} is named twice (case ignored)", key=key)
-        out[str(label)] = str(kind)
-    return out
 
 
 def _person_value(value: Any) -> int | None:
