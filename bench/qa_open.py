@@ -128,12 +128,21 @@ def anchors_of(answer: dict[str, Any]) -> list[str]:
     return [c["anchor"].strip("[]") for c in answer["citations"]]
 
 
+def model_prose(answer: dict[str, Any]) -> str:
+    """The part of an answer the model wrote: what precedes the checker's fallback line (after it, the
+    extractive answer lists records, it does not claim), all of a model's answer, and nothing of an
+    answer no model wrote ("nothing I can see says ..." over the closest records: listed, not claimed)."""
+    text = answer["answer"]
+    if UNCHECKED in text:
+        return text.split(UNCHECKED, 1)[0]
+    return text if answer["answerer"] == "llm" else ""
+
+
 def other_record_sentences(text: str, answers: list[str]) -> int:
-    """Sentences of the model's part of ``text`` that name a record which does not answer the question
-    (what follows the checker's fallback line is the extractive answer: records listed, not claims)."""
+    """Sentences of ``text`` (:func:`model_prose`) that name a record which does not answer the question."""
     wanted = {a.upper() for a in answers}
     count = 0
-    for sentence in _SENTENCE.split(text.split(UNCHECKED, 1)[0]):
+    for sentence in _SENTENCE.split(text):
         named = {f"{t.upper()} #{i}" for t, i in _ANCHOR.findall(sentence)}
         count += bool(named - wanted)
     return count
@@ -219,7 +228,7 @@ def run_chat(
             "answer": answer["answer"],
         }
         if model:
-            row["other_record_sentences"] = other_record_sentences(answer["answer"], q["answers"])
+            row["other_record_sentences"] = other_record_sentences(model_prose(answer), q["answers"])
             row["model_kept"] = UNCHECKED not in answer["answer"] and answer["answerer"] == "llm"
             row["checked"] = answer["checked"]
             print(f"  {q['id']} {row.get('record@3', row.get('no_answer'))} {seconds:.0f} s", flush=True)
@@ -298,8 +307,11 @@ def run_legs(
                     "mrr@10": 1.0 / ranks[0] if ranks else 0.0,
                 }
             )
+        # ``--only`` on questions none of which is held out (or that nothing answers) scores nothing there
         summary = {
             part: {m: round(statistics.fmean(r[m] for r in subset), 4) for m in ("record@3", "mrr@10")}
+            if subset
+            else {}
             for part, subset in (("all", rows), ("held_out", [r for r in rows if r["held_out"]]))
         }
         out.append({"label": f"retrieval only, {mode}", **summary})

@@ -367,3 +367,60 @@ def test_a_model_naming_a_given_record_with_a_false_claim_falls_back_to_the_extr
     assert answer.checked == {"sentences": 2, "removed": 2} and answer.answerer == "extractive"
     assert answer.answer.startswith("The language model's answer could not be checked")
     assert "SSO upgrade" not in answer.answer
+
+
+# -- uncited claims and the question's topic ------------------------------------------------------
+def _given(topic: str = ""):
+    from oracle_rag.answering.chat.evidence import topic_evidence
+    from oracle_rag.search.retriever import RetrievedChunk
+
+    chunks = [
+        RetrievedChunk("tickets", f"tickets#{i}", text, 1.0 / n, n, ("keyword",), n)
+        for n, ((_, i), text) in enumerate(TICKETS.items(), 1)
+    ]
+    return topic_evidence(chunks, None, topic=topic)
+
+
+def test_an_uncited_claim_is_shown_with_the_anchor_of_the_record_that_supports_it():
+    """A small model writes the right sentence and no anchor: it is kept, attributed to the given record
+    whose text supports it; an uncited sentence no given record supports is still removed."""
+    text = (
+        "The storage client opens a new connection pool for every exported file. "
+        "The export workers crash because the disk of the server is full."
+    )
+    kept, tally = check_text(text, _given())
+    assert kept == "The storage client opens a new connection pool for every exported file [TICKETS #4003]."
+    assert (tally.sentences, tally.removed, tally.cited) == (2, 1, 1)
+    checker = SentenceChecker(_given())
+    assert "".join(checker.feed([text[i : i + 5] for i in range(0, len(text), 5)])).strip() == kept
+    # a sentence claiming too little to be checked against a record is not attributed to one
+    assert check_text("It is described in the records of the team.", _given())[0] == ""
+
+
+def test_a_sentence_names_only_the_given_records_about_the_topic():
+    """A sentence "the recurring job ran twice [#4063]" is true of #4063 and no answer to why webhooks arrive twice:
+    when some given records are about the question's topic, a sentence names or is attributed to them only."""
+    from oracle_rag.answering.chat.checking import check_sentence
+
+    about_sso = _given("why is the SSO upgrade blocked")
+    assert about_sso.about == frozenset({("TICKETS", "4001")})
+    other = "As a workaround, raise the file limit to 65536 and restart the export workers every 6 hours"
+    assert check_sentence(f"{other} [TICKETS #4003].", about_sso).reason == "topic"
+    assert check_sentence(f"{other}.", about_sso).reason == "citation"  # not attributed to #4003 either
+    assert check_sentence(
+        "The upgrade is blocked because ADFS signs assertions with SHA-1 [TICKETS #4001].", about_sso
+    ).ok
+    # a topic no given record holds (a question in one language, records in another) restricts nothing
+    elsewhere = _given("¿por qué fallan las exportaciones nocturnas?")
+    assert elsewhere.about == frozenset() and check_sentence(f"{other} [TICKETS #4003].", elsewhere).ok
+
+
+def test_a_spanish_claim_with_no_se_is_not_taken_for_i_do_not_know():
+    """A sentence "no se timbran las facturas" states something ("no sé" says the model does not know): without a
+    citation or a record supporting it, it is removed."""
+    from oracle_rag.answering.chat.checking import check_sentence
+
+    assert (
+        check_sentence("No se decidió nada sobre la migración del conector.", _given()).reason == "citation"
+    )
+    assert check_sentence("No lo sé con los registros que tengo.", _given()).ok

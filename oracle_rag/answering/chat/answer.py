@@ -650,7 +650,7 @@ class Chat:
             shown = structured_render.render_text(prep.structured, prep.caller.employee_id)
             return structured_evidence(prep.structured, shown, self.settings.llm_passages, self._embed)
         vocab = self.answers.parser(prep.caller.scope()).vocab if self.answers is not None else None
-        return topic_evidence(self._given(prep), vocab, self._usable_aggregate(prep), self._embed)
+        return topic_evidence(self._given(prep), vocab, self._usable_aggregate(prep), self._embed, prep.topic)
 
     def _head(self, prep: _Prepared) -> str:
         """The computed part shown before the model's prose, verbatim: a structured answer, or what

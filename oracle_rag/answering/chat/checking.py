@@ -29,7 +29,13 @@ sentence nobody wrote). The checks:
   lone "8", "[TASK #41].") or a single word and no anchor ("16 hours.") says
   nothing a reader can check;
 * **citations** (topic answers): a sentence that states something carries a
-  citation of a passage given to the model.
+  citation of a passage given to the model. One written without a citation is
+  shown with the anchor of the given record that supports it (the claim check
+  above, against each given record's text), and removed when none does;
+* **topic** (topic answers): when some given records are about the question's
+  topic (:func:`oracle_rag.answering.structured.relevance.holds`), a sentence
+  names or is attributed to one of them only: "the recurring job ran twice
+  [TICKETS #4063]" is true of #4063 and no answer to why webhooks arrive twice.
 
 What a sentence is: text up to ``.``, ``!`` or ``?`` followed by a space, or
 a line. A sentence that is only anchors belongs to the one before it.
@@ -68,7 +74,7 @@ _ONLY_ANCHORS = re.compile(
 )  # an anchor's first "#" splits it
 _DONT_KNOW = re.compile(
     r"\b(do(?:es)? not (?:know|say)|don'?t (?:know|say)|not (?:enough|contain|include|mention)|no information|cannot (?:tell|say|"
-    r"answer|find)|can'?t (?:tell|say)|unclear|no s[eé]|no (?:lo )?(?:contiene|menciona|indica)|no hay informaci[oó]n)\b",
+    r"answer|find)|can'?t (?:tell|say)|unclear|no (?:lo )?sé|no (?:lo )?(?:contiene|menciona|indica)|no hay informaci[oó]n)\b",
     re.IGNORECASE,
 )
 _MARKER = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
@@ -196,6 +202,8 @@ class Evidence:
     support: Support | None = (
         None  # the given records' texts: what a sentence naming one must be supported by
     )
+    shown_anchors: Mapping[tuple[str, str], str] = field(default_factory=dict)  # key -> "[TICKETS #4001]"
+    about: frozenset[tuple[str, str]] = frozenset()  # the given records about the topic (empty: any)
 
     @property
     def anchors(self) -> set[tuple[str, str]]:
@@ -337,6 +345,17 @@ class Verdict:
     ok: bool
     reason: str = ""  # "number", "count", "anchor", "facet", "claim", "fragment", "citation", "removed"
     cited: bool = False
+    source: str = ""  # the anchor of the record that supports an uncited claim: shown with it
+
+
+def with_source(sentence: str, verdict: Verdict) -> str:
+    """``sentence`` as shown: an uncited claim gets its supporting record's anchor before its final
+    punctuation ("... per file [TICKETS #4003]."); its words are never changed."""
+    if not verdict.source:
+        return sentence
+    body = sentence.rstrip()
+    end = len(body.rstrip(".!?;:"))
+    return f"{body[:end]} {verdict.source}{body[end:]}{sentence[len(body) :]}"
 
 
 def _key(source_type: str, source_id: str) -> tuple[str, str]:
@@ -412,8 +431,15 @@ def check_sentence(sentence: str, evidence: Evidence) -> Verdict:
         )
         if not support.check(claim, named).ok:
             return Verdict(False, "claim")
+    if evidence.about and any(k not in evidence.about for k in named):
+        return Verdict(False, "topic")
     if evidence.cite and not named and _claims(sentence):
-        return Verdict(False, "citation")
+        source = support.source(rest, evidence.about or None) if support is not None else None
+        if source is None:
+            return Verdict(False, "citation")
+        return Verdict(
+            True, cited=True, source=evidence.shown_anchors.get(source, f"[{source[0]} #{source[1]}]")
+        )
     return Verdict(True, cited=bool(named))
 
 
@@ -556,7 +582,7 @@ def check_text(text: str, evidence: Evidence) -> tuple[str, Checked]:
         verdict = check_sentence(sentence, evidence)
         tally.note(verdict)
         if verdict.ok:
-            kept.append(sentence)
+            kept.append(with_source(sentence, verdict))
     return "".join(kept).strip(), tally
 
 
@@ -574,8 +600,9 @@ class SentenceChecker:
         verdict = check_sentence(sentence, self.evidence)
         self.tally.note(verdict)
         if verdict.ok:
-            self.kept.append(sentence)
-            yield sentence
+            shown = with_source(sentence, verdict)
+            self.kept.append(shown)
+            yield shown
 
     def feed(self, pieces: Iterable[str]) -> Iterator[str]:
         """Sentences as they complete. The held text is split again only when a piece ends a

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from oracle_rag.answering.chat.checking import Evidence, evidence_from
 from oracle_rag.answering.chat.support import Embedder
+from oracle_rag.answering.structured import relevance
 from oracle_rag.answering.structured import render as structured_render
 from oracle_rag.answering.structured.service import Record, StructuredResult
 from oracle_rag.answering.structured.vocabulary import Vocabulary
@@ -82,17 +84,30 @@ def structured_evidence(
 
 
 def topic_evidence(
-    chunks: Sequence[Any], vocab: Vocabulary | None, query_result: Any = None, embed: Embedder | None = None
+    chunks: Sequence[Any],
+    vocab: Vocabulary | None,
+    query_result: Any = None,
+    embed: Embedder | None = None,
+    topic: str = "",
 ) -> Evidence:
     """A topic answer: the given chunks (each sentence with a claim cites one and is supported by it)
-    and a query result's values."""
+    and a query result's values. ``topic``: what the question is about; when some given chunks are
+    about it, a sentence may name only those (none is: a question in one language about records in
+    another shares no words with them, and its records are not restricted)."""
     texts = [c.content for c in chunks]
     records = {}
+    shown: dict[tuple[str, str], str] = {}
+    stems = relevance.topic_stems(topic)
+    about: set[tuple[str, str]] = set()
     by_record: dict[tuple[str, str], list[str]] = {}
     for c in chunks:
         first = c.content.strip().split("\n", 1)[0]
-        key = anchor_key(anchor_of(c.source_type, str(c.source_id)))
+        anchor = anchor_of(c.source_type, str(c.source_id))
+        key = anchor_key(anchor)
         records[key] = (dict(getattr(c, "facets", {}) or {}), first)
+        shown[key] = anchor
+        if stems and relevance.holds(stems, c.content):
+            about.add(key)
         by_record.setdefault(key, []).append(c.content)
     counts: list[float] = []
     if query_result is not None:
@@ -112,15 +127,11 @@ def topic_evidence(
         record_texts={k: "\n".join(v) for k, v in by_record.items()},
         embed=embed,
     )
+    evidence = replace(evidence, shown_anchors=shown, about=frozenset(about))
     if counts:
-        evidence = Evidence(
-            evidence.numbers | frozenset(counts),
-            evidence.counts,
-            evidence.records,
-            evidence.vocab,
-            evidence.cite and query_result is None,
-            evidence.dates,
-            evidence.shown,
-            evidence.support,
+        evidence = replace(
+            evidence,
+            numbers=evidence.numbers | frozenset(counts),
+            cite=evidence.cite and query_result is None,
         )
     return evidence

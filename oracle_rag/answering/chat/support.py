@@ -268,6 +268,25 @@ class Support:
             worst = found if worst is None or found.coverage < worst.coverage else worst
         return worst or Finding(True)
 
+    def source(self, sentence: str, among: Iterable[Key] | None = None) -> Key | None:
+        """The given record that supports ``sentence``, a claim the model wrote without citing one;
+        None when it claims too little to be checked or no record supports it.
+
+        A small model often writes the right sentence and no anchor. Removing it threw away prose
+        the records support; the sentence is shown with the anchor of the record that supports it
+        (the closest in meaning, then in words, when several do), and still removed when none does.
+        ``among``: the records it may be attributed to (None: any given one)."""
+        claim = _Claim.of(sentence, self)
+        if len(claim.stems) < MIN_CLAIM and not claim.numbers:
+            return None
+        allowed = None if among is None else set(among)
+        found = [
+            (f.similarity, f.coverage, -n, key)
+            for n, key in enumerate(self.texts)
+            if (allowed is None or key in allowed) and (f := self._best(claim, key)).ok
+        ]
+        return max(found)[3] if found else None
+
     def _best(self, claim: _Claim, key: Key) -> Finding:
         record = self._record(key)
         if not claim.terms <= record.terms:
