@@ -270,3 +270,51 @@ Comments:
         "Is there a workaround for the slow dashboard until the index is fixed?", [record]
     )
     assert text.startswith("Workaround: set the dashboard's date range")
+
+
+SYNC = """Offline edits overwrite office edits
+Work orders that technicians of Lakeside Dental edit offline overwrite 8 office edits a day.
+Comments:
+- Grace Walker (2026-02-02): Found it: conflicts are settled by last write wins on the device clock.
+- Elena González (2026-02-03): Workaround until the fix ships: sync before going into the field.
+- Noah Reyes (2026-02-04): Decided with Mia Reyes: tell Lakeside Dental about the workaround and close the ticket once 4.2 ships."""
+
+SSO = """Sign-in fails with AADSTS50011
+Users from Ironbridge Rail get error AADSTS50011 when they sign in (45 tickets so far). Decision: roll the identity service back to the previous version until the fix is verified.
+Comments:
+- Ava Ramírez (2026-02-05): Found it: the reply URL registered in Azure still points to the old domain."""
+
+RESET = """Password reset links expire
+Users at Nakatomi Trading get reset links that have expired 2 minutes before they arrive, every morning since the release of last week, and the support team has been resending them by hand all along. Root cause: the mail queue shares one worker with the weekly newsletter. Blocked: the database migration of release 4.6 has to land first."""
+
+
+def test_who_is_answered_by_the_comment_that_did_what_the_question_asks() -> None:
+    # "who found": the comment that found it, not the one that names the customer and decided something
+    record, text = quoted(
+        "Who found the root cause of the offline sync conflicts at Lakeside Dental?", [SYNC]
+    )
+    assert text.startswith("Found it: conflicts are settled")
+    record, text = quoted("Who decided what to tell Lakeside Dental?", [SYNC])
+    assert text.startswith("Decided with Mia Reyes")
+    assert cues().phrases("who", "who found the cause") == ("found",)
+    assert "said" in cues().phrases("who", "who is responsible")  # no verb of its own: every answer cue
+
+
+def test_the_opening_answers_when_it_carries_the_answer_under_its_label() -> None:
+    # the decision is in the record's own text, labelled; the comment found a cause and decides nothing
+    record, text = quoted("What did we decide about the SSO problem of Ironbridge Rail?", [SSO])
+    assert "Decision: roll the identity service back" in text
+
+
+def test_the_sentence_of_the_questions_kind_is_quoted_with_the_records_best_match() -> None:
+    # the words of the question are in the problem statement; what blocks it is a labelled sentence
+    best = best_passages(
+        "What is blocking the fix of the expired reset links Nakatomi Trading support resends by hand?",
+        [RESET],
+    )[0]
+    texts = [s.text for s in best.sentences]
+    assert any(t.startswith("Users at Nakatomi Trading") for t in texts)
+    assert texts[-1] == "Blocked: the database migration of release 4.6 has to land first."
+    # a passage that answers already is quoted alone
+    best = best_passages("What is the root cause of the expired reset links?", [RESET])[0]
+    assert not any(s.text.startswith("Blocked") for s in best.sentences)

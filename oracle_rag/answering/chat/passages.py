@@ -11,12 +11,17 @@ sentence is scored against the question:
 * its embedding's similarity to the question's (the deployment's model, when an embedder is given);
 * the question's kind (``data/answer_cues.toml``: *why* wants a cause, *who* a comment's author,
   *decided* a decision, *workaround* a way around, *what is blocking* the blocker), in English and
-  Spanish alike: a Spanish question is answered by English sentences and the reverse;
-* how well its record as a whole matches the question, and the record's retrieval rank.
+  Spanish alike: a Spanish question is answered by English sentences and the reverse. A question of
+  two kinds (*who found the root cause*) prefers a sentence of both, and *who* is narrowed to the
+  question's own verb when it has one (*who found* is the comment that found it, not one that decided);
+* how well its record as a whole matches the question, and the record's retrieval rank. A record's
+  opening text states the problem and counts less, unless it carries the answer under its label
+  ("... (45 tickets so far). Decision: roll back ...").
 
 The best sentence of each record (and the one after it, when it continues a short comment) is what
-the answer quotes, records ordered by their best sentence. The scores are returned so that a caller
-can tell strong evidence from weak.
+the answer quotes, records ordered by their best sentence; when that sentence only matches the
+question's words (the problem as reported), the record's best sentence of the question's kind is
+quoted with it. The scores are returned so that a caller can tell strong evidence from weak.
 """
 
 from __future__ import annotations
@@ -95,10 +100,11 @@ class Cues:
         folded = fold(question)
         return [k for k, (asks, _, _) in self.kinds.items() if any(_has(folded, p) for p in asks)]
 
-    def answers(self, kind: str, folded_sentence: str) -> float:
-        """1 when the sentence holds one of the kind's answer phrases, 2 when it is labelled with one
-        ("Workaround: ...", "Root cause: ...", "Decisión: ..."), else 0."""
-        found = [p for p in self.kinds[kind][1] if _has(folded_sentence, p)]
+    def answers(self, kind: str, folded_sentence: str, phrases: Sequence[str] | None = None) -> float:
+        """1 when the sentence holds one of the kind's answer phrases (``phrases``: those of
+        :meth:`phrases`), 2 when it is labelled with one ("Workaround: ...", "Root cause: ...",
+        "Decisión: ..."), else 0."""
+        found = [p for p in (self.kinds[kind][1] if phrases is None else phrases) if _has(folded_sentence, p)]
         if not found:
             return 0.0
         labelled = any(
@@ -106,6 +112,16 @@ class Cues:
             for p in found
         )
         return 2.0 if labelled else 1.0
+
+    def phrases(self, kind: str, folded_question: str) -> tuple[str, ...]:
+        """The answer phrases of ``kind`` for this question. A comment's kind ("who") is narrowed to the
+        verb the question uses when it is one of them: "who *found* the cause" is answered by the comment
+        that found it, not by the one that decided something."""
+        asks, answers, comment = self.kinds[kind]
+        if not comment:
+            return answers
+        used = tuple(p for p in answers if _has(folded_question, p))
+        return used or answers
 
     def wants_author(self, kinds: Sequence[str]) -> bool:
         return any(self.kinds[k][2] for k in kinds)
@@ -208,6 +224,7 @@ def best_passages(
     score is the words, the question's kind and the record's match only."""
     catalog = catalog or cues()
     kinds = catalog.of(question)
+    answer_phrases = {k: catalog.phrases(k, fold(question)) for k in kinds}
     cue_words = {w for k in kinds for p in catalog.kinds[k][0] for w in p.split()}
     wanted = stems(question, catalog.stopwords | cue_words) or stems(question, catalog.stopwords)
     split = [split_record(c) for c in contents]
@@ -224,11 +241,16 @@ def best_passages(
         record_terms.append(sum(w for t, w in weight.items() if t in whole) / total)
     wants_author = catalog.wants_author(kinds)
     discussed = {i for i, quote in found if quote[0].author is not None}
-    parts: list[tuple[float, float, float]] = []  # (score without the embedding, multiplier, terms)
+    parts: list[
+        tuple[float, float, float, float]
+    ] = []  # (score without the embedding, multiplier, terms, cue)
     for n, (i, sentences) in enumerate(found):
         terms = sum(w for t, w in weight.items() if t in have[n]) / total
-        folded = fold(texts[n])
-        cue = max((catalog.answers(k, folded) for k in kinds), default=0.0)
+        # labelled inside a passage too: "... (45 tickets so far). Decision: roll back ..."
+        folded = [fold(texts[n])] + ([fold(s.text) for s in sentences] if len(sentences) > 1 else [])
+        # a question of two kinds ("who found the root cause") is answered best by a sentence of both
+        per_kind = [max(catalog.answers(k, f, answer_phrases[k]) for f in folded) for k in kinds]
+        cue = sum(per_kind)
         reply = sentences[0].author is not None and i in discussed
         base = (
             W_TERMS * terms
@@ -238,20 +260,33 @@ def best_passages(
             + (W_REPLY if reply else 0.0)
             + (W_AUTHOR if wants_author and reply else 0.0)
         )
-        opening = kinds and i in discussed and sentences[0].author is None
-        parts.append((base, OPENING if opening else 1.0, terms))
+        # the opening states the problem, unless it carries the answer under its label ("Decision: ...")
+        opening = kinds and i in discussed and sentences[0].author is None and 2.0 not in per_kind
+        parts.append((base, OPENING if opening else 1.0, terms, cue))
     # the model compares only the passages the rest favours: the others cannot catch up
     shortlist = sorted(range(len(found)), key=lambda n: -parts[n][0] * parts[n][1])[:EMBEDDED]
     similarity = dict(
         zip(shortlist, _similarity(question, [texts[n] for n in shortlist], embed), strict=True)
     )
-    best: dict[int, Passage] = {}
-    for n, (i, sentences) in enumerate(found):
-        base, multiplier, terms = parts[n]
+    best: dict[int, tuple[float, int]] = {}  # record -> (score, passage)
+    answering: dict[int, tuple[float, int]] = {}  # record -> its best passage of the question's kind
+    for n, (i, _) in enumerate(found):
+        base, multiplier, terms, cue = parts[n]
         score = (base + W_EMBEDDING * similarity.get(n, 0.0)) * multiplier
-        if i not in best or score > best[i].score:
-            best[i] = Passage(i, sentences, round(score, 4), round(terms, 4))
-    return sorted(best.values(), key=lambda p: (-p.score, p.record))
+        if i not in best or score > best[i][0]:
+            best[i] = (score, n)
+        if cue and (i not in answering or score > answering[i][0]):
+            answering[i] = (score, n)
+    out = []
+    for i, (score, n) in best.items():
+        quoted = [n]
+        if parts[n][3] == 0 and i in answering:
+            # the record's best match states the problem ("users at Nakatomi get expired links"); the
+            # sentence of the question's kind ("Blocked: ...") is what answers: both are quoted
+            quoted = sorted({n, answering[i][1]})
+        sentences = tuple(dict.fromkeys(s for m in quoted for s in found[m][1]))
+        out.append(Passage(i, sentences, round(score, 4), round(parts[n][2], 4)))
+    return sorted(out, key=lambda p: (-p.score, p.record))
 
 
 def _idf(wanted: set[str], sentence_stems: list[set[str]]) -> dict[str, float]:

@@ -76,15 +76,18 @@ def attach(roles: Sequence[Role], start: int, end: int) -> Attachment:
 
 def _topic_on_right(roles: Sequence[Role], end: int) -> bool:
     """ "blocking the SSO upgrade": a phrase of topic words after it (past determiners; values and names
-    may be part of it: "the *SSO* upgrade") not ending on a record word."""
+    may be part of it: "the *SSO* upgrade") not ending on a record word ("blocked *login* tasks": the
+    records qualified), unless a determiner opens it: then it is the facet word's object ("what is
+    blocking *the password reset work*"), named by the thing asked about, not by the records' state."""
     j = end
     while j < len(roles) and roles[j] is Role.DETERMINER:
         j += 1
+    determined = j > end
     topic = False
     while j < len(roles) and roles[j] in (Role.TOPIC, Role.VALUE):
         topic = topic or roles[j] is Role.TOPIC
         j += 1
-    return topic and not (j < len(roles) and roles[j] is Role.RECORD)
+    return topic and (determined or not (j < len(roles) and roles[j] is Role.RECORD))
 
 
 def topic_records(roles: Sequence[Role]) -> list[Role]:
