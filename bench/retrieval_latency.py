@@ -76,7 +76,7 @@ from oracle_rag.text.bm25 import analyze_record  # noqa: E402
 # As the engine sends it for the generation of a fresh database (MiniLM in slot 1).
 _PRODUCT_SEMANTIC = render(engine_sql.SEMANTIC_SEARCH.sqlite or "", INITIAL, "sqlite")
 from oracle_rag.search.fusion import rrf  # noqa: E402
-from oracle_rag.search.hybrid import hybrid, semantic_leg_filters  # noqa: E402
+from oracle_rag.search.hybrid import SemanticLeg, hybrid, semantic_leg_filters  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402
 
 DIM = 384
@@ -440,16 +440,16 @@ def run_size(
                 # (the product's path before the proposals, and its fallback).
                 def run(i: int) -> Any:
                     scope = caller.scope()
-
-                    def semantic(n: int, f: Filters, proposed: bool) -> list[Hit] | None:
-                        if proposed:
-                            return (
-                                engine.propose_semantic_by_vector(conn, qblobs[i], n, scope, f)
-                                if proposals
-                                else None
-                            )
-                        return engine.semantic_search_by_vector(conn, qblobs[i], n, scope, f, text=False)
-
+                    semantic = SemanticLeg(
+                        lambda n, f: engine.semantic_search_by_vector(
+                            conn, qblobs[i], n, scope, f, text=False
+                        ),
+                        lambda _index, n, f: (
+                            engine.propose_semantic_by_vector(conn, qblobs[i], n, scope, f)
+                            if proposals
+                            else None
+                        ),
+                    )
                     return hybrid(engine, conn, settings, semantic, queries[i], K, scope, Filters())[0]
 
                 return run

@@ -6,7 +6,10 @@ an engine's name. Statements come from ``*_sql.py`` modules as
 :class:`~oracle_rag.engines.statements.Sql` objects, and only the engine
 chooses the text (:meth:`Engine.statement`); what differs beyond text is a
 method or attribute here (capabilities), overridden by ``OracleEngine`` and
-``SqliteEngine``.
+``SqliteEngine``. Each flow is typed against the few methods it uses
+(engines/roles.py: ``Searcher``, ``ChunkStore``, ``QueueStore``,
+``WorkerStore``); the embedded engine's in-process candidate index is a
+capability of its own (``CandidateIndex``), not part of this class.
 """
 
 from __future__ import annotations
@@ -775,27 +778,6 @@ class Engine(ABC):
             conn, bm25.top(scores, k), terms, weights, scope, filters, where, text=text
         )
         return found
-
-    # -- hybrid's legs as proposals (search/hybrid.py) ------------------------------
-    # An engine with in-process indexes can give hybrid's two legs without a
-    # SQL re-check of each leg's candidates: keys and scores ranked over the
-    # same visible set, to be shown only through shown_chunks (which re-applies
-    # the scope). When that re-check drops a record or
-    # disagrees with the index, the caller calls reject_proposals and runs the
-    # checked legs. None: no proposal (this engine, or its index cannot answer).
-    def propose_semantic(
-        self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters
-    ) -> list[Hit] | None:
-        return None
-
-    def propose_keyword(
-        self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters
-    ) -> KeywordHits | None:
-        return None
-
-    def reject_proposals(self, legs: Mapping[str, Sequence[Hit]]) -> None:
-        """The re-check of proposed legs found a record gone, hidden or changed: repair the indexes."""
-        del legs  # no in-process index here, nothing to repair
 
     def keyword_stats(
         self, conn: sa.Connection, scope: Scope, filters: Filters, where: Where | None

@@ -348,7 +348,7 @@ Run = tuple[int, int]
 
 
 class SemanticHits(list[Hit]):
-    """A semantic leg proposed by an in-process index (``Engine.propose_semantic``), its near ties open.
+    """A semantic leg proposed by an in-process index (``CandidateIndex.propose_semantic``), its near ties open.
 
     Each record of a run in ``runs`` lies within a hair (``near_tie``) of its
     neighbours, too close for the index's arithmetic to order them as SQL
@@ -362,8 +362,8 @@ class SemanticHits(list[Hit]):
     def __init__(
         self,
         hits: Iterable[Hit],
-        runs: Sequence[Run] = (),
-        settle: Callable[[Sequence[Run]], SemanticHits | None] | None = None,
+        runs: Sequence[Run],
+        settle: Callable[[Sequence[Run]], SemanticHits | None],
     ) -> None:
         super().__init__(hits)
         self.runs = list(runs)
@@ -385,7 +385,7 @@ class KeywordHits(list[Hit]):
         super().__init__(hits)
         self.terms = dict(terms)
         self.weights = dict(weights)
-        # Proposed by an in-process index (Engine.propose_keyword): each record's length as the
+        # Proposed by an in-process index (CandidateIndex.propose_keyword): each record's length as the
         # index knows it, re-checked in SQL with the passages of the records shown.
         self.lengths = None if lengths is None else dict(lengths)
 

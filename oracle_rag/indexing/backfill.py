@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from oracle_rag.engines import Engine
+from oracle_rag.engines.roles import QueueStore
 from oracle_rag.sources import SourceRegistry
 
 Progress = Callable[[str, int, int], None]
@@ -29,7 +29,7 @@ class BackfillReport:
 
 
 def backfill(
-    engine: Engine,
+    engine: QueueStore,
     sources: SourceRegistry,
     *,
     all_entities: bool = False,

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from oracle_rag.engines import Engine, RecordAccess, StoredRecord, facets_json
+from oracle_rag.engines import RecordAccess, StoredRecord, facets_json
+from oracle_rag.engines.roles import ChunkStore
 from oracle_rag.errors import SourceLoadingError
 from oracle_rag.indexing.record_writes import RecordWrite, planned_hash, record_write, write_records
 from oracle_rag.sources import SourceRegistry
@@ -107,7 +108,7 @@ class IndexPlan:
 
 
 class Indexer:
-    def __init__(self, engine: Engine, sources: SourceRegistry) -> None:
+    def __init__(self, engine: ChunkStore, sources: SourceRegistry) -> None:
         self.engine = engine
         self.sources = sources
         self.plan_settings = plan_of(engine.settings)

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from oracle_rag.engines import ChunkWrite, Engine, RecordAccess, content_hash
+from oracle_rag.engines import ChunkWrite, RecordAccess, content_hash
+from oracle_rag.engines.roles import ChunkStore
 from oracle_rag.text.bm25 import analyze_record
 from oracle_rag.text.chunking import ChunkPlan
 
@@ -83,7 +84,7 @@ def record_write(
 
 
 def write_records(
-    engine: Engine,
+    engine: ChunkStore,
     conn: sa.Connection,
     records: Sequence[RecordWrite],
     vectors: Mapping[int, Mapping[str, bytes]] | None = None,

@@ -42,8 +42,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from oracle_rag.config import Settings
-from oracle_rag.engines import Engine, QueueRow, RecordAccess
+from oracle_rag.engines import QueueRow, RecordAccess
 from oracle_rag.engines.generations import STANDBY
+from oracle_rag.engines.roles import WorkerStore
 from oracle_rag.errors import RagError, wrap_driver_error
 from oracle_rag.indexing.indexer import Indexer, IndexPlan, IndexResult
 
@@ -117,7 +118,7 @@ def safe_error(exc: BaseException) -> str:
 class Worker:
     def __init__(
         self,
-        engine: Engine,
+        engine: WorkerStore,
         indexer: Indexer,
         settings: Settings,
         on_batch: Callable[[BatchResult], None] | None = None,

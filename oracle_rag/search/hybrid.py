@@ -10,13 +10,16 @@ as masks (:func:`hybrid`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
+
+import sqlalchemy as sa
 
 from oracle_rag import tracing
 from oracle_rag.config import Settings
-from oracle_rag.engines import Engine, Filters, Hit, KeywordHits, Scope, SemanticHits, Where
-from oracle_rag.search.fusion import fusion_for
+from oracle_rag.engines import Filters, Hit, KeywordHits, Scope, SemanticHits, Where
+from oracle_rag.engines.roles import CandidateIndex, Searcher, candidate_index
+from oracle_rag.search.fusion import Fusion, fusion_for
 from oracle_rag.search.results import MAX_K, RetrievedChunk
 
 
@@ -40,8 +43,8 @@ def semantic_leg_filters(settings: Settings, filters: Filters) -> Filters:
 
 
 def shown_with_text(
-    engine: Engine,
-    conn: Any,
+    engine: Searcher,
+    conn: sa.Connection,
     fused: list[RetrievedChunk],
     legs: dict[str, list[Hit]],
     scope: Scope,
@@ -117,15 +120,27 @@ def shown_with_text(
     return out, complete
 
 
-# Hybrid's semantic leg: (k, filters, proposed) -> hits. ``proposed``: the
-# engine may answer from its in-process index without a SQL re-check (None
-# when it cannot); otherwise the checked leg, without text.
-SemanticLeg = Callable[[int, Filters, bool], "list[Hit] | None"]
+@dataclass(frozen=True)
+class SemanticLeg:
+    """Hybrid's semantic leg for one query, both ways it can run.
+
+    ``checked(n, filters)``: the ``n`` nearest records in SQL (keys and
+    distances, no text). ``proposed(index, n, filters)``: the same from the
+    engine's candidate index alone (None when the index cannot answer). The
+    retriever runs both on the question's text; a bench passes a vector
+    embedded beforehand.
+    """
+
+    checked: Callable[[int, Filters], list[Hit]]
+    proposed: Callable[[CandidateIndex, int, Filters], SemanticHits | None]
+
+
+Legs = dict[str, list[Hit]]
 
 
 def hybrid(
-    engine: Engine,
-    conn: Any,
+    engine: Searcher,
+    conn: sa.Connection,
     settings: Settings,
     semantic: SemanticLeg,
     query: str,
@@ -133,61 +148,113 @@ def hybrid(
     scope: Scope,
     filters: Filters,
     where: Where | None = None,
-) -> tuple[list[RetrievedChunk], dict[str, list[Hit]]]:
-    """Both legs, fused (:func:`rrf`), the fused top k with their text; and the legs.
+) -> tuple[list[RetrievedChunk], Legs]:
+    """Both legs, fused (search/fusion.py), the fused top k with their text; and the legs.
 
-    With the embedded engine's in-process indexes the legs are proposals: no
-    SQL re-checks their ``hybrid_depth`` candidates each (that was ~80 % of
-    hybrid's time); the scope is re-applied in SQL to the k records shown
-    (:func:`shown_with_text`), as it is to every record shown anyway. The
-    indexes apply the same scope and filters as masks, so the legs are the
-    ones SQL would give; if the re-check finds a shown record gone, hidden or
-    changed, the indexes are repaired and the checked legs run (the refill:
-    no hidden record shows, the ranks close up, still k records when k are
-    visible). A ``where`` fragment has no in-process form: checked legs.
+    With the embedded engine's in-process indexes (a :class:`CandidateIndex`)
+    the legs are proposals: no SQL re-checks their ``hybrid_depth`` candidates
+    each (that was ~80 % of hybrid's time); the scope is re-applied in SQL to
+    the k records shown (:func:`shown_with_text`), as it is to every record
+    shown anyway. The indexes apply the same scope and filters as masks, so
+    the legs are the ones SQL would give; if the re-check finds a shown record
+    gone, hidden or changed, the indexes are repaired and the checked legs run
+    (the refill: no hidden record shows, the ranks close up, still k records
+    when k are visible). A ``where`` fragment has no in-process form: checked legs.
     """
     fetch = min(max(k, settings.hybrid_depth), 4 * MAX_K)
     semantic_filters = semantic_leg_filters(settings, filters)
-    attempts = [True, False] if where is None else [False]
-    for proposed in attempts:
-        raw: dict[str, list[Hit]] = {}
-        with leg_span("semantic", fetch) as leg:
-            found = semantic(fetch, semantic_filters, proposed)
-            leg.set_attribute("oracle_rag.search.hits", len(found or []))
-        if found is None:
-            continue
-        raw["semantic"] = found
-        with leg_span("keyword", fetch) as leg:
-            keyword: list[Hit] | None = (
-                engine.propose_keyword(conn, query, fetch, scope, filters)
-                if proposed
-                else engine.keyword_search(conn, query, fetch, scope, filters, where, text=False)
+    search = _Hybrid(
+        engine, conn, settings, semantic, query, k, fetch, scope, filters, semantic_filters, where
+    )
+    index = candidate_index(engine)
+    if index is not None and where is None:
+        proposed = search.from_proposals(index)
+        if proposed is not None:
+            return proposed
+    legs = search.checked_legs()
+    return search.shown(legs, fusion_for(legs, settings))[0], legs
+
+
+@dataclass(frozen=True)
+class _Hybrid:
+    """One hybrid search: its legs, checked or proposed, and the fused top k shown."""
+
+    engine: Searcher
+    conn: sa.Connection
+    settings: Settings
+    semantic: SemanticLeg
+    query: str
+    k: int
+    fetch: int  # each leg's depth: more than k, so fusion has room to reorder
+    scope: Scope
+    filters: Filters
+    semantic_filters: Filters  # semantic_leg_filters
+    where: Where | None
+
+    def checked_legs(self) -> Legs:
+        """Both legs in SQL, the scope and ``where`` applied before each leg's top list."""
+        with leg_span("semantic", self.fetch) as leg:
+            semantic = self.semantic.checked(self.fetch, self.semantic_filters)
+            leg.set_attribute("oracle_rag.search.hits", len(semantic))
+        with leg_span("keyword", self.fetch) as leg:
+            keyword = self.engine.keyword_search(
+                self.conn, self.query, self.fetch, self.scope, self.filters, self.where, text=False
             )
+            leg.set_attribute("oracle_rag.search.hits", len(keyword))
+        return {"semantic": semantic, "keyword": keyword}
+
+    def from_proposals(self, index: CandidateIndex) -> tuple[list[RetrievedChunk], Legs] | None:
+        """The result from ``index``'s legs, or None when the checked legs must run instead.
+
+        None when the index cannot propose a leg, when SQL disagrees on a near
+        tie it settles, or when the records shown are not all as proposed (the
+        index's entries are then repaired first).
+        """
+        with leg_span("semantic", self.fetch) as leg:
+            semantic = self.semantic.proposed(index, self.fetch, self.semantic_filters)
+            leg.set_attribute("oracle_rag.search.hits", len(semantic or []))
+        if semantic is None:
+            return None
+        with leg_span("keyword", self.fetch) as leg:
+            keyword = index.propose_keyword(self.conn, self.query, self.fetch, self.scope, self.filters)
             leg.set_attribute("oracle_rag.search.hits", len(keyword or []))
         if keyword is None:
-            continue
-        raw["keyword"] = keyword
-        fusion = fusion_for(raw, settings)
-        if isinstance(found, SemanticHits) and found.runs and found.settle is not None:
+            return None
+        legs: Legs = {"semantic": semantic, "keyword": keyword}
+        fusion = fusion_for(legs, self.settings)
+        if semantic.runs:
             # Near ties left open by the index: SQL orders those that can change the fused top k.
-            needed = fusion.runs_that_matter(found.runs, k)
+            needed = fusion.runs_that_matter(semantic.runs, self.k)
             if needed:
-                settled = found.settle(needed)
+                settled = semantic.settle(needed)
                 if settled is None:
-                    continue
-                raw["semantic"] = settled
-                fusion = fusion_for(raw, settings)
+                    return None
+                legs["semantic"] = settled
+                fusion = fusion_for(legs, self.settings)
+        result, complete = self.shown(legs, fusion)
+        if complete:
+            return result, legs
+        index.reject_proposals(legs)
+        return None
+
+    def shown(self, legs: Legs, fusion: Fusion) -> tuple[list[RetrievedChunk], bool]:
+        """The fused top k with their text (:func:`shown_with_text`), in the fusion span."""
         with tracing.span(
-            "fusion", {"oracle_rag.fusion.method": settings.hybrid_fusion.lower(), "oracle_rag.fusion.k": k}
+            "fusion",
+            {"oracle_rag.fusion.method": self.settings.hybrid_fusion.lower(), "oracle_rag.fusion.k": self.k},
         ) as fused:
             result, complete = shown_with_text(
-                engine, conn, fusion.top(k), raw, scope, filters, where, semantic_filters.first_chunk
+                self.engine,
+                self.conn,
+                fusion.top(self.k),
+                legs,
+                self.scope,
+                self.filters,
+                self.where,
+                self.semantic_filters.first_chunk,
             )
             fused.set_attribute("oracle_rag.search.hits", len(result))
-        if complete or not proposed:
-            return result, raw
-        engine.reject_proposals(raw)
-    raise AssertionError("the checked legs always answer")  # pragma: no cover
+        return result, complete
 
 
 def leg_span(leg: str, k: int) -> Any:

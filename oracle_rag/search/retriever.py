@@ -18,9 +18,10 @@ from typing import Any
 
 from oracle_rag.callers.caller import Caller, require_caller
 from oracle_rag.config import Settings
-from oracle_rag.engines import Engine, Filters, Hit, Where, embed_text
+from oracle_rag.engines import Filters, Hit, SemanticHits, Where, embed_text
+from oracle_rag.engines.roles import CandidateIndex, Searcher
 from oracle_rag.errors import InputError
-from oracle_rag.search.hybrid import hybrid, leg_span
+from oracle_rag.search.hybrid import SemanticLeg, hybrid, leg_span
 from oracle_rag.search.results import MAX_K, RetrievedChunk, SearchStats, ranked
 
 MODES = ("semantic", "keyword", "hybrid")
@@ -50,7 +51,7 @@ def clean_query(query: Any, max_chars: int) -> str:
 
 
 class Retriever:
-    def __init__(self, engine: Engine, settings: Settings) -> None:
+    def __init__(self, engine: Searcher, settings: Settings) -> None:
         self.engine = engine
         self.settings = settings
         self.last_stats: SearchStats | None = None
@@ -103,13 +104,15 @@ class Retriever:
                 legs = {"keyword": len(result)}
             else:
 
-                def semantic(n: int, leg_filters: Filters, proposed: bool) -> list[Hit] | None:
-                    if proposed:
-                        return self.engine.propose_semantic(conn, sem_text, n, scope, leg_filters)
+                def checked(n: int, leg_filters: Filters) -> list[Hit]:
                     return self.engine.semantic_search(
                         conn, sem_text, n, scope, leg_filters, exact, where, text=False
                     )
 
+                def proposed(index: CandidateIndex, n: int, leg_filters: Filters) -> SemanticHits | None:
+                    return index.propose_semantic(conn, sem_text, n, scope, leg_filters)
+
+                semantic = SemanticLeg(checked, proposed)
                 result, raw = hybrid(
                     self.engine, conn, self.settings, semantic, text, k, scope, filters, where
                 )

@@ -64,6 +64,7 @@ from oracle_rag.engines.records import (
     queue_rows,
     search_binds,
 )
+from oracle_rag.engines.roles import CandidateIndex
 from oracle_rag.engines.sqlite.term_index import TermIndex
 from oracle_rag.engines.sqlite.vector_cache import DISTANCE_TOLERANCE, VectorCache
 from oracle_rag.errors import DatabaseError, RagError, wrap_driver_error
@@ -88,7 +89,10 @@ def index_reads(what: str) -> Iterator[None]:
         raise wrap_driver_error(exc, what) from None
 
 
-class SqliteEngine(Engine):
+class SqliteEngine(Engine, CandidateIndex):
+    """The embedded engine: one SQLite file, the model run in this process, and in-process
+    indexes (the vector cache, the term index) that also propose hybrid's legs (CandidateIndex)."""
+
     name = "sqlite"
     transactional_ddl = True
     sql_dialect_name = "SQLite"
@@ -434,7 +438,7 @@ class SqliteEngine(Engine):
                 return best[:k]
             fetch *= 4
 
-    # -- hybrid's legs without a per-leg SQL re-check (base.Engine.propose_*) -------------
+    # -- hybrid's legs without a per-leg SQL re-check (roles.CandidateIndex) -------------
     # Cache distances closer than this are ordered by SQL's (CANDIDATE_DISTANCES):
     # numpy's float32 dot and sqlite-vec's differ by ~2e-7 at most (measured), so
     # two candidates further apart rank the same either way.
@@ -442,7 +446,7 @@ class SqliteEngine(Engine):
 
     def propose_semantic(
         self, conn: sa.Connection, query: str, k: int, scope: Scope, filters: Filters
-    ) -> list[Hit] | None:
+    ) -> SemanticHits | None:
         gen = self.active_generation(conn)
         if not self._cache_ready(gen):
             return None
