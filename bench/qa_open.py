@@ -53,7 +53,7 @@ import helpdesk  # noqa: E402
 from qa import fold, percentile  # noqa: E402
 
 from oracle_rag.answering.chat import Chat, LLMClient  # noqa: E402
-from oracle_rag.answering.chat.answer import NOTHING_FOUND, UNCHECKED  # noqa: E402
+from oracle_rag.answering.chat.answer import NOTHING_FOUND, QUOTED_HEADERS, UNCHECKED  # noqa: E402
 from oracle_rag.answering.chat.citations import snippet  # noqa: E402
 from oracle_rag.callers.access import directory_for  # noqa: E402
 from oracle_rag.config import load_settings  # noqa: E402
@@ -130,12 +130,17 @@ def anchors_of(answer: dict[str, Any]) -> list[str]:
 
 def model_prose(answer: dict[str, Any]) -> str:
     """The part of an answer the model wrote: what precedes the checker's fallback line (after it, the
-    extractive answer lists records, it does not claim), all of a model's answer, and nothing of an
-    answer no model wrote ("nothing I can see says ..." over the closest records: listed, not claimed)."""
+    extractive answer lists records, it does not claim) or the cited records' own sentences (quoted,
+    not claimed), and nothing of an answer no model wrote ("nothing I can see says ..." over the
+    closest records: listed, not claimed)."""
     text = answer["answer"]
     if UNCHECKED in text:
         return text.split(UNCHECKED, 1)[0]
-    return text if answer["answerer"] == "llm" else ""
+    if answer["answerer"] != "llm":
+        return ""
+    for header in QUOTED_HEADERS:
+        text = text.split(header, 1)[0]
+    return text
 
 
 def other_record_sentences(text: str, answers: list[str]) -> int:

@@ -9,7 +9,7 @@ from chat_helpers import DEV_A, DEV_B, MANAGER, task_chunks_of, visible_to
 from llm_server import Reply, ScriptedLLM
 
 from oracle_rag.answering.chat import Chat, LLMClient
-from oracle_rag.answering.chat.answer import EXTRACTIVE_HEADERS, NOTHING_FOUND
+from oracle_rag.answering.chat.answer import EXTRACTIVE_HEADERS, NOTHING_FOUND, QUOTED_HEADERS
 from oracle_rag.callers.access import load_caller
 from oracle_rag.callers.caller import Caller
 from oracle_rag.errors import AccessError, InputError, LLMError, NotFoundError
@@ -87,10 +87,14 @@ def test_llm_answer_cites_only_retrieved_chunks(demo_rag, llm: ScriptedLLM) -> N
     result = llm_chat(demo_rag, llm).answer(own.title, dev)
     assert result.answerer == "llm"
     # the sentence naming records the model was not given is removed whole, not patched
-    assert result.answer == f"It is [TASK #{own.task_id}]." and result.checked == {
+    prose, _, quoted = result.answer.partition("\n\n")
+    assert prose == f"It is [TASK #{own.task_id}]." and result.checked == {
         "sentences": 2,
         "removed": 1,
     }
+    # under the model's prose, the record it cites in its own words (not the removed sentence's records)
+    assert quoted.startswith(QUOTED_HEADERS) and f"[TASK #{own.task_id}]" in quoted
+    assert f"#{foreign.task_id}]" not in quoted and "999999" not in quoted
     assert [(c.source_type, c.source_id) for c in result.citations] == [("TASK", str(own.task_id))]
     prompt = llm.requests[0].last_user
     assert f'<chunk id="TASK #{own.task_id}">' in prompt
@@ -158,7 +162,11 @@ def test_stream_llm_pieces_then_done(demo_rag, llm: ScriptedLLM) -> None:
     events = list(llm_chat(demo_rag, llm).stream(own.title, caller(demo_rag, DEV_A)))
     # A sentence is shown once it is complete and checked: the one naming a task id the caller
     # may not see (here: none such exists) is removed whole, before any of it is sent.
-    assert [e.text for e in events if e.kind == "token"] == [f"Answer: [TASK #{own.task_id}]."]
+    tokens = [e.text for e in events if e.kind == "token"]
+    assert tokens[0] == f"Answer: [TASK #{own.task_id}]." and len(tokens) == 2
+    assert (
+        tokens[1].lstrip().startswith(QUOTED_HEADERS) and "424242" not in tokens[1]
+    )  # the cited record's words
     done = events[-1].answer
     assert done is not None and [c.source_id for c in done.citations] == [str(own.task_id)]
     assert "424242" not in done.answer and done.checked == {"sentences": 2, "removed": 1}

@@ -26,7 +26,7 @@ from chat_helpers import (
 from llm_server import Reply, ScriptedLLM
 
 from oracle_rag.answering.chat import LLMClient
-from oracle_rag.answering.chat.answer import EXTRACTIVE_HEADERS
+from oracle_rag.answering.chat.answer import EXTRACTIVE_HEADERS, QUOTED_HEADERS
 from oracle_rag.web import DemoIdentity, create_app
 
 
@@ -342,7 +342,9 @@ def test_stream_with_llm_filters_citations(web_llm, llm: ScriptedLLM) -> None:
     )
     events = parse_sse(response.get_data(as_text=True))
     # the sentence naming the foreign id is removed whole before any of it is streamed
-    assert [d["text"] for e, d in events if e == "token"] == [f"Found [TASK #{own.task_id}]."]
+    tokens = [d["text"] for e, d in events if e == "token"]
+    assert tokens[0] == f"Found [TASK #{own.task_id}]." and len(tokens) == 2
+    assert tokens[1].lstrip().startswith(QUOTED_HEADERS)  # then the cited record in its own words
     assert events[-1][1]["checked"] == {"sentences": 2, "removed": 1}
     assert str(foreign.task_id) not in "".join(d["text"] for e, d in events if e == "token")
     done = events[-1][1]

@@ -79,6 +79,7 @@ from oracle_rag.system import RagSystem
 DEFAULT_MODE = "hybrid"
 EXTRACTIVE_HEADER = say("en", "extractive")
 EXTRACTIVE_HEADERS = in_every_language("extractive")  # the answer without a model begins with one of these
+QUOTED_HEADERS = in_every_language("quoted")  # what precedes the cited records' own sentences
 EXTRACTIVE_COUNT = 3
 EXTRACTIVE_POOL = 5
 NOTHING_FOUND = (
@@ -562,9 +563,12 @@ class Chat:
             text = f"{AGGREGATION_UNAVAILABLE if self.rag.sources.settle() else NO_GUARDED_VIEWS}\n\n{text}"
         return text, citations
 
-    def _extractive(self, prep: _Prepared) -> tuple[str, list[Citation]]:
-        """The extractive answer over the records' whole texts, sentences compared by the model too."""
-        pool = prep.chunks[:EXTRACTIVE_POOL]
+    def _extractive(
+        self, prep: _Prepared, pool: Sequence[RetrievedChunk] | None = None, header: str = "extractive"
+    ) -> tuple[str, list[Citation]]:
+        """The extractive answer over the records' whole texts, sentences compared by the model too
+        (``pool``: the records that compete, the first retrieved by default)."""
+        pool = prep.chunks[:EXTRACTIVE_POOL] if pool is None else pool
         texts = []
         with self.rag.engine.connect() as conn:
             for c in pool:
@@ -574,7 +578,18 @@ class Chat:
                     )
                 except NotFoundError:  # gone since it was retrieved: what was retrieved is what there is
                     texts.append(c.content)
-        return extractive_answer(pool, prep.question, self._embed, texts, say(prep.language, "extractive"))
+        return extractive_answer(pool, prep.question, self._embed, texts, say(prep.language, header))
+
+    def _quoted(self, prep: _Prepared, citations: Sequence[Citation]) -> tuple[str, list[Citation]]:
+        """The records a model's checked answer cites, each with its sentences that answer the question,
+        as the extractive answer quotes them ("" when it cites none). A small model's prose is often
+        right and short of what answers: the symptom for a "why", "ten seconds" for "10 seconds"; the
+        record's own sentence under it is what the reader can verify."""
+        cited = {(c.source_type, str(c.source_id)) for c in citations}
+        pool = [c for c in self._given(prep) if (c.source_type, str(c.source_id)) in cited]
+        if not pool:
+            return "", list(citations)
+        return self._extractive(prep, pool, "quoted")
 
     def _embed(self, texts: Sequence[str], kind: str = "passage") -> Any:
         """The deployment's model over a few sentences (prefixed as ``kind``: "query" or "passage");
@@ -708,6 +723,10 @@ class Chat:
             yield ("\n\n" if kept else "") + UNCHECKED + "\n\n" + text.split("\n", 2)[2]
         elif not head:
             run.citations = select_citations(kept, self._given(prep), prep.question)
+            quoted, citations = self._quoted(prep, run.citations)
+            if quoted:
+                run.citations = citations
+                yield "\n\n" + quoted
 
     # -- public ----------------------------------------------------------
     def answer(

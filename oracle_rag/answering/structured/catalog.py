@@ -15,6 +15,8 @@ from typing import Any
 EN: dict[str, str] = {
     # the answer without a model (chat.answer)
     "extractive": "No language model is configured; here is what the most relevant records say:",
+    # after a model's checked answer: the records it cites, their sentences that answer the question
+    "quoted": "In the records' own words:",
     # relevance: the structured list restricted to its topic, and an open question with weak evidence
     "weak": "Nothing I can see says that: none of the records you may see is about \u201c{topic}\u201d. "
     "The closest ones:",
@@ -85,6 +87,7 @@ EN: dict[str, str] = {
 
 ES: dict[str, str] = {
     "extractive": "No hay un modelo de lenguaje configurado; esto dicen los registros más relevantes:",
+    "quoted": "Con las palabras de los registros:",
     "weak": "Nada de lo que puedo ver lo dice: ninguno de los registros que puede ver trata de "
     "\u201c{topic}\u201d. Los más cercanos:",
     "about": "{about} de ellos {verb} sobre \u201c{topic}\u201d",
