@@ -165,7 +165,11 @@ class Settings:
     hybrid_fusion: str = setting(
         "RRF",
         choices=("RRF", "ZSCORE"),
-        help="how hybrid fuses its legs: RRF = Reciprocal Rank Fusion (rrf_k, semantic_weight, keyword_weight); ZSCORE = each leg's scores standardised over the records it returned, then hybrid_alpha * semantic + (1 - hybrid_alpha) * keyword (ranks better on Cranfield and the help desk; its scores on the embedded engine agree with SQL's to about 1e-6, not exactly). See docs/retrieval.md",
+        help="how hybrid fuses its legs: RRF = Reciprocal Rank Fusion (rrf_k, semantic_weight, "
+        "keyword_weight); ZSCORE = each leg's scores standardised over the records it returned, then "
+        "hybrid_alpha * semantic + (1 - hybrid_alpha) * keyword (ranks better on Cranfield and the help "
+        "desk; its scores on the embedded engine agree with SQL's to about 1e-6, not exactly). "
+        "See docs/retrieval.md",
     )
     hybrid_alpha: float = setting(
         0.6, 0.0, 1.0, help="ZSCORE fusion: the semantic leg's share (the keyword leg has the rest)"
@@ -174,20 +178,26 @@ class Settings:
         100,
         1,
         400,
-        help="each hybrid leg fetches its top `max(k, hybrid_depth)` records (capped at 400) for Reciprocal Rank Fusion",
+        help="each hybrid leg fetches its top `max(k, hybrid_depth)` records (capped at 400) for Reciprocal "
+        "Rank Fusion",
     )
     hybrid_semantic_chunk: str = setting(
         "FIRST",
         choices=("FIRST", "NEAREST"),
-        help="which chunk ranks a record in hybrid's semantic leg: FIRST = its first window, as a single-vector retriever and the RRF baseline rank it; NEAREST = its nearest chunk, as semantic mode does (see docs/retrieval.md)",
+        help="which chunk ranks a record in hybrid's semantic leg: FIRST = its first window, as a "
+        "single-vector retriever and the RRF baseline rank it; NEAREST = its nearest chunk, as semantic mode "
+        "does (see docs/retrieval.md)",
     )
     embedded_vector_cache: bool = setting(
         True,
-        help="embedded engine: semantic search through an in-process exact vector index (4 B × 384 per chunk: 154 MB at 100k chunks, loaded on the first search), SQL re-checks scope; false = the SQL scan (see docs/retrieval.md)",
+        help="embedded engine: semantic search through an in-process exact vector index (4 B × 384 per "
+        "chunk: 154 MB at 100k chunks, loaded on the first search), SQL re-checks scope; false = the SQL "
+        "scan (see docs/retrieval.md)",
     )
     embedded_term_index: bool = setting(
         True,
-        help="embedded engine: keyword search through an in-process BM25 index of RAG_CHUNK_TERM (loaded on the first keyword search), SQL re-checks the results; `false` = BM25 in SQL (see docs/retrieval.md)",
+        help="embedded engine: keyword search through an in-process BM25 index of RAG_CHUNK_TERM (loaded on "
+        "the first keyword search), SQL re-checks the results; `false` = BM25 in SQL (see docs/retrieval.md)",
     )
     bm25_k1: float = setting(
         1.5, 0.0, 3.0, help="BM25 term-frequency saturation (keyword leg; see docs/retrieval.md)"
@@ -244,18 +254,21 @@ class Settings:
         20,
         1,
         10_000,
-        help="ratings (POST /api/feedback, /v1/feedback) one caller may send in any minute; more are refused with 429",
+        help="ratings (POST /api/feedback, /v1/feedback) one caller may send in any minute; more are refused "
+        "with 429",
     )
     demo: bool = setting(False, help="demo mode (employee picker on the page)")
     allowed_hosts: str = setting(
         "localhost,127.0.0.1,::1",
         check=allowed_hosts_problem,
-        help="the Host names the web server answers (others: 400 HOST_NOT_ALLOWED; defeats DNS rebinding); /healthz is exempt",
+        help="the Host names the web server answers (others: 400 HOST_NOT_ALLOWED; defeats DNS rebinding); "
+        "/healthz is exempt",
     )
     metrics_token_env: str | None = setting(
         None,
         check=_env_var_name,
-        help="/metrics: unset = loopback peers only; set = only requests with Authorization: Bearer <that variable's value>",
+        help="/metrics: unset = loopback peers only; set = only requests with Authorization: Bearer <that "
+        "variable's value>",
     )
     mcp_token_env: str = setting(
         "ORACLE_RAG_MCP_TOKEN",
@@ -281,24 +294,29 @@ class Settings:
     )
     access_roles_query: str | None = setting(
         None,
-        help="[access] roles_query: SELECT (employee id, role) pairs, read on the read-only session SQL sources use; unset: EMPLOYEE.ROLE when that table exists",
+        help="[access] roles_query: SELECT (employee id, role) pairs, read on the read-only session SQL "
+        "sources use; unset: EMPLOYEE.ROLE when that table exists",
     )
     access_groups_query: str | None = setting(
         None,
-        help="[access] groups_query: SELECT (employee id, group) pairs, read like roles_query; unset: callers have no groups",
+        help="[access] groups_query: SELECT (employee id, group) pairs, read like roles_query; unset: "
+        "callers have no groups",
     )
     access_refresh: str = setting(
         "5m",
         check=lambda v: _duration(v, 1.0, 86_400.0),
-        help="[access] refresh: how long roles and groups read by the queries are kept before being read again",
+        help="[access] refresh: how long roles and groups read by the queries are kept before being "
+        "read again",
     )
     access_vpd: bool = setting(
         False,
-        help="[access] vpd: Oracle: set the VPD access context on every pooled connection (set it before `oracle-rag provision --vpd`); docs/access.md",
+        help="[access] vpd: Oracle: set the VPD access context on every pooled connection (set it before "
+        "`oracle-rag provision --vpd`); docs/access.md",
     )
     audit_questions: bool = setting(
         False,
-        help="[access] also store the question text in the audit trail (oracle-rag audit), and the guarded SQL with its literals (otherwise they are placeholders)",
+        help="[access] also store the question text in the audit trail (oracle-rag audit), and the guarded "
+        "SQL with its literals (otherwise they are placeholders)",
     )
     audit_retention: str = setting(
         "30d",
@@ -308,11 +326,14 @@ class Settings:
     reference_app: str = setting(
         "AUTO",
         choices=("AUTO", "ON", "OFF"),
-        help="the reference application's sources (TASK, SPRINT, PROJECT) and people (EMPLOYEE): AUTO = where its tables exist; ON = always; OFF = never (a database whose own tables have those names)",
+        help="the reference application's sources (TASK, SPRINT, PROJECT) and people (EMPLOYEE): AUTO = "
+        "where its tables exist; ON = always; OFF = never (a database whose own tables have those names)",
     )
     people_query: str | None = setting(
         None,
-        help="[people] query: SELECT (person id, name) or (person id, first name, last name), read on the read-only session: the names of every person facet's ids (docs/access.md); unset: EMPLOYEE's names where the reference application's tables exist, else ids are shown",
+        help="[people] query: SELECT (person id, name) or (person id, first name, last name), read on the "
+        "read-only session: the names of every person facet's ids (docs/access.md); unset: EMPLOYEE's names "
+        "where the reference application's tables exist, else ids are shown",
     )
     people_refresh: str = setting(
         "5m",
@@ -321,7 +342,9 @@ class Settings:
     )
     auth_issuer: str | None = setting(
         None,
-        help="[auth] issuer: the identity provider's issuer, compared exactly with a JWT's `iss`; set: Bearer JWTs from it are callers on /api, /v1 and MCP's HTTP (docs/identity.md); unset: API tokens only",
+        help="[auth] issuer: the identity provider's issuer, compared exactly with a JWT's `iss`; set: "
+        "Bearer JWTs from it are callers on /api, /v1 and MCP's HTTP (docs/identity.md); unset: API "
+        "tokens only",
     )
     auth_audience: str | None = setting(
         None,
@@ -329,7 +352,8 @@ class Settings:
     )
     auth_jwks_url: str | None = setting(
         None,
-        help="[auth] jwks_url: the issuer's JSON Web Key Set (https; http only on a loopback host), cached and fetched again on an unknown key id",
+        help="[auth] jwks_url: the issuer's JSON Web Key Set (https; http only on a loopback host), cached "
+        "and fetched again on an unknown key id",
     )
     auth_jwks_file: str | None = setting(
         None,
@@ -338,12 +362,14 @@ class Settings:
     auth_jwks_refresh: str = setting(
         "1h",
         check=lambda v: _duration(v, 60.0, 86_400.0),
-        help="[auth] jwks_refresh: how long the key set is kept before it is read again (an unknown key id reads it sooner, at most every 30s)",
+        help="[auth] jwks_refresh: how long the key set is kept before it is read again (an unknown key id "
+        "reads it sooner, at most every 30s)",
     )
     auth_algorithms: str = setting(
         "RS256,ES256",
         check=lambda v: _algorithms(v),
-        help="[auth] algorithms: the signature algorithms accepted (comma-separated; TOML: a list); public-key algorithms only, never none or HS*",
+        help="[auth] algorithms: the signature algorithms accepted (comma-separated; TOML: a list); "
+        "public-key algorithms only, never none or HS*",
     )
     auth_leeway: str = setting(
         "60s",
@@ -353,16 +379,20 @@ class Settings:
     auth_id_claim: str = setting(
         "sub",
         check=lambda v: _claim_path(v),
-        help="[auth] id_claim: the claim holding the caller's id (dots reach into objects: `ext.employee_id`)",
+        help="[auth] id_claim: the claim holding the caller's id (dots reach into "
+        "objects: `ext.employee_id`)",
     )
     auth_subject_query: str | None = setting(
         None,
-        help="[auth] subject_query: SELECT (id claim value, employee id), read on the read-only session like the [access] queries, when the provider's id is not the application's; unset: the claim is the employee id",
+        help="[auth] subject_query: SELECT (id claim value, employee id), read on the read-only session like "
+        "the [access] queries, when the provider's id is not the application's; unset: the claim is the "
+        "employee id",
     )
     auth_roles_claim: str | None = setting(
         None,
         check=lambda v: _claim_path(v),
-        help="[auth] roles_claim: a claim holding the caller's roles (a list or one string; `realm_access.roles`)",
+        help="[auth] roles_claim: a claim holding the caller's roles (a list or one "
+        "string; `realm_access.roles`)",
     )
     auth_groups_claim: str | None = setting(
         None, check=lambda v: _claim_path(v), help="[auth] groups_claim: a claim holding the caller's groups"
@@ -370,11 +400,13 @@ class Settings:
     auth_prefer: str = setting(
         "ACCESS",
         choices=("ACCESS", "TOKEN"),
-        help="[auth] prefer: where a claim and an [access] source both give roles (or groups), which is used: ACCESS = the [access] queries (or EMPLOYEE.ROLE), TOKEN = the claims",
+        help="[auth] prefer: where a claim and an [access] source both give roles (or groups), which is "
+        "used: ACCESS = the [access] queries (or EMPLOYEE.ROLE), TOKEN = the claims",
     )
     auth_resource: str | None = setting(
         None,
-        help="[auth] resource: the MCP server's public URL (https://rag.example.com/mcp), named in its OAuth protected resource metadata; unset: the address `oracle-rag mcp --http` listens on",
+        help="[auth] resource: the MCP server's public URL (https://rag.example.com/mcp), named in its OAuth "
+        "protected resource metadata; unset: the address `oracle-rag mcp --http` listens on",
     )
     sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 

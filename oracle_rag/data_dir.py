@@ -36,7 +36,8 @@ def prepare_data_dir(path: Path) -> Path:
         parent = path.absolute().parent
         if not parent.is_dir():
             raise ConfigurationError(
-                f"data_dir {path}: its parent {parent} does not exist; create it (mkdir -p {parent}) or {_HOW}",
+                f"data_dir {path}: its parent {parent} does not exist; create it (mkdir -p {parent}) "
+                f"or {_HOW}",
                 key="data_dir",
             )
         try:
@@ -84,7 +85,8 @@ def _never_had_tables(db_file: Path) -> bool:
 
 
 def data_dir_line(settings: Settings) -> str | None:
-    """What long-running commands print at start: :func:`describe_data_dir`, ``None`` on Oracle (no data_dir)."""
+    """What long-running commands print at start: :func:`describe_data_dir`, ``None`` on Oracle
+    (no data_dir)."""
     return None if settings.database_url else describe_data_dir(settings.data_dir)
 
 

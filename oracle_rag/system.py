@@ -33,7 +33,8 @@ class RagSystem:
     ) -> None:
         self.settings = settings
         self.engine = engine or create_engine(settings)
-        # Without explicit sources: the reference application's, where its tables exist (sources/reference.py).
+        # Without explicit sources: the reference application's, where its tables
+        # exist (sources/reference.py).
         self.sources: SourceRegistry = (
             ReferenceRegistry(self.engine, mode=settings.reference_app)
             if sources is None
@@ -61,7 +62,8 @@ class RagSystem:
         ]
 
     def ensure_facet_indexes(self, progress: Callable[[str], None] | None = None) -> list[str]:
-        """One index per declared facet for the structured answers' predicates (answering/structured/facet_indexes.py)."""
+        """One index per declared facet for the structured answers' predicates
+        (answering/structured/facet_indexes.py)."""
         if not self.engine.indexes_facets:
             return []
         names = ensure_facet_indexes(self.engine, self.declarations())

@@ -2,8 +2,8 @@
 
 Off by default. ``tracing_exporter`` turns it on: ``console`` prints spans on
 stderr, one line each (:func:`console_line`: the SDK's default is ~40 lines
-of JSON per span, unreadable on a terminal), ``otlp`` sends them over OTLP/HTTP to ``tracing_otlp_endpoint`` (else
-the standard ``OTEL_EXPORTER_OTLP_*`` variables, else
+of JSON per span, unreadable on a terminal), ``otlp`` sends them over OTLP/HTTP to ``tracing_otlp_endpoint``
+(else the standard ``OTEL_EXPORTER_OTLP_*`` variables, else
 ``http://localhost:4318``). :func:`configure` is called by the long-running
 commands (``serve``, ``mcp``); a host application that configures
 OpenTelemetry itself gets the same spans under its own request spans.
@@ -126,7 +126,8 @@ def console_line(span: Any) -> str:
     service = span.resource.attributes.get("service.name", "") if span.resource is not None else ""
     attrs = json.dumps(dict(span.attributes or {}), ensure_ascii=False, separators=(",", ":"), default=str)
     return (
-        f"{service} {clock} span {json.dumps(span.name, ensure_ascii=False)} {(ended - started) / 1e6:.1f} ms "
+        f"{service} {clock} span {json.dumps(span.name, ensure_ascii=False)} "
+        f"{(ended - started) / 1e6:.1f} ms "
         f"{span.kind.name} {status} trace={context.trace_id:032x} span={context.span_id:016x} "
         f"parent={f'{parent.span_id:016x}' if parent is not None else '-'} {attrs}\n"
     )

@@ -278,7 +278,8 @@ def _claim_values(payload: dict[str, Any], path: str, check: Callable[[Any], str
 
 
 class JwtIdentity:
-    """The ``[auth]`` declaration: verifies a token and builds its Caller (one per Engine: :func:`identity_for`)."""
+    """The ``[auth]`` declaration: verifies a token and builds its Caller (one per
+    Engine: :func:`identity_for`)."""
 
     def __init__(
         self,

@@ -60,7 +60,8 @@ def main(ctx: click.Context, config: str | None, verbose: bool) -> None:
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    install_log_scrubber()  # no URL query string or user-info in any log line (httpx logs request URLs at INFO)
+    # no URL query string or user-info in any log line (httpx logs request URLs at INFO)
+    install_log_scrubber()
     ctx.ensure_object(dict)
     ctx.obj["config"] = config
     # the audit's entry point (serve and mcp set their own per request), undone when the command ends

@@ -53,7 +53,10 @@ def audit(
         if as_json:
             click.echo(json.dumps(row.to_dict(), ensure_ascii=False))
             continue
-        line = f"{row.at}\tcaller={row.caller_id}\t{row.entry_point}\t{row.action}\t{','.join(row.records) or '-'}"
+        line = (
+            f"{row.at}\tcaller={row.caller_id}\t{row.entry_point}\t{row.action}"
+            f"\t{','.join(row.records) or '-'}"
+        )
         if row.guarded_sql:
             line += "\tsql=" + " ".join(row.guarded_sql.split())
         if row.question:

@@ -84,7 +84,8 @@ def open_system(ctx: click.Context, *, creates: bool = False) -> RagSystem:
 
 
 def pass_system(f: Callable[..., R]) -> Callable[..., R]:
-    """Pass this invocation's :class:`RagSystem` (over an existing database) as the command's first argument."""
+    """Pass this invocation's :class:`RagSystem` (over an existing database) as the command's
+    first argument."""
 
     def new_func(*args: Any, **kwargs: Any) -> R:
         return f(open_system(click.get_current_context()), *args, **kwargs)

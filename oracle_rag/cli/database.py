@@ -246,7 +246,8 @@ def index_rebuild(rag: RagSystem) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @pass_system
 def index_status(rag: RagSystem, probes: int, top_k: int, as_json: bool) -> None:
-    """The indexes, their state, and the accuracy the vector index achieves (DBMS_VECTOR.INDEX_ACCURACY_QUERY)."""
+    """The indexes, their state, and the accuracy the vector index achieves
+    (DBMS_VECTOR.INDEX_ACCURACY_QUERY)."""
     result = index_maintenance.status(rag.engine, probes=probes, top_k=top_k)
     if as_json:
         click.echo(json.dumps(result.to_dict(), default=str))

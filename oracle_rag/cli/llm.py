@@ -1,4 +1,5 @@
-"""``oracle-rag llm check``: what model is plugged in, how fast it is, and whether it follows the answer format.
+"""``oracle-rag llm check``: what model is plugged in, how fast it is, and whether it follows the
+answer format.
 
 A user who sets ``llm_url`` cannot otherwise tell a model that answers in 2 s
 from one that needs 2 minutes on CPU, or one that restates counts and invents

@@ -62,7 +62,8 @@ PLAN = (
 
 
 def answerable(stories: dict[int, Story], spanish: bool, exclude: set[str]) -> list[tuple[int, Story]]:
-    """Tasks a question can name unambiguously: described, and the only one of their component at their customer."""
+    """Tasks a question can name unambiguously: described, and the only one of their component at
+    their customer."""
     pairs = Counter((s.component, s.customer) for s in stories.values())
     kits = ES_KITS if spanish else EN_KITS
     return [

@@ -3,8 +3,8 @@
 Embedded engine only (a configured database URL is refused: the demo
 seeds and rewrites data, which must never happen to a real database).
 A port already in use is refused first, before any step (a second demo
-must not revoke the tokens of the one running). Steps, each showing progress: build the embedding model if missing,
-migrate (product + reference schema), seed the demo data if absent,
+must not revoke the tokens of the one running). Steps, each showing progress: build the embedding model if
+missing, migrate (product + reference schema), seed the demo data if absent,
 enqueue everything not indexed yet, issue one demo token per role for a
 few demo employees (earlier demo tokens are revoked), switch on demo mode
 (the page's identity picker), then serve at once with the worker thread

@@ -53,10 +53,12 @@ EN_KITS: dict[str, Kit] = {
         "the session service",
         [
             "field technicians at {customer} are logged out after {n} minutes even while they type a report",
-            "the mobile app shows 'session expired' on the first screen for {customer} after {n} minutes idle",
+            "the mobile app shows 'session expired' on the first screen for {customer} after {n} "
+            "minutes idle",
         ],
         [
-            "the refresh token is requested on the UI thread and Android kills the call when the screen turns off",
+            "the refresh token is requested on the UI thread and Android kills the call when the screen "
+            "turns off",
             "the app reads the session lifetime in seconds but the server sends it in minutes",
             "the load balancer drops idle websockets after 60 seconds and the app takes that for a logout",
         ],
@@ -150,7 +152,8 @@ EN_KITS: dict[str, Kit] = {
         ],
         [
             "the limiter counts requests per tenant instead of per API key",
-            "0:each gateway node refills its own token bucket, so the real limit depends on how many nodes are up",
+            "0:each gateway node refills its own token bucket, so the real limit depends on how many nodes "
+            "are up",
             "0:retries from our SDK are counted as new requests",
         ],
         ["issue a separate API key for the batch job", "0:set the SDK's backoff to 2 seconds"],
@@ -174,7 +177,8 @@ EN_KITS: dict[str, Kit] = {
     "dark mode in the settings page": _kit(
         "the settings page",
         [
-            "labels on the settings page are unreadable in dark mode on the tablets of {customer} ({n} reports)",
+            "labels on the settings page are unreadable in dark mode on the tablets of {customer} "
+            "({n} reports)",
             "the dark mode switch turns itself off after {n} logins for users at {customer}",
         ],
         [
@@ -281,7 +285,8 @@ EN_KITS: dict[str, Kit] = {
     "onboarding tutorial screens": _kit(
         "the onboarding flow",
         [
-            "the onboarding tutorial starts again every time users at {customer} open the app ({n} complaints)",
+            "the onboarding tutorial starts again every time users at {customer} open the app "
+            "({n} complaints)",
             "new users at {customer} get stuck on step {n} of the tutorial",
         ],
         [
@@ -302,7 +307,8 @@ EN_KITS: dict[str, Kit] = {
         ],
         [
             "the query on the events table has no index on tenant and creation date",
-            "the widget recomputes twelve months of data on every request instead of reading the daily rollup",
+            "the widget recomputes twelve months of data on every request instead of reading the "
+            "daily rollup",
             "a lazy load in the ORM runs one query per chart series",
         ],
         [
@@ -359,7 +365,8 @@ EN_KITS: dict[str, Kit] = {
             "pods are killed {n} times during the nightly import of {customer}",
         ],
         [
-            "the liveness probe calls an endpoint that checks the database, so a slow database kills healthy pods",
+            "the liveness probe calls an endpoint that checks the database, so a slow database kills "
+            "healthy pods",
             "the probe times out after 1 second and garbage collection pauses last longer",
             "the probe starts before the JVM has warmed up",
         ],

@@ -70,7 +70,8 @@ MAX_LENGTH = 512
 """Tokens per text including <s> and </s>: the position table's size."""
 
 BUILD_FORMAT = "oracle-rag-e5-2"
-"""Bumped whenever the graph layout changes, so cached files can be told apart (2: the language directions)."""
+"""Bumped whenever the graph layout changes, so cached files can be told apart
+(2: the language directions)."""
 
 LANGUAGE_TENSOR = "language.directions"
 """The English–Spanish directions removed before the final normalisation (:mod:`.e5_language`)."""

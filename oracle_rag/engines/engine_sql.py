@@ -90,8 +90,8 @@ _SCOPE_JOIN_MARKER, _SCOPE_MARKER = "{scope_join}", "{scope}"
 def over_visible_chunks(
     template: str, *, expanding: tuple[str, ...] = (), clobs: tuple[str, ...] = ()
 ) -> Sql:
-    """A statement over ``RAG_CHUNK c`` scoped for each engine: ``{scope_join}`` follows the table, ``{scope}``
-    is the predicate (Oracle: SCOPE_JOIN and SCOPE_JOINED; SQLite: nothing and SCOPE)."""
+    """A statement over ``RAG_CHUNK c`` scoped for each engine: ``{scope_join}`` follows the table,
+    ``{scope}`` is the predicate (Oracle: SCOPE_JOIN and SCOPE_JOINED; SQLite: nothing and SCOPE)."""
     if _SCOPE_JOIN_MARKER not in template or _SCOPE_MARKER not in template:
         raise ValueError("a statement over the visible chunks names {scope_join} and {scope}")
     return Sql(
@@ -258,7 +258,8 @@ WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id""",
 # A record's groups (RAG_CHUNK_ACL), replaced with its access columns.
 DELETE_ACL = Sql.both("DELETE FROM RAG_CHUNK_ACL WHERE SOURCE_TYPE = :source_type AND SOURCE_ID = :source_id")
 INSERT_ACL = Sql.both(
-    "INSERT INTO RAG_CHUNK_ACL (PRINCIPAL, SOURCE_TYPE, SOURCE_ID) VALUES (:principal, :source_type, :source_id)"
+    "INSERT INTO RAG_CHUNK_ACL (PRINCIPAL, SOURCE_TYPE, SOURCE_ID) "
+    "VALUES (:principal, :source_type, :source_id)"
 )
 
 # The access state of every record of a source (chunk 0): what an ACL refresh compares.

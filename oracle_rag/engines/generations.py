@@ -79,7 +79,8 @@ class Generation:
 
     def text_as(self, kind: str, text: str) -> str:
         """``text`` with the prefix its model expects for ``kind``: "query" (a question) or "passage"
-        (a text a question is compared with), as e5 was trained; an unknown kind is an error, not no prefix."""
+        (a text a question is compared with), as e5 was trained; an unknown kind is an error, not
+        no prefix."""
         if kind == "query":
             return self.query_text(text)
         if kind == "passage":
@@ -147,5 +148,6 @@ def needs_generation(text: str) -> bool:
 
 
 def slot_value(text: str, slot: int, value: str) -> str:
-    """A write statement's ``{vector_<slot>}`` filled with ``value`` (a fixed fragment from generation_sql)."""
+    """A write statement's ``{vector_<slot>}`` filled with ``value`` (a fixed fragment
+    from generation_sql)."""
     return text.replace(f"{{vector_{slot}}}", value)

@@ -348,7 +348,8 @@ Run = tuple[int, int]
 
 
 class SemanticHits(list[Hit]):
-    """A semantic leg proposed by an in-process index (``CandidateIndex.propose_semantic``), its near ties open.
+    """A semantic leg proposed by an in-process index (``CandidateIndex.propose_semantic``), its near
+    ties open.
 
     Each record of a run in ``runs`` lies within a hair (``near_tie``) of its
     neighbours, too close for the index's arithmetic to order them as SQL

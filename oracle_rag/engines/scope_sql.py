@@ -116,8 +116,9 @@ def scope_predicate(chunk: str = "c", caller: CallerSql = BINDS, *, group_test: 
             f"WHERE {principal_in('scope_g.PRINCIPAL', caller.groups)})"
         )
     return (
-        f"({caller.see_all} = 1 OR ({row}SOURCE_TYPE NOT IN (SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE "
-        f"scope_f) AND ({row}ACCESS_PUBLIC = 1 OR {row}ACCESS_OWNER = {caller.caller_id} OR {group})))"
+        f"({caller.see_all} = 1 OR ({row}SOURCE_TYPE NOT IN "
+        f"(SELECT scope_f.SOURCE_TYPE FROM RAG_ACCESS_FAILURE scope_f) "
+        f"AND ({row}ACCESS_PUBLIC = 1 OR {row}ACCESS_OWNER = {caller.caller_id} OR {group})))"
     )
 
 

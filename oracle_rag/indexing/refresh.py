@@ -192,8 +192,8 @@ class SourceRefresher:
         A source without ``refresh`` is read once per process (and by ``sync``),
         except that a failed one is retried every ``RETRY_FAILED_S`` seconds.
 
-        Meant to be called periodically (:mod:`oracle_rag.background` does, for serve and worker); never raises
-        for a source's failure. Returns the results of the refreshes it ran.
+        Meant to be called periodically (:mod:`oracle_rag.background` does, for serve and worker); never
+        raises for a source's failure. Returns the results of the refreshes it ran.
         """
         now = _aware(now)
         self.clear_orphan_failures()
@@ -401,7 +401,8 @@ class SourceRefresher:
                 return source.read_acl(conn)
         except RagError as exc:
             raise SourceLoadingError(
-                f"source {source.name!r}: acl_query failed ({exc.message}); its records are hidden from callers "
+                f"source {source.name!r}: acl_query failed ({exc.message}); its records are hidden "
+                "from callers "
                 f"without see-all until it succeeds",
                 access_error_code=exc.code,
             ) from None
@@ -522,7 +523,8 @@ class SourceRefresher:
             return {str(r[0]): str(r[1]) for r in rows}
 
     def _hide(self, name: str, error_code: str, now: dt.datetime) -> None:
-        """Record that ``name``'s access data failed to read: its records are hidden from callers without see-all."""
+        """Record that ``name``'s access data failed to read: its records are hidden from callers
+        without see-all."""
         try:
             with self.engine.begin() as conn:
                 self.engine.set_access_failure(conn, name, _iso(now), error_code)

@@ -44,8 +44,8 @@ JOIN USER_OBJECTS o ON o.OBJECT_NAME = t.TRIGGER_NAME AND o.OBJECT_TYPE = 'TRIGG
 WHERE t.TRIGGER_NAME IN :names
 ORDER BY t.TRIGGER_NAME""",
     sqlite=(
-        "SELECT UPPER(name), 'VALID', 'ENABLED' FROM sqlite_master WHERE type = 'trigger' AND UPPER(name) IN :names "
-        "ORDER BY 1"
+        "SELECT UPPER(name), 'VALID', 'ENABLED' FROM sqlite_master "
+        "WHERE type = 'trigger' AND UPPER(name) IN :names ORDER BY 1"
     ),
     expanding=("names",),
 )

@@ -324,7 +324,8 @@ class Worker:
         log.error("re-index of %s #%s failed: %s", key[0], key[1], message)
 
     def _hide(self, conn: sa.Connection, key: tuple[str, str]) -> None:
-        """Leave the record whose re-index failed to see-all callers (its stored access is no longer vouched for)."""
+        """Leave the record whose re-index failed to see-all callers (its stored access is no longer
+        vouched for)."""
         source_type, source_id = self.indexer.key(*key)
         source = self.indexer.sources.get(source_type)
         if source is None or "public" in source.access.rules:

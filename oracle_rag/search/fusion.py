@@ -138,8 +138,9 @@ class Fusion:
         return [(a, b) for a, b in runs if any(high[semantic[i]] >= floor for i in range(a, b))]
 
 
-# How far a distance the in-process index proposes may lie from SQL's (its near ties, engines/sqlite/engine.py),
-# with room: score fusion bounds a near tie's fused score by its run's distances widened by this.
+# How far a distance the in-process index proposes may lie from SQL's (its near
+# ties, engines/sqlite/engine.py), with room: score fusion bounds a near tie's fused score by its run's
+# distances widened by this.
 DISTANCE_HAIR = 1e-5
 
 

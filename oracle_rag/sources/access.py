@@ -74,7 +74,8 @@ class AccessPolicy:
 
 # The rule of a source that declares none (what every source but TASK had before access was declared).
 LEGACY = AccessPolicy(("owner",), "public")
-# The reference sources: a task is its assignee's (unassigned: see-all only); sprints and projects are everyone's.
+# The reference sources: a task is its assignee's (unassigned: see-all only); sprints and projects
+# are everyone's.
 OWNER_ONLY = AccessPolicy(("owner",), "hidden")
 PUBLIC = AccessPolicy(("public",), "public")
 
@@ -114,7 +115,8 @@ def _missing(value: Any, key: str) -> str:
     return check_missing(str(value).strip().lower(), key)
 
 
-# The access options of a SQL-query source (docs/access.md), part of its schema (sql_query.SQL_SOURCE_OPTIONS).
+# The access options of a SQL-query source (docs/access.md), part of its
+# schema (sql_query.SQL_SOURCE_OPTIONS).
 ACCESS_OPTIONS: tuple[Option, ...] = (
     Option(
         "access",

@@ -153,7 +153,8 @@ def _as_sa_engine(engine: Any) -> sa.Engine:
     if isinstance(inner, sa.Engine):
         return inner
     raise ConfigurationError(
-        "bind_connection needs a SQLAlchemy Engine (for a driver pool, create_engine(url, creator=pool.acquire))",
+        "bind_connection needs a SQLAlchemy Engine (for a driver pool, "
+        "create_engine(url, creator=pool.acquire))",
         key="connection",
     )
 
@@ -399,7 +400,8 @@ def _restore(conn: sa.Connection, source: str, restore: list[Any]) -> None:
     try:
         for kind, value in reversed(restore):
             if kind == "sqlite_progress":
-                conn.connection.dbapi_connection.set_progress_handler(None, _PROGRESS_STEPS)  # type: ignore[union-attr]
+                raw = conn.connection.dbapi_connection
+                raw.set_progress_handler(None, _PROGRESS_STEPS)  # type: ignore[union-attr]
             elif kind == "sqlite_query_only":
                 cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
                 try:

@@ -166,7 +166,8 @@ class TaskSource(Source):
     access = OWNER_ONLY  # the assignee; an unassigned task: see-all callers only
 
     def labels(self, conn: sa.Connection) -> dict[str, dict[Any, str]]:
-        # the assignee's names are the deployment's people (oracle_rag/callers/people.py), as for every person facet
+        # the assignee's names are the deployment's people (oracle_rag/callers/people.py), as for every
+        # person facet
         return {**_project_labels(conn), "sprint_id": _names(conn, q.SPRINT_NAMES)}
 
     def load_many(self, conn: sa.Connection, ids: Sequence[str]) -> dict[str, Document]:
@@ -262,8 +263,8 @@ class ProjectSource(Source):
         return _ids(conn, q.PROJECT_IDS)
 
 
-# The reference application's people: the names of every person facet's ids (oracle_rag/callers/people.py), read
-# like a deployment's [people] query.
+# The reference application's people: the names of every person facet's ids
+# (oracle_rag/callers/people.py), read like a deployment's [people] query.
 REFERENCE_PEOPLE = q.PEOPLE_QUERY
 
 
@@ -272,7 +273,8 @@ def reference_sources() -> list[Source]:
 
 
 def reference_app_present(conn: sa.Connection) -> bool:
-    """Whether the reference application's tables are all there (a missing one: False; any other failure raises)."""
+    """Whether the reference application's tables are all there (a missing one: False; any other
+    failure raises)."""
     try:
         conn.execute(for_connection(conn, q.PRESENT)).fetchall()
     except sa.exc.DBAPIError as exc:

@@ -48,11 +48,13 @@ SPRINT_IDS = Sql.both("SELECT SPRINT_ID FROM SPRINT ORDER BY SPRINT_ID")
 PROJECT_IDS = Sql.both("SELECT PROJECT_ID FROM PROJECT ORDER BY PROJECT_ID")
 
 # Names for the facets' ids (organisational data every caller may see). The people are the reference
-# application's declaration of a deployment's [people] query (oracle_rag/callers/people.py runs it the same way).
+# application's declaration of a deployment's [people] query (oracle_rag/callers/people.py runs it the
+# same way).
 PEOPLE_QUERY = "SELECT EMPLOYEE_ID, FIRST_NAME, LAST_NAME FROM EMPLOYEE ORDER BY EMPLOYEE_ID"
 PROJECT_NAMES = Sql.both("SELECT PROJECT_ID, NAME FROM PROJECT ORDER BY PROJECT_ID")
 SPRINT_NAMES = Sql.both("SELECT SPRINT_ID, NAME FROM SPRINT ORDER BY SPRINT_ID")
 
 # Whether the reference application is there: every table its sources read, no row fetched. A missing
-# table fails the statement ("no such table" / ORA-00942), which reference.reference_app_present reads as absent.
+# table fails the statement ("no such table" / ORA-00942), which reference.reference_app_present reads
+# as absent.
 PRESENT = Sql.both("SELECT 1 FROM TASK t, TASK_COMMENT c, SPRINT s, PROJECT p, EMPLOYEE e WHERE 1 = 0")

@@ -371,7 +371,8 @@ class SqlSource:
         return self.sql_meanings.meanings
 
     def declaration(self) -> Declaration:
-        """Its facets and meanings; its person facets are named by the deployment's people (oracle_rag/callers/people.py)."""
+        """Its facets and meanings; its person facets are named by the deployment's people
+        (oracle_rag/callers/people.py)."""
         return Declaration(self.name, self.facets, self.meanings)
 
     def reserved_metadata(self) -> tuple[str, ...]:
@@ -492,7 +493,8 @@ class SqlSource:
                     return
                 if seen + len(rows) > self.max_rows:
                     raise ConfigurationError(
-                        f"source {self.name!r}: the query returns more than max_rows ({self.max_rows:,}) rows; "
+                        f"source {self.name!r}: the query returns more than max_rows "
+                        f"({self.max_rows:,}) rows; "
                         f"raise max_rows (up to {MAX_ROWS_RANGE[1]:,}) or narrow the query",
                         key=f"sources.{self.name}.max_rows",
                     )
@@ -611,7 +613,8 @@ class _Plan:
         twice = sorted(label for label, n in counts.items() if n > 1)
         if twice:
             raise ConfigurationError(
-                f"source {name!r}: the query returns more than one column labelled {twice[0]!r} (case ignored); "
+                f"source {name!r}: the query returns more than one column labelled {twice[0]!r} "
+                "(case ignored); "
                 f"give each column its own alias",
                 key=f"sources.{name}.query",
             )

@@ -83,7 +83,8 @@ __all__ = [
 
 def token_caller_loader(req: Request) -> Caller | None:
     """The built-in loader: ``Authorization: Bearer <token>`` → an API token's employee, or the caller of a
-    JWT from the ``[auth]`` issuer (oracle_rag/callers/identity.py). None, whatever the reason, is the one 401."""
+    JWT from the ``[auth]`` issuer (oracle_rag/callers/identity.py). None, whatever the reason, is the
+    one 401."""
     token = bearer_token(req.headers.get("Authorization"))
     if token is None:
         return None

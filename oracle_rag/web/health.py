@@ -134,7 +134,8 @@ def degraded_reasons(report: dict[str, Any]) -> list[str]:
         out.append(f"queue: {queue['stalled_rows']} stalled row(s) (ATTEMPTS >= 3)")
     if queue.get("failed_rows"):
         out.append(
-            f"queue: {queue['failed_rows']} row(s) parked at max_attempts; see `oracle-rag queue list --failed`"
+            f"queue: {queue['failed_rows']} row(s) parked at max_attempts; see `oracle-rag queue "
+            "list --failed`"
         )
     access = report.get("access") or {}
     if access.get("hidden_source_count"):

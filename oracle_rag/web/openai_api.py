@@ -414,4 +414,7 @@ def feedback() -> tuple[Response, int]:
 
 def _stream_error(exc: RagError) -> str:
     status, kind, code = _error_parts(exc)
-    return f"data: {json.dumps({'error': {'message': exc.message, 'type': kind, 'code': code, 'status': status}})}\n\n"
+    return (
+        "data: "
+        f"{json.dumps({'error': {'message': exc.message, 'type': kind, 'code': code, 'status': status}})}\n\n"
+    )

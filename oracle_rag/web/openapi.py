@@ -4,9 +4,9 @@ It describes exactly what ``docs/chat.md`` documents and what the views
 return: every success body (closed objects, so a field added to a response
 without being described here fails the contract test), every error body
 (``{"error", "code", "status"}``) with its statuses, and the
-``bearerAuth`` security scheme (API tokens, or the ``[auth]`` provider's JWTs). ``tests/test_web_api_hostile_input.py``
-fuzzes the app against it with schemathesis, so the document cannot drift
-from the code without a failing test.
+``bearerAuth`` security scheme (API tokens, or the ``[auth]`` provider's JWTs).
+``tests/test_web_api_hostile_input.py`` fuzzes the app against it with schemathesis, so the document cannot
+drift from the code without a failing test.
 
 Paths follow where the blueprints are mounted: :func:`build_spec` takes the
 API and operations prefixes, and the view passes the app's own.
@@ -55,7 +55,8 @@ _BOOL = {"type": "boolean"}
 ERROR_DESCRIPTIONS = {
     "400": "INPUT (invalid field or value) or BAD_REQUEST (the body is not valid JSON)",
     "401": "ACCESS: no or invalid credentials (WWW-Authenticate: Bearer)",
-    "403": "FORBIDDEN: /metrics for a peer that is not loopback, or without the metrics token (metrics_token_env)",
+    "403": "FORBIDDEN: /metrics for a peer that is not loopback, or without the metrics "
+    "token (metrics_token_env)",
     "404": "NOT_FOUND: no such route, conversation or visible record",
     "413": "PAYLOAD_TOO_LARGE: body over the limit (64 KiB by default)",
     "415": "UNSUPPORTED_MEDIA_TYPE: body not sent as application/json",
@@ -190,8 +191,8 @@ def _schemas(max_question_chars: int) -> dict[str, Any]:
                     "kind": {"type": "string", "enum": ["lookup", "list", "count", "notice"]},
                     "type": _nullable(_STR),
                     "language": {"type": "string", "enum": ["en", "es"]},
-                    # several types answered: each with its own total; notes: understood but not applied (or which
-                    # date was used); read_as: words read with a typo corrected
+                    # several types answered: each with its own total; notes: understood but not applied
+                    # (or which date was used); read_as: words read with a typo corrected
                     "types": _nullable({"type": "array", "items": _obj({"type": _STR, "total": _INT})}),
                     "notes": {"type": "array", "items": _STR},
                     "read_as": {"type": "array", "items": _STR},

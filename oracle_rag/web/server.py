@@ -45,7 +45,8 @@ MAX_REQUEST_BODY = 1024 * 1024  # waitress refuses larger bodies itself (413); t
 
 
 def _listening_inodes(port: int) -> set[str]:
-    """Socket inodes listening on ``port`` (any address), from /proc/net/tcp{,6}; empty where there is no /proc."""
+    """Socket inodes listening on ``port`` (any address), from /proc/net/tcp{,6}; empty where there is
+    no /proc."""
     inodes: set[str] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:

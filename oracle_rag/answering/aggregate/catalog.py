@@ -87,19 +87,22 @@ class Catalog:
         lines = [
             f"- Only these views exist: {', '.join(self.names)}. A column that lists its values holds them "
             "itself (there is no lookup table): filter and GROUP BY that column directly.",
-            "- Compare a column that lists its values only with those values, exactly as written (upper case).",
+            "- Compare a column that lists its values only with those values, exactly as written "
+            "(upper case).",
         ]
         for view in self.views:
             for c in view.columns:
                 if c.done:
                     lines.append(
-                        f"- {'/'.join(OPEN_WORDS)} {view.name} rows: WHERE {c.name} NOT IN ({quoted(c.done)}) "
+                        f"- {'/'.join(OPEN_WORDS)} {view.name} rows: "
+                        f"WHERE {c.name} NOT IN ({quoted(c.done)}) "
                         f"({', '.join(v for v in c.values if v not in c.done)} are all open; never "
                         f"{c.name} = 'OPEN'); {'/'.join(DONE_WORDS)}: {c.name} IN ({quoted(c.done)})."
                     )
                 if c.null_means:
                     lines.append(
-                        f"- {view.name}.{c.name} is NULL when {c.null_means}: an average is AVG({c.name}) (over the "
+                        f"- {view.name}.{c.name} is NULL when {c.null_means}: an average is AVG({c.name}) "
+                        "(over the "
                         f"rows that have one), never SUM({c.name})/COUNT(*) and never COALESCE({c.name}, 0)."
                     )
         return "\n".join(lines)

@@ -97,7 +97,8 @@ def user_turn(question: str, examples: list[tuple[str, str]]) -> str:
 
 @dataclass(frozen=True)
 class Example:
-    """A current example (the newest rating of its answer is "up"), as ``oracle-rag feedback examples`` lists it."""
+    """A current example (the newest rating of its answer is "up"), as ``oracle-rag feedback examples``
+    lists it."""
 
     feedback_id: int
     message_id: int
@@ -138,7 +139,8 @@ def list_examples(engine: Engine) -> list[Example]:
 
 
 def set_approval(engine: Engine, feedback_id: int, approved: bool) -> None:
-    """Offer the example of rating ``feedback_id`` to every caller (or withdraw that); NotFoundError if none."""
+    """Offer the example of rating ``feedback_id`` to every caller (or withdraw that); NotFoundError
+    if none."""
     if isinstance(feedback_id, bool) or not isinstance(feedback_id, int) or not 0 < feedback_id <= MAX_ID:
         raise NotFoundError(f"no current example with id {feedback_id}")
     with engine.begin() as conn:

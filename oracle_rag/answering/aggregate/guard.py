@@ -64,8 +64,8 @@ from oracle_rag.errors import GuardrailError
 MAX_SQL_CHARS = 10_000
 MAX_DEPTH = 32  # parentheses and CASE ... END, nested
 
-# Functions a reporting query needs (sqlglot also reports AND/OR as functions). Anything else (DBMS_*, UTL_*, user
-# functions that might be autonomous transactions, load_extension, readfile,
+# Functions a reporting query needs (sqlglot also reports AND/OR as functions). Anything else (DBMS_*,
+# UTL_*, user functions that might be autonomous transactions, load_extension, readfile,
 # fts3_tokenizer, ...) is refused.
 ALLOWED_FUNCTIONS = frozenset(
     """COUNT SUM AVG MIN MAX TOTAL ROUND TRUNC FLOOR CEIL CEILING ABS MOD SIGN POWER POW SQRT
@@ -85,8 +85,8 @@ ALLOWED_FUNCTIONS = frozenset(
 )
 
 # sqlglot's name for a function it parses into a typed node → the name the engine runs (and its database check
-# sees): sqlglot reads INSTR(x, y) as STR_POSITION. tests/test_aggregate_time_limit.py lists every SQLite function
-# and checks that this check and the database's authorizer accept the same ones.
+# sees): sqlglot reads INSTR(x, y) as STR_POSITION. tests/test_aggregate_time_limit.py lists every
+# SQLite function and checks that this check and the database's authorizer accept the same ones.
 _ENGINE_NAMES = {"STR_POSITION": "INSTR"}
 
 _FORBIDDEN_WORD = re.compile(

@@ -328,7 +328,8 @@ def _asked_aggregate(tokens: list[str]) -> str | None:
 
 
 def _fix_aggregate_function(select: exp.Select, scope: _Scope, asked: str | None, notes: list[str]) -> None:
-    """The question asks for one aggregate of a measure and the query computes another of it: the asked one."""
+    """The question asks for one aggregate of a measure and the query computes another of it: the
+    asked one."""
     if asked is None:
         return
     calls = [

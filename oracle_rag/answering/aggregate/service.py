@@ -134,7 +134,8 @@ def summarise(result: AggregateResult) -> str:
 
 
 def cap_text(result: Any) -> str:
-    """Which cap cut a result, in words ("row cap of 1000 reached" / "byte cap of 1,000,000 bytes reached")."""
+    """Which cap cut a result, in words ("row cap of 1000 reached" / "byte cap of 1,000,000
+    bytes reached")."""
     if getattr(result, "cap", None) == "bytes":
         return f"byte cap of {result.byte_cap:,} bytes reached"
     return f"row cap of {result.row_cap} reached"

@@ -833,7 +833,8 @@ def nothing_about_topic(result: StructuredResult) -> bool:
 
 
 def dropped_filters(result: StructuredResult, caller_id: int | None) -> str:
-    """ "None of the 21 tasks matching status: BLOCKED is about “SSO upgrade”; without status: BLOCKED, ..." """
+    """What a topic found nothing under the filters says: "None of the 21 tasks matching status: BLOCKED
+    is about “SSO upgrade”; without status: BLOCKED, ..." """
     u = result.understanding
     total = result.total or 0
     return say(

@@ -73,8 +73,9 @@ _ONLY_ANCHORS = re.compile(
     r"^[\s\[\](),;.]*(?:\[[^\[\]#]*#[^\[\]]*\][\s\[\](),;.]*)+$"
 )  # an anchor's first "#" splits it
 _DONT_KNOW = re.compile(
-    r"\b(do(?:es)? not (?:know|say)|don'?t (?:know|say)|not (?:enough|contain|include|mention)|no information|cannot (?:tell|say|"
-    r"answer|find)|can'?t (?:tell|say)|unclear|no (?:lo )?sé|no (?:lo )?(?:contiene|menciona|indica)|no hay informaci[oó]n)\b",
+    r"\b(do(?:es)? not (?:know|say)|don'?t (?:know|say)|not (?:enough|contain|include|mention)"
+    r"|no information|cannot (?:tell|say|answer|find)|can'?t (?:tell|say)|unclear|no (?:lo )?sé"
+    r"|no (?:lo )?(?:contiene|menciona|indica)|no hay informaci[oó]n)\b",
     re.IGNORECASE,
 )
 _MARKER = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
@@ -620,7 +621,8 @@ class SentenceChecker:
             if (boundary is None or boundary.end() == len(buffer)) and len(buffer) < 2 * split:
                 continue
             parts = split_sentences(buffer)
-            # the last part may still grow, and a part starting with "[" (or not started) may still be anchors only
+            # the last part may still grow, and a part starting with "[" (or not started) may still be
+            # anchors only
             while len(parts) > 2 or (
                 len(parts) == 2 and parts[1].strip() and not parts[1].lstrip().startswith("[")
             ):

@@ -48,7 +48,8 @@ class ChunkDetail:
         return anchor_of(self.source_type, str(self.source_id))
 
     def view_dict(self, passage: str = "") -> dict[str, Any]:
-        """:meth:`to_dict` plus the windows' places and where ``passage`` (a citation's snippet) is, if found."""
+        """:meth:`to_dict` plus the windows' places and where ``passage`` (a citation's snippet) is,
+        if found."""
         found = find_passage(self.content, passage) if passage else None
         return {
             **self.to_dict(),
@@ -108,7 +109,8 @@ def chunk_detail(
 
 
 def _windows(content: str, parts: list[str]) -> tuple[tuple[int, int], ...]:
-    """Where each window lies in the joined text: each is a slice of it, found after its predecessor's start."""
+    """Where each window lies in the joined text: each is a slice of it, found after its
+    predecessor's start."""
     out: list[tuple[int, int]] = []
     at = 0
     for part in parts:

@@ -213,7 +213,9 @@ def find_mentions(text: str, words: RecordWords, context: str = "") -> list[tupl
 
     for head in words.head.finditer(norm):
         if index[head.start()] < shift:
-            continue  # it began before ``text`` (whose boundary the context alone cannot tell): not text's, nor its list
+            # it began before ``text`` (whose boundary the context alone cannot tell): not text's, nor
+            # its list
+            continue
         add(head.start(), head.end(2), head.group(1), head.group(3))
         pos = head.end(2)
         while (more := _MORE.match(norm, pos)) is not None:

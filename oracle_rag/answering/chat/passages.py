@@ -52,8 +52,8 @@ W_RANK = 0.1
 W_REPLY = 0.25  # the sentence is in a comment: a record's own text states the problem, its comments answer
 W_AUTHOR = 0.2  # a "who" question: the sentence is a comment, whose author answers it
 OPENING = 0.6  # a question of a kind, a record with comments: its opening text states the problem
-SHORT_UNIT = 320
-EMBEDDED = 12  # passages compared by embedding: the best by the other parts  # characters: a comment this short is quoted whole
+SHORT_UNIT = 320  # characters: a comment this short is quoted whole
+EMBEDDED = 12  # passages compared by embedding: the best by the other parts
 
 # "- Jonas Berg (2026-01-28): text", "- Ana Pérez: text": a comment line, its author kept.
 _COMMENT = re.compile(

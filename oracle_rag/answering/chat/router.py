@@ -44,8 +44,8 @@ AGGREGATION_UNAVAILABLE = (
     "Counting and averaging questions need a language model to write the query, and "
     "none is configured; here are matching records instead."
 )
-# Guarded SQL reads the reference application's RAG_V_* views (answering/aggregate/catalog.py): a deployment with
-# SQL-query sources only has none, so its counts come from the declared facets or not at all.
+# Guarded SQL reads the reference application's RAG_V_* views (answering/aggregate/catalog.py): a
+# deployment with SQL-query sources only has none, so its counts come from the declared facets or not at all.
 NO_GUARDED_VIEWS = (
     "Counting and averaging questions beyond the declared facets are answered by guarded SQL "
     "over the reference application's views, which this database does not have; here are "

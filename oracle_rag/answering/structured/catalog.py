@@ -3,8 +3,8 @@
 Kept as data, apart from the logic that chooses a sentence (``answers.render``,
 ``answers.targets``, ``answers.understood``, the relevance sentences of
 ``answers.service`` and ``chat.answer``, and ``chat.answer``'s answer without
-a model). Each entry is a ``str.format`` template; a template may leave out a value the other language uses (English
-says how a list is ordered, Spanish does not). An entry a language lacks is
+a model). Each entry is a ``str.format`` template; a template may leave out a value the other language uses
+(English says how a list is ordered, Spanish does not). An entry a language lacks is
 said in English; every language here has every entry (a test checks it).
 """
 
@@ -35,7 +35,8 @@ EN: dict[str, str] = {
     "missing_person": "no person facet is declared",
     "missing_due": "no due date is declared",
     "missing": "not declared",
-    "no_completion_dates": "no completion dates are recorded for {plural}: \u201c{text}\u201d was not applied",
+    "no_completion_dates": "no completion dates are recorded for {plural}: \u201c{text}\u201d was "
+    "not applied",
     "date_read_as": "\u201c{text}\u201d read as {label} (also dated: {others})",
     "no_dates": "{plural} have no dates: \u201c{text}\u201d was not applied",
     "which_number": "\u201c{text}\u201d: which number? ({names}); not applied",
@@ -135,7 +136,8 @@ ES: dict[str, str] = {
     "first_shown": "; los primeros {shown}:",  # says no order: by_relevance and in_id_order go unused
     "by_relevance": "por relevancia para \u201c{ranked_by}\u201d",
     "in_id_order": "por orden de id",
-    "most_relevant": "Most relevant to \u201c{topic}\u201d:",  # not translated yet: the answers say it in English
+    # not translated yet: the answers say it in English
+    "most_relevant": "Most relevant to \u201c{topic}\u201d:",
     "applied": "Aplicado: {desc} (dentro de lo que puede ver).",
     "note": "Nota: {note}.",
     "advice": "Los datos no dicen qué va después: estos son los registros sin terminar.",

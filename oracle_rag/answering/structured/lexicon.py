@@ -124,7 +124,8 @@ AGGREGATE_WORDS = {
         "mas bajo",
     ),
 }
-# Measures an aggregate may be of, beside the number facets' own cue words ("largest estimate", "promedio de horas").
+# Measures an aggregate may be of, beside the number facets' own cue words ("largest estimate", "promedio
+# de horas").
 MEASURES = frozenset(
     fold(w)
     for w in (
@@ -770,8 +771,9 @@ asignada asignadas asignado asignados pendiente pendientes numero número total 
 NOT_TOPIC = STOPWORDS | TOPIC_FRAMES | TOPIC_LINKS | CONNECTIVES
 
 # The same word in English and Spanish, for software, support and business records in general (not one
-# corpus's words): what lets "is about" (answering/structured/relevance.py) see a Spanish record hold an English topic
-# and the reverse. Compared by their first letters like the topic's words, so one form of each is enough.
+# corpus's words): what lets "is about" (answering/structured/relevance.py) see a Spanish record hold an
+# English topic and the reverse. Compared by their first letters like the topic's words, so one form of each
+# is enough.
 EN_ES = tuple(
     (fold(en), fold(es))
     for en, es in (

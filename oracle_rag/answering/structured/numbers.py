@@ -1,4 +1,5 @@
-"""Comparisons on number facets: "orders over 10000", "amount above 5k", "menos de 500", "between 100 and 200".
+"""Comparisons on number facets: "orders over 10000", "amount above 5k", "menos de 500", "between 100
+and 200".
 
 A source declares a ``number`` facet (an amount, story points); a
 comparison phrase becomes a condition on it, as SQL next to the scope like

@@ -34,7 +34,8 @@ STEM = 5
 
 
 def _equivalents() -> dict[str, frozenset[str]]:
-    """Each stem of :data:`~oracle_rag.answering.structured.lexicon.EN_ES` and the stems of its other-language words."""
+    """Each stem of :data:`~oracle_rag.answering.structured.lexicon.EN_ES` and the stems of its
+    other-language words."""
     table: dict[str, set[str]] = {}
     for en, es in EN_ES:
         a, b = en[:STEM], es[:STEM]

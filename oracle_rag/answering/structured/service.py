@@ -146,7 +146,8 @@ class AnswerService:
         return parser
 
     def _index_facets(self, declared: list[Declaration]) -> None:
-        """Once per process and facet: an index per declared facet on the embedded engine (answers_sql.FACET_INDEX).
+        """Once per process and facet: an index per declared facet on the embedded
+        engine (answers_sql.FACET_INDEX).
 
         A read-only database or a busy writer leaves it for the next process: answers are the same
         without it, only slower on large sources."""
@@ -199,7 +200,8 @@ class AnswerService:
                 try:
                     found = d.labels(conn)
                 except sa.exc.DBAPIError as exc:
-                    # A source whose name tables cannot be read now: its values go unnamed, answers still work.
+                    # A source whose name tables cannot be read now: its values go unnamed, answers
+                    # still work.
                     log.warning(
                         "names for %s facets unavailable [%s]", d.source_type, type(exc.orig).__name__
                     )

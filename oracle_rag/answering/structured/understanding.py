@@ -123,7 +123,8 @@ def _lexicon_table() -> dict[Phrase, list[Any]]:
 
 
 _LEXICON = _lexicon_table()
-# Intents that describe records ("open tickets") and so are filters only where they describe the records asked for.
+# Intents that describe records ("open tickets") and so are filters only where they describe the records
+# asked for.
 _DESCRIBING = ("open", "finished", "nobody", "overdue")
 # Intents a value phrase may mean instead, for a type without that value ("closed" of tickets).
 _LEXICAL_SLOTS = ("open", "finished", "nobody")
@@ -340,7 +341,8 @@ class QueryParser:
     def _unknown_values(self, tokens: list[_Token], out: Understanding) -> list[str]:
         """Not silent: a word that reads like a value of the records named ("rechazados" in "mis pedidos
         rechazados", "rejected orders") but is no known value is said, not dropped: the word right before
-        the record word in English, right after it (or after its "de") in Spanish, when it is no known word."""
+        the record word in English, right after it (or after its "de") in Spanish, when it is no
+        known word."""
         notes = []
         step = 1 if out.language == "es" else -1
         for i, t in enumerate(tokens):
@@ -446,7 +448,8 @@ class QueryParser:
     def _aggregate_of_numbers(self, tokens: list[_Token], out: Understanding) -> None:
         """ "total amount of approved orders", "the largest estimate of any task", "el promedio de horas": a
         sum, average, maximum or minimum of a measure (a number facet's cue, or a measure word) is the
-        aggregate path's (guarded SQL), never a list that pretends to answer it; ``out.measure`` says which."""
+        aggregate path's (guarded SQL), never a list that pretends to answer it; ``out.measure``
+        says which."""
         measures = self.number_cues | lx.MEASURES
         for i, t in enumerate(tokens):
             if t.word in AGGREGATE_WORDS and any(x.word in self.number_cues for x in tokens[i + 1 : i + 4]):
@@ -666,7 +669,8 @@ class QueryParser:
                 if not (
                     attached.records or cued or any(self.vocab.facets[x.facet].kind == "ref" for x in terms)
                 ):
-                    continue  # a value word of the topic ("what is blocking the SSO upgrade"): left to the topic
+                    # a value word of the topic ("what is blocking the SSO upgrade"): left to the topic
+                    continue
                 negated = self._negated(tokens, match.start)
                 slots.append(
                     Slot(terms, [m for m in meanings if isinstance(m, str)], negated, text, at, cued)

@@ -74,7 +74,8 @@ REBUILD_ONLINE_2 = rebuild_online(2)
 _REBUILD_WITH_PARTITIONS = "ALTER INDEX {index} REBUILD PARAMETERS (NEIGHBOR PARTITIONS {partitions})"
 
 MAX_PARTITIONS = 10_000_000
-"""NEIGHBOR PARTITIONS: > 0 and <= 10000000 (AI Vector Search User's Guide, Inverted File Flat CREATE INDEX)."""
+"""NEIGHBOR PARTITIONS: > 0 and <= 10000000
+(AI Vector Search User's Guide, Inverted File Flat CREATE INDEX)."""
 
 
 def rebuild_with_partitions(partitions: int, slot: int = 1) -> Sql:

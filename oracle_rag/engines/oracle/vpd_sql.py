@@ -117,7 +117,8 @@ def chunk_predicate(caller: CallerSql) -> str:
 
 
 def term_predicate(caller: CallerSql) -> str:
-    """RAG_CHUNK_TERM's policy: the scope rule over a posting's carried columns, the group test by CHUNK_ID."""
+    """RAG_CHUNK_TERM's policy: the scope rule over a posting's carried columns, the group test
+    by CHUNK_ID."""
     return scope_predicate("", caller, group_test="chunks")
 
 

@@ -821,7 +821,8 @@ class SqliteEngine(Engine, CandidateIndex):
 
 
 def _first_of_record(ranked: Sequence[tuple[Any, ...]]) -> list[bool]:
-    """Per row (CHUNK_ID, SOURCE_TYPE, SOURCE_ID, ...): whether it is its record's first (records.one_per_record)."""
+    """Per row (CHUNK_ID, SOURCE_TYPE, SOURCE_ID, ...): whether it is its record's
+    first (records.one_per_record)."""
     seen: set[tuple[Any, Any]] = set()
     out = []
     for row in ranked:
