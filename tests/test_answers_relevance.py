@@ -8,6 +8,8 @@ from oracle_rag.answering.structured.relevance import (
     ABOUT,
     coverage,
     is_about,
+    other_language,
+    other_language_similarity,
     topic_stems,
     weak_evidence,
 )
@@ -57,6 +59,22 @@ def test_a_record_in_the_other_language_holds_the_topic_through_the_word_map():
         "mobile app session timeout", "La aplicación móvil cierra la sesión: tiempo de espera"
     )
     assert is_about("Kafka upgrade", "Actualización del clúster de Kafka", crossing=True)
+
+
+def test_only_a_record_in_the_other_language_can_be_vouched_for_by_the_model():
+    assert other_language("Las facturas CFDI no se timbran desde el lunes y hay 140 en cola.", "en")
+    assert not other_language("The invoices are not stamped since Monday.", "en")
+    texts = [
+        "The invoices are not stamped since Monday.",  # the question's language: its words judge it
+        "Las facturas CFDI no se timbran desde el lunes y hay 140 en cola.",
+        "El certificado de sello digital venció el 8 de febrero.",
+        "La impresora fiscal no imprime los tickets de la caja.",
+    ]
+    assert other_language_similarity(texts, [0.9, 0.52, None, 0.31], "en") == 0.52
+    assert other_language_similarity(texts[:1], [0.9], "en") is None  # none in the other language
+    # only the first records are the evidence
+    far = ["The invoices are not stamped."] * 5 + ["Las facturas no se timbran desde el lunes."]
+    assert other_language_similarity(far, [0.1] * 5 + [0.9], "en") is None
 
 
 def test_every_language_says_every_sentence():

@@ -318,3 +318,30 @@ def test_the_sentence_of_the_questions_kind_is_quoted_with_the_records_best_matc
     # a passage that answers already is quoted alone
     best = best_passages("What is the root cause of the expired reset links?", [RESET])[0]
     assert not any(s.text.startswith("Blocked") for s in best.sentences)
+
+
+def test_the_model_vouches_for_a_record_in_the_other_language_its_words_cannot_hold(helpdesk) -> None:
+    """A Spanish question whose answer is an English ticket: the ticket holds under half of the topic's
+    words (the Spanish ones are not in it), but the model finds it close to the question, over its
+    ``about_similarity``: the answer quotes the workaround instead of saying nothing is about the
+    question. A question nothing answers still says so: no record of the other language is that close."""
+    from oracle_rag.answering.structured import relevance
+    from oracle_rag.callers.access import directory_for
+    from oracle_rag.embedding.catalog import MINILM
+    from oracle_rag.search.retriever import Retriever
+
+    with helpdesk.engine.connect() as conn:
+        caller = directory_for(helpdesk.engine).load(conn, 5)
+    chat = Chat(helpdesk, None)
+    assert chat.about_similarity() == MINILM.about_similarity
+    question = "¿Hay alguna solución para el error too many open files?"
+    topic = "alguna solución error too files"
+    chunks = Retriever(helpdesk.engine, helpdesk.settings).search(topic, None, caller, "hybrid")
+    assert relevance.weak_evidence(topic, [c.content for c in chunks])  # by the words alone
+    similar = chat.other_language_similarity(question, chunks, "es", caller)
+    assert similar is not None and similar >= MINILM.about_similarity
+    answer = chat.answer(question, caller, store=False)
+    assert answer.answer.startswith("No hay un modelo de lenguaje configurado")
+    assert answer.citations[0].anchor == "[TICKETS #2]" and "65536" in answer.answer
+    nothing = chat.answer("¿Por qué se cae la VPN de la oficina cada tarde?", caller, store=False)
+    assert nothing.answer.startswith("Nada de lo que puedo ver lo dice")

@@ -47,6 +47,13 @@ class EmbeddingModel:
     file (both built-in models; a registered file of another layout cannot),
     by ``companions`` (default: all-MiniLM-L6-v2's, :mod:`.batch_model`);
     without them the runtime embeds one text per call, with the same vectors.
+
+    ``about_similarity``: the cosine similarity between a question and a record
+    written in the other language (English/Spanish) over which the model vouches
+    that the record is about the question, where word coverage cannot see it
+    (``answering/structured/relevance.py``). A model's similarities sit in its own
+    range (MiniLM's unrelated pairs near 0.2, e5's near 0.8), so each model has
+    its own, measured by ``bench/relevance_floor.py``; None: it never vouches.
     """
 
     name: str
@@ -63,6 +70,7 @@ class EmbeddingModel:
     builder: Callable[..., Path]
     oracle_name: str = ""  # the mining model name Oracle loads it under (LOAD_ONNX_MODEL)
     companions: Callable[[Path], tuple[Path, Path]] = build_batch_models
+    about_similarity: float | None = None
 
     def query_text(self, text: str) -> str:
         """The text to embed for a search query."""
@@ -99,6 +107,8 @@ MINILM = EmbeddingModel(
     batched=True,
     builder=build_minilm,
     oracle_name="ALL_MINILM_L12_V2",
+    # help desk: a Spanish question and the English record that answers it 0.49; no record answers: <= 0.27
+    about_similarity=0.4,
 )
 
 E5_SMALL = EmbeddingModel(
@@ -116,6 +126,8 @@ E5_SMALL = EmbeddingModel(
     builder=e5.build_model,
     oracle_name="MULTILINGUAL_E5_SMALL",
     companions=e5_batch.build_batch_models,
+    # help desk: the other-language record that answers 0.84-0.89; no record answers: <= 0.83
+    about_similarity=0.85,
 )
 
 MODELS: dict[str, EmbeddingModel] = {m.name: m for m in (MINILM, E5_SMALL)}

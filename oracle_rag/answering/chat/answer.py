@@ -69,8 +69,9 @@ from oracle_rag.answering.structured.understood import AnswerKind, Understanding
 from oracle_rag.callers.audit import audit_for
 from oracle_rag.callers.caller import Caller, require_caller
 from oracle_rag.config import Settings
+from oracle_rag.embedding import catalog as embedding_catalog
 from oracle_rag.engines import Filters
-from oracle_rag.errors import InputError, LLMError, NotFoundError, RagError
+from oracle_rag.errors import EmbeddingError, InputError, LLMError, NotFoundError, RagError
 from oracle_rag.search.results import RetrievedChunk
 from oracle_rag.search.retriever import MODES, Retriever, clean_query
 from oracle_rag.sources.meanings import Declaration
@@ -402,13 +403,13 @@ class Chat:
             )
         chunks: list[RetrievedChunk] = []
         info = RetrievalInfo(mode, 0, 0.0, 0)
+        # "¿hay tareas sobre el checkout?": the records of the type the question asks for
+        asked = tuple(understood_as.asked_types) if understood_as is not None else ()
         if chosen.retrieval:
             with tracing.span(
                 "retrieval", {"oracle_rag.search.mode": mode, "enduser.id": str(who.employee_id)}
             ) as found:
                 retriever = Retriever(self.rag.engine, self.settings)
-                # "¿hay tareas sobre el checkout?": the records of the type the question asks for
-                asked = tuple(understood_as.asked_types) if understood_as is not None else ()
                 chunks = retriever.search(topic, None, who, mode, Filters(source_types=asked))
                 found.set_attribute("oracle_rag.search.hits", len(chunks))
             stats = retriever.last_stats
@@ -441,6 +442,10 @@ class Chat:
             and not looks_aggregate(text)
             and weak_evidence(topic, (c.content for c in chunks))
         )
+        if weak and understood_as is not None and (floor := self.about_similarity()) is not None:
+            # a record in the other language holds none of the topic's words: the model may vouch for it
+            similar = self.other_language_similarity(text, chunks, understood_as.language, who, asked)
+            weak = similar is None or similar < floor
         return _Prepared(
             who,
             text,
@@ -590,6 +595,41 @@ class Chat:
         if not pool:
             return "", list(citations)
         return self._extractive(prep, pool, "quoted")
+
+    def about_similarity(self) -> float | None:
+        """The active model's ``about_similarity`` (None: it never vouches, or it is not one this process
+        knows)."""
+        with self.rag.engine.connect() as conn:
+            name = self.rag.engine.active_generation(conn).model_name
+        try:
+            return embedding_catalog.get(name).about_similarity
+        except EmbeddingError:  # a model registered in another process: nothing measured for it
+            return None
+
+    def other_language_similarity(
+        self,
+        question: str,
+        chunks: Sequence[RetrievedChunk],
+        language: str,
+        who: Caller,
+        asked: Sequence[str] = (),
+    ) -> float | None:
+        """How similar to ``question`` the closest of the first records written in the other language is
+        (:func:`relevance.other_language_similarity`): one search of the question's own words by the
+        semantic leg, only when the first records include such a record."""
+        first = list(chunks[: relevance.EVIDENCE_DEPTH])
+        if not any(relevance.other_language(c.content, language) for c in first):
+            return None
+        near = {
+            (c.source_type, str(c.source_id)): 1.0 - c.distance
+            for c in Retriever(self.rag.engine, self.settings).search(
+                question, None, who, "semantic", Filters(source_types=tuple(asked))
+            )
+            if c.distance is not None
+        }
+        return relevance.other_language_similarity(
+            [c.content for c in first], [near.get((c.source_type, str(c.source_id))) for c in first], language
+        )
 
     def _embed(self, texts: Sequence[str], kind: str = "passage") -> Any:
         """The deployment's model over a few sentences (prefixed as ``kind``: "query" or "passage");

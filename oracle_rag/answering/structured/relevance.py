@@ -18,14 +18,19 @@ not depend on the embedding model (a distance floor would move with it) and
 says why in one line. What it cannot see: a question in one language about
 records written only in another (median 0.41 there; the keyword leg's limit
 too). The EN/ES word map of the lexicon (``crossing``) lifts that to 0.55 and is measured, not used.
+There the embedding model vouches instead (:func:`other_language_similarity`): a first record in
+the other language as similar to the question as the model's ``about_similarity`` (declared per
+model, since each model's similarities sit in their own range) is evidence; records in the
+question's own language stay judged by their words.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from oracle_rag.answering.structured.lexicon import EN_ES, RECORD_WORDS, STOPWORDS, fold_latin
+from oracle_rag.answering.structured.understanding import language_of
 from oracle_rag.answering.structured.vocabulary import words
 
 ABOUT = 0.5  # the share of the topic's words a record about it holds
@@ -90,6 +95,28 @@ def holds(stems: frozenset[str], text: str, crossing: bool = False) -> bool:
 
 def is_about(topic: str, text: str, crossing: bool = False) -> bool:
     return holds(topic_stems(topic), text, crossing)
+
+
+def other_language(text: str, language: str) -> bool:
+    """Whether ``text`` is written in the other language than ``language`` ("en" or "es"), by its
+    function words as a question's language is read."""
+    return language_of(list(words(text))) != language
+
+
+def other_language_similarity(
+    texts: Sequence[str], similarity: Sequence[float | None], language: str
+) -> float | None:
+    """The best similarity to the question (``similarity``: the model's cosine per record, None when it
+    is not among the question's nearest) of the first :data:`EVIDENCE_DEPTH` records written in the other
+    language than the question, whose words cannot hold the topic's; None when there is none. Over the
+    model's ``about_similarity`` the model vouches for that record. Only there: a record in the
+    question's own language is judged by its words, which do not move with the model."""
+    found = [
+        sim
+        for text, sim in zip(list(texts)[:EVIDENCE_DEPTH], similarity, strict=False)
+        if sim is not None and other_language(text, language)
+    ]
+    return max(found, default=None)
 
 
 def weak_evidence(topic: str, texts: Iterable[str], crossing: bool = False) -> bool:
