@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from oracle_rag.engines.indexed_columns import INDEXED_COLUMNS, indexed_values
 from oracle_rag.sources import ProjectSource, SprintSource, TaskSource
 from oracle_rag.sources.reference import render_project, render_sprint, render_task
 
@@ -159,13 +160,16 @@ def test_missing_and_non_numeric_ids_are_simply_absent(loaded):
 
 
 def test_scope_columns_come_with_the_document(loaded):
+    def columns(doc, source):
+        # the owner and what the indexer writes to the indexed facet columns (project, sprint)
+        return (doc.owner_id, *indexed_values(doc.facets, source.indexed_facets()))
+
     t1, t2 = loaded["TASK"]["1"], loaded["TASK"]["2"]
-    assert (t1.owner_id, t1.project_id, t1.sprint_id) == (1, 1, 1)
-    assert (t2.owner_id, t2.project_id, t2.sprint_id) == (None, 2, None)
-    s1 = loaded["SPRINT"]["1"]
-    assert (s1.owner_id, s1.project_id, s1.sprint_id) == (None, 1, 1)
-    p2 = loaded["PROJECT"]["2"]
-    assert (p2.owner_id, p2.project_id, p2.sprint_id) == (None, 2, None)
+    assert columns(t1, TaskSource()) == (1, 1, 1)
+    assert columns(t2, TaskSource()) == (None, 2, None)
+    assert columns(loaded["SPRINT"]["1"], SprintSource()) == (None, 1, 1)
+    assert columns(loaded["PROJECT"]["2"], ProjectSource()) == (None, 2, None)
+    assert [c.column for c in INDEXED_COLUMNS] == ["PROJECT_ID", "SPRINT_ID"]
 
 
 def test_a_comment_change_changes_the_task_text(rag, loaded):

@@ -235,11 +235,12 @@ def test_document_source_serves_the_corpus():
     docs = source.load_many(None, ["d2", "missing"])  # type: ignore[arg-type]
     assert list(docs) == ["d2"]
     doc = docs["d2"]
-    assert (doc.source_type, doc.content, doc.owner_id, doc.project_id) == (
+    assert (doc.source_type, doc.content, doc.owner_id, dict(doc.facets), source.indexed_facets()) == (
         DOCUMENT_TYPE,
         "second",
         None,
-        None,
+        {},
+        (),
     )
 
 

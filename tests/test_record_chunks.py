@@ -206,8 +206,6 @@ def test_a_record_holds_several_chunks_and_trim_drops_the_extra_ones(notes) -> N
             f"window {n} of the record",
             content_hash("whole"),
             5,
-            None,
-            None,
             chunk_no=n,
             facets=facets,
         )

@@ -148,7 +148,7 @@ def run_other_process(data_dir: Path, code: str) -> None:
 )
 def test_identical_to_the_sql_scan(systems, emp, k, words, project, sprint, types):
     cached, scan, callers = systems
-    filters = Filters(project, sprint, tuple(types))
+    filters = Filters(project_id=project, sprint_id=sprint, source_types=tuple(types))
     query = " ".join(words)
     fallbacks = cached.engine.cache_fallbacks
     got = search(cached, query, k, callers[emp], filters)

@@ -82,6 +82,7 @@ def expected_chunks(rag: Any) -> dict[tuple[str, str], dict[str, Any]]:
     ``content`` is the record's whole text (what its chunks, in order, cover);
     ``hash`` the record hash every chunk carries; ``chunks`` their number.
     """
+    from oracle_rag.engines.indexed_columns import by_facet, indexed_values
     from oracle_rag.indexing.record_writes import record_write
     from oracle_rag.text.chunking import plan_of
 
@@ -96,8 +97,7 @@ def expected_chunks(rag: Any) -> dict[tuple[str, str], dict[str, Any]]:
                     "content": doc.content,
                     "hash": record.record_hash,
                     "owner_id": doc.owner_id,
-                    "project_id": doc.project_id,
-                    "sprint_id": doc.sprint_id,
+                    **by_facet(indexed_values(doc.facets, source.indexed_facets())),
                     "chunks": len(record.chunks),
                     "parts": [c.content for c in record.chunks],
                 }

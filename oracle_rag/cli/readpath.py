@@ -17,6 +17,7 @@ from oracle_rag.cli.context import cli_settings, pass_system, progress_bar
 from oracle_rag.engines import Filters
 from oracle_rag.evaluation import run_eval
 from oracle_rag.search.retriever import MODES
+from oracle_rag.sources.facets import PROJECT, SPRINT
 from oracle_rag.system import RagSystem
 
 
@@ -25,8 +26,10 @@ from oracle_rag.system import RagSystem
 @click.option("--as", "as_id", required=True, type=int, help="Employee id to search as (scope).")
 @click.option("--mode", type=click.Choice(MODES), default="semantic", show_default=True)
 @click.option("--k", "k", type=int, default=None, help="Number of results (default: top_k).")
-@click.option("--project", type=int, default=None)
-@click.option("--sprint", type=int, default=None)
+@click.option(
+    "--project", type=int, default=None, help="Only records of this project (the reference sources)."
+)
+@click.option("--sprint", type=int, default=None, help="Only records of this sprint (the reference sources).")
 @click.option("--type", "types", multiple=True, help="Restrict to source types (repeatable).")
 @click.option("--exact", is_flag=True, help="Exact search (no approximate index), to measure recall.")
 @pass_system
@@ -51,7 +54,9 @@ def search(
                 *rag.engine.queue_stats(conn, rag.settings.max_attempts).chunks_by_type,
             }
             types = search_output.resolve_types(types, known)
-    results = rag.retriever().search(question, k, caller, mode, Filters(project, sprint, types), exact=exact)
+    # The reference sources' indexed facets: a search narrows by them in SQL, through their columns.
+    narrowing = Filters(source_types=types, facets={PROJECT.name: project, SPRINT.name: sprint})
+    results = rag.retriever().search(question, k, caller, mode, narrowing, exact=exact)
     audit_for(rag.engine).record(caller.employee_id, "search", record_keys(results), question=question)
     who = (
         f"employee {caller.employee_id} ({caller.name or 'no name'}, {', '.join(caller.roles) or 'no role'})"

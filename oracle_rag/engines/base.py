@@ -38,7 +38,10 @@ from oracle_rag.engines.generations import (
     render,
     slot_value,
 )
+from oracle_rag.engines.indexed_columns import INDEXED_COLUMNS
 from oracle_rag.engines.records import (
+    ROW_CHUNK_NO,
+    ROW_INDEXED,
     ChunkWrite,
     Filters,
     GuardedAccess,
@@ -57,6 +60,8 @@ from oracle_rag.engines.records import (
     facets_json,
     facets_value,
     hits,
+    indexed_params,
+    integers,
     lob_text,
     one_per_record,
     queue_rows,
@@ -377,6 +382,8 @@ class Engine(ABC):
         def num(v: Any) -> int | None:
             return None if v is None else int(v)
 
+        # SOURCE_ID, CONTENT_HASH, OWNER_ID, the indexed facet columns, FACETS, TERM_COUNT, access
+        facets_at = 3 + len(INDEXED_COLUMNS)
         out: dict[str, StoredRecord] = {}
         for start in range(0, len(ids), 500):
             part = [str(i) for i in ids[start : start + 500]]
@@ -386,11 +393,10 @@ class Engine(ABC):
                     str(r[0]): StoredRecord(
                         r[1],
                         num(r[2]),
-                        num(r[3]),
-                        num(r[4]),
-                        stored_facets(r[5]),
-                        r[6] is not None,
-                        RecordAccess.stored(r[7], r[8], r[9]),
+                        integers(r[3:facets_at]),
+                        stored_facets(r[facets_at]),
+                        r[facets_at + 1] is not None,
+                        RecordAccess.stored(r[facets_at + 2], r[facets_at + 3], r[facets_at + 4]),
                     )
                     for r in rows
                 }
@@ -528,11 +534,11 @@ class Engine(ABC):
 
     def rescope(self, conn: sa.Connection, records: Sequence[tuple[Any, ...]]) -> int:
         """Rewrite the scope columns, facets and access of every chunk of records: (type, id, owner,
-        project, sprint, facets JSON[, access]). No embedding: the text did not change."""
+        indexed facet columns' values, facets JSON[, access]). No embedding: the text did not change."""
         if not records:
             return 0
         rows = [
-            (r[0], r[1], r[2], r[3], r[4], r[5], r[6] if len(r) > 6 else RecordAccess.legacy(r[2]))
+            (r[0], r[1], r[2], tuple(r[3]), r[4], r[5] if len(r) > 5 else RecordAccess.legacy(r[2]))
             for r in records
         ]
         params = [
@@ -540,18 +546,17 @@ class Engine(ABC):
                 "source_type": t,
                 "source_id": i,
                 "owner_id": o,
-                "project_id": p,
-                "sprint_id": s,
+                **indexed_params(x),
                 "facets": f,
                 **access_params(a),
             }
-            for t, i, o, p, s, f, a in rows
+            for t, i, o, x, f, a in rows
         ]
         conn.execute(self.statement(q.UPDATE_SCOPE), params)
         conn.execute(
             self.statement(q.UPDATE_TERM_SCOPE), [{"source_type": r[0], "source_id": r[1]} for r in rows]
         )
-        self._write_acl(conn, [(t, i, a) for t, i, _o, _p, _s, _f, a in rows])
+        self._write_acl(conn, [(t, i, a) for t, i, _o, _x, _f, a in rows])
         return len(records)
 
     def write_access(self, conn: sa.Connection, records: Sequence[tuple[str, str, RecordAccess]]) -> int:
@@ -901,9 +906,8 @@ class Engine(ABC):
                     "",
                     value,
                     None if r[5] is None else int(r[5]),
-                    None if r[6] is None else int(r[6]),
-                    None if r[7] is None else int(r[7]),
-                    int(r[8]),
+                    integers(r[ROW_INDEXED]),
+                    int(r[ROW_CHUNK_NO]),
                 )
             )
         return KeywordHits(out, terms, weights), complete

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from oracle_rag.engines.indexed_columns import INDEXED_COLUMNS, INDEXED_FACETS, NO_VALUES
 from oracle_rag.errors import InputError
 from oracle_rag.text.bm25 import Analysis
 
@@ -157,15 +158,14 @@ class StoredRecord:
 
     content_hash: str
     owner_id: int | None
-    project_id: int | None
-    sprint_id: int | None
+    indexed: tuple[int | None, ...]  # the indexed facet columns (engines/indexed_columns.py)
     facets: str
     analysed: bool  # TERM_COUNT is set (rows from before the BM25 migration are not)
     access: RecordAccess = RecordAccess()
 
     @property
-    def scope(self) -> tuple[int | None, int | None, int | None, str, RecordAccess]:
-        return (self.owner_id, self.project_id, self.sprint_id, self.facets, self.access)
+    def scope(self) -> tuple[int | None, tuple[int | None, ...], str, RecordAccess]:
+        return (self.owner_id, self.indexed, self.facets, self.access)
 
 
 @dataclass(frozen=True)
@@ -173,8 +173,9 @@ class ChunkWrite:
     """A chunk to store: the indexer fills it, the engine embeds and upserts it.
 
     ``chunk_no`` is the chunk's position in its record (0-based); every chunk
-    of a record carries the record's scope columns and ``facets`` (canonical
-    JSON text, see :func:`facets_json`).
+    of a record carries the record's scope columns, its indexed facet columns'
+    values (``indexed``, in :data:`INDEXED_COLUMNS` order) and ``facets``
+    (canonical JSON text, see :func:`facets_json`).
     """
 
     source_type: str
@@ -182,8 +183,7 @@ class ChunkWrite:
     content: str
     content_hash: str
     owner_id: int | None = None
-    project_id: int | None = None
-    sprint_id: int | None = None
+    indexed: tuple[int | None, ...] = NO_VALUES
     chunk_no: int = 0
     facets: str = "{}"
     # Chunk 0 of a record carries the record's BM25 analysis (bm25.analyze_record).
@@ -236,9 +236,16 @@ class Scope:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Filters:
     """Optional narrowing applied in SQL next to the scope predicate.
+
+    ``facets``: facet name -> the value a record must have, for the facets
+    the chunk table holds in an indexed column (engines/indexed_columns.py:
+    the reference sources' project and sprint), given as keywords or as a
+    mapping: ``Filters(project_id=1)`` is ``Filters(facets={"project_id": 1})``.
+    ``None`` is no filter; another facet name is an :class:`InputError`
+    (an answer narrows by any facet with a :class:`Where` instead).
 
     ``first_chunk`` keeps each record's first chunk only (``CHUNK_NO = 0``):
     semantic search then ranks a record by the window a single-vector
@@ -247,15 +254,38 @@ class Filters:
     whole records through their chunk 0, so it changes nothing there.
     """
 
-    project_id: int | None = None
-    sprint_id: int | None = None
-    source_types: tuple[str, ...] = ()
-    first_chunk: bool = False
+    facets: tuple[tuple[str, Any], ...]  # (facet, value), in INDEXED_COLUMNS order, None left out
+    source_types: tuple[str, ...]
+    first_chunk: bool
+
+    def __init__(
+        self,
+        *,
+        source_types: tuple[str, ...] = (),
+        first_chunk: bool = False,
+        facets: Mapping[str, Any] | Iterable[tuple[str, Any]] = (),
+        **named: Any,
+    ) -> None:
+        given = {**dict(facets), **named}
+        unknown = sorted(set(given) - set(INDEXED_FACETS))
+        if unknown:
+            raise InputError(
+                f"a search filters by an indexed facet ({', '.join(INDEXED_FACETS)}), not {unknown[0]!r}"
+            )
+        pairs = tuple((f, given[f]) for f in INDEXED_FACETS if given.get(f) is not None)
+        object.__setattr__(self, "facets", pairs)
+        object.__setattr__(self, "source_types", source_types)
+        object.__setattr__(self, "first_chunk", first_chunk)
+
+    @property
+    def indexed(self) -> tuple[Any, ...]:
+        """The value each indexed column must have (None: any), in INDEXED_COLUMNS order."""
+        values = dict(self.facets)
+        return tuple(values.get(f) for f in INDEXED_FACETS)
 
     def binds(self) -> dict[str, Any]:
         return {
-            "f_project": self.project_id,
-            "f_sprint": self.sprint_id,
+            **{c.filter_bind: v for c, v in zip(INDEXED_COLUMNS, self.indexed, strict=True)},
             "f_first_chunk": 1 if self.first_chunk else 0,
         }
 
@@ -307,8 +337,7 @@ class Hit:
     content: str
     score: float
     owner_id: int | None = None
-    project_id: int | None = None
-    sprint_id: int | None = None
+    indexed: tuple[int | None, ...] = NO_VALUES  # the indexed facet columns, in INDEXED_COLUMNS order
     chunk_no: int = 0
     facets: dict[str, Any] = field(default_factory=dict)
 
@@ -317,15 +346,15 @@ _new_object = object.__new__
 
 
 def key_hits(rows: Iterable[tuple[Any, ...]]) -> list[Hit]:
-    """Hits without text from ``(CHUNK_ID, SOURCE_TYPE, SOURCE_ID, score, OWNER_ID, PROJECT_ID, SPRINT_ID,
-    CHUNK_NO)`` rows (NULL as None), as the in-process indexes propose hybrid's legs.
+    """Hits without text from ``(CHUNK_ID, SOURCE_TYPE, SOURCE_ID, score, OWNER_ID, (the indexed facet
+    columns), CHUNK_NO)`` rows (NULL as None), as the in-process indexes propose hybrid's legs.
 
-    Equal to ``Hit(chunk_id, type, id, "", score, owner, project, sprint, chunk_no)``, built without the
+    Equal to ``Hit(chunk_id, type, id, "", score, owner, indexed, chunk_no)``, built without the
     frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field): the two legs are ~200 hits
     per hybrid search, and building them that way cost about as much as fusing them.
     """
     out = []
-    for chunk_id, source_type, source_id, score, owner, project, sprint, chunk_no in rows:
+    for chunk_id, source_type, source_id, score, owner, indexed, chunk_no in rows:
         hit = _new_object(Hit)
         hit.__dict__.update(
             chunk_id=chunk_id,
@@ -334,8 +363,7 @@ def key_hits(rows: Iterable[tuple[Any, ...]]) -> list[Hit]:
             content="",
             score=score,
             owner_id=owner,
-            project_id=project,
-            sprint_id=sprint,
+            indexed=indexed,
             chunk_no=chunk_no,
             facets={},
         )
@@ -466,7 +494,15 @@ def search_binds(scope: Scope, filters: Filters, where: Where | None = None, **e
     return binds
 
 
+# A search row: CHUNK_ID, SOURCE_TYPE, SOURCE_ID, CONTENT, score, OWNER_ID, the indexed facet
+# columns (ROW_INDEXED), CHUNK_NO (ROW_CHUNK_NO), FACETS, and a statement's own columns after them.
+ROW_INDEXED = slice(6, 6 + len(INDEXED_COLUMNS))
+ROW_CHUNK_NO = ROW_INDEXED.stop
+
+
 def hits(rows: Sequence[Any]) -> list[Hit]:
+    """Hits from a search statement's rows: CHUNK_ID, SOURCE_TYPE, SOURCE_ID, CONTENT, score,
+    OWNER_ID, the indexed facet columns, CHUNK_NO, FACETS."""
     return [
         Hit(
             chunk_id=int(r[0]),
@@ -475,13 +511,17 @@ def hits(rows: Sequence[Any]) -> list[Hit]:
             content=lob_text(r[3]),
             score=float(r[4]),
             owner_id=None if r[5] is None else int(r[5]),
-            project_id=None if r[6] is None else int(r[6]),
-            sprint_id=None if r[7] is None else int(r[7]),
-            chunk_no=int(r[8]),
-            facets=facets_value(r[9]),
+            indexed=integers(r[ROW_INDEXED]),
+            chunk_no=int(r[ROW_CHUNK_NO]),
+            facets=facets_value(r[ROW_CHUNK_NO + 1]),
         )
         for r in rows
     ]
+
+
+def integers(values: Iterable[Any]) -> tuple[int | None, ...]:
+    """Nullable integer columns as read back (Oracle's NUMBER may arrive as Decimal or float)."""
+    return tuple(None if v is None else int(v) for v in values)
 
 
 def queue_rows(rows: Sequence[Any]) -> list[QueueRow]:
@@ -505,8 +545,7 @@ def chunk_params(chunks: Sequence[ChunkWrite]) -> list[dict[str, Any]]:
             "source_type": c.source_type,
             "source_id": c.source_id,
             "owner_id": c.owner_id,
-            "project_id": c.project_id,
-            "sprint_id": c.sprint_id,
+            **indexed_params(c.indexed),
             "chunk_no": c.chunk_no,
             "facets": c.facets,
             "content": c.content,
@@ -517,6 +556,11 @@ def chunk_params(chunks: Sequence[ChunkWrite]) -> list[dict[str, Any]]:
         }
         for c in chunks
     ]
+
+
+def indexed_params(values: Sequence[int | None]) -> dict[str, Any]:
+    """The indexed facet columns' binds of a chunk write (each named after its facet)."""
+    return {c.facet: v for c, v in zip(INDEXED_COLUMNS, values, strict=True)}
 
 
 def access_params(access: RecordAccess) -> dict[str, Any]:

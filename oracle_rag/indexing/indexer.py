@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from oracle_rag.engines import RecordAccess, StoredRecord, facets_json
+from oracle_rag.engines.indexed_columns import indexed_values
 from oracle_rag.engines.roles import ChunkStore
 from oracle_rag.errors import SourceLoadingError
 from oracle_rag.indexing.record_writes import RecordWrite, planned_hash, record_write, write_records
@@ -55,7 +56,7 @@ class IndexResult:
 
 
 Key = tuple[str, str]  # (registered source type, source id)
-Rescope = tuple[str, str, int | None, int | None, int | None, str, RecordAccess]
+Rescope = tuple[str, str, int | None, tuple[int | None, ...], str, RecordAccess]
 
 
 @dataclass
@@ -189,6 +190,7 @@ class Indexer:
         stored = self.engine.read_chunk_state(conn, source_type, list(docs))
         for doc in docs.values():
             facets = facets_json(doc.facets)
+            indexed = indexed_values(doc.facets, source.indexed_facets())
             access = record_access(source.access, doc.owner_id, doc.groups)
             planned = planned_hash(self.plan_settings, doc.content)
             old = stored.get(doc.source_id)
@@ -201,18 +203,17 @@ class Indexer:
                         doc.source_id,
                         doc.content,
                         owner_id=doc.owner_id,
-                        project_id=doc.project_id,
-                        sprint_id=doc.sprint_id,
+                        indexed=indexed,
                         facets=facets,
                         access=access,
                         planned=planned,
                     )
                 )
                 continue
-            # Same text: no embedding. An owner/project/sprint/facet/access change
-            # rewrites those columns on every chunk (the access scope must
-            # follow the new owner or groups); a row from before BM25 gets its analysis.
-            scope = (doc.owner_id, doc.project_id, doc.sprint_id, facets, access)
+            # Same text: no embedding. An owner/facet/access change rewrites those
+            # columns on every chunk (the access scope must follow the new owner or
+            # groups); a row from before BM25 gets its analysis.
+            scope = (doc.owner_id, indexed, facets, access)
             if old.scope != scope:
                 plan.rescope.append((doc.source_type, doc.source_id, *scope))
             if not old.analysed:

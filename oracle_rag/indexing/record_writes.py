@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from oracle_rag.engines import ChunkWrite, RecordAccess, content_hash
+from oracle_rag.engines.indexed_columns import NO_VALUES
 from oracle_rag.engines.roles import ChunkStore
 from oracle_rag.text.bm25 import analyze_record
 from oracle_rag.text.chunking import ChunkPlan
@@ -55,8 +56,7 @@ def record_write(
     text: str,
     *,
     owner_id: int | None = None,
-    project_id: int | None = None,
-    sprint_id: int | None = None,
+    indexed: tuple[int | None, ...] = NO_VALUES,
     facets: str = "{}",
     access: RecordAccess | None = None,
     planned: tuple[list[str], str] | None = None,
@@ -71,8 +71,7 @@ def record_write(
             part,
             digest,
             owner_id,
-            project_id,
-            sprint_id,
+            indexed,
             chunk_no=n,
             facets=facets,
             analysis=analysis if n == 0 else None,

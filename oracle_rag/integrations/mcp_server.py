@@ -335,8 +335,7 @@ def build_server(
                         score=c.score,
                         legs=list(c.legs),
                         content=c.content,
-                        project_id=c.project_id,
-                        sprint_id=c.sprint_id,
+                        **c.indexed,
                     )
                     for c in chunks
                 ],

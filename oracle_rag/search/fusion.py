@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from oracle_rag.config import Settings
 from oracle_rag.engines import Hit, Run
+from oracle_rag.engines.indexed_columns import by_facet
 from oracle_rag.search.results import RetrievedChunk
 
 Key = tuple[str, str]
@@ -93,8 +94,7 @@ class Fusion:
                 dist,
                 kw,
                 hit.owner_id,
-                hit.project_id,
-                hit.sprint_id,
+                by_facet(hit.indexed),
                 hit.chunk_no,
                 hit.facets,
             )
@@ -276,8 +276,7 @@ def _rrf_by_definition(
                 dist.get(key),
                 kw.get(key),
                 hit.owner_id,
-                hit.project_id,
-                hit.sprint_id,
+                by_facet(hit.indexed),
                 hit.chunk_no,
                 hit.facets,
             )

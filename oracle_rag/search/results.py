@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oracle_rag.engines import Hit
+from oracle_rag.engines.indexed_columns import NO_VALUES, by_facet
 from oracle_rag.sources.meanings import anchor_of
 
 MAX_K = 100  # the most records one search returns
@@ -23,8 +24,8 @@ class RetrievedChunk:
     distance: float | None = None
     keyword_score: float | None = None
     owner_id: int | None = None
-    project_id: int | None = None
-    sprint_id: int | None = None
+    # The record's indexed facets (engines/indexed_columns.py) by name, None where it has no value.
+    indexed: dict[str, int | None] = field(default_factory=lambda: by_facet(NO_VALUES))
     chunk_no: int = 0
     facets: dict[str, Any] = field(default_factory=dict)
 
@@ -55,8 +56,7 @@ def ranked(hits: list[Hit], leg: str) -> list[RetrievedChunk]:
             h.score if leg == "semantic" else None,
             h.score if leg == "keyword" else None,
             h.owner_id,
-            h.project_id,
-            h.sprint_id,
+            by_facet(h.indexed),
             h.chunk_no,
             h.facets,
         )

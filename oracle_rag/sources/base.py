@@ -27,10 +27,12 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Document:
-    """A rendered entity: its text, its scope columns and its facet values.
+    """A rendered entity: its text, its owner and its facet values.
 
     ``facets`` is a flat mapping (name -> text, number, boolean or None) the
-    indexer writes to FACETS on every chunk of the record, in the same upsert.
+    indexer writes to FACETS on every chunk of the record, in the same upsert
+    (and the values of the source's indexed facets to their columns,
+    :meth:`Source.indexed_facets`).
     ``groups`` are the record's groups for a source whose access policy has
     the ``group`` rule (sources/access.py).
     """
@@ -39,8 +41,6 @@ class Document:
     source_id: str
     content: str
     owner_id: int | None = None
-    project_id: int | None = None
-    sprint_id: int | None = None
     facets: Mapping[str, Any] = field(default_factory=dict)
     groups: tuple[str, ...] = ()
 
@@ -58,6 +58,10 @@ class Source(ABC):
     def declaration(self) -> Declaration:
         """The facets and meanings the structured answerer is given for this source type."""
         return Declaration(self.SOURCE_TYPE, tuple(self.facets), self.meanings, self.labels)
+
+    def indexed_facets(self) -> tuple[str, ...]:
+        """The facets whose values also go to the chunk table's indexed columns (``Facet.indexed``)."""
+        return tuple(f.name for f in self.facets if f.indexed)
 
     # Who may read its records (sources/access.py); LEGACY: the owner, everyone when there is none.
     access: AccessPolicy = LEGACY

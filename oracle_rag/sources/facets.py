@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from oracle_rag.engines.indexed_columns import INDEXED_FACETS
 from oracle_rag.errors import ConfigurationError
 
 KINDS = ("enum", "ref", "date", "number")
@@ -52,7 +53,10 @@ class Facet:
     person). Which person facet "my" means, which values are finished and
     which date is due are a source's meanings (``sources/meanings.py``);
     ``done`` and ``due`` here are kept for older declarations and not read
-    by the answerer. ``values``: the enum's
+    by the answerer. ``indexed``: the record's value is also stored in the
+    chunk table's indexed column of that name (engines/indexed_columns.py),
+    so a search's ``Filters`` narrows by it through that column's index; only
+    an integer facet whose name has such a column. ``values``: the enum's
     values known by declaration; the parser also learns every value among the
     records the caller may see (a developer without a BLOCKED task still asks
     about "blocked" ones, and a value only others' records hold stays unknown).
@@ -71,6 +75,7 @@ class Facet:
     values: tuple[str, ...] = ()  # enum values known by declaration, beyond those found in the data
     label_es: str = ""  # the label in Spanish answers (the label itself when empty)
     none_words: tuple[str, ...] = ()  # words for "no value" ("backlog": no sprint), EN and ES
+    indexed: bool = False  # also stored in the chunk table's indexed column of its name
 
     def label_in(self, language: str) -> str:
         return self.label_es if language == "es" and self.label_es else self.label
@@ -80,6 +85,12 @@ class Facet:
         if self.kind not in KINDS:
             raise ConfigurationError(
                 f"facet {self.name}: kind must be one of {', '.join(KINDS)}", key="facets"
+            )
+        if self.indexed and (self.name not in INDEXED_FACETS or self.kind not in ("ref", "number")):
+            raise ConfigurationError(
+                f"facet {self.name}: only an integer facet named {' or '.join(INDEXED_FACETS)} "
+                "has an indexed column",
+                key="facets",
             )
 
     @property
@@ -149,6 +160,7 @@ PROJECT = Facet(
     ("project", "projects", "proyecto", "proyectos"),
     refers_to="PROJECT",
     label_es="proyecto",
+    indexed=True,
 )
 SPRINT = Facet(
     "sprint_id",
@@ -167,6 +179,7 @@ SPRINT = Facet(
         "fuera de sprint",
         "fuera de los sprints",
     ),
+    indexed=True,
 )
 SPRINT_STATUS = Facet(
     "sprint_status",

@@ -186,8 +186,6 @@ class TaskSource(Source):
                 str(tid),
                 render_task(t, comments.get(tid, [])),
                 owner_id=as_int(t["ASSIGNEE_ID"]),
-                project_id=as_int(t["PROJECT_ID"]),
-                sprint_id=as_int(t["SPRINT_ID"]),
                 facets=task_facets(t),
             )
         return out
@@ -218,8 +216,6 @@ class SprintSource(Source):
                 "SPRINT",
                 str(int(s["SPRINT_ID"])),
                 render_sprint(s),
-                project_id=as_int(s["PROJECT_ID"]),
-                sprint_id=as_int(s["SPRINT_ID"]),
                 facets={
                     "project_id": as_int(s["PROJECT_ID"]),
                     "sprint_id": as_int(s["SPRINT_ID"]),
@@ -253,7 +249,6 @@ class ProjectSource(Source):
                 "PROJECT",
                 str(int(p["PROJECT_ID"])),
                 render_project(p),
-                project_id=as_int(p["PROJECT_ID"]),
                 facets={"project_id": as_int(p["PROJECT_ID"]), "project_status": p["STATUS"]},
             )
             for p in _rows(conn, q.PROJECTS, wanted)

@@ -20,6 +20,7 @@ from typing import Any
 from flask import Response, jsonify, url_for
 
 from oracle_rag.answering.chat.citations import SNIPPET_CHARS
+from oracle_rag.engines.indexed_columns import INDEXED_FACETS
 from oracle_rag.search.retriever import MODES
 from oracle_rag.web.state import state
 
@@ -275,8 +276,7 @@ def _schemas(max_question_chars: int) -> dict[str, Any]:
                 "source_id": _STR,
                 "anchor": _STR,
                 "content": _STR,
-                "project_id": _nullable(_INT),
-                "sprint_id": _nullable(_INT),
+                **{facet: _nullable(_INT) for facet in INDEXED_FACETS},  # the indexed facets, by name
                 "updated_at": _nullable(_STR),
                 "chunks": {"type": "array", "items": _obj({"chunk_no": _INT, "start": _INT, "end": _INT})},
                 "passage": _nullable(_obj({"start": _INT, "end": _INT})),

@@ -23,7 +23,8 @@ import sqlalchemy as sa
 from oracle_rag.answering.chat import chat_sql as q
 from oracle_rag.callers.caller import Caller, require_caller
 from oracle_rag.engines import Engine
-from oracle_rag.engines.records import lob_text
+from oracle_rag.engines.indexed_columns import INDEXED_COLUMNS, by_facet
+from oracle_rag.engines.records import integers, lob_text
 from oracle_rag.errors import NotFoundError
 from oracle_rag.sources.meanings import anchor_of
 from oracle_rag.text.chunking import join_chunks, plan_of
@@ -37,8 +38,7 @@ class ChunkDetail:
     source_type: str
     source_id: str
     content: str
-    project_id: int | None
-    sprint_id: int | None
+    indexed: dict[str, int | None]  # the record's indexed facets (engines/indexed_columns.py) by name
     updated_at: str | None
     # (start, end) of each stored window in ``content``, in CHUNK_NO order
     windows: tuple[tuple[int, int], ...] = ((0, 0),)
@@ -63,8 +63,7 @@ class ChunkDetail:
             "source_id": self.source_id,
             "anchor": self.anchor,
             "content": self.content,
-            "project_id": self.project_id,
-            "sprint_id": self.sprint_id,
+            **self.indexed,
             "updated_at": self.updated_at,
         }
 
@@ -90,19 +89,22 @@ def chunk_detail(
             break
     if not rows:
         raise NotFoundError("record not found")
-    rows.sort(key=lambda r: int(r[7]))
+    # SOURCE_TYPE, SOURCE_ID, CONTENT, OWNER_ID, the indexed facet columns, UPDATED_AT, CHUNK_NO
+    at = 4 + len(INDEXED_COLUMNS)
+    rows.sort(key=lambda r: int(r[at + 1]))
     parts = [lob_text(r[2]) for r in rows]
     content = join_chunks(parts, plan_of(engine.settings)) if len(parts) > 1 else parts[0]
     row = rows[0]
     updated = (
-        row[6].isoformat() if isinstance(row[6], dt.datetime) else (None if row[6] is None else str(row[6]))
+        row[at].isoformat()
+        if isinstance(row[at], dt.datetime)
+        else (None if row[at] is None else str(row[at]))
     )
     return ChunkDetail(
         str(row[0]),
         str(row[1]),
         content,
-        None if row[4] is None else int(row[4]),
-        None if row[5] is None else int(row[5]),
+        by_facet(integers(row[4:at])),
         updated,
         _windows(content, parts),
     )

@@ -694,8 +694,7 @@ class SqliteEngine(Engine, CandidateIndex):
         key: Any = (
             scope.see_all,
             None if scope.see_all else (scope.caller_id, tuple(sorted(set(scope.groups)))),
-            filters.project_id,
-            filters.sprint_id,
+            filters.facets,
             tuple(filters.source_types),
             None if where is None else (where.sql, tuple(sorted(where.binds.items()))),
         )

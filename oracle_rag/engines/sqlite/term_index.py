@@ -37,12 +37,15 @@ import numpy as np
 
 from oracle_rag.engines import engine_sql as q
 from oracle_rag.engines.access_mask import AccessSlots
+from oracle_rag.engines.indexed_columns import INDEXED_COLUMNS
 from oracle_rag.engines.records import Filters, Scope
 from oracle_rag.engines.sqlite.vector_cache import (
     ID_BATCH,
-    NULL,
+    ROW_INDEXED,
     Unusable,
     VectorCache,
+    filterable,
+    indexed_mask,
     int_or_null,
     record_rows,
     sqlite_text,
@@ -59,8 +62,8 @@ class TermHits:
     best: list[tuple[int, float]]  # (chunk 0 id, score), best first
     lengths: dict[int, int]  # record length per id in ``best`` (re-checked in SQL)
     weights: dict[str, float]  # idf per query term present in the visible set
-    # per record of ``best``, in its order: (CHUNK_ID, SOURCE_TYPE, SOURCE_ID, score, OWNER_ID, PROJECT_ID,
-    # SPRINT_ID, CHUNK_NO = 0), None for NULL (records.key_hits)
+    # per record of ``best``, in its order: (CHUNK_ID, SOURCE_TYPE, SOURCE_ID, score, OWNER_ID, (the
+    # indexed facet columns), CHUNK_NO = 0), None for NULL (records.key_hits)
     rows: list[tuple[Any, ...]] = field(default_factory=list)
 
 
@@ -77,8 +80,7 @@ class TermIndex(VectorCache):
         self._types: dict[str, int] = {}
         self._ids = np.zeros(0, dtype=np.int64)
         self._owner = np.zeros(0, dtype=np.int64)
-        self._project = np.zeros(0, dtype=np.int64)
-        self._sprint = np.zeros(0, dtype=np.int64)
+        self._indexed = [np.zeros(0, dtype=np.int64) for _ in INDEXED_COLUMNS]
         self._type = np.zeros(0, dtype=np.int32)
         self._length = np.zeros(0, dtype=np.float64)
         self._live = np.zeros(0, dtype=bool)
@@ -95,8 +97,7 @@ class TermIndex(VectorCache):
         return (
             self._ids,
             self._owner,
-            self._project,
-            self._sprint,
+            *self._indexed,
             self._type,
             self._length,
             self._live,
@@ -120,21 +121,14 @@ class TermIndex(VectorCache):
             b = np.zeros(new, dtype=a.dtype)
             b[: len(a)] = a
             grown.append(b)
-        (
-            self._ids,
-            self._owner,
-            self._project,
-            self._sprint,
-            self._type,
-            self._length,
-            self._live,
-            self._source_id,
-        ) = grown
+        self._ids, self._owner = grown[:2]
+        self._indexed = grown[2 : 2 + len(INDEXED_COLUMNS)]
+        (self._type, self._length, self._live, self._source_id) = grown[2 + len(INDEXED_COLUMNS) :]
         self._access.grow(new)
 
     def _add_records(self, rows: Sequence[Any]) -> None:
-        """New slots for records (CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, TERM_COUNT,
-        ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, SOURCE_ID)."""
+        """New slots for records (CHUNK_ID, SOURCE_TYPE, OWNER_ID, the two indexed facet columns,
+        TERM_COUNT, ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, SOURCE_ID): engine_sql.TERM_RECORDS."""
         self._grow(self._n + len(rows))
         for r in rows:
             slot = self._n
@@ -144,8 +138,8 @@ class TermIndex(VectorCache):
             self._slot[int(r[0])] = slot
             self._ids[slot] = int(r[0])
             self._owner[slot] = int_or_null(r[2])
-            self._project[slot] = int_or_null(r[3])
-            self._sprint[slot] = int_or_null(r[4])
+            for column, value in zip(self._indexed, r[ROW_INDEXED], strict=True):
+                column[slot] = int_or_null(value)
             self._type[slot] = self._types.setdefault(r[1], len(self._types))
             self._length[slot] = float(int(r[5]))
             self._source_id[slot] = str(r[9])
@@ -215,10 +209,7 @@ class TermIndex(VectorCache):
         self, terms: Mapping[str, int], k: int, scope: Scope, filters: Filters, k1: float, b: float
     ) -> TermHits | None:
         """BM25 over the records ``scope`` and ``filters`` let through; ``None``: use SQL."""
-        binds = [scope.caller_id, filters.project_id, filters.sprint_id]
-        if any(
-            v is not None and not (isinstance(v, int) and NULL < v <= np.iinfo(np.int64).max) for v in binds
-        ):
+        if not filterable(scope, filters):
             return None
         with self._lock:
             if not self.loaded or self.unusable:
@@ -227,10 +218,7 @@ class TermIndex(VectorCache):
             mask = self._live[:n_slots] & self._access.visible(
                 n_slots, scope, self._type, self._types, self._failed
             )
-            if filters.project_id is not None:
-                mask &= self._project[:n_slots] == filters.project_id
-            if filters.sprint_id is not None:
-                mask &= self._sprint[:n_slots] == filters.sprint_id
+            mask = indexed_mask(mask, self._indexed, n_slots, filters)
             if filters.source_types:
                 codes = [self._types[t] for t in filters.source_types if t in self._types]
                 mask &= np.isin(self._type[:n_slots], np.asarray(codes, dtype=np.int32))
@@ -283,7 +271,6 @@ class TermIndex(VectorCache):
                 self._source_id,
                 [value for _, value in best],
                 self._owner,
-                self._project,
-                self._sprint,
+                self._indexed,
             )
         return TermHits(n, total, best, found_lengths, weights, rows)

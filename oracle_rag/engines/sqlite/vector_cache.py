@@ -48,6 +48,7 @@ import numpy as np
 from oracle_rag.engines import engine_sql as q
 from oracle_rag.engines.access_mask import AccessSlots
 from oracle_rag.engines.generations import INITIAL, Generation, needs_generation, render
+from oracle_rag.engines.indexed_columns import INDEXED_COLUMNS
 from oracle_rag.engines.records import Filters, Scope
 from oracle_rag.engines.statements import Sql
 
@@ -72,7 +73,7 @@ class Candidates:
     ids: list[int]
     distances: dict[int, float]
     # With ``keys``: the candidates in the order (distance, chunk id), each (CHUNK_ID, SOURCE_TYPE,
-    # SOURCE_ID, distance, OWNER_ID, PROJECT_ID, SPRINT_ID, CHUNK_NO), None for NULL.
+    # SOURCE_ID, distance, OWNER_ID, (the indexed facet columns), CHUNK_NO), None for NULL.
     ranked: list[tuple[Any, ...]] | None = None
 
 
@@ -87,6 +88,26 @@ def int_or_null(value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and NULL < value <= np.iinfo(np.int64).max:
         return value
     raise Unusable(f"non-integer value of type {type(value).__name__} in a scope column")
+
+
+# Where a cache's rows (CHUNK_ID, SOURCE_TYPE, OWNER_ID, then the indexed facet columns) hold them.
+ROW_INDEXED = slice(3, 3 + len(INDEXED_COLUMNS))
+
+
+def filterable(scope: Scope, filters: Filters) -> bool:
+    """Whether the caller's id and the filters' values compare exactly with the int64 columns."""
+    return all(
+        v is None or (isinstance(v, int) and NULL < v <= np.iinfo(np.int64).max)
+        for v in (scope.caller_id, *filters.indexed)
+    )
+
+
+def indexed_mask(mask: np.ndarray, columns: Sequence[np.ndarray], n: int, filters: Filters) -> np.ndarray:
+    """``mask`` narrowed to the slots whose indexed facet columns hold the filters' values."""
+    for column, value in zip(columns, filters.indexed, strict=True):
+        if value is not None:
+            mask &= column[:n] == value
+    return mask
 
 
 def sqlite_text(sql: Sql, gen: Generation = INITIAL) -> str:
@@ -132,8 +153,7 @@ class VectorCache:
         self._vectors = np.zeros((capacity, dim), dtype=np.float32)
         self._ids = np.full(capacity, -1, dtype=np.int64)
         self._owner = np.full(capacity, NULL, dtype=np.int64)
-        self._project = np.full(capacity, NULL, dtype=np.int64)
-        self._sprint = np.full(capacity, NULL, dtype=np.int64)
+        self._indexed = [np.full(capacity, NULL, dtype=np.int64) for _ in INDEXED_COLUMNS]
         self._type = np.full(capacity, -1, dtype=np.int32)
         self._live = np.zeros(capacity, dtype=bool)
         self._first = np.zeros(capacity, dtype=bool)  # CHUNK_NO = 0 (Filters.first_chunk)
@@ -157,8 +177,7 @@ class VectorCache:
             self._vectors,
             self._ids,
             self._owner,
-            self._project,
-            self._sprint,
+            *self._indexed,
             self._type,
             self._live,
             self._first,
@@ -337,8 +356,9 @@ class VectorCache:
         self._free.append(slot)
 
     def _store(self, rows: Sequence[Any]) -> None:
-        """Insert or overwrite rows (CHUNK_ID, SOURCE_TYPE, OWNER_ID, PROJECT_ID, SPRINT_ID, EMBEDDING,
-        ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, CHUNK_NO, SOURCE_ID, the vector's generation).
+        """Insert or overwrite rows (CHUNK_ID, SOURCE_TYPE, OWNER_ID, the two indexed facet columns,
+        EMBEDDING, ACCESS_OWNER, ACCESS_PUBLIC, ACCESS_GROUPS, CHUNK_NO, SOURCE_ID, the vector's
+        generation): engine_sql.VECTOR_ROWS.
 
         A row whose vector another generation wrote (or none) is left out.
         """
@@ -384,8 +404,8 @@ class VectorCache:
             self._vectors[slot] = matrix[i]
             self._ids[slot] = chunk_id
             self._owner[slot] = int_or_null(r[2])
-            self._project[slot] = int_or_null(r[3])
-            self._sprint[slot] = int_or_null(r[4])
+            for column, value in zip(self._indexed, r[ROW_INDEXED], strict=True):
+                column[slot] = int_or_null(value)
             self._type[slot] = code
             self._access.set(slot, int_or_null(r[6]), r[7], r[8])
             self._first[slot] = r[9] == 0
@@ -404,10 +424,7 @@ class VectorCache:
         adds what a hit needs besides its distance (hybrid's semantic leg is
         built from them without SQL: SqliteEngine.propose_semantic).
         """
-        binds = [scope.caller_id, filters.project_id, filters.sprint_id]
-        if any(
-            v is not None and not (isinstance(v, int) and NULL < v <= np.iinfo(np.int64).max) for v in binds
-        ):
+        if not filterable(scope, filters):
             return None
         q = np.asarray(query, dtype=np.float32)
         norm = float(np.linalg.norm(q))
@@ -421,10 +438,7 @@ class VectorCache:
                 return None
             n = self._n
             mask = self._live[:n] & self._access.visible(n, scope, self._type, self._types, self._failed)
-            if filters.project_id is not None:
-                mask &= self._project[:n] == filters.project_id
-            if filters.sprint_id is not None:
-                mask &= self._sprint[:n] == filters.sprint_id
+            mask = indexed_mask(mask, self._indexed, n, filters)
             if filters.source_types:
                 codes = [self._types[t] for t in filters.source_types if t in self._types]
                 mask &= np.isin(self._type[:n], np.asarray(codes, dtype=np.int32))
@@ -462,8 +476,7 @@ class VectorCache:
                     self._source_id,
                     distance[order].tolist(),
                     self._owner,
-                    self._project,
-                    self._sprint,
+                    self._indexed,
                     chunk_no=self._chunk_no,
                 )
         id_list = ids.tolist()
@@ -477,11 +490,12 @@ def record_rows(
     types: np.ndarray,
     source_ids: np.ndarray,
     scores: list[float],
-    *columns: np.ndarray,
+    owner: np.ndarray,
+    indexed: Sequence[np.ndarray],
     chunk_no: np.ndarray | None = None,
 ) -> list[tuple[Any, ...]]:
-    """Per slot, in order: (id, type name, source id, score, each column's value with NULL as None,
-    CHUNK_NO: ``chunk_no``'s value, or 0 without it) (records.key_hits).
+    """Per slot, in order: (id, type name, source id, score, owner, the indexed facet columns' values
+    as a tuple, CHUNK_NO: ``chunk_no``'s value, or 0 without it), NULL as None (records.key_hits).
 
     Column by column (``tolist`` per column, not one numpy scalar per value):
     hybrid builds ~200 of them per search.
@@ -490,10 +504,11 @@ def record_rows(
     for name, code in type_codes.items():
         names[code] = name
     null = int(NULL)  # a Python int: list membership compares without numpy scalars
-    nullable = []
-    for column in columns:
+
+    def nullable(column: np.ndarray) -> list[Any]:
         values = column[slots].tolist()
-        nullable.append([None if v == null else v for v in values] if null in values else values)
+        return [None if v == null else v for v in values] if null in values else values
+
     numbers = [0] * len(slots) if chunk_no is None else chunk_no[slots].tolist()
     return list(
         zip(
@@ -501,7 +516,8 @@ def record_rows(
             [names[t] for t in types[slots].tolist()],
             source_ids[slots].tolist(),
             scores,
-            *nullable,
+            nullable(owner),
+            zip(*(nullable(column) for column in indexed), strict=True),
             numbers,
             strict=True,
         )
