@@ -221,10 +221,11 @@ DOMAIN_NAMES = re.compile(
     r"\b(TASK|SPRINT|PROJECT|status|assignee_id|due_date|project_id|sprint_id|PROJECT_ID|SPRINT_ID)\b"
 )
 # The structured answerer, search (retriever, hybrid, fusion), the chat code that cites, composes answers and
-# opens a record, and the write path from a source's document to the chunk table and back (records, the engine
-# seam, the embedded engine's in-process indexes, the indexer). A project or a sprint reaches them only as a facet the reference
-# sources declare indexed (engines/indexed_columns.py is where RAG_CHUNK's PROJECT_ID and SPRINT_ID columns
-# are named, with engine_sql.py's statements; neither is listed). Not yet:
+# opens a record, the write path from the queue to the chunk table (queue, worker, indexer, backfill, records,
+# the engine seam and its roles, the embedded engine's in-process indexes), and what a source is (Source, Facet,
+# Meanings). A project or a sprint reaches them only as a facet the reference sources declare indexed
+# (sources/reference_facets.py); engines/indexed_columns.py names RAG_CHUNK's two indexed facet columns, and
+# engine_sql.py's statements name them as the schema does (neither is listed). Not yet:
 # answering/chat/mentions.py + chat_sql.py (task ids the caller may not see are scrubbed from a model's prose),
 # answering/chat/router.py and answering/chat/prompt.py (the model's routing and answering prompts describe a tracker).
 GENERIC_LAYERS = (
@@ -237,9 +238,15 @@ GENERIC_LAYERS = (
     "oracle_rag/engines/base.py",
     "oracle_rag/engines/sqlite/vector_cache.py",
     "oracle_rag/engines/sqlite/term_index.py",
+    "oracle_rag/engines/roles.py",
+    "oracle_rag/indexing/queue.py",
+    "oracle_rag/indexing/worker.py",
     "oracle_rag/indexing/indexer.py",
     "oracle_rag/indexing/record_writes.py",
+    "oracle_rag/indexing/backfill.py",
     "oracle_rag/sources/base.py",
+    "oracle_rag/sources/facets.py",
+    "oracle_rag/sources/meanings.py",
 )
 DOMAIN_EXCEPTIONS: set[str] = set()
 

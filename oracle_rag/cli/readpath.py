@@ -17,7 +17,7 @@ from oracle_rag.cli.context import cli_settings, pass_system, progress_bar
 from oracle_rag.engines import Filters
 from oracle_rag.evaluation import run_eval
 from oracle_rag.search.retriever import MODES
-from oracle_rag.sources.facets import PROJECT, SPRINT
+from oracle_rag.sources.reference_facets import PROJECT, SPRINT
 from oracle_rag.system import RagSystem
 
 

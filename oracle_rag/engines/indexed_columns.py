@@ -6,7 +6,7 @@ are also worth a column of their own: a search narrowed by one of them
 column's own index, in every leg's statement, and the embedded engine's
 in-process indexes mask on it without reading JSON. ``RAG_CHUNK`` has two
 such columns; the reference sources store their project and sprint in them
-(a facet declared ``indexed``, sources/facets.py), and any source may store
+(a facet declared ``indexed``, sources/reference_facets.py), and any source may store
 a facet of the same name there.
 
 This module is the one place the generic code learns them from: the

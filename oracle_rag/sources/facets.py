@@ -98,24 +98,6 @@ class Facet:
         return self.kind in ("ref", "number")
 
 
-# -- the reference application's facets -----------------------------------------------------
-STATUS = Facet(
-    "status",
-    "enum",
-    "status",
-    ("status", "statuses", "state", "estado", "estados"),
-    done=("DONE",),
-    values=("TODO", "IN_PROGRESS", "IN_REVIEW", "BLOCKED", "DONE"),
-    label_es="estado",
-)
-PRIORITY = Facet(
-    "priority",
-    "enum",
-    "priority",
-    ("priority", "priorities", "prioridad", "prioridades"),
-    values=("LOW", "MEDIUM", "HIGH", "CRITICAL"),
-    label_es="prioridad",
-)
 # Words that name any person facet ("per person", "cada responsable"), besides its own label.
 PERSON_CUES = (
     "person",
@@ -131,82 +113,6 @@ PERSON_CUES = (
     "personas",
     "usuario",
     "usuarios",
-)
-ASSIGNEE = Facet(
-    "assignee_id",
-    "ref",
-    "assignee",
-    (
-        "assignee",
-        "assignees",
-        "developer",
-        "developers",
-        "owner",
-        "owners",
-        *PERSON_CUES,
-        "desarrollador",
-        "desarrolladores",
-        "desarrolladora",
-        "asignado",
-        "asignada",
-    ),
-    person=True,
-    label_es="responsable",
-)
-PROJECT = Facet(
-    "project_id",
-    "ref",
-    "project",
-    ("project", "projects", "proyecto", "proyectos"),
-    refers_to="PROJECT",
-    label_es="proyecto",
-    indexed=True,
-)
-SPRINT = Facet(
-    "sprint_id",
-    "ref",
-    "sprint",
-    ("sprint", "sprints"),
-    refers_to="SPRINT",
-    none_words=(
-        "backlog",
-        "in the backlog",
-        "without a sprint",
-        "no sprint",
-        "not in a sprint",
-        "sin sprint",
-        "en el backlog",
-        "fuera de sprint",
-        "fuera de los sprints",
-    ),
-    indexed=True,
-)
-SPRINT_STATUS = Facet(
-    "sprint_status",
-    "enum",
-    "sprint status",
-    ("sprint", "sprints"),
-    cue_required=True,
-    display=False,
-    values=("PLANNED", "ACTIVE", "CLOSED"),
-    label_es="estado del sprint",
-)
-PROJECT_STATUS = Facet(
-    "project_status",
-    "enum",
-    "project status",
-    ("project", "projects", "proyecto", "proyectos"),
-    cue_required=True,
-    values=("PLANNING", "ACTIVE", "ON_HOLD"),
-    label_es="estado del proyecto",
-)
-DUE_DATE = Facet(
-    "due_date",
-    "date",
-    "due",
-    ("due", "deadline", "deadlines", "vence", "vencen", "vencimiento", "entrega", "fecha limite"),
-    due=True,
-    label_es="vencimiento",
 )
 
 # Words for the reference values, per language, matched accent- and case-folded.

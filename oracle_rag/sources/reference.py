@@ -30,7 +30,8 @@ from oracle_rag.sources.base import (
     fmt_number,
     text_or_dash,
 )
-from oracle_rag.sources.facets import (
+from oracle_rag.sources.meanings import Meanings
+from oracle_rag.sources.reference_facets import (
     ASSIGNEE,
     DUE_DATE,
     PRIORITY,
@@ -40,7 +41,6 @@ from oracle_rag.sources.facets import (
     SPRINT_STATUS,
     STATUS,
 )
-from oracle_rag.sources.meanings import Meanings
 
 
 def _int_ids(ids: Sequence[str]) -> list[int]:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oracle_rag.sources.facets import PRIORITY, PROJECT_STATUS, SPRINT_STATUS, SYNONYMS, Facet
+from oracle_rag.sources.facets import SYNONYMS, Facet
 from oracle_rag.sources.meanings import Meanings
 from oracle_rag.sources.reference import TaskSource
+from oracle_rag.sources.reference_facets import PRIORITY, PROJECT_STATUS, SPRINT_STATUS
 
 # Words that mean "not finished" / "finished" in a question, shown to the model beside the rule (EN and ES;
 # the full lists the repair reads are answers.lexicon.OPEN and FINISHED).
