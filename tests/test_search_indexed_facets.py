@@ -112,3 +112,28 @@ def test_an_indexed_value_must_be_an_integer() -> None:
     with pytest.raises(InputError):
         indexed_values({FACET: 2.5}, (FACET,))
     assert list(by_facet(indexed_values({}, (FACET,)))) == list(INDEXED_FACETS)
+
+
+def test_the_statements_list_the_indexed_columns_where_their_rows_are_read() -> None:
+    """Rows are read by position (records.ROW_INDEXED, the caches' rows, the record view): wherever a
+    statement lists an indexed column after OWNER_ID, it lists all of them, in INDEXED_COLUMNS order."""
+    import re
+
+    from oracle_rag.answering.chat import chat_sql
+    from oracle_rag.engines import Sql, engine_sql
+
+    names = "|".join(c.column for c in INDEXED_COLUMNS)
+    started = re.compile(rf"OWNER_ID, (\w+\.)?({names})\b")
+    full = re.compile(r"OWNER_ID, " + ", ".join(rf"(\w+\.)?{c.column}" for c in INDEXED_COLUMNS) + r"\b")
+    texts = [
+        (name, text)
+        for module in (engine_sql, chat_sql)
+        for name, value in vars(module).items()
+        if isinstance(value, Sql)
+        for text in (value.oracle, value.sqlite)
+        if text
+    ]
+    lists = [(name, text) for name, text in texts if started.search(text)]
+    assert len({name for name, _ in lists}) >= 8  # the search statements, chunk state, caches, record view
+    for name, text in lists:
+        assert len(started.findall(text)) == len(full.findall(text)), name

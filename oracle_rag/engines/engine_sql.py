@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from oracle_rag.engines.generation_sql import EMBED_VALUE
+from oracle_rag.engines.indexed_columns import INDEXED_COLUMNS
 from oracle_rag.engines.scope_sql import group_chunk_ids, scope_join, scope_predicate
 from oracle_rag.engines.statements import Sql
 from oracle_rag.text.bm25 import MAX_QUERY_TERMS
@@ -102,10 +103,10 @@ def over_visible_chunks(
     )
 
 
+# A search's Filters (records.Filters): each indexed facet column compared with its bind, then the types.
 FILTERS = (
-    "(:f_project IS NULL OR c.PROJECT_ID = :f_project) "
-    "AND (:f_sprint IS NULL OR c.SPRINT_ID = :f_sprint) "
-    "AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) "
+    " AND ".join(f"(:{c.filter_bind} IS NULL OR c.{c.column} = :{c.filter_bind})" for c in INDEXED_COLUMNS)
+    + " AND (:f_all_types = 1 OR c.SOURCE_TYPE IN :f_types) "
     "AND (:f_first_chunk = 0 OR c.CHUNK_NO = 0) "
     "AND /* where */ 1 = 1"
 )
@@ -306,8 +307,7 @@ POSTING_COLUMNS = (
     "SOURCE_TYPE",
     "ACCESS_PUBLIC",
     "ACCESS_OWNER",
-    "PROJECT_ID",
-    "SPRINT_ID",
+    *(c.column for c in INDEXED_COLUMNS),
 )
 _CARRIED = ", ".join(POSTING_COLUMNS)
 INSERT_TERM = Sql.both(
@@ -317,7 +317,7 @@ INSERT_TERM = Sql.both(
 # After a record's scope or access changed without a new analysis (UPDATE_SCOPE,
 # UPDATE_ACCESS): its postings take the new values from its chunk 0. No alias
 # on the updated table (Oracle's UPDATE takes no AS, SQLite's no bare alias).
-_SYNCED = ("PROJECT_ID", "SPRINT_ID", "ACCESS_OWNER", "ACCESS_PUBLIC")
+_SYNCED = (*(c.column for c in INDEXED_COLUMNS), "ACCESS_OWNER", "ACCESS_PUBLIC")
 UPDATE_TERM_SCOPE = Sql.both(
     "UPDATE RAG_CHUNK_TERM SET "
     + ", ".join(
