@@ -87,6 +87,18 @@ class ScriptedLLM:
             self.replies.put(Reply(text=reply) if isinstance(reply, str) else reply)
         return self
 
+    def discard(self) -> int:
+        """Drop the replies no request took (how many): a test sharing one server across examples
+        starts each from an empty script, so a reply left by an answer the model never wrote (a
+        computed one) cannot become the next example's answer."""
+        dropped = 0
+        while True:
+            try:
+                self.replies.get_nowait()
+            except queue.Empty:
+                return dropped
+            dropped += 1
+
     @property
     def url(self) -> str:
         assert self._server is not None, "server not started"

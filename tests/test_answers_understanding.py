@@ -254,6 +254,22 @@ def test_one_typo_is_read_and_said(parser):
     assert parse(parser, "tasks about the lgin page").read_as == []  # four letters: too short to guess
 
 
+def test_a_topic_word_one_letter_from_a_name_is_not_read_as_the_name(parser):
+    # "names" is one letter from James, "trace" from Grace, "clerk" from Clark: words of the topic, not
+    # misspelt people (read as the name, a task title became "assignee: James García", nothing found)
+    for question, word in [
+        ("Upgrade search ranking for product names", "names"),
+        ("why does the stack trace show the wrong clerk", "clerk"),
+        ("tasks about the stack trace", "trace"),
+    ]:
+        u = parse(parser, question)
+        assert not any(c.facet == "assignee_id" for c in u.conditions), question
+        assert word in u.topic.split() and not set(u.read_as) & {"james", "grace", "clark"}, question
+    # a misspelt name still reads as the name where it is written as one, or completes a full name
+    assert conds(parse(parser, "tasks of Jmaes")) == {("assignee_id", "in", (25,))}
+    assert conds(parse(parser, "tasks of marta rivra")) == {("assignee_id", "in", (10,))}
+
+
 def test_questions_the_data_cannot_answer_are_not_matched_in_descriptions(parser):
     u = parse(parser, "what did the team finish last week?")
     assert conds(u) == {("status", "in", ("DONE",))} and any("no completion dates" in n for n in u.notes)

@@ -179,6 +179,16 @@ class QueryParser:
                     (m.facet, m.values) if isinstance(m, Term) else m for m in found
                 )
         self.corrector = Corrector(known, candidates, {w: frozenset(m) for w, m in meaning.items() if m})
+        # words that only ever name someone or something (a first or last name, a project's word):
+        # an ordinary word is often one letter from one ("names": James, "trace": Grace, "clerk": Clark)
+        self.name_words = frozenset(
+            w
+            for w, found in meaning.items()
+            if found
+            and all(isinstance(m, tuple) and self.vocab.facets[m[0]].kind == "ref" for m in found)
+            and w not in vocab.type_words
+            and w not in self.cues
+        )
         self._id_patterns: list[tuple[list[str], re.Pattern[str]]] = []
         for word, types in sorted(vocab.type_words.items(), key=lambda kv: -len(kv[0])):
             self._id_patterns.append((types, re.compile(rf"\b{re.escape(word)}{_NUMBER}", re.IGNORECASE)))
@@ -385,6 +395,10 @@ class QueryParser:
                 return (before, word) in self.table or (word, after) in self.table
 
             fixed = self.corrector.correct(t.word, fits)
+            if fixed in self.name_words and not (fits(fixed) or (t.capitalised and i > 0)):
+                # a lowercase word one letter from a name is a word of the topic ("product names"), not
+                # a misspelt name: read as one only when written as a name or completing one
+                continue
             if fixed is not None:
                 t.word, t.typed = fixed, t.word
                 out.read_as.append(fixed)
