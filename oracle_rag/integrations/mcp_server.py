@@ -61,6 +61,7 @@ from oracle_rag.engines import Filters
 from oracle_rag.errors import AccessError, ConfigurationError, RagError, wrap_driver_error
 from oracle_rag.search.results import MAX_K
 from oracle_rag.search.retriever import Retriever
+from oracle_rag.sources.reference_facets import PROJECT, SPRINT
 from oracle_rag.system import RagSystem
 from oracle_rag.web import create_app
 
@@ -313,9 +314,8 @@ def build_server(
         """The records you may see that best match the query, best first."""
         who = await identity()
         f = filters or SearchFilters()
-        narrowing = Filters(
-            project_id=f.project_id,
-            sprint_id=f.sprint_id,
+        narrowing = Filters(  # the reference sources' indexed facets, compared through their columns
+            facets={PROJECT.name: f.project_id, SPRINT.name: f.sprint_id},
             source_types=tuple(t.upper() for t in f.source_types or ()),
         )
 
