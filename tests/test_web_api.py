@@ -367,7 +367,9 @@ def test_links_to_a_hidden_record_are_redacted_too(web_llm, llm: ScriptedLLM) ->
     ).get_json()
     assert body["answerer"] == "llm" and str(foreign.task_id) not in body["answer"]
     # The sentence whose link was redacted is removed whole; a link names a record like an anchor
-    assert body["answer"] == f"Yours: /chunk/task/{own.task_id}." and body["checked"]["removed"] == 1
+    prose, _, quoted = body["answer"].partition("\n\n")
+    assert prose == f"Yours: /chunk/task/{own.task_id}." and body["checked"]["removed"] == 1
+    assert quoted.startswith(QUOTED_HEADERS)  # then the records' own words, none of them the hidden one
     llm.push(
         Reply(
             text="",
@@ -384,7 +386,8 @@ def test_links_to_a_hidden_record_are_redacted_too(web_llm, llm: ScriptedLLM) ->
         "/api/chat/stream", headers=web_llm.as_(DEV_A), json={"question": own.title}
     )
     streamed = "".join(d["text"] for e, d in parse_sse(response.get_data(as_text=True)) if e == "token")
-    assert streamed == f"Yours: /chunk/task/{own.task_id}."
+    assert streamed.partition("\n\n")[0] == f"Yours: /chunk/task/{own.task_id}."
+    assert str(foreign.task_id) not in streamed
 
 
 def test_stream_error_mid_answer_is_an_event(web_llm_1s, llm: ScriptedLLM) -> None:

@@ -586,15 +586,25 @@ class Chat:
         return extractive_answer(pool, prep.question, self._embed, texts, say(prep.language, header))
 
     def _quoted(self, prep: _Prepared, citations: Sequence[Citation]) -> tuple[str, list[Citation]]:
-        """The records a model's checked answer cites, each with its sentences that answer the question,
-        as the extractive answer quotes them ("" when it cites none). A small model's prose is often
-        right and short of what answers: the symptom for a "why", "ten seconds" for "10 seconds"; the
-        record's own sentence under it is what the reader can verify."""
-        cited = {(c.source_type, str(c.source_id)) for c in citations}
-        pool = [c for c in self._given(prep) if (c.source_type, str(c.source_id)) in cited]
-        if not pool:
-            return "", list(citations)
-        return self._extractive(prep, pool, "quoted")
+        """Under a model's checked answer, the sentences that answer the question in the records' own
+        words, as the extractive answer quotes them: of the first retrieved records about the question's
+        topic (all of the first when none is: a question in one language about records in another) and
+        of the records the answer cites. A small model's prose is often right and short of what answers
+        (the symptom for a "why", "ten seconds" for "10 seconds", one of two records that answer); the
+        quoted sentences are what the reader can verify. Citations: the quoted records', then any other
+        the prose cites."""
+
+        def key(c: Any) -> tuple[str, str]:
+            return c.source_type, str(c.source_id)
+
+        cited = {key(c) for c in citations}
+        first = prep.chunks[:EXTRACTIVE_POOL]
+        about = [c for c in first if relevance.is_about(prep.topic, c.content)]
+        pool = [c for c in first if c in about or key(c) in cited] if about else list(first)
+        pool += [c for c in self._given(prep) if key(c) in cited and c not in pool]
+        text, quoted = self._extractive(prep, pool, "quoted")
+        shown = {key(c) for c in quoted}
+        return text, quoted + [c for c in citations if key(c) not in shown]
 
     def about_similarity(self) -> float | None:
         """The active model's ``about_similarity`` (None: it never vouches, or it is not one this process
@@ -763,10 +773,8 @@ class Chat:
             yield ("\n\n" if kept else "") + UNCHECKED + "\n\n" + text.split("\n", 2)[2]
         elif not head:
             run.citations = select_citations(kept, self._given(prep), prep.question)
-            quoted, citations = self._quoted(prep, run.citations)
-            if quoted:
-                run.citations = citations
-                yield "\n\n" + quoted
+            quoted, run.citations = self._quoted(prep, run.citations)
+            yield "\n\n" + quoted
 
     # -- public ----------------------------------------------------------
     def answer(
