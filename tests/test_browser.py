@@ -176,8 +176,9 @@ def test_chat_page_streams_an_answer_and_opens_its_citation(site) -> None:
         question.fill(task.title)
         question.press("Enter")
         reply = page.locator("#messages .message.assistant").last
-        expect(reply.locator(".content")).to_have_text(answer, timeout=60_000)
-        partial = [t for t in page.evaluate("window.liveTexts") if t and t != answer]
+        # the model's checked prose, then the records in their own words
+        expect(reply.locator(".content")).to_contain_text(answer, timeout=60_000)
+        partial = [t for t in page.evaluate("window.liveTexts") if t and not t.startswith(answer)]
         assert len(partial) >= 3 and all(answer.startswith(t) for t in partial), partial
         citation = reply.locator(".citations").get_by_role("link", name=f"[TASK #{task.task_id}]")
         expect(citation).to_be_visible()
@@ -234,8 +235,11 @@ def test_inline_anchor_opens_the_record_and_indexing_progress_shows(site) -> Non
         question = page.get_by_label("Your question")
         question.fill(f"where do I start with {task.title}?")  # the task is among the passages given
         question.press("Enter")
-        inline = page.locator("#messages .message.assistant .content").get_by_role(
-            "link", name=f"[TASK #{task.task_id}]"
+        # the model's anchor, then the record in its own words under it
+        inline = (
+            page.locator("#messages .message.assistant .content")
+            .get_by_role("link", name=f"[TASK #{task.task_id}]")
+            .first
         )
         expect(inline).to_be_visible(timeout=60_000)
         inline.click()

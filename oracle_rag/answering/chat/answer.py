@@ -591,8 +591,8 @@ class Chat:
         topic (all of the first when none is: a question in one language about records in another) and
         of the records the answer cites. A small model's prose is often right and short of what answers
         (the symptom for a "why", "ten seconds" for "10 seconds", one of two records that answer); the
-        quoted sentences are what the reader can verify. Citations: the quoted records', then any other
-        the prose cites."""
+        quoted sentences are what the reader can verify. Citations: the records the prose cites, as
+        without the quotes, then the other quoted records."""
 
         def key(c: Any) -> tuple[str, str]:
             return c.source_type, str(c.source_id)
@@ -603,8 +603,7 @@ class Chat:
         pool = [c for c in first if c in about or key(c) in cited] if about else list(first)
         pool += [c for c in self._given(prep) if key(c) in cited and c not in pool]
         text, quoted = self._extractive(prep, pool, "quoted")
-        shown = {key(c) for c in quoted}
-        return text, quoted + [c for c in citations if key(c) not in shown]
+        return text, [*citations, *(c for c in quoted if key(c) not in cited)]
 
     def about_similarity(self) -> float | None:
         """The active model's ``about_similarity`` (None: it never vouches, or it is not one this process
