@@ -53,7 +53,8 @@ def best_coverage(
     rag: Any, chat: Chat, caller: Any, question: str, crossing: bool = False
 ) -> tuple[float, bool, float | None]:
     """The best share of the topic's words one of the first records holds, whether the words' rule
-    (``relevance.weak_evidence``: the share, and both words of a two-word topic) says none holds it, and
+    (``relevance.weak_evidence``: the share, both words of a two-word topic, and every proper name the
+    question gives it) says none holds it, and
     the best similarity to the question of a first record written in the other language (what the model
     vouches with, ``Chat.other_language_similarity``; None when there is no such record)."""
     u, _ = chat.answers.understand(question, caller)  # type: ignore[union-attr]
@@ -63,7 +64,8 @@ def best_coverage(
     texts = [h.content for h in hits[: relevance.EVIDENCE_DEPTH]]
     best = max((relevance.coverage(stems, t, crossing) for t in texts), default=0.0)
     similar = chat.other_language_similarity(question, hits, u.language, caller)
-    return best, relevance.weak_evidence(topic, texts, crossing), similar
+    weak = relevance.weak_evidence(topic, texts, crossing, named=relevance.names(topic, question))
+    return best, weak, similar
 
 
 def vouch_rates(rows: list[dict[str, Any]], floor: float) -> dict[str, float]:
@@ -156,7 +158,7 @@ def main() -> None:
         "wrong": sum(r["weak"] for r in answered) / max(len(answered), 1),
     }
     print(
-        f"the words' rule (floor {relevance.ABOUT}, both words of a two-word topic): caught "
+        f"the words' rule (floor {relevance.ABOUT}, both words of a two-word topic, its names): caught "
         f"{words_only['caught']:.2f}, wrong {words_only['wrong']:.2f}"
     )
     # the model vouches for a record in the other language: only where the words found none

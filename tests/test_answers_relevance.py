@@ -8,6 +8,7 @@ from oracle_rag.answering.structured.relevance import (
     ABOUT,
     coverage,
     is_about,
+    names,
     other_language,
     other_language_similarity,
     topic_stems,
@@ -59,6 +60,21 @@ def test_a_record_in_the_other_language_holds_the_topic_through_the_word_map():
         "mobile app session timeout", "La aplicación móvil cierra la sesión: tiempo de espera"
     )
     assert is_about("Kafka upgrade", "Actualización del clúster de Kafka", crossing=True)
+
+
+def test_a_record_about_the_topic_must_hold_the_names_the_question_gives_it():
+    question = "What did we decide about the API rate limiting problem of Northwind?"
+    topic = "decide API rate limiting problem Northwind"
+    assert names(topic, question) == {"api", "north"}
+    other_customer = ["API rate limiting: Initech's nightly sync hits the limit. Decision: raise it to 600."]
+    assert not weak_evidence(topic, other_customer)  # the words alone: about it
+    assert weak_evidence(topic, other_customer, named=names(topic, question))  # but not about Northwind
+    northwind = "Northwind: API rate limiting problem, decided to wait."
+    assert not weak_evidence(topic, [*other_customer, northwind], named=names(topic, question))
+    # the question's first word, months and days, and a question typed in title case name nothing
+    assert names("Kafka upgrade postponed", "Kafka upgrade postponed?") == frozenset()
+    assert names("reset mails late Monday", "Why are reset mails late on Monday?") == frozenset()
+    assert names("Reset Mails Late Monday", "Why Are Reset Mails Late On Monday?") == frozenset()
 
 
 def test_only_a_record_in_the_other_language_can_be_vouched_for_by_the_model():

@@ -440,7 +440,7 @@ class Chat:
             and not history
             and chosen.decided_by != "words"
             and not looks_aggregate(text)
-            and weak_evidence(topic, (c.content for c in chunks))
+            and weak_evidence(topic, (c.content for c in chunks), named=relevance.names(topic, text))
         )
         if weak and understood_as is not None and (floor := self.about_similarity()) is not None:
             # a record in the other language holds none of the topic's words: the model may vouch for it

@@ -18,7 +18,9 @@ not depend on the embedding model (a distance floor would move with it) and
 says why in one line. What it cannot see: a question in one language about
 records written only in another (median 0.41 there; the keyword leg's limit
 too). The EN/ES word map of the lexicon (``crossing``) lifts that to 0.55 and is measured, not used.
-There the embedding model vouches instead (:func:`other_language_similarity`): a first record in
+An open question's evidence must also hold the proper names the question gives its topic
+(:func:`names`): the same problem at another customer does not answer it.
+Across languages the embedding model vouches instead (:func:`other_language_similarity`): a first record in
 the other language as similar to the question as the model's ``about_similarity`` (declared per
 model, since each model's similarities sit in their own range) is evidence; records in the
 question's own language stay judged by their words.
@@ -27,6 +29,7 @@ question's own language stay judged by their words.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 
 from oracle_rag.answering.structured.lexicon import EN_ES, RECORD_WORDS, STOPWORDS, fold_latin
@@ -36,6 +39,15 @@ from oracle_rag.answering.structured.vocabulary import words
 ABOUT = 0.5  # the share of the topic's words a record about it holds
 EVIDENCE_DEPTH = 5  # how many of the first retrieved records may hold the evidence
 STEM = 5
+_WORD = re.compile(r"\w+")
+# month and day names: capitalised in English, but not names of what a record is about
+_CALENDAR = frozenset(
+    w[:STEM]
+    for w in (
+        "january february march april may june july august september october november december "
+        "monday tuesday wednesday thursday friday saturday sunday"
+    ).split()
+)
 
 
 def _equivalents() -> dict[str, frozenset[str]]:
@@ -119,9 +131,31 @@ def other_language_similarity(
     return max(found, default=None)
 
 
-def weak_evidence(topic: str, texts: Iterable[str], crossing: bool = False) -> bool:
-    """No record among the first :data:`EVIDENCE_DEPTH` holds the topic (:func:`holds`)."""
+def names(topic: str, question: str) -> frozenset[str]:
+    """The proper names of ``topic`` by their stems ("Northwind", "Ironbridge Rail", "CFDI"): its words
+    written with a capital letter in ``question`` other than its first word, less month and day names (a
+    record may write the date another way). A question typed in capitals or in title case names nothing."""
+    written = _WORD.findall(question)
+    if not written or 2 * sum(w[0].isupper() for w in written) > len(written):
+        return frozenset()
+    first = written[0]
+    return frozenset(
+        fold_latin(w)[:STEM]
+        for w in _WORD.findall(topic)
+        if w[0].isupper() and w != first and len(w) > 2 and fold_latin(w)[:STEM] not in _CALENDAR
+    )
+
+
+def weak_evidence(
+    topic: str, texts: Iterable[str], crossing: bool = False, named: frozenset[str] = frozenset()
+) -> bool:
+    """No record among the first :data:`EVIDENCE_DEPTH` holds the topic (:func:`holds`) and each of the
+    names it is ``named`` by (:func:`names`): records about API rate limiting at other customers do not
+    answer "what did we decide about the rate limiting problem of Northwind?"."""
     stems = topic_stems(topic)
     if not stems:
         return False
-    return not any(holds(stems, t, crossing) for t in list(texts)[:EVIDENCE_DEPTH])
+    return not any(
+        holds(stems, t, crossing) and named <= {w[:STEM] for w in words(t)}
+        for t in list(texts)[:EVIDENCE_DEPTH]
+    )
