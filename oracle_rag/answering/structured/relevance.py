@@ -19,7 +19,8 @@ says why in one line. What it cannot see: a question in one language about
 records written only in another (median 0.41 there; the keyword leg's limit
 too). The EN/ES word map of the lexicon (``crossing``) lifts that to 0.55 and is measured, not used.
 An open question's evidence must also hold the proper names the question gives its topic
-(:func:`names`): the same problem at another customer does not answer it.
+(:func:`names`): the same problem at another customer does not answer it (with the names, the
+floor says so for all 10 questions nothing answers, and for no more answered ones).
 Across languages the embedding model vouches instead (:func:`other_language_similarity`): a first record in
 the other language as similar to the question as the model's ``about_similarity`` (declared per
 model, since each model's similarities sit in their own range) is evidence; records in the
