@@ -12,6 +12,7 @@ from oracle_rag.answering.structured.relevance import (
     other_language,
     other_language_similarity,
     topic_stems,
+    translated,
     weak_evidence,
 )
 
@@ -105,3 +106,14 @@ def test_the_quick_fold_is_the_fold():
         assert fold_latin(chr(cp)) == fold(chr(cp)), hex(cp)
     for text in ("Migración ÑANDÚ straße Œuvre", "Ελληνικά άλφα", "\ufb01ne", "x\u00b2", "İstanbul"):
         assert fold_latin(text) == fold(text), text
+
+
+def test_a_topic_is_translated_by_the_word_map_only():
+    assert set(translated("login timeout on the mobile app").split()) >= {
+        "sesion",
+        "espera",
+        "movil",
+        "aplicacion",
+    }
+    assert "invoice" in translated("facturas duplicadas").split()
+    assert translated("Kafka heap") == ""  # nothing of the map: nothing to search in the other language

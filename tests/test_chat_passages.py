@@ -345,3 +345,20 @@ def test_the_model_vouches_for_a_record_in_the_other_language_its_words_cannot_h
     assert answer.citations[0].anchor == "[TICKETS #2]" and "65536" in answer.answer
     nothing = chat.answer("¿Por qué se cae la VPN de la oficina cada tarde?", caller, store=False)
     assert nothing.answer.startswith("Nada de lo que puedo ver lo dice")
+
+
+def test_an_open_question_finds_the_record_in_the_other_language_through_the_word_map(helpdesk) -> None:
+    """An English question about a Spanish ticket the model does not find close (MiniLM is English): its
+    words in Spanish ("invoices" is "facturas") find the ticket, which holds the topic through the map and
+    the name the question gives it (CFDI): it is the answer, not "nothing I can see says"."""
+    from oracle_rag.callers.access import directory_for
+
+    with helpdesk.engine.connect() as conn:
+        caller = directory_for(helpdesk.engine).load(conn, 5)
+    chat = Chat(helpdesk, None)
+    assert chat.crossed("CFDI invoices stamped", "Why are the CFDI invoices not stamped?", "en", caller)
+    answer = chat.answer("Why are the CFDI invoices not stamped?", caller, store=False)
+    assert answer.answer.startswith("No language model is configured")
+    assert answer.citations[0].anchor == "[TICKETS #4]" and "(CSD)" in answer.answer
+    # a name no record of the other language holds: nothing crosses
+    assert not chat.crossed("SAT invoices stamped", "Why are the SAT invoices not stamped?", "en", caller)

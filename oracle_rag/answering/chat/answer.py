@@ -446,6 +446,11 @@ class Chat:
             # a record in the other language holds none of the topic's words: the model may vouch for it
             similar = self.other_language_similarity(text, chunks, understood_as.language, who, asked)
             weak = similar is None or similar < floor
+        if weak and understood_as is not None:
+            # the records in the other language, found by the topic's words in that language
+            crossed = self.crossed(topic, text, understood_as.language, who, asked)
+            if crossed:
+                chunks, weak = crossed, False
         return _Prepared(
             who,
             text,
@@ -639,6 +644,28 @@ class Chat:
         return relevance.other_language_similarity(
             [c.content for c in first], [near.get((c.source_type, str(c.source_id))) for c in first], language
         )
+
+    def crossed(
+        self, topic: str, question: str, language: str, who: Caller, asked: Sequence[str] = ()
+    ) -> list[RetrievedChunk]:
+        """The records written in the other language that hold ``topic`` through the lexicon's EN/ES
+        word map (:func:`relevance.translated`, :func:`relevance.holds` with ``crossing``) and every name
+        the question gives it, found by a keyword search of the topic in both languages; empty when
+        none does. For an open question whose own words found nothing: the map never reaches a filter."""
+        other = relevance.translated(topic)
+        if not other:
+            return []
+        stems, named = relevance.topic_stems(topic), relevance.names(topic, question)
+        hits = Retriever(self.rag.engine, self.settings).search(
+            f"{topic} {other}", None, who, "keyword", Filters(source_types=tuple(asked))
+        )
+        return [
+            c
+            for c in hits[: relevance.EVIDENCE_DEPTH]
+            if relevance.other_language(c.content, language)
+            and relevance.holds(stems, c.content, crossing=True)
+            and relevance.holds_names(named, c.content)
+        ]
 
     def _embed(self, texts: Sequence[str], kind: str = "passage") -> Any:
         """The deployment's model over a few sentences (prefixed as ``kind``: "query" or "passage");

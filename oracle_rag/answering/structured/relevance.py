@@ -17,7 +17,10 @@ floor of 0.6 starts calling answered questions unanswered). Word coverage does
 not depend on the embedding model (a distance floor would move with it) and
 says why in one line. What it cannot see: a question in one language about
 records written only in another (median 0.41 there; the keyword leg's limit
-too). The EN/ES word map of the lexicon (``crossing``) lifts that to 0.55 and is measured, not used.
+too). The EN/ES word map of the lexicon (``crossing``) lifts that to 0.55; it is used for an open
+question whose own words found nothing (:func:`translated`: its topic's words in the other language
+search the records written there, which must hold the topic through the map and its names), never for
+a filter or a list's relevance.
 An open question's evidence must also hold the proper names the question gives its topic
 (:func:`names`): the same problem at another customer does not answer it (with the names, the
 floor says so for all 10 questions nothing answers, and for no more answered ones).
@@ -93,9 +96,10 @@ def coverage(stems: frozenset[str], text: str, crossing: bool = False) -> float:
 def holds(stems: frozenset[str], text: str, crossing: bool = False) -> bool:
     """``text`` holds :data:`ABOUT` of the topic's words, and both of a two-word topic ("SSO upgrade": a
     record about an upgrade of something else holds half of it). ``crossing``: see :func:`coverage`
-    (off in the product: with it, an open question in one language is answered from records in the
-    other, but the extractive answer then ranks their sentences by the question's own words and cites
-    the wrong record first; ``bench/relevance_floor.py`` measures it)."""
+    (used only on records written in the other language that a search of the topic's translated words
+    found, for an open question: mixed with records in the question's language, the extractive answer
+    ranks sentences by the question's own words and cites the wrong record first;
+    ``bench/relevance_floor.py --crossing`` measures the map alone)."""
     need = len(stems) if len(stems) == 2 else math.ceil(ABOUT * len(stems))
     # a word that starts with a stem contains it: texts without enough stems are not split into words
     plain = fold_latin(text)
@@ -147,6 +151,27 @@ def names(topic: str, question: str) -> frozenset[str]:
     )
 
 
+def _translations() -> dict[str, tuple[str, ...]]:
+    """Each stem of :data:`~oracle_rag.answering.structured.lexicon.EN_ES` and its other-language words."""
+    table: dict[str, list[str]] = {}
+    for en, es in EN_ES:
+        if en[:STEM] != es[:STEM]:
+            table.setdefault(en[:STEM], []).append(es)
+            table.setdefault(es[:STEM], []).append(en)
+    return {stem: tuple(dict.fromkeys(others)) for stem, others in table.items()}
+
+
+TRANSLATIONS = _translations()
+
+
+def translated(topic: str) -> str:
+    """The topic's words the lexicon's EN/ES map holds, in the other language ("login timeout mobile
+    app" -> "sesion espera movil aplicacion"); empty when it holds none. What a keyword search for
+    records written in the other language is given, for an open question only: the map never reaches
+    a filter or a list's relevance."""
+    return " ".join(dict.fromkeys(o for s in sorted(topic_stems(topic)) for o in TRANSLATIONS.get(s, ())))
+
+
 def weak_evidence(
     topic: str, texts: Iterable[str], crossing: bool = False, named: frozenset[str] = frozenset()
 ) -> bool:
@@ -156,7 +181,9 @@ def weak_evidence(
     stems = topic_stems(topic)
     if not stems:
         return False
-    return not any(
-        holds(stems, t, crossing) and named <= {w[:STEM] for w in words(t)}
-        for t in list(texts)[:EVIDENCE_DEPTH]
-    )
+    return not any(holds(stems, t, crossing) and holds_names(named, t) for t in list(texts)[:EVIDENCE_DEPTH])
+
+
+def holds_names(named: frozenset[str], text: str) -> bool:
+    """``text`` holds every name of ``named`` (:func:`names`)."""
+    return not named or named <= {w[:STEM] for w in words(text)}
