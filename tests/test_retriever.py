@@ -26,7 +26,7 @@ from oracle_rag.errors import AccessError, InputError
 from oracle_rag.search.fusion import rrf
 from oracle_rag.search.hybrid import semantic_leg_filters
 from oracle_rag.search.results import RetrievedChunk
-from oracle_rag.search.retriever import MODES, Retriever
+from oracle_rag.search.retriever import MODES, Retriever, clean_query
 from oracle_rag.system import RagSystem
 from oracle_rag.text.bm25 import query_terms
 
@@ -380,6 +380,14 @@ def test_a_100_kb_query(demo, retriever, mode):
     res = retriever.search(big, 8, demo.callers[9], mode, max_chars=100_000)
     check_result(demo, demo.callers[9], res, Filters(), 8)
     assert res
+
+
+def test_the_limit_counts_the_question_as_sent() -> None:
+    """The API's schema declares ``maxLength`` on the question as sent: spaces around a question of the
+    limit's length make it too long, as the contract says (a fuzzer found the two disagreeing)."""
+    assert clean_query("  " + "a" * 10 + "  ", 14) == "a" * 10
+    with pytest.raises(InputError, match="query is 15 characters; the limit is 14"):
+        clean_query("   " + "a" * 10 + "  ", 14)
 
 
 class _RecordingRuntime:

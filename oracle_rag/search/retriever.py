@@ -39,14 +39,16 @@ def validate_k(k: Any) -> int:
 def clean_query(query: Any, max_chars: int) -> str:
     if not isinstance(query, str):
         raise InputError("query must be a string")
+    # The limit counts the question as sent, spaces around it included: what the API's schema
+    # declares (maxLength), so a request its contract refuses is refused here too.
+    if len(query) > max_chars:
+        raise InputError(f"query is {len(query)} characters; the limit is {max_chars} (max_question_chars)")
     text = query.replace("\x00", " ").strip()
     # A lone surrogate cannot be stored or embedded as UTF-8 (JSON "\\ud800", surrogateescape argv).
     if _SURROGATE.search(text):
         raise InputError("query is not valid Unicode text (it holds a lone surrogate)")
     if not text:
         raise InputError("query is empty")
-    if len(text) > max_chars:
-        raise InputError(f"query is {len(text)} characters; the limit is {max_chars} (max_question_chars)")
     return text
 
 

@@ -112,7 +112,7 @@ def _schemas(max_question_chars: int) -> dict[str, Any]:
                     "type": "string",
                     "minLength": 1,
                     "maxLength": max_question_chars,
-                    "description": "1 to max_question_chars characters after trimming",
+                    "description": "at most max_question_chars characters, and not only spaces",
                 },
                 "conversation_id": {
                     "type": "string",
