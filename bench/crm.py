@@ -303,6 +303,11 @@ class Question:
     person: bool = False  # its answer must name people, never their ids
 
 
+def _person(who: int, text: str, check: Callable[[str, list[str]], str | None]) -> Question:
+    """A question whose answer names people (category ``person``): never their ids."""
+    return Question("person", who, text, check, person=True)
+
+
 def first_number(text: str) -> int | None:
     """The count an answer starts with ("No deals you may see match ..." is 0)."""
     if text.startswith("No "):
@@ -384,55 +389,31 @@ def questions(world: World) -> list[Question]:
         open_deals = [d for d in deals if d["stage"] not in DONE]
         by_rep_open = Counter(d["rep_id"] for d in open_deals if d["rep_id"] is not None)
         by_rep = Counter(d["rep_id"] for d in deals)
-        out.append(
-            Question(
-                "person",
-                who,
-                "who has the most open deals?",
-                _most(by_rep_open, names, "open deals"),
-                person=True,
-            )
-        )
-        out.append(Question("person", who, "open deals per rep", _groups(by_rep_open, names), person=True))
-        out.append(Question("person", who, "how many deals per seller?", _groups(by_rep, names), person=True))
+        out.append(_person(who, "who has the most open deals?", _most(by_rep_open, names, "open deals")))
+        out.append(_person(who, "open deals per rep", _groups(by_rep_open, names)))
+        out.append(_person(who, "how many deals per seller?", _groups(by_rep, names)))
         seen_reps = sorted({d["rep_id"] for d in deals if d["rep_id"] in names})
         for rep in seen_reps[:4]:
             name = names[rep]
             theirs = [d for d in deals if d["rep_id"] == rep]
             still_open = [d for d in theirs if d["stage"] not in DONE]
+            out.append(_person(who, f"deals of {name}", _listed({d["id"] for d in theirs}, "DEALS")))
             out.append(
-                Question(
-                    "person",
-                    who,
-                    f"deals of {name}",
-                    _listed({d["id"] for d in theirs}, "DEALS"),
-                    person=True,
-                )
-            )
-            out.append(
-                Question(
-                    "person",
+                _person(
                     who,
                     f"open deals of {fold(name).title()}",  # no accents typed
                     _listed({d["id"] for d in still_open}, "DEALS"),
-                    person=True,
                 )
             )
             out.append(
-                Question(
-                    "person",
+                _person(
                     who,
                     f"how many won deals does {name} have?",
                     _count(sum(d["stage"] == "WON" for d in theirs)),
-                    person=True,
                 )
             )
         mine_open = [d for d in open_deals if d["rep_id"] == who]
-        out.append(
-            Question(
-                "person", who, "my open deals", _listed({d["id"] for d in mine_open}, "DEALS"), person=True
-            )
-        )
+        out.append(_person(who, "my open deals", _listed({d["id"] for d in mine_open}, "DEALS")))
         out.append(Question("count", who, "how many deals are open?", _count(len(open_deals))))
         out.append(
             Question(
@@ -483,60 +464,33 @@ def questions(world: World) -> list[Question]:
             )
         notes = world.visible_notes(who)
         by_author = Counter(n["author_id"] for n in notes)
-        out.append(
-            Question(
-                "person", who, "who wrote the most notes?", _most(by_author, names, "notes"), person=True
-            )
-        )
+        out.append(_person(who, "who wrote the most notes?", _most(by_author, names, "notes")))
         author = min(a for a in by_author if a in names)
         out.append(
-            Question(
-                "person",
+            _person(
                 who,
                 f"notes by {names[author]}",
                 _listed({n["id"] for n in notes if n["author_id"] == author}, "NOTES"),
-                person=True,
             )
         )
         out.append(Question("count", who, "how many notes?", _count(len(notes))))
     # typos and Spanish, asked by the manager (who sees every deal)
     deals = world.deals
     herrera = [d for d in deals if d["rep_id"] == 9101]
+    out.append(_person(9109, "deals of Tomás Herera", _listed({d["id"] for d in herrera}, "DEALS")))
+    out.append(_person(9109, "deals of tomas herrera", _listed({d["id"] for d in herrera}, "DEALS")))
     out.append(
-        Question(
-            "person", 9109, "deals of Tomás Herera", _listed({d["id"] for d in herrera}, "DEALS"), person=True
-        )
-    )
-    out.append(
-        Question(
-            "person",
-            9109,
-            "deals of tomas herrera",
-            _listed({d["id"] for d in herrera}, "DEALS"),
-            person=True,
-        )
-    )
-    out.append(
-        Question(
-            "person",
+        _person(
             9109,
             "¿cuántos tratos abiertos tiene Ana Pérez?",
             _count(sum(d["rep_id"] == 9102 and d["stage"] not in DONE for d in deals)),
-            person=True,
         )
     )
     out.append(
-        Question(
-            "person",
-            9109,
-            "deals of Okafor",
-            _listed({d["id"] for d in deals if d["rep_id"] == 9105}, "DEALS"),
-            person=True,
-        )
+        _person(9109, "deals of Okafor", _listed({d["id"] for d in deals if d["rep_id"] == 9105}, "DEALS"))
     )
     out.append(
-        Question(
-            "person",
+        _person(
             9109,
             "who has the fewest open deals?",
             _most(
@@ -545,25 +499,16 @@ def questions(world: World) -> list[Question]:
                 "open deals",
                 fewest=True,
             ),
-            person=True,
         )
     )
     out.append(
-        Question(
-            "person",
-            9109,
-            "deals of Zoe",
-            _listed({d["id"] for d in deals if d["rep_id"] == 9105}, "DEALS"),
-            person=True,
-        )
+        _person(9109, "deals of Zoe", _listed({d["id"] for d in deals if d["rep_id"] == 9105}, "DEALS"))
     )
     out.append(
-        Question(
-            "person",
+        _person(
             9109,
             "Bjorn's open deals",
             _listed({d["id"] for d in deals if d["rep_id"] == 9106 and d["stage"] not in DONE}, "DEALS"),
-            person=True,
         )
     )
     out.append(
@@ -585,11 +530,7 @@ def questions(world: World) -> list[Question]:
         )
     )
     # the rep who left has no name: shown as the id, the others by name
-    out.append(
-        Question(
-            "person", 9109, "deals per rep", _groups(Counter(d["rep_id"] for d in deals), names), person=True
-        )
-    )
+    out.append(_person(9109, "deals per rep", _groups(Counter(d["rep_id"] for d in deals), names)))
     return out
 
 
