@@ -31,6 +31,7 @@ and falls back to one text per call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -276,18 +277,11 @@ def _batch_model_proto(buf: bytes, layout: Layout, location: str) -> Any:
         [helper.make_tensor_value_info(BATCH_OUTPUT, TensorProto.FLOAT, ["batch", MODEL_DIM])],
         initializer=g.initializers,
     )
-    model = helper.make_model(
+    return companion_model(
         graph,
-        opset_imports=[helper.make_opsetid("", OPSET)],
-        producer_name="oracle-rag",
-        producer_version=BUILD_FORMAT,
-        ir_version=IR_VERSION,
+        f"all-MiniLM-L6-v2 batched encoder + mean pooling + L2; weights are external data in {location}",
+        _fingerprint(layout, location),
     )
-    model.doc_string = (
-        f"all-MiniLM-L6-v2 batched encoder + mean pooling + L2; weights are external data in {location}"
-    )
-    _set_metadata(model, layout, location)
-    return model
 
 
 def _tokenizer_model_proto(layout: Layout, location: str) -> Any:
@@ -302,29 +296,52 @@ def _tokenizer_model_proto(layout: Layout, location: str) -> Any:
         [helper.make_tensor_value_info(INPUT_NAME, TensorProto.STRING, [1])],
         [helper.make_tensor_value_info(n, TensorProto.INT64, ["n"]) for n in TOKENIZER_OUTPUTS],
     )
-    model = helper.make_model(
+    return companion_model(
         graph,
-        opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(CUSTOM_DOMAIN, 1)],
-        producer_name="oracle-rag",
-        producer_version=BUILD_FORMAT,
-        ir_version=IR_VERSION,
+        f"the BertTokenizer node of {location}, alone: one string in, token ids out",
+        _fingerprint(layout, location),
+        tokenizer=True,
     )
-    model.doc_string = f"the BertTokenizer node of {location}, alone: one string in, token ids out"
-    _set_metadata(model, layout, location)
-    return model
 
 
-def _set_metadata(model: Any, layout: Layout, location: str) -> None:
-    values = {
-        "oracle_rag.build_format": BUILD_FORMAT,
+def _fingerprint(layout: Layout, location: str) -> dict[str, str]:
+    """What ties a companion to its augmented file: that file's build format, name and vocabulary."""
+    return derived_metadata(layout, location, BUILD_FORMAT, "oracle_rag.vocab_sha256")
+
+
+def derived_metadata(layout: Layout, location: str, build_format: str, source_key: str) -> dict[str, str]:
+    """A companion's metadata: the build format, the file it is derived from, its ``max_length``
+    and ``source_key`` (the hash that names what the augmented file was built from), copied."""
+    return {
+        "oracle_rag.build_format": build_format,
         "oracle_rag.derived_from": location,
         "oracle_rag.max_length": layout.metadata.get("oracle_rag.max_length", ""),
-        "oracle_rag.vocab_sha256": layout.metadata.get("oracle_rag.vocab_sha256", ""),
+        source_key: layout.metadata.get(source_key, ""),
     }
-    for key, value in sorted(values.items()):
+
+
+def companion_model(graph: Any, doc: str, metadata: dict[str, str], *, tokenizer: bool = False) -> Any:
+    """A companion graph as a model: the augmented file's opset and IR version, the build format
+    of ``metadata`` as producer version, ``doc`` and the metadata (sorted by key, so the
+    serialized bytes are deterministic). A tokenizer graph also imports the custom-op domain."""
+    from onnx import helper
+
+    opsets = [helper.make_opsetid("", OPSET)]
+    if tokenizer:
+        opsets.append(helper.make_opsetid(CUSTOM_DOMAIN, 1))
+    model = helper.make_model(
+        graph,
+        opset_imports=opsets,
+        producer_name="oracle-rag",
+        producer_version=metadata["oracle_rag.build_format"],
+        ir_version=IR_VERSION,
+    )
+    model.doc_string = doc
+    for key, value in sorted(metadata.items()):
         entry = model.metadata_props.add()
         entry.key = key
         entry.value = value
+    return model
 
 
 def without_weights(model: Any) -> Any:
@@ -354,6 +371,23 @@ def build_batch_models(model_path: Path) -> tuple[Path, Path]:
     is not an augmented model of this build format (e.g. Oracle's prebuilt
     L12 bundle), since the encoder code would not match its tensors.
     """
+    return write_companions(
+        model_path, BUILD_FORMAT, "an augmented model", _tokenizer_model_proto, _batch_model_proto
+    )
+
+
+def write_companions(
+    model_path: Path,
+    build_format: str,
+    kind: str,
+    tokenizer_model: Callable[[Layout, str], Any],
+    batch_model: Callable[[bytes, Layout, str], Any],
+) -> tuple[Path, Path]:
+    """Read ``model_path``, derive both companions with the two builders, check and write them.
+
+    The one sequence every model's companions follow; ``kind`` names the file
+    expected (of ``build_format``) in the error when it is something else.
+    """
     import onnx
 
     model_path = Path(model_path)
@@ -362,14 +396,14 @@ def build_batch_models(model_path: Path) -> tuple[Path, Path]:
     except OSError as exc:
         raise EmbeddingError(f"cannot read {model_path.name}: {exc.strerror}") from None
     layout = read_layout(buf)
-    if layout.metadata.get("oracle_rag.build_format") != BUILD_FORMAT or not layout.tokenizer_node:
+    if layout.metadata.get("oracle_rag.build_format") != build_format or not layout.tokenizer_node:
         raise EmbeddingError(
-            f"{model_path.name} is not an augmented model of build format {BUILD_FORMAT}; "
+            f"{model_path.name} is not {kind} of build format {build_format}; "
             "no batched encoder can be derived from it"
         )
     location = model_path.name
-    tokenizer = _tokenizer_model_proto(layout, location)
-    batch = _batch_model_proto(buf, layout, location)
+    tokenizer = tokenizer_model(layout, location)
+    batch = batch_model(buf, layout, location)
     del buf
     try:
         onnx.checker.check_model(tokenizer)

@@ -32,37 +32,23 @@ from oracle_rag.embedding.batch_model import (
     TOKENIZER_OUTPUTS,
     ExternalGraphBuilder,
     Layout,
-    batch_path_for,
-    read_layout,
-    tokenizer_path_for,
+    companion_model,
+    derived_metadata,
     weights_view,
-    without_weights,
+    write_companions,
 )
 from oracle_rag.embedding.build import (
-    CUSTOM_DOMAIN,
     INPUT_NAME,
-    IR_VERSION,
     MODEL_DIM,
-    OPSET,
     GraphBuilder,
     add_constants,
-    atomic_write,
 )
 from oracle_rag.errors import EmbeddingError
 
 
-def _metadata(model: Any, layout: Layout, location: str) -> None:
-    for key, value in sorted(
-        {
-            "oracle_rag.build_format": e5.BUILD_FORMAT,
-            "oracle_rag.derived_from": location,
-            "oracle_rag.max_length": layout.metadata.get("oracle_rag.max_length", ""),
-            "oracle_rag.source_sha256": layout.metadata.get("oracle_rag.source_sha256", ""),
-        }.items()
-    ):
-        entry = model.metadata_props.add()
-        entry.key = key
-        entry.value = value
+def _fingerprint(layout: Layout, location: str) -> dict[str, str]:
+    """What ties a companion to its e5 file: that file's build format, name and source."""
+    return derived_metadata(layout, location, e5.BUILD_FORMAT, "oracle_rag.source_sha256")
 
 
 def _tokenizer_model(layout: Layout, location: str) -> Any:
@@ -97,16 +83,12 @@ def _tokenizer_model(layout: Layout, location: str) -> Any:
         [helper.make_tensor_value_info(n, TensorProto.INT64, ["n"]) for n in TOKENIZER_OUTPUTS],
         initializer=g.initializers,
     )
-    model = helper.make_model(
+    return companion_model(
         graph,
-        opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(CUSTOM_DOMAIN, 1)],
-        producer_name="oracle-rag",
-        producer_version=e5.BUILD_FORMAT,
-        ir_version=IR_VERSION,
+        f"the tokenizer of {location}, alone: one string in, token ids (cut to 512) out",
+        _fingerprint(layout, location),
+        tokenizer=True,
     )
-    model.doc_string = f"the tokenizer of {location}, alone: one string in, token ids (cut to 512) out"
-    _metadata(model, layout, location)
-    return model
 
 
 def _batch_model(buf: bytes, layout: Layout, location: str) -> Any:
@@ -124,18 +106,11 @@ def _batch_model(buf: bytes, layout: Layout, location: str) -> Any:
         [helper.make_tensor_value_info(BATCH_OUTPUT, TensorProto.FLOAT, ["batch", MODEL_DIM])],
         initializer=g.initializers,
     )
-    model = helper.make_model(
+    return companion_model(
         graph,
-        opset_imports=[helper.make_opsetid("", OPSET)],
-        producer_name="oracle-rag",
-        producer_version=e5.BUILD_FORMAT,
-        ir_version=IR_VERSION,
+        f"multilingual-e5-small batched encoder + mean pooling + L2; weights are external data in {location}",
+        _fingerprint(layout, location),
     )
-    model.doc_string = (
-        f"multilingual-e5-small batched encoder + mean pooling + L2; weights are external data in {location}"
-    )
-    _metadata(model, layout, location)
-    return model
 
 
 def build_batch_models(model_path: Path) -> tuple[Path, Path]:
@@ -144,28 +119,6 @@ def build_batch_models(model_path: Path) -> tuple[Path, Path]:
     Deterministic; raises :class:`EmbeddingError` when the file is not an e5
     build of this format.
     """
-    import onnx
-
-    model_path = Path(model_path)
-    try:
-        buf = model_path.read_bytes()
-    except OSError as exc:
-        raise EmbeddingError(f"cannot read {model_path.name}: {exc.strerror}") from None
-    layout = read_layout(buf)
-    if layout.metadata.get("oracle_rag.build_format") != e5.BUILD_FORMAT or not layout.tokenizer_node:
-        raise EmbeddingError(
-            f"{model_path.name} is not a multilingual-e5-small file of build format "
-            f"{e5.BUILD_FORMAT}; no batched encoder can be derived from it"
-        )
-    location = model_path.name
-    tokenizer = _tokenizer_model(layout, location)
-    batch = _batch_model(buf, layout, location)
-    try:
-        onnx.checker.check_model(tokenizer)
-        onnx.checker.check_model(without_weights(batch))
-    except onnx.checker.ValidationError as exc:
-        raise EmbeddingError(f"derived batch model failed the ONNX checker: {str(exc)[:200]}") from None
-    tok_path, batch_path = tokenizer_path_for(model_path), batch_path_for(model_path)
-    atomic_write(tok_path, tokenizer.SerializeToString(deterministic=True))
-    atomic_write(batch_path, batch.SerializeToString(deterministic=True))
-    return tok_path, batch_path
+    return write_companions(
+        model_path, e5.BUILD_FORMAT, "a multilingual-e5-small file", _tokenizer_model, _batch_model
+    )
