@@ -26,6 +26,7 @@ from oracle_rag.answering.aggregate.results import (
     GuardedExecutor,
     QueryResult,
     caller_scope,
+    capped_result,
     fetch_capped,
 )
 from oracle_rag.answering.aggregate.sqlite_executor import SqliteExecutor
@@ -160,15 +161,7 @@ class OracleExecutor:
             self._release(pooled, conn)
         if failure is not None:
             raise failure from None
-        return QueryResult(
-            columns,
-            rows,
-            cap is not None,
-            self.row_cap,
-            (time.monotonic() - started) * 1000,
-            cap=cap,
-            byte_cap=self.byte_cap,
-        )
+        return capped_result(columns, rows, cap, self.row_cap, self.byte_cap, started)
 
     def _guardrail_error(self, exc: BaseException) -> GuardrailError:
         wrapped: DatabaseError = wrap_driver_error(exc, "running the guarded query")

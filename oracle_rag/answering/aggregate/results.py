@@ -9,6 +9,7 @@ result is incomplete.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,6 +26,27 @@ class QueryResult:
     elapsed_ms: float
     cap: str | None = None  # "rows" or "bytes" when truncated
     byte_cap: int = 0
+
+
+def capped_result(
+    columns: list[str],
+    rows: list[tuple[Any, ...]],
+    cap: str | None,
+    row_cap: int,
+    byte_cap: int,
+    started: float,
+) -> QueryResult:
+    """What :func:`fetch_capped` fetched as a result: truncated exactly when a cap stopped it,
+    timed from ``started`` (``time.monotonic()``). Both engines' executors answer this way."""
+    return QueryResult(
+        columns,
+        rows,
+        cap is not None,
+        row_cap,
+        (time.monotonic() - started) * 1000,
+        cap=cap,
+        byte_cap=byte_cap,
+    )
 
 
 class GuardedExecutor(Protocol):

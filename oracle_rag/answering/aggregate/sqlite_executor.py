@@ -56,7 +56,7 @@ import sqlean
 from oracle_rag.answering.aggregate import aggregate_sql as q
 from oracle_rag.answering.aggregate.guard import ALLOWED_FUNCTIONS, CheckedQuery
 from oracle_rag.answering.aggregate.lexer import WORD, LexError, code_tokens, tokenize
-from oracle_rag.answering.aggregate.results import QueryResult, caller_scope, fetch_capped
+from oracle_rag.answering.aggregate.results import QueryResult, caller_scope, capped_result, fetch_capped
 from oracle_rag.answering.aggregate.sqlite_functions import LIKE_PATTERN_LIMIT, register
 from oracle_rag.answering.aggregate.sqlite_native import (
     LIMIT_ATTACHED,
@@ -303,15 +303,7 @@ class SqliteExecutor:
         finally:
             timer.cancel()
             conn.close()
-        return QueryResult(
-            columns,
-            rows,
-            cap is not None,
-            self.row_cap,
-            (time.monotonic() - started) * 1000,
-            cap=cap,
-            byte_cap=self.byte_cap,
-        )
+        return capped_result(columns, rows, cap, self.row_cap, self.byte_cap, started)
 
     def _refusal(
         self, exc: BaseException, timed_out: bool, decisions: _Decisions, oversized: list[str]
