@@ -75,7 +75,7 @@ import sqlalchemy as sa  # noqa: E402
 from oracle_rag.answering.chat import Chat, LLMClient  # noqa: E402
 from oracle_rag.answering.chat.answer import UNCHECKED  # noqa: E402
 from oracle_rag.callers.access import load_caller  # noqa: E402
-from oracle_rag.config import load_settings  # noqa: E402
+from oracle_rag.config import Settings, load_settings  # noqa: E402
 from oracle_rag.demo.seed import seed  # noqa: E402
 from oracle_rag.system import RagSystem  # noqa: E402
 
@@ -390,6 +390,26 @@ def load_questions(path: Path) -> list[dict]:
     return ready
 
 
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The retrieval mode and the model a run is also made with (this bench and qa_open.py)."""
+    parser.add_argument("--mode", default="hybrid", choices=("semantic", "keyword", "hybrid"))
+    parser.add_argument(
+        "--llm-url", default=None, help="an OpenAI-compatible endpoint (also run with the model)"
+    )
+    parser.add_argument("--llm-model", default="local")
+    parser.add_argument("--llm-timeout", type=float, default=300.0)
+
+
+def model_settings(settings: Settings, args: argparse.Namespace) -> Settings:
+    """``settings`` with the model of ``add_model_arguments``; no retries: a failed call is measured."""
+    return settings.with_overrides(
+        llm_url=args.llm_url,
+        llm_model=args.llm_model,
+        llm_timeout_s=args.llm_timeout,
+        llm_max_retries=0,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--data-dir", default=str(ROOT / ".oracle-rag" / "bench-qa"))
@@ -401,12 +421,7 @@ def main() -> None:
     parser.add_argument(
         "--today", default="2026-03-11", help="the date 'overdue' and 'this week' are relative to"
     )
-    parser.add_argument("--mode", default="hybrid", choices=("semantic", "keyword", "hybrid"))
-    parser.add_argument(
-        "--llm-url", default=None, help="an OpenAI-compatible endpoint (also run with the model)"
-    )
-    parser.add_argument("--llm-model", default="local")
-    parser.add_argument("--llm-timeout", type=float, default=300.0)
+    add_model_arguments(parser)
     parser.add_argument(
         "--sample", type=int, default=0, help="ask only N questions, spread over the categories"
     )
@@ -457,12 +472,7 @@ def main() -> None:
                 ),
             ]
             if args.llm_url:
-                settings = rag.settings.with_overrides(
-                    llm_url=args.llm_url,
-                    llm_model=args.llm_model,
-                    llm_timeout_s=args.llm_timeout,
-                    llm_max_retries=0,
-                )
+                settings = model_settings(rag.settings, args)
                 runs.append(
                     run(
                         rag,
@@ -479,12 +489,7 @@ def main() -> None:
         if args.domain in ("tasks", "both") and (args.open or args.only_open):
             model = None
             if args.llm_url:
-                settings = rag.settings.with_overrides(
-                    llm_url=args.llm_url,
-                    llm_model=args.llm_model,
-                    llm_timeout_s=args.llm_timeout,
-                    llm_max_retries=0,
-                )
+                settings = model_settings(rag.settings, args)
                 model = Chat(rag, LLMClient(settings), settings=settings, today=clock)
             open_runs = run_open(
                 rag,

@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import helpdesk  # noqa: E402
-from qa import fold, percentile  # noqa: E402
+from qa import add_model_arguments, fold, model_settings, percentile  # noqa: E402
 
 from oracle_rag.answering.chat import Chat, LLMClient  # noqa: E402
 from oracle_rag.answering.chat.answer import NOTHING_FOUND, QUOTED_HEADERS, UNCHECKED  # noqa: E402
@@ -364,12 +364,7 @@ def ask(args: argparse.Namespace, questions: list[dict[str, Any]]) -> list[dict[
         )
         runs.append(run_chat(rag, Chat(rag, None), questions, "product, no model", args.mode, callers))
         if args.llm_url:
-            settings = rag.settings.with_overrides(
-                llm_url=args.llm_url,
-                llm_model=args.llm_model,
-                llm_timeout_s=args.llm_timeout,
-                llm_max_retries=0,
-            )
+            settings = model_settings(rag.settings, args)
             runs.append(
                 run_chat(
                     rag,
@@ -498,12 +493,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--data-dir", default=str(ROOT / ".oracle-rag" / "bench-qa-open"))
     parser.add_argument("--questions", default=str(QUESTIONS))
-    parser.add_argument("--mode", default="hybrid", choices=("semantic", "keyword", "hybrid"))
-    parser.add_argument(
-        "--llm-url", default=None, help="an OpenAI-compatible endpoint (also run with the model)"
-    )
-    parser.add_argument("--llm-model", default="local")
-    parser.add_argument("--llm-timeout", type=float, default=300.0)
+    add_model_arguments(parser)
     parser.add_argument(
         "--only",
         default="",
