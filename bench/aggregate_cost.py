@@ -41,7 +41,6 @@ import http.client
 import json
 import os
 import platform
-import queue
 import signal
 import subprocess
 import sys
@@ -55,6 +54,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "aggregate_cost.json"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from chat_load import start_server  # noqa: E402  (bench/ is not a package)
 
 AGG_ONLY = '{"retrieval": false, "aggregation": true}'
 LEGIT = "SELECT STATUS, COUNT(*) AS N FROM RAG_V_TASK GROUP BY STATUS"
@@ -116,37 +118,18 @@ def prepare(data_dir: Path, tasks: int) -> str:
         return create_token(rag.engine, ADMIN, expires_days=1, label="bench").token
 
 
-def start_server(data_dir: Path, llm_url: str, timeout_s: float) -> tuple[subprocess.Popen[str], str]:
-    cfg = data_dir / "bench-aggregate.toml"
-    cfg.write_text(
-        f'data_dir = "{data_dir}"\nllm_url = "{llm_url}"\nllm_model = "m"\nllm_api_key = "k"\n'
+def start_aggregate_server(
+    data_dir: Path, llm_url: str, timeout_s: float
+) -> tuple[subprocess.Popen[str], str]:
+    """The API only (no worker), its model at ``llm_url`` with no retries."""
+    return start_server(
+        data_dir,
+        f'llm_url = "{llm_url}"\nllm_model = "m"\nllm_api_key = "k"\n'
         f"llm_max_retries = 0\naggregate_retries = 0\naggregate_timeout_s = {timeout_s}\n"
-        "backfill_on_startup = false\n"
+        "backfill_on_startup = false\n",
+        "--no-worker",
+        name="bench-aggregate.toml",
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORACLE_RAG_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "oracle_rag.cli", "--config", str(cfg), "serve", "--port", "0", "--no-worker"],
-        cwd=data_dir,
-        env=env,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stderr is not None
-        for line in iter(proc.stderr.readline, ""):
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
-    while True:
-        line = lines.get(timeout=180)
-        if line is None:
-            raise SystemExit("the server exited during start-up")
-        if line.startswith("serving on "):
-            return proc, line.split()[2].split("//", 1)[1].rstrip("/")
 
 
 def rss_mb(pid: int) -> float:
@@ -252,7 +235,7 @@ def main() -> None:
     rounds_n = -(-len(order) // args.parallel)
     names = [order[i % len(order)] for i in range(rounds_n * args.parallel)]
     with ScriptedLLM().start() as llm:
-        proc, address = start_server(data_dir, llm.url, args.timeout)
+        proc, address = start_aggregate_server(data_dir, llm.url, args.timeout)
         try:
             llm.push_route(AGG_ONLY)
             llm.push(json.dumps({"sql": LEGIT}), "Counts per status.")

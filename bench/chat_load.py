@@ -96,34 +96,50 @@ def prepare(data_dir: Path, tasks: int, clients: int) -> list[str]:
         ]
 
 
-def start_server(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
-    cfg = data_dir / "bench.toml"
-    cfg.write_text(f'data_dir = "{data_dir}"\n')
+def start_server(
+    data_dir: Path, config: str = "", *flags: str, name: str = "bench.toml"
+) -> tuple[subprocess.Popen[str], str]:
+    """`oracle-rag serve` on a free port of 127.0.0.1 for ``data_dir``; returns the process and its host:port.
+
+    ``config`` is added to the TOML file (``name``, in ``data_dir``) after ``data_dir``, and
+    ``flags`` to the command. A server that exits before its "serving on" line, or does not
+    print it within 180 s, stops the bench with the end of its stderr.
+    """
+    cfg = data_dir / name
+    cfg.write_text(f'data_dir = "{data_dir}"\n' + config)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORACLE_RAG_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "oracle_rag.cli", "--config", str(cfg), "serve", "--port", "0"],
+        [sys.executable, "-m", "oracle_rag.cli", "--config", str(cfg), "serve", "--port", "0", *flags],
         cwd=data_dir,
         env=env,
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
     )
-    lines: queue.Queue[str | None] = queue.Queue()
+    ready: queue.Queue[str | None] = queue.Queue()
+    log_tail: list[str] = []
 
     def pump() -> None:
         assert proc.stderr is not None
         for line in iter(proc.stderr.readline, ""):
-            lines.put(line)
-        lines.put(None)
+            log_tail.append(line)
+            del log_tail[:-200]
+            ready.put(line)
+        ready.put(None)
 
     threading.Thread(target=pump, daemon=True).start()
-    while True:
-        line = lines.get(timeout=180)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            line = ready.get(timeout=1)
+        except queue.Empty:
+            continue
         if line is None:
-            raise SystemExit("the server exited during start-up")
+            raise SystemExit("the server exited during start-up:\n" + "".join(log_tail))
         if line.startswith("serving on "):
-            url = line.split()[2]
-            return proc, url.split("//", 1)[1].rstrip("/")
+            return proc, line.split()[2].split("//", 1)[1].rstrip("/")
+    proc.kill()
+    raise SystemExit("the server did not start within 180 s")
 
 
 def client(

@@ -53,7 +53,7 @@ RESULTS = ROOT / "bench" / "results" / "soak.json"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from chat_load import QUESTIONS, percentile, prepare  # noqa: E402  (bench/ is not a package)
+from chat_load import QUESTIONS, percentile, prepare, start_server  # noqa: E402  (bench/ is not a package)
 
 
 @dataclass
@@ -79,46 +79,6 @@ class Shared:
     def error(self, text: str) -> None:
         with self.lock:
             self.errors.append(text)
-
-
-def start_server(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
-    """`oracle-rag serve` on 127.0.0.1 with the worker thread at its default settings."""
-    cfg = data_dir / "soak.toml"
-    cfg.write_text(f'data_dir = "{data_dir}"\nbackfill_on_startup = false\n')
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORACLE_RAG_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "oracle_rag.cli", "--config", str(cfg), "serve", "--port", "0"],
-        cwd=data_dir,
-        env=env,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    ready: queue.Queue[str | None] = queue.Queue()
-    log_tail: list[str] = []
-
-    def pump() -> None:
-        assert proc.stderr is not None
-        for line in iter(proc.stderr.readline, ""):
-            log_tail.append(line)
-            del log_tail[:-200]
-            ready.put(line)
-        ready.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            line = ready.get(timeout=1)
-        except queue.Empty:
-            continue
-        if line is None:
-            raise SystemExit("the server exited during start-up:\n" + "".join(log_tail))
-        if line.startswith("serving on "):
-            proc.log_tail = log_tail  # type: ignore[attr-defined]
-            return proc, line.split()[2].split("//", 1)[1].rstrip("/")
-    proc.kill()
-    raise SystemExit("the server did not start within 180 s")
 
 
 def writer(rag: Any, shared: Shared, interval: float, seed: int) -> None:
@@ -304,7 +264,7 @@ def main() -> None:
     t0 = time.perf_counter()
     tokens = prepare(data_dir, args.tasks, args.clients)
     setup_s = time.perf_counter() - t0
-    proc, address = start_server(data_dir)
+    proc, address = start_server(data_dir, "backfill_on_startup = false\n", name="soak.toml")
     shared = Shared()
     rag = RagSystem(load_settings(env={}, data_dir=str(data_dir)))
     lag_done = threading.Event()
