@@ -33,19 +33,7 @@ def sql_cmd(rag: RagSystem, sql: str, as_id: int, as_json: bool) -> None:
         click.echo(f"refused: {exc.message}", err=True)
         click.get_current_context().exit(exit_code(exc))
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "columns": result.columns,
-                    "rows": result.rows,
-                    "truncated": result.truncated,
-                    "row_cap": result.row_cap,
-                    "cap": result.cap,
-                    "byte_cap": result.byte_cap,
-                },
-                default=str,
-            )
-        )
+        click.echo(json.dumps(result.rows_dict(), default=str))
         return
     click.echo("\t".join(result.columns))
     for row in result.rows:

@@ -64,6 +64,17 @@ class AggregateResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def rows_dict(self) -> dict[str, Any]:
+        """The rows and the cap that cut them: what the API and ``oracle-rag aggregate --json`` show."""
+        return {
+            "columns": self.columns,
+            "rows": self.rows,
+            "truncated": self.truncated,
+            "row_cap": self.row_cap,
+            "cap": self.cap,
+            "byte_cap": self.byte_cap,
+        }
+
 
 _JSON_OPEN = re.compile(r"```(?:json)?\s*\{")
 _JSON_CLOSE = re.compile(r"\}\s*```")

@@ -161,12 +161,7 @@ def aggregate_dict(result: AggregateResult | None) -> dict[str, Any] | None:
         return None
     return {
         "sql": result.sql,
-        "columns": result.columns,
-        "rows": result.rows,
-        "truncated": result.truncated,
-        "row_cap": result.row_cap,
-        "cap": result.cap,
-        "byte_cap": result.byte_cap,
+        **result.rows_dict(),
         "timed_out": result.timed_out,
         "error": result.error,
         "attempts": result.attempts,
