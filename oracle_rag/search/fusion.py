@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from oracle_rag.config import Settings
 from oracle_rag.engines import Hit, Run
 from oracle_rag.engines.indexed_columns import by_facet
+from oracle_rag.engines.records import one_per_record
 from oracle_rag.search.results import RetrievedChunk
 
 Key = tuple[str, str]
@@ -159,7 +160,7 @@ class ScoreFusion(Fusion):
     def __init__(self, legs: dict[str, list[Hit]], alpha: float) -> None:
         self.alpha = alpha
         self.stats: dict[str, tuple[float, float, float]] = {}  # leg -> (mean, spread, lowest z)
-        super().__init__({leg: _first_of_each(hits) for leg, hits in legs.items()}, 0, {})
+        super().__init__({leg: one_per_record(hits) for leg, hits in legs.items()}, 0, {})
 
     def _value(self, leg: str, hit: Hit) -> float:
         return -hit.score if leg == "semantic" else hit.score
@@ -210,18 +211,6 @@ class ScoreFusion(Fusion):
                 low[key], high[key] = rest + self.alpha * worst, rest + self.alpha * best
         floor = heapq.nlargest(k, low.values())[-1]
         return [(a, b) for a, b in runs if any(high[semantic[i]] >= floor - 1e-9 for i in range(a, b))]
-
-
-def _first_of_each(hits: list[Hit]) -> list[Hit]:
-    """A leg with each record once, at its first (best) hit: a leg lists each record once anyway."""
-    seen: set[Key] = set()
-    out = []
-    for h in hits:
-        key = (h.source_type, h.source_id)
-        if key not in seen:
-            seen.add(key)
-            out.append(h)
-    return out
 
 
 def fusion_for(legs: dict[str, list[Hit]], settings: Settings) -> Fusion:
