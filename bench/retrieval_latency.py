@@ -583,32 +583,32 @@ def run_size(
             row["ratio_to_numpy_p50"] = round(row["p50_ms"] / numpy_p50, 2)
         checks: dict[str, Any] = {}
         for label in ("manager", "developer"):
-            sem = [ids_of(r) for r in outputs[f"semantic_excl_embedding_{label}"]]
-            scan = [ids_of(r) for r in outputs[f"semantic_scan_excl_embedding_{label}"]]
+
+            def ids(variant: str, label: str = label) -> list[list[int]]:
+                return [ids_of(r) for r in outputs[f"{variant}_{label}"]]
+
+            sem = ids("semantic_excl_embedding")
+            scan = ids("semantic_scan_excl_embedding")
             checks[f"recall@{K}_semantic_vs_numpy_{label}"] = recall(sem, truth[label])
             checks[f"recall@{K}_semantic_incl_embedding_vs_numpy_{label}"] = recall(
-                [ids_of(r) for r in outputs[f"semantic_incl_embedding_{label}"]], truth[label]
+                ids("semantic_incl_embedding"), truth[label]
             )
             checks[f"recall@{K}_semantic_scan_vs_numpy_{label}"] = recall(scan, truth[label])
-            checks[f"semantic_incl_equals_excl_{label}"] = [
-                ids_of(r) for r in outputs[f"semantic_incl_embedding_{label}"]
-            ] == sem
+            checks[f"semantic_incl_equals_excl_{label}"] = ids("semantic_incl_embedding") == sem
             checks[f"semantic_cache_equals_scan_{label}"] = sem == scan
-            checks[f"keyword_index_equals_sql_{label}"] = [
-                ids_of(r) for r in outputs[f"keyword_{label}"]
-            ] == [ids_of(r) for r in outputs[f"keyword_sql_{label}"]]
-            checks[f"keyword_index_equals_sql_scanned_stats_{label}"] = [
-                ids_of(r) for r in outputs[f"keyword_{label}"]
-            ] == [ids_of(r) for r in outputs[f"keyword_sql_scanned_stats_{label}"]]
-            checks[f"hybrid_equals_full_legs_{label}"] = [
-                ids_of(r) for r in outputs[f"hybrid_excl_embedding_{label}"]
-            ] == [ids_of(r) for r in outputs[f"hybrid_full_legs_excl_embedding_{label}"]]
-            checks[f"hybrid_equals_checked_legs_{label}"] = [
-                ids_of(r) for r in outputs[f"hybrid_excl_embedding_{label}"]
-            ] == [ids_of(r) for r in outputs[f"hybrid_checked_legs_excl_embedding_{label}"]]
-            checks[f"hybrid_incl_equals_excl_{label}"] = [
-                ids_of(r) for r in outputs[f"hybrid_incl_embedding_{label}"]
-            ] == [ids_of(r) for r in outputs[f"hybrid_excl_embedding_{label}"]]
+            checks[f"keyword_index_equals_sql_{label}"] = ids("keyword") == ids("keyword_sql")
+            checks[f"keyword_index_equals_sql_scanned_stats_{label}"] = ids("keyword") == ids(
+                "keyword_sql_scanned_stats"
+            )
+            checks[f"hybrid_equals_full_legs_{label}"] = ids("hybrid_excl_embedding") == ids(
+                "hybrid_full_legs_excl_embedding"
+            )
+            checks[f"hybrid_equals_checked_legs_{label}"] = ids("hybrid_excl_embedding") == ids(
+                "hybrid_checked_legs_excl_embedding"
+            )
+            checks[f"hybrid_incl_equals_excl_{label}"] = ids("hybrid_incl_embedding") == ids(
+                "hybrid_excl_embedding"
+            )
         checks["cache_fallbacks"] = engine.cache_fallbacks
         checks["cache_full_loads"] = engine.vector_cache().full_loads
         for name, (label, _) in alt.items():
