@@ -172,7 +172,7 @@ class Corpus:
         missing = [t for t in dict.fromkeys(texts) if t not in self.cache]
         if missing:
             self.embed_calls += 1
-            for t, v in zip(missing, self.rag.engine.embed_many(missing), strict=True):
+            for t, v in zip(missing, self.rag.engine.embed_many(missing, "passage"), strict=True):
                 self.cache[t] = v
         return np.stack([self.cache[t] for t in texts])
 
@@ -300,7 +300,7 @@ def worst_cpu(corpus: Corpus, chars: int = 2048) -> dict[str, Any]:
                 vocab=corpus.vocab,
                 cite=True,
                 record_texts={k: corpus.texts[k] for k in keys},
-                embed=corpus.rag.engine.embed_many,
+                embed=lambda texts: corpus.rag.engine.embed_many(texts, "passage"),
             )  # uncached: what a request pays
             started = time.process_time()
             if way == "whole":

@@ -21,13 +21,17 @@ answering record in the top 3, and MRR@10); the baseline, the answer without a m
 before sentence selection (the top 3 records' first lines and the text around the question's words);
 the extractive answer on retrieval alone (``Chat(structured=False)``: no query understanding); the
 product's answer without a model (``Chat``, the path ``/api/chat`` takes) and, with ``--llm-url``,
-with a model (also: shown sentences that name a record that does not answer).
+with a model (also: how often the model's prose was kept, and its shown sentences that name a record
+that does not answer, counted in what the model wrote: not in the records quoted under it, nor in
+the extractive answer that stands in when nothing it wrote was kept).
 A third of the questions are held out (``held_out``): never looked at while tuning the product;
 every score is printed for all questions and for the held-out ones.
 
-Run: ``.venv/bin/python bench/qa_open.py [--data-dir DIR] [--llm-url URL] [--verbose]``. The first
-run indexes the corpus (about 10 s); later runs reuse the data directory. Writes
-``bench/results/qa_open.json``.
+Run: ``.venv/bin/python bench/qa_open.py [--data-dir DIR] [--llm-url URL] [--only IDS|KINDS|held_out]
+[--verbose]``. The first run indexes the corpus (about 10 s); later runs reuse the data directory.
+Writes ``bench/results/qa_open.json`` (``--out``). A small local model takes tens of seconds an
+answer: ask in chunks (``--only open-01,open-02 --out part1.json``, ...) and ``--merge part*.json``
+them into one result (``bench/results/qa_open_llm.json`` holds such a run).
 """
 
 from __future__ import annotations
