@@ -65,7 +65,7 @@ from oracle_rag.engines.records import (
     search_binds,
 )
 from oracle_rag.engines.roles import CandidateIndex
-from oracle_rag.engines.sqlite.term_index import TermIndex
+from oracle_rag.engines.sqlite.term_index import TermHits, TermIndex
 from oracle_rag.engines.sqlite.vector_cache import DISTANCE_TOLERANCE, VectorCache
 from oracle_rag.errors import DatabaseError, RagError, wrap_driver_error
 from oracle_rag.sql_scripts import split_sqlite_script
@@ -615,11 +615,7 @@ class SqliteEngine(Engine, CandidateIndex):
             return KeywordHits([], terms, {}, {})
         if not self.settings.embedded_term_index:
             return None
-        index = self.term_index()
-        with index_reads("term index sync"):
-            index.sync()
-        params = self.bm25_params()
-        found = index.search(terms, k, scope, filters, params.k1, params.b)
+        found = self._term_index_search(terms, k, scope, filters)
         if found is None:
             return None
         return KeywordHits(key_hits(found.rows), terms, found.weights, found.lengths)
@@ -640,6 +636,17 @@ class SqliteEngine(Engine, CandidateIndex):
                 self._term_index = TermIndex(self.path)
             return self._term_index
 
+    def _term_index_search(
+        self, terms: Mapping[str, int], k: int, scope: Scope, filters: Filters
+    ) -> TermHits | None:
+        """The in-process index brought up to date, then its ``k`` best records at the configured
+        BM25 parameters; ``None``: the index cannot answer (the SQL path does)."""
+        index = self.term_index()
+        with index_reads("term index sync"):
+            index.sync()
+        params = self.bm25_params()
+        return index.search(terms, k, scope, filters, params.k1, params.b)
+
     def keyword_search(
         self,
         conn: sa.Connection,
@@ -657,11 +664,7 @@ class SqliteEngine(Engine, CandidateIndex):
         terms = query_terms(query)
         if where is not None or not terms or not self.settings.embedded_term_index:
             return super().keyword_search(conn, query, k, scope, filters, where, text)
-        index = self.term_index()
-        with index_reads("term index sync"):
-            index.sync()
-        params = self.bm25_params()
-        found = index.search(terms, k, scope, filters, params.k1, params.b)
+        found = self._term_index_search(terms, k, scope, filters)
         if found is not None:
             result, complete = self.record_passages(
                 conn, found.best, terms, found.weights, scope, filters, None, found.lengths, text
@@ -670,7 +673,7 @@ class SqliteEngine(Engine, CandidateIndex):
                 return result
             self.cache_fallbacks += 1
             with index_reads("term index refresh"):
-                index.refresh([rid for rid, _ in found.best])
+                self.term_index().refresh([rid for rid, _ in found.best])
         return super().keyword_search(conn, query, k, scope, filters, where, text)
 
     # The keyword statement's N and total length per scope, valid while the
