@@ -147,31 +147,22 @@ class TermIndex(VectorCache):
             self._live[slot] = True
 
     # -- loading (called by the inherited sync with the lock held) ----------------
-    def _full_load(self, conn: Any, position: int, file_id: tuple[int, int] | None) -> None:
-        self._clear()
-        try:
-            cursor = conn.execute(sqlite_text(q.TERM_RECORDS))
-            while batch := cursor.fetchmany(5000):
-                self._add_records(batch)
-            lookup = np.full(int(self._ids[: self._n].max(initial=0)) + 1, -1, dtype=np.int32)
-            lookup[self._ids[: self._n]] = np.arange(self._n, dtype=np.int32)
-            cursor = conn.execute(sqlite_text(q.TERM_POSTINGS))
-            while batch := cursor.fetchmany(5000):
-                for term, ids, tfs in batch:
-                    cids = np.fromstring(ids, dtype=np.int64, sep=",")
-                    freq = np.fromstring(str(tfs), dtype=np.int32, sep=",")
-                    inside = cids < len(lookup)
-                    slots = np.where(inside, lookup[np.where(inside, cids, 0)], -1)
-                    keep = slots >= 0  # postings of a chunk that is not an analysed chunk 0: ignored
-                    self._base[str(term)] = (slots[keep].astype(np.int32), freq[keep])
-                    self._base_postings += int(keep.sum())
-        except Unusable as exc:
-            self._mark_unusable(str(exc), position, file_id)
-            return
-        self.loaded = True
-        self.position = position
-        self._file_id = file_id
-        self.full_loads += 1
+    def _read_all(self, conn: Any, position: int) -> None:
+        cursor = conn.execute(sqlite_text(q.TERM_RECORDS))
+        while batch := cursor.fetchmany(5000):
+            self._add_records(batch)
+        lookup = np.full(int(self._ids[: self._n].max(initial=0)) + 1, -1, dtype=np.int32)
+        lookup[self._ids[: self._n]] = np.arange(self._n, dtype=np.int32)
+        cursor = conn.execute(sqlite_text(q.TERM_POSTINGS))
+        while batch := cursor.fetchmany(5000):
+            for term, ids, tfs in batch:
+                cids = np.fromstring(ids, dtype=np.int64, sep=",")
+                freq = np.fromstring(str(tfs), dtype=np.int32, sep=",")
+                inside = cids < len(lookup)
+                slots = np.where(inside, lookup[np.where(inside, cids, 0)], -1)
+                keep = slots >= 0  # postings of a chunk that is not an analysed chunk 0: ignored
+                self._base[str(term)] = (slots[keep].astype(np.int32), freq[keep])
+                self._base_postings += int(keep.sum())
 
     def _apply(self, conn: Any, chunk_ids: Sequence[int]) -> None:
         for start in range(0, len(chunk_ids), ID_BATCH):

@@ -312,14 +312,10 @@ class VectorCache:
         self._file_id = file_id
 
     def _full_load(self, conn: Any, position: int, file_id: tuple[int, int] | None) -> None:
+        """Everything read again (``_read_all``); what cannot be held marks this state unusable."""
         self._clear()
         try:
-            cursor = conn.execute(sqlite_text(q.VECTOR_ROWS, self.generation))
-            while True:
-                batch = cursor.fetchmany(5000)
-                if not batch:
-                    break
-                self._store(batch)
+            self._read_all(conn, position)
         except Unusable as exc:
             self._mark_unusable(str(exc), position, file_id)
             return
@@ -327,6 +323,14 @@ class VectorCache:
         self.position = position
         self._file_id = file_id
         self.full_loads += 1
+
+    def _read_all(self, conn: Any, position: int) -> None:
+        cursor = conn.execute(sqlite_text(q.VECTOR_ROWS, self.generation))
+        while True:
+            batch = cursor.fetchmany(5000)
+            if not batch:
+                break
+            self._store(batch)
         log.info(
             "vector cache: loaded %d chunks (%.0f MB) at log position %d",
             len(self._slot),
