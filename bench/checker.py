@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import qa_open  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
+from crosslang_demo import task_row  # noqa: E402
 
 from oracle_rag.answering.chat import Chat  # noqa: E402
 from oracle_rag.answering.chat import support as support_module  # noqa: E402
@@ -136,22 +137,7 @@ class Corpus:
             {"assignee_id": names},
         )
         for t in data["tasks"]:
-            first, last = people.get(t["assignee"], (None, None))
-            row = {
-                "TASK_ID": t["id"],
-                "TITLE": t["title"],
-                "STATUS": t["status"],
-                "PRIORITY": t["priority"],
-                "SPRINT_NAME": sprints.get(t["sprint"]),
-                "PROJECT_NAME": projects.get(t["project"]),
-                "ASSIGNEE_ID": t["assignee"],
-                "FIRST_NAME": first,
-                "LAST_NAME": last,
-                "STORY_POINTS": t["points"],
-                "ESTIMATED_HOURS": t["hours"],
-                "DUE_DATE": t["due"],
-                "DESCRIPTION": t["description"],
-            }
+            row = task_row(t, people.get(t["assignee"], (None, None)), sprints, projects)
             comments = [
                 {"FIRST_NAME": people[c["author"]][0], "LAST_NAME": people[c["author"]][1], "BODY": c["body"]}
                 for c in data["comments"]

@@ -53,6 +53,28 @@ from oracle_rag.sources.reference import render_task  # noqa: E402
 from oracle_rag.text.chunking import ChunkPlan  # noqa: E402
 
 
+def task_row(
+    t: dict[str, Any], name: tuple[str | None, str | None], sprints: dict[int, str], projects: dict[int, str]
+) -> dict[str, Any]:
+    """A generated demo task as the reference source's query returns it (what ``render_task`` reads);
+    ``name`` is its assignee's (first, last)."""
+    return {
+        "TASK_ID": t["id"],
+        "TITLE": t["title"],
+        "STATUS": t["status"],
+        "PRIORITY": t["priority"],
+        "SPRINT_NAME": sprints.get(t["sprint"]),
+        "PROJECT_NAME": projects.get(t["project"]),
+        "ASSIGNEE_ID": t["assignee"],
+        "FIRST_NAME": name[0],
+        "LAST_NAME": name[1],
+        "STORY_POINTS": t["points"],
+        "ESTIMATED_HOURS": t["hours"],
+        "DUE_DATE": t["due"],
+        "DESCRIPTION": t["description"],
+    }
+
+
 def demo_tasks(count: int) -> tuple[dict[int, str], dict[int, str], dict[int, str]]:
     """Task id -> rendered text, -> title and description, -> topic (the object of its title)."""
     data = generate(count, 42, today=dt.date(2026, 1, 5))
@@ -71,21 +93,7 @@ def demo_tasks(count: int) -> tuple[dict[int, str], dict[int, str], dict[int, st
     topic: dict[int, str] = {}
     for t in data["tasks"]:
         who = people.get(t["assignee"])
-        row = {
-            "TASK_ID": t["id"],
-            "TITLE": t["title"],
-            "STATUS": t["status"],
-            "PRIORITY": t["priority"],
-            "SPRINT_NAME": sprints.get(t["sprint"]),
-            "PROJECT_NAME": projects.get(t["project"]),
-            "ASSIGNEE_ID": t["assignee"],
-            "FIRST_NAME": who["first"] if who else None,
-            "LAST_NAME": who["last"] if who else None,
-            "STORY_POINTS": t["points"],
-            "ESTIMATED_HOURS": t["hours"],
-            "DUE_DATE": t["due"],
-            "DESCRIPTION": t["description"],
-        }
+        row = task_row(t, (who["first"], who["last"]) if who else (None, None), sprints, projects)
         rendered[t["id"]] = render_task(row, comments[t["id"]])
         short[t["id"]] = " ".join(p for p in (t["title"], t["description"]) if p)
         topic[t["id"]] = next(x for x in topics if t["title"].endswith(" " + x))
