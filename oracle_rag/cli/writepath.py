@@ -100,6 +100,8 @@ def status(rag: RagSystem, as_json: bool) -> None:
         return
     for key, value in info.items():
         click.echo(f"{key}: {value}")
+    for line in info.get("model_builds") or ():
+        click.echo(f"WARNING: {line}")
     for name in info.get("access_hidden_sources") or ():
         # Said in words, not only as a list value (QA D-7): these records are invisible to most callers.
         code = (info.get("access_hidden_errors") or {}).get(name)

@@ -31,6 +31,7 @@ and falls back to one text per call.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,7 +110,7 @@ class Layout:
     metadata: dict[str, str]
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+def _varint(buf: bytes | mmap.mmap, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         if pos >= len(buf):
@@ -122,7 +123,7 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(buf: bytes, start: int, end: int) -> Any:
+def _fields(buf: bytes | mmap.mmap, start: int, end: int) -> Any:
     """Yield (field number, wire type, value or (start, end) for length-delimited)."""
     pos = start
     while pos < end:
@@ -141,6 +142,28 @@ def _fields(buf: bytes, start: int, end: int) -> Any:
             pos += 8 if wire == 1 else 4
         else:
             raise EmbeddingError(f"augmented model file has an unknown wire type {wire}")
+
+
+def read_metadata(path: Path) -> dict[str, str]:
+    """The metadata properties of the ONNX file at ``path``, without reading its graph.
+
+    Walks only the top-level fields of ModelProto (metadata_props = 14;
+    the graph, field 7, is skipped by its length), over a memory map: a few
+    pages of a 150 MB file. An unreadable or foreign file gives what it holds
+    (often nothing).
+    """
+    metadata: dict[str, str] = {}
+    with Path(path).open("rb") as handle:
+        if handle.seek(0, 2) == 0:
+            return metadata
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            for field, wire, value in _fields(buf, 0, len(buf)):
+                if field == 14 and wire == 2:
+                    entry = {
+                        f: bytes(buf[s:e]).decode("utf-8") for f, w, (s, e) in _fields(buf, *value) if w == 2
+                    }
+                    metadata[entry.get(1, "")] = entry.get(2, "")
+    return metadata
 
 
 def read_layout(buf: bytes) -> Layout:

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oracle_rag.embedding import e5, e5_batch, e5_source
-from oracle_rag.embedding.batch_model import build_batch_models
+from oracle_rag.embedding.batch_model import build_batch_models, read_metadata
 from oracle_rag.embedding.build import (
+    BUILD_FORMAT,
     DEFAULT_MODEL_FILENAME,
     MODEL_DIM,
     WEIGHTS_INSTALL,
@@ -54,6 +55,13 @@ class EmbeddingModel:
     (``answering/structured/relevance.py``). A model's similarities sit in its own
     range (MiniLM's unrelated pairs near 0.2, e5's near 0.8), so each model has
     its own, measured by ``bench/relevance_floor.py``; None: it never vouches.
+
+    ``build_format``: what this version's builder writes as the file's
+    ``oracle_rag.build_format`` metadata, bumped whenever the graph changes
+    what it computes. A cached file of another format embeds differently
+    (:meth:`stale_format`): it is kept while a generation's vectors come from
+    it and rebuilt for a new one (``model_cache.ensure_model``). Empty: not
+    checked (a registered file of another origin).
     """
 
     name: str
@@ -71,6 +79,7 @@ class EmbeddingModel:
     oracle_name: str = ""  # the mining model name Oracle loads it under (LOAD_ONNX_MODEL)
     companions: Callable[[Path], tuple[Path, Path]] = build_batch_models
     about_similarity: float | None = None
+    build_format: str = ""
 
     def query_text(self, text: str) -> str:
         """The text to embed for a search query."""
@@ -87,6 +96,20 @@ class EmbeddingModel:
     def source_installed(self) -> bool:
         """Whether the package with the weights is installed (a built file needs none)."""
         return importlib.util.find_spec(self.source_module) is not None
+
+    def stale_format(self, path: Path) -> str | None:
+        """The build format of the file at ``path`` when it is not the one this version builds, else None.
+
+        A file without the metadata reads as ``"unknown"``. Cheap: only the
+        file's metadata is read (:func:`.batch_model.read_metadata`).
+        """
+        if not self.build_format:
+            return None
+        try:
+            found = read_metadata(path).get("oracle_rag.build_format") or "unknown"
+        except (EmbeddingError, OSError):
+            found = "unreadable"
+        return None if found == self.build_format else found
 
     def build(self, out_path: Path, progress: ProgressCallback | None = None) -> Path:
         """Build the augmented file at ``out_path`` from the installed weights package."""
@@ -106,6 +129,7 @@ MINILM = EmbeddingModel(
     languages="English",
     batched=True,
     builder=build_minilm,
+    build_format=BUILD_FORMAT,
     oracle_name="ALL_MINILM_L12_V2",
     # help desk: a Spanish question and the English record that answers it 0.49; no record answers: <= 0.27
     about_similarity=0.4,
@@ -124,6 +148,7 @@ E5_SMALL = EmbeddingModel(
     languages="about 100 languages, across languages (a Spanish query finds an English text)",
     batched=True,
     builder=e5.build_model,
+    build_format=e5.BUILD_FORMAT,
     oracle_name="MULTILINGUAL_E5_SMALL",
     companions=e5_batch.build_batch_models,
     # help desk: the other-language record that answers 0.84-0.89; no record answers: <= 0.83

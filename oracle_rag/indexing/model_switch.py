@@ -21,10 +21,11 @@ from typing import Any
 
 from oracle_rag.config import Settings
 from oracle_rag.embedding import catalog, ensure_model
+from oracle_rag.embedding.model_cache import rebuild_hint
 from oracle_rag.engines import Engine
 from oracle_rag.engines import generation_sql as gq
 from oracle_rag.engines.generations import ACTIVE, LOADING, SLOTS, STANDBY, Generation
-from oracle_rag.errors import DatabaseError, InputError
+from oracle_rag.errors import DatabaseError, EmbeddingError, InputError
 from oracle_rag.indexing import provision
 
 
@@ -122,6 +123,9 @@ def switch(engine: Engine, settings: Settings, name: str) -> str:
                 },
             )
             gen = next(g for g in engine.generations(conn) if g.model_name == spec.name)
+    # No vector of this generation is stored yet: a cached file of an earlier build is rebuilt for it here
+    # (a generation that has vectors keeps its file: ensure_model never replaces it for them).
+    ensure_model(settings.data_path, model=spec, replace_stale=True)
     fingerprint = _load(engine, settings, gen)
     with engine.connect() as conn:
         dims = len(engine.embed_with(conn, gen, "oracle-rag generation check"))
@@ -137,6 +141,32 @@ def switch(engine: Engine, settings: Settings, name: str) -> str:
         f"{missing} chunks it lacks behind the queue (progress: `oracle-rag status`), then run "
         f"`oracle-rag model activate`"
     )
+
+
+def earlier_builds(engine: Engine, settings: Settings) -> list[str]:
+    """One line per live generation whose model file here is of an earlier build than this version's.
+
+    Its searches and writes keep using that file (its vectors came from it);
+    the line says so and what to run to move to the new build.
+    """
+    with engine.connect() as conn:
+        gens = engine.generations(conn)
+    lines = []
+    for gen in gens:
+        try:
+            spec = catalog.get(gen.model_name)
+        except EmbeddingError:  # a model this process does not declare: nothing to compare with
+            continue
+        path = spec.path_in(settings.data_path)
+        found = spec.stale_format(path) if path.is_file() else None
+        if gen.state == LOADING or found is None:
+            continue
+        hint = rebuild_hint(spec.name, active=gen.state == ACTIVE)
+        lines.append(
+            f"{gen.label()} runs {path.name} of build {found} (this version builds {spec.build_format}) "
+            f"and keeps it while its vectors come from it; {hint}"
+        )
+    return lines
 
 
 def _load(engine: Engine, settings: Settings, gen: Generation) -> str | None:

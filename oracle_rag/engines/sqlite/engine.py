@@ -107,6 +107,7 @@ class SqliteEngine(Engine, CandidateIndex):
         self.path = Path(path) if path is not None else settings.sqlite_path
         self._runtime: Any = None
         self._runtimes: dict[str, Any] = {}  # the other generations' models, by catalog name
+        self._runtime_files: dict[str, tuple[int, int, int]] = {}  # the file each of those was opened from
         self._runtime_lock = threading.Lock()
         self._vector_cache: VectorCache | None = None
         self._term_index: TermIndex | None = None
@@ -127,15 +128,29 @@ class SqliteEngine(Engine, CandidateIndex):
             return self._runtime
 
     def runtime_for(self, model_name: str) -> Any:
-        """The runtime of a generation's model (the catalog's file, built on first use)."""
+        """The runtime of a generation's model (the catalog's file, built on first use).
+
+        Reopened when the file was replaced since (``model switch`` rebuilds a
+        file of an earlier build format for a new generation, possibly in
+        another process): the new generation's vectors come from the new file.
+        """
         if model_name == catalog.DEFAULT.name:
             return self.runtime()
+        spec = catalog.get(model_name)
         with self._runtime_lock:
             runtime = self._runtimes.get(model_name)
+            opened = self._runtime_files.get(model_name)
+            if (
+                runtime is not None
+                and opened is not None
+                and opened != _file_identity(spec.path_in(self.settings.data_path))
+            ):
+                runtime = None
             if runtime is None:
-                path = ensure_model(self.settings.data_path, model=catalog.get(model_name))
+                path = ensure_model(self.settings.data_path, model=spec)
                 runtime = EmbeddingRuntime(path, threads=self.settings.embedding_threads or None)
                 self._runtimes[model_name] = runtime
+                self._runtime_files[model_name] = _file_identity(path)
             return runtime
 
     def set_runtime_for(self, model_name: str, runtime: Any) -> None:
@@ -145,6 +160,7 @@ class SqliteEngine(Engine, CandidateIndex):
             return
         with self._runtime_lock:
             self._runtimes[model_name] = runtime
+            self._runtime_files.pop(model_name, None)
 
     def generation_runtime(self, gen: Generation) -> Any:
         return self.runtime_for(gen.model_name)
@@ -871,3 +887,12 @@ class _LazyRuntime:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine.runtime(), name)
+
+
+def _file_identity(path: Path) -> tuple[int, int, int]:
+    """Which file ``path`` names now: an atomic replace gives another inode (and mtime)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return (0, 0, 0)
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
