@@ -98,7 +98,7 @@ def ensure_model(
                 _build_batch_models_or_warn(path, model)
             return path
     except OSError as exc:  # a read-only or full volume: name the cause instead of a bare OSError
-        if _present(path) and not replace_stale:
+        if _present(path) and not (replace_stale and model.stale_format(path) is not None):
             return path
         raise EmbeddingError(
             f"embedding model {path} is missing or of an earlier build and could not be built there "
