@@ -5,7 +5,9 @@ generator composed: the answering task and the facts are known by construction),
 package does not write: Spanish questions about English tasks (the Spanish names of the components
 are the cross-language set's, ``bench/data/crosslang/generate.py``), and two that nothing answers (a
 component and a customer that never occur together). The kinds are qa_open's, and so are the scores
-(``qa_open.score``). Every question counts as held out: none was looked at while tuning the product.
+(``qa_open.score``). None is held out: the answers to all of them were read while tuning the
+sentence choice, so they measure what was tuned, and bench/qa_open.py's held-out third is the
+unseen measure.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def questions(tasks: int = 2000, seed: int = 42) -> list[dict[str, Any]]:
                 "id": f"demo{len(out) + 1}",
                 "kind": kind,
                 "lang": lang,
-                "held_out": True,
+                "held_out": False,  # every answer was read while tuning the sentence choice
                 "question": question,
                 "answers": answers,
                 "facts": facts,
