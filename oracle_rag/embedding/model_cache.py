@@ -100,8 +100,9 @@ def ensure_model(
     except OSError as exc:  # a read-only or full volume: name the cause instead of a bare OSError
         if _present(path) and not (replace_stale and model.stale_format(path) is not None):
             return path
+        what = "is of an earlier build" if _present(path) else "is missing"
         raise EmbeddingError(
-            f"embedding model {path} is missing or of an earlier build and could not be built there "
+            f"embedding model {path} {what} and could not be built there "
             f"({type(exc).__name__}: {exc.strerror or 'no detail'})",
             path=str(path),
         ) from None
